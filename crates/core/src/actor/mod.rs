@@ -1,0 +1,11 @@
+//! The actors. They own state; spawned tasks own I/O (STYLE §2): no
+//! `handle` here ever awaits a provider call or another actor's `call`.
+//!
+//! - [`router::RouterActor`] plans each request and spawns its run.
+//! - [`provider::ProviderActor`] owns one provider's adapter and outcomes.
+//! - [`supervisor::SupervisorActor`] starts provider actors lazily, linked to
+//!   itself, and restarts them with fresh state when they fail.
+
+pub(crate) mod provider;
+pub(crate) mod router;
+pub(crate) mod supervisor;

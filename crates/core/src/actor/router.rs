@@ -1,0 +1,223 @@
+//! The router: plans each request from its availability snapshot and runs
+//! the plan on a spawned task. Its `handle` never awaits anything slow, so
+//! one router serves any number of concurrent requests.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::actor::provider::ProviderMsg;
+use crate::actor::supervisor::SupervisorMsg;
+use crate::adapter::AdapterFactory;
+use crate::engine::{KeyStatus, ProviderInfo};
+use crate::generation::{GenerateRequest, GenerateResult};
+use crate::policy::plan::{self, Target, Unavailable};
+use crate::run::Run;
+use crate::settings::{Routing, Settings};
+
+/// Messages of [`RouterActor`].
+pub(crate) enum RouterMsg {
+    /// Plan and run one request; the spawned run replies.
+    Generate {
+        request: GenerateRequest,
+        started: Instant,
+        reply: RpcReplyPort<GenerateResult>,
+    },
+    /// A provider actor (re)started: use this ref from now on.
+    ProviderStarted {
+        provider: Arc<str>,
+        actor: ActorRef<ProviderMsg>,
+    },
+    /// A provider's restart budget ran out: leave it out of plans.
+    ProviderStopped { provider: Arc<str> },
+    /// The static view of every provider.
+    Providers(RpcReplyPort<Vec<ProviderInfo>>),
+    /// The current routing table.
+    GetRouting(RpcReplyPort<Routing>),
+}
+
+pub(crate) struct RouterActor;
+
+pub(crate) struct RouterArgs {
+    pub settings: Arc<Settings>,
+    pub factory: Arc<dyn AdapterFactory>,
+    pub supervisor: ActorRef<SupervisorMsg>,
+}
+
+pub(crate) struct RouterState {
+    settings: Arc<Settings>,
+    supervisor: ActorRef<SupervisorMsg>,
+    routing: Routing,
+    default_route: Vec<Target>,
+    routes: BTreeMap<String, Vec<Target>>,
+    actors: HashMap<Arc<str>, ActorRef<ProviderMsg>>,
+    /// Reasons fixed at start: no key, no adapter.
+    unavailable: HashMap<Arc<str>, Unavailable>,
+    stopped: HashSet<Arc<str>>,
+    /// The running plans; reaped as they finish, drained on stop.
+    runs: JoinSet<()>,
+}
+
+impl Actor for RouterActor {
+    type Msg = RouterMsg;
+    type State = RouterState;
+    type Arguments = RouterArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: RouterArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let settings = args.settings;
+        let unavailable = settings
+            .providers
+            .values()
+            .filter_map(|p| {
+                let why = if !args.factory.supports(p.kind) {
+                    Unavailable::NoAdapter
+                } else if !p.has_key() {
+                    Unavailable::NoKey
+                } else {
+                    return None;
+                };
+                Some((Arc::from(p.name.as_str()), why))
+            })
+            .collect();
+        Ok(RouterState {
+            routing: settings.routing.clone(),
+            default_route: settings.default_route(),
+            routes: settings.routes.clone(),
+            supervisor: args.supervisor,
+            actors: HashMap::new(),
+            unavailable,
+            stopped: HashSet::new(),
+            runs: JoinSet::new(),
+            settings,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        while state.runs.try_join_next().is_some() {}
+        match msg {
+            RouterMsg::Generate {
+                request,
+                started,
+                reply,
+            } => match state.prepare(request, started) {
+                Ok(run) => {
+                    state.runs.spawn(async move {
+                        let _ = reply.send(run.execute().await);
+                    });
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            RouterMsg::ProviderStarted { provider, actor } => {
+                state.stopped.remove(&provider);
+                state.actors.insert(provider, actor);
+            }
+            RouterMsg::ProviderStopped { provider } => {
+                state.actors.remove(&provider);
+                state.stopped.insert(provider);
+            }
+            RouterMsg::Providers(reply) => {
+                let _ = reply.send(state.providers());
+            }
+            RouterMsg::GetRouting(reply) => {
+                let _ = reply.send(state.routing.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets the runs in flight finish, bounded by the request timeout.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let drain = async { while state.runs.join_next().await.is_some() {} };
+        if tokio::time::timeout(state.settings.timeouts.request, drain).await.is_err() {
+            state.runs.abort_all();
+        }
+        Ok(())
+    }
+}
+
+// === impl RouterState ===
+
+impl RouterState {
+    fn prepare(&self, request: GenerateRequest, started: Instant) -> Result<Run, crate::Error> {
+        let route = plan::resolve(&request.route, &self.settings, &self.default_route, &self.routes)?;
+        let plan = plan::plan(route, |t| self.availability(&t.provider))
+            .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+        let actors = plan.targets.iter().map(|t| self.actors.get(&t.provider).cloned()).collect();
+        Ok(Run {
+            request_id: request.request_id.unwrap_or_else(new_request_id),
+            plan,
+            chat: request.chat,
+            policy: request.refusal_policy.unwrap_or(self.routing.refusal_policy),
+            settings: Arc::clone(&self.settings),
+            actors,
+            supervisor: self.supervisor.clone(),
+            started,
+        })
+    }
+
+    fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {
+        if let Some(why) = self.unavailable.get(provider) {
+            return Some(*why);
+        }
+        self.stopped.contains(provider).then_some(Unavailable::Stopped)
+    }
+
+    fn providers(&self) -> Vec<ProviderInfo> {
+        let order = |name: &str| {
+            std::iter::once(&self.routing.default)
+                .chain(&self.routing.order)
+                .position(|n| n == name)
+                .unwrap_or(usize::MAX)
+        };
+        let mut out: Vec<ProviderInfo> = self
+            .settings
+            .providers
+            .values()
+            .map(|p| {
+                let name: Arc<str> = Arc::from(p.name.as_str());
+                let key = match (&p.api_key, &p.api_key_env) {
+                    _ if !p.requires_key => KeyStatus::NotNeeded,
+                    (Some(_), var) => KeyStatus::Set { from: var.clone() },
+                    (None, var) => KeyStatus::Unset { from: var.clone() },
+                };
+                let unavailable = self.availability(&name);
+                ProviderInfo {
+                    available: unavailable.is_none(),
+                    unavailable_reason: unavailable.map(|u| u.as_str().to_owned()),
+                    started: self.actors.contains_key(&name),
+                    name: p.name.clone(),
+                    kind: p.kind,
+                    model: p.model.clone(),
+                    base_url: p.base_url.clone(),
+                    key,
+                    stats: None,
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| (order(&p.name), p.name.clone()));
+        out
+    }
+}
+
+/// A request id: 16 hex digits, unique enough for logs and correlation.
+pub(crate) fn new_request_id() -> String {
+    format!("{:016x}", fastrand::u64(..))
+}

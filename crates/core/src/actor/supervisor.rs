@@ -1,0 +1,187 @@
+//! The supervisor: starts provider actors on first use, linked to itself,
+//! and restarts a failed one with fresh state under a restart budget.
+//!
+//! ractor's default `handle_supervisor_evt` stops the supervisor when any
+//! child exits; this one overrides it. Every (re)start is published to the
+//! router, because an old `ActorRef` goes stale when its actor dies.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::time::Instant;
+
+use crate::actor::provider::{ProviderActor, ProviderArgs, ProviderMsg};
+use crate::actor::router::RouterMsg;
+use crate::adapter::AdapterFactory;
+use crate::policy::plan::Unavailable;
+use crate::settings::Settings;
+
+/// Restarts allowed per provider within [`RESTART_WINDOW`].
+pub(crate) const RESTART_BUDGET: usize = 5;
+pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+/// Messages of [`SupervisorActor`].
+pub(crate) enum SupervisorMsg {
+    /// Tells the supervisor where to publish provider (re)starts.
+    Attach(ActorRef<RouterMsg>),
+    /// Returns the provider's actor, starting it if needed.
+    Ensure {
+        provider: Arc<str>,
+        reply: RpcReplyPort<Result<ActorRef<ProviderMsg>, EnsureError>>,
+    },
+    /// Every running provider actor.
+    Running(RpcReplyPort<Vec<(Arc<str>, ActorRef<ProviderMsg>)>>),
+}
+
+/// Why a provider actor could not be had.
+#[derive(Debug, Clone)]
+pub(crate) enum EnsureError {
+    Unavailable(Unavailable),
+    StartFailed(String),
+}
+
+pub(crate) struct SupervisorActor;
+
+pub(crate) struct SupervisorArgs {
+    pub settings: Arc<Settings>,
+    pub factory: Arc<dyn AdapterFactory>,
+}
+
+pub(crate) struct SupervisorState {
+    settings: Arc<Settings>,
+    factory: Arc<dyn AdapterFactory>,
+    router: Option<ActorRef<RouterMsg>>,
+    running: HashMap<Arc<str>, ActorRef<ProviderMsg>>,
+    by_id: HashMap<ActorId, Arc<str>>,
+    /// Recent restart times per provider, for the budget.
+    restarts: HashMap<Arc<str>, VecDeque<Instant>>,
+    /// Providers whose budget ran out; they stay down.
+    stopped: HashMap<Arc<str>, String>,
+}
+
+impl Actor for SupervisorActor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: SupervisorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SupervisorState {
+            settings: args.settings,
+            factory: args.factory,
+            router: None,
+            running: HashMap::new(),
+            by_id: HashMap::new(),
+            restarts: HashMap::new(),
+            stopped: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Attach(router) => state.router = Some(router),
+            SupervisorMsg::Ensure { provider, reply } => {
+                let result = match state.running.get(&provider) {
+                    Some(actor) => Ok(actor.clone()),
+                    None if state.stopped.contains_key(&provider) => {
+                        Err(EnsureError::Unavailable(Unavailable::Stopped))
+                    }
+                    // Spawning awaits only the child's `pre_start`, which
+                    // builds an adapter and does no network I/O.
+                    None => state.start(&provider, myself.get_cell()).await,
+                };
+                let _ = reply.send(result);
+            }
+            SupervisorMsg::Running(reply) => {
+                let _ = reply.send(state.running.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".into()))
+            }
+            _ => return Ok(()),
+        };
+        let Some(name) = state.by_id.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        state.running.remove(&name);
+        if myself.get_status() != ractor::ActorStatus::Running {
+            return Ok(()); // shutting down: children stop with us
+        }
+        tracing::warn!(provider = %name, reason = %why, "provider actor exited; restarting");
+        let now = Instant::now();
+        let history = state.restarts.entry(name.clone()).or_default();
+        while history.front().is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW) {
+            history.pop_front();
+        }
+        if history.len() >= RESTART_BUDGET {
+            tracing::error!(provider = %name, "restart budget spent; provider marked unavailable");
+            state.stopped.insert(name.clone(), why);
+            if let Some(router) = &state.router {
+                let _ = router.cast(RouterMsg::ProviderStopped { provider: name });
+            }
+            return Ok(());
+        }
+        history.push_back(now);
+        if let Err(e) = state.start(&name, myself.get_cell()).await {
+            tracing::error!(provider = %name, error = ?e, "provider actor restart failed");
+        }
+        Ok(())
+    }
+}
+
+// === impl SupervisorState ===
+
+impl SupervisorState {
+    async fn start(
+        &mut self,
+        name: &Arc<str>,
+        me: ActorCell,
+    ) -> Result<ActorRef<ProviderMsg>, EnsureError> {
+        let Some(settings) = self.settings.providers.get(&**name) else {
+            return Err(EnsureError::StartFailed(format!("unknown provider `{name}`")));
+        };
+        if !self.factory.supports(settings.kind) {
+            return Err(EnsureError::Unavailable(Unavailable::NoAdapter));
+        }
+        let args = ProviderArgs {
+            settings: settings.clone(),
+            factory: Arc::clone(&self.factory),
+        };
+        // Unnamed: names live in a global registry and would collide
+        // between engines in one process.
+        let (actor, _join) = Actor::spawn_linked(None, ProviderActor, args, me)
+            .await
+            .map_err(|e| EnsureError::StartFailed(e.to_string()))?;
+        self.by_id.insert(actor.get_id(), name.clone());
+        self.running.insert(name.clone(), actor.clone());
+        if let Some(router) = &self.router {
+            let _ = router.cast(RouterMsg::ProviderStarted {
+                provider: name.clone(),
+                actor: actor.clone(),
+            });
+        }
+        Ok(actor)
+    }
+}

@@ -1,0 +1,41 @@
+//! The seam between the engine and the wire: an [`Adapter`] speaks one
+//! provider's protocol, an [`AdapterFactory`] builds adapters from settings.
+//!
+//! The traits live here, and the implementations in `understudy-providers`,
+//! so that the engine depends on no HTTP client and tests can see exactly
+//! what crosses the seam.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::chat::{ChatRequest, Completion};
+use crate::error::Failure;
+use crate::settings::{ProviderKind, ProviderSettings};
+
+/// A boxed, sendable future (object-safe async trait methods).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One provider's wire protocol, bound to its settings and its pooled
+/// HTTP client. Cheap to share: the provider actor holds it in an `Arc` and
+/// hands clones to the tasks that do the I/O.
+pub trait Adapter: Send + Sync + fmt::Debug + 'static {
+    /// Sends one non-streamed request for `model` and classifies the result.
+    /// Timeouts are applied by the caller; connection, HTTP and body errors
+    /// come back as a classified [`Failure`], never as a panic.
+    fn complete<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, Failure>>;
+}
+
+/// Builds adapters. The engine asks it once per provider actor start.
+pub trait AdapterFactory: Send + Sync + fmt::Debug + 'static {
+    /// Whether an adapter for `kind` is compiled in.
+    fn supports(&self, kind: ProviderKind) -> bool;
+
+    /// Builds the adapter for one provider.
+    fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String>;
+}

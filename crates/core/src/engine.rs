@@ -1,0 +1,208 @@
+//! [`Engine`]: the handle every front end uses. Cheap to clone; all it holds
+//! are actor references. Dropping the last clone stops the actors.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::actor::provider::{ProviderMsg, ProviderStats};
+use crate::actor::router::{RouterActor, RouterArgs, RouterMsg};
+use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
+use crate::adapter::AdapterFactory;
+use crate::error::Error;
+use crate::generation::{GenerateRequest, GenerateResult};
+use crate::settings::{ProviderKind, Routing, Settings};
+
+/// How long a quick query of an actor may take before it counts as gone.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The gateway engine.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    router: ActorRef<RouterMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
+    settings: Arc<Settings>,
+}
+
+/// One provider as `understudy providers` and `GET /v1/providers` show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderInfo {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub key: KeyStatus,
+    pub available: bool,
+    /// Why it is not available (no key, no adapter, …).
+    pub unavailable_reason: Option<String>,
+    /// Whether its actor has been started (providers start on first use).
+    pub started: bool,
+    /// Outcome counts since its actor started, when it has.
+    pub stats: Option<ProviderStats>,
+}
+
+/// Whether a provider's key is set. Never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum KeyStatus {
+    Set { from: Option<String> },
+    Unset { from: Option<String> },
+    NotNeeded,
+}
+
+// === impl Engine ===
+
+impl Engine {
+    /// Starts the supervisor and the router. Provider actors start on first
+    /// use.
+    pub async fn start(settings: Settings, factory: Arc<dyn AdapterFactory>) -> Result<Self, Error> {
+        let settings = Arc::new(settings);
+        let (supervisor, _) = Actor::spawn(
+            None,
+            SupervisorActor,
+            SupervisorArgs {
+                settings: Arc::clone(&settings),
+                factory: Arc::clone(&factory),
+            },
+        )
+        .await
+        .map_err(|e| Error::Engine(format!("supervisor failed to start: {e}")))?;
+        let router = Actor::spawn(
+            None,
+            RouterActor,
+            RouterArgs {
+                settings: Arc::clone(&settings),
+                factory,
+                supervisor: supervisor.clone(),
+            },
+        )
+        .await;
+        let router = match router {
+            Ok((router, _)) => router,
+            Err(e) => {
+                supervisor.stop(None);
+                return Err(Error::Engine(format!("router failed to start: {e}")));
+            }
+        };
+        supervisor
+            .cast(SupervisorMsg::Attach(router.clone()))
+            .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                router,
+                supervisor,
+                settings,
+            }),
+        })
+    }
+
+    /// Runs one non-streamed generation through the decision table.
+    pub async fn generate(&self, request: GenerateRequest) -> GenerateResult {
+        request.chat.validate()?;
+        let started = Instant::now();
+        let asked = self
+            .inner
+            .router
+            .call(
+                |reply| RouterMsg::Generate {
+                    request,
+                    started,
+                    reply,
+                },
+                None,
+            )
+            .await;
+        match asked {
+            Ok(CallResult::Success(result)) => result,
+            Ok(_) => Err(Error::Engine("the request's run ended without an answer".into())),
+            Err(_) => Err(Error::Engine("the router is not running".into())),
+        }
+    }
+
+    /// Every provider with its availability, sorted by routing order.
+    pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
+        let mut infos = match self.inner.router.call(RouterMsg::Providers, Some(QUERY_TIMEOUT)).await {
+            Ok(CallResult::Success(infos)) => infos,
+            _ => return Err(Error::Engine("the router is not running".into())),
+        };
+        let running = match self.inner.supervisor.call(SupervisorMsg::Running, Some(QUERY_TIMEOUT)).await {
+            Ok(CallResult::Success(running)) => running,
+            _ => Vec::new(),
+        };
+        for (name, actor) in running {
+            if let Some(info) = infos.iter_mut().find(|i| *i.name == *name) {
+                if let Ok(CallResult::Success(stats)) = actor.call(ProviderMsg::Stats, Some(QUERY_TIMEOUT)).await {
+                    info.stats = Some(stats);
+                }
+            }
+        }
+        Ok(infos)
+    }
+
+    /// The routing table in force.
+    pub async fn routing(&self) -> Result<Routing, Error> {
+        match self.inner.router.call(RouterMsg::GetRouting, Some(QUERY_TIMEOUT)).await {
+            Ok(CallResult::Success(r)) => Ok(r),
+            _ => Err(Error::Engine("the router is not running".into())),
+        }
+    }
+
+    /// The settings the engine started with.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// Stops accepting requests, lets the runs in flight finish (bounded by
+    /// the request timeout), then stops the provider actors.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.router.stop_and_wait(None, None).await;
+        let _ = self.inner.supervisor.stop_and_wait(None, Some(QUERY_TIMEOUT)).await;
+    }
+
+    /// Makes the provider's actor panic (starting it first if needed), to
+    /// test supervision. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub async fn inject_provider_panic(&self, provider: &str) -> Result<(), Error> {
+        let asked = self
+            .inner
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::Ensure {
+                    provider: Arc::from(provider),
+                    reply,
+                },
+                Some(QUERY_TIMEOUT),
+            )
+            .await;
+        match asked {
+            Ok(CallResult::Success(Ok(actor))) => actor
+                .cast(ProviderMsg::Panic)
+                .map_err(|_| Error::Engine("provider actor stopped".into())),
+            _ => Err(Error::UnknownProvider(provider.to_owned())),
+        }
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("router", &self.inner.router.get_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.router.stop(None);
+        self.supervisor.stop(None);
+    }
+}

@@ -1,0 +1,211 @@
+//! One generation as the engine sees it: what a front end asks for
+//! ([`GenerateRequest`]), what comes back ([`Generation`]), and the record of
+//! each attempt along the way ([`Attempt`]).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::{ChatRequest, Completion, FinishReason, Usage};
+use crate::error::{Error, FailureCode};
+use crate::policy::refusal::RefusalPolicy;
+
+/// Which targets a request should walk.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RouteSelector {
+    /// The default route (the configured primary, then the fallback order).
+    #[default]
+    Default,
+    /// A named route from the settings.
+    Named(String),
+    /// `provider` or `provider:model` as the primary; the rest of the default
+    /// order follows as fallbacks.
+    Pin { provider: String, model: Option<String> },
+}
+
+/// What a front end hands the engine.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub chat: Arc<ChatRequest>,
+    pub route: RouteSelector,
+    /// Overrides the configured refusal policy for this request.
+    pub refusal_policy: Option<RefusalPolicy>,
+    /// A caller-chosen id; the engine makes one when absent.
+    pub request_id: Option<String>,
+}
+
+/// The role an attempt played in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptKind {
+    Primary,
+    Softened,
+    RateLimitRetry,
+    Fallback,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Ok,
+    Failed(FailureCode),
+}
+
+/// The record of one call to one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub provider: String,
+    pub model: String,
+    pub kind: AttemptKind,
+    pub outcome: Outcome,
+    pub latency_ms: f64,
+    /// Why it failed, bounded and free of keys; `None` on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A successful generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    pub request_id: String,
+    pub text: String,
+    /// The provider that served.
+    pub provider: String,
+    /// The model that answered (the provider's own name for it).
+    pub model: String,
+    pub finish_reason: FinishReason,
+    /// The serving attempt's usage, never the failed attempts'.
+    pub usage: Option<Usage>,
+    /// A provider other than the primary served.
+    pub fell_back: bool,
+    /// Some attempt was refused by a content filter, whoever served.
+    pub content_filtered: bool,
+    pub attempts: Vec<Attempt>,
+    pub latency_ms: f64,
+}
+
+/// The result of [`crate::Engine::generate`].
+pub type GenerateResult = Result<Generation, Error>;
+
+// === impl GenerateRequest ===
+
+impl GenerateRequest {
+    pub fn new(chat: ChatRequest) -> Self {
+        Self {
+            chat: Arc::new(chat),
+            route: RouteSelector::Default,
+            refusal_policy: None,
+            request_id: None,
+        }
+    }
+
+    pub fn route(mut self, route: RouteSelector) -> Self {
+        self.route = route;
+        self
+    }
+
+    pub fn refusal_policy(mut self, policy: RefusalPolicy) -> Self {
+        self.refusal_policy = Some(policy);
+        self
+    }
+}
+
+// === impl RouteSelector ===
+
+impl RouteSelector {
+    /// Parses `provider` or `provider:model` as a pin.
+    pub fn pin(spec: &str) -> Self {
+        match spec.split_once(':') {
+            Some((provider, model)) if !model.is_empty() => Self::Pin {
+                provider: provider.to_owned(),
+                model: Some(model.to_owned()),
+            },
+            Some((provider, _)) => Self::Pin {
+                provider: provider.to_owned(),
+                model: None,
+            },
+            None => Self::Pin {
+                provider: spec.to_owned(),
+                model: None,
+            },
+        }
+    }
+}
+
+// === impl AttemptKind ===
+
+impl AttemptKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Softened => "softened",
+            Self::RateLimitRetry => "rate_limit_retry",
+            Self::Fallback => "fallback",
+        }
+    }
+}
+
+// === impl Outcome ===
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed(code) => code.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "ok" {
+            return Ok(Self::Ok);
+        }
+        FailureCode::ALL
+            .iter()
+            .find(|c| c.as_str() == s)
+            .map(|c| Self::Failed(*c))
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{s}`")))
+    }
+}
+
+// === impl Generation ===
+
+impl Generation {
+    pub(crate) fn from_completion(
+        request_id: String,
+        provider: String,
+        completion: Completion,
+        fell_back: bool,
+        content_filtered: bool,
+        attempts: Vec<Attempt>,
+        latency_ms: f64,
+    ) -> Self {
+        Self {
+            request_id,
+            text: completion.text,
+            provider,
+            model: completion.model,
+            finish_reason: completion.finish_reason,
+            usage: completion.usage,
+            fell_back,
+            content_filtered,
+            attempts,
+            latency_ms,
+        }
+    }
+}

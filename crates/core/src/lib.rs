@@ -1,0 +1,34 @@
+//! Understudy's engine: everything that decides, nothing that speaks a wire
+//! protocol.
+//!
+//! # Layout
+//! - [`chat`]: neutral request and completion types.
+//! - [`error`]: failure codes, one attempt's [`Failure`], a request's [`Error`].
+//! - [`generation`]: [`GenerateRequest`], [`Generation`], [`Attempt`].
+//! - [`settings`]: defaults, TOML file and environment (DESIGN §4).
+//! - [`policy`]: pure decisions: plan, softening, refusal policy, backoff.
+//! - [`adapter`]: the trait the `understudy-providers` crate implements.
+//! - `actor`: router, provider and supervisor actors (private).
+//! - `run`: one request's walk through its plan (private).
+//! - [`engine`]: [`Engine`], the handle every front end uses.
+
+pub mod adapter;
+pub mod chat;
+pub mod engine;
+pub mod error;
+pub mod generation;
+pub mod policy;
+pub mod settings;
+
+mod actor;
+mod run;
+
+pub use actor::provider::ProviderStats;
+pub use adapter::{Adapter, AdapterFactory, BoxFuture};
+pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, Usage};
+pub use engine::{Engine, KeyStatus, ProviderInfo};
+pub use error::{Error, Failure, FailureCode, FailureKind};
+pub use generation::{Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector};
+pub use policy::plan::Target;
+pub use policy::refusal::RefusalPolicy;
+pub use settings::{ProviderKind, ProviderSettings, Secret, Settings, SettingsError};

@@ -1,0 +1,8 @@
+//! Pure decision logic, no I/O: which targets a request walks, how a
+//! refused request is softened, what a refusal policy allows, how long a
+//! rate limit is waited out.
+
+pub mod backoff;
+pub mod plan;
+pub mod refusal;
+pub mod softening;

@@ -1,0 +1,311 @@
+//! One request's run through its plan: the decision table of DESIGN §2 as
+//! plain async code on a task of its own (spawned by the router, never run
+//! inside a `handle`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use crate::actor::provider::ProviderMsg;
+use crate::actor::supervisor::{EnsureError, SupervisorMsg};
+use crate::chat::{ChatRequest, Completion};
+use crate::error::{Error, Failure, FailureCode, FailureKind};
+use crate::generation::{Attempt, AttemptKind, GenerateResult, Generation, Outcome};
+use crate::policy::backoff::rate_limit_wait;
+use crate::policy::plan::{Plan, Target};
+use crate::policy::refusal::RefusalPolicy;
+use crate::policy::softening::soften;
+use crate::settings::Settings;
+
+/// How much longer than an attempt's own deadline the run waits for the
+/// provider actor's reply before it counts the actor as gone.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
+
+/// Everything one run needs; built by the router from its state.
+pub(crate) struct Run {
+    pub request_id: String,
+    pub plan: Plan,
+    pub chat: Arc<ChatRequest>,
+    pub policy: RefusalPolicy,
+    pub settings: Arc<Settings>,
+    /// The provider actors the router knew of, aligned with `plan.targets`.
+    pub actors: Vec<Option<ActorRef<ProviderMsg>>>,
+    pub supervisor: ActorRef<SupervisorMsg>,
+    pub started: Instant,
+}
+
+/// What ended a step of the plan.
+enum Step {
+    Served(Completion),
+    /// Move on to the next target.
+    Next,
+    /// Stop here with this error.
+    Stop(Error),
+}
+
+struct Walk {
+    run: Run,
+    deadline: Instant,
+    attempts: Vec<Attempt>,
+    content_filtered: bool,
+}
+
+impl Run {
+    pub(crate) async fn execute(self) -> GenerateResult {
+        let deadline = self.started + self.settings.timeouts.request;
+        let mut walk = Walk {
+            attempts: Vec::with_capacity(self.plan.targets.len() + 1),
+            content_filtered: false,
+            deadline,
+            run: self,
+        };
+        walk.go().await
+    }
+}
+
+impl Walk {
+    async fn go(&mut self) -> GenerateResult {
+        if self.run.plan.targets.is_empty() {
+            let why: Vec<String> = self
+                .run
+                .plan
+                .skipped
+                .iter()
+                .map(|(t, why)| format!("{} ({})", t.provider, why.as_str()))
+                .collect();
+            return Err(Error::NoProviderAvailable(why.join(", ")));
+        }
+        for idx in 0..self.run.plan.targets.len() {
+            let is_primary = self.run.plan.targets[idx] == self.run.plan.primary;
+            let kind = if is_primary { AttemptKind::Primary } else { AttemptKind::Fallback };
+            let chat = Arc::clone(&self.run.chat);
+            match self.step(idx, kind, chat).await {
+                Step::Served(c) => return Ok(self.served(idx, c)),
+                Step::Next => continue,
+                Step::Stop(e) => return Err(e),
+            }
+        }
+        Err(self.all_failed())
+    }
+
+    /// One target: the attempt, then the softened or rate-limit retry the
+    /// decision table allows on the same target.
+    async fn step(&mut self, idx: usize, kind: AttemptKind, chat: Arc<ChatRequest>) -> Step {
+        let failure = match self.attempt(idx, kind, Arc::clone(&chat)).await {
+            Ok(c) => return Step::Served(c),
+            Err(Some(f)) => f,
+            Err(None) => return Step::Stop(self.deadline_exceeded()),
+        };
+        match failure.kind {
+            FailureKind::ContentFilter => self.refused(idx, kind).await,
+            FailureKind::RateLimited { retry_after } => {
+                let Some(wait) = rate_limit_wait(retry_after, self.run.settings.rate_limit_max_wait) else {
+                    return Step::Next;
+                };
+                if Instant::now() + wait >= self.deadline {
+                    return Step::Next;
+                }
+                tokio::time::sleep(wait).await;
+                match self.attempt(idx, AttemptKind::RateLimitRetry, chat).await {
+                    Ok(c) => Step::Served(c),
+                    Err(Some(f)) if f.kind.is_refusal() => self.refused(idx, kind).await,
+                    Err(Some(_)) => Step::Next,
+                    Err(None) => Step::Stop(self.deadline_exceeded()),
+                }
+            }
+            // Outages, timeouts, auth, quota and bad requests: never the
+            // same target again; the plan moves on.
+            _ => Step::Next,
+        }
+    }
+
+    /// A content filter refused on target `idx`, tried as `kind`.
+    async fn refused(&mut self, idx: usize, kind: AttemptKind) -> Step {
+        self.content_filtered = true;
+        let policy = self.run.policy;
+        if policy == RefusalPolicy::Surface {
+            return Step::Stop(Error::Refused { attempts: std::mem::take(&mut self.attempts) });
+        }
+        // Only the primary earns the softened retry; a refusing fallback
+        // simply hands over to the next one.
+        if kind == AttemptKind::Primary && policy.softens() {
+            let target = &self.run.plan.targets[idx];
+            let default_t = self
+                .run
+                .settings
+                .providers
+                .get(&*target.provider)
+                .map_or(1.0, |p| p.default_temperature);
+            let softened = Arc::new(soften(&self.run.chat, default_t));
+            match self.attempt(idx, AttemptKind::Softened, softened).await {
+                Ok(c) => return Step::Served(c),
+                Err(None) => return Step::Stop(self.deadline_exceeded()),
+                Err(Some(_)) => {}
+            }
+        }
+        if kind == AttemptKind::Primary && !policy.falls_back() {
+            return Step::Stop(Error::Refused { attempts: std::mem::take(&mut self.attempts) });
+        }
+        Step::Next
+    }
+
+    /// Runs one attempt and records it. `Err(None)` means the request
+    /// deadline ran out.
+    async fn attempt(
+        &mut self,
+        idx: usize,
+        kind: AttemptKind,
+        chat: Arc<ChatRequest>,
+    ) -> Result<Completion, Option<Failure>> {
+        let target = self.run.plan.targets[idx].clone();
+        let started = Instant::now();
+        if started >= self.deadline {
+            return Err(None);
+        }
+        let attempt_timeout = self
+            .run
+            .settings
+            .providers
+            .get(&*target.provider)
+            .map_or(self.run.settings.timeouts.attempt, |p| p.timeouts.attempt);
+        let deadline = (started + attempt_timeout).min(self.deadline);
+        let result = self.call(idx, &target, chat, deadline).await;
+        let latency = started.elapsed();
+        let (outcome, detail) = match &result {
+            Ok(_) => (Outcome::Ok, None),
+            Err(f) => (Outcome::Failed(f.code()), Some(f.to_string())),
+        };
+        self.attempts.push(Attempt {
+            provider: target.provider.to_string(),
+            model: target.model.to_string(),
+            kind,
+            outcome,
+            latency_ms: millis(latency),
+            detail,
+        });
+        match result {
+            Ok(c) => Ok(c),
+            Err(f) if f.kind == FailureKind::Timeout && Instant::now() >= self.deadline => Err(None),
+            Err(f) => Err(Some(f)),
+        }
+    }
+
+    /// Sends the attempt to the provider's actor, starting or re-finding
+    /// the actor through the supervisor when needed.
+    async fn call(
+        &mut self,
+        idx: usize,
+        target: &Target,
+        chat: Arc<ChatRequest>,
+        deadline: Instant,
+    ) -> Result<Completion, Failure> {
+        let mut fresh = false;
+        loop {
+            let actor = match &self.run.actors[idx] {
+                Some(a) => a.clone(),
+                None => {
+                    fresh = true;
+                    let a = self.ensure(&target.provider).await?;
+                    self.run.actors[idx] = Some(a.clone());
+                    a
+                }
+            };
+            let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
+            let sent = actor
+                .call(
+                    |reply| ProviderMsg::Execute {
+                        model: Arc::clone(&target.model),
+                        request: Arc::clone(&chat),
+                        deadline,
+                        reply,
+                    },
+                    Some(wait),
+                )
+                .await;
+            return match sent {
+                Ok(CallResult::Success(result)) => result,
+                Ok(CallResult::Timeout) => Err(Failure::new(
+                    FailureKind::Timeout,
+                    "the provider actor did not answer in time",
+                )),
+                Ok(CallResult::SenderError) => Err(Failure::new(
+                    FailureKind::Unavailable,
+                    "the provider actor stopped during the attempt",
+                )),
+                // The actor was gone before the message went out (a stale
+                // ref from before a restart): the provider never saw the
+                // request, so ask for the current actor once.
+                Err(_) if !fresh => {
+                    self.run.actors[idx] = None;
+                    continue;
+                }
+                Err(_) => Err(Failure::new(FailureKind::Unavailable, "the provider actor is not running")),
+            };
+        }
+    }
+
+    async fn ensure(&self, provider: &Arc<str>) -> Result<ActorRef<ProviderMsg>, Failure> {
+        let asked = self
+            .run
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::Ensure {
+                    provider: Arc::clone(provider),
+                    reply,
+                },
+                Some(Duration::from_secs(10)),
+            )
+            .await;
+        match asked {
+            Ok(CallResult::Success(Ok(actor))) => Ok(actor),
+            Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
+                Err(Failure::new(FailureKind::Unavailable, why.as_str()))
+            }
+            Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => {
+                Err(Failure::new(FailureKind::Unavailable, format!("provider failed to start: {why}")))
+            }
+            _ => Err(Failure::new(FailureKind::Unavailable, "the supervisor is not running")),
+        }
+    }
+
+    fn served(&mut self, idx: usize, completion: Completion) -> Generation {
+        let provider = self.run.plan.targets[idx].provider.to_string();
+        let fell_back = self.run.plan.targets[idx] != self.run.plan.primary;
+        Generation::from_completion(
+            std::mem::take(&mut self.run.request_id),
+            provider,
+            completion,
+            fell_back,
+            self.content_filtered,
+            std::mem::take(&mut self.attempts),
+            millis(self.run.started.elapsed()),
+        )
+    }
+
+    fn all_failed(&mut self) -> Error {
+        let attempts = std::mem::take(&mut self.attempts);
+        let all_rate_limited = attempts
+            .iter()
+            .all(|a| a.outcome == Outcome::Failed(FailureCode::RateLimited));
+        let code = match attempts.last() {
+            _ if all_rate_limited => FailureCode::RateLimited,
+            Some(Attempt { outcome: Outcome::Failed(code), .. }) => *code,
+            _ => FailureCode::Unavailable,
+        };
+        Error::ProvidersFailed { code, attempts }
+    }
+
+    fn deadline_exceeded(&mut self) -> Error {
+        Error::DeadlineExceeded {
+            attempts: std::mem::take(&mut self.attempts),
+        }
+    }
+}
+
+/// Milliseconds with microsecond precision.
+pub(crate) fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}

@@ -1,0 +1,786 @@
+//! Settings: built-in defaults, then the TOML file, then the environment
+//! (DESIGN §4). The result is validated as a whole, and every error names the
+//! setting at fault and where it came from.
+//!
+//! The environment is read through a lookup function rather than
+//! `std::env` directly, so tests can load settings in parallel without
+//! touching the process environment.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::plan::Target;
+use crate::policy::refusal::RefusalPolicy;
+
+/// The validated settings of one engine.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub routing: Routing,
+    /// Every provider, built-in or declared, by name.
+    pub providers: BTreeMap<String, ProviderSettings>,
+    /// Named routes besides `default`.
+    pub routes: BTreeMap<String, Vec<Target>>,
+    pub timeouts: Timeouts,
+    /// The longest `Retry-After` the engine waits out before its one
+    /// rate-limit retry; longer waits fall back at once.
+    pub rate_limit_max_wait: Duration,
+    pub server: ServerSettings,
+    /// Enables the Redis sinks and shared state when set.
+    pub redis_url: Option<Secret>,
+}
+
+/// The `[routing]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    /// The primary provider of the default route.
+    pub default: String,
+    /// The fallback order; the primary is skipped where it appears.
+    pub order: Vec<String>,
+    pub refusal_policy: RefusalPolicy,
+}
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and every compatible server (Groq, Ollama, vLLM, OpenRouter…).
+    Openai,
+    Gemini,
+    Anthropic,
+}
+
+/// One provider's settings.
+#[derive(Debug, Clone)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Without a trailing slash.
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    /// The variable the key is read from, shown by `understudy providers`.
+    pub api_key_env: Option<String>,
+    /// Whether the provider needs a key to be available. Built-ins do; an
+    /// extra provider declared without `api_key`/`api_key_env` does not.
+    pub requires_key: bool,
+    /// The default model.
+    pub model: String,
+    /// Extra request headers (e.g. OpenRouter's `HTTP-Referer`).
+    pub headers: Vec<(String, String)>,
+    /// The temperature the provider uses when a request sets none; the
+    /// softened retry cools down from it.
+    pub default_temperature: f32,
+    pub timeouts: Timeouts,
+    pub price: Option<Price>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// Timeouts (DESIGN §2 defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_token: Duration,
+    pub stream_idle: Duration,
+    /// One attempt in total; the only read timeout of a non-streamed call.
+    pub attempt: Duration,
+    /// The whole request, every attempt and wait included.
+    pub request: Duration,
+}
+
+/// The `[server]` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+}
+
+/// A secret string (an API key, a URL with a password). Its `Debug` and
+/// `Display` never show the value; only [`Secret::expose`] does.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+/// A setting that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}`{setting}`: {message}")]
+pub struct SettingsError {
+    /// The setting's name: an environment variable or a TOML path.
+    pub setting: String,
+    pub message: String,
+    origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    Env,
+    File(PathBuf),
+    None,
+}
+
+/// The built-in providers, in the order `understudy providers` lists them.
+pub const BUILTIN_PROVIDERS: [&str; 4] = ["groq", "gemini", "claude", "openai"];
+
+// === impl Settings ===
+
+impl Settings {
+    /// Loads settings from `config` (or `UNDERSTUDY_CONFIG`) and the process
+    /// environment.
+    pub fn from_env(config: Option<&Path>) -> Result<Self, SettingsError> {
+        Self::load(config, |name| std::env::var(name).ok())
+    }
+
+    /// Loads settings with `env` as the environment. A `config` path wins
+    /// over `UNDERSTUDY_CONFIG`.
+    pub fn load(
+        config: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let path = match config {
+            Some(p) => Some(p.to_path_buf()),
+            None => env("UNDERSTUDY_CONFIG").map(PathBuf::from),
+        };
+        let file = match &path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| SettingsError {
+                    setting: "UNDERSTUDY_CONFIG".into(),
+                    message: format!("cannot read {}: {e}", p.display()),
+                    origin: Origin::None,
+                })?;
+                Some((p.clone(), text))
+            }
+            None => None,
+        };
+        match file {
+            Some((p, text)) => Self::from_parts(Some((&p, &text)), &env),
+            None => Self::from_parts(None, &env),
+        }
+    }
+
+    /// Parses TOML text (as if read from `path`) with `env` overriding it.
+    pub fn from_toml_str(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        Self::from_parts(Some((Path::new("<config>"), text)), &env)
+    }
+
+    fn from_parts(
+        file: Option<(&Path, &str)>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        let (raw, path) = match file {
+            Some((path, text)) => {
+                let raw: RawFile = toml::from_str(text).map_err(|e| SettingsError {
+                    setting: toml_error_setting(&e),
+                    message: e.message().to_owned(),
+                    origin: Origin::File(path.to_path_buf()),
+                })?;
+                (raw, Some(path.to_path_buf()))
+            }
+            None => (RawFile::default(), None),
+        };
+        let file_err = |setting: String, message: String| SettingsError {
+            setting,
+            message,
+            origin: path.clone().map_or(Origin::None, Origin::File),
+        };
+        let env_err = |setting: &str, message: String| SettingsError {
+            setting: setting.to_owned(),
+            message,
+            origin: Origin::Env,
+        };
+
+        // Timeouts: defaults, then the file's global table.
+        let timeouts = raw
+            .timeouts
+            .as_ref()
+            .map_or(Ok(Timeouts::default()), |t| t.apply(Timeouts::default(), "timeouts"))
+            .map_err(|(s, m)| file_err(s, m))?;
+
+        // Providers: built-ins, then the file's tables on top.
+        let mut providers = BTreeMap::new();
+        for name in BUILTIN_PROVIDERS {
+            providers.insert(name.to_owned(), builtin(name, timeouts));
+        }
+        for (name, rp) in raw.providers {
+            let at = format!("providers.{name}");
+            if !valid_name(&name) {
+                return Err(file_err(at, "a provider name uses only a-z, 0-9, `-` and `_`".into()));
+            }
+            let p = match providers.remove(&name) {
+                Some(existing) => rp.overlay(existing, &at),
+                None => rp.create(&name, timeouts, &at),
+            }
+            .map_err(|(s, m)| file_err(s, m))?;
+            providers.insert(name, p);
+        }
+
+        // Environment over the file, for the built-ins.
+        for (name, key_vars, base_var, model_var) in [
+            ("groq", &["GROQ_API_KEY"][..], "GROQ_BASE_URL", "GROQ_MODEL"),
+            ("openai", &["OPENAI_API_KEY"][..], "OPENAI_BASE_URL", "OPENAI_MODEL"),
+            ("gemini", &["GEMINI_API_KEY", "GOOGLE_API_KEY"][..], "GEMINI_BASE_URL", "GEMINI_MODEL"),
+            ("claude", &["ANTHROPIC_API_KEY"][..], "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"),
+        ] {
+            let Some(p) = providers.get_mut(name) else { continue };
+            if let Some((var, key)) = key_vars.iter().find_map(|v| env(v).map(|k| (*v, k))) {
+                p.api_key = Some(Secret(key.trim().to_owned()));
+                p.api_key_env = Some(var.to_owned());
+            }
+            if let Some(url) = env(base_var) {
+                p.base_url = check_url(&url).map_err(|m| env_err(base_var, m))?;
+            }
+            if let Some(model) = env(model_var) {
+                p.model = model.trim().to_owned();
+            }
+        }
+        // Keys named by `api_key_env` in the file.
+        for p in providers.values_mut() {
+            if p.api_key.is_none() {
+                if let Some(var) = &p.api_key_env {
+                    p.api_key = env(var).map(|k| Secret(k.trim().to_owned()));
+                }
+            }
+        }
+
+        // Routing: defaults, file, environment.
+        let raw_routing = raw.routing.unwrap_or_default();
+        let (default, default_setting) = match env("AI_DEFAULT_PROVIDER") {
+            Some(v) => (v.trim().to_owned(), Err("AI_DEFAULT_PROVIDER")),
+            None => (
+                raw_routing.default.unwrap_or_else(|| "groq".into()),
+                Ok("routing.default"),
+            ),
+        };
+        let (order, order_setting) = match env("AI_PROVIDER_FALLBACK_ORDER") {
+            Some(v) => (
+                v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+                Err("AI_PROVIDER_FALLBACK_ORDER"),
+            ),
+            None => (
+                raw_routing
+                    .order
+                    .unwrap_or_else(|| vec!["groq".into(), "gemini".into(), "claude".into()]),
+                Ok("routing.order"),
+            ),
+        };
+        let setting_err = |setting: Result<&str, &str>, message: String| match setting {
+            Ok(s) => file_err(s.to_owned(), message),
+            Err(s) => env_err(s, message),
+        };
+        if !providers.contains_key(&default) {
+            return Err(setting_err(default_setting, unknown_provider(&default, &providers)));
+        }
+        let mut seen = Vec::<&str>::new();
+        for name in &order {
+            if !providers.contains_key(name) {
+                return Err(setting_err(order_setting, unknown_provider(name, &providers)));
+            }
+            if seen.contains(&name.as_str()) {
+                return Err(setting_err(order_setting, format!("`{name}` is listed twice")));
+            }
+            seen.push(name);
+        }
+        let refusal_policy = match env("UNDERSTUDY_REFUSAL_POLICY") {
+            Some(v) => v.trim().parse().map_err(|m| env_err("UNDERSTUDY_REFUSAL_POLICY", m))?,
+            None => match raw_routing.refusal_policy {
+                Some(v) => v.parse().map_err(|m| file_err("routing.refusal_policy".into(), m))?,
+                None => RefusalPolicy::default(),
+            },
+        };
+
+        // Named routes.
+        let mut routes = BTreeMap::new();
+        for (name, specs) in raw.routes {
+            let at = format!("routes.{name}");
+            if name == "default" {
+                return Err(file_err(at, "`default` is the configured order; name the route differently".into()));
+            }
+            if specs.is_empty() {
+                return Err(file_err(at, "a route needs at least one target".into()));
+            }
+            let targets = specs
+                .iter()
+                .map(|spec| Target::parse(spec, &providers))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| file_err(at.clone(), m))?;
+            routes.insert(name, targets);
+        }
+
+        let rate_limit_max_wait = match raw.rate_limit.and_then(|r| r.max_wait) {
+            Some(s) => seconds(s).map_err(|m| file_err("rate_limit.max_wait".into(), m))?,
+            None => Duration::from_secs(5),
+        };
+        let listen = match env("UNDERSTUDY_LISTEN") {
+            Some(v) => v.trim().parse().map_err(|e| env_err("UNDERSTUDY_LISTEN", format!("not a socket address: {e}")))?,
+            None => match raw.server.and_then(|s| s.listen) {
+                Some(v) => v.parse().map_err(|e| file_err("server.listen".into(), format!("not a socket address: {e}")))?,
+                None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+            },
+        };
+
+        Ok(Self {
+            routing: Routing {
+                default,
+                order,
+                refusal_policy,
+            },
+            providers,
+            routes,
+            timeouts,
+            rate_limit_max_wait,
+            server: ServerSettings { listen },
+            redis_url: env("REDIS_URL").map(Secret),
+        })
+    }
+
+    /// The targets of the default route: the primary, then the fallback
+    /// order without the primary, each with its provider's default model.
+    pub fn default_route(&self) -> Vec<Target> {
+        let mut names = vec![self.routing.default.as_str()];
+        names.extend(self.routing.order.iter().map(String::as_str).filter(|n| *n != self.routing.default));
+        names
+            .into_iter()
+            .filter_map(|n| self.providers.get(n).map(|p| Target::new(n, &p.model)))
+            .collect()
+    }
+
+    /// Changes the routing table after validating it against the known
+    /// providers (the same rules as the file).
+    pub fn validate_routing(&self, routing: &Routing) -> Result<(), SettingsError> {
+        let err = |setting: &str, message: String| SettingsError {
+            setting: setting.into(),
+            message,
+            origin: Origin::None,
+        };
+        if !self.providers.contains_key(&routing.default) {
+            return Err(err("default", unknown_provider(&routing.default, &self.providers)));
+        }
+        for (i, name) in routing.order.iter().enumerate() {
+            if !self.providers.contains_key(name) {
+                return Err(err("order", unknown_provider(name, &self.providers)));
+            }
+            if routing.order[..i].contains(name) {
+                return Err(err("order", format!("`{name}` is listed twice")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unknown_provider(name: &str, providers: &BTreeMap<String, ProviderSettings>) -> String {
+    let known: Vec<&str> = providers.keys().map(String::as_str).collect();
+    format!("unknown provider `{name}` (known: {})", known.join(", "))
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+fn check_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("`{url}` has no host"));
+    }
+    if rest.contains(char::is_whitespace) {
+        return Err(format!("`{url}` contains white space"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+fn seconds(s: f64) -> Result<Duration, String> {
+    if !s.is_finite() || s <= 0.0 || s > 86_400.0 {
+        return Err(format!("`{s}` is not a number of seconds between 0 and 86400"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
+    let (kind, base_url, model) = match name {
+        "groq" => (ProviderKind::Openai, "https://api.groq.com/openai/v1", "llama-3.1-8b-instant"),
+        "openai" => (ProviderKind::Openai, "https://api.openai.com/v1", "gpt-4o-mini"),
+        "gemini" => (
+            ProviderKind::Gemini,
+            "https://generativelanguage.googleapis.com/v1beta",
+            "gemini-2.5-flash",
+        ),
+        _ => (ProviderKind::Anthropic, "https://api.anthropic.com", "claude-haiku-4-5"),
+    };
+    ProviderSettings {
+        name: name.to_owned(),
+        kind,
+        base_url: base_url.to_owned(),
+        api_key: None,
+        api_key_env: None,
+        requires_key: true,
+        model: model.to_owned(),
+        headers: Vec::new(),
+        // All four APIs default to 1.0 when no temperature is sent.
+        default_temperature: 1.0,
+        timeouts,
+        price: None,
+    }
+}
+
+// === impl ProviderSettings ===
+
+impl ProviderSettings {
+    /// Whether the provider has what it needs to be called.
+    pub fn has_key(&self) -> bool {
+        !self.requires_key || self.api_key.is_some()
+    }
+}
+
+// === impl Timeouts ===
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            first_token: Duration::from_secs(10),
+            stream_idle: Duration::from_secs(15),
+            attempt: Duration::from_secs(60),
+            request: Duration::from_secs(120),
+        }
+    }
+}
+
+// === impl Secret ===
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+// === impl Origin ===
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env => f.write_str("environment variable "),
+            Self::File(p) => write!(f, "{}: setting ", p.display()),
+            Self::None => f.write_str("setting "),
+        }
+    }
+}
+
+// === the file's shape ===
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    routing: Option<RawRouting>,
+    #[serde(default)]
+    providers: BTreeMap<String, RawProvider>,
+    #[serde(default)]
+    routes: BTreeMap<String, Vec<String>>,
+    timeouts: Option<RawTimeouts>,
+    rate_limit: Option<RawRateLimit>,
+    server: Option<RawServer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouting {
+    default: Option<String>,
+    order: Option<Vec<String>>,
+    refusal_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    kind: Option<ProviderKind>,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    api_key_env: Option<String>,
+    model: Option<String>,
+    #[serde(default)]
+    headers: HashMap<String, String>,
+    temperature: Option<f32>,
+    timeouts: Option<RawTimeouts>,
+    price: Option<Price>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    connect: Option<f64>,
+    first_token: Option<f64>,
+    stream_idle: Option<f64>,
+    attempt: Option<f64>,
+    request: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    max_wait: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+}
+
+type FieldError = (String, String);
+
+impl RawTimeouts {
+    fn apply(&self, mut t: Timeouts, at: &str) -> Result<Timeouts, FieldError> {
+        for (value, slot, name) in [
+            (self.connect, &mut t.connect, "connect"),
+            (self.first_token, &mut t.first_token, "first_token"),
+            (self.stream_idle, &mut t.stream_idle, "stream_idle"),
+            (self.attempt, &mut t.attempt, "attempt"),
+            (self.request, &mut t.request, "request"),
+        ] {
+            if let Some(v) = value {
+                *slot = seconds(v).map_err(|m| (format!("{at}.{name}"), m))?;
+            }
+        }
+        Ok(t)
+    }
+}
+
+impl RawProvider {
+    fn create(self, name: &str, timeouts: Timeouts, at: &str) -> Result<ProviderSettings, FieldError> {
+        let Some(base_url) = &self.base_url else {
+            return Err((format!("{at}.base_url"), "an extra provider needs a base_url".into()));
+        };
+        let Some(model) = &self.model else {
+            return Err((format!("{at}.model"), "an extra provider needs a default model".into()));
+        };
+        let requires_key = self.api_key.is_some() || self.api_key_env.is_some();
+        let base = ProviderSettings {
+            name: name.to_owned(),
+            kind: self.kind.unwrap_or(ProviderKind::Openai),
+            base_url: base_url.clone(),
+            api_key: None,
+            api_key_env: None,
+            requires_key,
+            model: model.clone(),
+            headers: Vec::new(),
+            default_temperature: 1.0,
+            timeouts,
+            price: None,
+        };
+        self.overlay(base, at)
+    }
+
+    fn overlay(self, mut p: ProviderSettings, at: &str) -> Result<ProviderSettings, FieldError> {
+        if let Some(kind) = self.kind {
+            if kind != p.kind && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
+                return Err((format!("{at}.kind"), "a built-in provider's protocol cannot change".into()));
+            }
+            p.kind = kind;
+        }
+        if let Some(url) = self.base_url {
+            p.base_url = check_url(&url).map_err(|m| (format!("{at}.base_url"), m))?;
+        }
+        if let Some(key) = self.api_key {
+            p.api_key = Some(Secret(key));
+            p.requires_key = true;
+        }
+        if let Some(var) = self.api_key_env {
+            p.api_key_env = Some(var);
+            p.requires_key = true;
+        }
+        if let Some(model) = self.model {
+            if model.trim().is_empty() {
+                return Err((format!("{at}.model"), "the model name is empty".into()));
+            }
+            p.model = model;
+        }
+        let mut headers: Vec<_> = self.headers.into_iter().collect();
+        headers.sort();
+        for (name, value) in &headers {
+            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !ok_name || value.contains(['\r', '\n']) {
+                return Err((format!("{at}.headers"), format!("`{name}` is not a valid header")));
+            }
+        }
+        p.headers.extend(headers);
+        if let Some(t) = self.temperature {
+            if !t.is_finite() || !(0.0..=2.0).contains(&t) {
+                return Err((format!("{at}.temperature"), "must be between 0 and 2".into()));
+            }
+            p.default_temperature = t;
+        }
+        if let Some(t) = self.timeouts {
+            p.timeouts = t.apply(p.timeouts, &format!("{at}.timeouts"))?;
+        }
+        if let Some(price) = self.price {
+            if !(price.input_per_mtok >= 0.0 && price.output_per_mtok >= 0.0) {
+                return Err((format!("{at}.price"), "prices must be zero or more".into()));
+            }
+            p.price = Some(price);
+        }
+        Ok(p)
+    }
+}
+
+/// The dotted path of the key a TOML error points at, or `config` when the
+/// parser did not say.
+fn toml_error_setting(e: &toml::de::Error) -> String {
+    let msg = e.message();
+    // serde's messages name the field: "unknown field `x`, expected ...".
+    match msg.split('`').nth(1) {
+        Some(field) if msg.starts_with("unknown field") || msg.starts_with("missing field") => {
+            field.to_owned()
+        }
+        _ => "config".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s.routing.default, "groq");
+        assert_eq!(s.routing.order, ["groq", "gemini", "claude"]);
+        assert_eq!(s.routing.refusal_policy, RefusalPolicy::SoftenThenFallback);
+        assert_eq!(s.timeouts, Timeouts::default());
+        assert_eq!(s.providers["groq"].base_url, "https://api.groq.com/openai/v1");
+        assert!(!s.providers["groq"].has_key());
+        let route: Vec<_> = s.default_route().iter().map(|t| t.provider.to_string()).collect();
+        assert_eq!(route, ["groq", "gemini", "claude"]);
+    }
+
+    #[test]
+    fn environment() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("AI_DEFAULT_PROVIDER", "openai"),
+                ("AI_PROVIDER_FALLBACK_ORDER", "groq, openai ,claude"),
+                ("GROQ_API_KEY", "gsk_secret"),
+                ("GOOGLE_API_KEY", "g-secret"),
+                ("GROQ_BASE_URL", "http://127.0.0.1:9/v1/"),
+                ("OPENAI_MODEL", "gpt-x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.routing.default, "openai");
+        assert_eq!(s.routing.order, ["groq", "openai", "claude"]);
+        assert_eq!(s.providers["groq"].api_key.as_ref().map(Secret::expose), Some("gsk_secret"));
+        assert_eq!(s.providers["gemini"].api_key_env.as_deref(), Some("GOOGLE_API_KEY"));
+        assert_eq!(s.providers["groq"].base_url, "http://127.0.0.1:9/v1");
+        let route: Vec<_> = s.default_route().iter().map(|t| t.to_string()).collect();
+        assert_eq!(route, ["openai:gpt-x", "groq:llama-3.1-8b-instant", "claude:claude-haiku-4-5"]);
+        assert!(!format!("{s:?}").contains("gsk_secret"));
+    }
+
+    #[test]
+    fn file_with_extra_provider_and_routes() {
+        let text = r#"
+            [routing]
+            default = "local"
+            order = ["local", "groq"]
+            refusal_policy = "fallback_only"
+
+            [providers.groq]
+            model = "llama-3.3-70b-versatile"
+
+            [providers.local]
+            kind = "openai"
+            base_url = "http://127.0.0.1:11434/v1"
+            model = "llama3.2"
+            headers = { "X-Title" = "understudy" }
+            price = { input_per_mtok = 0.0, output_per_mtok = 0.0 }
+
+            [routes]
+            fast = ["groq:llama-3.1-8b-instant", "local"]
+
+            [timeouts]
+            connect = 2
+            attempt = 30.5
+
+            [server]
+            listen = "0.0.0.0:9000"
+        "#;
+        let s = Settings::from_toml_str(text, env(&[("AI_DEFAULT_PROVIDER", "groq")])).unwrap();
+        assert_eq!(s.routing.default, "groq", "the environment wins over the file");
+        assert_eq!(s.routing.refusal_policy, RefusalPolicy::FallbackOnly);
+        assert!(s.providers["local"].has_key(), "no key configured means none needed");
+        assert_eq!(s.providers["groq"].model, "llama-3.3-70b-versatile");
+        assert_eq!(s.providers["local"].timeouts.connect, Duration::from_secs(2));
+        assert_eq!(s.timeouts.attempt, Duration::from_secs_f64(30.5));
+        let fast: Vec<_> = s.routes["fast"].iter().map(|t| t.to_string()).collect();
+        assert_eq!(fast, ["groq:llama-3.1-8b-instant", "local:llama3.2"]);
+        assert_eq!(s.server.listen.port(), 9000);
+    }
+
+    fn check_err(text: &str, env_pairs: &[(&str, &str)], setting: &str, needle: &str) {
+        let err = Settings::from_toml_str(text, env(env_pairs)).unwrap_err();
+        assert_eq!(err.setting, setting, "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        check_err("[routing]\norder = [\"groq\", \"nope\"]", &[], "routing.order", "unknown provider `nope`");
+        check_err("", &[("AI_PROVIDER_FALLBACK_ORDER", "groq,nope")], "AI_PROVIDER_FALLBACK_ORDER", "environment variable");
+        check_err("", &[("AI_DEFAULT_PROVIDER", "nope")], "AI_DEFAULT_PROVIDER", "nope");
+        check_err("[routing]\nrefusal_policy = \"maybe\"", &[], "routing.refusal_policy", "maybe");
+        check_err("[timeouts]\nconnect = -1", &[], "timeouts.connect", "seconds");
+        check_err("[providers.x]\nmodel = \"m\"", &[], "providers.x.base_url", "base_url");
+        check_err("[providers.groq]\nbase_url = \"ftp://x\"", &[], "providers.groq.base_url", "http");
+        check_err("[routes]\nfast = [\"nope:m\"]", &[], "routes.fast", "unknown provider");
+        check_err("[breakr]\nx = 1", &[], "breakr", "unknown field");
+        check_err("[routing\n", &[], "config", "<config>");
+        check_err("", &[("GROQ_BASE_URL", "localhost:80")], "GROQ_BASE_URL", "not an http");
+        check_err("[server]\nlisten = \"nowhere\"", &[], "server.listen", "socket address");
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let err = Settings::load(Some(Path::new("/nonexistent/understudy.toml")), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("cannot read /nonexistent/understudy.toml"), "{err}");
+    }
+}
