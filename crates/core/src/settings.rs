@@ -183,7 +183,13 @@ impl Settings {
             Some((path, text)) => {
                 let raw: RawFile = toml::from_str(text).map_err(|e| SettingsError {
                     setting: toml_error_setting(&e),
-                    message: e.message().to_owned(),
+                    message: match e.span() {
+                        Some(span) => {
+                            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                            format!("{} (line {line})", e.message())
+                        }
+                        None => e.message().to_owned(),
+                    },
                     origin: Origin::File(path.to_path_buf()),
                 })?;
                 (raw, Some(path.to_path_buf()))

@@ -1,1 +1,34 @@
-//! placeholder
+//! Test kit for failover tests: simulated LLM providers that are real HTTP
+//! servers speaking each provider's wire format, scripted per request, and
+//! a [`TestGateway`] that wires an engine to them in one call.
+//!
+//! It is a library for your own failover tests as much as ours:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use understudy_testkit::{Reply, SimProvider, TestGateway};
+//! use understudy_core::{ChatRequest, GenerateRequest};
+//!
+//! let groq = SimProvider::openai().await?;
+//! let openai = SimProvider::openai().await?;
+//! groq.push(Reply::status(503));                 // the primary is down once
+//! let gw = TestGateway::builder()
+//!     .provider("groq", &groq)
+//!     .provider("openai", &openai)
+//!     .build()
+//!     .await?;
+//! let answer = gw.engine.generate(GenerateRequest::new(ChatRequest::user("hi"))).await?;
+//! assert_eq!(answer.provider, "openai");
+//! assert_eq!(groq.received().len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
+//! - [`gateway`]: [`TestGateway`], an engine over simulators.
+
+pub mod gateway;
+pub mod sim;
+
+pub use gateway::{TestGateway, TestGatewayBuilder};
+pub use sim::{Protocol, Received, Refusal, Reply, SimProvider};

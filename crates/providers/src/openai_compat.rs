@@ -1,0 +1,353 @@
+//! The OpenAI Chat Completions protocol, spoken by OpenAI, Groq and most
+//! self-hosted servers (Ollama, vLLM, llama.cpp, OpenRouter).
+//!
+//! Refusal signals (wire-formats §1.4, §1.8, §2.4): `finish_reason:
+//! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
+//! code is a content-policy code (Azure's `content_filter`).
+
+use std::time::SystemTime;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+use understudy_core::{
+    Adapter, BoxFuture, ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, Usage,
+};
+
+use crate::classify;
+use crate::http::{self, Received};
+
+/// Error codes that mean a content policy refused the request.
+const CONTENT_POLICY_CODES: [&str; 4] = [
+    "content_filter",
+    "content_policy_violation",
+    "ResponsibleAIPolicyViolation",
+    "moderation_blocked",
+];
+
+/// An OpenAI-compatible provider.
+#[derive(Debug)]
+pub struct OpenAiCompat {
+    name: String,
+    client: reqwest::Client,
+    url: String,
+    /// Extra headers and `Authorization`, the latter marked sensitive so
+    /// that no `Debug` output shows it.
+    headers: HeaderMap,
+    /// OpenAI itself wants `max_completion_tokens`; compatible servers
+    /// understand `max_tokens`.
+    max_completion_tokens: bool,
+    /// The key, kept only to scrub it from any upstream message that
+    /// echoes it back.
+    key: Option<understudy_core::Secret>,
+}
+
+impl OpenAiCompat {
+    pub fn new(settings: &ProviderSettings) -> Result<Self, String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in &settings.headers {
+            let name = HeaderName::try_from(name.as_str()).map_err(|_| format!("invalid header name `{name}`"))?;
+            let value = HeaderValue::try_from(value.as_str()).map_err(|_| format!("invalid value for header `{name}`"))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &settings.api_key {
+            let mut value = HeaderValue::try_from(format!("Bearer {}", key.expose()))
+                .map_err(|_| "the API key contains characters that cannot go in a header".to_owned())?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(Self {
+            name: settings.name.clone(),
+            client: http::client(settings)?,
+            url: format!("{}/chat/completions", settings.base_url),
+            headers,
+            max_completion_tokens: settings.name == "openai",
+            key: settings.api_key.clone(),
+        })
+    }
+
+    fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<Vec<u8>, Failure> {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
+        if let Some(system) = &request.system {
+            messages.push(WireMessage { role: "system", content: system });
+        }
+        for m in &request.messages {
+            let role = match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            messages.push(WireMessage { role, content: &m.content });
+        }
+        let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
+            true => (None, request.max_tokens),
+            false => (request.max_tokens, None),
+        };
+        let body = WireRequest {
+            model,
+            messages,
+            temperature: request.temperature,
+            max_tokens,
+            max_completion_tokens,
+            stop: &request.stop,
+            stream,
+        };
+        serde_json::to_vec(&body).map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))
+    }
+}
+
+impl Adapter for OpenAiCompat {
+    fn complete<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<Completion, Failure>> {
+        Box::pin(async move {
+            let body = self.body(model, request, false)?;
+            let sent = self.client.post(&self.url).headers(self.headers.clone()).body(body);
+            let received = http::send(sent).await.map_err(|f| crate::redact(f, self.key.as_ref()))?;
+            tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
+            parse_response(&received, model).map_err(|f| crate::redact(f, self.key.as_ref()))
+        })
+    }
+}
+
+/// Classifies a complete (non-streamed) response.
+pub(crate) fn parse_response(received: &Received, requested_model: &str) -> Result<Completion, Failure> {
+    let Received { status, headers, body } = received;
+    if !(200..300).contains(status) {
+        return Err(classify_error(*status, headers, body));
+    }
+    let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
+        Failure::new(FailureKind::MalformedResponse, format!("the body is not a chat completion: {e}")).with_status(*status)
+    })?;
+    if let Some(error) = parsed.error {
+        // Some proxies answer 200 with an error object.
+        return Err(classify_error_body(502, headers, &error));
+    }
+    let Some(choice) = parsed.choices.into_iter().next() else {
+        return Err(Failure::new(FailureKind::EmptyResponse, "the response has no choices").with_status(*status));
+    };
+    let finish = choice.finish_reason.as_deref();
+    let message = choice.message.unwrap_or_default();
+    if finish == Some("content_filter") {
+        return Err(Failure::new(FailureKind::ContentFilter, "finish_reason is content_filter").with_status(*status));
+    }
+    if let Some(refusal) = message.refusal.filter(|r| !r.trim().is_empty()) {
+        return Err(Failure::new(FailureKind::ContentFilter, format!("the model refused: {refusal}")).with_status(*status));
+    }
+    let text = message.content.unwrap_or_default();
+    if text.trim().is_empty() {
+        return Err(Failure::new(
+            FailureKind::EmptyResponse,
+            format!("the answer has no text (finish_reason {})", finish.unwrap_or("null")),
+        )
+        .with_status(*status));
+    }
+    Ok(Completion {
+        text,
+        model: parsed.model.filter(|m| !m.is_empty()).unwrap_or_else(|| requested_model.to_owned()),
+        finish_reason: finish_reason(finish),
+        usage: parsed.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }),
+    })
+}
+
+pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("stop") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Classifies an error status with its body.
+pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+    match serde_json::from_slice::<WireErrorEnvelope>(body) {
+        Ok(WireErrorEnvelope { error: Some(error) }) => classify_error_body(status, headers, &error),
+        _ => {
+            let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
+            let mut kind = classify::status(status);
+            if let FailureKind::RateLimited { retry_after } = &mut kind {
+                *retry_after = classify::retry_after(headers, SystemTime::now());
+            }
+            let detail = if snippet.is_empty() { format!("HTTP {status}") } else { snippet };
+            Failure::new(kind, detail).with_status(status)
+        }
+    }
+}
+
+fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
+    let (message, code, kind_field) = match error {
+        WireError::Text(message) => (message.as_str(), None, None),
+        WireError::Object { message, code, kind, innererror } => {
+            let code = code
+                .as_ref()
+                .and_then(|c| c.as_str())
+                .or_else(|| innererror.as_ref().and_then(|i| i.get("code")).and_then(|c| c.as_str()));
+            (message.as_deref().unwrap_or_default(), code, kind.as_deref())
+        }
+    };
+    let lower = message.to_ascii_lowercase();
+    let is = |want: &str| code == Some(want) || kind_field == Some(want);
+    let kind = if CONTENT_POLICY_CODES.iter().any(|c| is(c)) {
+        FailureKind::ContentFilter
+    } else if is("insufficient_quota") || is("billing_hard_limit_reached") {
+        FailureKind::QuotaExceeded
+    } else if is("context_length_exceeded") || lower.contains("maximum context length") || lower.contains("context_length_exceeded") {
+        FailureKind::ContextLength
+    } else if status == 413 && is("rate_limit_exceeded") {
+        // Groq: this one request is larger than the tokens-per-minute budget,
+        // so waiting cannot help; an unbounded wait makes the plan move on.
+        FailureKind::RateLimited { retry_after: Some(std::time::Duration::MAX) }
+    } else {
+        match classify::status(status) {
+            FailureKind::RateLimited { .. } => FailureKind::RateLimited {
+                retry_after: classify::retry_after(headers, SystemTime::now())
+                    .or_else(|| classify::hint_in_message(message)),
+            },
+            other => other,
+        }
+    };
+    let detail = match code {
+        Some(code) => format!("{code}: {message}"),
+        None => message.to_owned(),
+    };
+    Failure::new(kind, detail).with_status(status)
+}
+
+// === the wire ===
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: Option<WireAnswer>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireAnswer {
+    content: Option<String>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct WireErrorEnvelope {
+    error: Option<WireError>,
+}
+
+/// Groq can send the error as a bare string (wire-formats §2.7).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WireError {
+    Text(String),
+    Object {
+        message: Option<String>,
+        code: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        innererror: Option<serde_json::Value>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use std::time::Duration;
+
+    fn fixture(name: &str) -> Bytes {
+        let path = format!("{}/tests/data/openai/{name}", env!("CARGO_MANIFEST_DIR"));
+        Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+    }
+
+    fn check(status: u16, headers: &[(&'static str, &str)], body: Bytes, want: Result<&str, FailureKind>) {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        let got = parse_response(&Received { status, headers: h, body }, "asked-model");
+        match (got, want) {
+            (Ok(c), Ok(text)) => assert_eq!(c.text, text),
+            (Err(f), Err(kind)) => assert_eq!(f.kind, kind, "{f}"),
+            (got, want) => panic!("got {got:?}, wanted {want:?}"),
+        }
+    }
+
+    #[test]
+    fn success_and_usage() {
+        let received = Received { status: 200, headers: HeaderMap::new(), body: fixture("text.json") };
+        let c = parse_response(&received, "asked").unwrap();
+        assert_eq!(c.text, "Hello! How can I help you today?");
+        assert_eq!(c.model, "gpt-4o-mini-2024-07-18");
+        assert_eq!(c.usage, Some(Usage { input_tokens: 19, output_tokens: 10 }));
+        assert_eq!(c.finish_reason, FinishReason::Stop);
+        check(200, &[], fixture("groq_text.json"), Ok("Fast inference is important because it lowers latency."));
+    }
+
+    #[test]
+    fn refusals() {
+        check(200, &[], fixture("refusal_message.json"), Err(FailureKind::ContentFilter));
+        check(200, &[], fixture("finish_content_filter.json"), Err(FailureKind::ContentFilter));
+        check(400, &[], fixture("azure_content_filter_400.json"), Err(FailureKind::ContentFilter));
+    }
+
+    #[test]
+    fn errors() {
+        check(401, &[], fixture("invalid_api_key_401.json"), Err(FailureKind::Auth));
+        check(429, &[("retry-after", "2")], fixture("rate_limit_429.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::from_secs(2)) }));
+        check(429, &[], fixture("rate_limit_429.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::from_millis(3890)) }));
+        check(429, &[], fixture("insufficient_quota_429.json"), Err(FailureKind::QuotaExceeded));
+        check(400, &[], fixture("context_length_400.json"), Err(FailureKind::ContextLength));
+        check(413, &[], fixture("groq_request_too_large_413.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::MAX) }));
+        check(503, &[], fixture("groq_over_capacity_503.json"), Err(FailureKind::Unavailable));
+        check(500, &[], fixture("server_error_500.json"), Err(FailureKind::Unavailable));
+        check(498, &[], Bytes::from_static(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
+        check(400, &[], fixture("groq_tool_use_failed_400.json"), Err(FailureKind::BadRequest));
+        check(502, &[], Bytes::from_static(b"<html>Bad Gateway</html>"), Err(FailureKind::Unavailable));
+        check(400, &[], Bytes::from_static(b"{\"error\":\"model not found\"}"), Err(FailureKind::BadRequest));
+    }
+
+    #[test]
+    fn garbage() {
+        check(200, &[], Bytes::from_static(b"not json at all"), Err(FailureKind::MalformedResponse));
+        check(200, &[], Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"cut"), Err(FailureKind::MalformedResponse));
+        check(200, &[], Bytes::from_static(b"{\"choices\": []}"), Err(FailureKind::EmptyResponse));
+        check(200, &[], Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"\"}, \"finish_reason\": \"stop\"}]}"), Err(FailureKind::EmptyResponse));
+        check(200, &[], Bytes::from_static(b"{\"choices\": \"x\"}"), Err(FailureKind::MalformedResponse));
+    }
+}

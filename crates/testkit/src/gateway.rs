@@ -1,0 +1,117 @@
+//! [`TestGateway`]: an engine wired to simulators in one call.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use understudy_core::{Engine, Error, Settings};
+use understudy_providers::Providers;
+
+use crate::sim::{Protocol, SimProvider};
+
+/// An engine over simulated providers. Each provider gets the key
+/// `test-key-<name>` unless added with [`TestGatewayBuilder::provider_without_key`].
+#[derive(Debug)]
+pub struct TestGateway {
+    pub engine: Engine,
+}
+
+/// Builds a [`TestGateway`].
+#[derive(Debug, Default)]
+pub struct TestGatewayBuilder {
+    providers: Vec<(String, Protocol, String, bool)>,
+    order: Option<Vec<String>>,
+    toml: String,
+    env: HashMap<String, String>,
+    provider_lines: Vec<(String, String)>,
+}
+
+impl TestGateway {
+    pub fn builder() -> TestGatewayBuilder {
+        TestGatewayBuilder::default()
+    }
+
+    /// The key the gateway sends to provider `name`.
+    pub fn key_for(name: &str) -> String {
+        format!("test-key-{name}")
+    }
+}
+
+impl TestGatewayBuilder {
+    /// Routes provider `name` (built-in or extra) to `sim`, with a key.
+    /// The first provider added is the primary unless [`Self::order`] says
+    /// otherwise; the order is the order of addition.
+    pub fn provider(mut self, name: &str, sim: &SimProvider) -> Self {
+        self.providers.push((name.to_owned(), sim.protocol(), sim.base_url(), true));
+        self
+    }
+
+    /// Like [`Self::provider`], but the provider has no key and so is
+    /// unavailable.
+    pub fn provider_without_key(mut self, name: &str, sim: &SimProvider) -> Self {
+        self.providers.push((name.to_owned(), sim.protocol(), sim.base_url(), false));
+        self
+    }
+
+    /// Adds a line (`key = value`) to provider `name`'s TOML table.
+    pub fn provider_option(mut self, name: &str, line: &str) -> Self {
+        self.provider_lines.push((name.to_owned(), line.to_owned()));
+        self
+    }
+
+    /// The default route's order; its first entry is the primary.
+    pub fn order(mut self, order: &[&str]) -> Self {
+        self.order = Some(order.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// Extra TOML appended to the generated configuration (timeouts,
+    /// routes, more providers…).
+    pub fn toml(mut self, text: &str) -> Self {
+        self.toml.push('\n');
+        self.toml.push_str(text);
+        self
+    }
+
+    /// An environment variable as the settings loader sees it.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.insert(name.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The settings this builder describes.
+    pub fn settings(&self) -> Result<Settings, String> {
+        let order = self
+            .order
+            .clone()
+            .unwrap_or_else(|| self.providers.iter().map(|p| p.0.clone()).collect());
+        let mut text = String::new();
+        if let Some(first) = order.first() {
+            let quoted: Vec<String> = order.iter().map(|n| format!("{n:?}")).collect();
+            let _ = writeln!(text, "[routing]\ndefault = {first:?}\norder = [{}]", quoted.join(", "));
+        }
+        for (name, protocol, url, with_key) in &self.providers {
+            let kind = match protocol {
+                Protocol::OpenAi => "openai",
+            };
+            let _ = writeln!(text, "[providers.{name}]\nkind = {kind:?}\nbase_url = {url:?}\nmodel = \"{name}-model\"");
+            if *with_key {
+                let _ = writeln!(text, "api_key = {:?}", TestGateway::key_for(name));
+            } else {
+                let _ = writeln!(text, "api_key_env = \"UNDERSTUDY_TEST_UNSET_{}\"", name.to_uppercase());
+            }
+            for (_, line) in self.provider_lines.iter().filter(|(n, _)| n == name) {
+                let _ = writeln!(text, "{line}");
+            }
+        }
+        text.push_str(&self.toml);
+        let env = self.env.clone();
+        Settings::from_toml_str(&text, move |k| env.get(k).cloned()).map_err(|e| e.to_string())
+    }
+
+    /// Starts the engine.
+    pub async fn build(self) -> Result<TestGateway, Error> {
+        let settings = self.settings().map_err(Error::Engine)?;
+        let engine = Engine::start(settings, Providers::factory()).await?;
+        Ok(TestGateway { engine })
+    }
+}

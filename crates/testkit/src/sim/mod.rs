@@ -1,0 +1,390 @@
+//! Simulated providers: real HTTP/1.1 servers on `127.0.0.1:0`, built on
+//! hyper so that faults below HTTP (a reset connection, a body cut short, a
+//! server that never answers) are real faults on a real socket.
+//!
+//! Each request takes the next [`Reply`] from the queue ([`SimProvider::push`]);
+//! with the queue empty, the responder ([`SimProvider::respond_with`]) decides,
+//! and without one the simulator answers with text.
+
+mod openai;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::header::HeaderValue;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// The wire protocol a simulator speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// OpenAI Chat Completions (also Groq and compatible servers).
+    OpenAi,
+}
+
+/// A refusal in the protocol's own shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// OpenAI: `finish_reason: "content_filter"` with no content.
+    FinishReason,
+    /// OpenAI: `message.refusal` with this text, `content: null`.
+    Message(String),
+    /// OpenAI (Azure): HTTP 400 with error code `content_filter`.
+    Status400,
+}
+
+/// What the simulator does with one request. Faults are data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A normal answer with this text.
+    Text(String),
+    /// A content-filter refusal.
+    Refuse(Refusal),
+    /// Any status, body and headers; an empty body gets the protocol's
+    /// usual error body for the status.
+    Status {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+    /// Waits, then does the inner reply.
+    Delay(Duration, Box<Reply>),
+    /// Closes the connection without an answer.
+    Reset,
+    /// Never answers (until the client gives up or the simulator stops).
+    Hang,
+    /// HTTP 200 with this body, whatever it is.
+    Garbage(String),
+    /// HTTP 200 announcing a longer body than it sends, then the
+    /// connection closes.
+    Truncated,
+}
+
+/// One request the simulator received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Header names are lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+type Responder = Arc<dyn Fn(&Received) -> Reply + Send + Sync>;
+
+/// A simulated provider. Stops when dropped.
+pub struct SimProvider {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+}
+
+struct Shared {
+    protocol: Protocol,
+    queue: Mutex<std::collections::VecDeque<Reply>>,
+    responder: Mutex<Option<Responder>>,
+    received: Mutex<Vec<Received>>,
+    open_connections: AtomicUsize,
+}
+
+type SimBody = BoxBody<Bytes, io::Error>;
+
+// === impl SimProvider ===
+
+impl SimProvider {
+    /// Starts an OpenAI-compatible simulator.
+    pub async fn openai() -> io::Result<Self> {
+        Self::start(Protocol::OpenAi).await
+    }
+
+    /// Starts a simulator of `protocol` on a free loopback port.
+    pub async fn start(protocol: Protocol) -> io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            protocol,
+            queue: Mutex::default(),
+            responder: Mutex::default(),
+            received: Mutex::default(),
+            open_connections: AtomicUsize::new(0),
+        });
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
+        Ok(Self { addr, shared, stop })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to configure for this simulator's provider
+    /// (`http://127.0.0.1:PORT/v1` for OpenAI-compatible).
+    pub fn base_url(&self) -> String {
+        match self.shared.protocol {
+            Protocol::OpenAi => format!("http://{}/v1", self.addr),
+        }
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.shared.protocol
+    }
+
+    /// Queues a reply for the next request that finds the queue non-empty.
+    pub fn push(&self, reply: Reply) -> &Self {
+        lock(&self.shared.queue).push_back(reply);
+        self
+    }
+
+    /// Queues `reply` `n` times.
+    pub fn push_n(&self, n: usize, reply: Reply) -> &Self {
+        let mut q = lock(&self.shared.queue);
+        q.extend(std::iter::repeat_n(reply, n));
+        drop(q);
+        self
+    }
+
+    /// Decides the reply when the queue is empty.
+    pub fn respond_with(&self, f: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> &Self {
+        *lock(&self.shared.responder) = Some(Arc::new(f));
+        self
+    }
+
+    /// Answers every request (queue empty) with `reply`.
+    pub fn always(&self, reply: Reply) -> &Self {
+        self.respond_with(move |_| reply.clone())
+    }
+
+    /// Every request received so far, in order.
+    pub fn received(&self) -> Vec<Received> {
+        lock(&self.shared.received).clone()
+    }
+
+    /// How many requests were received so far.
+    pub fn request_count(&self) -> usize {
+        lock(&self.shared.received).len()
+    }
+
+    /// Connections currently open from clients.
+    pub fn open_connections(&self) -> usize {
+        self.shared.open_connections.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Debug for SimProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimProvider")
+            .field("protocol", &self.shared.protocol)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for SimProvider {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+// === impl Reply ===
+
+impl Reply {
+    /// A normal answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(text.into())
+    }
+
+    /// An error status with the protocol's usual body for it.
+    pub fn status(status: u16) -> Self {
+        Self::Status {
+            status,
+            body: String::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A 429 with a `retry-after` header.
+    pub fn rate_limited(retry_after: &str) -> Self {
+        Self::Status {
+            status: 429,
+            body: String::new(),
+            headers: vec![("retry-after".into(), retry_after.into())],
+        }
+    }
+
+    /// Delays this reply.
+    pub fn after(self, delay: Duration) -> Self {
+        Self::Delay(delay, Box::new(self))
+    }
+}
+
+// === impl Received ===
+
+impl Received {
+    /// The body as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A header's value, by lower-case name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+// === the server ===
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A test that panicked while holding the lock must not hide its own
+    // failure behind a poison error here.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            _ = stopped.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            shared.open_connections.fetch_add(1, Ordering::SeqCst);
+            let service = service_fn({
+                let shared = Arc::clone(&shared);
+                move |req| serve(Arc::clone(&shared), req)
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = stopped.changed() => {}
+            }
+            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// The connection is dropped without an answer when this is returned.
+#[derive(Debug)]
+struct ResetConnection;
+
+impl fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("scripted connection reset")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
+async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<SimBody>, ResetConnection> {
+    let method = req.method().to_string();
+    let path = req.uri().path_and_query().map(ToString::to_string).unwrap_or_default();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(ResetConnection),
+    };
+    let received = Received { method, path, headers, body };
+    let queued = lock(&shared.queue).pop_front();
+    let reply = match queued {
+        Some(r) => r,
+        None => match lock(&shared.responder).clone() {
+            Some(f) => f(&received),
+            None => Reply::Text("Hello from the simulator.".into()),
+        },
+    };
+    lock(&shared.received).push(received.clone());
+    respond(shared.protocol, reply, &received).await
+}
+
+async fn respond(protocol: Protocol, mut reply: Reply, req: &Received) -> Result<Response<SimBody>, ResetConnection> {
+    while let Reply::Delay(d, inner) = reply {
+        tokio::time::sleep(d).await;
+        reply = *inner;
+    }
+    match reply {
+        Reply::Reset => Err(ResetConnection),
+        Reply::Hang => std::future::pending().await,
+        Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
+        Reply::Truncated => {
+            let body = ChannelBody::scripted(vec![
+                Ok(Bytes::from_static(b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess")),
+                Err(io::Error::new(io::ErrorKind::ConnectionReset, "scripted cut")),
+            ]);
+            let mut resp = Response::new(body.boxed());
+            resp.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+            resp.headers_mut().insert("content-length", HeaderValue::from_static("4096"));
+            Ok(resp)
+        }
+        other => Ok(match protocol {
+            Protocol::OpenAi => openai::render(other, req),
+        }),
+    }
+}
+
+/// A response with a complete body.
+fn response(status: u16, headers: &[(&str, &str)], body: String) -> Response<SimBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|never: Infallible| match never {}).boxed());
+    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            resp.headers_mut().append(k, v);
+        }
+    }
+    resp
+}
+
+/// A body fed through a bounded channel: each item is a chunk, or an error
+/// that makes hyper abort the connection mid-body.
+pub(crate) struct ChannelBody {
+    rx: mpsc::Receiver<Result<Bytes, io::Error>>,
+}
+
+impl ChannelBody {
+    /// A body made of these items, in order.
+    fn scripted(items: Vec<Result<Bytes, io::Error>>) -> Self {
+        let (tx, rx) = mpsc::channel(items.len().max(1));
+        for item in items {
+            let _ = tx.try_send(item);
+        }
+        Self { rx }
+    }
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.rx.poll_recv(cx).map(|item| item.map(|r| r.map(Frame::data)))
+    }
+}

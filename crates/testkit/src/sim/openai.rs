@@ -1,0 +1,109 @@
+//! The OpenAI Chat Completions wire format, as OpenAI and Groq send it
+//! (wire-formats §1–2).
+
+use serde_json::json;
+
+use super::{Received, Refusal, Reply, SimBody, response};
+
+/// Renders a reply as an OpenAI-compatible response to `req`.
+pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
+    let asked = req.json();
+    let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
+    let prompt_tokens = words(&asked["messages"]);
+    let json_ct = [("content-type", "application/json")];
+    match reply {
+        Reply::Text(text) => {
+            let completion_tokens = text.split_whitespace().count();
+            let body = json!({
+                "id": "chatcmpl-sim",
+                "object": "chat.completion",
+                "created": 1_733_000_000,
+                "model": model,
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": null},
+                    "logprobs": null,
+                    "finish_reason": "stop"
+                }],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens
+                },
+                "system_fingerprint": "fp_sim"
+            });
+            response(200, &json_ct, body.to_string())
+        }
+        Reply::Refuse(Refusal::FinishReason) => {
+            let body = json!({
+                "id": "chatcmpl-sim",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null}, "finish_reason": "content_filter"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "total_tokens": prompt_tokens}
+            });
+            response(200, &json_ct, body.to_string())
+        }
+        Reply::Refuse(Refusal::Message(text)) => {
+            let body = json!({
+                "id": "chatcmpl-sim",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 12, "total_tokens": prompt_tokens + 12}
+            });
+            response(200, &json_ct, body.to_string())
+        }
+        Reply::Refuse(Refusal::Status400) => {
+            let body = json!({"error": {
+                "message": "The response was filtered due to the prompt triggering the content management policy.",
+                "type": null, "param": "prompt", "code": "content_filter", "status": 400,
+                "innererror": {"code": "ResponsibleAIPolicyViolation"}
+            }});
+            response(400, &json_ct, body.to_string())
+        }
+        Reply::Status { status, body, headers } => {
+            let body = if body.is_empty() { error_body(status, &model) } else { body };
+            let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+            all.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            response(status, &all, body)
+        }
+        // Handled by the caller; kept total for safety.
+        Reply::Garbage(body) => response(200, &json_ct, body),
+        Reply::Delay(..) | Reply::Reset | Reply::Hang | Reply::Truncated => {
+            response(500, &json_ct, error_body(500, &model))
+        }
+    }
+}
+
+/// The error body OpenAI or Groq sends for `status`.
+fn error_body(status: u16, model: &str) -> String {
+    let (message, kind, code) = match status {
+        400 => ("Invalid request.".to_owned(), "invalid_request_error", Some("invalid_request")),
+        401 => ("Invalid API Key".to_owned(), "invalid_request_error", Some("invalid_api_key")),
+        403 => ("Permission denied.".to_owned(), "permission_error", None),
+        404 => (format!("The model `{model}` does not exist or you do not have access to it."), "invalid_request_error", Some("model_not_found")),
+        429 => (
+            format!("Rate limit reached for model `{model}` on requests per minute (RPM): Limit 30, Used 30, Requested 1."),
+            "requests",
+            Some("rate_limit_exceeded"),
+        ),
+        498 => ("`flex` tier capacity exceeded".to_owned(), "capacity_exceeded", Some("capacity_exceeded")),
+        500 => ("The server had an error processing your request. Sorry about that!".to_owned(), "server_error", None),
+        503 => (
+            format!("{model} is currently over capacity. Please try again and back off exponentially."),
+            "internal_server_error",
+            None,
+        ),
+        _ => (format!("HTTP {status}"), "server_error", None),
+    };
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}}).to_string()
+}
+
+/// A rough token count: words across every message.
+fn words(messages: &serde_json::Value) -> usize {
+    messages
+        .as_array()
+        .map(|ms| ms.iter().map(|m| m["content"].as_str().unwrap_or("").split_whitespace().count()).sum())
+        .unwrap_or(0)
+}
