@@ -32,3 +32,10 @@ pub mod sim;
 
 pub use gateway::{TestGateway, TestGatewayBuilder};
 pub use sim::{Protocol, Received, Refusal, Reply, SimProvider};
+
+/// A plain HTTP client for tests that talk to a gateway (installs the TLS
+/// crypto provider reqwest is built to expect).
+pub fn http_client() -> reqwest::Client {
+    understudy_providers::install_tls_provider();
+    reqwest::Client::new()
+}

@@ -1,0 +1,95 @@
+//! `understudy ask`: one question through the failover chain.
+
+use std::path::Path;
+
+use understudy_core::{ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector};
+use understudy_server::api::GenerateResponse;
+
+use super::{engine, out, report};
+use crate::{EXIT_FAILED, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The question.
+    prompt: String,
+    /// A system prompt.
+    #[arg(long, short)]
+    system: Option<String>,
+    /// Sampling temperature, 0 to 2.
+    #[arg(long, short)]
+    temperature: Option<f32>,
+    /// The most tokens to generate.
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// A named route from the settings (`default` is the configured order).
+    #[arg(long, conflicts_with = "provider")]
+    route: Option<String>,
+    /// Pin the primary: PROVIDER or PROVIDER:MODEL; the default order follows as fallbacks.
+    #[arg(long, short, value_name = "PROVIDER[:MODEL]")]
+    provider: Option<String>,
+    /// What a refusal leads to: soften_then_fallback, soften_only, fallback_only, surface.
+    #[arg(long, value_name = "POLICY")]
+    refusal_policy: Option<RefusalPolicy>,
+    /// Print one JSON object instead of the answer.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
+    super::init_logging("warn", false);
+    let engine = match engine(config).await {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let route = match (&args.route, &args.provider) {
+        (Some(r), _) => RouteSelector::Named(r.clone()),
+        (None, Some(p)) => RouteSelector::pin(p),
+        (None, None) => RouteSelector::Default,
+    };
+    let chat = ChatRequest {
+        system: args.system,
+        messages: vec![Message { role: Role::User, content: args.prompt }],
+        temperature: args.temperature,
+        max_tokens: args.max_tokens,
+        stop: Vec::new(),
+    };
+    let mut request = GenerateRequest::new(chat).route(route);
+    request.refusal_policy = args.refusal_policy;
+    let result = engine.generate(request).await;
+    engine.shutdown().await;
+
+    if args.json {
+        let view = GenerateResponse::from_result(&result);
+        match serde_json::to_string(&view) {
+            Ok(json) => out(&format!("{json}\n")),
+            Err(e) => report(&format!("cannot encode the result: {e}")),
+        }
+    }
+    match result {
+        Ok(g) => {
+            if !args.json {
+                out(&format!("{}\n", g.text));
+                if g.fell_back || g.content_filtered {
+                    report(&format!(
+                        "served by {} ({}), fell back: {}, content filtered: {}",
+                        g.provider, g.model, g.fell_back, g.content_filtered
+                    ));
+                }
+            }
+            0
+        }
+        Err(e) => {
+            if !args.json {
+                report(&format!("{}: {e}", e.code()));
+            }
+            exit_code(&e)
+        }
+    }
+}
+
+fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::InvalidRequest { .. } | Error::UnknownProvider(_) | Error::UnknownRoute(_) => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    }
+}

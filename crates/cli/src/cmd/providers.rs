@@ -1,0 +1,81 @@
+//! `understudy providers`: every provider and whether it can serve.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use understudy_core::{KeyStatus, ProviderInfo};
+
+use super::{engine, out, report};
+use crate::EXIT_FAILED;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
+    super::init_logging("warn", false);
+    let engine = match engine(config).await {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let routing = engine.routing().await;
+    let infos = engine.providers().await;
+    engine.shutdown().await;
+    let (infos, routing) = match (infos, routing) {
+        (Ok(i), Ok(r)) => (i, r),
+        (Err(e), _) | (_, Err(e)) => {
+            report(&e.to_string());
+            return EXIT_FAILED;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&infos) {
+            Ok(json) => out(&format!("{json}\n")),
+            Err(e) => report(&format!("cannot encode: {e}")),
+        }
+        return 0;
+    }
+    let mut text = format!(
+        "default route: {}{}\n\n",
+        routing.default,
+        routing.order.iter().filter(|n| **n != routing.default).fold(String::new(), |acc, n| acc + " → " + n)
+    );
+    text.push_str(&table(&infos));
+    out(&text);
+    0
+}
+
+fn table(infos: &[ProviderInfo]) -> String {
+    let rows: Vec<[String; 6]> = infos
+        .iter()
+        .map(|p| {
+            let status = match &p.unavailable_reason {
+                None => "available".to_owned(),
+                Some(why) => format!("unavailable: {why}"),
+            };
+            let key = match &p.key {
+                KeyStatus::Set { from } => format!("set{}", from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()),
+                KeyStatus::Unset { from } => format!("unset{}", from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()),
+                KeyStatus::NotNeeded => "not needed".to_owned(),
+            };
+            let kind = format!("{:?}", p.kind).to_lowercase();
+            [p.name.clone(), kind, status, p.model.clone(), p.base_url.clone(), key]
+        })
+        .collect();
+    let header = ["PROVIDER", "PROTOCOL", "STATUS", "MODEL", "BASE URL", "KEY"].map(String::from);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}

@@ -1,0 +1,81 @@
+//! `understudy serve`: the HTTP API.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use tokio::net::TcpListener;
+
+use super::{engine, report};
+use crate::{EXIT_FAILED, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The address to listen on (default: the settings' server.listen, 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Log as JSON lines.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
+    super::init_logging("info", matches!(args.log_format, LogFormat::Json));
+    let engine = match engine(config).await {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let addr = args.listen.unwrap_or(engine.settings().server.listen);
+    let listener = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            report(&format!(
+                "cannot listen on {addr}: {e}{}",
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    " (another process holds the port: stop it or pass --listen with another address)"
+                } else {
+                    ""
+                }
+            ));
+            return EXIT_USAGE;
+        }
+    };
+    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
+    tracing::info!(address = %local, "listening");
+    report(&format!("listening on http://{local}"));
+    match understudy_server::serve(listener, engine, shutdown_signal()).await {
+        Ok(()) => 0,
+        Err(e) => {
+            report(&format!("server error: {e}"));
+            EXIT_FAILED
+        }
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

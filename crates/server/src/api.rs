@@ -1,0 +1,154 @@
+//! The JSON shapes of the neutral API: `POST /v1/generate` in and out. The
+//! CLI's `ask --json` prints the same [`GenerateResponse`].
+
+use serde::{Deserialize, Serialize};
+use understudy_core::{
+    Attempt, ChatRequest, Error, FinishReason, GenerateRequest, GenerateResult, Message, RefusalPolicy, Role,
+    RouteSelector, Usage,
+};
+
+use crate::ApiError;
+
+/// The body of `POST /v1/generate`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateBody {
+    pub system: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<MessageBody>,
+    /// A shortcut for one user message.
+    pub prompt: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// A named route (`default` is the configured order).
+    pub route: Option<String>,
+    /// `provider` or `provider:model` as the primary.
+    pub provider: Option<String>,
+    pub refusal_policy: Option<RefusalPolicy>,
+}
+
+/// One message of a [`GenerateBody`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    pub role: String,
+    pub content: String,
+}
+
+/// What `POST /v1/generate` and `understudy ask --json` return.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenerateResponse {
+    pub success: bool,
+    pub request_id: Option<String>,
+    pub text: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub finish_reason: Option<FinishReason>,
+    pub fell_back: bool,
+    pub content_filtered: bool,
+    pub attempts: Vec<Attempt>,
+    pub usage: Option<Usage>,
+    pub latency_ms: Option<f64>,
+    pub error_code: Option<String>,
+    pub error_detail: Option<String>,
+}
+
+// === impl GenerateBody ===
+
+impl GenerateBody {
+    /// Turns the body into an engine request, rejecting what no provider
+    /// could serve.
+    pub fn into_request(self) -> Result<GenerateRequest, ApiError> {
+        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        for (i, m) in self.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "system" => {
+                    return Err(ApiError::invalid(
+                        "messages",
+                        format!("messages[{i}]: put the system prompt in the top-level `system` field"),
+                    ));
+                }
+                other => {
+                    return Err(ApiError::invalid(
+                        "messages",
+                        format!("messages[{i}]: unknown role `{other}` (expected `user` or `assistant`)"),
+                    ));
+                }
+            };
+            messages.push(Message { role, content: m.content });
+        }
+        if let Some(prompt) = self.prompt {
+            messages.push(Message { role: Role::User, content: prompt });
+        }
+        let route = match (self.route, self.provider) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid("route", "give either `route` or `provider`, not both"));
+            }
+            (Some(route), None) => RouteSelector::Named(route),
+            (None, Some(pin)) => RouteSelector::pin(&pin),
+            (None, None) => RouteSelector::Default,
+        };
+        let chat = ChatRequest {
+            system: self.system,
+            messages,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            stop: self.stop,
+        };
+        chat.validate()?;
+        let mut request = GenerateRequest::new(chat).route(route);
+        request.refusal_policy = self.refusal_policy;
+        Ok(request)
+    }
+}
+
+// === impl GenerateResponse ===
+
+impl GenerateResponse {
+    pub fn from_result(result: &GenerateResult) -> Self {
+        match result {
+            Ok(g) => Self {
+                success: true,
+                request_id: Some(g.request_id.clone()),
+                text: Some(g.text.clone()),
+                provider: Some(g.provider.clone()),
+                model: Some(g.model.clone()),
+                finish_reason: Some(g.finish_reason.clone()),
+                fell_back: g.fell_back,
+                content_filtered: g.content_filtered,
+                attempts: g.attempts.clone(),
+                usage: g.usage,
+                latency_ms: Some(g.latency_ms),
+                error_code: None,
+                error_detail: None,
+            },
+            Err(e) => Self::from_error(e),
+        }
+    }
+
+    pub fn from_error(e: &Error) -> Self {
+        let attempts = e.attempts().to_vec();
+        let served_by_none_but_refused = attempts
+            .iter()
+            .any(|a| a.outcome == understudy_core::Outcome::Failed(understudy_core::FailureCode::ContentFilter));
+        Self {
+            success: false,
+            request_id: None,
+            text: None,
+            provider: None,
+            model: None,
+            finish_reason: None,
+            fell_back: false,
+            content_filtered: served_by_none_but_refused,
+            attempts,
+            usage: None,
+            latency_ms: None,
+            error_code: Some(e.code().as_str().to_owned()),
+            error_detail: Some(e.to_string()),
+        }
+    }
+}

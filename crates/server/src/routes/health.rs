@@ -1,0 +1,18 @@
+//! `GET /healthz`: the process is up and its engine answers.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use crate::{ApiError, AppState};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new().route("/healthz", get(healthz))
+}
+
+async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let providers = state.engine.providers().await?;
+    let available: Vec<&str> = providers.iter().filter(|p| p.available).map(|p| p.name.as_str()).collect();
+    Ok(Json(json!({"status": "ok", "available_providers": available})))
+}

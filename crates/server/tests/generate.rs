@@ -1,0 +1,169 @@
+//! `POST /v1/generate` and `GET /healthz` through a real HTTP client against
+//! the real server, over simulated providers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+
+struct Server {
+    url: String,
+    client: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn server(gw: TestGateway) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
+        let _ = stopped.await;
+    }));
+    Server { url, client: understudy_testkit::http_client(), _stop: stop }
+}
+
+async fn two_providers() -> (SimProvider, SimProvider, Server) {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .toml("[timeouts]\nattempt = 0.5\nrequest = 2")
+        .build()
+        .await
+        .unwrap();
+    let s = server(gw).await;
+    (groq, openai, s)
+}
+
+impl Server {
+    async fn post(&self, body: impl Into<reqwest::Body>) -> (u16, Value, reqwest::header::HeaderMap) {
+        let resp = self
+            .client
+            .post(format!("{}/v1/generate", self.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        (status, json, headers)
+    }
+}
+
+#[tokio::test]
+async fn a_fallback_is_visible_in_the_answer() {
+    let (groq, _openai, s) = two_providers().await;
+    groq.push(Reply::Refuse(Refusal::FinishReason)).push(Reply::Refuse(Refusal::FinishReason));
+    let body = json!({"system": "Be funny.", "messages": [{"role": "user", "content": "roast me"}], "temperature": 0.9});
+    let (status, v, headers) = s.post(body.to_string()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["success"], true);
+    assert_eq!(v["provider"], "openai");
+    assert_eq!(v["model"], "openai-model");
+    assert_eq!(v["fell_back"], true);
+    assert_eq!(v["content_filtered"], true);
+    assert_eq!(v["text"], "Hello from the simulator.");
+    let kinds: Vec<_> = v["attempts"].as_array().unwrap().iter().map(|a| format!("{}/{}", a["kind"].as_str().unwrap(), a["outcome"].as_str().unwrap())).collect();
+    assert_eq!(kinds, ["primary/content_filter", "softened/content_filter", "fallback/ok"]);
+    assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(headers.get("x-request-id").unwrap().to_str().unwrap(), v["request_id"].as_str().unwrap());
+}
+
+#[tokio::test]
+async fn a_caller_request_id_is_echoed() {
+    let (_groq, _openai, s) = two_providers().await;
+    let resp = s
+        .client
+        .post(format!("{}/v1/generate", s.url))
+        .header("x-request-id", "abc-123")
+        .body(json!({"prompt": "hi"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-request-id"], "abc-123");
+}
+
+async fn check_error(s: &Server, body: impl Into<reqwest::Body>, want_status: u16, want_code: &str) -> Value {
+    let (status, v, _) = s.post(body).await;
+    assert_eq!(status, want_status, "{v}");
+    assert_eq!(v["error"]["code"], want_code, "{v}");
+    assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    v
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx() {
+    let (groq, _openai, s) = two_providers().await;
+    check_error(&s, "{not json", 400, "invalid_request").await;
+    check_error(&s, "[]", 400, "invalid_request").await;
+    check_error(&s, json!({"messages": []}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"messages": "hi"}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"messages": [{"role": "bot", "content": "x"}]}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"messages": [{"role": "system", "content": "x"}]}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "temperature": 7}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "temperature": "hot"}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "max_tokens": -1}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "colour": "red"}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "route": "a", "provider": "b"}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "refusal_policy": "maybe"}).to_string(), 400, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "route": "nope"}).to_string(), 404, "invalid_request").await;
+    check_error(&s, json!({"prompt": "x", "provider": "nope:m"}).to_string(), 404, "invalid_request").await;
+    let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(10 * 1024 * 1024));
+    check_error(&s, huge, 413, "invalid_request").await;
+    assert_eq!(groq.request_count(), 0, "no bad input reaches a provider");
+}
+
+#[tokio::test]
+async fn engine_failures_map_to_statuses() {
+    let (groq, openai, s) = two_providers().await;
+    let prompt = json!({"prompt": "x"}).to_string();
+
+    groq.push(Reply::status(503));
+    openai.push(Reply::status(500));
+    let v = check_error(&s, prompt.clone(), 502, "unavailable").await;
+    assert_eq!(v["error"]["attempts"].as_array().unwrap().len(), 2);
+
+    groq.push(Reply::rate_limited("60"));
+    openai.push(Reply::rate_limited("60"));
+    check_error(&s, prompt.clone(), 429, "rate_limited").await;
+
+    groq.push(Reply::Refuse(Refusal::FinishReason));
+    check_error(&s, json!({"prompt": "x", "refusal_policy": "surface"}).to_string(), 422, "content_filter").await;
+
+    groq.push(Reply::Hang);
+    openai.push(Reply::Hang);
+    groq.push(Reply::Hang);
+    openai.push(Reply::Hang);
+    let started = std::time::Instant::now();
+    let (status, v, _) = s.post(prompt.clone()).await;
+    assert!(status == 502 || status == 504, "{status} {v}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn no_provider_available_is_503() {
+    let groq = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder().provider_without_key("groq", &groq).order(&["groq"]).build().await.unwrap();
+    let s = server(gw).await;
+    check_error(&s, json!({"prompt": "x"}).to_string(), 503, "no_provider_available").await;
+}
+
+#[tokio::test]
+async fn health_and_unknown_paths() {
+    let (_groq, _openai, s) = two_providers().await;
+    let text = s.client.get(format!("{}/healthz", s.url)).send().await.unwrap().text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["available_providers"], json!(["groq", "openai"]));
+    let resp = s.client.get(format!("{}/nope", s.url)).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(v["error"]["code"], "not_found");
+    let resp = s.client.get(format!("{}/v1/generate", s.url)).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+}
