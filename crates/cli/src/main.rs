@@ -42,7 +42,10 @@ pub(crate) const EXIT_FAILED: u8 = 1;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             cmd::report(&format!("cannot start the async runtime: {e}"));

@@ -1,5 +1,7 @@
 //! The real `understudy` binary against simulated providers.
 
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -24,13 +26,18 @@ fn understudy(groq: &SimProvider, openai: &SimProvider) -> Command {
 }
 
 async fn run(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
 }
 
 fn assert_no_keys(out: &Output) {
     for stream in [&out.stdout, &out.stderr] {
         let text = String::from_utf8_lossy(stream);
-        assert!(!text.contains(GROQ_KEY) && !text.contains(OPENAI_KEY), "a key leaked: {text}");
+        assert!(
+            !text.contains(GROQ_KEY) && !text.contains(OPENAI_KEY),
+            "a key leaked: {text}"
+        );
     }
 }
 
@@ -40,10 +47,22 @@ async fn ask_prints_the_answer() {
     let openai = SimProvider::openai().await.unwrap();
     groq.push(Reply::text("Why did the gateway cross the road?"));
     let mut cmd = understudy(&groq, &openai);
-    cmd.args(["ask", "--system", "Be brief.", "--temperature", "0.5", "--max-tokens", "50", "tell me a joke"]);
+    cmd.args([
+        "ask",
+        "--system",
+        "Be brief.",
+        "--temperature",
+        "0.5",
+        "--max-tokens",
+        "50",
+        "tell me a joke",
+    ]);
     let out = run(cmd).await;
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "Why did the gateway cross the road?\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Why did the gateway cross the road?\n"
+    );
     let sent = groq.received()[0].json();
     assert_eq!(sent["model"], "llama-test");
     assert_eq!(sent["max_tokens"], 50);
@@ -55,7 +74,8 @@ async fn ask_prints_the_answer() {
 async fn ask_json_shows_the_fallback() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    groq.push(Reply::Refuse(Refusal::Message("no".into()))).push(Reply::status(503));
+    groq.push(Reply::Refuse(Refusal::Message("no".into())))
+        .push(Reply::status(503));
     openai.push(Reply::text("from openai"));
     let mut cmd = understudy(&groq, &openai);
     cmd.args(["ask", "--json", "roast me"]);
@@ -72,11 +92,31 @@ async fn ask_json_shows_the_fallback() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| format!("{}:{}/{}/{}", a["provider"].as_str().unwrap(), a["model"].as_str().unwrap(), a["kind"].as_str().unwrap(), a["outcome"].as_str().unwrap()))
+        .map(|a| {
+            format!(
+                "{}:{}/{}/{}",
+                a["provider"].as_str().unwrap(),
+                a["model"].as_str().unwrap(),
+                a["kind"].as_str().unwrap(),
+                a["outcome"].as_str().unwrap()
+            )
+        })
         .collect();
-    assert_eq!(attempts, ["groq:llama-test/primary/content_filter", "groq:llama-test/softened/unavailable", "openai:gpt-4o-mini/fallback/ok"]);
+    assert_eq!(
+        attempts,
+        [
+            "groq:llama-test/primary/content_filter",
+            "groq:llama-test/softened/unavailable",
+            "openai:gpt-4o-mini/fallback/ok"
+        ]
+    );
     assert!(v["attempts"][0]["latency_ms"].as_f64().is_some());
-    assert!(v["attempts"][0]["detail"].as_str().unwrap().contains("refused"));
+    assert!(
+        v["attempts"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("refused")
+    );
     assert!(v["usage"]["output_tokens"].as_u64().is_some());
     assert_no_keys(&out);
 }
@@ -110,13 +150,37 @@ async fn bad_usage_and_configuration_exit_2() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
     for (extra_env, args, needle) in [
-        (vec![("AI_PROVIDER_FALLBACK_ORDER", "groq,nope")], vec!["ask", "hi"], "AI_PROVIDER_FALLBACK_ORDER"),
-        (vec![("UNDERSTUDY_CONFIG", "/nonexistent.toml")], vec!["ask", "hi"], "cannot read /nonexistent.toml"),
-        (vec![], vec!["ask", "--route", "nope", "hi"], "unknown route"),
-        (vec![], vec!["ask", "--provider", "nope", "hi"], "unknown provider"),
-        (vec![], vec!["ask", "--temperature", "9", "hi"], "temperature"),
+        (
+            vec![("AI_PROVIDER_FALLBACK_ORDER", "groq,nope")],
+            vec!["ask", "hi"],
+            "AI_PROVIDER_FALLBACK_ORDER",
+        ),
+        (
+            vec![("UNDERSTUDY_CONFIG", "/nonexistent.toml")],
+            vec!["ask", "hi"],
+            "cannot read /nonexistent.toml",
+        ),
+        (
+            vec![],
+            vec!["ask", "--route", "nope", "hi"],
+            "unknown route",
+        ),
+        (
+            vec![],
+            vec!["ask", "--provider", "nope", "hi"],
+            "unknown provider",
+        ),
+        (
+            vec![],
+            vec!["ask", "--temperature", "9", "hi"],
+            "temperature",
+        ),
         (vec![], vec!["ask"], "PROMPT"),
-        (vec![], vec!["ask", "--refusal-policy", "maybe", "hi"], "maybe"),
+        (
+            vec![],
+            vec!["ask", "--refusal-policy", "maybe", "hi"],
+            "maybe",
+        ),
         (vec![], vec!["serve", "--listen", "nowhere"], "invalid"),
     ] {
         let mut cmd = understudy(&groq, &openai);
@@ -134,7 +198,10 @@ async fn bad_usage_and_configuration_exit_2() {
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[routing]\ndefault = 3\n").unwrap();
     let mut cmd = understudy(&groq, &openai);
-    cmd.env_remove("AI_DEFAULT_PROVIDER").arg("--config").arg(&bad).args(["ask", "hi"]);
+    cmd.env_remove("AI_DEFAULT_PROVIDER")
+        .arg("--config")
+        .arg(&bad)
+        .args(["ask", "hi"]);
     let out = run(cmd).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -152,10 +219,21 @@ async fn providers_lists_every_provider_without_keys() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("default route: groq → openai"), "{text}");
-    let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} missing: {text}")).to_owned();
-    assert!(line("groq").contains("available") && line("groq").contains("set (GROQ_API_KEY)"), "{text}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {text}"))
+            .to_owned()
+    };
+    assert!(
+        line("groq").contains("available") && line("groq").contains("set (GROQ_API_KEY)"),
+        "{text}"
+    );
     assert!(line("groq").contains(&groq.base_url()));
-    assert!(line("claude").contains("unavailable: ") && line("claude").contains("unset"), "{text}");
+    assert!(
+        line("claude").contains("unavailable: ") && line("claude").contains("unset"),
+        "{text}"
+    );
     assert!(line("gemini").contains("unavailable"), "{text}");
     assert_no_keys(&out);
 
@@ -163,7 +241,12 @@ async fn providers_lists_every_provider_without_keys() {
     cmd.args(["providers", "--json"]);
     let out = run(cmd).await;
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<_> = v.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(names, ["groq", "openai", "claude", "gemini"]);
     assert_eq!(v[0]["key"]["state"], "set");
     assert_no_keys(&out);
@@ -175,13 +258,18 @@ async fn serve_answers_and_stops_on_sigterm() {
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::status(503));
     let mut cmd = understudy(&groq, &openai);
-    cmd.args(["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::piped()).stdout(Stdio::null());
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (url, lines) = tokio::task::spawn_blocking(move || {
         let mut lines = BufReader::new(stderr).lines();
         loop {
-            let line = lines.next().expect("serve exited before listening").unwrap();
+            let line = lines
+                .next()
+                .expect("serve exited before listening")
+                .unwrap();
             if let Some(url) = line.split("listening on ").nth(1) {
                 return (url.trim().to_owned(), lines);
             }
@@ -210,7 +298,10 @@ async fn serve_answers_and_stops_on_sigterm() {
         let rest: Vec<String> = lines.map_while(Result::ok).collect();
         (status, rest)
     });
-    let (status, rest) = tokio::time::timeout(Duration::from_secs(10), status).await.unwrap().unwrap();
+    let (status, rest) = tokio::time::timeout(Duration::from_secs(10), status)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "{status:?} {rest:?}");
     assert!(!rest.join("\n").contains(GROQ_KEY));
 }

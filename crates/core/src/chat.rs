@@ -103,14 +103,20 @@ impl ChatRequest {
     /// called (DESIGN §2: invalid-for-everyone input never costs an attempt).
     pub fn validate(&self) -> Result<(), Error> {
         if self.messages.is_empty() {
-            return Err(Error::invalid("messages", "at least one message is required"));
+            return Err(Error::invalid(
+                "messages",
+                "at least one message is required",
+            ));
         }
         if self.messages.iter().all(|m| m.content.trim().is_empty()) {
             return Err(Error::invalid("messages", "every message is empty"));
         }
         if let Some(t) = self.temperature {
             if !t.is_finite() || !(0.0..=2.0).contains(&t) {
-                return Err(Error::invalid("temperature", "temperature must be between 0 and 2"));
+                return Err(Error::invalid(
+                    "temperature",
+                    "temperature must be between 0 and 2",
+                ));
             }
         }
         if let Some(n) = self.max_tokens {
@@ -122,7 +128,10 @@ impl ChatRequest {
             }
         }
         if self.stop.len() > 4 {
-            return Err(Error::invalid("stop", "at most 4 stop sequences are accepted"));
+            return Err(Error::invalid(
+                "stop",
+                "at most 4 stop sequences are accepted",
+            ));
         }
         Ok(())
     }
@@ -146,8 +155,20 @@ mod tests {
         check(ChatRequest::user("hi").with_temperature(2.0), None);
         check(ChatRequest::default(), Some("messages"));
         check(ChatRequest::user("  "), Some("messages"));
-        check(ChatRequest::user("hi").with_temperature(2.5), Some("temperature"));
-        check(ChatRequest::user("hi").with_temperature(f32::NAN), Some("temperature"));
-        check(ChatRequest { max_tokens: Some(0), ..ChatRequest::user("hi") }, Some("max_tokens"));
+        check(
+            ChatRequest::user("hi").with_temperature(2.5),
+            Some("temperature"),
+        );
+        check(
+            ChatRequest::user("hi").with_temperature(f32::NAN),
+            Some("temperature"),
+        );
+        check(
+            ChatRequest {
+                max_tokens: Some(0),
+                ..ChatRequest::user("hi")
+            },
+            Some("max_tokens"),
+        );
     }
 }

@@ -64,7 +64,10 @@ pub enum KeyStatus {
 impl Engine {
     /// Starts the supervisor and the router. Provider actors start on first
     /// use.
-    pub async fn start(settings: Settings, factory: Arc<dyn AdapterFactory>) -> Result<Self, Error> {
+    pub async fn start(
+        settings: Settings,
+        factory: Arc<dyn AdapterFactory>,
+    ) -> Result<Self, Error> {
         let settings = Arc::new(settings);
         let (supervisor, _) = Actor::spawn(
             None,
@@ -123,24 +126,38 @@ impl Engine {
             .await;
         match asked {
             Ok(CallResult::Success(result)) => result,
-            Ok(_) => Err(Error::Engine("the request's run ended without an answer".into())),
+            Ok(_) => Err(Error::Engine(
+                "the request's run ended without an answer".into(),
+            )),
             Err(_) => Err(Error::Engine("the router is not running".into())),
         }
     }
 
     /// Every provider with its availability, sorted by routing order.
     pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
-        let mut infos = match self.inner.router.call(RouterMsg::Providers, Some(QUERY_TIMEOUT)).await {
+        let mut infos = match self
+            .inner
+            .router
+            .call(RouterMsg::Providers, Some(QUERY_TIMEOUT))
+            .await
+        {
             Ok(CallResult::Success(infos)) => infos,
             _ => return Err(Error::Engine("the router is not running".into())),
         };
-        let running = match self.inner.supervisor.call(SupervisorMsg::Running, Some(QUERY_TIMEOUT)).await {
+        let running = match self
+            .inner
+            .supervisor
+            .call(SupervisorMsg::Running, Some(QUERY_TIMEOUT))
+            .await
+        {
             Ok(CallResult::Success(running)) => running,
             _ => Vec::new(),
         };
         for (name, actor) in running {
             if let Some(info) = infos.iter_mut().find(|i| *i.name == *name) {
-                if let Ok(CallResult::Success(stats)) = actor.call(ProviderMsg::Stats, Some(QUERY_TIMEOUT)).await {
+                if let Ok(CallResult::Success(stats)) =
+                    actor.call(ProviderMsg::Stats, Some(QUERY_TIMEOUT)).await
+                {
                     info.stats = Some(stats);
                 }
             }
@@ -150,7 +167,12 @@ impl Engine {
 
     /// The routing table in force.
     pub async fn routing(&self) -> Result<Routing, Error> {
-        match self.inner.router.call(RouterMsg::GetRouting, Some(QUERY_TIMEOUT)).await {
+        match self
+            .inner
+            .router
+            .call(RouterMsg::GetRouting, Some(QUERY_TIMEOUT))
+            .await
+        {
             Ok(CallResult::Success(r)) => Ok(r),
             _ => Err(Error::Engine("the router is not running".into())),
         }
@@ -165,7 +187,11 @@ impl Engine {
     /// the request timeout), then stops the provider actors.
     pub async fn shutdown(&self) {
         let _ = self.inner.router.stop_and_wait(None, None).await;
-        let _ = self.inner.supervisor.stop_and_wait(None, Some(QUERY_TIMEOUT)).await;
+        let _ = self
+            .inner
+            .supervisor
+            .stop_and_wait(None, Some(QUERY_TIMEOUT))
+            .await;
     }
 
     /// Makes the provider's actor panic (starting it first if needed), to

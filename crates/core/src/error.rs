@@ -44,7 +44,9 @@ pub enum FailureKind {
     /// A safety or content filter refused: caused by the request.
     ContentFilter,
     /// A transient rate limit; `retry_after` is the provider's hint.
-    RateLimited { retry_after: Option<Duration> },
+    RateLimited {
+        retry_after: Option<Duration>,
+    },
     /// Billing or quota exhaustion: retrying will not help.
     QuotaExceeded,
     Auth,
@@ -81,7 +83,10 @@ pub const DETAIL_LIMIT: usize = 512;
 pub enum Error {
     /// The request is invalid for every provider; nothing was called.
     #[error("invalid request: {field}: {message}")]
-    InvalidRequest { field: &'static str, message: String },
+    InvalidRequest {
+        field: &'static str,
+        message: String,
+    },
     #[error("unknown provider `{0}`")]
     UnknownProvider(String),
     #[error("unknown route `{0}`")]
@@ -91,9 +96,15 @@ pub enum Error {
     NoProviderAvailable(String),
     /// Every attempt of the plan failed; `attempts` keeps them in order.
     #[error("{}", summarize("every provider failed", attempts))]
-    ProvidersFailed { code: FailureCode, attempts: Vec<Attempt> },
+    ProvidersFailed {
+        code: FailureCode,
+        attempts: Vec<Attempt>,
+    },
     /// A refusal returned to the caller by the `surface` refusal policy.
-    #[error("{}", summarize("the request was refused by a content filter", attempts))]
+    #[error(
+        "{}",
+        summarize("the request was refused by a content filter", attempts)
+    )]
     Refused { attempts: Vec<Attempt> },
     /// The request deadline ran out before any attempt succeeded.
     #[error("{}", summarize("the request deadline was exceeded", attempts))]
@@ -278,7 +289,13 @@ fn summarize(head: &str, attempts: &[Attempt]) -> String {
     let mut out = String::from(head);
     for (i, a) in attempts.iter().enumerate() {
         out.push_str(if i == 0 { ": " } else { "; " });
-        out.push_str(&format!("{}:{} ({}) {}", a.provider, a.model, a.kind.as_str(), a.outcome));
+        out.push_str(&format!(
+            "{}:{} ({}) {}",
+            a.provider,
+            a.model,
+            a.kind.as_str(),
+            a.outcome
+        ));
         if let Some(detail) = &a.detail {
             out.push_str(&format!(" — {detail}"));
         }

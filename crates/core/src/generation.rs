@@ -21,7 +21,10 @@ pub enum RouteSelector {
     Named(String),
     /// `provider` or `provider:model` as the primary; the rest of the default
     /// order follows as fallbacks.
-    Pin { provider: String, model: Option<String> },
+    Pin {
+        provider: String,
+        model: Option<String>,
+    },
 }
 
 /// What a front end hands the engine.

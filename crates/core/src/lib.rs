@@ -28,7 +28,9 @@ pub use adapter::{Adapter, AdapterFactory, BoxFuture};
 pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, Usage};
 pub use engine::{Engine, KeyStatus, ProviderInfo};
 pub use error::{Error, Failure, FailureCode, FailureKind};
-pub use generation::{Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector};
+pub use generation::{
+    Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
+};
 pub use policy::plan::Target;
 pub use policy::refusal::RefusalPolicy;
 pub use settings::{ProviderKind, ProviderSettings, Secret, Settings, SettingsError};

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::rpc::CallResult;
 use ractor::ActorRef;
+use ractor::rpc::CallResult;
 use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
@@ -80,7 +80,11 @@ impl Walk {
         }
         for idx in 0..self.run.plan.targets.len() {
             let is_primary = self.run.plan.targets[idx] == self.run.plan.primary;
-            let kind = if is_primary { AttemptKind::Primary } else { AttemptKind::Fallback };
+            let kind = if is_primary {
+                AttemptKind::Primary
+            } else {
+                AttemptKind::Fallback
+            };
             let chat = Arc::clone(&self.run.chat);
             match self.step(idx, kind, chat).await {
                 Step::Served(c) => return Ok(self.served(idx, c)),
@@ -102,7 +106,9 @@ impl Walk {
         match failure.kind {
             FailureKind::ContentFilter => self.refused(idx, kind).await,
             FailureKind::RateLimited { retry_after } => {
-                let Some(wait) = rate_limit_wait(retry_after, self.run.settings.rate_limit_max_wait) else {
+                let Some(wait) =
+                    rate_limit_wait(retry_after, self.run.settings.rate_limit_max_wait)
+                else {
                     return Step::Next;
                 };
                 if Instant::now() + wait >= self.deadline {
@@ -127,7 +133,9 @@ impl Walk {
         self.content_filtered = true;
         let policy = self.run.policy;
         if policy == RefusalPolicy::Surface {
-            return Step::Stop(Error::Refused { attempts: std::mem::take(&mut self.attempts) });
+            return Step::Stop(Error::Refused {
+                attempts: std::mem::take(&mut self.attempts),
+            });
         }
         // Only the primary earns the softened retry; a refusing fallback
         // simply hands over to the next one.
@@ -147,7 +155,9 @@ impl Walk {
             }
         }
         if kind == AttemptKind::Primary && !policy.falls_back() {
-            return Step::Stop(Error::Refused { attempts: std::mem::take(&mut self.attempts) });
+            return Step::Stop(Error::Refused {
+                attempts: std::mem::take(&mut self.attempts),
+            });
         }
         Step::Next
     }
@@ -188,7 +198,9 @@ impl Walk {
         });
         match result {
             Ok(c) => Ok(c),
-            Err(f) if f.kind == FailureKind::Timeout && Instant::now() >= self.deadline => Err(None),
+            Err(f) if f.kind == FailureKind::Timeout && Instant::now() >= self.deadline => {
+                Err(None)
+            }
             Err(f) => Err(Some(f)),
         }
     }
@@ -242,7 +254,10 @@ impl Walk {
                     self.run.actors[idx] = None;
                     continue;
                 }
-                Err(_) => Err(Failure::new(FailureKind::Unavailable, "the provider actor is not running")),
+                Err(_) => Err(Failure::new(
+                    FailureKind::Unavailable,
+                    "the provider actor is not running",
+                )),
             };
         }
     }
@@ -264,10 +279,14 @@ impl Walk {
             Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
                 Err(Failure::new(FailureKind::Unavailable, why.as_str()))
             }
-            Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => {
-                Err(Failure::new(FailureKind::Unavailable, format!("provider failed to start: {why}")))
-            }
-            _ => Err(Failure::new(FailureKind::Unavailable, "the supervisor is not running")),
+            Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => Err(Failure::new(
+                FailureKind::Unavailable,
+                format!("provider failed to start: {why}"),
+            )),
+            _ => Err(Failure::new(
+                FailureKind::Unavailable,
+                "the supervisor is not running",
+            )),
         }
     }
 
@@ -292,7 +311,10 @@ impl Walk {
             .all(|a| a.outcome == Outcome::Failed(FailureCode::RateLimited));
         let code = match attempts.last() {
             _ if all_rate_limited => FailureCode::RateLimited,
-            Some(Attempt { outcome: Outcome::Failed(code), .. }) => *code,
+            Some(Attempt {
+                outcome: Outcome::Failed(code),
+                ..
+            }) => *code,
             _ => FailureCode::Unavailable,
         };
         Error::ProvidersFailed { code, attempts }

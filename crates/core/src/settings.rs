@@ -211,7 +211,9 @@ impl Settings {
         let timeouts = raw
             .timeouts
             .as_ref()
-            .map_or(Ok(Timeouts::default()), |t| t.apply(Timeouts::default(), "timeouts"))
+            .map_or(Ok(Timeouts::default()), |t| {
+                t.apply(Timeouts::default(), "timeouts")
+            })
             .map_err(|(s, m)| file_err(s, m))?;
 
         // Providers: built-ins, then the file's tables on top.
@@ -222,7 +224,10 @@ impl Settings {
         for (name, rp) in raw.providers {
             let at = format!("providers.{name}");
             if !valid_name(&name) {
-                return Err(file_err(at, "a provider name uses only a-z, 0-9, `-` and `_`".into()));
+                return Err(file_err(
+                    at,
+                    "a provider name uses only a-z, 0-9, `-` and `_`".into(),
+                ));
             }
             let p = match providers.remove(&name) {
                 Some(existing) => rp.overlay(existing, &at),
@@ -235,11 +240,28 @@ impl Settings {
         // Environment over the file, for the built-ins.
         for (name, key_vars, base_var, model_var) in [
             ("groq", &["GROQ_API_KEY"][..], "GROQ_BASE_URL", "GROQ_MODEL"),
-            ("openai", &["OPENAI_API_KEY"][..], "OPENAI_BASE_URL", "OPENAI_MODEL"),
-            ("gemini", &["GEMINI_API_KEY", "GOOGLE_API_KEY"][..], "GEMINI_BASE_URL", "GEMINI_MODEL"),
-            ("claude", &["ANTHROPIC_API_KEY"][..], "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"),
+            (
+                "openai",
+                &["OPENAI_API_KEY"][..],
+                "OPENAI_BASE_URL",
+                "OPENAI_MODEL",
+            ),
+            (
+                "gemini",
+                &["GEMINI_API_KEY", "GOOGLE_API_KEY"][..],
+                "GEMINI_BASE_URL",
+                "GEMINI_MODEL",
+            ),
+            (
+                "claude",
+                &["ANTHROPIC_API_KEY"][..],
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_MODEL",
+            ),
         ] {
-            let Some(p) = providers.get_mut(name) else { continue };
+            let Some(p) = providers.get_mut(name) else {
+                continue;
+            };
             if let Some((var, key)) = key_vars.iter().find_map(|v| env(v).map(|k| (*v, k))) {
                 p.api_key = Some(Secret(key.trim().to_owned()));
                 p.api_key_env = Some(var.to_owned());
@@ -271,7 +293,10 @@ impl Settings {
         };
         let (order, order_setting) = match env("AI_PROVIDER_FALLBACK_ORDER") {
             Some(v) => (
-                v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
                 Err("AI_PROVIDER_FALLBACK_ORDER"),
             ),
             None => (
@@ -286,22 +311,36 @@ impl Settings {
             Err(s) => env_err(s, message),
         };
         if !providers.contains_key(&default) {
-            return Err(setting_err(default_setting, unknown_provider(&default, &providers)));
+            return Err(setting_err(
+                default_setting,
+                unknown_provider(&default, &providers),
+            ));
         }
         let mut seen = Vec::<&str>::new();
         for name in &order {
             if !providers.contains_key(name) {
-                return Err(setting_err(order_setting, unknown_provider(name, &providers)));
+                return Err(setting_err(
+                    order_setting,
+                    unknown_provider(name, &providers),
+                ));
             }
             if seen.contains(&name.as_str()) {
-                return Err(setting_err(order_setting, format!("`{name}` is listed twice")));
+                return Err(setting_err(
+                    order_setting,
+                    format!("`{name}` is listed twice"),
+                ));
             }
             seen.push(name);
         }
         let refusal_policy = match env("UNDERSTUDY_REFUSAL_POLICY") {
-            Some(v) => v.trim().parse().map_err(|m| env_err("UNDERSTUDY_REFUSAL_POLICY", m))?,
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|m| env_err("UNDERSTUDY_REFUSAL_POLICY", m))?,
             None => match raw_routing.refusal_policy {
-                Some(v) => v.parse().map_err(|m| file_err("routing.refusal_policy".into(), m))?,
+                Some(v) => v
+                    .parse()
+                    .map_err(|m| file_err("routing.refusal_policy".into(), m))?,
                 None => RefusalPolicy::default(),
             },
         };
@@ -311,7 +350,10 @@ impl Settings {
         for (name, specs) in raw.routes {
             let at = format!("routes.{name}");
             if name == "default" {
-                return Err(file_err(at, "`default` is the configured order; name the route differently".into()));
+                return Err(file_err(
+                    at,
+                    "`default` is the configured order; name the route differently".into(),
+                ));
             }
             if specs.is_empty() {
                 return Err(file_err(at, "a route needs at least one target".into()));
@@ -329,9 +371,14 @@ impl Settings {
             None => Duration::from_secs(5),
         };
         let listen = match env("UNDERSTUDY_LISTEN") {
-            Some(v) => v.trim().parse().map_err(|e| env_err("UNDERSTUDY_LISTEN", format!("not a socket address: {e}")))?,
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|e| env_err("UNDERSTUDY_LISTEN", format!("not a socket address: {e}")))?,
             None => match raw.server.and_then(|s| s.listen) {
-                Some(v) => v.parse().map_err(|e| file_err("server.listen".into(), format!("not a socket address: {e}")))?,
+                Some(v) => v.parse().map_err(|e| {
+                    file_err("server.listen".into(), format!("not a socket address: {e}"))
+                })?,
                 None => SocketAddr::from(([127, 0, 0, 1], 8080)),
             },
         };
@@ -355,7 +402,13 @@ impl Settings {
     /// order without the primary, each with its provider's default model.
     pub fn default_route(&self) -> Vec<Target> {
         let mut names = vec![self.routing.default.as_str()];
-        names.extend(self.routing.order.iter().map(String::as_str).filter(|n| *n != self.routing.default));
+        names.extend(
+            self.routing
+                .order
+                .iter()
+                .map(String::as_str)
+                .filter(|n| *n != self.routing.default),
+        );
         names
             .into_iter()
             .filter_map(|n| self.providers.get(n).map(|p| Target::new(n, &p.model)))
@@ -371,7 +424,10 @@ impl Settings {
             origin: Origin::None,
         };
         if !self.providers.contains_key(&routing.default) {
-            return Err(err("default", unknown_provider(&routing.default, &self.providers)));
+            return Err(err(
+                "default",
+                unknown_provider(&routing.default, &self.providers),
+            ));
         }
         for (i, name) in routing.order.iter().enumerate() {
             if !self.providers.contains_key(name) {
@@ -414,21 +470,35 @@ fn check_url(url: &str) -> Result<String, String> {
 
 fn seconds(s: f64) -> Result<Duration, String> {
     if !s.is_finite() || s <= 0.0 || s > 86_400.0 {
-        return Err(format!("`{s}` is not a number of seconds between 0 and 86400"));
+        return Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        ));
     }
     Ok(Duration::from_secs_f64(s))
 }
 
 fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
     let (kind, base_url, model) = match name {
-        "groq" => (ProviderKind::Openai, "https://api.groq.com/openai/v1", "llama-3.1-8b-instant"),
-        "openai" => (ProviderKind::Openai, "https://api.openai.com/v1", "gpt-4o-mini"),
+        "groq" => (
+            ProviderKind::Openai,
+            "https://api.groq.com/openai/v1",
+            "llama-3.1-8b-instant",
+        ),
+        "openai" => (
+            ProviderKind::Openai,
+            "https://api.openai.com/v1",
+            "gpt-4o-mini",
+        ),
         "gemini" => (
             ProviderKind::Gemini,
             "https://generativelanguage.googleapis.com/v1beta",
             "gemini-2.5-flash",
         ),
-        _ => (ProviderKind::Anthropic, "https://api.anthropic.com", "claude-haiku-4-5"),
+        _ => (
+            ProviderKind::Anthropic,
+            "https://api.anthropic.com",
+            "claude-haiku-4-5",
+        ),
     };
     ProviderSettings {
         name: name.to_owned(),
@@ -586,12 +656,23 @@ impl RawTimeouts {
 }
 
 impl RawProvider {
-    fn create(self, name: &str, timeouts: Timeouts, at: &str) -> Result<ProviderSettings, FieldError> {
+    fn create(
+        self,
+        name: &str,
+        timeouts: Timeouts,
+        at: &str,
+    ) -> Result<ProviderSettings, FieldError> {
         let Some(base_url) = &self.base_url else {
-            return Err((format!("{at}.base_url"), "an extra provider needs a base_url".into()));
+            return Err((
+                format!("{at}.base_url"),
+                "an extra provider needs a base_url".into(),
+            ));
         };
         let Some(model) = &self.model else {
-            return Err((format!("{at}.model"), "an extra provider needs a default model".into()));
+            return Err((
+                format!("{at}.model"),
+                "an extra provider needs a default model".into(),
+            ));
         };
         let requires_key = self.api_key.is_some() || self.api_key_env.is_some();
         let base = ProviderSettings {
@@ -613,7 +694,10 @@ impl RawProvider {
     fn overlay(self, mut p: ProviderSettings, at: &str) -> Result<ProviderSettings, FieldError> {
         if let Some(kind) = self.kind {
             if kind != p.kind && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
-                return Err((format!("{at}.kind"), "a built-in provider's protocol cannot change".into()));
+                return Err((
+                    format!("{at}.kind"),
+                    "a built-in provider's protocol cannot change".into(),
+                ));
             }
             p.kind = kind;
         }
@@ -637,15 +721,24 @@ impl RawProvider {
         let mut headers: Vec<_> = self.headers.into_iter().collect();
         headers.sort();
         for (name, value) in &headers {
-            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            let ok_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
             if !ok_name || value.contains(['\r', '\n']) {
-                return Err((format!("{at}.headers"), format!("`{name}` is not a valid header")));
+                return Err((
+                    format!("{at}.headers"),
+                    format!("`{name}` is not a valid header"),
+                ));
             }
         }
         p.headers.extend(headers);
         if let Some(t) = self.temperature {
             if !t.is_finite() || !(0.0..=2.0).contains(&t) {
-                return Err((format!("{at}.temperature"), "must be between 0 and 2".into()));
+                return Err((
+                    format!("{at}.temperature"),
+                    "must be between 0 and 2".into(),
+                ));
             }
             p.default_temperature = t;
         }
@@ -680,8 +773,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         move |k| map.get(k).cloned()
     }
 
@@ -692,9 +787,16 @@ mod tests {
         assert_eq!(s.routing.order, ["groq", "gemini", "claude"]);
         assert_eq!(s.routing.refusal_policy, RefusalPolicy::SoftenThenFallback);
         assert_eq!(s.timeouts, Timeouts::default());
-        assert_eq!(s.providers["groq"].base_url, "https://api.groq.com/openai/v1");
+        assert_eq!(
+            s.providers["groq"].base_url,
+            "https://api.groq.com/openai/v1"
+        );
         assert!(!s.providers["groq"].has_key());
-        let route: Vec<_> = s.default_route().iter().map(|t| t.provider.to_string()).collect();
+        let route: Vec<_> = s
+            .default_route()
+            .iter()
+            .map(|t| t.provider.to_string())
+            .collect();
         assert_eq!(route, ["groq", "gemini", "claude"]);
     }
 
@@ -714,11 +816,24 @@ mod tests {
         .unwrap();
         assert_eq!(s.routing.default, "openai");
         assert_eq!(s.routing.order, ["groq", "openai", "claude"]);
-        assert_eq!(s.providers["groq"].api_key.as_ref().map(Secret::expose), Some("gsk_secret"));
-        assert_eq!(s.providers["gemini"].api_key_env.as_deref(), Some("GOOGLE_API_KEY"));
+        assert_eq!(
+            s.providers["groq"].api_key.as_ref().map(Secret::expose),
+            Some("gsk_secret")
+        );
+        assert_eq!(
+            s.providers["gemini"].api_key_env.as_deref(),
+            Some("GOOGLE_API_KEY")
+        );
         assert_eq!(s.providers["groq"].base_url, "http://127.0.0.1:9/v1");
         let route: Vec<_> = s.default_route().iter().map(|t| t.to_string()).collect();
-        assert_eq!(route, ["openai:gpt-x", "groq:llama-3.1-8b-instant", "claude:claude-haiku-4-5"]);
+        assert_eq!(
+            route,
+            [
+                "openai:gpt-x",
+                "groq:llama-3.1-8b-instant",
+                "claude:claude-haiku-4-5"
+            ]
+        );
         assert!(!format!("{s:?}").contains("gsk_secret"));
     }
 
@@ -751,11 +866,20 @@ mod tests {
             listen = "0.0.0.0:9000"
         "#;
         let s = Settings::from_toml_str(text, env(&[("AI_DEFAULT_PROVIDER", "groq")])).unwrap();
-        assert_eq!(s.routing.default, "groq", "the environment wins over the file");
+        assert_eq!(
+            s.routing.default, "groq",
+            "the environment wins over the file"
+        );
         assert_eq!(s.routing.refusal_policy, RefusalPolicy::FallbackOnly);
-        assert!(s.providers["local"].has_key(), "no key configured means none needed");
+        assert!(
+            s.providers["local"].has_key(),
+            "no key configured means none needed"
+        );
         assert_eq!(s.providers["groq"].model, "llama-3.3-70b-versatile");
-        assert_eq!(s.providers["local"].timeouts.connect, Duration::from_secs(2));
+        assert_eq!(
+            s.providers["local"].timeouts.connect,
+            Duration::from_secs(2)
+        );
         assert_eq!(s.timeouts.attempt, Duration::from_secs_f64(30.5));
         let fast: Vec<_> = s.routes["fast"].iter().map(|t| t.to_string()).collect();
         assert_eq!(fast, ["groq:llama-3.1-8b-instant", "local:llama3.2"]);
@@ -770,23 +894,78 @@ mod tests {
 
     #[test]
     fn errors_name_the_setting() {
-        check_err("[routing]\norder = [\"groq\", \"nope\"]", &[], "routing.order", "unknown provider `nope`");
-        check_err("", &[("AI_PROVIDER_FALLBACK_ORDER", "groq,nope")], "AI_PROVIDER_FALLBACK_ORDER", "environment variable");
-        check_err("", &[("AI_DEFAULT_PROVIDER", "nope")], "AI_DEFAULT_PROVIDER", "nope");
-        check_err("[routing]\nrefusal_policy = \"maybe\"", &[], "routing.refusal_policy", "maybe");
-        check_err("[timeouts]\nconnect = -1", &[], "timeouts.connect", "seconds");
-        check_err("[providers.x]\nmodel = \"m\"", &[], "providers.x.base_url", "base_url");
-        check_err("[providers.groq]\nbase_url = \"ftp://x\"", &[], "providers.groq.base_url", "http");
-        check_err("[routes]\nfast = [\"nope:m\"]", &[], "routes.fast", "unknown provider");
+        check_err(
+            "[routing]\norder = [\"groq\", \"nope\"]",
+            &[],
+            "routing.order",
+            "unknown provider `nope`",
+        );
+        check_err(
+            "",
+            &[("AI_PROVIDER_FALLBACK_ORDER", "groq,nope")],
+            "AI_PROVIDER_FALLBACK_ORDER",
+            "environment variable",
+        );
+        check_err(
+            "",
+            &[("AI_DEFAULT_PROVIDER", "nope")],
+            "AI_DEFAULT_PROVIDER",
+            "nope",
+        );
+        check_err(
+            "[routing]\nrefusal_policy = \"maybe\"",
+            &[],
+            "routing.refusal_policy",
+            "maybe",
+        );
+        check_err(
+            "[timeouts]\nconnect = -1",
+            &[],
+            "timeouts.connect",
+            "seconds",
+        );
+        check_err(
+            "[providers.x]\nmodel = \"m\"",
+            &[],
+            "providers.x.base_url",
+            "base_url",
+        );
+        check_err(
+            "[providers.groq]\nbase_url = \"ftp://x\"",
+            &[],
+            "providers.groq.base_url",
+            "http",
+        );
+        check_err(
+            "[routes]\nfast = [\"nope:m\"]",
+            &[],
+            "routes.fast",
+            "unknown provider",
+        );
         check_err("[breakr]\nx = 1", &[], "breakr", "unknown field");
         check_err("[routing\n", &[], "config", "<config>");
-        check_err("", &[("GROQ_BASE_URL", "localhost:80")], "GROQ_BASE_URL", "not an http");
-        check_err("[server]\nlisten = \"nowhere\"", &[], "server.listen", "socket address");
+        check_err(
+            "",
+            &[("GROQ_BASE_URL", "localhost:80")],
+            "GROQ_BASE_URL",
+            "not an http",
+        );
+        check_err(
+            "[server]\nlisten = \"nowhere\"",
+            &[],
+            "server.listen",
+            "socket address",
+        );
     }
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let err = Settings::load(Some(Path::new("/nonexistent/understudy.toml")), env(&[])).unwrap_err();
-        assert!(err.to_string().contains("cannot read /nonexistent/understudy.toml"), "{err}");
+        let err =
+            Settings::load(Some(Path::new("/nonexistent/understudy.toml")), env(&[])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cannot read /nonexistent/understudy.toml"),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The non-streamed decision table (DESIGN §2), row by row, through real
 //! HTTP to simulated OpenAI-compatible providers.
 
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
 use std::time::Duration;
 
 use understudy_core::{ChatRequest, Error, GenerateRequest, RouteSelector};
@@ -26,7 +28,10 @@ async fn check(primary: &[Reply], fallback: &[Reply], want: Want<'_>) {
         .build()
         .await
         .unwrap();
-    let result = gw.engine.generate(GenerateRequest::new(ChatRequest::user("tell me a joke"))).await;
+    let result = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("tell me a joke")))
+        .await;
     let attempts = match &result {
         Ok(g) => &g.attempts,
         Err(e) => e.attempts(),
@@ -48,16 +53,28 @@ async fn check(primary: &[Reply], fallback: &[Reply], want: Want<'_>) {
 
 #[tokio::test]
 async fn primary_answers() {
-    check(&[Reply::text("ha")], &[], (&["groq/primary/ok"], Some("groq"))).await;
+    check(
+        &[Reply::text("ha")],
+        &[],
+        (&["groq/primary/ok"], Some("groq")),
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn refusal_then_softened_success() {
-    for refusal in [Refusal::FinishReason, Refusal::Message("I can't help with that.".into()), Refusal::Status400] {
+    for refusal in [
+        Refusal::FinishReason,
+        Refusal::Message("I can't help with that.".into()),
+        Refusal::Status400,
+    ] {
         check(
             &[Reply::Refuse(refusal), Reply::text("a gentle joke")],
             &[],
-            (&["groq/primary/content_filter", "groq/softened/ok"], Some("groq")),
+            (
+                &["groq/primary/content_filter", "groq/softened/ok"],
+                Some("groq"),
+            ),
         )
         .await;
     }
@@ -66,9 +83,19 @@ async fn refusal_then_softened_success() {
 #[tokio::test]
 async fn refusal_twice_then_fallback() {
     check(
-        &[Reply::Refuse(Refusal::FinishReason), Reply::Refuse(Refusal::FinishReason)],
+        &[
+            Reply::Refuse(Refusal::FinishReason),
+            Reply::Refuse(Refusal::FinishReason),
+        ],
         &[Reply::text("from openai")],
-        (&["groq/primary/content_filter", "groq/softened/content_filter", "openai/fallback/ok"], Some("openai")),
+        (
+            &[
+                "groq/primary/content_filter",
+                "groq/softened/content_filter",
+                "openai/fallback/ok",
+            ],
+            Some("openai"),
+        ),
     )
     .await;
 }
@@ -78,7 +105,14 @@ async fn softened_outage_also_falls_back() {
     check(
         &[Reply::Refuse(Refusal::FinishReason), Reply::status(503)],
         &[Reply::text("from openai")],
-        (&["groq/primary/content_filter", "groq/softened/unavailable", "openai/fallback/ok"], Some("openai")),
+        (
+            &[
+                "groq/primary/content_filter",
+                "groq/softened/unavailable",
+                "openai/fallback/ok",
+            ],
+            Some("openai"),
+        ),
     )
     .await;
 }
@@ -97,13 +131,24 @@ async fn outages_fall_back_at_once_and_are_never_retried() {
         (Reply::Reset, "connection"),
         (Reply::Hang, "timeout"),
         (Reply::text("late").after(Duration::from_secs(3)), "timeout"),
-        (Reply::Garbage("<html>oops</html>".into()), "malformed_response"),
-        (Reply::Garbage("{\"choices\": [".into()), "malformed_response"),
+        (
+            Reply::Garbage("<html>oops</html>".into()),
+            "malformed_response",
+        ),
+        (
+            Reply::Garbage("{\"choices\": [".into()),
+            "malformed_response",
+        ),
         (Reply::Garbage("{\"choices\": []}".into()), "empty_response"),
         (Reply::Truncated, "connection"),
     ] {
         let first = format!("groq/primary/{code}");
-        check(&[reply], &[Reply::text("ok")], (&[first.as_str(), "openai/fallback/ok"], Some("openai"))).await;
+        check(
+            &[reply],
+            &[Reply::text("ok")],
+            (&[first.as_str(), "openai/fallback/ok"], Some("openai")),
+        )
+        .await;
     }
 }
 
@@ -114,13 +159,29 @@ async fn context_length_and_quota_fall_back_without_retry() {
         body: r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#.into(),
         headers: vec![],
     };
-    check(&[context], &[Reply::text("ok")], (&["groq/primary/context_length", "openai/fallback/ok"], Some("openai"))).await;
+    check(
+        &[context],
+        &[Reply::text("ok")],
+        (
+            &["groq/primary/context_length", "openai/fallback/ok"],
+            Some("openai"),
+        ),
+    )
+    .await;
     let quota = Reply::Status {
         status: 429,
         body: r#"{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#.into(),
         headers: vec![("retry-after".into(), "0".into())],
     };
-    check(&[quota], &[Reply::text("ok")], (&["groq/primary/quota_exceeded", "openai/fallback/ok"], Some("openai"))).await;
+    check(
+        &[quota],
+        &[Reply::text("ok")],
+        (
+            &["groq/primary/quota_exceeded", "openai/fallback/ok"],
+            Some("openai"),
+        ),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -128,20 +189,33 @@ async fn rate_limit_gets_one_retry_then_falls_back() {
     check(
         &[Reply::rate_limited("0"), Reply::text("second time lucky")],
         &[],
-        (&["groq/primary/rate_limited", "groq/rate_limit_retry/ok"], Some("groq")),
+        (
+            &["groq/primary/rate_limited", "groq/rate_limit_retry/ok"],
+            Some("groq"),
+        ),
     )
     .await;
     check(
         &[Reply::rate_limited("0"), Reply::rate_limited("0")],
         &[Reply::text("ok")],
-        (&["groq/primary/rate_limited", "groq/rate_limit_retry/rate_limited", "openai/fallback/ok"], Some("openai")),
+        (
+            &[
+                "groq/primary/rate_limited",
+                "groq/rate_limit_retry/rate_limited",
+                "openai/fallback/ok",
+            ],
+            Some("openai"),
+        ),
     )
     .await;
     // Longer than rate_limit.max_wait (1 s here): straight to the fallback.
     check(
         &[Reply::rate_limited("30")],
         &[Reply::text("ok")],
-        (&["groq/primary/rate_limited", "openai/fallback/ok"], Some("openai")),
+        (
+            &["groq/primary/rate_limited", "openai/fallback/ok"],
+            Some("openai"),
+        ),
     )
     .await;
 }
@@ -151,7 +225,14 @@ async fn all_failed_lists_every_attempt_in_order() {
     check(
         &[Reply::Refuse(Refusal::FinishReason), Reply::status(503)],
         &[Reply::status(500)],
-        (&["groq/primary/content_filter", "groq/softened/unavailable", "openai/fallback/unavailable"], None),
+        (
+            &[
+                "groq/primary/content_filter",
+                "groq/softened/unavailable",
+                "openai/fallback/unavailable",
+            ],
+            None,
+        ),
     )
     .await;
 
@@ -159,13 +240,28 @@ async fn all_failed_lists_every_attempt_in_order() {
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::status(503));
     openai.always(Reply::status(401));
-    let gw = TestGateway::builder().provider("groq", &groq).provider("openai", &openai).build().await.unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::ProvidersFailed { .. }), "{err:?}");
     assert_eq!(err.code().as_str(), "auth", "the last attempt's code");
     let text = err.to_string();
-    assert!(text.contains("groq:groq-model (primary) unavailable"), "{text}");
-    assert!(text.contains("openai:openai-model (fallback) auth"), "{text}");
+    assert!(
+        text.contains("groq:groq-model (primary) unavailable"),
+        "{text}"
+    );
+    assert!(
+        text.contains("openai:openai-model (fallback) auth"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -174,8 +270,17 @@ async fn every_target_rate_limited_is_rate_limited() {
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::rate_limited("60"));
     openai.always(Reply::rate_limited("60"));
-    let gw = TestGateway::builder().provider("groq", &groq).provider("openai", &openai).build().await.unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
     assert_eq!(err.code().as_str(), "rate_limited");
 }
 
@@ -192,20 +297,36 @@ async fn a_provider_without_a_key_is_never_contacted() {
         .build()
         .await
         .unwrap();
-    let g = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap();
+    let g = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap();
     assert_eq!(g.provider, "local");
     assert_eq!(openai.request_count(), 0);
     let providers = gw.engine.providers().await.unwrap();
     let openai_info = providers.iter().find(|p| p.name == "openai").unwrap();
     assert!(!openai_info.available);
-    assert_eq!(openai_info.unavailable_reason.as_deref(), Some("no API key"));
+    assert_eq!(
+        openai_info.unavailable_reason.as_deref(),
+        Some("no API key")
+    );
 }
 
 #[tokio::test]
 async fn no_available_provider_is_a_clear_error() {
     let groq = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder().provider_without_key("groq", &groq).order(&["groq"]).build().await.unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
+    let gw = TestGateway::builder()
+        .provider_without_key("groq", &groq)
+        .order(&["groq"])
+        .build()
+        .await
+        .unwrap();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
     assert_eq!(err.code().as_str(), "no_provider_available");
     assert!(err.to_string().contains("groq (no API key)"), "{err}");
     assert_eq!(groq.request_count(), 0);
@@ -224,7 +345,10 @@ async fn the_primary_is_never_its_own_fallback() {
         .order(&["groq", "openai", "groq"])
         .build()
         .await;
-    assert!(gw.is_err(), "a provider listed twice is a configuration error");
+    assert!(
+        gw.is_err(),
+        "a provider listed twice is a configuration error"
+    );
     let gw = TestGateway::builder()
         .provider("openai", &openai)
         .provider("groq", &groq)
@@ -233,8 +357,16 @@ async fn the_primary_is_never_its_own_fallback() {
         .build()
         .await
         .unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
-    let who: Vec<_> = err.attempts().iter().map(|a| (a.provider.as_str(), a.kind.as_str())).collect();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
+    let who: Vec<_> = err
+        .attempts()
+        .iter()
+        .map(|a| (a.provider.as_str(), a.kind.as_str()))
+        .collect();
     assert_eq!(who, [("groq", "primary"), ("openai", "fallback")]);
     assert_eq!(groq.request_count(), 1);
 }
@@ -254,7 +386,9 @@ async fn pins_and_named_routes() {
     openai.push(Reply::status(503));
     let g = gw
         .engine
-        .generate(GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::pin("openai:gpt-x")))
+        .generate(
+            GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::pin("openai:gpt-x")),
+        )
         .await
         .unwrap();
     assert_eq!(openai.received()[0].json()["model"], "gpt-x");
@@ -264,16 +398,26 @@ async fn pins_and_named_routes() {
     openai.push(Reply::status(503));
     let g = gw
         .engine
-        .generate(GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::Named("siblings".into())))
+        .generate(
+            GenerateRequest::new(ChatRequest::user("x"))
+                .route(RouteSelector::Named("siblings".into())),
+        )
         .await
         .unwrap();
-    let models: Vec<_> = openai.received().iter().skip(1).map(|r| r.json()["model"].clone()).collect();
+    let models: Vec<_> = openai
+        .received()
+        .iter()
+        .skip(1)
+        .map(|r| r.json()["model"].clone())
+        .collect();
     assert_eq!(models, ["big", "small"]);
     assert_eq!((g.model.as_str(), g.fell_back), ("small", true));
 
     let err = gw
         .engine
-        .generate(GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::Named("nope".into())))
+        .generate(
+            GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::Named("nope".into())),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::UnknownRoute(_)));
@@ -292,7 +436,11 @@ async fn the_request_deadline_bounds_the_whole_plan() {
         .build()
         .await
         .unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
     assert_eq!(err.code().as_str(), "deadline_exceeded", "{err}");
     let outcomes: Vec<_> = err.attempts().iter().map(|a| a.outcome.as_str()).collect();
     assert_eq!(outcomes, ["timeout", "timeout"]);
@@ -301,9 +449,20 @@ async fn the_request_deadline_bounds_the_whole_plan() {
 #[tokio::test]
 async fn invalid_input_never_reaches_a_provider() {
     let groq = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder().provider("groq", &groq).build().await.unwrap();
-    for bad in [ChatRequest::default(), ChatRequest::user("x").with_temperature(3.0)] {
-        let err = gw.engine.generate(GenerateRequest::new(bad)).await.unwrap_err();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .build()
+        .await
+        .unwrap();
+    for bad in [
+        ChatRequest::default(),
+        ChatRequest::user("x").with_temperature(3.0),
+    ] {
+        let err = gw
+            .engine
+            .generate(GenerateRequest::new(bad))
+            .await
+            .unwrap_err();
         assert_eq!(err.code().as_str(), "invalid_request");
     }
     assert_eq!(groq.request_count(), 0);
@@ -321,12 +480,31 @@ async fn keys_travel_in_headers_and_never_in_output() {
         headers: vec![],
     });
     openai.always(Reply::status(500));
-    let gw = TestGateway::builder().provider("groq", &groq).provider("openai", &openai).build().await.unwrap();
-    let err = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap_err();
-    assert_eq!(groq.received()[0].header("authorization"), Some(format!("Bearer {key}").as_str()));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    let err = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        groq.received()[0].header("authorization"),
+        Some(format!("Bearer {key}").as_str())
+    );
     assert!(!groq.received()[0].path.contains(&key));
-    for text in [err.to_string(), format!("{err:?}"), format!("{:?}", gw.engine.settings())] {
+    for text in [
+        err.to_string(),
+        format!("{err:?}"),
+        format!("{:?}", gw.engine.settings()),
+    ] {
         assert!(!text.contains(&key), "{text}");
     }
-    assert!(err.to_string().contains("Incorrect API key provided: ***"), "{err}");
+    assert!(
+        err.to_string().contains("Incorrect API key provided: ***"),
+        "{err}"
+    );
 }

@@ -1,6 +1,8 @@
 //! The softened retry: its exact prompt and temperature, and that
 //! fallbacks get the original request.
 
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_core::{ChatRequest, GenerateRequest, RefusalPolicy};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
@@ -20,9 +22,14 @@ async fn gateway(groq: &SimProvider, openai: &SimProvider, groq_option: &str) ->
 async fn softened(request: ChatRequest, extra: &str) -> (serde_json::Value, serde_json::Value) {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    groq.push(Reply::Refuse(Refusal::FinishReason)).push(Reply::text("gentle"));
+    groq.push(Reply::Refuse(Refusal::FinishReason))
+        .push(Reply::text("gentle"));
     let gw = gateway(&groq, &openai, extra).await;
-    let g = gw.engine.generate(GenerateRequest::new(request)).await.unwrap();
+    let g = gw
+        .engine
+        .generate(GenerateRequest::new(request))
+        .await
+        .unwrap();
     assert!(g.content_filtered && !g.fell_back);
     let second = groq.received()[1].json();
     let system = second["messages"][0].clone();
@@ -31,13 +38,28 @@ async fn softened(request: ChatRequest, extra: &str) -> (serde_json::Value, serd
 
 #[tokio::test]
 async fn softened_prompt_and_temperature() {
-    let (system, t) = softened(ChatRequest::user("roast me").with_system("You are a comedian.").with_temperature(0.7), "").await;
+    let (system, t) = softened(
+        ChatRequest::user("roast me")
+            .with_system("You are a comedian.")
+            .with_temperature(0.7),
+        "",
+    )
+    .await;
     assert_eq!(system["role"], "system");
-    assert_eq!(system["content"], format!("You are a comedian.{SOFTENING_SUFFIX}"));
+    assert_eq!(
+        system["content"],
+        format!("You are a comedian.{SOFTENING_SUFFIX}")
+    );
     assert_eq!(t, serde_json::json!(0.5));
 
     // The 0.3 floor.
-    let (_, t) = softened(ChatRequest::user("roast me").with_system("S").with_temperature(0.4), "").await;
+    let (_, t) = softened(
+        ChatRequest::user("roast me")
+            .with_system("S")
+            .with_temperature(0.4),
+        "",
+    )
+    .await;
     assert_eq!(t, serde_json::json!(0.3));
 
     // No temperature: the provider's default (1.0 unless configured) minus 0.2.
@@ -54,10 +76,15 @@ async fn fallbacks_get_the_original_request() {
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::Refuse(Refusal::Message("no".into())));
     let gw = gateway(&groq, &openai, "").await;
-    let req = ChatRequest::user("roast me").with_system("You are a comedian.").with_temperature(0.9);
+    let req = ChatRequest::user("roast me")
+        .with_system("You are a comedian.")
+        .with_temperature(0.9);
     let g = gw.engine.generate(GenerateRequest::new(req)).await.unwrap();
     assert_eq!(g.provider, "openai");
-    assert!(g.content_filtered, "content_filtered stays true whoever serves");
+    assert!(
+        g.content_filtered,
+        "content_filtered stays true whoever serves"
+    );
     assert_eq!(groq.request_count(), 2, "exactly one softened retry");
     let sent = openai.received()[0].json();
     assert_eq!(sent["messages"][0]["content"], "You are a comedian.");
@@ -68,16 +95,28 @@ async fn fallbacks_get_the_original_request() {
 #[tokio::test]
 async fn refusal_policies() {
     for (policy, want) in [
-        (RefusalPolicy::SoftenThenFallback, &["groq/primary", "groq/softened", "openai/fallback"][..]),
-        (RefusalPolicy::SoftenOnly, &["groq/primary", "groq/softened"][..]),
-        (RefusalPolicy::FallbackOnly, &["groq/primary", "openai/fallback"][..]),
+        (
+            RefusalPolicy::SoftenThenFallback,
+            &["groq/primary", "groq/softened", "openai/fallback"][..],
+        ),
+        (
+            RefusalPolicy::SoftenOnly,
+            &["groq/primary", "groq/softened"][..],
+        ),
+        (
+            RefusalPolicy::FallbackOnly,
+            &["groq/primary", "openai/fallback"][..],
+        ),
         (RefusalPolicy::Surface, &["groq/primary"][..]),
     ] {
         let groq = SimProvider::openai().await.unwrap();
         let openai = SimProvider::openai().await.unwrap();
         groq.always(Reply::Refuse(Refusal::FinishReason));
         let gw = gateway(&groq, &openai, "").await;
-        let result = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x")).refusal_policy(policy)).await;
+        let result = gw
+            .engine
+            .generate(GenerateRequest::new(ChatRequest::user("x")).refusal_policy(policy))
+            .await;
         let attempts = match &result {
             Ok(g) => g.attempts.clone(),
             Err(e) => {
@@ -85,7 +124,10 @@ async fn refusal_policies() {
                 e.attempts().to_vec()
             }
         };
-        let got: Vec<String> = attempts.iter().map(|a| format!("{}/{}", a.provider, a.kind.as_str())).collect();
+        let got: Vec<String> = attempts
+            .iter()
+            .map(|a| format!("{}/{}", a.provider, a.kind.as_str()))
+            .collect();
         assert_eq!(got, want, "{policy}");
     }
 }

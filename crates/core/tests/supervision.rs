@@ -1,6 +1,8 @@
 //! Supervision and concurrency: a crashed provider actor comes back, and
 //! the router never serialises requests.
 
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
 use std::time::{Duration, Instant};
 
 use understudy_core::{ChatRequest, GenerateRequest};
@@ -10,22 +12,42 @@ use understudy_testkit::{Reply, SimProvider, TestGateway};
 async fn a_panicking_provider_actor_is_restarted() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder().provider("groq", &groq).provider("openai", &openai).build().await.unwrap();
-    let g = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    let g = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap();
     assert_eq!(g.provider, "groq");
 
     gw.engine.inject_provider_panic("groq").await.unwrap();
     // The next requests are served by groq again, through the new actor.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let g = gw.engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await.unwrap();
+        let g = gw
+            .engine
+            .generate(GenerateRequest::new(ChatRequest::user("x")))
+            .await
+            .unwrap();
         if g.provider == "groq" && g.attempts.len() == 1 {
             break;
         }
         assert!(Instant::now() < deadline, "groq never came back: {g:?}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let groq_info = gw.engine.providers().await.unwrap().into_iter().find(|p| p.name == "groq").unwrap();
+    let groq_info = gw
+        .engine
+        .providers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == "groq")
+        .unwrap();
     assert!(groq_info.available && groq_info.started);
 }
 
@@ -34,14 +56,26 @@ async fn in_flight_requests_on_a_crashing_actor_fall_back() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::text("slow").after(Duration::from_millis(300)));
-    let gw = TestGateway::builder().provider("groq", &groq).provider("openai", &openai).build().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
     // Start the actor, then crash it while requests are in flight.
-    gw.engine.generate(GenerateRequest::new(ChatRequest::user("warm"))).await.unwrap();
+    gw.engine
+        .generate(GenerateRequest::new(ChatRequest::user("warm")))
+        .await
+        .unwrap();
     let engine = gw.engine.clone();
     let requests: Vec<_> = (0..10)
         .map(|_| {
             let engine = engine.clone();
-            tokio::spawn(async move { engine.generate(GenerateRequest::new(ChatRequest::user("x"))).await })
+            tokio::spawn(async move {
+                engine
+                    .generate(GenerateRequest::new(ChatRequest::user("x")))
+                    .await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -56,12 +90,21 @@ async fn in_flight_requests_on_a_crashing_actor_fall_back() {
 async fn two_hundred_concurrent_requests_are_not_serialised() {
     let groq = SimProvider::openai().await.unwrap();
     groq.always(Reply::text("done").after(Duration::from_millis(200)));
-    let gw = TestGateway::builder().provider("groq", &groq).order(&["groq"]).build().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .order(&["groq"])
+        .build()
+        .await
+        .unwrap();
     let started = Instant::now();
     let requests: Vec<_> = (0..200)
         .map(|i| {
             let engine = gw.engine.clone();
-            tokio::spawn(async move { engine.generate(GenerateRequest::new(ChatRequest::user(format!("n{i}")))).await })
+            tokio::spawn(async move {
+                engine
+                    .generate(GenerateRequest::new(ChatRequest::user(format!("n{i}"))))
+                    .await
+            })
         })
         .collect();
     for r in requests {

@@ -46,7 +46,12 @@ pub fn status(status: u16) -> FailureKind {
 /// The wait a rate-limited response asks for: `retry-after-ms`, then
 /// `retry-after` in seconds or as an HTTP date.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
@@ -54,7 +59,8 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     }
     let value = text("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && (0.0..1e9).contains(&secs))
+            .then(|| Duration::from_secs_f64(secs));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
@@ -69,13 +75,17 @@ pub fn go_duration(s: &str) -> Option<Duration> {
     }
     let mut total = 0.0_f64;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return None;
         }
         let value: f64 = rest[..num_len].parse().ok()?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -119,10 +129,22 @@ mod tests {
         let later = httpdate::fmt_http_date(now + Duration::from_secs(7));
         for (pairs, want) in [
             (vec![("retry-after", "2")], Some(Duration::from_secs(2))),
-            (vec![("retry-after", "0.5")], Some(Duration::from_millis(500))),
-            (vec![("retry-after-ms", "1500"), ("retry-after", "9")], Some(Duration::from_millis(1500))),
-            (vec![("retry-after", later.as_str())], Some(Duration::from_secs(7))),
-            (vec![("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")], Some(Duration::ZERO)),
+            (
+                vec![("retry-after", "0.5")],
+                Some(Duration::from_millis(500)),
+            ),
+            (
+                vec![("retry-after-ms", "1500"), ("retry-after", "9")],
+                Some(Duration::from_millis(1500)),
+            ),
+            (
+                vec![("retry-after", later.as_str())],
+                Some(Duration::from_secs(7)),
+            ),
+            (
+                vec![("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")],
+                Some(Duration::ZERO),
+            ),
             (vec![("retry-after", "soon")], None),
             (vec![("retry-after", "-3")], None),
             (vec![], None),
@@ -133,14 +155,27 @@ mod tests {
 
     #[test]
     fn go_durations() {
-        for (s, ms) in [("6m0s", Some(360_000)), ("1.57s", Some(1570)), ("399ms", Some(399)), ("9m38.016s", Some(578_016)), ("2h", Some(7_200_000)), ("", None), ("5x", None), ("s", None)] {
+        for (s, ms) in [
+            ("6m0s", Some(360_000)),
+            ("1.57s", Some(1570)),
+            ("399ms", Some(399)),
+            ("9m38.016s", Some(578_016)),
+            ("2h", Some(7_200_000)),
+            ("", None),
+            ("5x", None),
+            ("s", None),
+        ] {
             assert_eq!(go_duration(s).map(|d| d.as_millis()), ms, "{s}");
         }
         assert_eq!(
-            hint_in_message("Rate limit reached ... Please try again in 3.89s. Visit").map(|d| d.as_millis()),
+            hint_in_message("Rate limit reached ... Please try again in 3.89s. Visit")
+                .map(|d| d.as_millis()),
             Some(3890)
         );
-        assert_eq!(hint_in_message("Please try again in 399ms."), Some(Duration::from_millis(399)));
+        assert_eq!(
+            hint_in_message("Please try again in 399ms."),
+            Some(Duration::from_millis(399))
+        );
         assert_eq!(hint_in_message("no hint"), None);
     }
 

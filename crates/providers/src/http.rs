@@ -41,12 +41,24 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<Received, F
     let response = request.send().await.map_err(classify::transport)?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let limit = if (200..300).contains(&status) { BODY_LIMIT } else { ERROR_BODY_LIMIT };
+    let limit = if (200..300).contains(&status) {
+        BODY_LIMIT
+    } else {
+        ERROR_BODY_LIMIT
+    };
     let body = read_limited(response, limit, status).await?;
-    Ok(Received { status, headers, body })
+    Ok(Received {
+        status,
+        headers,
+        body,
+    })
 }
 
-async fn read_limited(mut response: reqwest::Response, limit: usize, status: u16) -> Result<Bytes, Failure> {
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+    status: u16,
+) -> Result<Bytes, Failure> {
     let too_big = || {
         Failure::new(
             FailureKind::MalformedResponse,

@@ -35,7 +35,9 @@ impl AdapterFactory for Providers {
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         match settings.kind {
             ProviderKind::Openai => Ok(Arc::new(openai_compat::OpenAiCompat::new(settings)?)),
-            other => Err(format!("no adapter for the {other:?} protocol is compiled in")),
+            other => Err(format!(
+                "no adapter for the {other:?} protocol is compiled in"
+            )),
         }
     }
 }
@@ -75,9 +77,15 @@ mod tests {
     #[test]
     fn redaction() {
         let key = Secret::new("sk-live-0123456789");
-        let f = redact(Failure::new(FailureKind::Auth, "bad key sk-live-0123456789 given"), Some(&key));
+        let f = redact(
+            Failure::new(FailureKind::Auth, "bad key sk-live-0123456789 given"),
+            Some(&key),
+        );
         assert_eq!(f.detail, "bad key *** given");
-        let cut = redact(Failure::new(FailureKind::Auth, "bad key sk-live-01…"), Some(&key));
+        let cut = redact(
+            Failure::new(FailureKind::Auth, "bad key sk-live-01…"),
+            Some(&key),
+        );
         assert_eq!(cut.detail, "bad key ***…");
         let clean = redact(Failure::new(FailureKind::Auth, "bad key"), Some(&key));
         assert_eq!(clean.detail, "bad key");

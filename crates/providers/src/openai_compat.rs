@@ -10,7 +10,8 @@ use std::time::SystemTime;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use understudy_core::{
-    Adapter, BoxFuture, ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, Usage,
+    Adapter, BoxFuture, ChatRequest, Completion, Failure, FailureKind, FinishReason,
+    ProviderSettings, Role, Usage,
 };
 
 use crate::classify;
@@ -46,13 +47,17 @@ impl OpenAiCompat {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in &settings.headers {
-            let name = HeaderName::try_from(name.as_str()).map_err(|_| format!("invalid header name `{name}`"))?;
-            let value = HeaderValue::try_from(value.as_str()).map_err(|_| format!("invalid value for header `{name}`"))?;
+            let name = HeaderName::try_from(name.as_str())
+                .map_err(|_| format!("invalid header name `{name}`"))?;
+            let value = HeaderValue::try_from(value.as_str())
+                .map_err(|_| format!("invalid value for header `{name}`"))?;
             headers.insert(name, value);
         }
         if let Some(key) = &settings.api_key {
-            let mut value = HeaderValue::try_from(format!("Bearer {}", key.expose()))
-                .map_err(|_| "the API key contains characters that cannot go in a header".to_owned())?;
+            let mut value =
+                HeaderValue::try_from(format!("Bearer {}", key.expose())).map_err(|_| {
+                    "the API key contains characters that cannot go in a header".to_owned()
+                })?;
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
@@ -69,14 +74,20 @@ impl OpenAiCompat {
     fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<Vec<u8>, Failure> {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if let Some(system) = &request.system {
-            messages.push(WireMessage { role: "system", content: system });
+            messages.push(WireMessage {
+                role: "system",
+                content: system,
+            });
         }
         for m in &request.messages {
             let role = match m.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             };
-            messages.push(WireMessage { role, content: &m.content });
+            messages.push(WireMessage {
+                role,
+                content: &m.content,
+            });
         }
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
             true => (None, request.max_tokens),
@@ -91,16 +102,31 @@ impl OpenAiCompat {
             stop: &request.stop,
             stream,
         };
-        serde_json::to_vec(&body).map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))
+        serde_json::to_vec(&body).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })
     }
 }
 
 impl Adapter for OpenAiCompat {
-    fn complete<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<Completion, Failure>> {
+    fn complete<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
             let body = self.body(model, request, false)?;
-            let sent = self.client.post(&self.url).headers(self.headers.clone()).body(body);
-            let received = http::send(sent).await.map_err(|f| crate::redact(f, self.key.as_ref()))?;
+            let sent = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .body(body);
+            let received = http::send(sent)
+                .await
+                .map_err(|f| crate::redact(f, self.key.as_ref()))?;
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             parse_response(&received, model).map_err(|f| crate::redact(f, self.key.as_ref()))
         })
@@ -108,40 +134,68 @@ impl Adapter for OpenAiCompat {
 }
 
 /// Classifies a complete (non-streamed) response.
-pub(crate) fn parse_response(received: &Received, requested_model: &str) -> Result<Completion, Failure> {
-    let Received { status, headers, body } = received;
+pub(crate) fn parse_response(
+    received: &Received,
+    requested_model: &str,
+) -> Result<Completion, Failure> {
+    let Received {
+        status,
+        headers,
+        body,
+    } = received;
     if !(200..300).contains(status) {
         return Err(classify_error(*status, headers, body));
     }
     let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-        Failure::new(FailureKind::MalformedResponse, format!("the body is not a chat completion: {e}")).with_status(*status)
+        Failure::new(
+            FailureKind::MalformedResponse,
+            format!("the body is not a chat completion: {e}"),
+        )
+        .with_status(*status)
     })?;
     if let Some(error) = parsed.error {
         // Some proxies answer 200 with an error object.
         return Err(classify_error_body(502, headers, &error));
     }
     let Some(choice) = parsed.choices.into_iter().next() else {
-        return Err(Failure::new(FailureKind::EmptyResponse, "the response has no choices").with_status(*status));
+        return Err(
+            Failure::new(FailureKind::EmptyResponse, "the response has no choices")
+                .with_status(*status),
+        );
     };
     let finish = choice.finish_reason.as_deref();
     let message = choice.message.unwrap_or_default();
     if finish == Some("content_filter") {
-        return Err(Failure::new(FailureKind::ContentFilter, "finish_reason is content_filter").with_status(*status));
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            "finish_reason is content_filter",
+        )
+        .with_status(*status));
     }
     if let Some(refusal) = message.refusal.filter(|r| !r.trim().is_empty()) {
-        return Err(Failure::new(FailureKind::ContentFilter, format!("the model refused: {refusal}")).with_status(*status));
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            format!("the model refused: {refusal}"),
+        )
+        .with_status(*status));
     }
     let text = message.content.unwrap_or_default();
     if text.trim().is_empty() {
         return Err(Failure::new(
             FailureKind::EmptyResponse,
-            format!("the answer has no text (finish_reason {})", finish.unwrap_or("null")),
+            format!(
+                "the answer has no text (finish_reason {})",
+                finish.unwrap_or("null")
+            ),
         )
         .with_status(*status));
     }
     Ok(Completion {
         text,
-        model: parsed.model.filter(|m| !m.is_empty()).unwrap_or_else(|| requested_model.to_owned()),
+        model: parsed
+            .model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| requested_model.to_owned()),
         finish_reason: finish_reason(finish),
         usage: parsed.usage.map(|u| Usage {
             input_tokens: u.prompt_tokens,
@@ -161,14 +215,22 @@ pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
 /// Classifies an error status with its body.
 pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
     match serde_json::from_slice::<WireErrorEnvelope>(body) {
-        Ok(WireErrorEnvelope { error: Some(error) }) => classify_error_body(status, headers, &error),
+        Ok(WireErrorEnvelope { error: Some(error) }) => {
+            classify_error_body(status, headers, &error)
+        }
         _ => {
-            let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
+            let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
+                .trim()
+                .to_owned();
             let mut kind = classify::status(status);
             if let FailureKind::RateLimited { retry_after } = &mut kind {
                 *retry_after = classify::retry_after(headers, SystemTime::now());
             }
-            let detail = if snippet.is_empty() { format!("HTTP {status}") } else { snippet };
+            let detail = if snippet.is_empty() {
+                format!("HTTP {status}")
+            } else {
+                snippet
+            };
             Failure::new(kind, detail).with_status(status)
         }
     }
@@ -177,12 +239,23 @@ pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> F
 fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
     let (message, code, kind_field) = match error {
         WireError::Text(message) => (message.as_str(), None, None),
-        WireError::Object { message, code, kind, innererror } => {
-            let code = code
-                .as_ref()
-                .and_then(|c| c.as_str())
-                .or_else(|| innererror.as_ref().and_then(|i| i.get("code")).and_then(|c| c.as_str()));
-            (message.as_deref().unwrap_or_default(), code, kind.as_deref())
+        WireError::Object {
+            message,
+            code,
+            kind,
+            innererror,
+        } => {
+            let code = code.as_ref().and_then(|c| c.as_str()).or_else(|| {
+                innererror
+                    .as_ref()
+                    .and_then(|i| i.get("code"))
+                    .and_then(|c| c.as_str())
+            });
+            (
+                message.as_deref().unwrap_or_default(),
+                code,
+                kind.as_deref(),
+            )
         }
     };
     let lower = message.to_ascii_lowercase();
@@ -191,12 +264,17 @@ fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> F
         FailureKind::ContentFilter
     } else if is("insufficient_quota") || is("billing_hard_limit_reached") {
         FailureKind::QuotaExceeded
-    } else if is("context_length_exceeded") || lower.contains("maximum context length") || lower.contains("context_length_exceeded") {
+    } else if is("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("context_length_exceeded")
+    {
         FailureKind::ContextLength
     } else if status == 413 && is("rate_limit_exceeded") {
         // Groq: this one request is larger than the tokens-per-minute budget,
         // so waiting cannot help; an unbounded wait makes the plan move on.
-        FailureKind::RateLimited { retry_after: Some(std::time::Duration::MAX) }
+        FailureKind::RateLimited {
+            retry_after: Some(std::time::Duration::MAX),
+        }
     } else {
         match classify::status(status) {
             FailureKind::RateLimited { .. } => FailureKind::RateLimited {
@@ -295,12 +373,24 @@ mod tests {
         Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
     }
 
-    fn check(status: u16, headers: &[(&'static str, &str)], body: Bytes, want: Result<&str, FailureKind>) {
+    fn check(
+        status: u16,
+        headers: &[(&'static str, &str)],
+        body: Bytes,
+        want: Result<&str, FailureKind>,
+    ) {
         let mut h = HeaderMap::new();
         for (k, v) in headers {
             h.insert(*k, HeaderValue::from_str(v).unwrap());
         }
-        let got = parse_response(&Received { status, headers: h, body }, "asked-model");
+        let got = parse_response(
+            &Received {
+                status,
+                headers: h,
+                body,
+            },
+            "asked-model",
+        );
         match (got, want) {
             (Ok(c), Ok(text)) => assert_eq!(c.text, text),
             (Err(f), Err(kind)) => assert_eq!(f.kind, kind, "{f}"),
@@ -310,44 +400,162 @@ mod tests {
 
     #[test]
     fn success_and_usage() {
-        let received = Received { status: 200, headers: HeaderMap::new(), body: fixture("text.json") };
+        let received = Received {
+            status: 200,
+            headers: HeaderMap::new(),
+            body: fixture("text.json"),
+        };
         let c = parse_response(&received, "asked").unwrap();
         assert_eq!(c.text, "Hello! How can I help you today?");
         assert_eq!(c.model, "gpt-4o-mini-2024-07-18");
-        assert_eq!(c.usage, Some(Usage { input_tokens: 19, output_tokens: 10 }));
+        assert_eq!(
+            c.usage,
+            Some(Usage {
+                input_tokens: 19,
+                output_tokens: 10
+            })
+        );
         assert_eq!(c.finish_reason, FinishReason::Stop);
-        check(200, &[], fixture("groq_text.json"), Ok("Fast inference is important because it lowers latency."));
+        check(
+            200,
+            &[],
+            fixture("groq_text.json"),
+            Ok("Fast inference is important because it lowers latency."),
+        );
     }
 
     #[test]
     fn refusals() {
-        check(200, &[], fixture("refusal_message.json"), Err(FailureKind::ContentFilter));
-        check(200, &[], fixture("finish_content_filter.json"), Err(FailureKind::ContentFilter));
-        check(400, &[], fixture("azure_content_filter_400.json"), Err(FailureKind::ContentFilter));
+        check(
+            200,
+            &[],
+            fixture("refusal_message.json"),
+            Err(FailureKind::ContentFilter),
+        );
+        check(
+            200,
+            &[],
+            fixture("finish_content_filter.json"),
+            Err(FailureKind::ContentFilter),
+        );
+        check(
+            400,
+            &[],
+            fixture("azure_content_filter_400.json"),
+            Err(FailureKind::ContentFilter),
+        );
     }
 
     #[test]
     fn errors() {
-        check(401, &[], fixture("invalid_api_key_401.json"), Err(FailureKind::Auth));
-        check(429, &[("retry-after", "2")], fixture("rate_limit_429.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::from_secs(2)) }));
-        check(429, &[], fixture("rate_limit_429.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::from_millis(3890)) }));
-        check(429, &[], fixture("insufficient_quota_429.json"), Err(FailureKind::QuotaExceeded));
-        check(400, &[], fixture("context_length_400.json"), Err(FailureKind::ContextLength));
-        check(413, &[], fixture("groq_request_too_large_413.json"), Err(FailureKind::RateLimited { retry_after: Some(Duration::MAX) }));
-        check(503, &[], fixture("groq_over_capacity_503.json"), Err(FailureKind::Unavailable));
-        check(500, &[], fixture("server_error_500.json"), Err(FailureKind::Unavailable));
+        check(
+            401,
+            &[],
+            fixture("invalid_api_key_401.json"),
+            Err(FailureKind::Auth),
+        );
+        check(
+            429,
+            &[("retry-after", "2")],
+            fixture("rate_limit_429.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::from_secs(2)),
+            }),
+        );
+        check(
+            429,
+            &[],
+            fixture("rate_limit_429.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::from_millis(3890)),
+            }),
+        );
+        check(
+            429,
+            &[],
+            fixture("insufficient_quota_429.json"),
+            Err(FailureKind::QuotaExceeded),
+        );
+        check(
+            400,
+            &[],
+            fixture("context_length_400.json"),
+            Err(FailureKind::ContextLength),
+        );
+        check(
+            413,
+            &[],
+            fixture("groq_request_too_large_413.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::MAX),
+            }),
+        );
+        check(
+            503,
+            &[],
+            fixture("groq_over_capacity_503.json"),
+            Err(FailureKind::Unavailable),
+        );
+        check(
+            500,
+            &[],
+            fixture("server_error_500.json"),
+            Err(FailureKind::Unavailable),
+        );
         check(498, &[], Bytes::from_static(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
-        check(400, &[], fixture("groq_tool_use_failed_400.json"), Err(FailureKind::BadRequest));
-        check(502, &[], Bytes::from_static(b"<html>Bad Gateway</html>"), Err(FailureKind::Unavailable));
-        check(400, &[], Bytes::from_static(b"{\"error\":\"model not found\"}"), Err(FailureKind::BadRequest));
+        check(
+            400,
+            &[],
+            fixture("groq_tool_use_failed_400.json"),
+            Err(FailureKind::BadRequest),
+        );
+        check(
+            502,
+            &[],
+            Bytes::from_static(b"<html>Bad Gateway</html>"),
+            Err(FailureKind::Unavailable),
+        );
+        check(
+            400,
+            &[],
+            Bytes::from_static(b"{\"error\":\"model not found\"}"),
+            Err(FailureKind::BadRequest),
+        );
     }
 
     #[test]
     fn garbage() {
-        check(200, &[], Bytes::from_static(b"not json at all"), Err(FailureKind::MalformedResponse));
-        check(200, &[], Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"cut"), Err(FailureKind::MalformedResponse));
-        check(200, &[], Bytes::from_static(b"{\"choices\": []}"), Err(FailureKind::EmptyResponse));
-        check(200, &[], Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"\"}, \"finish_reason\": \"stop\"}]}"), Err(FailureKind::EmptyResponse));
-        check(200, &[], Bytes::from_static(b"{\"choices\": \"x\"}"), Err(FailureKind::MalformedResponse));
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"not json at all"),
+            Err(FailureKind::MalformedResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"cut"),
+            Err(FailureKind::MalformedResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": []}"),
+            Err(FailureKind::EmptyResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(
+                b"{\"choices\": [{\"message\": {\"content\": \"\"}, \"finish_reason\": \"stop\"}]}",
+            ),
+            Err(FailureKind::EmptyResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": \"x\"}"),
+            Err(FailureKind::MalformedResponse),
+        );
     }
 }

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use understudy_core::{
-    Attempt, ChatRequest, Error, FinishReason, GenerateRequest, GenerateResult, Message, RefusalPolicy, Role,
-    RouteSelector, Usage,
+    Attempt, ChatRequest, Error, FinishReason, GenerateRequest, GenerateResult, Message,
+    RefusalPolicy, Role, RouteSelector, Usage,
 };
 
 use crate::ApiError;
@@ -69,24 +69,37 @@ impl GenerateBody {
                 "system" => {
                     return Err(ApiError::invalid(
                         "messages",
-                        format!("messages[{i}]: put the system prompt in the top-level `system` field"),
+                        format!(
+                            "messages[{i}]: put the system prompt in the top-level `system` field"
+                        ),
                     ));
                 }
                 other => {
                     return Err(ApiError::invalid(
                         "messages",
-                        format!("messages[{i}]: unknown role `{other}` (expected `user` or `assistant`)"),
+                        format!(
+                            "messages[{i}]: unknown role `{other}` (expected `user` or `assistant`)"
+                        ),
                     ));
                 }
             };
-            messages.push(Message { role, content: m.content });
+            messages.push(Message {
+                role,
+                content: m.content,
+            });
         }
         if let Some(prompt) = self.prompt {
-            messages.push(Message { role: Role::User, content: prompt });
+            messages.push(Message {
+                role: Role::User,
+                content: prompt,
+            });
         }
         let route = match (self.route, self.provider) {
             (Some(_), Some(_)) => {
-                return Err(ApiError::invalid("route", "give either `route` or `provider`, not both"));
+                return Err(ApiError::invalid(
+                    "route",
+                    "give either `route` or `provider`, not both",
+                ));
             }
             (Some(route), None) => RouteSelector::Named(route),
             (None, Some(pin)) => RouteSelector::pin(&pin),
@@ -132,9 +145,10 @@ impl GenerateResponse {
 
     pub fn from_error(e: &Error) -> Self {
         let attempts = e.attempts().to_vec();
-        let served_by_none_but_refused = attempts
-            .iter()
-            .any(|a| a.outcome == understudy_core::Outcome::Failed(understudy_core::FailureCode::ContentFilter));
+        let served_by_none_but_refused = attempts.iter().any(|a| {
+            a.outcome
+                == understudy_core::Outcome::Failed(understudy_core::FailureCode::ContentFilter)
+        });
         Self {
             success: false,
             request_id: None,

@@ -12,17 +12,26 @@ use understudy_core::{Attempt, Error, FailureCode};
 #[derive(Debug)]
 pub enum ApiError {
     /// The request itself is wrong.
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     /// A request-level engine error.
     Engine(Error),
     /// The body could not be read (too large, not UTF-8…).
-    Body { status: StatusCode, message: String },
+    Body {
+        status: StatusCode,
+        message: String,
+    },
     NotFound(String),
 }
 
 impl ApiError {
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
-        Self::Invalid { field, message: message.into() }
+        Self::Invalid {
+            field,
+            message: message.into(),
+        }
     }
 
     /// The HTTP status for this error.
@@ -37,7 +46,10 @@ impl ApiError {
                 Error::NoProviderAvailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                 Error::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 Error::DeadlineExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
-                Error::ProvidersFailed { code: FailureCode::RateLimited, .. } => StatusCode::TOO_MANY_REQUESTS,
+                Error::ProvidersFailed {
+                    code: FailureCode::RateLimited,
+                    ..
+                } => StatusCode::TOO_MANY_REQUESTS,
                 Error::ProvidersFailed { .. } => StatusCode::BAD_GATEWAY,
                 Error::Engine(_) => StatusCode::SERVICE_UNAVAILABLE,
             },
@@ -46,7 +58,9 @@ impl ApiError {
 
     fn parts(&self) -> (String, String, &[Attempt]) {
         match self {
-            Self::Invalid { field, message } => ("invalid_request".into(), format!("{field}: {message}"), &[]),
+            Self::Invalid { field, message } => {
+                ("invalid_request".into(), format!("{field}: {message}"), &[])
+            }
             Self::Body { message, .. } => ("invalid_request".into(), message.clone(), &[]),
             Self::NotFound(message) => ("not_found".into(), message.clone(), &[]),
             Self::Engine(Error::InvalidRequest { field, message }) => {

@@ -49,7 +49,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let app = app(engine.clone());
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
     engine.shutdown().await;
     served
 }

@@ -1,6 +1,8 @@
 //! `POST /v1/generate` and `GET /healthz` through a real HTTP client against
 //! the real server, over simulated providers.
 
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -20,7 +22,11 @@ async fn server(gw: TestGateway) -> Server {
     tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
         let _ = stopped.await;
     }));
-    Server { url, client: understudy_testkit::http_client(), _stop: stop }
+    Server {
+        url,
+        client: understudy_testkit::http_client(),
+        _stop: stop,
+    }
 }
 
 async fn two_providers() -> (SimProvider, SimProvider, Server) {
@@ -38,7 +44,10 @@ async fn two_providers() -> (SimProvider, SimProvider, Server) {
 }
 
 impl Server {
-    async fn post(&self, body: impl Into<reqwest::Body>) -> (u16, Value, reqwest::header::HeaderMap) {
+    async fn post(
+        &self,
+        body: impl Into<reqwest::Body>,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
         let resp = self
             .client
             .post(format!("{}/v1/generate", self.url))
@@ -58,7 +67,8 @@ impl Server {
 #[tokio::test]
 async fn a_fallback_is_visible_in_the_answer() {
     let (groq, _openai, s) = two_providers().await;
-    groq.push(Reply::Refuse(Refusal::FinishReason)).push(Reply::Refuse(Refusal::FinishReason));
+    groq.push(Reply::Refuse(Refusal::FinishReason))
+        .push(Reply::Refuse(Refusal::FinishReason));
     let body = json!({"system": "Be funny.", "messages": [{"role": "user", "content": "roast me"}], "temperature": 0.9});
     let (status, v, headers) = s.post(body.to_string()).await;
     assert_eq!(status, 200, "{v}");
@@ -68,10 +78,31 @@ async fn a_fallback_is_visible_in_the_answer() {
     assert_eq!(v["fell_back"], true);
     assert_eq!(v["content_filtered"], true);
     assert_eq!(v["text"], "Hello from the simulator.");
-    let kinds: Vec<_> = v["attempts"].as_array().unwrap().iter().map(|a| format!("{}/{}", a["kind"].as_str().unwrap(), a["outcome"].as_str().unwrap())).collect();
-    assert_eq!(kinds, ["primary/content_filter", "softened/content_filter", "fallback/ok"]);
+    let kinds: Vec<_> = v["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{}/{}",
+                a["kind"].as_str().unwrap(),
+                a["outcome"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "primary/content_filter",
+            "softened/content_filter",
+            "fallback/ok"
+        ]
+    );
     assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 0);
-    assert_eq!(headers.get("x-request-id").unwrap().to_str().unwrap(), v["request_id"].as_str().unwrap());
+    assert_eq!(
+        headers.get("x-request-id").unwrap().to_str().unwrap(),
+        v["request_id"].as_str().unwrap()
+    );
 }
 
 #[tokio::test]
@@ -88,11 +119,21 @@ async fn a_caller_request_id_is_echoed() {
     assert_eq!(resp.headers()["x-request-id"], "abc-123");
 }
 
-async fn check_error(s: &Server, body: impl Into<reqwest::Body>, want_status: u16, want_code: &str) -> Value {
+async fn check_error(
+    s: &Server,
+    body: impl Into<reqwest::Body>,
+    want_status: u16,
+    want_code: &str,
+) -> Value {
     let (status, v, _) = s.post(body).await;
     assert_eq!(status, want_status, "{v}");
     assert_eq!(v["error"]["code"], want_code, "{v}");
-    assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
     v
 }
 
@@ -101,18 +142,90 @@ async fn bad_input_gets_a_clear_4xx() {
     let (groq, _openai, s) = two_providers().await;
     check_error(&s, "{not json", 400, "invalid_request").await;
     check_error(&s, "[]", 400, "invalid_request").await;
-    check_error(&s, json!({"messages": []}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"messages": "hi"}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"messages": [{"role": "bot", "content": "x"}]}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"messages": [{"role": "system", "content": "x"}]}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "temperature": 7}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "temperature": "hot"}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "max_tokens": -1}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "colour": "red"}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "route": "a", "provider": "b"}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "refusal_policy": "maybe"}).to_string(), 400, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "route": "nope"}).to_string(), 404, "invalid_request").await;
-    check_error(&s, json!({"prompt": "x", "provider": "nope:m"}).to_string(), 404, "invalid_request").await;
+    check_error(
+        &s,
+        json!({"messages": []}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"messages": "hi"}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"messages": [{"role": "bot", "content": "x"}]}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"messages": [{"role": "system", "content": "x"}]}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "temperature": 7}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "temperature": "hot"}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "max_tokens": -1}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "colour": "red"}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "route": "a", "provider": "b"}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "refusal_policy": "maybe"}).to_string(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "route": "nope"}).to_string(),
+        404,
+        "invalid_request",
+    )
+    .await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "provider": "nope:m"}).to_string(),
+        404,
+        "invalid_request",
+    )
+    .await;
     let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(10 * 1024 * 1024));
     check_error(&s, huge, 413, "invalid_request").await;
     assert_eq!(groq.request_count(), 0, "no bad input reaches a provider");
@@ -133,7 +246,13 @@ async fn engine_failures_map_to_statuses() {
     check_error(&s, prompt.clone(), 429, "rate_limited").await;
 
     groq.push(Reply::Refuse(Refusal::FinishReason));
-    check_error(&s, json!({"prompt": "x", "refusal_policy": "surface"}).to_string(), 422, "content_filter").await;
+    check_error(
+        &s,
+        json!({"prompt": "x", "refusal_policy": "surface"}).to_string(),
+        422,
+        "content_filter",
+    )
+    .await;
 
     groq.push(Reply::Hang);
     openai.push(Reply::Hang);
@@ -148,22 +267,51 @@ async fn engine_failures_map_to_statuses() {
 #[tokio::test]
 async fn no_provider_available_is_503() {
     let groq = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder().provider_without_key("groq", &groq).order(&["groq"]).build().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider_without_key("groq", &groq)
+        .order(&["groq"])
+        .build()
+        .await
+        .unwrap();
     let s = server(gw).await;
-    check_error(&s, json!({"prompt": "x"}).to_string(), 503, "no_provider_available").await;
+    check_error(
+        &s,
+        json!({"prompt": "x"}).to_string(),
+        503,
+        "no_provider_available",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn health_and_unknown_paths() {
     let (_groq, _openai, s) = two_providers().await;
-    let text = s.client.get(format!("{}/healthz", s.url)).send().await.unwrap().text().await.unwrap();
+    let text = s
+        .client
+        .get(format!("{}/healthz", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["status"], "ok");
     assert_eq!(v["available_providers"], json!(["groq", "openai"]));
-    let resp = s.client.get(format!("{}/nope", s.url)).send().await.unwrap();
+    let resp = s
+        .client
+        .get(format!("{}/nope", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 404);
     let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(v["error"]["code"], "not_found");
-    let resp = s.client.get(format!("{}/v1/generate", s.url)).send().await.unwrap();
+    let resp = s
+        .client
+        .get(format!("{}/v1/generate", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 405);
 }

@@ -41,14 +41,16 @@ impl TestGatewayBuilder {
     /// The first provider added is the primary unless [`Self::order`] says
     /// otherwise; the order is the order of addition.
     pub fn provider(mut self, name: &str, sim: &SimProvider) -> Self {
-        self.providers.push((name.to_owned(), sim.protocol(), sim.base_url(), true));
+        self.providers
+            .push((name.to_owned(), sim.protocol(), sim.base_url(), true));
         self
     }
 
     /// Like [`Self::provider`], but the provider has no key and so is
     /// unavailable.
     pub fn provider_without_key(mut self, name: &str, sim: &SimProvider) -> Self {
-        self.providers.push((name.to_owned(), sim.protocol(), sim.base_url(), false));
+        self.providers
+            .push((name.to_owned(), sim.protocol(), sim.base_url(), false));
         self
     }
 
@@ -87,17 +89,28 @@ impl TestGatewayBuilder {
         let mut text = String::new();
         if let Some(first) = order.first() {
             let quoted: Vec<String> = order.iter().map(|n| format!("{n:?}")).collect();
-            let _ = writeln!(text, "[routing]\ndefault = {first:?}\norder = [{}]", quoted.join(", "));
+            let _ = writeln!(
+                text,
+                "[routing]\ndefault = {first:?}\norder = [{}]",
+                quoted.join(", ")
+            );
         }
         for (name, protocol, url, with_key) in &self.providers {
             let kind = match protocol {
                 Protocol::OpenAi => "openai",
             };
-            let _ = writeln!(text, "[providers.{name}]\nkind = {kind:?}\nbase_url = {url:?}\nmodel = \"{name}-model\"");
+            let _ = writeln!(
+                text,
+                "[providers.{name}]\nkind = {kind:?}\nbase_url = {url:?}\nmodel = \"{name}-model\""
+            );
             if *with_key {
                 let _ = writeln!(text, "api_key = {:?}", TestGateway::key_for(name));
             } else {
-                let _ = writeln!(text, "api_key_env = \"UNDERSTUDY_TEST_UNSET_{}\"", name.to_uppercase());
+                let _ = writeln!(
+                    text,
+                    "api_key_env = \"UNDERSTUDY_TEST_UNSET_{}\"",
+                    name.to_uppercase()
+                );
             }
             for (_, line) in self.provider_lines.iter().filter(|(n, _)| n == name) {
                 let _ = writeln!(text, "{line}");

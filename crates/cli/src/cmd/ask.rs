@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use understudy_core::{ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector};
+use understudy_core::{
+    ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector,
+};
 use understudy_server::api::GenerateResponse;
 
 use super::{engine, out, report};
@@ -48,7 +50,10 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     };
     let chat = ChatRequest {
         system: args.system,
-        messages: vec![Message { role: Role::User, content: args.prompt }],
+        messages: vec![Message {
+            role: Role::User,
+            content: args.prompt,
+        }],
         temperature: args.temperature,
         max_tokens: args.max_tokens,
         stop: Vec::new(),
@@ -89,7 +94,9 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
 
 fn exit_code(e: &Error) -> u8 {
     match e {
-        Error::InvalidRequest { .. } | Error::UnknownProvider(_) | Error::UnknownRoute(_) => EXIT_USAGE,
+        Error::InvalidRequest { .. } | Error::UnknownProvider(_) | Error::UnknownRoute(_) => {
+            EXIT_USAGE
+        }
         _ => EXIT_FAILED,
     }
 }

@@ -32,16 +32,24 @@ pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
         report(&format!("configuration error: {e}"));
         EXIT_USAGE
     })?;
-    Engine::start(settings, Providers::factory()).await.map_err(|e| {
-        report(&format!("cannot start the engine: {e}"));
-        EXIT_FAILED
-    })
+    Engine::start(settings, Providers::factory())
+        .await
+        .map_err(|e| {
+            report(&format!("cannot start the engine: {e}"));
+            EXIT_FAILED
+        })
 }
 
 /// Starts logging to standard error. `RUST_LOG` overrides `default`.
 pub(crate) fn init_logging(default: &str, json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if json { builder.with_ansi(false).try_init() } else { builder.try_init() };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.with_ansi(false).try_init()
+    } else {
+        builder.try_init()
+    };
 }

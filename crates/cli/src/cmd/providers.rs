@@ -41,7 +41,11 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     let mut text = format!(
         "default route: {}{}\n\n",
         routing.default,
-        routing.order.iter().filter(|n| **n != routing.default).fold(String::new(), |acc, n| acc + " → " + n)
+        routing
+            .order
+            .iter()
+            .filter(|n| **n != routing.default)
+            .fold(String::new(), |acc, n| acc + " → " + n)
     );
     text.push_str(&table(&infos));
     out(&text);
@@ -57,12 +61,25 @@ fn table(infos: &[ProviderInfo]) -> String {
                 Some(why) => format!("unavailable: {why}"),
             };
             let key = match &p.key {
-                KeyStatus::Set { from } => format!("set{}", from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()),
-                KeyStatus::Unset { from } => format!("unset{}", from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()),
+                KeyStatus::Set { from } => format!(
+                    "set{}",
+                    from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()
+                ),
+                KeyStatus::Unset { from } => format!(
+                    "unset{}",
+                    from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()
+                ),
                 KeyStatus::NotNeeded => "not needed".to_owned(),
             };
             let kind = format!("{:?}", p.kind).to_lowercase();
-            [p.name.clone(), kind, status, p.model.clone(), p.base_url.clone(), key]
+            [
+                p.name.clone(),
+                kind,
+                status,
+                p.model.clone(),
+                p.base_url.clone(),
+                key,
+            ]
         })
         .collect();
     let header = ["PROVIDER", "PROTOCOL", "STATUS", "MODEL", "BASE URL", "KEY"].map(String::from);
@@ -74,7 +91,11 @@ fn table(infos: &[ProviderInfo]) -> String {
     }
     let mut out = String::new();
     for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out

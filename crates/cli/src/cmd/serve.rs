@@ -45,7 +45,10 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| addr.to_string());
     tracing::info!(address = %local, "listening");
     report(&format!("listening on http://{local}"));
     match understudy_server::serve(listener, engine, shutdown_signal()).await {

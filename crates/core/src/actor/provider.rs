@@ -98,13 +98,19 @@ impl Actor for ProviderActor {
                 let adapter = Arc::clone(&state.adapter);
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let result = match tokio::time::timeout_at(deadline, adapter.complete(&model, &request)).await {
-                        Ok(result) => result,
-                        Err(_) => Err(Failure::new(
-                            FailureKind::Timeout,
-                            format!("no answer within {:.1} s", (deadline - started).as_secs_f64()),
-                        )),
-                    };
+                    let result =
+                        match tokio::time::timeout_at(deadline, adapter.complete(&model, &request))
+                            .await
+                        {
+                            Ok(result) => result,
+                            Err(_) => Err(Failure::new(
+                                FailureKind::Timeout,
+                                format!(
+                                    "no answer within {:.1} s",
+                                    (deadline - started).as_secs_f64()
+                                ),
+                            )),
+                        };
                     let outcome = result.as_ref().map(|_| ()).map_err(Failure::code);
                     let _ = reply.send(result);
                     let _ = myself.cast(ProviderMsg::Completed {

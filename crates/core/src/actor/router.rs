@@ -146,7 +146,10 @@ impl Actor for RouterActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let drain = async { while state.runs.join_next().await.is_some() {} };
-        if tokio::time::timeout(state.settings.timeouts.request, drain).await.is_err() {
+        if tokio::time::timeout(state.settings.timeouts.request, drain)
+            .await
+            .is_err()
+        {
             state.runs.abort_all();
         }
         Ok(())
@@ -157,15 +160,26 @@ impl Actor for RouterActor {
 
 impl RouterState {
     fn prepare(&self, request: GenerateRequest, started: Instant) -> Result<Run, crate::Error> {
-        let route = plan::resolve(&request.route, &self.settings, &self.default_route, &self.routes)?;
+        let route = plan::resolve(
+            &request.route,
+            &self.settings,
+            &self.default_route,
+            &self.routes,
+        )?;
         let plan = plan::plan(route, |t| self.availability(&t.provider))
             .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
-        let actors = plan.targets.iter().map(|t| self.actors.get(&t.provider).cloned()).collect();
+        let actors = plan
+            .targets
+            .iter()
+            .map(|t| self.actors.get(&t.provider).cloned())
+            .collect();
         Ok(Run {
             request_id: request.request_id.unwrap_or_else(new_request_id),
             plan,
             chat: request.chat,
-            policy: request.refusal_policy.unwrap_or(self.routing.refusal_policy),
+            policy: request
+                .refusal_policy
+                .unwrap_or(self.routing.refusal_policy),
             settings: Arc::clone(&self.settings),
             actors,
             supervisor: self.supervisor.clone(),
@@ -177,7 +191,9 @@ impl RouterState {
         if let Some(why) = self.unavailable.get(provider) {
             return Some(*why);
         }
-        self.stopped.contains(provider).then_some(Unavailable::Stopped)
+        self.stopped
+            .contains(provider)
+            .then_some(Unavailable::Stopped)
     }
 
     fn providers(&self) -> Vec<ProviderInfo> {

@@ -9,7 +9,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
 use tokio::time::Instant;
 
 use crate::actor::provider::{ProviderActor, ProviderArgs, ProviderMsg};
@@ -103,7 +105,13 @@ impl Actor for SupervisorActor {
                 let _ = reply.send(result);
             }
             SupervisorMsg::Running(reply) => {
-                let _ = reply.send(state.running.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+                let _ = reply.send(
+                    state
+                        .running
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                );
             }
         }
         Ok(())
@@ -132,7 +140,10 @@ impl Actor for SupervisorActor {
         tracing::warn!(provider = %name, reason = %why, "provider actor exited; restarting");
         let now = Instant::now();
         let history = state.restarts.entry(name.clone()).or_default();
-        while history.front().is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW) {
+        while history
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW)
+        {
             history.pop_front();
         }
         if history.len() >= RESTART_BUDGET {
@@ -160,7 +171,9 @@ impl SupervisorState {
         me: ActorCell,
     ) -> Result<ActorRef<ProviderMsg>, EnsureError> {
         let Some(settings) = self.settings.providers.get(&**name) else {
-            return Err(EnsureError::StartFailed(format!("unknown provider `{name}`")));
+            return Err(EnsureError::StartFailed(format!(
+                "unknown provider `{name}`"
+            )));
         };
         if !self.factory.supports(settings.kind) {
             return Err(EnsureError::Unavailable(Unavailable::NoAdapter));

@@ -27,12 +27,21 @@ mod tests {
     #[test]
     fn waits() {
         let cap = Duration::from_secs(5);
-        assert_eq!(rate_limit_wait(Some(Duration::from_secs(2)), cap), Some(Duration::from_secs(2)));
+        assert_eq!(
+            rate_limit_wait(Some(Duration::from_secs(2)), cap),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(rate_limit_wait(Some(Duration::from_secs(6)), cap), None);
-        assert_eq!(rate_limit_wait(Some(Duration::ZERO), cap), Some(Duration::ZERO));
+        assert_eq!(
+            rate_limit_wait(Some(Duration::ZERO), cap),
+            Some(Duration::ZERO)
+        );
         for _ in 0..100 {
             let w = rate_limit_wait(None, cap).unwrap_or_default();
-            assert!(w >= Duration::from_millis(750) && w <= Duration::from_millis(1250), "{w:?}");
+            assert!(
+                w >= Duration::from_millis(750) && w <= Duration::from_millis(1250),
+                "{w:?}"
+            );
         }
         assert_eq!(rate_limit_wait(None, Duration::from_millis(100)), None);
     }

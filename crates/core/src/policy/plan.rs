@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::settings::{ProviderSettings, Settings};
 use crate::error::Error;
 use crate::generation::RouteSelector;
+use crate::settings::{ProviderSettings, Settings};
 
 /// One provider and one of its models.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,14 +55,20 @@ impl Target {
     }
 
     /// Parses `provider` or `provider:model` against the known providers.
-    pub fn parse(spec: &str, providers: &BTreeMap<String, ProviderSettings>) -> Result<Self, String> {
+    pub fn parse(
+        spec: &str,
+        providers: &BTreeMap<String, ProviderSettings>,
+    ) -> Result<Self, String> {
         let (name, model) = match spec.split_once(':') {
             Some((name, model)) => (name.trim(), Some(model.trim())),
             None => (spec.trim(), None),
         };
         let Some(p) = providers.get(name) else {
             let known: Vec<&str> = providers.keys().map(String::as_str).collect();
-            return Err(format!("unknown provider `{name}` in `{spec}` (known: {})", known.join(", ")));
+            return Err(format!(
+                "unknown provider `{name}` in `{spec}` (known: {})",
+                known.join(", ")
+            ));
         };
         match model {
             Some("") => Err(format!("`{spec}` names no model after the colon")),
@@ -122,7 +128,12 @@ pub fn resolve(
             // The primary is never its own fallback: the rest of the default
             // order follows, without the pinned provider.
             std::iter::once(pinned)
-                .chain(default_route.iter().filter(|t| *t.provider != **provider).cloned())
+                .chain(
+                    default_route
+                        .iter()
+                        .filter(|t| *t.provider != **provider)
+                        .cloned(),
+                )
                 .collect()
         }
     };
@@ -138,7 +149,10 @@ pub fn resolve(
 }
 
 /// Removes unavailable targets. `availability` answers for one target.
-pub fn plan(route: Vec<Target>, availability: impl Fn(&Target) -> Option<Unavailable>) -> Option<Plan> {
+pub fn plan(
+    route: Vec<Target>,
+    availability: impl Fn(&Target) -> Option<Unavailable>,
+) -> Option<Plan> {
     let primary = route.first()?.clone();
     let mut targets = Vec::with_capacity(route.len());
     let mut skipped = Vec::new();
@@ -174,21 +188,50 @@ mod tests {
     #[test]
     fn pin_puts_the_pinned_provider_first_and_never_again() {
         let s = settings();
-        let route = resolve(&RouteSelector::pin("gemini:g-pro"), &s, &s.default_route(), &s.routes).unwrap();
-        assert_eq!(names(&route), ["gemini:g-pro", "groq:llama-3.1-8b-instant", "claude:claude-haiku-4-5"]);
+        let route = resolve(
+            &RouteSelector::pin("gemini:g-pro"),
+            &s,
+            &s.default_route(),
+            &s.routes,
+        )
+        .unwrap();
+        assert_eq!(
+            names(&route),
+            [
+                "gemini:g-pro",
+                "groq:llama-3.1-8b-instant",
+                "claude:claude-haiku-4-5"
+            ]
+        );
     }
 
     #[test]
     fn named_routes_keep_sibling_models_and_drop_duplicates() {
         let s = settings();
-        let route = resolve(&RouteSelector::Named("fast".into()), &s, &s.default_route(), &s.routes).unwrap();
+        let route = resolve(
+            &RouteSelector::Named("fast".into()),
+            &s,
+            &s.default_route(),
+            &s.routes,
+        )
+        .unwrap();
         assert_eq!(names(&route), ["groq:a", "groq:b", "openai:gpt-4o-mini"]);
         assert!(matches!(
-            resolve(&RouteSelector::Named("nope".into()), &s, &s.default_route(), &s.routes),
+            resolve(
+                &RouteSelector::Named("nope".into()),
+                &s,
+                &s.default_route(),
+                &s.routes
+            ),
             Err(Error::UnknownRoute(_))
         ));
         assert!(matches!(
-            resolve(&RouteSelector::pin("nope"), &s, &s.default_route(), &s.routes),
+            resolve(
+                &RouteSelector::pin("nope"),
+                &s,
+                &s.default_route(),
+                &s.routes
+            ),
             Err(Error::UnknownProvider(_))
         ));
     }
@@ -197,9 +240,15 @@ mod tests {
     fn unavailable_targets_are_skipped_but_the_primary_is_remembered() {
         let s = settings();
         let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
-        let p = plan(route, |t| (&*t.provider == "groq").then_some(Unavailable::NoKey)).unwrap();
+        let p = plan(route, |t| {
+            (&*t.provider == "groq").then_some(Unavailable::NoKey)
+        })
+        .unwrap();
         assert_eq!(&*p.primary.provider, "groq");
-        assert_eq!(names(&p.targets), ["gemini:gemini-2.5-flash", "claude:claude-haiku-4-5"]);
+        assert_eq!(
+            names(&p.targets),
+            ["gemini:gemini-2.5-flash", "claude:claude-haiku-4-5"]
+        );
         assert_eq!(p.skipped.len(), 1);
     }
 }

@@ -36,7 +36,14 @@ mod tests {
 
     #[test]
     fn temperature() {
-        for (t, want) in [(1.0, 0.8), (0.7, 0.5), (0.5, 0.3), (0.4, 0.3), (0.0, 0.3), (2.0, 1.8)] {
+        for (t, want) in [
+            (1.0, 0.8),
+            (0.7, 0.5),
+            (0.5, 0.3),
+            (0.4, 0.3),
+            (0.0, 0.3),
+            (2.0, 1.8),
+        ] {
             assert_eq!(softened_temperature(t), want, "t = {t}");
         }
     }
@@ -45,7 +52,10 @@ mod tests {
     fn prompt_and_default_temperature() {
         let req = ChatRequest::user("roast me").with_system("You are a comedian.");
         let s = soften(&req, 1.0);
-        assert_eq!(s.system.as_deref(), Some(format!("You are a comedian.{SOFTENING_SUFFIX}").as_str()));
+        assert_eq!(
+            s.system.as_deref(),
+            Some(format!("You are a comedian.{SOFTENING_SUFFIX}").as_str())
+        );
         assert_eq!(s.temperature, Some(0.8));
         assert_eq!(s.messages, req.messages);
 

@@ -46,7 +46,9 @@ async fn generate(
 }
 
 /// Reads a JSON body, turning every failure into a 4xx with our error shape.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
     let bytes = body.map_err(|rejection| {
         let status = rejection.status();
         let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -65,6 +67,10 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: Result<Bytes, Byt
 /// The caller's `x-request-id`, when it is short and plain enough to echo.
 fn request_id(headers: &HeaderMap) -> Option<String> {
     let id = headers.get("x-request-id")?.to_str().ok()?;
-    let ok = !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
     ok.then(|| id.to_owned())
 }

@@ -13,6 +13,12 @@ pub(crate) fn router() -> Router<AppState> {
 
 async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let providers = state.engine.providers().await?;
-    let available: Vec<&str> = providers.iter().filter(|p| p.available).map(|p| p.name.as_str()).collect();
-    Ok(Json(json!({"status": "ok", "available_providers": available})))
+    let available: Vec<&str> = providers
+        .iter()
+        .filter(|p| p.available)
+        .map(|p| p.name.as_str())
+        .collect();
+    Ok(Json(
+        json!({"status": "ok", "available_providers": available}),
+    ))
 }

@@ -12,9 +12,9 @@ use std::convert::Infallible;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,9 +22,9 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
+use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::header::HeaderValue;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -243,7 +243,10 @@ impl Received {
 
     /// A header's value, by lower-case name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -255,7 +258,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -295,19 +302,36 @@ impl fmt::Display for ResetConnection {
 
 impl std::error::Error for ResetConnection {}
 
-async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<SimBody>, ResetConnection> {
+async fn serve(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, ResetConnection> {
     let method = req.method().to_string();
-    let path = req.uri().path_and_query().map(ToString::to_string).unwrap_or_default();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     let headers = req
         .headers()
         .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return Err(ResetConnection),
     };
-    let received = Received { method, path, headers, body };
+    let received = Received {
+        method,
+        path,
+        headers,
+        body,
+    };
     let queued = lock(&shared.queue).pop_front();
     let reply = match queued {
         Some(r) => r,
@@ -320,7 +344,11 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<S
     respond(shared.protocol, reply, &received).await
 }
 
-async fn respond(protocol: Protocol, mut reply: Reply, req: &Received) -> Result<Response<SimBody>, ResetConnection> {
+async fn respond(
+    protocol: Protocol,
+    mut reply: Reply,
+    req: &Received,
+) -> Result<Response<SimBody>, ResetConnection> {
     while let Reply::Delay(d, inner) = reply {
         tokio::time::sleep(d).await;
         reply = *inner;
@@ -331,12 +359,19 @@ async fn respond(protocol: Protocol, mut reply: Reply, req: &Received) -> Result
         Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
         Reply::Truncated => {
             let body = ChannelBody::scripted(vec![
-                Ok(Bytes::from_static(b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess")),
-                Err(io::Error::new(io::ErrorKind::ConnectionReset, "scripted cut")),
+                Ok(Bytes::from_static(
+                    b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess",
+                )),
+                Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "scripted cut",
+                )),
             ]);
             let mut resp = Response::new(body.boxed());
-            resp.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
-            resp.headers_mut().insert("content-length", HeaderValue::from_static("4096"));
+            resp.headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
+            resp.headers_mut()
+                .insert("content-length", HeaderValue::from_static("4096"));
             Ok(resp)
         }
         other => Ok(match protocol {
@@ -347,8 +382,13 @@ async fn respond(protocol: Protocol, mut reply: Reply, req: &Received) -> Result
 
 /// A response with a complete body.
 fn response(status: u16, headers: &[(&str, &str)], body: String) -> Response<SimBody> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|never: Infallible| match never {}).boxed());
-    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never: Infallible| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     for (k, v) in headers {
         if let (Ok(k), Ok(v)) = (
             hyper::header::HeaderName::from_bytes(k.as_bytes()),
@@ -385,6 +425,8 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx.poll_recv(cx).map(|item| item.map(|r| r.map(Frame::data)))
+        self.rx
+            .poll_recv(cx)
+            .map(|item| item.map(|r| r.map(Frame::data)))
     }
 }

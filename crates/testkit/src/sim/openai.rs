@@ -62,8 +62,16 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             }});
             response(400, &json_ct, body.to_string())
         }
-        Reply::Status { status, body, headers } => {
-            let body = if body.is_empty() { error_body(status, &model) } else { body };
+        Reply::Status {
+            status,
+            body,
+            headers,
+        } => {
+            let body = if body.is_empty() {
+                error_body(status, &model)
+            } else {
+                body
+            };
             let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json")];
             all.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             response(status, &all, body)
@@ -79,19 +87,43 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
 /// The error body OpenAI or Groq sends for `status`.
 fn error_body(status: u16, model: &str) -> String {
     let (message, kind, code) = match status {
-        400 => ("Invalid request.".to_owned(), "invalid_request_error", Some("invalid_request")),
-        401 => ("Invalid API Key".to_owned(), "invalid_request_error", Some("invalid_api_key")),
+        400 => (
+            "Invalid request.".to_owned(),
+            "invalid_request_error",
+            Some("invalid_request"),
+        ),
+        401 => (
+            "Invalid API Key".to_owned(),
+            "invalid_request_error",
+            Some("invalid_api_key"),
+        ),
         403 => ("Permission denied.".to_owned(), "permission_error", None),
-        404 => (format!("The model `{model}` does not exist or you do not have access to it."), "invalid_request_error", Some("model_not_found")),
+        404 => (
+            format!("The model `{model}` does not exist or you do not have access to it."),
+            "invalid_request_error",
+            Some("model_not_found"),
+        ),
         429 => (
-            format!("Rate limit reached for model `{model}` on requests per minute (RPM): Limit 30, Used 30, Requested 1."),
+            format!(
+                "Rate limit reached for model `{model}` on requests per minute (RPM): Limit 30, Used 30, Requested 1."
+            ),
             "requests",
             Some("rate_limit_exceeded"),
         ),
-        498 => ("`flex` tier capacity exceeded".to_owned(), "capacity_exceeded", Some("capacity_exceeded")),
-        500 => ("The server had an error processing your request. Sorry about that!".to_owned(), "server_error", None),
+        498 => (
+            "`flex` tier capacity exceeded".to_owned(),
+            "capacity_exceeded",
+            Some("capacity_exceeded"),
+        ),
+        500 => (
+            "The server had an error processing your request. Sorry about that!".to_owned(),
+            "server_error",
+            None,
+        ),
         503 => (
-            format!("{model} is currently over capacity. Please try again and back off exponentially."),
+            format!(
+                "{model} is currently over capacity. Please try again and back off exponentially."
+            ),
             "internal_server_error",
             None,
         ),
@@ -104,6 +136,16 @@ fn error_body(status: u16, model: &str) -> String {
 fn words(messages: &serde_json::Value) -> usize {
     messages
         .as_array()
-        .map(|ms| ms.iter().map(|m| m["content"].as_str().unwrap_or("").split_whitespace().count()).sum())
+        .map(|ms| {
+            ms.iter()
+                .map(|m| {
+                    m["content"]
+                        .as_str()
+                        .unwrap_or("")
+                        .split_whitespace()
+                        .count()
+                })
+                .sum()
+        })
         .unwrap_or(0)
 }
