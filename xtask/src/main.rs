@@ -19,7 +19,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("xtask: {message}\n").as_bytes());
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("xtask: {message}\n").as_bytes(),
+            );
             ExitCode::FAILURE
         }
     }
@@ -27,12 +30,22 @@ fn main() -> ExitCode {
 
 /// The workspace root, from this crate's manifest directory.
 pub(crate) fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     cargo(&["test", "--workspace"])
 }
 

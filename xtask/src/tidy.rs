@@ -11,10 +11,14 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         collect(&root.join(dir), &mut files);
     }
     for file in &files {
-        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
         let shown = file.strip_prefix(root).unwrap_or(file).display();
         if !text.starts_with("//!") {
-            problems.push(format!("{shown}: does not open with a `//!` comment saying what it is"));
+            problems.push(format!(
+                "{shown}: does not open with a `//!` comment saying what it is"
+            ));
         }
         // Built from pieces so that this file does not trip its own check.
         for banned in [concat!("#[should", "_panic"), concat!("#[", "ignore")] {
@@ -23,11 +27,17 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             }
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {

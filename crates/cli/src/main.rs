@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 /// Understudy: an LLM gateway that keeps answering when a provider fails,
 /// and knows a refusal from an outage.
 #[derive(Debug, Parser)]
-#[command(name = "understudy", version, about, long_about = None)]
+#[command(name = "understudy", version)]
 struct Cli {
     /// A TOML settings file (overrides UNDERSTUDY_CONFIG; the environment
     /// overrides the file).

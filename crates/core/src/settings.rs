@@ -478,26 +478,30 @@ fn seconds(s: f64) -> Result<Duration, String> {
 }
 
 fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
-    let (kind, base_url, model) = match name {
+    let (kind, base_url, model, key_env) = match name {
         "groq" => (
             ProviderKind::Openai,
             "https://api.groq.com/openai/v1",
             "llama-3.1-8b-instant",
+            "GROQ_API_KEY",
         ),
         "openai" => (
             ProviderKind::Openai,
             "https://api.openai.com/v1",
             "gpt-4o-mini",
+            "OPENAI_API_KEY",
         ),
         "gemini" => (
             ProviderKind::Gemini,
             "https://generativelanguage.googleapis.com/v1beta",
             "gemini-2.5-flash",
+            "GEMINI_API_KEY",
         ),
         _ => (
             ProviderKind::Anthropic,
             "https://api.anthropic.com",
             "claude-haiku-4-5",
+            "ANTHROPIC_API_KEY",
         ),
     };
     ProviderSettings {
@@ -505,7 +509,7 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         kind,
         base_url: base_url.to_owned(),
         api_key: None,
-        api_key_env: None,
+        api_key_env: Some(key_env.to_owned()),
         requires_key: true,
         model: model.to_owned(),
         headers: Vec::new(),
