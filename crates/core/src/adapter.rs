@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::chat::{ChatRequest, Completion};
+use crate::chat::{ChatRequest, Completion, StreamEvent};
 use crate::error::Failure;
 use crate::settings::{ProviderKind, ProviderSettings};
 
@@ -29,7 +29,30 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         model: &'a str,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<Completion, Failure>>;
+
+    /// Opens a streamed request for `model`. An error status or a refused
+    /// connection fails here; everything after the response headers comes
+    /// through the returned stream.
+    fn stream<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>>;
 }
+
+/// A provider's streamed answer, as neutral events.
+///
+/// It yields [`StreamEvent::Delta`]s, then exactly one of
+/// [`StreamEvent::Finish`] (the provider signalled a complete answer) or an
+/// `Err` (an error event, a refusal, a malformed event, or a stream that
+/// ended without its terminal marker), then `None`. Dropping it closes the
+/// upstream connection.
+pub trait EventStream: Send + 'static {
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>>;
+}
+
+/// A boxed [`EventStream`].
+pub type BoxEventStream = Box<dyn EventStream>;
 
 /// Builds adapters. The engine asks it once per provider actor start.
 pub trait AdapterFactory: Send + Sync + fmt::Debug + 'static {

@@ -73,6 +73,20 @@ pub struct Completion {
     pub usage: Option<Usage>,
 }
 
+/// One event of a streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// More text.
+    Delta(String),
+    /// The provider ended the answer normally.
+    Finish {
+        finish_reason: FinishReason,
+        usage: Option<Usage>,
+        /// The model that answered, when the stream named it.
+        model: Option<String>,
+    },
+}
+
 // === impl ChatRequest ===
 
 impl ChatRequest {

@@ -24,8 +24,8 @@ mod actor;
 mod run;
 
 pub use actor::provider::ProviderStats;
-pub use adapter::{Adapter, AdapterFactory, BoxFuture};
-pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, Usage};
+pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
+pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, StreamEvent, Usage};
 pub use engine::{Engine, KeyStatus, ProviderInfo};
 pub use error::{Error, Failure, FailureCode, FailureKind};
 pub use generation::{

@@ -1,19 +1,133 @@
-//! The pieces every adapter shares: building the pooled client, sending,
-//! and reading a body without trusting its size.
+//! The pieces every adapter shares: the pooled client, the generic
+//! [`HttpAdapter`] over a [`Protocol`], bounded body reading, and the SSE
+//! event stream.
 
+use std::collections::VecDeque;
+use std::fmt;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::HeaderMap;
-use understudy_core::{Failure, FailureKind, ProviderSettings};
+use understudy_core::{
+    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind, ProviderSettings,
+    Secret, StreamEvent,
+};
 
 use crate::classify;
+use crate::sse::{SseDecoder, SseItem};
 
 /// The largest non-streamed answer accepted; a bigger body is garbage.
 pub(crate) const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The most of an error body read for classification.
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// The most text one stream may carry before it counts as endless garbage.
+pub(crate) const STREAM_TEXT_LIMIT: usize = 16 * 1024 * 1024;
+
+/// One wire protocol: how to build a request and read what comes back.
+pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {
+    type Parser: StreamParser;
+
+    /// The request for `model`; `stream` selects the streamed form.
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure>;
+
+    /// Classifies a complete non-streamed response (any status).
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure>;
+
+    /// Classifies an error status and its (bounded) body.
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure;
+
+    /// A parser for one streamed answer.
+    fn parser(&self, model: &str) -> Self::Parser;
+}
+
+/// Turns decoded SSE items into neutral stream events.
+pub(crate) trait StreamParser: Send + 'static {
+    /// Handles one item, pushing any events it yields. Pushing a
+    /// `Finish` or an `Err` ends the stream.
+    fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>);
+
+    /// The connection ended cleanly; push the final event.
+    fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>);
+}
+
+/// An adapter made of a protocol and one pooled client.
+#[derive(Debug)]
+pub(crate) struct HttpAdapter<P> {
+    name: String,
+    client: reqwest::Client,
+    protocol: P,
+    /// Kept only to scrub it from any upstream message that echoes it.
+    key: Option<Secret>,
+}
+
+/// A response read in full: status, headers, and body bytes.
+#[derive(Debug)]
+pub(crate) struct Received {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+// === impl HttpAdapter ===
+
+impl<P: Protocol> HttpAdapter<P> {
+    pub(crate) fn new(settings: &ProviderSettings, protocol: P) -> Result<Self, String> {
+        Ok(Self {
+            name: settings.name.clone(),
+            client: client(settings)?,
+            protocol,
+            key: settings.api_key.clone(),
+        })
+    }
+
+    fn redact(&self, failure: Failure) -> Failure {
+        crate::redact(failure, self.key.as_ref())
+    }
+}
+
+impl<P: Protocol> Adapter for HttpAdapter<P> {
+    fn complete<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<Completion, Failure>> {
+        Box::pin(async move {
+            let sent = self.protocol.request(&self.client, model, request, false)?;
+            let received = send(sent).await.map_err(|f| self.redact(f))?;
+            tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
+            self.protocol.parse(&received, model).map_err(|f| self.redact(f))
+        })
+    }
+
+    fn stream<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
+        Box::pin(async move {
+            let sent = self.protocol.request(&self.client, model, request, true)?;
+            let response = sent.send().await.map_err(|e| self.redact(classify::transport(e)))?;
+            let status = response.status().as_u16();
+            if !(200..300).contains(&status) {
+                let headers = response.headers().clone();
+                let body = read_limited(response, ERROR_BODY_LIMIT, status).await.map_err(|f| self.redact(f))?;
+                return Err(self.redact(self.protocol.classify_error(status, &headers, &body)));
+            }
+            tracing::debug!(provider = %self.name, status, "upstream stream opened");
+            let stream = SseStream {
+                response,
+                decoder: SseDecoder::new(),
+                parser: self.protocol.parser(model),
+                pending: VecDeque::new(),
+                items: Vec::new(),
+                done: false,
+                text_bytes: 0,
+                key: self.key.clone(),
+            };
+            Ok(Box::new(stream) as BoxEventStream)
+        })
+    }
+}
 
 /// One client per provider, pooled; the engine applies attempt deadlines,
 /// so only the connect timeout is set here.
@@ -28,37 +142,19 @@ pub(crate) fn client(settings: &ProviderSettings) -> Result<reqwest::Client, Str
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))
 }
 
-/// A response read in full: status, headers, and body bytes.
-pub(crate) struct Received {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
 /// Sends `request` and reads the answer, bounded by [`BODY_LIMIT`] (or
 /// [`ERROR_BODY_LIMIT`] for an error status).
 pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<Received, Failure> {
     let response = request.send().await.map_err(classify::transport)?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let limit = if (200..300).contains(&status) {
-        BODY_LIMIT
-    } else {
-        ERROR_BODY_LIMIT
-    };
+    let limit = if (200..300).contains(&status) { BODY_LIMIT } else { ERROR_BODY_LIMIT };
     let body = read_limited(response, limit, status).await?;
-    Ok(Received {
-        status,
-        headers,
-        body,
-    })
+    Ok(Received { status, headers, body })
 }
 
-async fn read_limited(
-    mut response: reqwest::Response,
-    limit: usize,
-    status: u16,
-) -> Result<Bytes, Failure> {
+async fn read_limited(mut response: reqwest::Response, limit: usize, status: u16) -> Result<Bytes, Failure> {
+    let success = (200..300).contains(&status);
     let too_big = || {
         Failure::new(
             FailureKind::MalformedResponse,
@@ -67,7 +163,7 @@ async fn read_limited(
         .with_status(status)
     };
     if response.content_length().is_some_and(|n| n > limit as u64) {
-        if (200..300).contains(&status) {
+        if success {
             return Err(too_big());
         }
         // An error status with a huge body: classify by status alone.
@@ -78,7 +174,7 @@ async fn read_limited(
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if buf.len() + chunk.len() > limit {
-                    if (200..300).contains(&status) {
+                    if success {
                         return Err(too_big());
                     }
                     let room = limit - buf.len();
@@ -96,4 +192,125 @@ async fn read_limited(
             }
         }
     }
+}
+
+// === the event stream ===
+
+/// An SSE response turned into neutral events by a protocol's parser.
+struct SseStream<T> {
+    response: reqwest::Response,
+    decoder: SseDecoder,
+    parser: T,
+    pending: VecDeque<Result<StreamEvent, Failure>>,
+    items: Vec<SseItem>,
+    done: bool,
+    text_bytes: usize,
+    key: Option<Secret>,
+}
+
+impl<T: StreamParser> SseStream<T> {
+    async fn next_event(&mut self) -> Option<Result<StreamEvent, Failure>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                if let Ok(StreamEvent::Delta(text)) = &event {
+                    self.text_bytes += text.len();
+                    if self.text_bytes > STREAM_TEXT_LIMIT {
+                        self.finish_with(Failure::new(FailureKind::MalformedResponse, "the stream never ends"));
+                        continue;
+                    }
+                }
+                if !matches!(event, Ok(StreamEvent::Delta(_))) {
+                    // A finish or an error ends the stream; nothing after it counts.
+                    self.done = true;
+                    self.pending.clear();
+                }
+                return Some(event.map_err(|f| crate::redact(f, self.key.as_ref())));
+            }
+            if self.done {
+                return None;
+            }
+            match self.response.chunk().await {
+                Ok(Some(bytes)) => {
+                    if self.decoder.feed(&bytes, &mut self.items).is_err() {
+                        self.finish_with(Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB"));
+                        continue;
+                    }
+                    self.dispatch();
+                }
+                Ok(None) => {
+                    let _ = self.decoder.finish(&mut self.items);
+                    self.dispatch();
+                    if self.pending.iter().all(|e| matches!(e, Ok(StreamEvent::Delta(_)))) {
+                        self.parser.on_eof(&mut self.pending);
+                    }
+                    if self.pending.is_empty() {
+                        self.done = true;
+                    }
+                }
+                Err(e) => {
+                    self.dispatch();
+                    let f = classify::transport(e);
+                    self.pending.push_back(Err(Failure::new(
+                        FailureKind::StreamInterrupted,
+                        format!("the connection broke mid-stream: {}", f.detail),
+                    )));
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self) {
+        for item in self.items.drain(..) {
+            if self.pending.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_)))) {
+                break;
+            }
+            self.parser.on_item(item, &mut self.pending);
+        }
+    }
+
+    fn finish_with(&mut self, failure: Failure) {
+        self.pending.clear();
+        self.pending.push_back(Err(failure));
+    }
+}
+
+impl<T: StreamParser> EventStream for SseStream<T> {
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>> {
+        Box::pin(self.next_event())
+    }
+}
+
+/// Runs a parser over raw bytes as they would arrive; for tests and fuzzing.
+pub(crate) fn parse_stream_bytes<T: StreamParser>(mut parser: T, chunks: &[&[u8]]) -> Vec<Result<StreamEvent, Failure>> {
+    let mut decoder = SseDecoder::new();
+    let mut items = Vec::new();
+    let mut out = VecDeque::new();
+    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| out.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_))));
+    for chunk in chunks {
+        if decoder.feed(chunk, &mut items).is_err() {
+            out.push_back(Err(Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB")));
+            return out.into();
+        }
+        for item in items.drain(..) {
+            if terminal(&out) {
+                break;
+            }
+            parser.on_item(item, &mut out);
+        }
+    }
+    let _ = decoder.finish(&mut items);
+    for item in items.drain(..) {
+        if terminal(&out) {
+            break;
+        }
+        parser.on_item(item, &mut out);
+    }
+    if !terminal(&out) {
+        parser.on_eof(&mut out);
+    }
+    let mut events: Vec<_> = out.into();
+    if let Some(end) = events.iter().position(|e| !matches!(e, Ok(StreamEvent::Delta(_)))) {
+        events.truncate(end + 1);
+    }
+    events
 }

@@ -5,16 +5,27 @@
 //!
 //! # Layout
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
+//! - [`gemini`]: Google's Generative Language API.
+//! - [`anthropic`]: Anthropic's Messages API.
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
-//! - `http`: the pooled client and bounded body reading shared by adapters.
+//! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
+//! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
+//! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
+pub mod anthropic;
 pub mod classify;
+pub mod gemini;
 mod http;
 pub mod openai_compat;
+pub mod sse;
+mod stray;
+
+use http::Protocol as _;
 
 use std::sync::Arc;
 
-use understudy_core::{Adapter, AdapterFactory, Failure, ProviderKind, ProviderSettings, Secret};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use understudy_core::{Adapter, AdapterFactory, Failure, ProviderKind, ProviderSettings, Secret, StreamEvent};
 
 /// The factory the engine uses to build adapters for every compiled-in protocol.
 #[derive(Debug, Default, Clone, Copy)]
@@ -29,16 +40,43 @@ impl Providers {
 
 impl AdapterFactory for Providers {
     fn supports(&self, kind: ProviderKind) -> bool {
-        matches!(kind, ProviderKind::Openai)
+        matches!(kind, ProviderKind::Openai | ProviderKind::Gemini | ProviderKind::Anthropic)
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
-        match settings.kind {
-            ProviderKind::Openai => Ok(Arc::new(openai_compat::OpenAiCompat::new(settings)?)),
-            other => Err(format!(
-                "no adapter for the {other:?} protocol is compiled in"
-            )),
-        }
+        Ok(match settings.kind {
+            ProviderKind::Openai => Arc::new(openai_compat::adapter(settings)?),
+            ProviderKind::Gemini => Arc::new(gemini::adapter(settings)?),
+            ProviderKind::Anthropic => Arc::new(anthropic::adapter(settings)?),
+        })
+    }
+}
+
+/// Runs `kind`'s stream parser over raw response bytes, as they would arrive
+/// in `chunks`, and returns every event up to the terminal one. For tests
+/// and fuzzing: the same code path as a live stream, minus the socket.
+pub fn decode_stream(kind: ProviderKind, model: &str, chunks: &[&[u8]]) -> Vec<Result<StreamEvent, Failure>> {
+    match kind {
+        ProviderKind::Openai => http::parse_stream_bytes(openai_compat::OpenAiStream::for_model(model), chunks),
+        ProviderKind::Gemini => http::parse_stream_bytes(gemini::GeminiStream::for_model(model), chunks),
+        ProviderKind::Anthropic => http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks),
+    }
+}
+
+/// Classifies a complete non-streamed response of `kind` (any status).
+/// For tests and fuzzing.
+pub fn decode_response(
+    kind: ProviderKind,
+    model: &str,
+    status: u16,
+    headers: HeaderMap,
+    body: &[u8],
+) -> Result<understudy_core::Completion, Failure> {
+    let received = http::Received { status, headers, body: bytes::Bytes::copy_from_slice(body) };
+    match kind {
+        ProviderKind::Openai => openai_compat::parse_response(&received, model),
+        ProviderKind::Gemini => gemini::GeminiProtocol::bare().parse(&received, model),
+        ProviderKind::Anthropic => anthropic::AnthropicProtocol::bare().parse(&received, model),
     }
 }
 
@@ -47,6 +85,26 @@ impl AdapterFactory for Providers {
 /// provider the host installed first, leaves things as they are.
 pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The provider's configured extra headers.
+pub(crate) fn extra_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &settings.headers {
+        let name = HeaderName::try_from(name.as_str()).map_err(|_| format!("invalid header name `{name}`"))?;
+        let value = HeaderValue::try_from(value.as_str()).map_err(|_| format!("invalid value for header `{name}`"))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// A header value holding a secret: marked sensitive, so no `Debug` output
+/// of the request shows it.
+pub(crate) fn sensitive(value: &str) -> Result<HeaderValue, String> {
+    let mut value = HeaderValue::try_from(value)
+        .map_err(|_| "the API key contains characters that cannot go in a header".to_owned())?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// Scrubs the provider's key from a failure's detail: an upstream that

@@ -5,17 +5,19 @@
 //! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
 //! code is a content-policy code (Azure's `content_filter`).
 
+use std::collections::VecDeque;
 use std::time::SystemTime;
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use understudy_core::{
-    Adapter, BoxFuture, ChatRequest, Completion, Failure, FailureKind, FinishReason,
-    ProviderSettings, Role, Usage,
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, StreamEvent, Usage,
 };
 
 use crate::classify;
-use crate::http::{self, Received};
+use crate::http::{HttpAdapter, Protocol, Received, StreamParser};
+use crate::sse::SseItem;
+use crate::stray::StrayJson;
 
 /// Error codes that mean a content policy refused the request.
 const CONTENT_POLICY_CODES: [&str; 4] = [
@@ -26,10 +28,11 @@ const CONTENT_POLICY_CODES: [&str; 4] = [
 ];
 
 /// An OpenAI-compatible provider.
+pub(crate) type OpenAiCompat = HttpAdapter<OpenAiProtocol>;
+
+/// The OpenAI Chat Completions protocol bound to one provider's settings.
 #[derive(Debug)]
-pub struct OpenAiCompat {
-    name: String,
-    client: reqwest::Client,
+pub(crate) struct OpenAiProtocol {
     url: String,
     /// Extra headers and `Authorization`, the latter marked sensitive so
     /// that no `Debug` output shows it.
@@ -37,57 +40,48 @@ pub struct OpenAiCompat {
     /// OpenAI itself wants `max_completion_tokens`; compatible servers
     /// understand `max_tokens`.
     max_completion_tokens: bool,
-    /// The key, kept only to scrub it from any upstream message that
-    /// echoes it back.
-    key: Option<understudy_core::Secret>,
 }
 
-impl OpenAiCompat {
-    pub fn new(settings: &ProviderSettings) -> Result<Self, String> {
-        let mut headers = HeaderMap::new();
+/// Builds the adapter for an OpenAI-compatible provider.
+pub(crate) fn adapter(settings: &ProviderSettings) -> Result<OpenAiCompat, String> {
+    HttpAdapter::new(settings, OpenAiProtocol::new(settings)?)
+}
+
+impl OpenAiProtocol {
+    pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
+        let mut headers = crate::extra_headers(settings)?;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        for (name, value) in &settings.headers {
-            let name = HeaderName::try_from(name.as_str())
-                .map_err(|_| format!("invalid header name `{name}`"))?;
-            let value = HeaderValue::try_from(value.as_str())
-                .map_err(|_| format!("invalid value for header `{name}`"))?;
-            headers.insert(name, value);
-        }
         if let Some(key) = &settings.api_key {
-            let mut value =
-                HeaderValue::try_from(format!("Bearer {}", key.expose())).map_err(|_| {
-                    "the API key contains characters that cannot go in a header".to_owned()
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(AUTHORIZATION, crate::sensitive(&format!("Bearer {}", key.expose()))?);
         }
         Ok(Self {
-            name: settings.name.clone(),
-            client: http::client(settings)?,
             url: format!("{}/chat/completions", settings.base_url),
             headers,
             max_completion_tokens: settings.name == "openai",
-            key: settings.api_key.clone(),
         })
     }
+}
 
-    fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<Vec<u8>, Failure> {
+impl Protocol for OpenAiProtocol {
+    type Parser = OpenAiStream;
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if let Some(system) = &request.system {
-            messages.push(WireMessage {
-                role: "system",
-                content: system,
-            });
+            messages.push(WireMessage { role: "system", content: system });
         }
         for m in &request.messages {
             let role = match m.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             };
-            messages.push(WireMessage {
-                role,
-                content: &m.content,
-            });
+            messages.push(WireMessage { role, content: &m.content });
         }
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
             true => (None, request.max_tokens),
@@ -101,37 +95,26 @@ impl OpenAiCompat {
             max_completion_tokens,
             stop: &request.stop,
             stream,
+            stream_options: stream.then_some(StreamOptions { include_usage: true }),
         };
-        serde_json::to_vec(&body).map_err(|e| {
-            Failure::new(
-                FailureKind::BadRequest,
-                format!("cannot encode the request: {e}"),
-            )
-        })
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))?;
+        Ok(client.post(&self.url).headers(self.headers.clone()).body(body))
+    }
+
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        parse_response(received, model)
+    }
+
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        classify_error(status, headers, body)
+    }
+
+    fn parser(&self, model: &str) -> OpenAiStream {
+        OpenAiStream::for_model(model)
     }
 }
 
-impl Adapter for OpenAiCompat {
-    fn complete<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, Failure>> {
-        Box::pin(async move {
-            let body = self.body(model, request, false)?;
-            let sent = self
-                .client
-                .post(&self.url)
-                .headers(self.headers.clone())
-                .body(body);
-            let received = http::send(sent)
-                .await
-                .map_err(|f| crate::redact(f, self.key.as_ref()))?;
-            tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
-            parse_response(&received, model).map_err(|f| crate::redact(f, self.key.as_ref()))
-        })
-    }
-}
 
 /// Classifies a complete (non-streamed) response.
 pub(crate) fn parse_response(
@@ -236,7 +219,7 @@ pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> F
     }
 }
 
-fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
+pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
     let (message, code, kind_field) = match error {
         WireError::Text(message) => (message.as_str(), None, None),
         WireError::Object {
@@ -291,6 +274,144 @@ fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> F
     Failure::new(kind, detail).with_status(status)
 }
 
+// === streaming ===
+
+/// Parses `data: {chunk}` events up to `data: [DONE]` (wire-formats §1.3,
+/// §2.3, §1.7, §2.7).
+#[derive(Debug, Default)]
+pub(crate) struct OpenAiStream {
+    model: String,
+    finish: Option<String>,
+    usage: Option<Usage>,
+    text_seen: bool,
+    stray: StrayJson,
+}
+
+impl OpenAiStream {
+    fn finish(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
+        if !self.text_seen {
+            out.push_back(Err(Failure::new(
+                FailureKind::EmptyResponse,
+                format!("the stream carried no text (finish_reason {})", self.finish.as_deref().unwrap_or("null")),
+            )));
+            return;
+        }
+        out.push_back(Ok(StreamEvent::Finish {
+            finish_reason: finish_reason(self.finish.as_deref()),
+            usage: self.usage,
+            model: Some(self.model.clone()),
+        }));
+    }
+}
+
+impl OpenAiStream {
+    /// A parser for one streamed answer from `model`.
+    pub(crate) fn for_model(model: &str) -> Self {
+        Self { model: model.to_owned(), ..Self::default() }
+    }
+}
+
+impl StreamParser for OpenAiStream {
+    fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
+        let data = match item {
+            SseItem::Event { data, .. } => data,
+            SseItem::Stray(line) => {
+                if let Some(failure) = self.stray.push(&line, mid_stream_error) {
+                    out.push_back(Err(failure));
+                }
+                return;
+            }
+        };
+        if data.trim() == "[DONE]" {
+            self.finish(out);
+            return;
+        }
+        let chunk: WireChunk = match serde_json::from_str(&data) {
+            Ok(c) => c,
+            Err(e) => {
+                out.push_back(Err(Failure::new(FailureKind::MalformedResponse, format!("a malformed stream event: {e}"))));
+                return;
+            }
+        };
+        if let Some(error) = chunk.error {
+            out.push_back(Err(mid_stream_error_body(&error)));
+            return;
+        }
+        if let Some(message) = chunk.x_groq.as_ref().and_then(|x| x.error.as_deref()) {
+            out.push_back(Err(Failure::new(FailureKind::Unavailable, format!("x_groq.error: {message}"))));
+            return;
+        }
+        if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
+            self.model = model;
+        }
+        if let Some(u) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
+            self.usage = Some(Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens });
+        }
+        let Some(choice) = chunk.choices.into_iter().next() else { return };
+        if let Some(delta) = choice.delta {
+            if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
+                out.push_back(Err(Failure::new(FailureKind::ContentFilter, format!("the model refused: {refusal}…"))));
+                return;
+            }
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                self.text_seen = true;
+                out.push_back(Ok(StreamEvent::Delta(text)));
+            }
+        }
+        match choice.finish_reason.as_deref() {
+            Some("content_filter") => {
+                out.push_back(Err(Failure::new(FailureKind::ContentFilter, "finish_reason is content_filter")));
+            }
+            Some(reason) => self.finish = Some(reason.to_owned()),
+            None => {}
+        }
+    }
+
+    fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
+        if let Some(failure) = self.stray.take_failure(mid_stream_error) {
+            out.push_back(Err(failure));
+        } else if self.finish.is_some() {
+            // The finish reason came, only `[DONE]` is missing: complete.
+            self.finish(out);
+        } else {
+            out.push_back(Err(Failure::new(
+                FailureKind::StreamInterrupted,
+                "the stream ended without a finish reason or [DONE]",
+            )));
+        }
+    }
+}
+
+/// A raw JSON value seen mid-stream that may be an error object.
+fn mid_stream_error(value: &serde_json::Value) -> Option<Failure> {
+    let error: WireError = serde_json::from_value(value.get("error")?.clone()).ok()?;
+    Some(mid_stream_error_body(&error))
+}
+
+/// An error object inside a 200 stream: classified as the status its type
+/// implies, so that a rate limit or an overload before any text still
+/// leads where it would have as an HTTP error.
+fn mid_stream_error_body(error: &WireError) -> Failure {
+    let status = match error {
+        WireError::Object { code, kind, .. } => {
+            let code = code.as_ref().and_then(|c| c.as_str()).unwrap_or_default();
+            let kind = kind.as_deref().unwrap_or_default();
+            if code.contains("rate_limit") || kind.contains("rate_limit") {
+                429
+            } else if kind == "invalid_request_error" || CONTENT_POLICY_CODES.contains(&code) {
+                400
+            } else {
+                500
+            }
+        }
+        WireError::Text(_) => 500,
+    };
+    let mut f = classify_error_body(status, &HeaderMap::new(), error);
+    f.status = None;
+    f.detail = format!("error event mid-stream: {}", f.detail);
+    f
+}
+
 // === the wire ===
 
 #[derive(Serialize)]
@@ -306,6 +427,13 @@ struct WireRequest<'a> {
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop: &'a [String],
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
@@ -344,6 +472,34 @@ struct WireUsage {
 }
 
 #[derive(Deserialize)]
+struct WireChunk {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<WireChunkChoice>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
+    x_groq: Option<XGroq>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    delta: Option<WireDelta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    content: Option<String>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    usage: Option<WireUsage>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct WireErrorEnvelope {
     error: Option<WireError>,
 }
@@ -351,7 +507,7 @@ struct WireErrorEnvelope {
 /// Groq can send the error as a bare string (wire-formats §2.7).
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum WireError {
+pub(crate) enum WireError {
     Text(String),
     Object {
         message: Option<String>,

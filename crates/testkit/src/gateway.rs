@@ -98,6 +98,8 @@ impl TestGatewayBuilder {
         for (name, protocol, url, with_key) in &self.providers {
             let kind = match protocol {
                 Protocol::OpenAi => "openai",
+                Protocol::Gemini => "gemini",
+                Protocol::Anthropic => "anthropic",
             };
             let _ = writeln!(
                 text,

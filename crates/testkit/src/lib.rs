@@ -31,7 +31,7 @@ pub mod gateway;
 pub mod sim;
 
 pub use gateway::{TestGateway, TestGatewayBuilder};
-pub use sim::{Protocol, Received, Refusal, Reply, SimProvider};
+pub use sim::{Protocol, Received, Refusal, Reply, SimProvider, StreamEnd, StreamSpec};
 
 /// A plain HTTP client for tests that talk to a gateway (installs the TLS
 /// crypto provider reqwest is built to expect).

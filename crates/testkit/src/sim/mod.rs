@@ -6,6 +6,8 @@
 //! with the queue empty, the responder ([`SimProvider::respond_with`]) decides,
 //! and without one the simulator answers with text.
 
+mod anthropic;
+mod gemini;
 mod openai;
 
 use std::convert::Infallible;
@@ -35,17 +37,70 @@ use tokio::sync::{mpsc, watch};
 pub enum Protocol {
     /// OpenAI Chat Completions (also Groq and compatible servers).
     OpenAi,
+    /// Google's Generative Language API.
+    Gemini,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
-/// A refusal in the protocol's own shape.
+/// A refusal, rendered in each protocol's own shape (wire-formats §1.4,
+/// §3.4, §4.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// OpenAI: `finish_reason: "content_filter"` with no content.
+    /// The answer stopped by a filter. OpenAI: `finish_reason:
+    /// "content_filter"`; Gemini: `finishReason: "SAFETY"` with no content;
+    /// Anthropic: `stop_reason: "refusal"` with no text.
     FinishReason,
-    /// OpenAI: `message.refusal` with this text, `content: null`.
+    /// A refusal with words. OpenAI: `message.refusal` (stream: `delta.refusal`);
+    /// Gemini: `finishReason: "SAFETY"` with this `finishMessage`; Anthropic:
+    /// this partial text, then `stop_reason: "refusal"` with `stop_details`.
     Message(String),
-    /// OpenAI (Azure): HTTP 400 with error code `content_filter`.
+    /// Refused with an HTTP 400. OpenAI (Azure): error code `content_filter`;
+    /// Anthropic: `invalid_request_error` "Output blocked by content filtering
+    /// policy"; Gemini (which has no such status): the prompt is blocked.
     Status400,
+    /// The prompt was blocked. Gemini: `promptFeedback.blockReason:
+    /// "PROHIBITED_CONTENT"` and no candidates; OpenAI: as [`Refusal::Status400`];
+    /// Anthropic: `stop_reason: "refusal"` with `stop_details`.
+    PromptBlocked,
+    /// Gemini's 200 with no usable text: a candidate `{"role":"model"}` with
+    /// no parts and `finishReason: "STOP"`. Other protocols answer with empty
+    /// text.
+    NoText,
+}
+
+/// A streamed answer: the text chunks, the pause before each, and how the
+/// stream ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSpec {
+    pub chunks: Vec<String>,
+    pub interval: Duration,
+    pub end: StreamEnd,
+}
+
+/// How a scripted stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The protocol's normal ending (`[DONE]`, the `finishReason` chunk, `message_stop`).
+    Complete,
+    /// OpenAI: the finish reason is sent but `data: [DONE]` never comes
+    /// (a complete answer). Other protocols: as `Complete`.
+    FinishWithoutDone,
+    /// The connection closes cleanly without the terminal marker.
+    EndWithoutMarker,
+    /// The connection is cut (an error mid-body).
+    Cut,
+    /// The stream goes silent and stays open.
+    Stall,
+    /// A malformed event.
+    Malformed,
+    /// The protocol's mid-stream error (OpenAI: a `data: {"error":…}` event;
+    /// Gemini: a raw pretty-printed JSON error without `data:`; Anthropic:
+    /// `event: error` with `overloaded_error`).
+    ErrorEvent,
+    /// A refusal after the text (OpenAI: `finish_reason: "content_filter"`;
+    /// Gemini: `finishReason: "SAFETY"`; Anthropic: `stop_reason: "refusal"`).
+    Refusal,
 }
 
 /// What the simulator does with one request. Faults are data.
@@ -73,10 +128,13 @@ pub enum Reply {
     /// HTTP 200 announcing a longer body than it sends, then the
     /// connection closes.
     Truncated,
+    /// A streamed answer (for a streamed request; a non-streamed request
+    /// gets the chunks joined as text).
+    Stream(StreamSpec),
 }
 
 /// One request the simulator received.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Received {
     pub method: String,
     /// Path and query.
@@ -84,6 +142,7 @@ pub struct Received {
     /// Header names are lower case.
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    shared: Option<Arc<Shared>>,
 }
 
 type Responder = Arc<dyn Fn(&Received) -> Reply + Send + Sync>;
@@ -101,6 +160,10 @@ struct Shared {
     responder: Mutex<Option<Responder>>,
     received: Mutex<Vec<Received>>,
     open_connections: AtomicUsize,
+    /// Streams whose client went away before the stream ended.
+    streams_cancelled: AtomicUsize,
+    /// Streams currently being sent.
+    streams_open: AtomicUsize,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -113,6 +176,16 @@ impl SimProvider {
         Self::start(Protocol::OpenAi).await
     }
 
+    /// Starts a Gemini simulator.
+    pub async fn gemini() -> io::Result<Self> {
+        Self::start(Protocol::Gemini).await
+    }
+
+    /// Starts an Anthropic simulator.
+    pub async fn anthropic() -> io::Result<Self> {
+        Self::start(Protocol::Anthropic).await
+    }
+
     /// Starts a simulator of `protocol` on a free loopback port.
     pub async fn start(protocol: Protocol) -> io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -123,6 +196,8 @@ impl SimProvider {
             responder: Mutex::default(),
             received: Mutex::default(),
             open_connections: AtomicUsize::new(0),
+            streams_cancelled: AtomicUsize::new(0),
+            streams_open: AtomicUsize::new(0),
         });
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
@@ -138,6 +213,8 @@ impl SimProvider {
     pub fn base_url(&self) -> String {
         match self.shared.protocol {
             Protocol::OpenAi => format!("http://{}/v1", self.addr),
+            Protocol::Gemini => format!("http://{}/v1beta", self.addr),
+            Protocol::Anthropic => format!("http://{}", self.addr),
         }
     }
 
@@ -183,6 +260,16 @@ impl SimProvider {
     /// Connections currently open from clients.
     pub fn open_connections(&self) -> usize {
         self.shared.open_connections.load(Ordering::SeqCst)
+    }
+
+    /// Streams whose client closed the connection before the stream ended.
+    pub fn streams_cancelled(&self) -> usize {
+        self.shared.streams_cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Streams being sent right now.
+    pub fn streams_open(&self) -> usize {
+        self.shared.streams_open.load(Ordering::SeqCst)
     }
 }
 
@@ -231,9 +318,74 @@ impl Reply {
     pub fn after(self, delay: Duration) -> Self {
         Self::Delay(delay, Box::new(self))
     }
+
+    /// A complete stream of these chunks, sent at once.
+    pub fn stream(chunks: &[&str]) -> Self {
+        Self::Stream(StreamSpec::new(chunks))
+    }
+}
+
+// === impl StreamSpec ===
+
+impl StreamSpec {
+    /// A complete stream of these chunks, sent without pauses.
+    pub fn new(chunks: &[&str]) -> Self {
+        Self {
+            chunks: chunks.iter().map(|c| (*c).to_owned()).collect(),
+            interval: Duration::ZERO,
+            end: StreamEnd::Complete,
+        }
+    }
+
+    /// Pauses `interval` before each chunk.
+    pub fn every(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Ends the stream this way.
+    pub fn ending(mut self, end: StreamEnd) -> Self {
+        self.end = end;
+        self
+    }
+
+    /// As a reply.
+    pub fn reply(self) -> Reply {
+        Reply::Stream(self)
+    }
+}
+
+/// One piece of a streamed body.
+pub(crate) enum Piece {
+    /// Bytes to send (after the stream's interval, when `paced`).
+    Data { bytes: Bytes, paced: bool },
+    /// Abort the connection.
+    Cut,
+    /// Go silent until the client leaves.
+    Stall,
+}
+
+impl Piece {
+    pub(crate) fn text(s: String) -> Self {
+        Self::Data { bytes: Bytes::from(s), paced: false }
+    }
+
+    pub(crate) fn paced(s: String) -> Self {
+        Self::Data { bytes: Bytes::from(s), paced: true }
+    }
 }
 
 // === impl Received ===
+
+impl fmt::Debug for Received {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Received")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .finish_non_exhaustive()
+    }
+}
 
 impl Received {
     /// The body as JSON (`Null` when it is not JSON).
@@ -331,6 +483,7 @@ async fn serve(
         path,
         headers,
         body,
+        shared: Some(Arc::clone(&shared)),
     };
     let queued = lock(&shared.queue).pop_front();
     let reply = match queued {
@@ -340,7 +493,9 @@ async fn serve(
             None => Reply::Text("Hello from the simulator.".into()),
         },
     };
-    lock(&shared.received).push(received.clone());
+    let mut recorded = received.clone();
+    recorded.shared = None;
+    lock(&shared.received).push(recorded);
     respond(shared.protocol, reply, &received).await
 }
 
@@ -374,10 +529,118 @@ async fn respond(
                 .insert("content-length", HeaderValue::from_static("4096"));
             Ok(resp)
         }
-        other => Ok(match protocol {
-            Protocol::OpenAi => openai::render(other, req),
-        }),
+        Reply::Stream(spec) if !is_streamed(protocol, req) => {
+            let text = spec.chunks.concat();
+            Ok(render(protocol, Reply::Text(text), req))
+        }
+        Reply::Stream(spec) => Ok(stream_response(shared_for_stream(req), spec.interval, pieces(protocol, &spec, req))),
+        Reply::Text(text) if is_streamed(protocol, req) => {
+            let words: Vec<String> = split_words(&text);
+            let spec = StreamSpec { chunks: words, interval: Duration::ZERO, end: StreamEnd::Complete };
+            Ok(stream_response(shared_for_stream(req), Duration::ZERO, pieces(protocol, &spec, req)))
+        }
+        Reply::Refuse(refusal) if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) => {
+            let pieces = match protocol {
+                Protocol::OpenAi => openai::refusal_stream(&refusal, req),
+                Protocol::Gemini => gemini::refusal_stream(&refusal, req),
+                Protocol::Anthropic => anthropic::refusal_stream(&refusal, req),
+            };
+            Ok(stream_response(shared_for_stream(req), Duration::ZERO, pieces))
+        }
+        other => Ok(render(protocol, other, req)),
     }
+}
+
+fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
+    match protocol {
+        Protocol::OpenAi => openai::render(reply, req),
+        Protocol::Gemini => gemini::render(reply, req),
+        Protocol::Anthropic => anthropic::render(reply, req),
+    }
+}
+
+fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
+    match protocol {
+        Protocol::OpenAi => openai::stream(spec, req),
+        Protocol::Gemini => gemini::stream(spec, req),
+        Protocol::Anthropic => anthropic::stream(spec, req),
+    }
+}
+
+/// Whether the request asked for a streamed answer.
+fn is_streamed(protocol: Protocol, req: &Received) -> bool {
+    match protocol {
+        Protocol::Gemini => req.path.contains(":streamGenerateContent"),
+        Protocol::OpenAi | Protocol::Anthropic => req.json()["stream"] == serde_json::Value::Bool(true),
+    }
+}
+
+/// Splits text into word chunks, keeping the spaces.
+pub(crate) fn split_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        if c == ' ' && !current.is_empty() && !current.ends_with(' ') {
+            out.push(std::mem::take(&mut current));
+        }
+        current.push(c);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The shared counters of the simulator that received `req`.
+fn shared_for_stream(req: &Received) -> Option<Arc<Shared>> {
+    req.shared.clone()
+}
+
+/// A streamed response: a task feeds the pieces through a bounded channel,
+/// pacing them, and notices when the client goes away.
+fn stream_response(shared: Option<Arc<Shared>>, interval: Duration, pieces: Vec<Piece>) -> Response<SimBody> {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(1);
+    tokio::spawn(async move {
+        if let Some(s) = &shared {
+            s.streams_open.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut cancelled = false;
+        for piece in pieces {
+            match piece {
+                Piece::Data { bytes, paced } => {
+                    if paced && !interval.is_zero() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(interval) => {}
+                            _ = tx.closed() => { cancelled = true; break; }
+                        }
+                    }
+                    if tx.send(Ok(bytes)).await.is_err() {
+                        cancelled = true;
+                        break;
+                    }
+                }
+                Piece::Cut => {
+                    let _ = tx.send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "scripted cut"))).await;
+                    break;
+                }
+                Piece::Stall => {
+                    tx.closed().await;
+                    cancelled = true;
+                    break;
+                }
+            }
+        }
+        if let Some(s) = &shared {
+            s.streams_open.fetch_sub(1, Ordering::SeqCst);
+            if cancelled {
+                s.streams_cancelled.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let mut resp = Response::new(ChannelBody { rx }.boxed());
+    resp.headers_mut().insert("content-type", HeaderValue::from_static("text/event-stream"));
+    resp.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
+    resp
 }
 
 /// A response with a complete body.

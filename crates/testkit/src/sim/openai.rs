@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Received, Refusal, Reply, SimBody, response};
+use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, response};
 
 /// Renders a reply as an OpenAI-compatible response to `req`.
 pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
@@ -54,7 +54,8 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             });
             response(200, &json_ct, body.to_string())
         }
-        Reply::Refuse(Refusal::Status400) => {
+        Reply::Refuse(Refusal::NoText) => render(Reply::Text(String::new()), req),
+        Reply::Refuse(Refusal::Status400 | Refusal::PromptBlocked) => {
             let body = json!({"error": {
                 "message": "The response was filtered due to the prompt triggering the content management policy.",
                 "type": null, "param": "prompt", "code": "content_filter", "status": 400,
@@ -76,6 +77,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             all.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             response(status, &all, body)
         }
+        Reply::Stream(spec) => render(Reply::Text(spec.chunks.concat()), req),
         // Handled by the caller; kept total for safety.
         Reply::Garbage(body) => response(200, &json_ct, body),
         Reply::Delay(..) | Reply::Reset | Reply::Hang | Reply::Truncated => {
@@ -148,4 +150,74 @@ fn words(messages: &serde_json::Value) -> usize {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+fn chunk(model: &str, delta: serde_json::Value, finish: Option<&str>) -> String {
+    let body = json!({
+        "id": "chatcmpl-sim",
+        "object": "chat.completion.chunk",
+        "created": 1_733_000_000,
+        "model": model,
+        "system_fingerprint": "fp_sim",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+    });
+    format!("data: {body}\n\n")
+}
+
+/// A streamed answer (wire-formats §1.3).
+pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
+    let asked = req.json();
+    let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
+    let prompt_tokens = words(&asked["messages"]);
+    let mut out = vec![Piece::text(chunk(&model, json!({"role": "assistant", "content": ""}), None))];
+    for c in &spec.chunks {
+        out.push(Piece::paced(chunk(&model, json!({"content": c}), None)));
+    }
+    let completion_tokens: usize = spec.chunks.iter().map(|c| c.split_whitespace().count()).sum();
+    let usage = json!({
+        "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
+        "choices": [],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+    });
+    match spec.end {
+        StreamEnd::Complete => {
+            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text(format!("data: {usage}\n\n")));
+            out.push(Piece::text("data: [DONE]\n\n".into()));
+        }
+        StreamEnd::FinishWithoutDone => {
+            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text(format!("data: {usage}\n\n")));
+        }
+        StreamEnd::EndWithoutMarker => {}
+        StreamEnd::Cut => out.push(Piece::Cut),
+        StreamEnd::Stall => out.push(Piece::Stall),
+        StreamEnd::Malformed => out.push(Piece::text("data: {\"choices\": [{\"delta\": \n\n".into())),
+        StreamEnd::ErrorEvent => out.push(Piece::text(
+            "data: {\"error\":{\"message\":\"The server had an error processing your request.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n".into(),
+        )),
+        StreamEnd::Refusal => out.push(Piece::text(chunk(&model, json!({}), Some("content_filter")))),
+    }
+    out
+}
+
+/// A refusal at the start of a stream.
+pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
+    let model = req.json()["model"].as_str().unwrap_or("sim-model").to_owned();
+    match refusal {
+        Refusal::Message(text) => {
+            let mut out = vec![Piece::text(chunk(&model, json!({"role": "assistant", "content": null, "refusal": ""}), None))];
+            for w in super::split_words(text) {
+                out.push(Piece::text(chunk(&model, json!({"refusal": w}), None)));
+            }
+            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text("data: [DONE]\n\n".into()));
+            out
+        }
+        _ => vec![
+            Piece::text(chunk(&model, json!({"role": "assistant", "content": ""}), None)),
+            Piece::text(chunk(&model, json!({}), Some("content_filter"))),
+            Piece::text("data: [DONE]\n\n".into()),
+        ],
+    }
 }

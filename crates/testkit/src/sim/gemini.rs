@@ -1,0 +1,171 @@
+//! Google's Generative Language API as it answers (wire-formats §3):
+//! pretty-printed JSON, refusals as 200s, `alt=sse` streams with CRLF
+//! framing and no sentinel, and raw JSON error tails mid-stream.
+
+use serde_json::{Value, json};
+
+use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, response};
+
+fn model_of(req: &Received) -> String {
+    req.path
+        .split("/models/")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or("gemini-sim")
+        .to_owned()
+}
+
+fn prompt_tokens(req: &Received) -> usize {
+    req.json()["contents"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+                .map(|p| p["text"].as_str().unwrap_or("").split_whitespace().count())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn usage(prompt: usize, candidates: Option<usize>) -> Value {
+    match candidates {
+        Some(c) => json!({"promptTokenCount": prompt, "candidatesTokenCount": c, "totalTokenCount": prompt + c}),
+        None => json!({"promptTokenCount": prompt, "totalTokenCount": prompt}),
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// Renders a non-streamed reply.
+pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
+    let model = model_of(req);
+    let prompt = prompt_tokens(req);
+    let json_ct = [("content-type", "application/json; charset=UTF-8")];
+    let body = match reply {
+        Reply::Text(text) => json!({
+            "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage(prompt, Some(text.split_whitespace().count())),
+            "modelVersion": model,
+            "responseId": "sim-response"
+        }),
+        Reply::Refuse(Refusal::FinishReason) => json!({
+            "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [
+                {"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": true}
+            ]}],
+            "usageMetadata": usage(prompt, None),
+            "modelVersion": model
+        }),
+        Reply::Refuse(Refusal::Message(text)) => json!({
+            "candidates": [{"finishReason": "SAFETY", "finishMessage": text, "index": 0}],
+            "usageMetadata": usage(prompt, None),
+            "modelVersion": model
+        }),
+        Reply::Refuse(Refusal::Status400 | Refusal::PromptBlocked) => json!({
+            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+            "usageMetadata": usage(prompt, None),
+            "modelVersion": model,
+            "responseId": "sim-response"
+        }),
+        Reply::Refuse(Refusal::NoText) => json!({
+            "candidates": [{"content": {"role": "model"}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage(prompt, None),
+            "modelVersion": model
+        }),
+        Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
+        Reply::Status { status, body, headers } => {
+            let body = if body.is_empty() { error_body(status) } else { body };
+            let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json; charset=UTF-8")];
+            all.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            return response(status, &all, body);
+        }
+        Reply::Garbage(body) => return response(200, &json_ct, body),
+        Reply::Delay(..) | Reply::Reset | Reply::Hang | Reply::Truncated => {
+            return response(500, &json_ct, error_body(500));
+        }
+    };
+    response(200, &json_ct, pretty(&body))
+}
+
+/// The google.rpc.Status body Gemini sends for `status`.
+fn error_body(status: u16) -> String {
+    let (message, rpc) = match status {
+        400 => ("Request contains an invalid argument.", "INVALID_ARGUMENT"),
+        401 => ("Request had invalid authentication credentials.", "UNAUTHENTICATED"),
+        403 => ("The caller does not have permission.", "PERMISSION_DENIED"),
+        404 => ("models/x is not found for API version v1beta.", "NOT_FOUND"),
+        429 => ("You exceeded your current quota, please check your plan and billing details.", "RESOURCE_EXHAUSTED"),
+        500 => ("An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting", "INTERNAL"),
+        503 => ("The model is overloaded. Please try again later.", "UNAVAILABLE"),
+        504 => ("Deadline expired before operation could complete.", "DEADLINE_EXCEEDED"),
+        _ => ("Unknown error.", "UNKNOWN"),
+    };
+    pretty(&json!({"error": {"code": status, "message": message, "status": rpc}}))
+}
+
+fn data(v: &Value) -> String {
+    format!("data: {v}\r\n\r\n")
+}
+
+fn text_chunk(model: &str, text: &str, finish: Option<&str>, prompt: usize, so_far: usize) -> Value {
+    let mut candidate = json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});
+    if let Some(f) = finish {
+        candidate["finishReason"] = json!(f);
+    }
+    json!({"candidates": [candidate], "usageMetadata": usage(prompt, Some(so_far)), "modelVersion": model, "responseId": "sim-response"})
+}
+
+/// A streamed answer (wire-formats §3.3, §3.7).
+pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
+    let model = model_of(req);
+    let prompt = prompt_tokens(req);
+    let mut out = Vec::new();
+    let mut so_far = 0;
+    for c in &spec.chunks {
+        so_far += c.split_whitespace().count();
+        out.push(Piece::paced(data(&text_chunk(&model, c, None, prompt, so_far))));
+    }
+    match spec.end {
+        StreamEnd::Complete | StreamEnd::FinishWithoutDone => {
+            out.push(Piece::text(data(&text_chunk(&model, "", Some("STOP"), prompt, so_far))));
+        }
+        StreamEnd::EndWithoutMarker => {}
+        StreamEnd::Cut => out.push(Piece::Cut),
+        StreamEnd::Stall => out.push(Piece::Stall),
+        StreamEnd::Malformed => out.push(Piece::text("data: {\"candidates\": [{\"content\": \r\n\r\n".into())),
+        // Raw, pretty-printed, no `data:` prefix, then the connection closes.
+        StreamEnd::ErrorEvent => out.push(Piece::text(format!(
+            "{}\n",
+            pretty(&json!({"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}))
+        ))),
+        StreamEnd::Refusal => out.push(Piece::text(data(&json!({
+            "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": true}]}],
+            "usageMetadata": usage(prompt, Some(so_far)),
+            "modelVersion": model
+        })))),
+    }
+    out
+}
+
+/// A refusal at the start of a stream: the same single object as the
+/// non-streamed answer, as the only event.
+pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
+    let model = model_of(req);
+    let prompt = prompt_tokens(req);
+    let body = match refusal {
+        Refusal::PromptBlocked | Refusal::Status400 => json!({
+            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage(prompt, None), "modelVersion": model
+        }),
+        Refusal::NoText => json!({
+            "candidates": [{"content": {"role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+        }),
+        Refusal::Message(text) => json!({
+            "candidates": [{"finishReason": "SAFETY", "finishMessage": text, "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+        }),
+        Refusal::FinishReason => json!({
+            "candidates": [{"finishReason": "SAFETY", "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+        }),
+    };
+    vec![Piece::text(data(&body))]
+}
