@@ -12,7 +12,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use understudy_core::{
-    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, StreamEvent, Usage,
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role,
+    StreamEvent, Usage,
 };
 
 use crate::classify;
@@ -40,17 +41,29 @@ pub(crate) struct AnthropicProtocol {
 pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Anthropic, String> {
     let mut headers = crate::extra_headers(settings)?;
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+    headers.insert(
+        "anthropic-version",
+        HeaderValue::from_static(ANTHROPIC_VERSION),
+    );
     if let Some(key) = &settings.api_key {
         headers.insert("x-api-key", crate::sensitive(key.expose())?);
     }
-    HttpAdapter::new(settings, AnthropicProtocol { url: format!("{}/v1/messages", settings.base_url), headers })
+    HttpAdapter::new(
+        settings,
+        AnthropicProtocol {
+            url: format!("{}/v1/messages", settings.base_url),
+            headers,
+        },
+    )
 }
 
 impl AnthropicProtocol {
     /// The protocol without an endpoint or key, for parsing recorded bytes.
     pub(crate) fn bare() -> Self {
-        AnthropicProtocol { url: String::new(), headers: HeaderMap::new() }
+        AnthropicProtocol {
+            url: String::new(),
+            headers: HeaderMap::new(),
+        }
     }
 }
 
@@ -85,19 +98,33 @@ impl Protocol for AnthropicProtocol {
             stop_sequences: &request.stop,
             stream,
         };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))?;
-        Ok(client.post(&self.url).headers(self.headers.clone()).body(body))
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
+        Ok(client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(body))
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
-        let Received { status, headers, body } = received;
+        let Received {
+            status,
+            headers,
+            body,
+        } = received;
         if !(200..300).contains(status) {
             return Err(self.classify_error(*status, headers, body));
         }
         let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-            Failure::new(FailureKind::MalformedResponse, format!("the body is not an Anthropic message: {e}"))
-                .with_status(*status)
+            Failure::new(
+                FailureKind::MalformedResponse,
+                format!("the body is not an Anthropic message: {e}"),
+            )
+            .with_status(*status)
         })?;
         if let Some(error) = &parsed.error {
             return Err(classify_error_object(500, headers, error));
@@ -111,13 +138,19 @@ impl Protocol for AnthropicProtocol {
             .collect();
         let stop = parsed.stop_reason.as_deref();
         if stop == Some("refusal") {
-            return Err(Failure::new(FailureKind::ContentFilter, refusal_detail(parsed.stop_details.as_ref()))
-                .with_status(*status));
+            return Err(Failure::new(
+                FailureKind::ContentFilter,
+                refusal_detail(parsed.stop_details.as_ref()),
+            )
+            .with_status(*status));
         }
         if text.trim().is_empty() {
             return Err(Failure::new(
                 FailureKind::EmptyResponse,
-                format!("the answer has no text (stop_reason {})", stop.unwrap_or("null")),
+                format!(
+                    "the answer has no text (stop_reason {})",
+                    stop.unwrap_or("null")
+                ),
             )
             .with_status(*status));
         }
@@ -131,14 +164,26 @@ impl Protocol for AnthropicProtocol {
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
         match serde_json::from_slice::<WireErrorEnvelope>(body) {
-            Ok(WireErrorEnvelope { error: Some(error) }) => classify_error_object(status, headers, &error),
+            Ok(WireErrorEnvelope { error: Some(error) }) => {
+                classify_error_object(status, headers, &error)
+            }
             _ => {
                 let mut kind = classify::status(status);
                 if let FailureKind::RateLimited { retry_after } = &mut kind {
                     *retry_after = classify::retry_after(headers, SystemTime::now());
                 }
-                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
-                Failure::new(kind, if snippet.is_empty() { format!("HTTP {status}") } else { snippet }).with_status(status)
+                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
+                    .trim()
+                    .to_owned();
+                Failure::new(
+                    kind,
+                    if snippet.is_empty() {
+                        format!("HTTP {status}")
+                    } else {
+                        snippet
+                    },
+                )
+                .with_status(status)
             }
         }
     }
@@ -148,10 +193,13 @@ impl Protocol for AnthropicProtocol {
     }
 }
 
-
 fn refusal_detail(details: Option<&Value>) -> String {
-    let category = details.and_then(|d| d.get("category")).and_then(Value::as_str);
-    let explanation = details.and_then(|d| d.get("explanation")).and_then(Value::as_str);
+    let category = details
+        .and_then(|d| d.get("category"))
+        .and_then(Value::as_str);
+    let explanation = details
+        .and_then(|d| d.get("explanation"))
+        .and_then(Value::as_str);
     match (category, explanation) {
         (Some(c), Some(e)) => format!("stop_reason refusal ({c}): {e}"),
         (Some(c), None) => format!("stop_reason refusal ({c})"),
@@ -180,23 +228,32 @@ fn classify_error_object(status: u16, headers: &HeaderMap, error: &WireError) ->
         .and_then(Value::as_str)
         .is_some_and(|c| c == "enforced_spend_limit_reached");
     let kind = match (kind_field, status) {
-        ("invalid_request_error", _) | (_, 400) if lower.contains("content filtering") || lower.contains("blocked") => {
+        ("invalid_request_error", _) | (_, 400)
+            if lower.contains("content filtering") || lower.contains("blocked") =>
+        {
             FailureKind::ContentFilter
         }
         ("authentication_error" | "permission_error", _) | (_, 401 | 403) => FailureKind::Auth,
         ("billing_error", _) | (_, 402) => FailureKind::QuotaExceeded,
         ("rate_limit_error", _) | (_, 429) if spend_limit => FailureKind::QuotaExceeded,
-        ("rate_limit_error", _) | (_, 429) => {
-            FailureKind::RateLimited { retry_after: classify::retry_after(headers, SystemTime::now()) }
-        }
+        ("rate_limit_error", _) | (_, 429) => FailureKind::RateLimited {
+            retry_after: classify::retry_after(headers, SystemTime::now()),
+        },
         ("overloaded_error" | "api_error", _) | (_, 500 | 529) => FailureKind::Unavailable,
         ("timeout_error", _) | (_, 504) => FailureKind::Timeout,
         ("request_too_large", _) | (_, 413) => FailureKind::BadRequest,
         _ if lower.contains("prompt is too long") => FailureKind::ContextLength,
         _ => classify::status(status),
     };
-    Failure::new(kind, if kind_field.is_empty() { message.to_owned() } else { format!("{kind_field}: {message}") })
-        .with_status(status)
+    Failure::new(
+        kind,
+        if kind_field.is_empty() {
+            message.to_owned()
+        } else {
+            format!("{kind_field}: {message}")
+        },
+    )
+    .with_status(status)
 }
 
 /// The HTTP status an error type stands for, for errors inside a stream.
@@ -232,7 +289,10 @@ pub(crate) struct AnthropicStream {
 impl AnthropicStream {
     /// A parser for one streamed answer from `model`.
     pub(crate) fn for_model(model: &str) -> Self {
-        Self { model: model.to_owned(), ..Self::default() }
+        Self {
+            model: model.to_owned(),
+            ..Self::default()
+        }
     }
 }
 
@@ -250,11 +310,18 @@ impl StreamParser for AnthropicStream {
         let event: WireEvent = match serde_json::from_str(&data) {
             Ok(e) => e,
             Err(e) => {
-                out.push_back(Err(Failure::new(FailureKind::MalformedResponse, format!("a malformed stream event: {e}"))));
+                out.push_back(Err(Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("a malformed stream event: {e}"),
+                )));
                 return;
             }
         };
-        let kind = name.as_deref().filter(|n| !n.is_empty()).or(event.kind.as_deref()).unwrap_or_default();
+        let kind = name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .or(event.kind.as_deref())
+            .unwrap_or_default();
         match kind {
             "message_start" => {
                 if let Some(message) = event.message {
@@ -279,7 +346,10 @@ impl StreamParser for AnthropicStream {
                 }
                 if let Some(delta) = event.delta {
                     if delta.stop_reason.as_deref() == Some("refusal") {
-                        out.push_back(Err(Failure::new(FailureKind::ContentFilter, refusal_detail(delta.stop_details.as_ref()))));
+                        out.push_back(Err(Failure::new(
+                            FailureKind::ContentFilter,
+                            refusal_detail(delta.stop_details.as_ref()),
+                        )));
                         return;
                     }
                     if delta.stop_reason.is_some() {
@@ -291,13 +361,19 @@ impl StreamParser for AnthropicStream {
                 if !self.text_seen {
                     out.push_back(Err(Failure::new(
                         FailureKind::EmptyResponse,
-                        format!("the stream carried no text (stop_reason {})", self.stop_reason.as_deref().unwrap_or("null")),
+                        format!(
+                            "the stream carried no text (stop_reason {})",
+                            self.stop_reason.as_deref().unwrap_or("null")
+                        ),
                     )));
                     return;
                 }
                 let usage = match (self.input_tokens, self.output_tokens) {
                     (None, None) => None,
-                    (i, o) => Some(Usage { input_tokens: i.unwrap_or(0), output_tokens: o.unwrap_or(0) }),
+                    (i, o) => Some(Usage {
+                        input_tokens: i.unwrap_or(0),
+                        output_tokens: o.unwrap_or(0),
+                    }),
                 };
                 out.push_back(Ok(StreamEvent::Finish {
                     finish_reason: finish_reason(self.stop_reason.as_deref()),
@@ -307,7 +383,11 @@ impl StreamParser for AnthropicStream {
             }
             "error" => {
                 let error = event.error.unwrap_or_default();
-                let mut f = classify_error_object(status_of(error.kind.as_deref().unwrap_or_default()), &HeaderMap::new(), &error);
+                let mut f = classify_error_object(
+                    status_of(error.kind.as_deref().unwrap_or_default()),
+                    &HeaderMap::new(),
+                    &error,
+                );
                 f.status = None;
                 f.detail = format!("error event mid-stream: {}", f.detail);
                 out.push_back(Err(f));
@@ -321,14 +401,23 @@ impl StreamParser for AnthropicStream {
         let failure = self
             .stray
             .take_failure(mid_stream_error)
-            .unwrap_or_else(|| Failure::new(FailureKind::StreamInterrupted, "the stream ended without message_stop"));
+            .unwrap_or_else(|| {
+                Failure::new(
+                    FailureKind::StreamInterrupted,
+                    "the stream ended without message_stop",
+                )
+            });
         out.push_back(Err(failure));
     }
 }
 
 fn mid_stream_error(value: &Value) -> Option<Failure> {
     let error: WireError = serde_json::from_value(value.get("error")?.clone()).ok()?;
-    let mut f = classify_error_object(status_of(error.kind.as_deref().unwrap_or_default()), &HeaderMap::new(), &error);
+    let mut f = classify_error_object(
+        status_of(error.kind.as_deref().unwrap_or_default()),
+        &HeaderMap::new(),
+        &error,
+    );
     f.status = None;
     Some(f)
 }

@@ -15,7 +15,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use understudy_core::{
-    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, StreamEvent, Usage,
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role,
+    StreamEvent, Usage,
 };
 
 use crate::classify;
@@ -53,13 +54,22 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Gemini, String> {
         // In a header, never in the URL, so no logged URL can carry it.
         headers.insert("x-goog-api-key", crate::sensitive(key.expose())?);
     }
-    HttpAdapter::new(settings, GeminiProtocol { base_url: settings.base_url.clone(), headers })
+    HttpAdapter::new(
+        settings,
+        GeminiProtocol {
+            base_url: settings.base_url.clone(),
+            headers,
+        },
+    )
 }
 
 impl GeminiProtocol {
     /// The protocol without an endpoint or key, for parsing recorded bytes.
     pub(crate) fn bare() -> Self {
-        GeminiProtocol { base_url: String::new(), headers: HeaderMap::new() }
+        GeminiProtocol {
+            base_url: String::new(),
+            headers: HeaderMap::new(),
+        }
     }
 }
 
@@ -74,11 +84,21 @@ impl Protocol for GeminiProtocol {
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let model = model.strip_prefix("models/").unwrap_or(model);
-        if model.is_empty() || !model.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b)) {
-            return Err(Failure::new(FailureKind::BadRequest, format!("`{model}` is not a valid Gemini model name")));
+        if model.is_empty()
+            || !model
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+        {
+            return Err(Failure::new(
+                FailureKind::BadRequest,
+                format!("`{model}` is not a valid Gemini model name"),
+            ));
         }
         let url = if stream {
-            format!("{}/models/{model}:streamGenerateContent?alt=sse", self.base_url)
+            format!(
+                "{}/models/{model}:streamGenerateContent?alt=sse",
+                self.base_url
+            )
         } else {
             format!("{}/models/{model}:generateContent", self.base_url)
         };
@@ -100,22 +120,35 @@ impl Protocol for GeminiProtocol {
         };
         let body = WireRequest {
             contents,
-            system_instruction: request.system.as_deref().map(|text| WireSystem { parts: [WirePart { text }] }),
+            system_instruction: request.system.as_deref().map(|text| WireSystem {
+                parts: [WirePart { text }],
+            }),
             generation_config: (!config.is_empty()).then_some(config),
         };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))?;
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
         Ok(client.post(url).headers(self.headers.clone()).body(body))
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
-        let Received { status, headers, body } = received;
+        let Received {
+            status,
+            headers,
+            body,
+        } = received;
         if !(200..300).contains(status) {
             return Err(self.classify_error(*status, headers, body));
         }
         let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-            Failure::new(FailureKind::MalformedResponse, format!("the body is not a Gemini response: {e}"))
-                .with_status(*status)
+            Failure::new(
+                FailureKind::MalformedResponse,
+                format!("the body is not a Gemini response: {e}"),
+            )
+            .with_status(*status)
         })?;
         if let Some(error) = &parsed.error {
             return Err(classify_error_object(None, headers, error));
@@ -133,7 +166,10 @@ impl Protocol for GeminiProtocol {
             .with_status(*status)),
             reason => Ok(Completion {
                 text,
-                model: parsed.model_version.clone().unwrap_or_else(|| model.to_owned()),
+                model: parsed
+                    .model_version
+                    .clone()
+                    .unwrap_or_else(|| model.to_owned()),
                 finish_reason: finish_reason(reason),
                 usage: usage(&parsed),
             }),
@@ -142,7 +178,10 @@ impl Protocol for GeminiProtocol {
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
         let value: Option<Value> = serde_json::from_slice(body).ok();
-        let error = value.as_ref().and_then(error_of).and_then(|e| serde_json::from_value::<WireError>(e.clone()).ok());
+        let error = value
+            .as_ref()
+            .and_then(error_of)
+            .and_then(|e| serde_json::from_value::<WireError>(e.clone()).ok());
         match error {
             Some(error) => classify_error_object(Some(status), headers, &error),
             None => {
@@ -150,8 +189,18 @@ impl Protocol for GeminiProtocol {
                 if let FailureKind::RateLimited { retry_after } = &mut kind {
                     *retry_after = classify::retry_after(headers, SystemTime::now());
                 }
-                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
-                Failure::new(kind, if snippet.is_empty() { format!("HTTP {status}") } else { snippet }).with_status(status)
+                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
+                    .trim()
+                    .to_owned();
+                Failure::new(
+                    kind,
+                    if snippet.is_empty() {
+                        format!("HTTP {status}")
+                    } else {
+                        snippet
+                    },
+                )
+                .with_status(status)
             }
         }
     }
@@ -160,7 +209,6 @@ impl Protocol for GeminiProtocol {
         GeminiStream::for_model(model)
     }
 }
-
 
 /// What one response (or one streamed chunk) says.
 struct Chunk {
@@ -173,17 +221,37 @@ struct Chunk {
 fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
     if let Some(feedback) = &response.prompt_feedback {
         if let Some(reason) = &feedback.block_reason {
-            let why = feedback.block_reason_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
-            return Err(Failure::new(FailureKind::ContentFilter, format!("prompt blocked (blockReason {reason}){why}")));
+            let why = feedback
+                .block_reason_message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            return Err(Failure::new(
+                FailureKind::ContentFilter,
+                format!("prompt blocked (blockReason {reason}){why}"),
+            ));
         }
     }
     let Some(candidate) = response.candidates.as_ref().and_then(|c| c.first()) else {
-        return Ok(Chunk { text: String::new(), finish_reason: None });
+        return Ok(Chunk {
+            text: String::new(),
+            finish_reason: None,
+        });
     };
     let finish = candidate.finish_reason.clone();
-    if let Some(reason) = finish.as_deref().filter(|r| POLICY_FINISH_REASONS.contains(r)) {
-        let why = candidate.finish_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
-        return Err(Failure::new(FailureKind::ContentFilter, format!("answer stopped by a filter (finishReason {reason}){why}")));
+    if let Some(reason) = finish
+        .as_deref()
+        .filter(|r| POLICY_FINISH_REASONS.contains(r))
+    {
+        let why = candidate
+            .finish_message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            format!("answer stopped by a filter (finishReason {reason}){why}"),
+        ));
     }
     let text = candidate
         .content
@@ -197,7 +265,10 @@ fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
                 .collect::<String>()
         })
         .unwrap_or_default();
-    Ok(Chunk { text, finish_reason: finish })
+    Ok(Chunk {
+        text,
+        finish_reason: finish,
+    })
 }
 
 fn usage(response: &WireResponse) -> Option<Usage> {
@@ -231,18 +302,37 @@ fn classify_error_object(status: Option<u16>, headers: &HeaderMap, error: &WireE
     let rpc = error.status.as_deref().unwrap_or_default();
     let message = error.message.as_deref().unwrap_or_default();
     let details = error.details.as_deref().unwrap_or_default();
-    let reason_is = |want: &str| details.iter().any(|d| d.get("reason").and_then(Value::as_str) == Some(want));
+    let reason_is = |want: &str| {
+        details
+            .iter()
+            .any(|d| d.get("reason").and_then(Value::as_str) == Some(want))
+    };
     let retry_delay = details
         .iter()
-        .filter(|d| d.get("@type").and_then(Value::as_str).is_some_and(|t| t.ends_with("RetryInfo")))
-        .find_map(|d| d.get("retryDelay").and_then(Value::as_str).and_then(classify::go_duration));
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("RetryInfo"))
+        })
+        .find_map(|d| {
+            d.get("retryDelay")
+                .and_then(Value::as_str)
+                .and_then(classify::go_duration)
+        });
     let per_day = details
         .iter()
         .filter_map(|d| d.get("violations").and_then(Value::as_array))
         .flatten()
-        .any(|v| v.get("quotaId").and_then(Value::as_str).is_some_and(|q| q.contains("PerDay")));
+        .any(|v| {
+            v.get("quotaId")
+                .and_then(Value::as_str)
+                .is_some_and(|q| q.contains("PerDay"))
+        });
     let lower = message.to_ascii_lowercase();
-    let kind = if reason_is("API_KEY_INVALID") || matches!(code, 401 | 403) || matches!(rpc, "UNAUTHENTICATED" | "PERMISSION_DENIED") {
+    let kind = if reason_is("API_KEY_INVALID")
+        || matches!(code, 401 | 403)
+        || matches!(rpc, "UNAUTHENTICATED" | "PERMISSION_DENIED")
+    {
         FailureKind::Auth
     } else if code == 402 || rpc == "FAILED_PRECONDITION" {
         FailureKind::QuotaExceeded
@@ -252,7 +342,8 @@ fn classify_error_object(status: Option<u16>, headers: &HeaderMap, error: &WireE
             FailureKind::QuotaExceeded
         } else {
             FailureKind::RateLimited {
-                retry_after: retry_delay.or_else(|| classify::retry_after(headers, SystemTime::now())),
+                retry_after: retry_delay
+                    .or_else(|| classify::retry_after(headers, SystemTime::now())),
             }
         }
     } else if code == 504 || rpc == "DEADLINE_EXCEEDED" {
@@ -264,12 +355,15 @@ fn classify_error_object(status: Option<u16>, headers: &HeaderMap, error: &WireE
     } else {
         classify::status(code)
     };
-    let detail = if rpc.is_empty() { message.to_owned() } else { format!("{rpc}: {message}") };
+    let detail = if rpc.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{rpc}: {message}")
+    };
     let mut f = Failure::new(kind, detail);
     f.status = status;
     f
 }
-
 
 // === streaming ===
 
@@ -286,7 +380,10 @@ pub(crate) struct GeminiStream {
 impl GeminiStream {
     /// A parser for one streamed answer from `model`.
     pub(crate) fn for_model(model: &str) -> Self {
-        Self { model: model.to_owned(), ..Self::default() }
+        Self {
+            model: model.to_owned(),
+            ..Self::default()
+        }
     }
 }
 
@@ -304,7 +401,10 @@ impl StreamParser for GeminiStream {
         let value: Value = match serde_json::from_str(&data) {
             Ok(v) => v,
             Err(e) => {
-                out.push_back(Err(Failure::new(FailureKind::MalformedResponse, format!("a malformed stream event: {e}"))));
+                out.push_back(Err(Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("a malformed stream event: {e}"),
+                )));
                 return;
             }
         };
@@ -315,7 +415,10 @@ impl StreamParser for GeminiStream {
         let chunk: WireResponse = match serde_json::from_value(value) {
             Ok(c) => c,
             Err(e) => {
-                out.push_back(Err(Failure::new(FailureKind::MalformedResponse, format!("a malformed stream chunk: {e}"))));
+                out.push_back(Err(Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("a malformed stream chunk: {e}"),
+                )));
                 return;
             }
         };
@@ -327,7 +430,10 @@ impl StreamParser for GeminiStream {
         }
         match assess(&chunk) {
             Err(failure) => out.push_back(Err(failure)),
-            Ok(Chunk { text, finish_reason: reason }) => {
+            Ok(Chunk {
+                text,
+                finish_reason: reason,
+            }) => {
                 if !text.is_empty() {
                     self.text_seen = true;
                     out.push_back(Ok(StreamEvent::Delta(text)));
@@ -351,9 +457,15 @@ impl StreamParser for GeminiStream {
     }
 
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
-        let failure = self.stray.take_failure(mid_stream_error).unwrap_or_else(|| {
-            Failure::new(FailureKind::StreamInterrupted, "the stream ended without a finishReason")
-        });
+        let failure = self
+            .stray
+            .take_failure(mid_stream_error)
+            .unwrap_or_else(|| {
+                Failure::new(
+                    FailureKind::StreamInterrupted,
+                    "the stream ended without a finishReason",
+                )
+            });
         out.push_back(Err(failure));
     }
 }
@@ -406,7 +518,9 @@ struct WireGenerationConfig<'a> {
 
 impl WireGenerationConfig<'_> {
     fn is_empty(&self) -> bool {
-        self.temperature.is_none() && self.max_output_tokens.is_none() && self.stop_sequences.is_empty()
+        self.temperature.is_none()
+            && self.max_output_tokens.is_none()
+            && self.stop_sequences.is_empty()
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use reqwest::header::HeaderMap;
 use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind, ProviderSettings,
-    Secret, StreamEvent,
+    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind,
+    ProviderSettings, Secret, StreamEvent,
 };
 
 use crate::classify;
@@ -94,23 +94,38 @@ impl<P: Protocol> HttpAdapter<P> {
 }
 
 impl<P: Protocol> Adapter for HttpAdapter<P> {
-    fn complete<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<Completion, Failure>> {
+    fn complete<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
             let sent = self.protocol.request(&self.client, model, request, false)?;
             let received = send(sent).await.map_err(|f| self.redact(f))?;
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
-            self.protocol.parse(&received, model).map_err(|f| self.redact(f))
+            self.protocol
+                .parse(&received, model)
+                .map_err(|f| self.redact(f))
         })
     }
 
-    fn stream<'a>(&'a self, model: &'a str, request: &'a ChatRequest) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
+    fn stream<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async move {
             let sent = self.protocol.request(&self.client, model, request, true)?;
-            let response = sent.send().await.map_err(|e| self.redact(classify::transport(e)))?;
+            let response = sent
+                .send()
+                .await
+                .map_err(|e| self.redact(classify::transport(e)))?;
             let status = response.status().as_u16();
             if !(200..300).contains(&status) {
                 let headers = response.headers().clone();
-                let body = read_limited(response, ERROR_BODY_LIMIT, status).await.map_err(|f| self.redact(f))?;
+                let body = read_limited(response, ERROR_BODY_LIMIT, status)
+                    .await
+                    .map_err(|f| self.redact(f))?;
                 return Err(self.redact(self.protocol.classify_error(status, &headers, &body)));
             }
             tracing::debug!(provider = %self.name, status, "upstream stream opened");
@@ -148,12 +163,24 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<Received, F
     let response = request.send().await.map_err(classify::transport)?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let limit = if (200..300).contains(&status) { BODY_LIMIT } else { ERROR_BODY_LIMIT };
+    let limit = if (200..300).contains(&status) {
+        BODY_LIMIT
+    } else {
+        ERROR_BODY_LIMIT
+    };
     let body = read_limited(response, limit, status).await?;
-    Ok(Received { status, headers, body })
+    Ok(Received {
+        status,
+        headers,
+        body,
+    })
 }
 
-async fn read_limited(mut response: reqwest::Response, limit: usize, status: u16) -> Result<Bytes, Failure> {
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+    status: u16,
+) -> Result<Bytes, Failure> {
     let success = (200..300).contains(&status);
     let too_big = || {
         Failure::new(
@@ -215,7 +242,10 @@ impl<T: StreamParser> SseStream<T> {
                 if let Ok(StreamEvent::Delta(text)) = &event {
                     self.text_bytes += text.len();
                     if self.text_bytes > STREAM_TEXT_LIMIT {
-                        self.finish_with(Failure::new(FailureKind::MalformedResponse, "the stream never ends"));
+                        self.finish_with(Failure::new(
+                            FailureKind::MalformedResponse,
+                            "the stream never ends",
+                        ));
                         continue;
                     }
                 }
@@ -232,7 +262,10 @@ impl<T: StreamParser> SseStream<T> {
             match self.response.chunk().await {
                 Ok(Some(bytes)) => {
                     if self.decoder.feed(&bytes, &mut self.items).is_err() {
-                        self.finish_with(Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB"));
+                        self.finish_with(Failure::new(
+                            FailureKind::MalformedResponse,
+                            "an event larger than 1 MiB",
+                        ));
                         continue;
                     }
                     self.dispatch();
@@ -240,7 +273,11 @@ impl<T: StreamParser> SseStream<T> {
                 Ok(None) => {
                     let _ = self.decoder.finish(&mut self.items);
                     self.dispatch();
-                    if self.pending.iter().all(|e| matches!(e, Ok(StreamEvent::Delta(_)))) {
+                    if self
+                        .pending
+                        .iter()
+                        .all(|e| matches!(e, Ok(StreamEvent::Delta(_))))
+                    {
                         self.parser.on_eof(&mut self.pending);
                     }
                     if self.pending.is_empty() {
@@ -261,7 +298,11 @@ impl<T: StreamParser> SseStream<T> {
 
     fn dispatch(&mut self) {
         for item in self.items.drain(..) {
-            if self.pending.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_)))) {
+            if self
+                .pending
+                .iter()
+                .any(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+            {
                 break;
             }
             self.parser.on_item(item, &mut self.pending);
@@ -281,14 +322,22 @@ impl<T: StreamParser> EventStream for SseStream<T> {
 }
 
 /// Runs a parser over raw bytes as they would arrive; for tests and fuzzing.
-pub(crate) fn parse_stream_bytes<T: StreamParser>(mut parser: T, chunks: &[&[u8]]) -> Vec<Result<StreamEvent, Failure>> {
+pub(crate) fn parse_stream_bytes<T: StreamParser>(
+    mut parser: T,
+    chunks: &[&[u8]],
+) -> Vec<Result<StreamEvent, Failure>> {
     let mut decoder = SseDecoder::new();
     let mut items = Vec::new();
     let mut out = VecDeque::new();
-    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| out.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_))));
+    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| {
+        out.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+    };
     for chunk in chunks {
         if decoder.feed(chunk, &mut items).is_err() {
-            out.push_back(Err(Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB")));
+            out.push_back(Err(Failure::new(
+                FailureKind::MalformedResponse,
+                "an event larger than 1 MiB",
+            )));
             return out.into();
         }
         for item in items.drain(..) {
@@ -309,7 +358,10 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(mut parser: T, chunks: &[&[u8]
         parser.on_eof(&mut out);
     }
     let mut events: Vec<_> = out.into();
-    if let Some(end) = events.iter().position(|e| !matches!(e, Ok(StreamEvent::Delta(_)))) {
+    if let Some(end) = events
+        .iter()
+        .position(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+    {
         events.truncate(end + 1);
     }
     events

@@ -25,7 +25,9 @@ use http::Protocol as _;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use understudy_core::{Adapter, AdapterFactory, Failure, ProviderKind, ProviderSettings, Secret, StreamEvent};
+use understudy_core::{
+    Adapter, AdapterFactory, Failure, ProviderKind, ProviderSettings, Secret, StreamEvent,
+};
 
 /// The factory the engine uses to build adapters for every compiled-in protocol.
 #[derive(Debug, Default, Clone, Copy)]
@@ -40,7 +42,10 @@ impl Providers {
 
 impl AdapterFactory for Providers {
     fn supports(&self, kind: ProviderKind) -> bool {
-        matches!(kind, ProviderKind::Openai | ProviderKind::Gemini | ProviderKind::Anthropic)
+        matches!(
+            kind,
+            ProviderKind::Openai | ProviderKind::Gemini | ProviderKind::Anthropic
+        )
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
@@ -55,11 +60,21 @@ impl AdapterFactory for Providers {
 /// Runs `kind`'s stream parser over raw response bytes, as they would arrive
 /// in `chunks`, and returns every event up to the terminal one. For tests
 /// and fuzzing: the same code path as a live stream, minus the socket.
-pub fn decode_stream(kind: ProviderKind, model: &str, chunks: &[&[u8]]) -> Vec<Result<StreamEvent, Failure>> {
+pub fn decode_stream(
+    kind: ProviderKind,
+    model: &str,
+    chunks: &[&[u8]],
+) -> Vec<Result<StreamEvent, Failure>> {
     match kind {
-        ProviderKind::Openai => http::parse_stream_bytes(openai_compat::OpenAiStream::for_model(model), chunks),
-        ProviderKind::Gemini => http::parse_stream_bytes(gemini::GeminiStream::for_model(model), chunks),
-        ProviderKind::Anthropic => http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks),
+        ProviderKind::Openai => {
+            http::parse_stream_bytes(openai_compat::OpenAiStream::for_model(model), chunks)
+        }
+        ProviderKind::Gemini => {
+            http::parse_stream_bytes(gemini::GeminiStream::for_model(model), chunks)
+        }
+        ProviderKind::Anthropic => {
+            http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks)
+        }
     }
 }
 
@@ -72,7 +87,11 @@ pub fn decode_response(
     headers: HeaderMap,
     body: &[u8],
 ) -> Result<understudy_core::Completion, Failure> {
-    let received = http::Received { status, headers, body: bytes::Bytes::copy_from_slice(body) };
+    let received = http::Received {
+        status,
+        headers,
+        body: bytes::Bytes::copy_from_slice(body),
+    };
     match kind {
         ProviderKind::Openai => openai_compat::parse_response(&received, model),
         ProviderKind::Gemini => gemini::GeminiProtocol::bare().parse(&received, model),
@@ -91,8 +110,10 @@ pub fn install_tls_provider() {
 pub(crate) fn extra_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     for (name, value) in &settings.headers {
-        let name = HeaderName::try_from(name.as_str()).map_err(|_| format!("invalid header name `{name}`"))?;
-        let value = HeaderValue::try_from(value.as_str()).map_err(|_| format!("invalid value for header `{name}`"))?;
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("invalid header name `{name}`"))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("invalid value for header `{name}`"))?;
         headers.insert(name, value);
     }
     Ok(headers)

@@ -11,7 +11,8 @@ use std::time::SystemTime;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use understudy_core::{
-    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role, StreamEvent, Usage,
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role,
+    StreamEvent, Usage,
 };
 
 use crate::classify;
@@ -52,7 +53,10 @@ impl OpenAiProtocol {
         let mut headers = crate::extra_headers(settings)?;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = &settings.api_key {
-            headers.insert(AUTHORIZATION, crate::sensitive(&format!("Bearer {}", key.expose()))?);
+            headers.insert(
+                AUTHORIZATION,
+                crate::sensitive(&format!("Bearer {}", key.expose()))?,
+            );
         }
         Ok(Self {
             url: format!("{}/chat/completions", settings.base_url),
@@ -74,14 +78,20 @@ impl Protocol for OpenAiProtocol {
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if let Some(system) = &request.system {
-            messages.push(WireMessage { role: "system", content: system });
+            messages.push(WireMessage {
+                role: "system",
+                content: system,
+            });
         }
         for m in &request.messages {
             let role = match m.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             };
-            messages.push(WireMessage { role, content: &m.content });
+            messages.push(WireMessage {
+                role,
+                content: &m.content,
+            });
         }
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
             true => (None, request.max_tokens),
@@ -95,11 +105,20 @@ impl Protocol for OpenAiProtocol {
             max_completion_tokens,
             stop: &request.stop,
             stream,
-            stream_options: stream.then_some(StreamOptions { include_usage: true }),
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
         };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| Failure::new(FailureKind::BadRequest, format!("cannot encode the request: {e}")))?;
-        Ok(client.post(&self.url).headers(self.headers.clone()).body(body))
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
+        Ok(client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(body))
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -114,7 +133,6 @@ impl Protocol for OpenAiProtocol {
         OpenAiStream::for_model(model)
     }
 }
-
 
 /// Classifies a complete (non-streamed) response.
 pub(crate) fn parse_response(
@@ -292,7 +310,10 @@ impl OpenAiStream {
         if !self.text_seen {
             out.push_back(Err(Failure::new(
                 FailureKind::EmptyResponse,
-                format!("the stream carried no text (finish_reason {})", self.finish.as_deref().unwrap_or("null")),
+                format!(
+                    "the stream carried no text (finish_reason {})",
+                    self.finish.as_deref().unwrap_or("null")
+                ),
             )));
             return;
         }
@@ -307,7 +328,10 @@ impl OpenAiStream {
 impl OpenAiStream {
     /// A parser for one streamed answer from `model`.
     pub(crate) fn for_model(model: &str) -> Self {
-        Self { model: model.to_owned(), ..Self::default() }
+        Self {
+            model: model.to_owned(),
+            ..Self::default()
+        }
     }
 }
 
@@ -329,7 +353,10 @@ impl StreamParser for OpenAiStream {
         let chunk: WireChunk = match serde_json::from_str(&data) {
             Ok(c) => c,
             Err(e) => {
-                out.push_back(Err(Failure::new(FailureKind::MalformedResponse, format!("a malformed stream event: {e}"))));
+                out.push_back(Err(Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("a malformed stream event: {e}"),
+                )));
                 return;
             }
         };
@@ -338,19 +365,30 @@ impl StreamParser for OpenAiStream {
             return;
         }
         if let Some(message) = chunk.x_groq.as_ref().and_then(|x| x.error.as_deref()) {
-            out.push_back(Err(Failure::new(FailureKind::Unavailable, format!("x_groq.error: {message}"))));
+            out.push_back(Err(Failure::new(
+                FailureKind::Unavailable,
+                format!("x_groq.error: {message}"),
+            )));
             return;
         }
         if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = model;
         }
         if let Some(u) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
-            self.usage = Some(Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens });
+            self.usage = Some(Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+            });
         }
-        let Some(choice) = chunk.choices.into_iter().next() else { return };
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return;
+        };
         if let Some(delta) = choice.delta {
             if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
-                out.push_back(Err(Failure::new(FailureKind::ContentFilter, format!("the model refused: {refusal}…"))));
+                out.push_back(Err(Failure::new(
+                    FailureKind::ContentFilter,
+                    format!("the model refused: {refusal}…"),
+                )));
                 return;
             }
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
@@ -360,7 +398,10 @@ impl StreamParser for OpenAiStream {
         }
         match choice.finish_reason.as_deref() {
             Some("content_filter") => {
-                out.push_back(Err(Failure::new(FailureKind::ContentFilter, "finish_reason is content_filter")));
+                out.push_back(Err(Failure::new(
+                    FailureKind::ContentFilter,
+                    "finish_reason is content_filter",
+                )));
             }
             Some(reason) => self.finish = Some(reason.to_owned()),
             None => {}

@@ -151,19 +151,43 @@ mod tests {
     }
 
     fn ev(event: Option<&str>, data: &str) -> SseItem {
-        SseItem::Event { event: event.map(str::to_owned), data: data.to_owned() }
+        SseItem::Event {
+            event: event.map(str::to_owned),
+            data: data.to_owned(),
+        }
     }
 
     #[test]
     fn framing() {
-        assert_eq!(decode(&[b"data: a\n\ndata: b\n\n"]), [ev(None, "a"), ev(None, "b")]);
-        assert_eq!(decode(&[b"data: a\r\n\r\ndata: b\r\n\r\n"]), [ev(None, "a"), ev(None, "b")]);
-        assert_eq!(decode(&[b"data: a\r", b"\n\r", b"\ndata: b\r\r"]), [ev(None, "a"), ev(None, "b")]);
-        assert_eq!(decode(&[b"event: ping\ndata: {}\n\n"]), [ev(Some("ping"), "{}")]);
-        assert_eq!(decode(&[b": keep-alive\n\ndata:x\ndata: y\n\n"]), [ev(None, "x\ny")]);
+        assert_eq!(
+            decode(&[b"data: a\n\ndata: b\n\n"]),
+            [ev(None, "a"), ev(None, "b")]
+        );
+        assert_eq!(
+            decode(&[b"data: a\r\n\r\ndata: b\r\n\r\n"]),
+            [ev(None, "a"), ev(None, "b")]
+        );
+        assert_eq!(
+            decode(&[b"data: a\r", b"\n\r", b"\ndata: b\r\r"]),
+            [ev(None, "a"), ev(None, "b")]
+        );
+        assert_eq!(
+            decode(&[b"event: ping\ndata: {}\n\n"]),
+            [ev(Some("ping"), "{}")]
+        );
+        assert_eq!(
+            decode(&[b": keep-alive\n\ndata:x\ndata: y\n\n"]),
+            [ev(None, "x\ny")]
+        );
         assert_eq!(decode(&[b"\xef\xbb\xbfdata: bom\n\n"]), [ev(None, "bom")]);
-        assert_eq!(decode(&[b"da", b"ta: sp", b"lit\n", b"\n"]), [ev(None, "split")]);
-        assert_eq!(decode(&[b"data: no blank line at the end"]), [ev(None, "no blank line at the end")]);
+        assert_eq!(
+            decode(&[b"da", b"ta: sp", b"lit\n", b"\n"]),
+            [ev(None, "split")]
+        );
+        assert_eq!(
+            decode(&[b"data: no blank line at the end"]),
+            [ev(None, "no blank line at the end")]
+        );
         assert_eq!(decode(&[b"event: x\n\n"]), []);
     }
 

@@ -13,26 +13,85 @@ use understudy_core::{ProviderKind, StreamEvent};
 use understudy_providers::sse::{SseDecoder, SseItem};
 use understudy_providers::{decode_response, decode_stream};
 
-const KINDS: [ProviderKind; 3] = [ProviderKind::Openai, ProviderKind::Gemini, ProviderKind::Anthropic];
+const KINDS: [ProviderKind; 3] = [
+    ProviderKind::Openai,
+    ProviderKind::Gemini,
+    ProviderKind::Anthropic,
+];
 
 /// Fragments of the three protocols, so random inputs reach deep paths.
 const FRAGMENTS: &[&str] = &[
-    "data: ", "data:", "event: ", "event: error\n", "event: message_delta\n", "event: message_stop\n", ": ping\n",
-    "\n", "\r\n", "\r", "\n\n", "\r\n\r\n", "{", "}", "[", "]", ",", ":", "\"", "null", "true", "0", "-1", "1e999",
-    "[DONE]", "\"error\"", "\"message\"", "\"type\"", "\"code\"", "\"status\"", "\"choices\"", "\"delta\"",
-    "\"content\"", "\"refusal\"", "\"finish_reason\"", "\"stop\"", "\"content_filter\"", "\"usage\"",
-    "\"x_groq\"", "\"candidates\"", "\"parts\"", "\"text\"", "\"finishReason\"", "\"STOP\"", "\"SAFETY\"",
-    "\"promptFeedback\"", "\"blockReason\"", "\"usageMetadata\"", "\"details\"", "\"retryDelay\"", "\"26s\"",
-    "\"message_start\"", "\"content_block_delta\"", "\"text_delta\"", "\"stop_reason\"", "\"refusal\"",
-    "\"overloaded_error\"", "\"invalid_request_error\"", "\"Output blocked by content filtering policy\"",
+    "data: ",
+    "data:",
+    "event: ",
+    "event: error\n",
+    "event: message_delta\n",
+    "event: message_stop\n",
+    ": ping\n",
+    "\n",
+    "\r\n",
+    "\r",
+    "\n\n",
+    "\r\n\r\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"",
+    "null",
+    "true",
+    "0",
+    "-1",
+    "1e999",
+    "[DONE]",
+    "\"error\"",
+    "\"message\"",
+    "\"type\"",
+    "\"code\"",
+    "\"status\"",
+    "\"choices\"",
+    "\"delta\"",
+    "\"content\"",
+    "\"refusal\"",
+    "\"finish_reason\"",
+    "\"stop\"",
+    "\"content_filter\"",
+    "\"usage\"",
+    "\"x_groq\"",
+    "\"candidates\"",
+    "\"parts\"",
+    "\"text\"",
+    "\"finishReason\"",
+    "\"STOP\"",
+    "\"SAFETY\"",
+    "\"promptFeedback\"",
+    "\"blockReason\"",
+    "\"usageMetadata\"",
+    "\"details\"",
+    "\"retryDelay\"",
+    "\"26s\"",
+    "\"message_start\"",
+    "\"content_block_delta\"",
+    "\"text_delta\"",
+    "\"stop_reason\"",
+    "\"refusal\"",
+    "\"overloaded_error\"",
+    "\"invalid_request_error\"",
+    "\"Output blocked by content filtering policy\"",
     "{\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}",
     "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]},\"finishReason\":\"STOP\"}]}",
     "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}",
-    "{\"error\":{\"code\":503,\"status\":\"UNAVAILABLE\",\"message\":\"x\"}}", "\u{feff}", "é", "\u{0}",
+    "{\"error\":{\"code\":503,\"status\":\"UNAVAILABLE\",\"message\":\"x\"}}",
+    "\u{feff}",
+    "é",
+    "\u{0}",
 ];
 
 fn soup() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..80).prop_map(|parts| parts.concat().into_bytes())
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..80)
+        .prop_map(|parts| parts.concat().into_bytes())
 }
 
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -68,7 +127,7 @@ fn decode_all(chunks: &[Vec<u8>]) -> Vec<SseItem> {
 proptest! {
     #[test]
     fn sse_decoder_is_total_and_chunking_invariant(data in bytes(), cuts in prop::collection::vec(any::<usize>(), 0..8)) {
-        let whole = decode_all(&[data.clone()]);
+        let whole = decode_all(std::slice::from_ref(&data));
         let pieces = decode_all(&split(&data, &cuts));
         prop_assert_eq!(whole, pieces);
     }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use understudy_core::{AdapterFactory, ChatRequest, StreamEvent};
 use understudy_providers::Providers;
-use understudy_testkit::{Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
+use understudy_testkit::{
+    Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway,
+};
 
 const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Gemini, Protocol::Anthropic];
 
@@ -18,10 +20,17 @@ async fn run(protocol: Protocol, reply: Reply) -> (String, String) {
 }
 
 /// As [`run`], giving up as `stalled` after `patience` of silence.
-async fn run_with_patience(protocol: Protocol, reply: Reply, patience: Duration) -> (String, String) {
+async fn run_with_patience(
+    protocol: Protocol,
+    reply: Reply,
+    patience: Duration,
+) -> (String, String) {
     let sim = SimProvider::start(protocol).await.unwrap();
     sim.push(reply);
-    let settings = TestGateway::builder().provider("p", &sim).settings().unwrap();
+    let settings = TestGateway::builder()
+        .provider("p", &sim)
+        .settings()
+        .unwrap();
     let adapter = Providers.build(&settings.providers["p"]).unwrap();
     let request = ChatRequest::user("tell me a story").with_system("Be brief.");
     let mut stream = match adapter.stream("p-model", &request).await {
@@ -49,9 +58,15 @@ async fn run_with_patience(protocol: Protocol, reply: Reply, patience: Duration)
 
 async fn check(end: StreamEnd, want: &str, want_text: &str) {
     for protocol in ALL {
-        let reply = StreamSpec::new(&["Once", " upon", " a time"]).ending(end).reply();
+        let reply = StreamSpec::new(&["Once", " upon", " a time"])
+            .ending(end)
+            .reply();
         let (text, got) = run(protocol, reply).await;
-        assert_eq!((text.as_str(), got.as_str()), (want_text, want), "{protocol:?} {end:?}");
+        assert_eq!(
+            (text.as_str(), got.as_str()),
+            (want_text, want),
+            "{protocol:?} {end:?}"
+        );
     }
 }
 
@@ -62,15 +77,31 @@ async fn complete_streams() {
 
 #[tokio::test]
 async fn openai_finish_without_done_is_complete() {
-    let (text, got) = run(Protocol::OpenAi, StreamSpec::new(&["a", "b"]).ending(StreamEnd::FinishWithoutDone).reply()).await;
+    let (text, got) = run(
+        Protocol::OpenAi,
+        StreamSpec::new(&["a", "b"])
+            .ending(StreamEnd::FinishWithoutDone)
+            .reply(),
+    )
+    .await;
     assert_eq!((text.as_str(), got.as_str()), ("ab", "ok"));
 }
 
 #[tokio::test]
 async fn failures_after_text() {
-    check(StreamEnd::EndWithoutMarker, "stream_interrupted", "Once upon a time").await;
+    check(
+        StreamEnd::EndWithoutMarker,
+        "stream_interrupted",
+        "Once upon a time",
+    )
+    .await;
     check(StreamEnd::Cut, "stream_interrupted", "Once upon a time").await;
-    check(StreamEnd::Malformed, "malformed_response", "Once upon a time").await;
+    check(
+        StreamEnd::Malformed,
+        "malformed_response",
+        "Once upon a time",
+    )
+    .await;
     check(StreamEnd::ErrorEvent, "unavailable", "Once upon a time").await;
     check(StreamEnd::Refusal, "content_filter", "Once upon a time").await;
 }
@@ -80,7 +111,11 @@ async fn a_stall_goes_silent_and_is_left_to_the_caller_s_idle_timeout() {
     for protocol in ALL {
         let reply = StreamSpec::new(&["x"]).ending(StreamEnd::Stall).reply();
         let (text, got) = run_with_patience(protocol, reply, Duration::from_millis(300)).await;
-        assert_eq!((text.as_str(), got.as_str()), ("x", "stalled"), "{protocol:?}");
+        assert_eq!(
+            (text.as_str(), got.as_str()),
+            ("x", "stalled"),
+            "{protocol:?}"
+        );
     }
 }
 
@@ -94,10 +129,17 @@ async fn failures_before_any_text() {
             (Reply::Reset, "connection"),
             (Reply::Refuse(Refusal::FinishReason), "content_filter"),
             (Reply::Refuse(Refusal::PromptBlocked), "content_filter"),
-            (Reply::Refuse(Refusal::Message("I can't.".into())), "content_filter"),
+            (
+                Reply::Refuse(Refusal::Message("I can't.".into())),
+                "content_filter",
+            ),
         ] {
             let (text, got) = run(protocol, reply.clone()).await;
-            assert_eq!((text.as_str(), got.as_str()), ("", want), "{protocol:?} {reply:?}");
+            assert_eq!(
+                (text.as_str(), got.as_str()),
+                ("", want),
+                "{protocol:?} {reply:?}"
+            );
         }
     }
 }
@@ -106,7 +148,11 @@ async fn failures_before_any_text() {
 async fn plain_text_replies_stream_word_by_word() {
     for protocol in ALL {
         let (text, got) = run(protocol, Reply::text("three little words")).await;
-        assert_eq!((text.as_str(), got.as_str()), ("three little words", "ok"), "{protocol:?}");
+        assert_eq!(
+            (text.as_str(), got.as_str()),
+            ("three little words", "ok"),
+            "{protocol:?}"
+        );
     }
 }
 
@@ -114,9 +160,15 @@ async fn plain_text_replies_stream_word_by_word() {
 async fn the_request_is_in_each_protocol_s_streamed_form() {
     for protocol in ALL {
         let sim = SimProvider::start(protocol).await.unwrap();
-        let settings = TestGateway::builder().provider("p", &sim).settings().unwrap();
+        let settings = TestGateway::builder()
+            .provider("p", &sim)
+            .settings()
+            .unwrap();
         let adapter = Providers.build(&settings.providers["p"]).unwrap();
-        let mut stream = adapter.stream("m-1", &ChatRequest::user("hi")).await.unwrap();
+        let mut stream = adapter
+            .stream("m-1", &ChatRequest::user("hi"))
+            .await
+            .unwrap();
         while stream.next().await.is_some() {}
         let got = &sim.received()[0];
         match protocol {
@@ -125,7 +177,9 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
                 assert_eq!(got.json()["stream"], true);
                 assert_eq!(got.json()["stream_options"]["include_usage"], true);
             }
-            Protocol::Gemini => assert_eq!(got.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse"),
+            Protocol::Gemini => {
+                assert_eq!(got.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse")
+            }
             Protocol::Anthropic => {
                 assert_eq!(got.path, "/v1/messages");
                 assert_eq!(got.json()["stream"], true);

@@ -29,7 +29,9 @@ fn prompt_tokens(req: &Received) -> usize {
 
 fn usage(prompt: usize, candidates: Option<usize>) -> Value {
     match candidates {
-        Some(c) => json!({"promptTokenCount": prompt, "candidatesTokenCount": c, "totalTokenCount": prompt + c}),
+        Some(c) => {
+            json!({"promptTokenCount": prompt, "candidatesTokenCount": c, "totalTokenCount": prompt + c})
+        }
         None => json!({"promptTokenCount": prompt, "totalTokenCount": prompt}),
     }
 }
@@ -74,9 +76,18 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             "modelVersion": model
         }),
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
-        Reply::Status { status, body, headers } => {
-            let body = if body.is_empty() { error_body(status) } else { body };
-            let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json; charset=UTF-8")];
+        Reply::Status {
+            status,
+            body,
+            headers,
+        } => {
+            let body = if body.is_empty() {
+                error_body(status)
+            } else {
+                body
+            };
+            let mut all: Vec<(&str, &str)> =
+                vec![("content-type", "application/json; charset=UTF-8")];
             all.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             return response(status, &all, body);
         }
@@ -92,13 +103,28 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
 fn error_body(status: u16) -> String {
     let (message, rpc) = match status {
         400 => ("Request contains an invalid argument.", "INVALID_ARGUMENT"),
-        401 => ("Request had invalid authentication credentials.", "UNAUTHENTICATED"),
+        401 => (
+            "Request had invalid authentication credentials.",
+            "UNAUTHENTICATED",
+        ),
         403 => ("The caller does not have permission.", "PERMISSION_DENIED"),
         404 => ("models/x is not found for API version v1beta.", "NOT_FOUND"),
-        429 => ("You exceeded your current quota, please check your plan and billing details.", "RESOURCE_EXHAUSTED"),
-        500 => ("An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting", "INTERNAL"),
-        503 => ("The model is overloaded. Please try again later.", "UNAVAILABLE"),
-        504 => ("Deadline expired before operation could complete.", "DEADLINE_EXCEEDED"),
+        429 => (
+            "You exceeded your current quota, please check your plan and billing details.",
+            "RESOURCE_EXHAUSTED",
+        ),
+        500 => (
+            "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting",
+            "INTERNAL",
+        ),
+        503 => (
+            "The model is overloaded. Please try again later.",
+            "UNAVAILABLE",
+        ),
+        504 => (
+            "Deadline expired before operation could complete.",
+            "DEADLINE_EXCEEDED",
+        ),
         _ => ("Unknown error.", "UNKNOWN"),
     };
     pretty(&json!({"error": {"code": status, "message": message, "status": rpc}}))
@@ -108,8 +134,15 @@ fn data(v: &Value) -> String {
     format!("data: {v}\r\n\r\n")
 }
 
-fn text_chunk(model: &str, text: &str, finish: Option<&str>, prompt: usize, so_far: usize) -> Value {
-    let mut candidate = json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});
+fn text_chunk(
+    model: &str,
+    text: &str,
+    finish: Option<&str>,
+    prompt: usize,
+    so_far: usize,
+) -> Value {
+    let mut candidate =
+        json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});
     if let Some(f) = finish {
         candidate["finishReason"] = json!(f);
     }
@@ -124,7 +157,9 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let mut so_far = 0;
     for c in &spec.chunks {
         so_far += c.split_whitespace().count();
-        out.push(Piece::paced(data(&text_chunk(&model, c, None, prompt, so_far))));
+        out.push(Piece::paced(data(&text_chunk(
+            &model, c, None, prompt, so_far,
+        ))));
     }
     match spec.end {
         StreamEnd::Complete | StreamEnd::FinishWithoutDone => {

@@ -367,11 +367,17 @@ pub(crate) enum Piece {
 
 impl Piece {
     pub(crate) fn text(s: String) -> Self {
-        Self::Data { bytes: Bytes::from(s), paced: false }
+        Self::Data {
+            bytes: Bytes::from(s),
+            paced: false,
+        }
     }
 
     pub(crate) fn paced(s: String) -> Self {
-        Self::Data { bytes: Bytes::from(s), paced: true }
+        Self::Data {
+            bytes: Bytes::from(s),
+            paced: true,
+        }
     }
 }
 
@@ -533,19 +539,37 @@ async fn respond(
             let text = spec.chunks.concat();
             Ok(render(protocol, Reply::Text(text), req))
         }
-        Reply::Stream(spec) => Ok(stream_response(shared_for_stream(req), spec.interval, pieces(protocol, &spec, req))),
+        Reply::Stream(spec) => Ok(stream_response(
+            shared_for_stream(req),
+            spec.interval,
+            pieces(protocol, &spec, req),
+        )),
         Reply::Text(text) if is_streamed(protocol, req) => {
             let words: Vec<String> = split_words(&text);
-            let spec = StreamSpec { chunks: words, interval: Duration::ZERO, end: StreamEnd::Complete };
-            Ok(stream_response(shared_for_stream(req), Duration::ZERO, pieces(protocol, &spec, req)))
+            let spec = StreamSpec {
+                chunks: words,
+                interval: Duration::ZERO,
+                end: StreamEnd::Complete,
+            };
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces(protocol, &spec, req),
+            ))
         }
-        Reply::Refuse(refusal) if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) => {
+        Reply::Refuse(refusal)
+            if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
+        {
             let pieces = match protocol {
                 Protocol::OpenAi => openai::refusal_stream(&refusal, req),
                 Protocol::Gemini => gemini::refusal_stream(&refusal, req),
                 Protocol::Anthropic => anthropic::refusal_stream(&refusal, req),
             };
-            Ok(stream_response(shared_for_stream(req), Duration::ZERO, pieces))
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces,
+            ))
         }
         other => Ok(render(protocol, other, req)),
     }
@@ -571,7 +595,9 @@ fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
 fn is_streamed(protocol: Protocol, req: &Received) -> bool {
     match protocol {
         Protocol::Gemini => req.path.contains(":streamGenerateContent"),
-        Protocol::OpenAi | Protocol::Anthropic => req.json()["stream"] == serde_json::Value::Bool(true),
+        Protocol::OpenAi | Protocol::Anthropic => {
+            req.json()["stream"] == serde_json::Value::Bool(true)
+        }
     }
 }
 
@@ -598,7 +624,11 @@ fn shared_for_stream(req: &Received) -> Option<Arc<Shared>> {
 
 /// A streamed response: a task feeds the pieces through a bounded channel,
 /// pacing them, and notices when the client goes away.
-fn stream_response(shared: Option<Arc<Shared>>, interval: Duration, pieces: Vec<Piece>) -> Response<SimBody> {
+fn stream_response(
+    shared: Option<Arc<Shared>>,
+    interval: Duration,
+    pieces: Vec<Piece>,
+) -> Response<SimBody> {
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(1);
     tokio::spawn(async move {
         if let Some(s) = &shared {
@@ -620,7 +650,12 @@ fn stream_response(shared: Option<Arc<Shared>>, interval: Duration, pieces: Vec<
                     }
                 }
                 Piece::Cut => {
-                    let _ = tx.send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "scripted cut"))).await;
+                    let _ = tx
+                        .send(Err(io::Error::new(
+                            io::ErrorKind::ConnectionReset,
+                            "scripted cut",
+                        )))
+                        .await;
                     break;
                 }
                 Piece::Stall => {
@@ -638,8 +673,12 @@ fn stream_response(shared: Option<Arc<Shared>>, interval: Duration, pieces: Vec<
         }
     });
     let mut resp = Response::new(ChannelBody { rx }.boxed());
-    resp.headers_mut().insert("content-type", HeaderValue::from_static("text/event-stream"));
-    resp.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
+    resp.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    resp.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
     resp
 }
 

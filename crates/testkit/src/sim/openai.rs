@@ -169,11 +169,19 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
     let prompt_tokens = words(&asked["messages"]);
-    let mut out = vec![Piece::text(chunk(&model, json!({"role": "assistant", "content": ""}), None))];
+    let mut out = vec![Piece::text(chunk(
+        &model,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))];
     for c in &spec.chunks {
         out.push(Piece::paced(chunk(&model, json!({"content": c}), None)));
     }
-    let completion_tokens: usize = spec.chunks.iter().map(|c| c.split_whitespace().count()).sum();
+    let completion_tokens: usize = spec
+        .chunks
+        .iter()
+        .map(|c| c.split_whitespace().count())
+        .sum();
     let usage = json!({
         "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
         "choices": [],
@@ -203,10 +211,17 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
 
 /// A refusal at the start of a stream.
 pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
-    let model = req.json()["model"].as_str().unwrap_or("sim-model").to_owned();
+    let model = req.json()["model"]
+        .as_str()
+        .unwrap_or("sim-model")
+        .to_owned();
     match refusal {
         Refusal::Message(text) => {
-            let mut out = vec![Piece::text(chunk(&model, json!({"role": "assistant", "content": null, "refusal": ""}), None))];
+            let mut out = vec![Piece::text(chunk(
+                &model,
+                json!({"role": "assistant", "content": null, "refusal": ""}),
+                None,
+            ))];
             for w in super::split_words(text) {
                 out.push(Piece::text(chunk(&model, json!({"refusal": w}), None)));
             }
@@ -215,7 +230,11 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
             out
         }
         _ => vec![
-            Piece::text(chunk(&model, json!({"role": "assistant", "content": ""}), None)),
+            Piece::text(chunk(
+                &model,
+                json!({"role": "assistant", "content": ""}),
+                None,
+            )),
             Piece::text(chunk(&model, json!({}), Some("content_filter"))),
             Piece::text("data: [DONE]\n\n".into()),
         ],
