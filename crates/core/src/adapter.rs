@@ -49,6 +49,11 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
 /// upstream connection.
 pub trait EventStream: Send + 'static {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>>;
+
+    /// The model the provider says is answering, once the stream named it.
+    fn model(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A boxed [`EventStream`].

@@ -133,6 +133,31 @@ impl Engine {
         }
     }
 
+    /// Runs one streamed generation (DESIGN §3). Returns once a provider
+    /// has sent its first text (the stream is then committed to it), or
+    /// with the error when no target got that far.
+    pub async fn generate_stream(
+        &self,
+        request: GenerateRequest,
+    ) -> Result<crate::GenerationStream, Error> {
+        request.chat.validate()?;
+        let started = Instant::now();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
+            .router
+            .cast(RouterMsg::GenerateStream {
+                request,
+                started,
+                reply,
+            })
+            .map_err(|_| Error::Engine("the router is not running".into()))?;
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Engine(
+                "the request's run ended without an answer".into(),
+            ))
+        })
+    }
+
     /// Every provider with its availability, sorted by routing order.
     pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
         let mut infos = match self

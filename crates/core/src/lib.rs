@@ -10,6 +10,7 @@
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
 //! - `actor`: router, provider and supervisor actors (private).
 //! - `run`: one request's walk through its plan (private).
+//! - [`stream`]: streamed generation: commit on the first text, never stitch.
 //! - [`engine`]: [`Engine`], the handle every front end uses.
 
 pub mod adapter;
@@ -19,6 +20,8 @@ pub mod error;
 pub mod generation;
 pub mod policy;
 pub mod settings;
+
+pub mod stream;
 
 mod actor;
 mod run;
@@ -34,3 +37,4 @@ pub use generation::{
 pub use policy::plan::Target;
 pub use policy::refusal::RefusalPolicy;
 pub use settings::{ProviderKind, ProviderSettings, Secret, Settings, SettingsError};
+pub use stream::{GenerationStream, StreamDone, StreamError, StreamItem};

@@ -205,8 +205,7 @@ impl Walk {
         }
     }
 
-    /// Sends the attempt to the provider's actor, starting or re-finding
-    /// the actor through the supervisor when needed.
+    /// Sends the attempt to the provider's actor.
     async fn call(
         &mut self,
         idx: usize,
@@ -214,80 +213,20 @@ impl Walk {
         chat: Arc<ChatRequest>,
         deadline: Instant,
     ) -> Result<Completion, Failure> {
-        let mut fresh = false;
-        loop {
-            let actor = match &self.run.actors[idx] {
-                Some(a) => a.clone(),
-                None => {
-                    fresh = true;
-                    let a = self.ensure(&target.provider).await?;
-                    self.run.actors[idx] = Some(a.clone());
-                    a
-                }
-            };
-            let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
-            let sent = actor
-                .call(
-                    |reply| ProviderMsg::Execute {
-                        model: Arc::clone(&target.model),
-                        request: Arc::clone(&chat),
-                        deadline,
-                        reply,
-                    },
-                    Some(wait),
-                )
-                .await;
-            return match sent {
-                Ok(CallResult::Success(result)) => result,
-                Ok(CallResult::Timeout) => Err(Failure::new(
-                    FailureKind::Timeout,
-                    "the provider actor did not answer in time",
-                )),
-                Ok(CallResult::SenderError) => Err(Failure::new(
-                    FailureKind::Unavailable,
-                    "the provider actor stopped during the attempt",
-                )),
-                // The actor was gone before the message went out (a stale
-                // ref from before a restart): the provider never saw the
-                // request, so ask for the current actor once.
-                Err(_) if !fresh => {
-                    self.run.actors[idx] = None;
-                    continue;
-                }
-                Err(_) => Err(Failure::new(
-                    FailureKind::Unavailable,
-                    "the provider actor is not running",
-                )),
-            };
-        }
-    }
-
-    async fn ensure(&self, provider: &Arc<str>) -> Result<ActorRef<ProviderMsg>, Failure> {
-        let asked = self
-            .run
-            .supervisor
-            .call(
-                |reply| SupervisorMsg::Ensure {
-                    provider: Arc::clone(provider),
-                    reply,
-                },
-                Some(Duration::from_secs(10)),
-            )
-            .await;
-        match asked {
-            Ok(CallResult::Success(Ok(actor))) => Ok(actor),
-            Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
-                Err(Failure::new(FailureKind::Unavailable, why.as_str()))
-            }
-            Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => Err(Failure::new(
-                FailureKind::Unavailable,
-                format!("provider failed to start: {why}"),
-            )),
-            _ => Err(Failure::new(
-                FailureKind::Unavailable,
-                "the supervisor is not running",
-            )),
-        }
+        let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
+        call_provider(
+            &mut self.run.actors[idx],
+            &self.run.supervisor,
+            &target.provider,
+            wait,
+            |reply| ProviderMsg::Execute {
+                model: Arc::clone(&target.model),
+                request: Arc::clone(&chat),
+                deadline,
+                reply,
+            },
+        )
+        .await
     }
 
     fn served(&mut self, idx: usize, completion: Completion) -> Generation {
@@ -330,4 +269,78 @@ impl Walk {
 /// Milliseconds with microsecond precision.
 pub(crate) fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// Sends a message built by `make` to the provider's actor and waits up to
+/// `wait` for the reply, starting the actor through the supervisor when
+/// `slot` is empty. A stale ref (the actor died before the message went
+/// out, so the provider never saw the request) is replaced once.
+pub(crate) async fn call_provider<T: Send + 'static>(
+    slot: &mut Option<ActorRef<ProviderMsg>>,
+    supervisor: &ActorRef<SupervisorMsg>,
+    provider: &Arc<str>,
+    wait: Duration,
+    mut make: impl FnMut(ractor::RpcReplyPort<Result<T, Failure>>) -> ProviderMsg,
+) -> Result<T, Failure> {
+    let mut fresh = false;
+    loop {
+        let actor = match slot {
+            Some(a) => a.clone(),
+            None => {
+                fresh = true;
+                let a = ensure(supervisor, provider).await?;
+                *slot = Some(a.clone());
+                a
+            }
+        };
+        return match actor.call(&mut make, Some(wait)).await {
+            Ok(CallResult::Success(result)) => result,
+            Ok(CallResult::Timeout) => Err(Failure::new(
+                FailureKind::Timeout,
+                "the provider actor did not answer in time",
+            )),
+            Ok(CallResult::SenderError) => Err(Failure::new(
+                FailureKind::Unavailable,
+                "the provider actor stopped during the attempt",
+            )),
+            Err(_) if !fresh => {
+                *slot = None;
+                continue;
+            }
+            Err(_) => Err(Failure::new(
+                FailureKind::Unavailable,
+                "the provider actor is not running",
+            )),
+        };
+    }
+}
+
+/// The provider's actor, started if needed.
+async fn ensure(
+    supervisor: &ActorRef<SupervisorMsg>,
+    provider: &Arc<str>,
+) -> Result<ActorRef<ProviderMsg>, Failure> {
+    let asked = supervisor
+        .call(
+            |reply| SupervisorMsg::Ensure {
+                provider: Arc::clone(provider),
+                reply,
+            },
+            Some(Duration::from_secs(10)),
+        )
+        .await;
+    match asked {
+        Ok(CallResult::Success(Ok(actor))) => Ok(actor),
+        Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
+            Err(Failure::new(FailureKind::Unavailable, why.as_str()))
+        }
+        Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => Err(Failure::new(
+            FailureKind::Unavailable,
+            format!("provider failed to start: {why}"),
+        )),
+        _ => Err(Failure::new(
+            FailureKind::Unavailable,
+            "the supervisor is not running",
+        )),
+    }
 }

@@ -397,6 +397,10 @@ impl StreamParser for AnthropicStream {
         }
     }
 
+    fn model(&self) -> &str {
+        &self.model
+    }
+
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         let failure = self
             .stray

@@ -456,6 +456,10 @@ impl StreamParser for GeminiStream {
         }
     }
 
+    fn model(&self) -> &str {
+        &self.model
+    }
+
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         let failure = self
             .stray

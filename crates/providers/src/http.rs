@@ -56,6 +56,9 @@ pub(crate) trait StreamParser: Send + 'static {
 
     /// The connection ended cleanly; push the final event.
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>);
+
+    /// The model the stream named so far (the requested one until then).
+    fn model(&self) -> &str;
 }
 
 /// An adapter made of a protocol and one pooled client.
@@ -318,6 +321,10 @@ impl<T: StreamParser> SseStream<T> {
 impl<T: StreamParser> EventStream for SseStream<T> {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>> {
         Box::pin(self.next_event())
+    }
+
+    fn model(&self) -> Option<String> {
+        Some(self.parser.model().to_owned())
     }
 }
 

@@ -408,6 +408,10 @@ impl StreamParser for OpenAiStream {
         }
     }
 
+    fn model(&self) -> &str {
+        &self.model
+    }
+
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         if let Some(failure) = self.stray.take_failure(mid_stream_error) {
             out.push_back(Err(failure));

@@ -38,6 +38,7 @@ pub struct SseDecoder {
     event: Option<String>,
     /// The previous chunk ended in `\r`: a leading `\n` belongs to it.
     after_cr: bool,
+    /// A first line has been seen (a BOM can only precede it).
     started: bool,
 }
 
@@ -49,11 +50,7 @@ impl SseDecoder {
     /// Decodes `bytes`, appending complete items to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) -> Result<(), TooLarge> {
         let mut rest = bytes;
-        if !self.started && !rest.is_empty() {
-            self.started = true;
-            rest = rest.strip_prefix("\u{feff}".as_bytes()).unwrap_or(rest);
-        }
-        if self.after_cr {
+        if self.after_cr && !rest.is_empty() {
             self.after_cr = false;
             if let Some(stripped) = rest.strip_prefix(b"\n") {
                 rest = stripped;
@@ -93,6 +90,12 @@ impl SseDecoder {
     }
 
     fn line_done(&mut self, line: &[u8], out: &mut Vec<SseItem>) -> Result<(), TooLarge> {
+        // A byte-order mark may open the stream, and so its first line; it
+        // is stripped here, where chunk boundaries no longer matter.
+        let line = match std::mem::replace(&mut self.started, true) {
+            false => line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line),
+            true => line,
+        };
         let line = String::from_utf8_lossy(line);
         if line.is_empty() {
             self.dispatch(out);
@@ -180,6 +183,10 @@ mod tests {
             [ev(None, "x\ny")]
         );
         assert_eq!(decode(&[b"\xef\xbb\xbfdata: bom\n\n"]), [ev(None, "bom")]);
+        assert_eq!(
+            decode(&[b"\xef", b"\xbb\xbfdata: split bom\n\n"]),
+            [ev(None, "split bom")]
+        );
         assert_eq!(
             decode(&[b"da", b"ta: sp", b"lit\n", b"\n"]),
             [ev(None, "split")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
 
-use crate::adapter::{Adapter, AdapterFactory};
+use crate::adapter::{Adapter, AdapterFactory, BoxEventStream};
 use crate::chat::{ChatRequest, Completion};
 use crate::error::{Failure, FailureCode, FailureKind};
 use crate::settings::ProviderSettings;
@@ -23,7 +23,17 @@ pub(crate) enum ProviderMsg {
         deadline: Instant,
         reply: RpcReplyPort<Result<Completion, Failure>>,
     },
-    /// A spawned attempt finished; sent by the task to its actor.
+    /// Open a streamed attempt: connect and read the response headers by
+    /// `deadline`. The caller reads the stream and sends `Completed` when
+    /// it ends.
+    OpenStream {
+        model: Arc<str>,
+        request: Arc<ChatRequest>,
+        deadline: Instant,
+        reply: RpcReplyPort<Result<BoxEventStream, Failure>>,
+    },
+    /// A spawned attempt finished; sent by the task to its actor (or, for
+    /// a stream, by the run that read it).
     Completed {
         outcome: Result<(), FailureCode>,
         latency: Duration,
@@ -117,6 +127,45 @@ impl Actor for ProviderActor {
                         outcome,
                         latency: started.elapsed(),
                     });
+                });
+            }
+            ProviderMsg::OpenStream {
+                model,
+                request,
+                deadline,
+                reply,
+            } => {
+                state.stats.in_flight += 1;
+                let adapter = Arc::clone(&state.adapter);
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    let opened =
+                        match tokio::time::timeout_at(deadline, adapter.stream(&model, &request))
+                            .await
+                        {
+                            Ok(opened) => opened,
+                            Err(_) => Err(Failure::new(
+                                FailureKind::Timeout,
+                                format!(
+                                    "no response within {:.1} s",
+                                    (deadline - started).as_secs_f64()
+                                ),
+                            )),
+                        };
+                    if let Err(f) = &opened {
+                        let _ = myself.cast(ProviderMsg::Completed {
+                            outcome: Err(f.code()),
+                            latency: started.elapsed(),
+                        });
+                    }
+                    if let Err(ractor::MessagingErr::SendErr(Ok(stream))) = reply.send(opened) {
+                        // The run gave up waiting: close the stream and say so.
+                        drop(stream);
+                        let _ = myself.cast(ProviderMsg::Completed {
+                            outcome: Ok(()),
+                            latency: started.elapsed(),
+                        });
+                    }
                 });
             }
             ProviderMsg::Completed { outcome, latency } => {

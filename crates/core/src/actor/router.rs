@@ -26,6 +26,12 @@ pub(crate) enum RouterMsg {
         started: Instant,
         reply: RpcReplyPort<GenerateResult>,
     },
+    /// Plan and run one streamed request; the run replies at the commit.
+    GenerateStream {
+        request: GenerateRequest,
+        started: Instant,
+        reply: tokio::sync::oneshot::Sender<Result<crate::GenerationStream, crate::Error>>,
+    },
     /// A provider actor (re)started: use this ref from now on.
     ProviderStarted {
         provider: Arc<str>,
@@ -116,6 +122,18 @@ impl Actor for RouterActor {
                     state.runs.spawn(async move {
                         let _ = reply.send(run.execute().await);
                     });
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            RouterMsg::GenerateStream {
+                request,
+                started,
+                reply,
+            } => match state.prepare(request, started) {
+                Ok(run) => {
+                    state.runs.spawn(run.stream(reply));
                 }
                 Err(e) => {
                     let _ = reply.send(Err(e));

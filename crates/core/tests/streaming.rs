@@ -1,0 +1,397 @@
+//! Streamed generation end to end (DESIGN §3) over all three protocols:
+//! commit on the first text, never stitch two providers together.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use understudy_core::stream::STREAM_BUFFER;
+use understudy_core::{
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, Engine,
+    EventStream, Failure, FailureKind, GenerateRequest, ProviderKind, Settings, StreamEvent,
+    StreamItem,
+};
+use understudy_testkit::{
+    Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway,
+};
+
+const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Gemini, Protocol::Anthropic];
+
+fn name(p: Protocol) -> &'static str {
+    match p {
+        Protocol::OpenAi => "groq",
+        Protocol::Gemini => "gemini",
+        Protocol::Anthropic => "claude",
+    }
+}
+
+/// A primary speaking `protocol` and a fallback speaking another one.
+async fn pair(protocol: Protocol) -> (SimProvider, SimProvider, TestGateway) {
+    let fallback_protocol = match protocol {
+        Protocol::OpenAi => Protocol::Anthropic,
+        _ => Protocol::OpenAi,
+    };
+    let primary = SimProvider::start(protocol).await.unwrap();
+    let fallback = SimProvider::start(fallback_protocol).await.unwrap();
+    let fallback_name = if fallback_protocol == Protocol::OpenAi {
+        "openai"
+    } else {
+        "claude"
+    };
+    let gw = TestGateway::builder()
+        .provider(name(protocol), &primary)
+        .provider(fallback_name, &fallback)
+        .toml("[timeouts]\nfirst_token = 0.3\nstream_idle = 0.3")
+        .build()
+        .await
+        .unwrap();
+    (primary, fallback, gw)
+}
+
+/// The text received, and the final item.
+async fn collect(gw: &TestGateway) -> Result<(String, StreamItem), understudy_core::Error> {
+    let mut s = gw
+        .engine
+        .generate_stream(GenerateRequest::new(ChatRequest::user("tell me a story")))
+        .await?;
+    let mut text = String::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.next())
+            .await
+            .expect("the stream stalled")
+        {
+            Some(StreamItem::Delta(t)) => text.push_str(&t),
+            Some(end) => {
+                assert!(s.next().await.is_none(), "items after the end");
+                return Ok((text, end));
+            }
+            None => panic!("the stream ended without Done or Error"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn failures_before_the_first_text_move_to_the_next_provider() {
+    for protocol in ALL {
+        for (reply, code) in [
+            (Reply::status(503), "unavailable"),
+            (Reply::Reset, "connection"),
+            (Reply::Refuse(Refusal::FinishReason), "content_filter"),
+            (Reply::Refuse(Refusal::PromptBlocked), "content_filter"),
+            (
+                StreamSpec::new(&[]).ending(StreamEnd::Malformed).reply(),
+                "malformed_response",
+            ),
+            (
+                StreamSpec::new(&[]).ending(StreamEnd::ErrorEvent).reply(),
+                "unavailable",
+            ),
+            (
+                StreamSpec::new(&["late"])
+                    .every(Duration::from_secs(2))
+                    .reply(),
+                "timeout",
+            ),
+            (Reply::Hang, "timeout"),
+        ] {
+            let (primary, fallback, gw) = pair(protocol).await;
+            primary.push(reply.clone());
+            fallback.push(Reply::stream(&["From", " the", " fallback."]));
+            let (text, end) = collect(&gw).await.unwrap();
+            assert_eq!(
+                text, "From the fallback.",
+                "{protocol:?} {reply:?}: text from exactly one provider"
+            );
+            let StreamItem::Done(done) = end else {
+                panic!("{protocol:?} {reply:?}: {end:?}")
+            };
+            let outcomes: Vec<String> = done
+                .attempts
+                .iter()
+                .map(|a| format!("{}/{}", a.kind.as_str(), a.outcome))
+                .collect();
+            assert_eq!(
+                outcomes,
+                [format!("primary/{code}"), "fallback/ok".to_owned()],
+                "{protocol:?} {reply:?}"
+            );
+            assert!(done.fell_back);
+            assert_eq!(done.content_filtered, code == "content_filter");
+            assert_eq!(primary.request_count(), 1, "no softened retry for streams");
+        }
+    }
+}
+
+#[tokio::test]
+async fn failures_after_the_first_text_end_the_stream_and_never_switch() {
+    for protocol in ALL {
+        for (end, code) in [
+            (StreamEnd::Cut, "stream_interrupted"),
+            (StreamEnd::EndWithoutMarker, "stream_interrupted"),
+            (StreamEnd::Stall, "stream_interrupted"),
+            (StreamEnd::ErrorEvent, "stream_interrupted"),
+            (StreamEnd::Malformed, "stream_interrupted"),
+            (StreamEnd::Refusal, "content_filter"),
+        ] {
+            let (primary, fallback, gw) = pair(protocol).await;
+            primary.push(
+                StreamSpec::new(&["Once", " upon", " a time"])
+                    .ending(end)
+                    .reply(),
+            );
+            let (text, last) = collect(&gw).await.unwrap();
+            assert_eq!(text, "Once upon a time", "{protocol:?} {end:?}");
+            let StreamItem::Error(error) = last else {
+                panic!("{protocol:?} {end:?}: {last:?}")
+            };
+            assert_eq!(
+                error.code.as_str(),
+                code,
+                "{protocol:?} {end:?}: {}",
+                error.message
+            );
+            assert_eq!(error.provider, name(protocol));
+            assert_eq!(error.attempts.len(), 1);
+            assert_eq!(error.content_filtered, code == "content_filter");
+            assert_eq!(
+                fallback.request_count(),
+                0,
+                "{protocol:?} {end:?}: no second provider is contacted"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn complete_streams_report_usage_and_model() {
+    for protocol in ALL {
+        let (primary, _fallback, gw) = pair(protocol).await;
+        primary.push(Reply::stream(&["Hello", " world"]));
+        let (text, end) = collect(&gw).await.unwrap();
+        assert_eq!(text, "Hello world");
+        let StreamItem::Done(done) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(done.provider, name(protocol));
+        assert!(!done.fell_back && !done.content_filtered);
+        assert!(
+            done.usage.is_some_and(|u| u.output_tokens == 2),
+            "{protocol:?}: {:?}",
+            done.usage
+        );
+        assert!(done.ttft_ms > 0.0 && done.latency_ms >= done.ttft_ms);
+    }
+}
+
+#[tokio::test]
+async fn a_finish_reason_without_done_completes() {
+    let (primary, _fallback, gw) = pair(Protocol::OpenAi).await;
+    primary.push(
+        StreamSpec::new(&["a", "b"])
+            .ending(StreamEnd::FinishWithoutDone)
+            .reply(),
+    );
+    let (text, end) = collect(&gw).await.unwrap();
+    assert_eq!(text, "ab");
+    assert!(matches!(end, StreamItem::Done(_)), "{end:?}");
+}
+
+#[tokio::test]
+async fn every_target_failing_before_text_is_an_ordinary_error() {
+    let (primary, fallback, gw) = pair(Protocol::OpenAi).await;
+    primary.push(Reply::status(503));
+    fallback.push(Reply::status(529));
+    let err = collect(&gw).await.unwrap_err();
+    assert_eq!(err.code().as_str(), "unavailable");
+    assert_eq!(err.attempts().len(), 2);
+}
+
+#[tokio::test]
+async fn surface_policy_returns_a_refusal_at_the_start() {
+    let (primary, fallback, gw) = pair(Protocol::Gemini).await;
+    primary.push(Reply::Refuse(Refusal::PromptBlocked));
+    let req = GenerateRequest::new(ChatRequest::user("x"))
+        .refusal_policy(understudy_core::RefusalPolicy::Surface);
+    let err = gw.engine.generate_stream(req).await.unwrap_err();
+    assert_eq!(err.code().as_str(), "content_filter");
+    assert_eq!(fallback.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_closes_the_upstream_connection() {
+    for protocol in ALL {
+        let (primary, _fallback, gw) = pair(protocol).await;
+        let words: Vec<String> = (0..200).map(|i| format!(" w{i}")).collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        primary.push(
+            StreamSpec::new(&words)
+                .every(Duration::from_millis(20))
+                .reply(),
+        );
+        let mut s = gw
+            .engine
+            .generate_stream(GenerateRequest::new(ChatRequest::user("x")))
+            .await
+            .unwrap();
+        assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
+        drop(s);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while primary.streams_cancelled() == 0 || primary.open_connections() > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{protocol:?}: upstream still open"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(primary.streams_open(), 0);
+    }
+}
+
+/// An adapter whose stream never ends and counts how much was pulled from
+/// it: the precise instrument for backpressure (over a socket the kernel's
+/// buffers, up to tens of MB on loopback, would hide what the gateway does).
+#[derive(Debug, Default)]
+struct Endless {
+    pulled: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+}
+
+struct EndlessStream {
+    pulled: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl EventStream for EndlessStream {
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>> {
+        self.pulled.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Some(Ok(StreamEvent::Delta("tok ".into()))) })
+    }
+}
+
+impl Drop for EndlessStream {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Adapter for Endless {
+    fn complete<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, Failure>> {
+        Box::pin(async { Err(Failure::new(FailureKind::BadRequest, "streams only")) })
+    }
+
+    fn stream<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
+        let s = EndlessStream {
+            pulled: Arc::clone(&self.pulled),
+            dropped: Arc::clone(&self.dropped),
+        };
+        Box::pin(async move { Ok(Box::new(s) as BoxEventStream) })
+    }
+}
+
+#[derive(Debug)]
+struct EndlessFactory(Arc<Endless>);
+
+impl AdapterFactory for EndlessFactory {
+    fn supports(&self, _: ProviderKind) -> bool {
+        true
+    }
+
+    fn build(&self, _: &understudy_core::ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
+        Ok(Arc::new(Endless {
+            pulled: Arc::clone(&self.0.pulled),
+            dropped: Arc::clone(&self.0.dropped),
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_slow_reader_does_not_make_the_gateway_buffer_everything() {
+    let endless = Arc::new(Endless::default());
+    let settings = Settings::from_toml_str(
+        "[providers.groq]\napi_key = \"k\"\n[routing]\norder = [\"groq\"]",
+        |_| None,
+    )
+    .unwrap();
+    let engine = Engine::start(settings, Arc::new(EndlessFactory(Arc::clone(&endless))))
+        .await
+        .unwrap();
+    let mut s = engine
+        .generate_stream(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap();
+    assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
+    // Read nothing for a while: the run may only fill its bounded channel.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pulled = endless.pulled.load(Ordering::SeqCst);
+    assert!(
+        pulled <= STREAM_BUFFER + 3,
+        "pulled {pulled} events for a reader that took one"
+    );
+    // Reading resumes the flow.
+    for _ in 0..100 {
+        assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
+    }
+    assert!(endless.pulled.load(Ordering::SeqCst) > 100);
+    // Leaving drops the upstream stream.
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while endless.dropped.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream stream was never dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_concurrent_streams_complete_intact() {
+    let groq = SimProvider::openai().await.unwrap();
+    let words: Vec<String> = (0..10).map(|i| format!(" t{i}")).collect();
+    let expected: String = words.concat();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    groq.always(
+        StreamSpec::new(&words)
+            .every(Duration::from_millis(50))
+            .reply(),
+    );
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .order(&["groq"])
+        .build()
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..500)
+        .map(|_| {
+            let engine = gw.engine.clone();
+            tokio::spawn(async move {
+                let mut s = engine
+                    .generate_stream(GenerateRequest::new(ChatRequest::user("x")))
+                    .await
+                    .unwrap();
+                let mut text = String::new();
+                loop {
+                    match s.next().await {
+                        Some(StreamItem::Delta(t)) => text.push_str(&t),
+                        Some(StreamItem::Done(_)) => return text,
+                        other => panic!("{other:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), expected);
+    }
+    assert_eq!(groq.request_count(), 500);
+}
