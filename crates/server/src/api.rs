@@ -27,6 +27,9 @@ pub struct GenerateBody {
     /// `provider` or `provider:model` as the primary.
     pub provider: Option<String>,
     pub refusal_policy: Option<RefusalPolicy>,
+    /// Answer as server-sent events (`delta`, then `done` or `error`).
+    #[serde(default)]
+    pub stream: bool,
 }
 
 /// One message of a [`GenerateBody`].

@@ -7,10 +7,12 @@
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
 //! - `error`: the only place errors become HTTP statuses.
 //! - `routes`: one module per endpoint group.
+//! - `sse`: engine streams as server-sent events.
 
 pub mod api;
 mod error;
 mod routes;
+mod sse;
 
 use std::future::Future;
 use std::io;

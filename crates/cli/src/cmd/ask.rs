@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use understudy_core::{
-    ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector,
+    ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector, StreamItem,
 };
 use understudy_server::api::GenerateResponse;
 
@@ -32,9 +32,13 @@ pub(crate) struct Args {
     /// What a refusal leads to: soften_then_fallback, soften_only, fallback_only, surface.
     #[arg(long, value_name = "POLICY")]
     refusal_policy: Option<RefusalPolicy>,
-    /// Print one JSON object instead of the answer.
+    /// Print one JSON object instead of the answer (with --stream: one per line).
     #[arg(long)]
     json: bool,
+    /// Stream the answer as it arrives (no softened retry; committed to the
+    /// first provider that sends text).
+    #[arg(long)]
+    stream: bool,
 }
 
 pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
@@ -60,6 +64,11 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     };
     let mut request = GenerateRequest::new(chat).route(route);
     request.refusal_policy = args.refusal_policy;
+    if args.stream {
+        let code = stream(&engine, request, args.json).await;
+        engine.shutdown().await;
+        return code;
+    }
     let result = engine.generate(request).await;
     engine.shutdown().await;
 
@@ -90,6 +99,59 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
             exit_code(&e)
         }
     }
+}
+
+/// `ask --stream`: text as it arrives, then a status line on stderr (or
+/// JSON lines with `--json`). Exit 0 only for a complete answer.
+async fn stream(engine: &understudy_core::Engine, request: GenerateRequest, json: bool) -> u8 {
+    let mut stream = match engine.generate_stream(request).await {
+        Ok(s) => s,
+        Err(e) => {
+            if json {
+                let line = serde_json::json!({"error": {
+                    "code": e.code(), "message": e.to_string(), "provider": null, "attempts": e.attempts()
+                }});
+                out(&format!("{line}\n"));
+            } else {
+                report(&format!("{}: {e}", e.code()));
+            }
+            return exit_code(&e);
+        }
+    };
+    let mut code = EXIT_FAILED;
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Delta(text) if json => {
+                out(&format!("{}\n", serde_json::json!({ "delta": text })))
+            }
+            StreamItem::Delta(text) => out(&text),
+            StreamItem::Done(done) => {
+                if json {
+                    out(&format!("{}\n", serde_json::json!({ "done": done })));
+                } else {
+                    out("\n");
+                    report(&format!(
+                        "served by {} ({}), fell back: {}, content filtered: {}",
+                        done.provider, done.model, done.fell_back, done.content_filtered
+                    ));
+                }
+                code = 0;
+            }
+            StreamItem::Error(error) => {
+                if json {
+                    out(&format!("{}\n", serde_json::json!({ "error": error })));
+                } else {
+                    out("\n");
+                    report(&format!(
+                        "the stream from {} broke off: {}: {}",
+                        error.provider, error.code, error.message
+                    ));
+                }
+                code = EXIT_FAILED;
+            }
+        }
+    }
+    code
 }
 
 fn exit_code(e: &Error) -> u8 {

@@ -4,11 +4,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 
 use crate::api::{GenerateBody, GenerateResponse};
+use crate::sse::NeutralEvents;
 use crate::{ApiError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
@@ -21,8 +23,21 @@ async fn generate(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: GenerateBody = parse_json(body)?;
+    let streamed = body.stream;
     let mut request = body.into_request()?;
     request.request_id = request_id(&headers);
+    if streamed {
+        // A failure before the first text is an ordinary HTTP error: the
+        // client has been sent nothing yet.
+        let stream = state.engine.generate_stream(request).await?;
+        let id = HeaderValue::from_str(&stream.request_id).ok();
+        let sse = Sse::new(NeutralEvents { inner: stream }).keep_alive(KeepAlive::default());
+        let mut response = sse.into_response();
+        if let Some(id) = id {
+            response.headers_mut().insert("x-request-id", id);
+        }
+        return Ok(response);
+    }
     let result = state.engine.generate(request).await;
     match &result {
         Ok(g) => {
