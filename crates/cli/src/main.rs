@@ -31,7 +31,8 @@ enum Command {
     Ask(cmd::ask::Args),
     /// List every provider: available or why not, model, base URL, key set or unset.
     Providers(cmd::providers::Args),
-    /// Serve the HTTP API (POST /v1/generate, GET /healthz).
+    /// Serve the HTTP API: /v1/chat/completions (OpenAI-compatible), /v1/generate, /v1/wit,
+    /// /v1/models, /v1/providers, /v1/admin/routing, /healthz.
     Serve(cmd::serve::Args),
 }
 

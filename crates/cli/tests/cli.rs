@@ -318,7 +318,10 @@ async fn ask_stream_prints_text_as_it_arrives() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Knock knock.\n");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("served by openai") && err.contains("fell back: true"), "{err}");
+    assert!(
+        err.contains("served by openai") && err.contains("fell back: true"),
+        "{err}"
+    );
     assert_no_keys(&out);
 }
 
@@ -331,7 +334,10 @@ async fn ask_stream_json_lines() {
     cmd.args(["ask", "--stream", "--json", "x"]);
     let out = run(cmd).await;
     assert!(out.status.success(), "{out:?}");
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines[0], serde_json::json!({"delta": "a"}));
     assert_eq!(lines[1], serde_json::json!({"delta": "b"}));
     assert_eq!(lines[2]["done"]["provider"], "groq");
@@ -343,12 +349,19 @@ async fn ask_stream_json_lines() {
 async fn ask_stream_exits_1_when_the_stream_breaks_after_text() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    groq.push(understudy_testkit::StreamSpec::new(&["partial"]).ending(understudy_testkit::StreamEnd::ErrorEvent).reply());
+    groq.push(
+        understudy_testkit::StreamSpec::new(&["partial"])
+            .ending(understudy_testkit::StreamEnd::ErrorEvent)
+            .reply(),
+    );
     let mut cmd = understudy(&groq, &openai);
     cmd.args(["ask", "--stream", "--json", "x"]);
     let out = run(cmd).await;
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines[0], serde_json::json!({"delta": "partial"}));
     assert_eq!(lines[1]["error"]["code"], "stream_interrupted");
     assert_eq!(lines[1]["error"]["provider"], "groq");

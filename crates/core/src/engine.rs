@@ -16,7 +16,7 @@ use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
-use crate::settings::{ProviderKind, Routing, Settings};
+use crate::settings::{ProviderKind, RoutingTable, RoutingUpdate, Settings};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -191,7 +191,7 @@ impl Engine {
     }
 
     /// The routing table in force.
-    pub async fn routing(&self) -> Result<Routing, Error> {
+    pub async fn routing(&self) -> Result<RoutingTable, Error> {
         match self
             .inner
             .router
@@ -199,6 +199,24 @@ impl Engine {
             .await
         {
             Ok(CallResult::Success(r)) => Ok(r),
+            _ => Err(Error::Engine("the router is not running".into())),
+        }
+    }
+
+    /// Changes the default provider, fallback order, refusal policy or named
+    /// routes at run time. Validated like the settings file; applies to the
+    /// next request, and requests in flight keep their plan.
+    pub async fn set_routing(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
+        match self
+            .inner
+            .router
+            .call(
+                |reply| RouterMsg::SetRouting { update, reply },
+                Some(QUERY_TIMEOUT),
+            )
+            .await
+        {
+            Ok(CallResult::Success(r)) => r,
             _ => Err(Error::Engine("the router is not running".into())),
         }
     }

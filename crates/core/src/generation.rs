@@ -91,6 +91,11 @@ pub struct Generation {
 /// The result of [`crate::Engine::generate`].
 pub type GenerateResult = Result<Generation, Error>;
 
+/// A request id: 16 hex digits, unique enough for logs and correlation.
+pub fn new_request_id() -> String {
+    format!("{:016x}", fastrand::u64(..))
+}
+
 // === impl GenerateRequest ===
 
 impl GenerateRequest {

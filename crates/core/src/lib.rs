@@ -33,8 +33,11 @@ pub use engine::{Engine, KeyStatus, ProviderInfo};
 pub use error::{Error, Failure, FailureCode, FailureKind};
 pub use generation::{
     Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
+    new_request_id,
 };
 pub use policy::plan::Target;
 pub use policy::refusal::RefusalPolicy;
-pub use settings::{ProviderKind, ProviderSettings, Secret, Settings, SettingsError};
+pub use settings::{
+    ProviderKind, ProviderSettings, RoutingTable, RoutingUpdate, Secret, Settings, SettingsError,
+};
 pub use stream::{GenerationStream, StreamDone, StreamError, StreamItem};

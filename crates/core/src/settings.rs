@@ -44,6 +44,26 @@ pub struct Routing {
     pub refusal_policy: RefusalPolicy,
 }
 
+/// The routing table as the admin API reads and writes it: the fields of
+/// the TOML `[routing]` table plus the named routes (`"provider:model"`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct RoutingTable {
+    pub default: String,
+    pub order: Vec<String>,
+    pub refusal_policy: RefusalPolicy,
+    pub routes: BTreeMap<String, Vec<String>>,
+}
+
+/// A change to the routing table; absent fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingUpdate {
+    pub default: Option<String>,
+    pub order: Option<Vec<String>>,
+    pub refusal_policy: Option<RefusalPolicy>,
+    pub routes: Option<BTreeMap<String, Vec<String>>>,
+}
+
 /// The wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,9 +119,14 @@ pub struct Timeouts {
 }
 
 /// The `[server]` table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSettings {
     pub listen: SocketAddr,
+    /// Keys clients must send as `Authorization: Bearer`; none means no
+    /// client auth (and then only loopback, unless explicitly insecure).
+    pub api_keys: Vec<Secret>,
+    /// Guards the admin routes; without it they are off.
+    pub admin_token: Option<Secret>,
 }
 
 /// A secret string (an API key, a URL with a password). Its `Debug` and
@@ -370,12 +395,42 @@ impl Settings {
             Some(s) => seconds(s).map_err(|m| file_err("rate_limit.max_wait".into(), m))?,
             None => Duration::from_secs(5),
         };
+        let raw_server = raw.server.unwrap_or_default();
+        let api_keys: Vec<Secret> = match env("UNDERSTUDY_API_KEYS") {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(Secret::new)
+                .collect(),
+            None => raw_server
+                .api_keys
+                .iter()
+                .map(|k| Secret::new(k.trim()))
+                .collect(),
+        };
+        if api_keys.iter().any(|k| k.expose().len() < 8) {
+            let message = "a client key must be at least 8 characters".to_owned();
+            return Err(match env("UNDERSTUDY_API_KEYS") {
+                Some(_) => env_err("UNDERSTUDY_API_KEYS", message),
+                None => file_err("server.api_keys".into(), message),
+            });
+        }
+        let admin_token = env("UNDERSTUDY_ADMIN_TOKEN")
+            .or(raw_server.admin_token)
+            .map(|t| Secret::new(t.trim()));
+        if admin_token.as_ref().is_some_and(|t| t.expose().len() < 8) {
+            return Err(env_err(
+                "UNDERSTUDY_ADMIN_TOKEN",
+                "the admin token must be at least 8 characters".into(),
+            ));
+        }
         let listen = match env("UNDERSTUDY_LISTEN") {
             Some(v) => v
                 .trim()
                 .parse()
                 .map_err(|e| env_err("UNDERSTUDY_LISTEN", format!("not a socket address: {e}")))?,
-            None => match raw.server.and_then(|s| s.listen) {
+            None => match raw_server.listen {
                 Some(v) => v.parse().map_err(|e| {
                     file_err("server.listen".into(), format!("not a socket address: {e}"))
                 })?,
@@ -393,7 +448,11 @@ impl Settings {
             routes,
             timeouts,
             rate_limit_max_wait,
-            server: ServerSettings { listen },
+            server: ServerSettings {
+                listen,
+                api_keys,
+                admin_token,
+            },
             redis_url: env("REDIS_URL").map(Secret),
         })
     }
@@ -401,43 +460,102 @@ impl Settings {
     /// The targets of the default route: the primary, then the fallback
     /// order without the primary, each with its provider's default model.
     pub fn default_route(&self) -> Vec<Target> {
-        let mut names = vec![self.routing.default.as_str()];
+        self.route_for(&self.routing)
+    }
+
+    /// Applies `update` to the current routing and routes, validated by the
+    /// same rules as the file. Returns the new routing and routes.
+    pub fn apply_routing_update(
+        &self,
+        routing: &Routing,
+        routes: &BTreeMap<String, Vec<Target>>,
+        update: RoutingUpdate,
+    ) -> Result<(Routing, BTreeMap<String, Vec<Target>>), crate::Error> {
+        let invalid = crate::Error::invalid;
+        let mut next = routing.clone();
+        if let Some(default) = update.default {
+            next.default = default;
+        }
+        if let Some(order) = update.order {
+            next.order = order;
+        }
+        if let Some(policy) = update.refusal_policy {
+            next.refusal_policy = policy;
+        }
+        if !self.providers.contains_key(&next.default) {
+            return Err(invalid(
+                "default",
+                unknown_provider(&next.default, &self.providers),
+            ));
+        }
+        for (i, name) in next.order.iter().enumerate() {
+            if !self.providers.contains_key(name) {
+                return Err(invalid("order", unknown_provider(name, &self.providers)));
+            }
+            if next.order[..i].contains(name) {
+                return Err(invalid("order", format!("`{name}` is listed twice")));
+            }
+        }
+        let routes = match update.routes {
+            None => routes.clone(),
+            Some(specs) => {
+                let mut out = BTreeMap::new();
+                for (name, targets) in specs {
+                    if name == "default" || name.is_empty() || name.contains(':') {
+                        return Err(invalid("routes", format!("`{name}` cannot name a route")));
+                    }
+                    if targets.is_empty() {
+                        return Err(invalid(
+                            "routes",
+                            format!("route `{name}` needs at least one target"),
+                        ));
+                    }
+                    let parsed = targets
+                        .iter()
+                        .map(|spec| Target::parse(spec, &self.providers))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|m| invalid("routes", format!("route `{name}`: {m}")))?;
+                    out.insert(name, parsed);
+                }
+                out
+            }
+        };
+        Ok((next, routes))
+    }
+
+    /// The default route of `routing`: the primary, then the order without
+    /// the primary, each with its provider's default model.
+    pub fn route_for(&self, routing: &Routing) -> Vec<Target> {
+        let mut names = vec![routing.default.as_str()];
         names.extend(
-            self.routing
+            routing
                 .order
                 .iter()
                 .map(String::as_str)
-                .filter(|n| *n != self.routing.default),
+                .filter(|n| *n != routing.default),
         );
         names
             .into_iter()
             .filter_map(|n| self.providers.get(n).map(|p| Target::new(n, &p.model)))
             .collect()
     }
+}
 
-    /// Changes the routing table after validating it against the known
-    /// providers (the same rules as the file).
-    pub fn validate_routing(&self, routing: &Routing) -> Result<(), SettingsError> {
-        let err = |setting: &str, message: String| SettingsError {
-            setting: setting.into(),
-            message,
-            origin: Origin::None,
-        };
-        if !self.providers.contains_key(&routing.default) {
-            return Err(err(
-                "default",
-                unknown_provider(&routing.default, &self.providers),
-            ));
-        }
-        for (i, name) in routing.order.iter().enumerate() {
-            if !self.providers.contains_key(name) {
-                return Err(err("order", unknown_provider(name, &self.providers)));
-            }
-            if routing.order[..i].contains(name) {
-                return Err(err("order", format!("`{name}` is listed twice")));
-            }
-        }
-        Ok(())
+/// The table form of a routing and its routes.
+pub fn routing_table(routing: &Routing, routes: &BTreeMap<String, Vec<Target>>) -> RoutingTable {
+    RoutingTable {
+        default: routing.default.clone(),
+        order: routing.order.clone(),
+        refusal_policy: routing.refusal_policy,
+        routes: routes
+            .iter()
+            .map(|(name, targets)| {
+                (
+                    name.clone(),
+                    targets.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect(),
     }
 }
 
@@ -638,6 +756,9 @@ struct RawRateLimit {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<String>,
+    #[serde(default)]
+    api_keys: Vec<String>,
+    admin_token: Option<String>,
 }
 
 type FieldError = (String, String);

@@ -1,6 +1,7 @@
-//! The one place where errors become HTTP responses: `{"error": {"code",
-//! "message", "attempts"}}` with a fitting status, never a 500 for anything
-//! a client or an upstream did.
+//! The one place where errors become HTTP responses, in two shapes: the
+//! neutral API's `{"error": {"code", "message", "attempts"}}` and the
+//! OpenAI-compatible `{"error": {"message", "type", "param", "code"}}`.
+//! Never a 500 for anything a client or an upstream did.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -8,12 +9,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::{Attempt, Error, FailureCode};
 
-/// An error on its way to the client.
+/// An error on its way to the client (rendered in the neutral shape; wrap
+/// it in [`OpenAiError`] for the OpenAI-compatible routes).
 #[derive(Debug)]
 pub enum ApiError {
-    /// The request itself is wrong.
+    /// The request itself is wrong; `field` is the offending parameter.
     Invalid {
-        field: &'static str,
+        field: String,
         message: String,
     },
     /// A request-level engine error.
@@ -24,12 +26,22 @@ pub enum ApiError {
         message: String,
     },
     NotFound(String),
+    /// The `model` names no route and no provider.
+    ModelNotFound(String),
+    /// A missing or wrong client key (or admin token).
+    Unauthorized(String),
 }
 
+/// The same error in OpenAI's shape.
+#[derive(Debug)]
+pub struct OpenAiError(pub ApiError);
+
+// === impl ApiError ===
+
 impl ApiError {
-    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid {
-            field,
+            field: field.into(),
             message: message.into(),
         }
     }
@@ -39,7 +51,8 @@ impl ApiError {
         match self {
             Self::Invalid { .. } => StatusCode::BAD_REQUEST,
             Self::Body { status, .. } => *status,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Engine(e) => match e {
                 Error::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
                 Error::UnknownProvider(_) | Error::UnknownRoute(_) => StatusCode::NOT_FOUND,
@@ -56,17 +69,41 @@ impl ApiError {
         }
     }
 
-    fn parts(&self) -> (String, String, &[Attempt]) {
+    /// `(code, message, param, attempts)`.
+    fn parts(&self) -> (String, String, Option<String>, &[Attempt]) {
         match self {
-            Self::Invalid { field, message } => {
-                ("invalid_request".into(), format!("{field}: {message}"), &[])
+            Self::Invalid { field, message } => (
+                "invalid_request".into(),
+                format!("{field}: {message}"),
+                Some(field.clone()),
+                &[],
+            ),
+            Self::Body { message, .. } => ("invalid_request".into(), message.clone(), None, &[]),
+            Self::NotFound(message) => ("not_found".into(), message.clone(), None, &[]),
+            Self::ModelNotFound(model) => (
+                "model_not_found".into(),
+                format!(
+                    "the model `{model}` names no route and no provider; GET /v1/models lists them"
+                ),
+                Some("model".into()),
+                &[],
+            ),
+            Self::Unauthorized(message) => ("invalid_api_key".into(), message.clone(), None, &[]),
+            Self::Engine(Error::InvalidRequest { field, message }) => (
+                "invalid_request".into(),
+                format!("{field}: {message}"),
+                Some((*field).to_owned()),
+                &[],
+            ),
+            Self::Engine(e @ (Error::UnknownProvider(_) | Error::UnknownRoute(_))) => {
+                ("not_found".into(), e.to_string(), Some("model".into()), &[])
             }
-            Self::Body { message, .. } => ("invalid_request".into(), message.clone(), &[]),
-            Self::NotFound(message) => ("not_found".into(), message.clone(), &[]),
-            Self::Engine(Error::InvalidRequest { field, message }) => {
-                ("invalid_request".into(), format!("{field}: {message}"), &[])
-            }
-            Self::Engine(e) => (e.code().as_str().to_owned(), e.to_string(), e.attempts()),
+            Self::Engine(e) => (
+                e.code().as_str().to_owned(),
+                e.to_string(),
+                None,
+                e.attempts(),
+            ),
         }
     }
 }
@@ -80,9 +117,40 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let (code, message, attempts) = self.parts();
+        let (code, message, _, attempts) = self.parts();
         tracing::info!(status = status.as_u16(), %code, %message, "request failed");
         let body = json!({"error": {"code": code, "message": message, "attempts": attempts}});
+        (status, Json(body)).into_response()
+    }
+}
+
+// === impl OpenAiError ===
+
+impl<E: Into<ApiError>> From<E> for OpenAiError {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let (mut code, message, param, _) = self.0.parts();
+        if matches!(
+            self.0,
+            ApiError::Engine(Error::UnknownProvider(_) | Error::UnknownRoute(_))
+        ) {
+            code = "model_not_found".into();
+        }
+        tracing::info!(status = status.as_u16(), %code, %message, "request failed");
+        let kind = match status.as_u16() {
+            401 => "authentication_error",
+            429 => "rate_limit_error",
+            500.. => "server_error",
+            _ => "invalid_request_error",
+        };
+        let body =
+            json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
         (status, Json(body)).into_response()
     }
 }

@@ -2,6 +2,8 @@
 //! API: `event: delta` (`{"text"}`) for each chunk, then exactly one
 //! `event: done` or `event: error`.
 //!
+//! (and, below, the OpenAI-compatible chunks).
+//!
 //! Dropping this stream (hyper does when the client disconnects) drops the
 //! engine's stream, which closes the upstream connection.
 
@@ -35,4 +37,107 @@ fn neutral_event(item: &StreamItem) -> Event {
         StreamItem::Error(error) => ("error", json!(error)),
     };
     Event::default().event(name).data(data.to_string())
+}
+
+/// The OpenAI-compatible event stream: `data: {chunk}` events whose `model`
+/// is the model answering, a finish chunk, the usage chunk when asked for,
+/// and `data: [DONE]` — or, after a failure past the commit, a final
+/// `data: {"error": …}` and no `[DONE]`, so that no client mistakes a
+/// truncated answer for a complete one.
+pub(crate) struct OpenAiEvents {
+    inner: GenerationStream,
+    id: String,
+    created: u64,
+    include_usage: bool,
+    pending: std::collections::VecDeque<Event>,
+    finished: bool,
+}
+
+impl OpenAiEvents {
+    pub(crate) fn new(
+        inner: GenerationStream,
+        id: String,
+        created: u64,
+        include_usage: bool,
+    ) -> Self {
+        let mut this = Self {
+            inner,
+            id,
+            created,
+            include_usage,
+            pending: Default::default(),
+            finished: false,
+        };
+        let first = this.chunk(json!({"role": "assistant", "content": ""}), None);
+        this.pending.push_back(first);
+        this
+    }
+
+    fn chunk(&self, delta: serde_json::Value, finish: Option<&str>) -> Event {
+        let body = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.inner.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        Event::default().data(body.to_string())
+    }
+
+    fn push(&mut self, item: StreamItem) {
+        match item {
+            StreamItem::Delta(text) => {
+                let e = self.chunk(json!({ "content": text }), None);
+                self.pending.push_back(e);
+            }
+            StreamItem::Done(done) => {
+                let e = self.chunk(
+                    json!({}),
+                    Some(crate::openai::finish_reason(&done.finish_reason)),
+                );
+                self.pending.push_back(e);
+                if self.include_usage {
+                    let usage = json!({
+                        "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                        "model": done.model, "choices": [], "usage": crate::openai::usage_json(done.usage),
+                    });
+                    self.pending
+                        .push_back(Event::default().data(usage.to_string()));
+                }
+                self.pending.push_back(Event::default().data("[DONE]"));
+                self.finished = true;
+            }
+            StreamItem::Error(error) => {
+                let kind = if error.code == understudy_core::FailureCode::ContentFilter {
+                    "content_filter"
+                } else {
+                    "server_error"
+                };
+                let body = json!({"error": {"message": error.message, "type": kind, "param": null, "code": error.code}});
+                self.pending
+                    .push_back(Event::default().data(body.to_string()));
+                self.finished = true;
+            }
+        }
+    }
+}
+
+impl futures_core::Stream for OpenAiEvents {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
+            }
+            if self.finished {
+                return Poll::Ready(None);
+            }
+            match self.inner.poll_next(cx) {
+                Poll::Ready(Some(item)) => self.push(item),
+                Poll::Ready(None) => self.finished = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
 }

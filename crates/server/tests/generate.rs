@@ -216,14 +216,14 @@ async fn bad_input_gets_a_clear_4xx() {
         &s,
         json!({"prompt": "x", "route": "nope"}).to_string(),
         404,
-        "invalid_request",
+        "not_found",
     )
     .await;
     check_error(
         &s,
         json!({"prompt": "x", "provider": "nope:m"}).to_string(),
         404,
-        "invalid_request",
+        "not_found",
     )
     .await;
     let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(10 * 1024 * 1024));

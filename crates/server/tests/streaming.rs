@@ -19,7 +19,12 @@ async fn serve(gw: TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
     (url, stop)
 }
 
-async fn setup() -> (SimProvider, SimProvider, String, tokio::sync::oneshot::Sender<()>) {
+async fn setup() -> (
+    SimProvider,
+    SimProvider,
+    String,
+    tokio::sync::oneshot::Sender<()>,
+) {
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     let gw = TestGateway::builder()
@@ -76,7 +81,11 @@ async fn a_stream_that_falls_back_before_text() {
     let evs = events(&body);
     let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["delta", "delta", "delta", "done"]);
-    let text: String = evs.iter().filter(|(n, _)| n == "delta").map(|(_, d)| d["text"].as_str().unwrap()).collect();
+    let text: String = evs
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
     assert_eq!(text, "Hello from Claude");
     let done = &evs[3].1;
     assert_eq!(done["provider"], "claude");
@@ -85,13 +94,20 @@ async fn a_stream_that_falls_back_before_text() {
     assert_eq!(done["content_filtered"], false);
     assert_eq!(done["usage"]["output_tokens"], 3);
     assert_eq!(done["attempts"].as_array().unwrap().len(), 2);
-    assert_eq!(headers["x-request-id"].to_str().unwrap(), done["request_id"].as_str().unwrap());
+    assert_eq!(
+        headers["x-request-id"].to_str().unwrap(),
+        done["request_id"].as_str().unwrap()
+    );
 }
 
 #[tokio::test]
 async fn a_failure_after_text_is_a_final_error_event() {
     let (groq, claude, url, _stop) = setup().await;
-    groq.push(StreamSpec::new(&["Once", " upon"]).ending(StreamEnd::Cut).reply());
+    groq.push(
+        StreamSpec::new(&["Once", " upon"])
+            .ending(StreamEnd::Cut)
+            .reply(),
+    );
     let (status, body, _) = post(&url, json!({"prompt": "hi", "stream": true})).await;
     assert_eq!(status, 200);
     let evs = events(&body);
@@ -100,7 +116,10 @@ async fn a_failure_after_text_is_a_final_error_event() {
     let error = &evs[2].1;
     assert_eq!(error["code"], "stream_interrupted");
     assert_eq!(error["provider"], "groq");
-    assert!(error["message"].as_str().unwrap().contains("broke"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("broke"),
+        "{error}"
+    );
     assert_eq!(error["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(claude.request_count(), 0);
 }
@@ -122,7 +141,11 @@ async fn a_client_that_disconnects_closes_the_upstream_connection() {
     let (groq, _claude, url, _stop) = setup().await;
     let words: Vec<String> = (0..500).map(|i| format!(" w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    groq.push(StreamSpec::new(&words).every(Duration::from_millis(10)).reply());
+    groq.push(
+        StreamSpec::new(&words)
+            .every(Duration::from_millis(10))
+            .reply(),
+    );
     let mut resp = understudy_testkit::http_client()
         .post(format!("{url}/v1/generate"))
         .header("content-type", "application/json")
@@ -135,7 +158,10 @@ async fn a_client_that_disconnects_closes_the_upstream_connection() {
     drop(resp);
     let deadline = Instant::now() + Duration::from_secs(3);
     while groq.streams_cancelled() == 0 || groq.open_connections() > 0 {
-        assert!(Instant::now() < deadline, "the upstream stream kept running after the client left");
+        assert!(
+            Instant::now() < deadline,
+            "the upstream stream kept running after the client left"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -13,6 +13,10 @@ pub(crate) struct Args {
     /// The address to listen on (default: the settings' server.listen, 127.0.0.1:8080).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Serve without client keys on a non-loopback address (anyone who can
+    /// reach it can spend your provider credits).
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Log as JSON lines.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -31,6 +35,20 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         Err(code) => return code,
     };
     let addr = args.listen.unwrap_or(engine.settings().server.listen);
+    let no_keys = engine.settings().server.api_keys.is_empty();
+    if no_keys && !addr.ip().is_loopback() && !args.insecure_no_auth {
+        report(&format!(
+            "refusing to listen on {addr} without client keys: set UNDERSTUDY_API_KEYS (or server.api_keys), \
+             listen on a loopback address, or pass --insecure-no-auth"
+        ));
+        return EXIT_USAGE;
+    }
+    if no_keys {
+        tracing::warn!("no client keys configured: the API is open to anyone who can reach it");
+    }
+    if engine.settings().server.admin_token.is_none() {
+        tracing::info!("no admin token: the admin API is off");
+    }
     let listener = match TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {

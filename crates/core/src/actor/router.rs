@@ -16,7 +16,7 @@ use crate::engine::{KeyStatus, ProviderInfo};
 use crate::generation::{GenerateRequest, GenerateResult};
 use crate::policy::plan::{self, Target, Unavailable};
 use crate::run::Run;
-use crate::settings::{Routing, Settings};
+use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -42,7 +42,13 @@ pub(crate) enum RouterMsg {
     /// The static view of every provider.
     Providers(RpcReplyPort<Vec<ProviderInfo>>),
     /// The current routing table.
-    GetRouting(RpcReplyPort<Routing>),
+    GetRouting(RpcReplyPort<RoutingTable>),
+    /// Changes the routing table for the requests that arrive after it;
+    /// runs in flight keep the plan they started with.
+    SetRouting {
+        update: RoutingUpdate,
+        reply: RpcReplyPort<Result<RoutingTable, crate::Error>>,
+    },
 }
 
 pub(crate) struct RouterActor;
@@ -151,7 +157,20 @@ impl Actor for RouterActor {
                 let _ = reply.send(state.providers());
             }
             RouterMsg::GetRouting(reply) => {
-                let _ = reply.send(state.routing.clone());
+                let _ = reply.send(routing_table(&state.routing, &state.routes));
+            }
+            RouterMsg::SetRouting { update, reply } => {
+                let applied =
+                    state
+                        .settings
+                        .apply_routing_update(&state.routing, &state.routes, update);
+                let _ = reply.send(applied.map(|(routing, routes)| {
+                    tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
+                    state.default_route = state.settings.route_for(&routing);
+                    state.routing = routing;
+                    state.routes = routes;
+                    routing_table(&state.routing, &state.routes)
+                }));
             }
         }
         Ok(())
@@ -192,7 +211,9 @@ impl RouterState {
             .map(|t| self.actors.get(&t.provider).cloned())
             .collect();
         Ok(Run {
-            request_id: request.request_id.unwrap_or_else(new_request_id),
+            request_id: request
+                .request_id
+                .unwrap_or_else(crate::generation::new_request_id),
             plan,
             chat: request.chat,
             policy: request
@@ -249,9 +270,4 @@ impl RouterState {
         out.sort_by_key(|p| (order(&p.name), p.name.clone()));
         out
     }
-}
-
-/// A request id: 16 hex digits, unique enough for logs and correlation.
-pub(crate) fn new_request_id() -> String {
-    format!("{:016x}", fastrand::u64(..))
 }

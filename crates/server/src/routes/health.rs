@@ -1,4 +1,4 @@
-//! `GET /healthz`: the process is up and its engine answers.
+//! `GET /healthz` (open, for load balancers) and `GET /v1/providers`.
 
 use axum::extract::State;
 use axum::routing::get;
