@@ -375,3 +375,51 @@ async fn ask_stream_exits_1_when_the_stream_breaks_after_text() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unavailable"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_refuses_a_public_address_without_client_keys() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let mut cmd = understudy(&groq, &openai);
+    cmd.args(["serve", "--listen", "0.0.0.0:0"]);
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("UNDERSTUDY_API_KEYS") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+
+    // With keys, or explicitly insecure, it starts.
+    for (env, flag) in [
+        (Some(("UNDERSTUDY_API_KEYS", "sk-a-long-client-key")), None),
+        (None, Some("--insecure-no-auth")),
+    ] {
+        let mut cmd = understudy(&groq, &openai);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        cmd.args(["serve", "--listen", "0.0.0.0:0", "--log-format", "json"])
+            .args(flag)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let started = tokio::task::spawn_blocking(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .take(20)
+                .any(|l| l.contains("listening on http://"))
+        });
+        let started = tokio::time::timeout(Duration::from_secs(10), started)
+            .await
+            .unwrap()
+            .unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+        assert!(started, "{env:?} {flag:?}");
+    }
+}

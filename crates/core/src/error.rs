@@ -226,6 +226,15 @@ impl Failure {
     pub fn code(&self) -> FailureCode {
         self.kind.code()
     }
+
+    /// The detail with the upstream status, without the code (an attempt
+    /// records the code separately).
+    pub fn describe(&self) -> String {
+        match self.status {
+            Some(status) => format!("HTTP {status}: {}", self.detail),
+            None => self.detail.clone(),
+        }
+    }
 }
 
 impl fmt::Display for Failure {

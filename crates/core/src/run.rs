@@ -186,7 +186,7 @@ impl Walk {
         let latency = started.elapsed();
         let (outcome, detail) = match &result {
             Ok(_) => (Outcome::Ok, None),
-            Err(f) => (Outcome::Failed(f.code()), Some(f.to_string())),
+            Err(f) => (Outcome::Failed(f.code()), Some(f.describe())),
         };
         self.attempts.push(Attempt {
             provider: target.provider.to_string(),

@@ -157,7 +157,7 @@ impl Run {
                         kind,
                         Outcome::Failed(failure.code()),
                         latency,
-                        Some(failure.to_string()),
+                        Some(failure.describe()),
                     ));
                     if refused && !self.policy.falls_back() {
                         let _ = reply.send(Err(Error::Refused { attempts }));
@@ -379,7 +379,7 @@ impl Run {
                 let content_filtered = content_filtered || f.kind.is_refusal();
                 // A client that leaves says nothing about the provider.
                 self.report(idx, if client_left { Ok(()) } else { Err(code) }, latency);
-                let message = f.to_string();
+                let message = f.describe();
                 attempts.push(self.record(
                     idx,
                     kind,

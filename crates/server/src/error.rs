@@ -118,7 +118,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let (code, message, _, attempts) = self.parts();
-        tracing::info!(status = status.as_u16(), %code, %message, "request failed");
+        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
         let body = json!({"error": {"code": code, "message": message, "attempts": attempts}});
         (status, Json(body)).into_response()
     }
@@ -142,7 +142,7 @@ impl IntoResponse for OpenAiError {
         ) {
             code = "model_not_found".into();
         }
-        tracing::info!(status = status.as_u16(), %code, %message, "request failed");
+        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
         let kind = match status.as_u16() {
             401 => "authentication_error",
             429 => "rate_limit_error",

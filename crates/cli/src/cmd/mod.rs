@@ -40,7 +40,9 @@ pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
         })
 }
 
-/// Starts logging to standard error. `RUST_LOG` overrides `default`.
+/// Starts logging to standard error. `RUST_LOG` overrides `default`; with
+/// `json`, one JSON object per line (span fields such as `request_id`
+/// included).
 pub(crate) fn init_logging(default: &str, json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -48,7 +50,7 @@ pub(crate) fn init_logging(default: &str, json: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let _ = if json {
-        builder.with_ansi(false).try_init()
+        builder.json().with_current_span(true).try_init()
     } else {
         builder.try_init()
     };

@@ -1,0 +1,64 @@
+//! The official `openai` Python package (from PyPI; `.ci/run` installs it)
+//! makes a non-streamed and a streamed call against the real server, parses
+//! both, and sees the fallback's model name.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::process::Command;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_openai_sdk_works_against_the_server() {
+    let probe = Command::new("python3")
+        .args(["-c", "import openai"])
+        .output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "this test needs python3 with the `openai` package: run `pip install openai` (.ci/run does) — {probe:?}"
+    );
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::status(503));
+    claude.always(Reply::text("Hello from the fallback"));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .env("UNDERSTUDY_API_KEYS", "sk-understudy-sdk-test")
+        .build()
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
+        let _ = stopped.await;
+    }));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(script)
+            .arg(url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["text"], "Hello from the fallback");
+    assert_eq!(v["model"], "claude-model");
+    assert_eq!(v["finish_reason"], "stop");
+    assert_eq!(v["completion_tokens"], 4);
+    assert_eq!(v["provider_header"], "claude");
+    assert_eq!(v["fell_back_header"], "true");
+    assert_eq!(v["streamed_text"], "Hello from the fallback");
+    assert_eq!(v["streamed_models"], serde_json::json!(["claude-model"]));
+    assert_eq!(v["streamed_usage"], 4);
+}

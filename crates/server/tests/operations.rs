@@ -1,0 +1,311 @@
+//! Client auth, the admin routing API (changed live under load), and the
+//! `/v1/wit` endpoint, through a real HTTP client against the real server.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use understudy_core::policy::softening::SOFTENING_SUFFIX;
+use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+
+const CLIENT_KEY: &str = "sk-client-0123456789";
+const ADMIN_TOKEN: &str = "admin-token-0123456789";
+
+async fn serve(gw: TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
+        let _ = stopped.await;
+    }));
+    (url, stop)
+}
+
+async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn client_keys_guard_the_api() {
+    let groq = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .env(
+            "UNDERSTUDY_API_KEYS",
+            &format!("other-key-999, {CLIENT_KEY}"),
+        )
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+    let body = json!({"prompt": "hi"}).to_string();
+
+    let (status, v) = send(c.post(format!("{url}/v1/generate")).body(body.clone())).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (401, Some("invalid_api_key")),
+        "{v}"
+    );
+    let (status, _) = send(
+        c.post(format!("{url}/v1/generate"))
+            .bearer_auth("wrong-key-123")
+            .body(body.clone()),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, v) = send(
+        c.post(format!("{url}/v1/generate"))
+            .bearer_auth(CLIENT_KEY)
+            .body(body.clone()),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // The OpenAI-compatible routes answer in OpenAI's shape.
+    let chat =
+        json!({"model": "default", "messages": [{"role": "user", "content": "x"}]}).to_string();
+    let (status, v) = send(c.post(format!("{url}/v1/chat/completions")).body(chat)).await;
+    assert_eq!(status, 401);
+    assert_eq!(v["error"]["type"], "authentication_error");
+    let (status, _) = send(c.get(format!("{url}/v1/models"))).await;
+    assert_eq!(status, 401);
+    // Health checks stay open.
+    let (status, _) = send(c.get(format!("{url}/healthz"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(groq.request_count(), 1);
+}
+
+#[tokio::test]
+async fn without_keys_the_api_is_open_and_admin_is_off() {
+    let groq = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+    let (status, _) = send(
+        c.post(format!("{url}/v1/generate"))
+            .body(json!({"prompt": "hi"}).to_string()),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, v) = send(
+        c.get(format!("{url}/v1/admin/routing"))
+            .bearer_auth(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 404, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_changes_live_under_load() {
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::text("groq").after(Duration::from_millis(5)));
+    claude.always(Reply::text("claude").after(Duration::from_millis(5)));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .env("UNDERSTUDY_ADMIN_TOKEN", ADMIN_TOKEN)
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+
+    // Admin auth and validation.
+    let (status, v) = send(c.get(format!("{url}/v1/admin/routing"))).await;
+    assert_eq!(status, 401, "{v}");
+    let (status, v) = send(
+        c.get(format!("{url}/v1/admin/routing"))
+            .bearer_auth(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        v,
+        json!({"default": "groq", "order": ["groq", "claude"], "refusal_policy": "soften_then_fallback", "routes": {}})
+    );
+    for bad in [
+        json!({"default": "nope"}),
+        json!({"order": ["groq", "groq"]}),
+        json!({"refusal_policy": "maybe"}),
+        json!({"routes": {"r": ["nope:m"]}}),
+        json!({"colour": 1}),
+    ] {
+        let (status, v) = send(
+            c.put(format!("{url}/v1/admin/routing"))
+                .bearer_auth(ADMIN_TOKEN)
+                .body(bad.to_string()),
+        )
+        .await;
+        assert_eq!(status, 400, "{bad}: {v}");
+    }
+
+    // Load: 4 clients, 60 sequential requests each, while the primary flips.
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let c = c.clone();
+            let url = url.clone();
+            tokio::spawn(async move {
+                let mut served = Vec::new();
+                for _ in 0..60 {
+                    let (status, v) = send(
+                        c.post(format!("{url}/v1/generate"))
+                            .body(json!({"prompt": "x"}).to_string()),
+                    )
+                    .await;
+                    assert_eq!(status, 200, "{v}");
+                    served.push(v["provider"].as_str().unwrap().to_owned());
+                }
+                served
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let change = json!({"default": "claude", "order": ["claude", "groq"], "routes": {"cheap": ["groq:small"]}});
+    let (status, v) = send(
+        c.put(format!("{url}/v1/admin/routing"))
+            .bearer_auth(ADMIN_TOKEN)
+            .body(change.to_string()),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["default"], "claude");
+    let mut all = Vec::new();
+    for w in workers {
+        let served = w.await.unwrap();
+        // Each client sees groq, then claude, never back.
+        let first_claude = served
+            .iter()
+            .position(|p| p == "claude")
+            .unwrap_or(served.len());
+        assert!(
+            served[first_claude..].iter().all(|p| p == "claude"),
+            "{served:?}"
+        );
+        all.extend(served);
+    }
+    assert_eq!(all.len(), 240, "no request was dropped");
+    assert!(
+        all.iter().any(|p| p == "groq") && all.iter().any(|p| p == "claude"),
+        "{all:?}"
+    );
+    // The new route exists; and the change is reversible.
+    let (status, _) = send(
+        c.post(format!("{url}/v1/generate"))
+            .body(json!({"prompt": "x", "route": "cheap"}).to_string()),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, v) = send(
+        c.put(format!("{url}/v1/admin/routing"))
+            .bearer_auth(ADMIN_TOKEN)
+            .body(json!({"default": "groq"}).to_string()),
+    )
+    .await;
+    assert_eq!((status, v["default"].as_str()), (200, Some("groq")));
+    let (_, v) = send(
+        c.post(format!("{url}/v1/generate"))
+            .body(json!({"prompt": "x"}).to_string()),
+    )
+    .await;
+    assert_eq!(v["provider"], "groq");
+}
+
+#[tokio::test]
+async fn wit_in_every_style_and_a_softened_roast() {
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    // Groq refuses roasts unless the request was softened.
+    groq.respond_with(|r| {
+        let system = r.json()["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        if system.contains("roast") && !system.ends_with(SOFTENING_SUFFIX) {
+            Reply::Refuse(Refusal::Message("I can't be mean.".into()))
+        } else {
+            Reply::text("A gentle joke.")
+        }
+    });
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+    for style in ["pun", "one-liner", "roast", "dad-joke", "limerick"] {
+        let (status, v) = send(
+            c.post(format!("{url}/v1/wit")).body(
+                json!({"topic": "Rust borrow checker", "style": style, "audience": "developers"})
+                    .to_string(),
+            ),
+        )
+        .await;
+        assert_eq!(status, 200, "{style}: {v}");
+        assert_eq!(v["text"], "A gentle joke.");
+        assert_eq!(v["style"], style);
+        assert_eq!(v["topic"], "Rust borrow checker");
+        assert_eq!(v["provider"], "groq");
+        assert_eq!(v["fell_back"], false);
+        assert_eq!(v["content_filtered"], style == "roast", "{style}");
+    }
+    let sent = groq.received();
+    let systems: Vec<String> = sent
+        .iter()
+        .map(|r| {
+            r.json()["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(sent.len(), 6, "five styles, one softened retry");
+    assert!(
+        systems[0].contains("pun")
+            && systems[4].contains("dad joke")
+            && systems[5].contains("limerick"),
+        "{systems:?}"
+    );
+    assert!(systems[3].ends_with(SOFTENING_SUFFIX));
+    assert_eq!(
+        sent[0].json()["messages"][1]["content"],
+        "Topic: Rust borrow checker\nAudience: developers"
+    );
+    assert_eq!(claude.request_count(), 0);
+
+    for bad in [
+        json!({"topic": " ", "style": "pun"}),
+        json!({"topic": "x", "style": "sonnet"}),
+        json!({"style": "pun"}),
+        json!({"topic": "x".repeat(600), "style": "pun"}),
+    ] {
+        let (status, v) = send(c.post(format!("{url}/v1/wit")).body(bad.to_string())).await;
+        assert_eq!(status, 400, "{bad}: {v}");
+    }
+    // Streamed wit.
+    let resp = c
+        .post(format!("{url}/v1/wit"))
+        .body(json!({"topic": "cats", "style": "pun", "stream": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let body = resp.text().await.unwrap();
+    assert!(
+        body.contains("event: delta") && body.contains("event: done"),
+        "{body}"
+    );
+}
