@@ -14,9 +14,12 @@ use crate::actor::provider::{ProviderMsg, ProviderStats};
 use crate::actor::router::{RouterActor, RouterArgs, RouterMsg};
 use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
+use crate::cache::ResponseCache;
 use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
 use crate::settings::{ProviderKind, RoutingTable, RoutingUpdate, Settings};
+use crate::sink::fanout::EventBus;
+use crate::sink::metrics::Metrics;
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,6 +34,12 @@ struct Inner {
     router: ActorRef<RouterMsg>,
     supervisor: ActorRef<SupervisorMsg>,
     settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    bus: Arc<EventBus>,
+    /// Tells the sink writers to flush and stop.
+    stop_sinks: tokio::sync::watch::Sender<bool>,
+    /// The sink writers, joined on shutdown.
+    writers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// One provider as `understudy providers` and `GET /v1/providers` show it.
@@ -69,6 +78,35 @@ impl Engine {
         factory: Arc<dyn AdapterFactory>,
     ) -> Result<Self, Error> {
         let settings = Arc::new(settings);
+        let metrics = Arc::new(Metrics::new());
+        let redis = match &settings.redis_url {
+            Some(url) => Some(
+                redis::Client::open(url.expose())
+                    .map_err(|_| Error::Engine("REDIS_URL is not a valid redis:// URL".into()))?,
+            ),
+            None => None,
+        };
+        let (stop_sinks, sinks_stopped) = tokio::sync::watch::channel(false);
+        let mut bus = EventBus::default();
+        let mut writers = Vec::new();
+        let metrics_rx = bus.add("metrics", metrics.dropped("metrics"));
+        writers.push(tokio::spawn(crate::sink::metrics::run(
+            Arc::clone(&metrics),
+            metrics_rx,
+        )));
+        if let Some(client) = &redis {
+            let rx = bus.add("redis", metrics.dropped("redis"));
+            writers.push(tokio::spawn(crate::sink::redis::run(
+                settings.events.clone(),
+                client.clone(),
+                Arc::clone(&metrics),
+                metrics.dropped("redis"),
+                rx,
+                sinks_stopped,
+            )));
+        }
+        let bus = Arc::new(bus);
+        let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
         let (supervisor, _) = Actor::spawn(
             None,
             SupervisorActor,
@@ -86,6 +124,8 @@ impl Engine {
                 settings: Arc::clone(&settings),
                 factory,
                 supervisor: supervisor.clone(),
+                bus: Arc::clone(&bus),
+                cache,
             },
         )
         .await;
@@ -104,6 +144,10 @@ impl Engine {
                 router,
                 supervisor,
                 settings,
+                metrics,
+                bus,
+                stop_sinks,
+                writers: std::sync::Mutex::new(writers),
             }),
         })
     }
@@ -227,7 +271,8 @@ impl Engine {
     }
 
     /// Stops accepting requests, lets the runs in flight finish (bounded by
-    /// the request timeout), then stops the provider actors.
+    /// the request timeout), stops the provider actors, then flushes the
+    /// event sinks (bounded by `events.flush_timeout`).
     pub async fn shutdown(&self) {
         let _ = self.inner.router.stop_and_wait(None, None).await;
         let _ = self
@@ -235,6 +280,52 @@ impl Engine {
             .supervisor
             .stop_and_wait(None, Some(QUERY_TIMEOUT))
             .await;
+        let _ = self.inner.stop_sinks.send(true);
+        let writers: Vec<_> = std::mem::take(
+            &mut *self
+                .inner
+                .writers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let bound = self.inner.settings.events.flush_timeout + Duration::from_secs(1);
+        for w in writers {
+            if w.is_finished() {
+                continue;
+            }
+            // The metrics writer ends only when the bus goes; the Redis
+            // writer ends on the stop signal after flushing.
+            if tokio::time::timeout(bound, w).await.is_err() {
+                tracing::warn!("an event writer did not finish in time");
+            }
+        }
+    }
+
+    /// The metrics, for `GET /metrics`. Availability gauges are refreshed
+    /// first.
+    pub async fn metrics_text(&self, openmetrics: bool) -> String {
+        if let Ok(providers) = self.providers().await {
+            for p in providers {
+                let labels = crate::sink::metrics::ProviderLabels {
+                    provider: p.name.clone(),
+                };
+                self.inner
+                    .metrics
+                    .provider_up
+                    .get_or_create(&labels)
+                    .set(i64::from(p.available));
+            }
+        }
+        if openmetrics {
+            self.inner.metrics.openmetrics()
+        } else {
+            self.inner.metrics.prometheus_text()
+        }
+    }
+
+    /// The event bus, for front ends that record generations themselves.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.bus
     }
 
     /// Makes the provider's actor panic (starting it first if needed), to

@@ -36,6 +36,8 @@ pub struct GenerateRequest {
     pub refusal_policy: Option<RefusalPolicy>,
     /// A caller-chosen id; the engine makes one when absent.
     pub request_id: Option<String>,
+    /// Whether the response cache may answer (non-streamed only).
+    pub cache: bool,
 }
 
 /// The role an attempt played in the plan.
@@ -86,6 +88,9 @@ pub struct Generation {
     pub content_filtered: bool,
     pub attempts: Vec<Attempt>,
     pub latency_ms: f64,
+    /// Served from the response cache, without calling a provider.
+    #[serde(default)]
+    pub cached: bool,
 }
 
 /// The result of [`crate::Engine::generate`].
@@ -105,6 +110,7 @@ impl GenerateRequest {
             route: RouteSelector::Default,
             refusal_policy: None,
             request_id: None,
+            cache: true,
         }
     }
 
@@ -120,6 +126,23 @@ impl GenerateRequest {
 }
 
 // === impl RouteSelector ===
+
+impl fmt::Display for RouteSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::Named(name) => f.write_str(name),
+            Self::Pin {
+                provider,
+                model: Some(m),
+            } => write!(f, "{provider}:{m}"),
+            Self::Pin {
+                provider,
+                model: None,
+            } => f.write_str(provider),
+        }
+    }
+}
 
 impl RouteSelector {
     /// Parses `provider` or `provider:model` as a pin.
@@ -214,6 +237,7 @@ impl Generation {
             content_filtered,
             attempts,
             latency_ms,
+            cached: false,
         }
     }
 }

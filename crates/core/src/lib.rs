@@ -12,18 +12,26 @@
 //! - `run`: one request's walk through its plan (private).
 //! - [`stream`]: streamed generation: commit on the first text, never stitch.
 //! - [`engine`]: [`Engine`], the handle every front end uses.
+//! - [`event`]: [`GenerationEvent`], the record of every generation.
+//! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
+//! - `cache`: the response cache (memory or Redis).
+//! - [`redis_link`]: a self-healing Redis connection for the request path.
 
 pub mod adapter;
 pub mod chat;
 pub mod engine;
 pub mod error;
+pub mod event;
 pub mod generation;
 pub mod policy;
+pub mod redis_link;
 pub mod settings;
+pub mod sink;
 
 pub mod stream;
 
 mod actor;
+mod cache;
 mod run;
 
 pub use actor::provider::ProviderStats;
@@ -31,6 +39,7 @@ pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStrea
 pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, StreamEvent, Usage};
 pub use engine::{Engine, KeyStatus, ProviderInfo};
 pub use error::{Error, Failure, FailureCode, FailureKind};
+pub use event::GenerationEvent;
 pub use generation::{
     Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
     new_request_id,

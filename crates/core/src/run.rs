@@ -11,14 +11,17 @@ use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
 use crate::actor::supervisor::{EnsureError, SupervisorMsg};
-use crate::chat::{ChatRequest, Completion};
+use crate::cache::{CacheKey, ResponseCache};
+use crate::chat::{ChatRequest, Completion, Usage};
 use crate::error::{Error, Failure, FailureCode, FailureKind};
+use crate::event::{EventContext, GenerationEvent};
 use crate::generation::{Attempt, AttemptKind, GenerateResult, Generation, Outcome};
 use crate::policy::backoff::rate_limit_wait;
 use crate::policy::plan::{Plan, Target};
 use crate::policy::refusal::RefusalPolicy;
 use crate::policy::softening::soften;
 use crate::settings::Settings;
+use crate::sink::fanout::EventBus;
 
 /// How much longer than an attempt's own deadline the run waits for the
 /// provider actor's reply before it counts the actor as gone.
@@ -35,6 +38,12 @@ pub(crate) struct Run {
     pub actors: Vec<Option<ActorRef<ProviderMsg>>>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub started: Instant,
+    /// `default`, a route name, or the pin, for events.
+    pub route_label: String,
+    pub bus: Arc<EventBus>,
+    pub cache: Arc<ResponseCache>,
+    /// Whether the response cache may answer this request.
+    pub use_cache: bool,
 }
 
 /// What ended a step of the plan.
@@ -54,7 +63,26 @@ struct Walk {
 }
 
 impl Run {
+    /// Runs the plan (or answers from the cache), publishes the event, and
+    /// returns the result.
     pub(crate) async fn execute(self) -> GenerateResult {
+        let ctx = self.event_context();
+        let bus = Arc::clone(&self.bus);
+        let cache = Arc::clone(&self.cache);
+        let started = self.started;
+        let key = (self.use_cache && cache.enabled() && !self.plan.targets.is_empty())
+            .then(|| CacheKey::new(&self.chat, &self.plan.targets, self.policy));
+        if let Some(key) = key {
+            if let Some(mut g) = cache.get(key).await {
+                g.request_id = ctx.request_id.clone();
+                g.cached = true;
+                g.attempts.clear();
+                g.latency_ms = millis(started.elapsed());
+                bus.publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
+                return Ok(g);
+            }
+        }
+        let settings = Arc::clone(&self.settings);
         let deadline = self.started + self.settings.timeouts.request;
         let mut walk = Walk {
             attempts: Vec::with_capacity(self.plan.targets.len() + 1),
@@ -62,8 +90,48 @@ impl Run {
             deadline,
             run: self,
         };
-        walk.go().await
+        let result = walk.go().await;
+        match &result {
+            Ok(g) => {
+                if let Some(key) = key {
+                    cache.put(key, g);
+                }
+                let cost = cost_usd(&settings, &g.provider, &g.model, g.usage);
+                bus.publish(GenerationEvent::served(&ctx, g, false, cost));
+            }
+            Err(e) => bus.publish(GenerationEvent::failed(
+                &ctx,
+                e,
+                false,
+                millis(started.elapsed()),
+            )),
+        }
+        result
     }
+
+    pub(crate) fn event_context(&self) -> EventContext {
+        EventContext {
+            request_id: self.request_id.clone(),
+            route: self.route_label.clone(),
+            primary: self.plan.primary.provider.to_string(),
+        }
+    }
+}
+
+/// What `usage` cost at the provider's configured price, if it has one.
+pub(crate) fn cost_usd(
+    settings: &Settings,
+    provider: &str,
+    _model: &str,
+    usage: Option<Usage>,
+) -> Option<f64> {
+    let price = settings.providers.get(provider)?.price?;
+    let u = usage?;
+    Some(
+        (u.input_tokens as f64 * price.input_per_mtok
+            + u.output_tokens as f64 * price.output_per_mtok)
+            / 1_000_000.0,
+    )
 }
 
 impl Walk {
@@ -233,7 +301,7 @@ impl Walk {
         let provider = self.run.plan.targets[idx].provider.to_string();
         let fell_back = self.run.plan.targets[idx] != self.run.plan.primary;
         Generation::from_completion(
-            std::mem::take(&mut self.run.request_id),
+            self.run.request_id.clone(),
             provider,
             completion,
             fell_back,

@@ -32,6 +32,30 @@ pub struct Settings {
     pub server: ServerSettings,
     /// Enables the Redis sinks and shared state when set.
     pub redis_url: Option<Secret>,
+    pub events: EventSettings,
+    pub cache: CacheSettings,
+}
+
+/// The `[events]` table: where the Redis writer puts events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSettings {
+    /// The stream key (`understudy:events`).
+    pub stream_key: String,
+    /// `XADD … MAXLEN ~` this many entries.
+    pub stream_maxlen: u64,
+    /// Events held while Redis is unreachable; beyond it the oldest go.
+    pub redis_buffer: usize,
+    /// How long shutdown may spend writing what is buffered.
+    pub flush_timeout: Duration,
+}
+
+/// The `[cache]` table: the response cache for non-streamed requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSettings {
+    pub enabled: bool,
+    pub ttl: Duration,
+    /// Entries kept in memory (when Redis is not configured).
+    pub max_entries: usize,
 }
 
 /// The `[routing]` table.
@@ -438,7 +462,49 @@ impl Settings {
             },
         };
 
+        let raw_events = raw.events.unwrap_or_default();
+        let events = EventSettings {
+            stream_key: raw_events
+                .stream_key
+                .unwrap_or_else(|| "understudy:events".into()),
+            stream_maxlen: raw_events.stream_maxlen.unwrap_or(100_000),
+            redis_buffer: raw_events.redis_buffer.unwrap_or(10_000).max(1),
+            flush_timeout: match raw_events.flush_timeout {
+                Some(s) => seconds(s).map_err(|m| file_err("events.flush_timeout".into(), m))?,
+                None => Duration::from_secs(5),
+            },
+        };
+        if events.stream_key.is_empty() {
+            return Err(file_err(
+                "events.stream_key".into(),
+                "the stream key is empty".into(),
+            ));
+        }
+        let raw_cache = raw.cache.unwrap_or_default();
+        let cache = CacheSettings {
+            enabled: match env("UNDERSTUDY_CACHE") {
+                Some(v) => match v.trim() {
+                    "1" | "true" | "on" => true,
+                    "0" | "false" | "off" => false,
+                    other => {
+                        return Err(env_err(
+                            "UNDERSTUDY_CACHE",
+                            format!("`{other}` is not on or off"),
+                        ));
+                    }
+                },
+                None => raw_cache.enabled.unwrap_or(true),
+            },
+            ttl: match raw_cache.ttl {
+                Some(s) => seconds(s).map_err(|m| file_err("cache.ttl".into(), m))?,
+                None => Duration::from_secs(300),
+            },
+            max_entries: raw_cache.max_entries.unwrap_or(10_000),
+        };
+
         Ok(Self {
+            events,
+            cache,
             routing: Routing {
                 default,
                 order,
@@ -711,6 +777,25 @@ struct RawFile {
     timeouts: Option<RawTimeouts>,
     rate_limit: Option<RawRateLimit>,
     server: Option<RawServer>,
+    events: Option<RawEvents>,
+    cache: Option<RawCache>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvents {
+    stream_key: Option<String>,
+    stream_maxlen: Option<u64>,
+    redis_buffer: Option<usize>,
+    flush_timeout: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    enabled: Option<bool>,
+    ttl: Option<f64>,
+    max_entries: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -25,6 +25,7 @@ use crate::actor::provider::ProviderMsg;
 use crate::adapter::BoxEventStream;
 use crate::chat::{FinishReason, StreamEvent, Usage};
 use crate::error::{Error, Failure, FailureCode, FailureKind};
+use crate::event::{EventContext, GenerationEvent};
 use crate::generation::{Attempt, AttemptKind, Outcome};
 use crate::run::{Run, call_provider, millis};
 
@@ -116,6 +117,19 @@ impl Run {
         mut self,
         mut reply: oneshot::Sender<Result<GenerationStream, Error>>,
     ) {
+        let ctx = self.event_context();
+        let bus = Arc::clone(&self.bus);
+        let started = self.started;
+        // Publishes the failed event and answers the caller with the error.
+        let fail = move |reply: oneshot::Sender<Result<GenerationStream, Error>>, error: Error| {
+            bus.publish(GenerationEvent::failed(
+                &ctx,
+                &error,
+                true,
+                millis(started.elapsed()),
+            ));
+            let _ = reply.send(Err(error));
+        };
         let deadline = self.started + self.settings.timeouts.request;
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut content_filtered = false;
@@ -126,13 +140,13 @@ impl Run {
                 .iter()
                 .map(|(t, why)| format!("{} ({})", t.provider, why.as_str()))
                 .collect();
-            let _ = reply.send(Err(Error::NoProviderAvailable(why.join(", "))));
+            fail(reply, Error::NoProviderAvailable(why.join(", ")));
             return;
         }
         let mut committed = None;
         for idx in 0..self.plan.targets.len() {
             if Instant::now() >= deadline {
-                let _ = reply.send(Err(Error::DeadlineExceeded { attempts }));
+                fail(reply, Error::DeadlineExceeded { attempts });
                 return;
             }
             let kind = if self.plan.targets[idx] == self.plan.primary {
@@ -160,7 +174,7 @@ impl Run {
                         Some(failure.describe()),
                     ));
                     if refused && !self.policy.falls_back() {
-                        let _ = reply.send(Err(Error::Refused { attempts }));
+                        fail(reply, Error::Refused { attempts });
                         return;
                     }
                 }
@@ -183,7 +197,7 @@ impl Run {
                 };
                 Error::ProvidersFailed { code, attempts }
             };
-            let _ = reply.send(Err(error));
+            fail(reply, error);
             return;
         };
         self.pump(c, kind, attempts, content_filtered, reply).await;
@@ -348,24 +362,31 @@ impl Run {
         drop(stream); // closes the upstream connection now, whatever happened
         let latency = started.elapsed();
         let latency_ms = millis(self.started.elapsed());
+        let ctx = EventContext {
+            request_id: request_id.clone(),
+            ..self.event_context()
+        };
         match end {
             Ok((finish_reason, usage)) => {
                 self.report(idx, Ok(()), latency);
                 attempts.push(self.record(idx, kind, Outcome::Ok, latency, None));
-                let _ = tx
-                    .send(StreamItem::Done(StreamDone {
-                        request_id,
-                        provider,
-                        model,
-                        finish_reason,
-                        fell_back,
-                        content_filtered,
-                        usage,
-                        attempts,
-                        latency_ms,
-                        ttft_ms,
-                    }))
-                    .await;
+                let done = StreamDone {
+                    request_id,
+                    provider,
+                    model,
+                    finish_reason,
+                    fell_back,
+                    content_filtered,
+                    usage,
+                    attempts,
+                    latency_ms,
+                    ttft_ms,
+                };
+                let cost =
+                    crate::run::cost_usd(&self.settings, &done.provider, &done.model, done.usage);
+                self.bus
+                    .publish(GenerationEvent::stream_done(&ctx, &done, cost));
+                let _ = tx.send(StreamItem::Done(done)).await;
             }
             Err(f) => {
                 let client_left = tx.is_closed();
@@ -388,20 +409,21 @@ impl Run {
                     Some(message.clone()),
                 ));
                 tracing::warn!(request_id = %request_id, provider = %provider, code = %code, error = %message, "stream failed after commit");
-                let _ = tx
-                    .send(StreamItem::Error(StreamError {
-                        request_id,
-                        code,
-                        message,
-                        provider,
-                        model,
-                        fell_back,
-                        content_filtered,
-                        attempts,
-                        latency_ms,
-                        ttft_ms,
-                    }))
-                    .await;
+                let error = StreamError {
+                    request_id,
+                    code,
+                    message,
+                    provider,
+                    model,
+                    fell_back,
+                    content_filtered,
+                    attempts,
+                    latency_ms,
+                    ttft_ms,
+                };
+                self.bus
+                    .publish(GenerationEvent::stream_failed(&ctx, &error));
+                let _ = tx.send(StreamItem::Error(error)).await;
             }
         }
     }

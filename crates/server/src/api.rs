@@ -30,6 +30,8 @@ pub struct GenerateBody {
     /// Answer as server-sent events (`delta`, then `done` or `error`).
     #[serde(default)]
     pub stream: bool,
+    /// `false` skips the response cache (so does `Cache-Control: no-cache`).
+    pub cache: Option<bool>,
 }
 
 /// One message of a [`GenerateBody`].
@@ -54,6 +56,9 @@ pub struct GenerateResponse {
     pub attempts: Vec<Attempt>,
     pub usage: Option<Usage>,
     pub latency_ms: Option<f64>,
+    /// Served from the response cache.
+    #[serde(default)]
+    pub cached: bool,
     pub error_code: Option<String>,
     pub error_detail: Option<String>,
 }
@@ -118,6 +123,7 @@ impl GenerateBody {
         chat.validate()?;
         let mut request = GenerateRequest::new(chat).route(route);
         request.refusal_policy = self.refusal_policy;
+        request.cache = self.cache.unwrap_or(true);
         Ok(request)
     }
 }
@@ -139,6 +145,7 @@ impl GenerateResponse {
                 attempts: g.attempts.clone(),
                 usage: g.usage,
                 latency_ms: Some(g.latency_ms),
+                cached: g.cached,
                 error_code: None,
                 error_detail: None,
             },
@@ -164,6 +171,7 @@ impl GenerateResponse {
             attempts,
             usage: None,
             latency_ms: None,
+            cached: false,
             error_code: Some(e.code().as_str().to_owned()),
             error_detail: Some(e.to_string()),
         }

@@ -73,6 +73,7 @@ pub fn app(engine: Engine) -> Router {
         .merge(api)
         .merge(admin)
         .merge(routes::health::router())
+        .merge(routes::metrics::router())
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(auth::request_context))

@@ -10,6 +10,9 @@ use crate::sim::{Protocol, SimProvider};
 
 /// An engine over simulated providers. Each provider gets the key
 /// `test-key-<name>` unless added with [`TestGatewayBuilder::provider_without_key`].
+///
+/// The response cache is off (failover tests want every request to reach
+/// the providers); [`TestGatewayBuilder::cache`] turns it on.
 #[derive(Debug)]
 pub struct TestGateway {
     pub engine: Engine,
@@ -74,6 +77,11 @@ impl TestGatewayBuilder {
         self
     }
 
+    /// Turns the response cache on (it is off in test gateways).
+    pub fn cache(self, on: bool) -> Self {
+        self.env("UNDERSTUDY_CACHE", if on { "on" } else { "off" })
+    }
+
     /// An environment variable as the settings loader sees it.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.insert(name.to_owned(), value.to_owned());
@@ -119,7 +127,9 @@ impl TestGatewayBuilder {
             }
         }
         text.push_str(&self.toml);
-        let env = self.env.clone();
+        let mut env = self.env.clone();
+        env.entry("UNDERSTUDY_CACHE".into())
+            .or_insert_with(|| "off".into());
         Settings::from_toml_str(&text, move |k| env.get(k).cloned()).map_err(|e| e.to_string())
     }
 

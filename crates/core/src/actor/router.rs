@@ -12,11 +12,13 @@ use tokio::time::Instant;
 use crate::actor::provider::ProviderMsg;
 use crate::actor::supervisor::SupervisorMsg;
 use crate::adapter::AdapterFactory;
+use crate::cache::ResponseCache;
 use crate::engine::{KeyStatus, ProviderInfo};
 use crate::generation::{GenerateRequest, GenerateResult};
 use crate::policy::plan::{self, Target, Unavailable};
 use crate::run::Run;
 use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
+use crate::sink::fanout::EventBus;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -57,6 +59,8 @@ pub(crate) struct RouterArgs {
     pub settings: Arc<Settings>,
     pub factory: Arc<dyn AdapterFactory>,
     pub supervisor: ActorRef<SupervisorMsg>,
+    pub bus: Arc<EventBus>,
+    pub cache: Arc<ResponseCache>,
 }
 
 pub(crate) struct RouterState {
@@ -71,6 +75,8 @@ pub(crate) struct RouterState {
     stopped: HashSet<Arc<str>>,
     /// The running plans; reaped as they finish, drained on stop.
     runs: JoinSet<()>,
+    bus: Arc<EventBus>,
+    cache: Arc<ResponseCache>,
 }
 
 impl Actor for RouterActor {
@@ -107,6 +113,8 @@ impl Actor for RouterActor {
             unavailable,
             stopped: HashSet::new(),
             runs: JoinSet::new(),
+            bus: args.bus,
+            cache: args.cache,
             settings,
         })
     }
@@ -211,6 +219,10 @@ impl RouterState {
             .map(|t| self.actors.get(&t.provider).cloned())
             .collect();
         Ok(Run {
+            route_label: request.route.to_string(),
+            bus: Arc::clone(&self.bus),
+            cache: Arc::clone(&self.cache),
+            use_cache: request.cache,
             request_id: request
                 .request_id
                 .unwrap_or_else(crate::generation::new_request_id),

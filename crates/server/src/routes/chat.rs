@@ -27,6 +27,7 @@ pub(crate) fn router() -> Router<AppState> {
 async fn completions(
     State(state): State<AppState>,
     Extension(RequestId(id)): Extension<RequestId>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     let body: ChatCompletionRequest = parse_json(body)?;
@@ -34,6 +35,7 @@ async fn completions(
     let route = resolve_model(&state, body.model.as_deref().unwrap_or("default")).await?;
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
+    request.cache = !super::no_cache(&headers);
 
     if body.stream {
         let stream = state

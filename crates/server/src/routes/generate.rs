@@ -3,6 +3,7 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -21,12 +22,16 @@ pub(crate) fn router() -> Router<AppState> {
 async fn generate(
     State(state): State<AppState>,
     Extension(RequestId(id)): Extension<RequestId>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: GenerateBody = parse_json(body)?;
     let streamed = body.stream;
     let mut request = body.into_request()?;
     request.request_id = Some(id);
+    if super::no_cache(&headers) {
+        request.cache = false;
+    }
     if streamed {
         // A failure before the first text is an ordinary HTTP error: the
         // client has been sent nothing yet.

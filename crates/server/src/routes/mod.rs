@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod chat;
 pub(crate) mod generate;
 pub(crate) mod health;
+pub(crate) mod metrics;
 pub(crate) mod models;
 pub(crate) mod wit;
 
@@ -45,4 +46,16 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
             ApiError::invalid(path, inner.to_string())
         }
     })
+}
+
+/// `Cache-Control: no-cache` (or `no-store`) opts a request out of the cache.
+pub(crate) fn no_cache(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
+        })
 }

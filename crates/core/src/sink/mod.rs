@@ -1,0 +1,7 @@
+//! Where events go: a non-blocking fan-out ([`fanout::EventBus`]) to one
+//! bounded channel per sink, a Prometheus metrics writer and a Redis Stream
+//! writer. A request never waits on a sink; anything dropped is counted.
+
+pub mod fanout;
+pub mod metrics;
+pub mod redis;
