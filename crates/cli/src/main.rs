@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// Ask one question through the failover chain and print the answer.
     Ask(cmd::ask::Args),
+    /// Follow the generation events written to Redis (`events tail`).
+    Events(cmd::events::Args),
     /// List every provider: available or why not, model, base URL, key set or unset.
     Providers(cmd::providers::Args),
     /// Serve the HTTP API: /v1/chat/completions (OpenAI-compatible), /v1/generate, /v1/wit,
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Ask(args) => cmd::ask::run(config, args).await,
             Command::Providers(args) => cmd::providers::run(config, args).await,
+            Command::Events(args) => cmd::events::run(config, args).await,
             Command::Serve(args) => cmd::serve::run(config, args).await,
         }
     });

@@ -423,3 +423,48 @@ async fn serve_refuses_a_public_address_without_client_keys() {
         assert!(started, "{env:?} {flag:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_tail_follows_the_stream() {
+    let redis = understudy_testkit::RedisServer::start().unwrap();
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let mut tail = understudy(&groq, &openai);
+    tail.env("REDIS_URL", redis.url()).args([
+        "events",
+        "tail",
+        "--json",
+        "--from-start",
+        "--limit",
+        "2",
+    ]);
+    let tail = tokio::task::spawn_blocking(move || tail.output().unwrap());
+    groq.push(Reply::status(503));
+    for prompt in ["one", "two"] {
+        let mut ask = understudy(&groq, &openai);
+        ask.env("REDIS_URL", redis.url()).args(["ask", prompt]);
+        assert!(run(ask).await.status.success());
+    }
+    let out = tokio::time::timeout(Duration::from_secs(15), tail)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["provider"], "openai");
+    assert_eq!(events[0]["fell_back"], true);
+    assert_eq!(events[1]["provider"], "groq");
+    assert_eq!(events[1]["primary"], "groq");
+    assert_no_keys(&out);
+
+    // Without REDIS_URL it says what to do.
+    let mut cmd = understudy(&groq, &openai);
+    cmd.args(["events", "tail"]);
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("REDIS_URL"));
+}

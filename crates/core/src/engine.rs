@@ -93,6 +93,7 @@ impl Engine {
         writers.push(tokio::spawn(crate::sink::metrics::run(
             Arc::clone(&metrics),
             metrics_rx,
+            sinks_stopped.clone(),
         )));
         if let Some(client) = &redis {
             let rx = bus.add("redis", metrics.dropped("redis"));
@@ -293,8 +294,6 @@ impl Engine {
             if w.is_finished() {
                 continue;
             }
-            // The metrics writer ends only when the bus goes; the Redis
-            // writer ends on the stop signal after flushing.
             if tokio::time::timeout(bound, w).await.is_err() {
                 tracing::warn!("an event writer did not finish in time");
             }

@@ -26,11 +26,14 @@
 //! # Layout
 //! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
 //! - [`gateway`]: [`TestGateway`], an engine over simulators.
+//! - [`redis`]: [`RedisServer`], a real `redis-server` on a free port.
 
 pub mod gateway;
+pub mod redis;
 pub mod sim;
 
 pub use gateway::{TestGateway, TestGatewayBuilder};
+pub use redis::RedisServer;
 pub use sim::{Protocol, Received, Refusal, Reply, SimProvider, StreamEnd, StreamSpec};
 
 /// A plain HTTP client for tests that talk to a gateway (installs the TLS

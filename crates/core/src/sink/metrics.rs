@@ -271,9 +271,22 @@ impl Default for Metrics {
 }
 
 /// The metrics writer: records every event it receives until the bus is
-/// dropped.
-pub(crate) async fn run(metrics: Arc<Metrics>, mut rx: mpsc::Receiver<Arc<GenerationEvent>>) {
-    while let Some(event) = rx.recv().await {
-        metrics.record(&event);
+/// dropped or `stop` turns true (then it records what is queued and ends).
+pub(crate) async fn run(
+    metrics: Arc<Metrics>,
+    mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(e) => metrics.record(&e),
+                None => return,
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    while let Ok(e) = rx.try_recv() {
+        metrics.record(&e);
     }
 }
