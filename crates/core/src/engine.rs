@@ -17,6 +17,7 @@ use crate::adapter::AdapterFactory;
 use crate::cache::ResponseCache;
 use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
+use crate::policy::budget::SpendMeter;
 use crate::settings::{ProviderKind, RoutingTable, RoutingUpdate, Settings};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
@@ -57,6 +58,18 @@ pub struct ProviderInfo {
     pub started: bool,
     /// Outcome counts since its actor started, when it has.
     pub stats: Option<ProviderStats>,
+    /// Targets whose breaker has left the closed state at some point.
+    pub breakers: Vec<TargetBreaker>,
+}
+
+/// One target's circuit breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetBreaker {
+    pub model: String,
+    pub state: crate::policy::breaker::BreakerState,
+    pub consecutive_failures: u32,
+    /// While open: when the next probe may go.
+    pub reopens_in_ms: Option<u64>,
 }
 
 /// Whether a provider's key is set. Never the key itself.
@@ -127,6 +140,8 @@ impl Engine {
                 supervisor: supervisor.clone(),
                 bus: Arc::clone(&bus),
                 cache,
+                metrics: Arc::clone(&metrics),
+                spend: settings.budget.map(|b| Arc::new(SpendMeter::new(b))),
             },
         )
         .await;

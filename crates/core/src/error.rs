@@ -106,6 +106,13 @@ pub enum Error {
         summarize("the request was refused by a content filter", attempts)
     )]
     Refused { attempts: Vec<Attempt> },
+    /// The primary failed and fallback targets have spent the configured
+    /// cap in the current window.
+    #[error(
+        "{}",
+        summarize("the fallback budget is spent for this window", attempts)
+    )]
+    FallbackBudgetExceeded { attempts: Vec<Attempt> },
     /// The request deadline ran out before any attempt succeeded.
     #[error("{}", summarize("the request deadline was exceeded", attempts))]
     DeadlineExceeded { attempts: Vec<Attempt> },
@@ -279,6 +286,7 @@ impl Error {
             Self::ProvidersFailed { code, .. } => *code,
             Self::Refused { .. } => FailureCode::ContentFilter,
             Self::DeadlineExceeded { .. } => FailureCode::DeadlineExceeded,
+            Self::FallbackBudgetExceeded { .. } => FailureCode::FallbackBudgetExceeded,
             Self::Engine(_) => FailureCode::Internal,
         }
     }
@@ -288,6 +296,7 @@ impl Error {
         match self {
             Self::ProvidersFailed { attempts, .. }
             | Self::Refused { attempts }
+            | Self::FallbackBudgetExceeded { attempts }
             | Self::DeadlineExceeded { attempts } => attempts,
             _ => &[],
         }

@@ -172,7 +172,7 @@ pub fn now_rfc3339() -> String {
 
 /// Formats Unix seconds as RFC 3339 UTC (civil-from-days, Howard Hinnant's
 /// algorithm; valid for every date this program will see).
-pub(crate) fn rfc3339(secs: u64, millis: u32) -> String {
+pub fn rfc3339(secs: u64, millis: u32) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

@@ -38,6 +38,10 @@ pub struct GenerateRequest {
     pub request_id: Option<String>,
     /// Whether the response cache may answer (non-streamed only).
     pub cache: bool,
+    /// Only the primary may serve (no fallbacks).
+    pub no_fallback: bool,
+    /// Overrides the request timeout (the whole plan's deadline).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// The role an attempt played in the plan.
@@ -111,6 +115,8 @@ impl GenerateRequest {
             refusal_policy: None,
             request_id: None,
             cache: true,
+            no_fallback: false,
+            timeout: None,
         }
     }
 

@@ -37,7 +37,7 @@ mod run;
 pub use actor::provider::ProviderStats;
 pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
 pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, StreamEvent, Usage};
-pub use engine::{Engine, KeyStatus, ProviderInfo};
+pub use engine::{Engine, KeyStatus, ProviderInfo, TargetBreaker};
 pub use error::{Error, Failure, FailureCode, FailureKind};
 pub use event::GenerationEvent;
 pub use generation::{

@@ -9,7 +9,7 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::{AttemptError, ProviderMsg};
 use crate::actor::supervisor::{EnsureError, SupervisorMsg};
 use crate::cache::{CacheKey, ResponseCache};
 use crate::chat::{ChatRequest, Completion, Usage};
@@ -17,6 +17,7 @@ use crate::error::{Error, Failure, FailureCode, FailureKind};
 use crate::event::{EventContext, GenerationEvent};
 use crate::generation::{Attempt, AttemptKind, GenerateResult, Generation, Outcome};
 use crate::policy::backoff::rate_limit_wait;
+use crate::policy::budget::SpendMeter;
 use crate::policy::plan::{Plan, Target};
 use crate::policy::refusal::RefusalPolicy;
 use crate::policy::softening::soften;
@@ -44,6 +45,12 @@ pub(crate) struct Run {
     pub cache: Arc<ResponseCache>,
     /// Whether the response cache may answer this request.
     pub use_cache: bool,
+    /// The fallback spend cap, when configured.
+    pub spend: Option<Arc<SpendMeter>>,
+    /// Only the primary may serve (and its own retries).
+    pub no_fallback: bool,
+    /// When the whole request must be over.
+    pub deadline: Instant,
 }
 
 /// What ended a step of the plan.
@@ -83,7 +90,7 @@ impl Run {
             }
         }
         let settings = Arc::clone(&self.settings);
-        let deadline = self.started + self.settings.timeouts.request;
+        let deadline = self.deadline;
         let mut walk = Walk {
             attempts: Vec::with_capacity(self.plan.targets.len() + 1),
             content_filtered: false,
@@ -122,16 +129,26 @@ impl Run {
 pub(crate) fn cost_usd(
     settings: &Settings,
     provider: &str,
-    _model: &str,
+    model: &str,
     usage: Option<Usage>,
 ) -> Option<f64> {
-    let price = settings.providers.get(provider)?.price?;
+    let price = settings.providers.get(provider)?.price_of(model)?;
     let u = usage?;
     Some(
         (u.input_tokens as f64 * price.input_per_mtok
             + u.output_tokens as f64 * price.output_per_mtok)
             / 1_000_000.0,
     )
+}
+
+/// How one attempt went.
+enum Tried {
+    Served(Completion),
+    Failed(Failure),
+    /// The target's breaker did not admit the call; nothing was recorded.
+    Skipped,
+    /// The request deadline ran out.
+    Deadline,
 }
 
 impl Walk {
@@ -153,12 +170,35 @@ impl Walk {
             } else {
                 AttemptKind::Fallback
             };
+            if kind == AttemptKind::Fallback {
+                if self.run.no_fallback {
+                    break;
+                }
+                if let Some(spend) = &self.run.spend {
+                    if !spend.allows_fallback() {
+                        tracing::warn!(
+                            spent = spend.spent_now(),
+                            cap = spend.cap(),
+                            "fallback budget spent: no fallback"
+                        );
+                        return Err(Error::FallbackBudgetExceeded {
+                            attempts: std::mem::take(&mut self.attempts),
+                        });
+                    }
+                }
+            }
             let chat = Arc::clone(&self.run.chat);
             match self.step(idx, kind, chat).await {
                 Step::Served(c) => return Ok(self.served(idx, c)),
                 Step::Next => continue,
                 Step::Stop(e) => return Err(e),
             }
+        }
+        if self.attempts.is_empty() {
+            // Every target was skipped by its breaker mid-plan.
+            return Err(Error::NoProviderAvailable(
+                "every target's circuit breaker is open".into(),
+            ));
         }
         Err(self.all_failed())
     }
@@ -167,9 +207,10 @@ impl Walk {
     /// decision table allows on the same target.
     async fn step(&mut self, idx: usize, kind: AttemptKind, chat: Arc<ChatRequest>) -> Step {
         let failure = match self.attempt(idx, kind, Arc::clone(&chat)).await {
-            Ok(c) => return Step::Served(c),
-            Err(Some(f)) => f,
-            Err(None) => return Step::Stop(self.deadline_exceeded()),
+            Tried::Served(c) => return Step::Served(c),
+            Tried::Failed(f) => f,
+            Tried::Skipped => return Step::Next,
+            Tried::Deadline => return Step::Stop(self.deadline_exceeded()),
         };
         match failure.kind {
             FailureKind::ContentFilter => self.refused(idx, kind).await,
@@ -184,10 +225,10 @@ impl Walk {
                 }
                 tokio::time::sleep(wait).await;
                 match self.attempt(idx, AttemptKind::RateLimitRetry, chat).await {
-                    Ok(c) => Step::Served(c),
-                    Err(Some(f)) if f.kind.is_refusal() => self.refused(idx, kind).await,
-                    Err(Some(_)) => Step::Next,
-                    Err(None) => Step::Stop(self.deadline_exceeded()),
+                    Tried::Served(c) => Step::Served(c),
+                    Tried::Failed(f) if f.kind.is_refusal() => self.refused(idx, kind).await,
+                    Tried::Failed(_) | Tried::Skipped => Step::Next,
+                    Tried::Deadline => Step::Stop(self.deadline_exceeded()),
                 }
             }
             // Outages, timeouts, auth, quota and bad requests: never the
@@ -217,9 +258,9 @@ impl Walk {
                 .map_or(1.0, |p| p.default_temperature);
             let softened = Arc::new(soften(&self.run.chat, default_t));
             match self.attempt(idx, AttemptKind::Softened, softened).await {
-                Ok(c) => return Step::Served(c),
-                Err(None) => return Step::Stop(self.deadline_exceeded()),
-                Err(Some(_)) => {}
+                Tried::Served(c) => return Step::Served(c),
+                Tried::Deadline => return Step::Stop(self.deadline_exceeded()),
+                Tried::Failed(_) | Tried::Skipped => {}
             }
         }
         if kind == AttemptKind::Primary && !policy.falls_back() {
@@ -230,18 +271,12 @@ impl Walk {
         Step::Next
     }
 
-    /// Runs one attempt and records it. `Err(None)` means the request
-    /// deadline ran out.
-    async fn attempt(
-        &mut self,
-        idx: usize,
-        kind: AttemptKind,
-        chat: Arc<ChatRequest>,
-    ) -> Result<Completion, Option<Failure>> {
+    /// Runs one attempt and records it (unless the breaker skipped it).
+    async fn attempt(&mut self, idx: usize, kind: AttemptKind, chat: Arc<ChatRequest>) -> Tried {
         let target = self.run.plan.targets[idx].clone();
         let started = Instant::now();
         if started >= self.deadline {
-            return Err(None);
+            return Tried::Deadline;
         }
         let attempt_timeout = self
             .run
@@ -250,7 +285,12 @@ impl Walk {
             .get(&*target.provider)
             .map_or(self.run.settings.timeouts.attempt, |p| p.timeouts.attempt);
         let deadline = (started + attempt_timeout).min(self.deadline);
-        let result = self.call(idx, &target, chat, deadline).await;
+        let force = self.run.plan.forced && idx == 0;
+        let result = match self.call(idx, &target, chat, deadline, force).await {
+            Err(AttemptError::Skipped) => return Tried::Skipped,
+            Err(AttemptError::Failed(f)) => Err(f),
+            Ok(c) => Ok(c),
+        };
         let latency = started.elapsed();
         let (outcome, detail) = match &result {
             Ok(_) => (Outcome::Ok, None),
@@ -265,11 +305,11 @@ impl Walk {
             detail,
         });
         match result {
-            Ok(c) => Ok(c),
+            Ok(c) => Tried::Served(c),
             Err(f) if f.kind == FailureKind::Timeout && Instant::now() >= self.deadline => {
-                Err(None)
+                Tried::Deadline
             }
-            Err(f) => Err(Some(f)),
+            Err(f) => Tried::Failed(f),
         }
     }
 
@@ -280,7 +320,8 @@ impl Walk {
         target: &Target,
         chat: Arc<ChatRequest>,
         deadline: Instant,
-    ) -> Result<Completion, Failure> {
+        force: bool,
+    ) -> Result<Completion, AttemptError> {
         let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
         call_provider(
             &mut self.run.actors[idx],
@@ -291,6 +332,7 @@ impl Walk {
                 model: Arc::clone(&target.model),
                 request: Arc::clone(&chat),
                 deadline,
+                force,
                 reply,
             },
         )
@@ -299,6 +341,19 @@ impl Walk {
 
     fn served(&mut self, idx: usize, completion: Completion) -> Generation {
         let provider = self.run.plan.targets[idx].provider.to_string();
+        if self.run.plan.targets[idx] != self.run.plan.primary {
+            if let (Some(spend), Some(cost)) = (
+                &self.run.spend,
+                cost_usd(
+                    &self.run.settings,
+                    &provider,
+                    &completion.model,
+                    completion.usage,
+                ),
+            ) {
+                spend.add(cost);
+            }
+        }
         let fell_back = self.run.plan.targets[idx] != self.run.plan.primary;
         Generation::from_completion(
             self.run.request_id.clone(),
@@ -348,37 +403,40 @@ pub(crate) async fn call_provider<T: Send + 'static>(
     supervisor: &ActorRef<SupervisorMsg>,
     provider: &Arc<str>,
     wait: Duration,
-    mut make: impl FnMut(ractor::RpcReplyPort<Result<T, Failure>>) -> ProviderMsg,
-) -> Result<T, Failure> {
+    mut make: impl FnMut(ractor::RpcReplyPort<Result<T, AttemptError>>) -> ProviderMsg,
+) -> Result<T, AttemptError> {
+    let failed = |kind, detail: &str| Err(AttemptError::Failed(Failure::new(kind, detail)));
     let mut fresh = false;
     loop {
         let actor = match slot {
             Some(a) => a.clone(),
             None => {
                 fresh = true;
-                let a = ensure(supervisor, provider).await?;
+                let a = ensure(supervisor, provider)
+                    .await
+                    .map_err(AttemptError::Failed)?;
                 *slot = Some(a.clone());
                 a
             }
         };
         return match actor.call(&mut make, Some(wait)).await {
             Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => Err(Failure::new(
+            Ok(CallResult::Timeout) => failed(
                 FailureKind::Timeout,
                 "the provider actor did not answer in time",
-            )),
-            Ok(CallResult::SenderError) => Err(Failure::new(
+            ),
+            Ok(CallResult::SenderError) => failed(
                 FailureKind::Unavailable,
                 "the provider actor stopped during the attempt",
-            )),
+            ),
             Err(_) if !fresh => {
                 *slot = None;
                 continue;
             }
-            Err(_) => Err(Failure::new(
+            Err(_) => failed(
                 FailureKind::Unavailable,
                 "the provider actor is not running",
-            )),
+            ),
         };
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::policy::breaker::BreakerSettings;
 use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
 
@@ -34,6 +35,26 @@ pub struct Settings {
     pub redis_url: Option<Secret>,
     pub events: EventSettings,
     pub cache: CacheSettings,
+    pub breaker: BreakerSettings,
+    /// The fallback spend cap, when set.
+    pub budget: Option<BudgetSettings>,
+}
+
+/// The `[budget]` table: a cap on what fallback targets may spend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetSettings {
+    pub fallback_budget_usd: f64,
+    pub window: BudgetWindow,
+}
+
+/// The window a spend cap counts over (UTC calendar units, or a fixed
+/// number of seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetWindow {
+    Hour,
+    Day,
+    Month,
+    Seconds(u64),
 }
 
 /// The `[events]` table: where the Redis writer puts events.
@@ -119,7 +140,10 @@ pub struct ProviderSettings {
     /// softened retry cools down from it.
     pub default_temperature: f32,
     pub timeouts: Timeouts,
+    /// The price of the default and any unlisted model.
     pub price: Option<Price>,
+    /// Prices of particular models.
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// USD per million tokens.
@@ -502,7 +526,72 @@ impl Settings {
             max_entries: raw_cache.max_entries.unwrap_or(10_000),
         };
 
+        let raw_breaker = raw.breaker.unwrap_or_default();
+        let defaults = BreakerSettings::default();
+        let breaker = BreakerSettings {
+            failure_threshold: raw_breaker
+                .failure_threshold
+                .unwrap_or(defaults.failure_threshold),
+            cooldown: match raw_breaker.cooldown {
+                Some(s) => seconds(s).map_err(|m| file_err("breaker.cooldown".into(), m))?,
+                None => defaults.cooldown,
+            },
+            cooldown_multiplier: match raw_breaker.cooldown_multiplier {
+                Some(m) if m.is_finite() && (1.0..=10.0).contains(&m) => m,
+                Some(_) => {
+                    return Err(file_err(
+                        "breaker.cooldown_multiplier".into(),
+                        "must be between 1 and 10".into(),
+                    ));
+                }
+                None => defaults.cooldown_multiplier,
+            },
+            max_cooldown: match raw_breaker.max_cooldown {
+                Some(s) => seconds(s).map_err(|m| file_err("breaker.max_cooldown".into(), m))?,
+                None => defaults.max_cooldown,
+            },
+        };
+        let budget = match raw.budget {
+            None => None,
+            Some(b) => {
+                let cap = b.fallback_budget_usd.ok_or_else(|| {
+                    file_err(
+                        "budget.fallback_budget_usd".into(),
+                        "the [budget] table needs a fallback_budget_usd".into(),
+                    )
+                })?;
+                if !cap.is_finite() || cap < 0.0 {
+                    return Err(file_err(
+                        "budget.fallback_budget_usd".into(),
+                        "must be zero or more".into(),
+                    ));
+                }
+                let window = match b.window.as_deref().unwrap_or("day") {
+                    "hour" => BudgetWindow::Hour,
+                    "day" => BudgetWindow::Day,
+                    "month" => BudgetWindow::Month,
+                    other => match crate::policy::budget::parse_seconds(other) {
+                        Some(secs) if secs > 0 => BudgetWindow::Seconds(secs),
+                        _ => {
+                            return Err(file_err(
+                                "budget.window".into(),
+                                format!(
+                                    "`{other}` is not hour, day, month or a duration such as 90s or 10m"
+                                ),
+                            ));
+                        }
+                    },
+                };
+                Some(BudgetSettings {
+                    fallback_budget_usd: cap,
+                    window,
+                })
+            }
+        };
+
         Ok(Self {
+            breaker,
+            budget,
             events,
             cache,
             routing: Routing {
@@ -701,12 +790,18 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         default_temperature: 1.0,
         timeouts,
         price: None,
+        prices: BTreeMap::new(),
     }
 }
 
 // === impl ProviderSettings ===
 
 impl ProviderSettings {
+    /// The price of `model`: its own, else the provider's.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
+        self.prices.get(model).copied().or(self.price)
+    }
+
     /// Whether the provider has what it needs to be called.
     pub fn has_key(&self) -> bool {
         !self.requires_key || self.api_key.is_some()
@@ -779,6 +874,24 @@ struct RawFile {
     server: Option<RawServer>,
     events: Option<RawEvents>,
     cache: Option<RawCache>,
+    breaker: Option<RawBreaker>,
+    budget: Option<RawBudget>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBreaker {
+    failure_threshold: Option<u32>,
+    cooldown: Option<f64>,
+    cooldown_multiplier: Option<f64>,
+    max_cooldown: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    fallback_budget_usd: Option<f64>,
+    window: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -819,6 +932,8 @@ struct RawProvider {
     temperature: Option<f32>,
     timeouts: Option<RawTimeouts>,
     price: Option<Price>,
+    #[serde(default)]
+    prices: BTreeMap<String, Price>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -897,6 +1012,7 @@ impl RawProvider {
             default_temperature: 1.0,
             timeouts,
             price: None,
+            prices: BTreeMap::new(),
         };
         self.overlay(base, at)
     }
@@ -960,6 +1076,15 @@ impl RawProvider {
                 return Err((format!("{at}.price"), "prices must be zero or more".into()));
             }
             p.price = Some(price);
+        }
+        for (model, price) in self.prices {
+            if !(price.input_per_mtok >= 0.0 && price.output_per_mtok >= 0.0) {
+                return Err((
+                    format!("{at}.prices"),
+                    format!("the price of `{model}` must be zero or more"),
+                ));
+            }
+            p.prices.insert(model, price);
         }
         Ok(p)
     }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::{AttemptError, ProviderMsg};
 use crate::adapter::BoxEventStream;
 use crate::chat::{FinishReason, StreamEvent, Usage};
 use crate::error::{Error, Failure, FailureCode, FailureKind};
@@ -130,7 +130,7 @@ impl Run {
             ));
             let _ = reply.send(Err(error));
         };
-        let deadline = self.started + self.settings.timeouts.request;
+        let deadline = self.deadline;
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut content_filtered = false;
         if self.plan.targets.is_empty() {
@@ -154,6 +154,15 @@ impl Run {
             } else {
                 AttemptKind::Fallback
             };
+            if kind == AttemptKind::Fallback {
+                if self.no_fallback {
+                    break;
+                }
+                if self.spend.as_ref().is_some_and(|s| !s.allows_fallback()) {
+                    fail(reply, Error::FallbackBudgetExceeded { attempts });
+                    return;
+                }
+            }
             let attempt = tokio::select! {
                 a = self.open_and_wait(idx, deadline) => a,
                 _ = reply.closed() => return, // the caller went away
@@ -163,7 +172,8 @@ impl Run {
                     committed = Some((c, kind));
                     break;
                 }
-                Err((failure, latency)) => {
+                Err(None) => continue, // skipped by its breaker
+                Err(Some((failure, latency))) => {
                     let refused = failure.kind.is_refusal();
                     content_filtered |= refused;
                     attempts.push(self.record(
@@ -208,7 +218,7 @@ impl Run {
         &mut self,
         idx: usize,
         deadline: Instant,
-    ) -> Result<Committed, (Failure, Duration)> {
+    ) -> Result<Committed, Option<(Failure, Duration)>> {
         let started = Instant::now();
         let target = self.plan.targets[idx].clone();
         let timeouts = self
@@ -219,6 +229,7 @@ impl Run {
         let first_token_by = (started + timeouts.first_token).min(deadline);
         let wait = first_token_by.saturating_duration_since(started) + Duration::from_secs(1);
         let chat = Arc::clone(&self.chat);
+        let force = self.plan.forced && idx == 0;
         let opened = call_provider(
             &mut self.actors[idx],
             &self.supervisor,
@@ -228,11 +239,16 @@ impl Run {
                 model: Arc::clone(&target.model),
                 request: Arc::clone(&chat),
                 deadline: first_token_by,
+                force,
                 reply,
             },
         )
         .await;
-        let mut stream = opened.map_err(|f| (f, started.elapsed()))?;
+        let mut stream = match opened {
+            Ok(s) => s,
+            Err(AttemptError::Skipped) => return Err(None),
+            Err(AttemptError::Failed(f)) => return Err(Some((f, started.elapsed()))),
+        };
         let no_first_token = || {
             Failure::new(
                 FailureKind::Timeout,
@@ -273,7 +289,7 @@ impl Run {
         };
         drop(stream);
         self.report(idx, Err(failure.code()), started.elapsed());
-        Err((failure, started.elapsed()))
+        Err(Some((failure, started.elapsed())))
     }
 
     /// Sends the committed stream to the caller and pumps it to the end.
@@ -384,6 +400,9 @@ impl Run {
                 };
                 let cost =
                     crate::run::cost_usd(&self.settings, &done.provider, &done.model, done.usage);
+                if let (true, Some(spend), Some(cost)) = (fell_back, &self.spend, cost) {
+                    spend.add(cost);
+                }
                 self.bus
                     .publish(GenerationEvent::stream_done(&ctx, &done, cost));
                 let _ = tx.send(StreamItem::Done(done)).await;
@@ -450,7 +469,12 @@ impl Run {
     /// Tells the provider's actor how a stream it opened ended.
     fn report(&self, idx: usize, outcome: Result<(), FailureCode>, latency: Duration) {
         if let Some(actor) = &self.actors[idx] {
-            let _ = actor.cast(ProviderMsg::Completed { outcome, latency });
+            let model = Arc::clone(&self.plan.targets[idx].model);
+            let _ = actor.cast(ProviderMsg::Completed {
+                model,
+                outcome,
+                latency,
+            });
         }
     }
 }

@@ -56,7 +56,9 @@ impl ApiError {
             Self::Engine(e) => match e {
                 Error::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
                 Error::UnknownProvider(_) | Error::UnknownRoute(_) => StatusCode::NOT_FOUND,
-                Error::NoProviderAvailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                Error::NoProviderAvailable(_) | Error::FallbackBudgetExceeded { .. } => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
                 Error::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 Error::DeadlineExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
                 Error::ProvidersFailed {

@@ -1,5 +1,12 @@
 //! The provider actor: one per provider, owning its adapter (and through it
-//! the pooled HTTP client) and the record of recent outcomes.
+//! the pooled HTTP client), a circuit breaker per target (model), and the
+//! record of recent outcomes.
+//!
+//! `handle` never awaits the network: an attempt runs on a spawned task that
+//! replies and then casts `Completed` back, and the breaker is updated from
+//! that message. A call the breaker does not admit is answered at once with
+//! [`AttemptError::Skipped`], so the run moves to the next target without
+//! the provider being contacted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,20 +15,34 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
 
+use crate::actor::router::RouterMsg;
 use crate::adapter::{Adapter, AdapterFactory, BoxEventStream};
 use crate::chat::{ChatRequest, Completion};
 use crate::error::{Failure, FailureCode, FailureKind};
+use crate::policy::breaker::{Admission, Breaker, BreakerSettings, BreakerState};
 use crate::settings::ProviderSettings;
+
+/// Why an attempt produced no answer.
+#[derive(Debug)]
+pub(crate) enum AttemptError {
+    /// The provider failed (or could not be reached).
+    Failed(Failure),
+    /// The target's breaker is open (or its half-open probe is out): the
+    /// provider was not contacted and the attempt is not recorded.
+    Skipped,
+}
 
 /// Messages of [`ProviderActor`].
 pub(crate) enum ProviderMsg {
     /// Run one attempt. The actor replies from a spawned task; `deadline`
     /// bounds the attempt (the earlier of the attempt and request timeouts).
+    /// `force` bypasses the breaker (every target of the plan was open).
     Execute {
         model: Arc<str>,
         request: Arc<ChatRequest>,
         deadline: Instant,
-        reply: RpcReplyPort<Result<Completion, Failure>>,
+        force: bool,
+        reply: RpcReplyPort<Result<Completion, AttemptError>>,
     },
     /// Open a streamed attempt: connect and read the response headers by
     /// `deadline`. The caller reads the stream and sends `Completed` when
@@ -30,11 +51,13 @@ pub(crate) enum ProviderMsg {
         model: Arc<str>,
         request: Arc<ChatRequest>,
         deadline: Instant,
-        reply: RpcReplyPort<Result<BoxEventStream, Failure>>,
+        force: bool,
+        reply: RpcReplyPort<Result<BoxEventStream, AttemptError>>,
     },
-    /// A spawned attempt finished; sent by the task to its actor (or, for
-    /// a stream, by the run that read it).
+    /// An attempt finished; sent by its task (or, for a stream, by the run
+    /// that read it).
     Completed {
+        model: Arc<str>,
         outcome: Result<(), FailureCode>,
         latency: Duration,
     },
@@ -60,12 +83,19 @@ pub(crate) struct ProviderActor;
 pub(crate) struct ProviderArgs {
     pub settings: ProviderSettings,
     pub factory: Arc<dyn AdapterFactory>,
+    pub breaker: BreakerSettings,
+    /// Where breaker changes are announced.
+    pub router: Option<ActorRef<RouterMsg>>,
 }
 
 pub(crate) struct ProviderState {
+    name: Arc<str>,
     adapter: Arc<dyn Adapter>,
     stats: ProviderStats,
     ok_latency_total: Duration,
+    breaker_settings: BreakerSettings,
+    breakers: HashMap<Arc<str>, Breaker>,
+    router: Option<ActorRef<RouterMsg>>,
 }
 
 impl Actor for ProviderActor {
@@ -85,9 +115,13 @@ impl Actor for ProviderActor {
             .build(&args.settings)
             .map_err(|e| format!("provider `{}`: {e}", args.settings.name))?;
         Ok(ProviderState {
+            name: Arc::from(args.settings.name.as_str()),
             adapter,
             stats: ProviderStats::default(),
             ok_latency_total: Duration::ZERO,
+            breaker_settings: args.breaker,
+            breakers: HashMap::new(),
+            router: args.router,
         })
     }
 
@@ -102,8 +136,13 @@ impl Actor for ProviderActor {
                 model,
                 request,
                 deadline,
+                force,
                 reply,
             } => {
+                if !state.admit(&model, force) {
+                    let _ = reply.send(Err(AttemptError::Skipped));
+                    return Ok(());
+                }
                 state.stats.in_flight += 1;
                 let adapter = Arc::clone(&state.adapter);
                 tokio::spawn(async move {
@@ -122,8 +161,9 @@ impl Actor for ProviderActor {
                             )),
                         };
                     let outcome = result.as_ref().map(|_| ()).map_err(Failure::code);
-                    let _ = reply.send(result);
+                    let _ = reply.send(result.map_err(AttemptError::Failed));
                     let _ = myself.cast(ProviderMsg::Completed {
+                        model,
                         outcome,
                         latency: started.elapsed(),
                     });
@@ -133,8 +173,13 @@ impl Actor for ProviderActor {
                 model,
                 request,
                 deadline,
+                force,
                 reply,
             } => {
+                if !state.admit(&model, force) {
+                    let _ = reply.send(Err(AttemptError::Skipped));
+                    return Ok(());
+                }
                 state.stats.in_flight += 1;
                 let adapter = Arc::clone(&state.adapter);
                 tokio::spawn(async move {
@@ -154,21 +199,29 @@ impl Actor for ProviderActor {
                         };
                     if let Err(f) = &opened {
                         let _ = myself.cast(ProviderMsg::Completed {
+                            model: Arc::clone(&model),
                             outcome: Err(f.code()),
                             latency: started.elapsed(),
                         });
                     }
-                    if let Err(ractor::MessagingErr::SendErr(Ok(stream))) = reply.send(opened) {
+                    if let Err(ractor::MessagingErr::SendErr(Ok(stream))) =
+                        reply.send(opened.map_err(AttemptError::Failed))
+                    {
                         // The run gave up waiting: close the stream and say so.
                         drop(stream);
                         let _ = myself.cast(ProviderMsg::Completed {
+                            model,
                             outcome: Ok(()),
                             latency: started.elapsed(),
                         });
                     }
                 });
             }
-            ProviderMsg::Completed { outcome, latency } => {
+            ProviderMsg::Completed {
+                model,
+                outcome,
+                latency,
+            } => {
                 state.stats.in_flight = state.stats.in_flight.saturating_sub(1);
                 match outcome {
                     Ok(()) => {
@@ -179,6 +232,7 @@ impl Actor for ProviderActor {
                     }
                     Err(code) => *state.stats.failed.entry(code.as_str()).or_default() += 1,
                 }
+                state.record(&model, outcome);
             }
             ProviderMsg::Stats(reply) => {
                 let _ = reply.send(state.stats.clone());
@@ -187,5 +241,65 @@ impl Actor for ProviderActor {
             ProviderMsg::Panic => panic!("fault injection: provider actor panics on purpose"),
         }
         Ok(())
+    }
+}
+
+// === impl ProviderState ===
+
+impl ProviderState {
+    fn breaker(&mut self, model: &Arc<str>) -> &mut Breaker {
+        let settings = self.breaker_settings;
+        self.breakers
+            .entry(Arc::clone(model))
+            .or_insert_with(|| Breaker::new(settings))
+    }
+
+    /// Whether a call to `model` may go ahead now.
+    fn admit(&mut self, model: &Arc<str>, force: bool) -> bool {
+        let now = Instant::now();
+        let breaker = self.breaker(model);
+        let before = breaker.state(now);
+        let admitted = match breaker.admit(now) {
+            Admission::Yes | Admission::Probe => true,
+            Admission::No => force,
+        };
+        let after = breaker.state(now);
+        if before != after || (before == BreakerState::HalfOpen && admitted) {
+            self.announce(model);
+        }
+        admitted
+    }
+
+    fn record(&mut self, model: &Arc<str>, outcome: Result<(), FailureCode>) {
+        let now = Instant::now();
+        let breaker = self.breaker(model);
+        let before = (breaker.state(now), breaker.open_until());
+        breaker.record(outcome, now);
+        if (breaker.state(now), breaker.open_until()) != before {
+            let state = breaker.state(now);
+            if state == BreakerState::Open {
+                tracing::warn!(provider = %self.name, model = %model, "circuit breaker opened");
+            } else if state == BreakerState::Closed {
+                tracing::info!(provider = %self.name, model = %model, "circuit breaker closed");
+            }
+            self.announce(model);
+        }
+    }
+
+    /// Tells the router a target's breaker changed, so that plans skip an
+    /// open target without asking this actor.
+    fn announce(&mut self, model: &Arc<str>) {
+        let now = Instant::now();
+        let Some(router) = &self.router else { return };
+        let Some(breaker) = self.breakers.get(model) else {
+            return;
+        };
+        let _ = router.cast(RouterMsg::BreakerChanged {
+            provider: Arc::clone(&self.name),
+            model: Arc::clone(model),
+            state: breaker.state(now),
+            open_until: breaker.open_until(),
+            failures: breaker.failures(),
+        });
     }
 }

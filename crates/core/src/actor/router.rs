@@ -13,12 +13,15 @@ use crate::actor::provider::ProviderMsg;
 use crate::actor::supervisor::SupervisorMsg;
 use crate::adapter::AdapterFactory;
 use crate::cache::ResponseCache;
-use crate::engine::{KeyStatus, ProviderInfo};
+use crate::engine::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::generation::{GenerateRequest, GenerateResult};
+use crate::policy::breaker::BreakerState;
+use crate::policy::budget::SpendMeter;
 use crate::policy::plan::{self, Target, Unavailable};
 use crate::run::Run;
 use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 use crate::sink::fanout::EventBus;
+use crate::sink::metrics::{Metrics, StateLabels};
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -38,6 +41,14 @@ pub(crate) enum RouterMsg {
     ProviderStarted {
         provider: Arc<str>,
         actor: ActorRef<ProviderMsg>,
+    },
+    /// A target's circuit breaker changed (from its provider actor).
+    BreakerChanged {
+        provider: Arc<str>,
+        model: Arc<str>,
+        state: BreakerState,
+        open_until: Option<Instant>,
+        failures: u32,
     },
     /// A provider's restart budget ran out: leave it out of plans.
     ProviderStopped { provider: Arc<str> },
@@ -61,6 +72,8 @@ pub(crate) struct RouterArgs {
     pub supervisor: ActorRef<SupervisorMsg>,
     pub bus: Arc<EventBus>,
     pub cache: Arc<ResponseCache>,
+    pub metrics: Arc<Metrics>,
+    pub spend: Option<Arc<SpendMeter>>,
 }
 
 pub(crate) struct RouterState {
@@ -77,6 +90,19 @@ pub(crate) struct RouterState {
     runs: JoinSet<()>,
     bus: Arc<EventBus>,
     cache: Arc<ResponseCache>,
+    metrics: Arc<Metrics>,
+    spend: Option<Arc<SpendMeter>>,
+    /// The breakers that are not plainly closed, per target, as their
+    /// provider actors announced them.
+    breakers: HashMap<Target, BreakerView>,
+}
+
+/// A target's breaker as the router knows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BreakerView {
+    pub state: BreakerState,
+    pub open_until: Option<Instant>,
+    pub failures: u32,
 }
 
 impl Actor for RouterActor {
@@ -115,6 +141,9 @@ impl Actor for RouterActor {
             runs: JoinSet::new(),
             bus: args.bus,
             cache: args.cache,
+            metrics: args.metrics,
+            spend: args.spend,
+            breakers: HashMap::new(),
             settings,
         })
     }
@@ -154,8 +183,37 @@ impl Actor for RouterActor {
                 }
             },
             RouterMsg::ProviderStarted { provider, actor } => {
+                // A (re)started actor has fresh breakers.
+                state.breakers.retain(|t, _| t.provider != provider);
                 state.stopped.remove(&provider);
                 state.actors.insert(provider, actor);
+            }
+            RouterMsg::BreakerChanged {
+                provider,
+                model,
+                state: breaker,
+                open_until,
+                failures,
+            } => {
+                let labels = StateLabels {
+                    provider: provider.to_string(),
+                    model: model.to_string(),
+                };
+                let gauge = match breaker {
+                    BreakerState::Closed => 0,
+                    BreakerState::Open => 1,
+                    BreakerState::HalfOpen => 2,
+                };
+                state.metrics.breaker_open.get_or_create(&labels).set(gauge);
+                let target = Target { provider, model };
+                state.breakers.insert(
+                    target,
+                    BreakerView {
+                        state: breaker,
+                        open_until,
+                        failures,
+                    },
+                );
             }
             RouterMsg::ProviderStopped { provider } => {
                 state.actors.remove(&provider);
@@ -211,8 +269,25 @@ impl RouterState {
             &self.default_route,
             &self.routes,
         )?;
-        let plan = plan::plan(route, |t| self.availability(&t.provider))
-            .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+        let now = Instant::now();
+        let mut plan = plan::plan(route, |t| {
+            self.availability(&t.provider).or_else(|| {
+                self.breaker_open(t, now)
+                    .then_some(Unavailable::BreakerOpen)
+            })
+        })
+        .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+        // Every target benched by its breaker: try the primary anyway rather
+        // than fail without trying.
+        if plan.targets.is_empty()
+            && plan
+                .skipped
+                .iter()
+                .any(|(t, why)| *t == plan.primary && *why == Unavailable::BreakerOpen)
+        {
+            plan.targets.push(plan.primary.clone());
+            plan.forced = true;
+        }
         let actors = plan
             .targets
             .iter()
@@ -223,6 +298,9 @@ impl RouterState {
             bus: Arc::clone(&self.bus),
             cache: Arc::clone(&self.cache),
             use_cache: request.cache,
+            spend: self.spend.clone(),
+            no_fallback: request.no_fallback,
+            deadline: started + request.timeout.unwrap_or(self.settings.timeouts.request),
             request_id: request
                 .request_id
                 .unwrap_or_else(crate::generation::new_request_id),
@@ -236,6 +314,13 @@ impl RouterState {
             supervisor: self.supervisor.clone(),
             started,
         })
+    }
+
+    /// Whether `target`'s breaker is open and still cooling down.
+    fn breaker_open(&self, target: &Target, now: Instant) -> bool {
+        self.breakers
+            .get(target)
+            .is_some_and(|b| b.state == BreakerState::Open && b.open_until.is_some_and(|u| now < u))
     }
 
     fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {
@@ -276,6 +361,25 @@ impl RouterState {
                     base_url: p.base_url.clone(),
                     key,
                     stats: None,
+                    breakers: self
+                        .breakers
+                        .iter()
+                        .filter(|(t, _)| t.provider == name)
+                        .map(|(t, b)| TargetBreaker {
+                            model: t.model.to_string(),
+                            state: if self.breaker_open(t, Instant::now())
+                                || b.state != BreakerState::Open
+                            {
+                                b.state
+                            } else {
+                                BreakerState::HalfOpen
+                            },
+                            consecutive_failures: b.failures,
+                            reopens_in_ms: b.open_until.map(|u| {
+                                u.saturating_duration_since(Instant::now()).as_millis() as u64
+                            }),
+                        })
+                        .collect(),
                 }
             })
             .collect();

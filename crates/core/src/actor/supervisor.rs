@@ -181,6 +181,8 @@ impl SupervisorState {
         let args = ProviderArgs {
             settings: settings.clone(),
             factory: Arc::clone(&self.factory),
+            breaker: self.settings.breaker,
+            router: self.router.clone(),
         };
         // Unnamed: names live in a global registry and would collide
         // between engines in one process.

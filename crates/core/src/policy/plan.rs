@@ -42,6 +42,9 @@ pub struct Plan {
     pub targets: Vec<Target>,
     /// The targets left out, and why.
     pub skipped: Vec<(Target, Unavailable)>,
+    /// Every target was benched by its breaker, so the primary is tried
+    /// anyway, past its breaker.
+    pub forced: bool,
 }
 
 // === impl Target ===
@@ -166,6 +169,7 @@ pub fn plan(
         primary,
         targets,
         skipped,
+        forced: false,
     })
 }
 
