@@ -51,6 +51,8 @@ pub(crate) struct Run {
     pub no_fallback: bool,
     /// When the whole request must be over.
     pub deadline: Instant,
+    /// The route's attempt timeout, which caps each provider's.
+    pub attempt_cap: Option<Duration>,
 }
 
 /// What ended a step of the plan.
@@ -283,7 +285,8 @@ impl Walk {
             .settings
             .providers
             .get(&*target.provider)
-            .map_or(self.run.settings.timeouts.attempt, |p| p.timeouts.attempt);
+            .map_or(self.run.settings.timeouts.attempt, |p| p.timeouts.attempt)
+            .min(self.run.attempt_cap.unwrap_or(Duration::MAX));
         let deadline = (started + attempt_timeout).min(self.deadline);
         let force = self.run.plan.forced && idx == 0;
         let result = match self.call(idx, &target, chat, deadline, force).await {

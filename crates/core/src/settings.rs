@@ -26,6 +26,8 @@ pub struct Settings {
     pub providers: BTreeMap<String, ProviderSettings>,
     /// Named routes besides `default`.
     pub routes: BTreeMap<String, Vec<Target>>,
+    /// Per-route refusal policy and timeouts, for routes that set them.
+    pub route_options: BTreeMap<String, RouteOptions>,
     pub timeouts: Timeouts,
     /// The longest `Retry-After` the engine waits out before its one
     /// rate-limit retry; longer waits fall back at once.
@@ -38,6 +40,14 @@ pub struct Settings {
     pub breaker: BreakerSettings,
     /// The fallback spend cap, when set.
     pub budget: Option<BudgetSettings>,
+}
+
+/// What a named route sets for the requests that take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteOptions {
+    pub refusal_policy: Option<RefusalPolicy>,
+    /// Replaces the global timeouts (and caps each provider's attempt).
+    pub timeouts: Option<Timeouts>,
 }
 
 /// The `[budget]` table: a cap on what fallback targets may spend.
@@ -420,7 +430,8 @@ impl Settings {
 
         // Named routes.
         let mut routes = BTreeMap::new();
-        for (name, specs) in raw.routes {
+        let mut route_options = BTreeMap::new();
+        for (name, spec) in raw.routes {
             let at = format!("routes.{name}");
             if name == "default" {
                 return Err(file_err(
@@ -428,6 +439,10 @@ impl Settings {
                     "`default` is the configured order; name the route differently".into(),
                 ));
             }
+            let (specs, options) = match spec {
+                RawRouteSpec::Targets(t) => (t, None),
+                RawRouteSpec::Table(r) => (r.targets, Some((r.refusal_policy, r.timeouts))),
+            };
             if specs.is_empty() {
                 return Err(file_err(at, "a route needs at least one target".into()));
             }
@@ -436,6 +451,29 @@ impl Settings {
                 .map(|spec| Target::parse(spec, &providers))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| file_err(at.clone(), m))?;
+            if let Some((policy, route_timeouts)) = options {
+                let refusal_policy = match policy {
+                    Some(p) => Some(
+                        p.parse()
+                            .map_err(|m| file_err(format!("{at}.refusal_policy"), m))?,
+                    ),
+                    None => None,
+                };
+                let route_timeouts = match route_timeouts {
+                    Some(t) => Some(
+                        t.apply(timeouts, &format!("{at}.timeouts"))
+                            .map_err(|(s, m)| file_err(s, m))?,
+                    ),
+                    None => None,
+                };
+                route_options.insert(
+                    name.clone(),
+                    RouteOptions {
+                        refusal_policy,
+                        timeouts: route_timeouts,
+                    },
+                );
+            }
             routes.insert(name, targets);
         }
 
@@ -590,6 +628,7 @@ impl Settings {
         };
 
         Ok(Self {
+            route_options,
             breaker,
             budget,
             events,
@@ -868,7 +907,7 @@ struct RawFile {
     #[serde(default)]
     providers: BTreeMap<String, RawProvider>,
     #[serde(default)]
-    routes: BTreeMap<String, Vec<String>>,
+    routes: BTreeMap<String, RawRouteSpec>,
     timeouts: Option<RawTimeouts>,
     rate_limit: Option<RawRateLimit>,
     server: Option<RawServer>,
@@ -876,6 +915,22 @@ struct RawFile {
     cache: Option<RawCache>,
     breaker: Option<RawBreaker>,
     budget: Option<RawBudget>,
+}
+
+/// A route: a list of targets, or a table with options.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawRouteSpec {
+    Targets(Vec<String>),
+    Table(RawRoute),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    targets: Vec<String>,
+    refusal_policy: Option<String>,
+    timeouts: Option<RawTimeouts>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -32,6 +32,11 @@ pub struct GenerateBody {
     pub stream: bool,
     /// `false` skips the response cache (so does `Cache-Control: no-cache`).
     pub cache: Option<bool>,
+    /// Only the primary may serve.
+    #[serde(default)]
+    pub no_fallback: bool,
+    /// The whole request's deadline, in milliseconds.
+    pub timeout_ms: Option<u64>,
 }
 
 /// One message of a [`GenerateBody`].
@@ -124,6 +129,10 @@ impl GenerateBody {
         let mut request = GenerateRequest::new(chat).route(route);
         request.refusal_policy = self.refusal_policy;
         request.cache = self.cache.unwrap_or(true);
+        request.no_fallback = self.no_fallback;
+        if let Some(ms) = self.timeout_ms {
+            request.timeout = Some(crate::routes::timeout_ms("timeout_ms", Some(ms))?);
+        }
         Ok(request)
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use understudy_core::policy::breaker::BreakerState;
 use understudy_core::{KeyStatus, ProviderInfo};
 
 use super::{engine, out, report};
@@ -53,7 +54,7 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
 }
 
 fn table(infos: &[ProviderInfo]) -> String {
-    let rows: Vec<[String; 6]> = infos
+    let rows: Vec<[String; 7]> = infos
         .iter()
         .map(|p| {
             let status = match &p.unavailable_reason {
@@ -72,17 +73,39 @@ fn table(infos: &[ProviderInfo]) -> String {
                 KeyStatus::NotNeeded => "not needed".to_owned(),
             };
             let kind = format!("{:?}", p.kind).to_lowercase();
+            let open: Vec<String> = p
+                .breakers
+                .iter()
+                .filter(|b| b.state != BreakerState::Closed)
+                .map(|b| {
+                    let state = if b.state == BreakerState::Open {
+                        "open"
+                    } else {
+                        "half-open"
+                    };
+                    format!("{}={state}", b.model)
+                })
+                .collect();
+            let breaker = if open.is_empty() {
+                "closed".to_owned()
+            } else {
+                open.join(",")
+            };
             [
                 p.name.clone(),
                 kind,
                 status,
+                breaker,
                 p.model.clone(),
                 p.base_url.clone(),
                 key,
             ]
         })
         .collect();
-    let header = ["PROVIDER", "PROTOCOL", "STATUS", "MODEL", "BASE URL", "KEY"].map(String::from);
+    let header = [
+        "PROVIDER", "PROTOCOL", "STATUS", "BREAKER", "MODEL", "BASE URL", "KEY",
+    ]
+    .map(String::from);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

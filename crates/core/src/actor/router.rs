@@ -263,6 +263,13 @@ impl Actor for RouterActor {
 
 impl RouterState {
     fn prepare(&self, request: GenerateRequest, started: Instant) -> Result<Run, crate::Error> {
+        let route_options = match &request.route {
+            crate::generation::RouteSelector::Named(name) => {
+                self.settings.route_options.get(name).copied()
+            }
+            _ => None,
+        };
+        let route_timeouts = route_options.and_then(|o| o.timeouts);
         let route = plan::resolve(
             &request.route,
             &self.settings,
@@ -300,7 +307,12 @@ impl RouterState {
             use_cache: request.cache,
             spend: self.spend.clone(),
             no_fallback: request.no_fallback,
-            deadline: started + request.timeout.unwrap_or(self.settings.timeouts.request),
+            deadline: started
+                + request
+                    .timeout
+                    .or(route_timeouts.map(|t| t.request))
+                    .unwrap_or(self.settings.timeouts.request),
+            attempt_cap: route_timeouts.map(|t| t.attempt),
             request_id: request
                 .request_id
                 .unwrap_or_else(crate::generation::new_request_id),
@@ -308,6 +320,7 @@ impl RouterState {
             chat: request.chat,
             policy: request
                 .refusal_policy
+                .or(route_options.and_then(|o| o.refusal_policy))
                 .unwrap_or(self.routing.refusal_policy),
             settings: Arc::clone(&self.settings),
             actors,

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::json;
-use understudy_core::{Error, GenerateRequest, RouteSelector};
+use understudy_core::{Error, GenerateRequest};
 
 use super::parse_json;
 use crate::auth::RequestId;
@@ -32,10 +32,11 @@ async fn completions(
 ) -> Result<Response, OpenAiError> {
     let body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.to_chat()?;
-    let route = resolve_model(&state, body.model.as_deref().unwrap_or("default")).await?;
+    let route = super::resolve_route(&state, body.model.as_deref().unwrap_or("default")).await?;
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
     request.cache = !super::no_cache(&headers);
+    super::apply_overrides(&state, &headers, &mut request).await?;
 
     if body.stream {
         let stream = state
@@ -131,23 +132,6 @@ async fn completions(
 /// it is an ordinary error response.
 fn refusal_is_an_error(e: Error) -> OpenAiError {
     OpenAiError(ApiError::Engine(e))
-}
-
-/// `model` names a route (`default` is the configured order), or
-/// `provider` / `provider:model`.
-async fn resolve_model(state: &AppState, model: &str) -> Result<RouteSelector, OpenAiError> {
-    if model == "default" {
-        return Ok(RouteSelector::Default);
-    }
-    let routing = state.engine.routing().await?;
-    if routing.routes.contains_key(model) {
-        return Ok(RouteSelector::Named(model.to_owned()));
-    }
-    let provider = model.split_once(':').map_or(model, |(p, _)| p);
-    if state.engine.settings().providers.contains_key(provider) {
-        return Ok(RouteSelector::pin(model));
-    }
-    Err(OpenAiError(ApiError::ModelNotFound(model.to_owned())))
 }
 
 fn insert_headers(response: &mut Response, headers: &[(&'static str, String)]) {

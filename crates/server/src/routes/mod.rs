@@ -59,3 +59,86 @@ pub(crate) fn no_cache(headers: &axum::http::HeaderMap) -> bool {
                 .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
         })
 }
+
+/// The most a request may ask for with `x-understudy-timeout-ms`/`timeout_ms`.
+pub(crate) const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// Applies the per-request override headers every API accepts:
+/// `x-understudy-route`, `x-understudy-refusal-policy`,
+/// `x-understudy-no-fallback`, `x-understudy-timeout-ms`.
+pub(crate) async fn apply_overrides(
+    state: &crate::AppState,
+    headers: &axum::http::HeaderMap,
+    request: &mut understudy_core::GenerateRequest,
+) -> Result<(), ApiError> {
+    let text = |name: &'static str| -> Result<Option<&str>, ApiError> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(|s| Some(s.trim()))
+                .map_err(|_| ApiError::invalid(name, "not valid text")),
+        }
+    };
+    if let Some(route) = text("x-understudy-route")? {
+        request.route = resolve_route(state, route).await?;
+    }
+    if let Some(policy) = text("x-understudy-refusal-policy")? {
+        request.refusal_policy = Some(
+            policy
+                .parse()
+                .map_err(|m: String| ApiError::invalid("x-understudy-refusal-policy", m))?,
+        );
+    }
+    if let Some(flag) = text("x-understudy-no-fallback")? {
+        request.no_fallback = match flag.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" => true,
+            "0" | "false" | "no" => false,
+            _ => {
+                return Err(ApiError::invalid(
+                    "x-understudy-no-fallback",
+                    "expected true or false",
+                ));
+            }
+        };
+    }
+    if let Some(ms) = text("x-understudy-timeout-ms")? {
+        request.timeout = Some(timeout_ms("x-understudy-timeout-ms", ms.parse().ok())?);
+    }
+    Ok(())
+}
+
+/// A request timeout in milliseconds, validated.
+pub(crate) fn timeout_ms(
+    field: &'static str,
+    ms: Option<u64>,
+) -> Result<std::time::Duration, ApiError> {
+    match ms {
+        Some(ms) if (1..=MAX_TIMEOUT_MS).contains(&ms) => Ok(std::time::Duration::from_millis(ms)),
+        _ => Err(ApiError::invalid(
+            field,
+            format!("expected a number of milliseconds from 1 to {MAX_TIMEOUT_MS}"),
+        )),
+    }
+}
+
+/// A route name (`default` is the configured order), or `provider` /
+/// `provider:model`.
+pub(crate) async fn resolve_route(
+    state: &crate::AppState,
+    name: &str,
+) -> Result<understudy_core::RouteSelector, ApiError> {
+    use understudy_core::RouteSelector;
+    if name == "default" {
+        return Ok(RouteSelector::Default);
+    }
+    let routing = state.engine.routing().await?;
+    if routing.routes.contains_key(name) {
+        return Ok(RouteSelector::Named(name.to_owned()));
+    }
+    let provider = name.split_once(':').map_or(name, |(p, _)| p);
+    if state.engine.settings().providers.contains_key(provider) {
+        return Ok(RouteSelector::pin(name));
+    }
+    Err(ApiError::ModelNotFound(name.to_owned()))
+}

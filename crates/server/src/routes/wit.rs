@@ -82,6 +82,7 @@ impl Style {
 async fn wit(
     State(state): State<AppState>,
     Extension(RequestId(id)): Extension<RequestId>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: WitBody = parse_json(body)?;
@@ -114,6 +115,7 @@ async fn wit(
         .with_temperature(0.9);
     let mut request = GenerateRequest::new(chat);
     request.request_id = Some(id);
+    super::apply_overrides(&state, &headers, &mut request).await?;
     if body.stream {
         let stream = state.engine.generate_stream(request).await?;
         return Ok(Sse::new(NeutralEvents { inner: stream })

@@ -142,6 +142,8 @@ pub struct Received {
     /// Header names are lower case.
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    /// When the request arrived.
+    pub at: std::time::Instant,
     shared: Option<Arc<Shared>>,
 }
 
@@ -489,6 +491,7 @@ async fn serve(
         path,
         headers,
         body,
+        at: std::time::Instant::now(),
         shared: Some(Arc::clone(&shared)),
     };
     let queued = lock(&shared.queue).pop_front();
