@@ -309,3 +309,83 @@ async fn wit_in_every_style_and_a_softened_roast() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn per_request_overrides_on_every_api() {
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .toml("[routes]\nfast = [\"claude\"]")
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+    let generate = || {
+        c.post(format!("{url}/v1/generate"))
+            .body(json!({"prompt": "x"}).to_string())
+    };
+    let chat = || {
+        c.post(format!("{url}/v1/chat/completions")).body(
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}]}).to_string(),
+        )
+    };
+
+    // x-understudy-no-fallback: the primary's failure is the answer.
+    groq.push(Reply::status(503));
+    let (status, v) = send(generate().header("x-understudy-no-fallback", "true")).await;
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["error"]["attempts"].as_array().unwrap().len(), 1);
+    groq.push(Reply::status(503));
+    let (status, _) = send(chat().header("x-understudy-no-fallback", "1")).await;
+    assert_eq!(status, 502);
+    assert_eq!(claude.request_count(), 0);
+
+    // x-understudy-route.
+    let (status, v) = send(generate().header("x-understudy-route", "fast")).await;
+    assert_eq!((status, v["provider"].as_str()), (200, Some("claude")));
+    let (status, v) = send(chat().header("x-understudy-route", "claude:claude-x")).await;
+    assert_eq!((status, v["model"].as_str()), (200, Some("claude-x")));
+
+    // x-understudy-refusal-policy.
+    groq.push(Reply::Refuse(Refusal::FinishReason));
+    let (status, v) = send(generate().header("x-understudy-refusal-policy", "surface")).await;
+    assert_eq!(status, 422, "{v}");
+
+    // x-understudy-timeout-ms.
+    groq.push(Reply::Hang);
+    let started = std::time::Instant::now();
+    let (status, v) = send(generate().header("x-understudy-timeout-ms", "300")).await;
+    assert_eq!(status, 504, "{v}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // /v1/wit takes them too.
+    let (status, v) = send(
+        c.post(format!("{url}/v1/wit"))
+            .header("x-understudy-route", "fast")
+            .body(json!({"topic": "tea", "style": "pun"}).to_string()),
+    )
+    .await;
+    assert_eq!((status, v["provider"].as_str()), (200, Some("claude")));
+
+    // Bad values are clear 4xx errors.
+    for (name, value, want) in [
+        ("x-understudy-no-fallback", "perhaps", 400),
+        ("x-understudy-timeout-ms", "0", 400),
+        ("x-understudy-timeout-ms", "soon", 400),
+        ("x-understudy-refusal-policy", "maybe", 400),
+        ("x-understudy-route", "nope", 404),
+    ] {
+        let (status, v) = send(generate().header(name, value)).await;
+        assert_eq!(status, want, "{name}: {value}: {v}");
+    }
+    // Body fields on the neutral API.
+    let (status, _) = send(
+        c.post(format!("{url}/v1/generate"))
+            .body(json!({"prompt": "x", "timeout_ms": 0}).to_string()),
+    )
+    .await;
+    assert_eq!(status, 400);
+}

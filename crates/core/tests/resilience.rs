@@ -1,0 +1,423 @@
+//! Rate limits, timeouts, the circuit breaker, the spend cap and
+//! supervision under fault, through real HTTP with short configured times.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::time::{Duration, Instant, SystemTime};
+
+use understudy_core::policy::breaker::BreakerState;
+use understudy_core::{ChatRequest, GenerateRequest, RouteSelector};
+use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+fn ask() -> GenerateRequest {
+    GenerateRequest::new(ChatRequest::user("x"))
+}
+
+/// The gap between a provider's first and second request.
+fn gap(sim: &SimProvider) -> Duration {
+    let r = sim.received();
+    r[1].at.duration_since(r[0].at)
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_in_each_form() {
+    for (reply, at_least) in [
+        (Reply::rate_limited("1"), Duration::from_secs(1)),
+        (
+            Reply::Status {
+                status: 429,
+                body: String::new(),
+                headers: vec![("retry-after-ms".into(), "300".into())],
+            },
+            Duration::from_millis(300),
+        ),
+    ] {
+        let groq = SimProvider::openai().await.unwrap();
+        groq.push(reply.clone()).push(Reply::text("ok"));
+        let gw = TestGateway::builder()
+            .provider("groq", &groq)
+            .build()
+            .await
+            .unwrap();
+        let g = gw.engine.generate(ask()).await.unwrap();
+        let kinds: Vec<_> = g.attempts.iter().map(|a| a.kind.as_str()).collect();
+        assert_eq!(kinds, ["primary", "rate_limit_retry"], "{reply:?}");
+        assert!(
+            gap(&groq) >= at_least,
+            "{reply:?}: retried after {:?}",
+            gap(&groq)
+        );
+    }
+    // An HTTP date (one-second resolution: at least a second away).
+    let groq = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .build()
+        .await
+        .unwrap();
+    let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
+    groq.push(Reply::rate_limited(&later))
+        .push(Reply::text("ok"));
+    gw.engine.generate(ask()).await.unwrap();
+    assert!(
+        gap(&groq) >= Duration::from_secs(1),
+        "retried after {:?}",
+        gap(&groq)
+    );
+    // Gemini's RetryInfo.retryDelay in the body.
+    let gemini = SimProvider::gemini().await.unwrap();
+    let body = r#"{"error":{"code":429,"message":"Resource exhausted.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.4s"}]}}"#;
+    gemini
+        .push(Reply::Status {
+            status: 429,
+            body: body.into(),
+            headers: vec![],
+        })
+        .push(Reply::text("ok"));
+    let gw = TestGateway::builder()
+        .provider("gemini", &gemini)
+        .build()
+        .await
+        .unwrap();
+    gw.engine.generate(ask()).await.unwrap();
+    assert!(
+        gap(&gemini) >= Duration::from_millis(400),
+        "{:?}",
+        gap(&gemini)
+    );
+}
+
+#[tokio::test]
+async fn one_rate_limit_retry_only_and_none_for_quota() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    groq.always(Reply::rate_limited("0"));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(groq.request_count(), 2, "one retry, never a loop");
+    assert_eq!(g.provider, "openai");
+}
+
+#[tokio::test]
+async fn a_hanging_primary_is_abandoned_at_its_timeout_and_never_retried() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    groq.always(Reply::Hang);
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .provider_option("groq", "timeouts = { attempt = 0.3 }")
+        .build()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(g.provider, "openai");
+    assert_eq!(g.attempts[0].outcome.as_str(), "timeout");
+    assert!(
+        g.attempts[0].latency_ms >= 300.0 && g.attempts[0].latency_ms < 1000.0,
+        "{:?}",
+        g.attempts[0]
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(groq.request_count(), 1);
+    // A per-request timeout bounds the whole plan.
+    openai.always(Reply::Hang);
+    let mut req = ask();
+    req.timeout = Some(Duration::from_millis(200));
+    let err = gw.engine.generate(req).await.unwrap_err();
+    assert_eq!(err.code().as_str(), "deadline_exceeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_sequence_through_an_outage_and_back() {
+    // Scaled down from "503 for 60 s, a request every second, cooldown 5 s".
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let outage = Duration::from_millis(1500);
+    let t0 = Instant::now();
+    groq.respond_with(move |_| {
+        if t0.elapsed() < outage {
+            Reply::status(503)
+        } else {
+            Reply::text("primary")
+        }
+    });
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .toml("[breaker]\nfailure_threshold = 3\ncooldown = 0.2")
+        .build()
+        .await
+        .unwrap();
+    let mut served = Vec::new();
+    let mut saw_open = false;
+    while t0.elapsed() < outage + Duration::from_millis(1000) {
+        let g = gw.engine.generate(ask()).await.unwrap();
+        served.push((t0.elapsed(), g.provider.clone()));
+        if !saw_open && t0.elapsed() < outage {
+            let groq_info = gw
+                .engine
+                .providers()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|p| p.name == "groq")
+                .unwrap();
+            saw_open = groq_info
+                .breakers
+                .iter()
+                .any(|b| b.state == BreakerState::Open);
+            if saw_open {
+                let text = gw.engine.metrics_text(false).await;
+                assert!(
+                    text.contains(
+                        r#"understudy_breaker_open{provider="groq",model="groq-model"} 1"#
+                    ),
+                    "the breaker state is a metric: {text}"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(saw_open, "the breaker showed as open in the providers view");
+    let during: Vec<_> = groq
+        .received()
+        .into_iter()
+        .filter(|r| r.at.duration_since(t0) < outage)
+        .collect();
+    // Three failures open it; then at most one probe per 0.2 s cooldown.
+    let budget = 3 + (outage.as_millis() / 200) as usize + 1;
+    assert!(
+        during.len() <= budget,
+        "the primary saw {} requests during the outage (budget {budget})",
+        during.len()
+    );
+    assert!(
+        served
+            .iter()
+            .filter(|(t, _)| *t < outage)
+            .all(|(_, p)| p == "groq" || p == "openai")
+    );
+    let back = served
+        .iter()
+        .find(|(t, p)| *t >= outage && p == "groq")
+        .map(|(t, _)| *t - outage);
+    assert!(
+        back.is_some_and(|d| d < Duration::from_millis(600)),
+        "traffic back on the primary after {back:?}"
+    );
+    let tail: Vec<_> = served
+        .iter()
+        .filter(|(t, _)| *t > outage + Duration::from_millis(600))
+        .collect();
+    assert!(
+        !tail.is_empty() && tail.iter().all(|(_, p)| p == "groq"),
+        "{tail:?}"
+    );
+}
+
+#[tokio::test]
+async fn one_model_s_outage_does_not_bench_its_sibling() {
+    let groq = SimProvider::openai().await.unwrap();
+    groq.respond_with(|r| {
+        if r.json()["model"] == "bad" {
+            Reply::status(503)
+        } else {
+            Reply::text("good")
+        }
+    });
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .toml("[breaker]\nfailure_threshold = 2\ncooldown = 30\n[routes]\nsiblings = [\"groq:bad\", \"groq:good\"]")
+        .build()
+        .await
+        .unwrap();
+    let route = || ask().route(RouteSelector::Named("siblings".into()));
+    for _ in 0..2 {
+        assert_eq!(gw.engine.generate(route()).await.unwrap().model, "good");
+    }
+    // `bad` is open now: the next requests go straight to `good`.
+    let before = groq.request_count();
+    for _ in 0..3 {
+        let g = gw.engine.generate(route()).await.unwrap();
+        assert_eq!((g.model.as_str(), g.attempts.len()), ("good", 1));
+    }
+    assert_eq!(groq.request_count() - before, 3);
+    // A pin on the good sibling is untouched too.
+    let g = gw
+        .engine
+        .generate(ask().route(RouteSelector::pin("groq:good")))
+        .await
+        .unwrap();
+    assert!(!g.fell_back);
+}
+
+#[tokio::test]
+async fn when_every_target_is_open_the_primary_is_tried_anyway() {
+    let groq = SimProvider::openai().await.unwrap();
+    groq.always(Reply::status(503));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .order(&["groq"])
+        .toml("[breaker]\nfailure_threshold = 2\ncooldown = 30")
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        gw.engine.generate(ask()).await.unwrap_err();
+    }
+    let err = gw.engine.generate(ask()).await.unwrap_err();
+    assert_eq!(
+        err.attempts().len(),
+        1,
+        "tried rather than failed without trying: {err}"
+    );
+    assert_eq!(groq.request_count(), 3);
+    groq.always(Reply::text("back"));
+    assert_eq!(gw.engine.generate(ask()).await.unwrap().text, "back");
+}
+
+#[tokio::test]
+async fn refusals_bad_requests_and_rate_limits_never_trip_the_breaker() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    groq.always(Reply::status(400));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .toml("[breaker]\nfailure_threshold = 2\ncooldown = 30")
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        gw.engine.generate(ask()).await.unwrap();
+    }
+    assert_eq!(
+        groq.request_count(),
+        5,
+        "a 400 says nothing about the provider's health"
+    );
+}
+
+#[tokio::test]
+async fn the_spend_cap_across_a_window_boundary() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    groq.always(Reply::status(503));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .provider_option("openai", "price = { input_per_mtok = 1000.0, output_per_mtok = 1000.0 }")
+        .toml("[breaker]\nfailure_threshold = 0\n[budget]\nfallback_budget_usd = 0.001\nwindow = \"2s\"")
+        .build()
+        .await
+        .unwrap();
+    // Wait for the start of a window, so the test does not straddle one.
+    let window = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() / 2;
+    let start = window(SystemTime::now());
+    while window(SystemTime::now()) == start {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(g.provider, "openai", "the first fallback fits the budget");
+    let err = gw.engine.generate(ask()).await.unwrap_err();
+    assert_eq!(err.code().as_str(), "fallback_budget_exceeded", "{err}");
+    assert_eq!(
+        openai.request_count(),
+        1,
+        "no fallback once the cap is spent"
+    );
+    // The next window starts afresh.
+    let spent_in = window(SystemTime::now());
+    while window(SystemTime::now()) == spent_in {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(gw.engine.generate(ask()).await.unwrap().provider, "openai");
+}
+
+#[tokio::test]
+async fn no_fallback_and_route_policies() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    groq.always(Reply::Refuse(understudy_testkit::Refusal::FinishReason));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .toml("[routes.strict]\ntargets = [\"groq\", \"openai\"]\nrefusal_policy = \"surface\"\ntimeouts = { request = 5 }")
+        .build()
+        .await
+        .unwrap();
+    let err = gw
+        .engine
+        .generate(ask().route(RouteSelector::Named("strict".into())))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code().as_str(),
+        "content_filter",
+        "the route's policy: surface"
+    );
+    assert_eq!(err.attempts().len(), 1);
+    let mut req = ask();
+    req.no_fallback = true;
+    let err = gw.engine.generate(req).await.unwrap_err();
+    let kinds: Vec<_> = err.attempts().iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["primary", "softened"]);
+    assert_eq!(openai.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_keeps_crashing_is_benched_and_the_others_serve() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("openai", &openai)
+        .build()
+        .await
+        .unwrap();
+    gw.engine.generate(ask()).await.unwrap();
+    // Crash it until the restart budget (5 per minute) is spent; each
+    // crash but the last is followed by a restart with fresh state.
+    let mut crashes = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = gw
+            .engine
+            .providers()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|p| p.name == "groq")
+            .unwrap();
+        if !info.available {
+            assert_eq!(
+                info.unavailable_reason.as_deref(),
+                Some("stopped after repeated crashes")
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "groq was never benched after {crashes} crashes: {info:?}"
+        );
+        if gw.engine.inject_provider_panic("groq").await.is_ok() {
+            crashes += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        crashes >= 6,
+        "benched after {crashes} crashes, before the budget was spent"
+    );
+    for _ in 0..5 {
+        let g = gw.engine.generate(ask()).await.unwrap();
+        assert_eq!(g.provider, "openai");
+    }
+}
