@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
 use crate::policy::budget::SpendMeter;
 use crate::settings::{ProviderKind, RoutingTable, RoutingUpdate, Settings};
+use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 
@@ -120,6 +121,9 @@ impl Engine {
             )));
         }
         let bus = Arc::new(bus);
+        let shared = redis
+            .clone()
+            .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
         let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
         let (supervisor, _) = Actor::spawn(
             None,
@@ -127,6 +131,7 @@ impl Engine {
             SupervisorArgs {
                 settings: Arc::clone(&settings),
                 factory: Arc::clone(&factory),
+                shared: shared.clone(),
             },
         )
         .await
@@ -141,7 +146,10 @@ impl Engine {
                 bus: Arc::clone(&bus),
                 cache,
                 metrics: Arc::clone(&metrics),
-                spend: settings.budget.map(|b| Arc::new(SpendMeter::new(b))),
+                spend: settings
+                    .budget
+                    .map(|b| Arc::new(SpendMeter::new(b, shared.clone()))),
+                shared: shared.clone(),
             },
         )
         .await;
@@ -155,6 +163,14 @@ impl Engine {
         supervisor
             .cast(SupervisorMsg::Attach(router.clone()))
             .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
+        if let Some(shared) = &shared {
+            writers.push(tokio::spawn(crate::shared::poll_breakers(
+                Arc::clone(shared),
+                Arc::clone(&settings),
+                supervisor.clone(),
+                stop_sinks.subscribe(),
+            )));
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 router,

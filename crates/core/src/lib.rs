@@ -16,6 +16,7 @@
 //! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
 //! - `cache`: the response cache (memory or Redis).
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
+//! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 
 pub mod adapter;
 pub mod chat;
@@ -26,6 +27,7 @@ pub mod generation;
 pub mod policy;
 pub mod redis_link;
 pub mod settings;
+pub mod shared;
 pub mod sink;
 
 pub mod stream;

@@ -22,6 +22,7 @@ use crate::policy::plan::{Plan, Target};
 use crate::policy::refusal::RefusalPolicy;
 use crate::policy::softening::soften;
 use crate::settings::Settings;
+use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 
 /// How much longer than an attempt's own deadline the run waits for the
@@ -47,6 +48,8 @@ pub(crate) struct Run {
     pub use_cache: bool,
     /// The fallback spend cap, when configured.
     pub spend: Option<Arc<SpendMeter>>,
+    /// The fleet's shared state, when Redis is configured.
+    pub shared: Option<Arc<SharedState>>,
     /// Only the primary may serve (and its own retries).
     pub no_fallback: bool,
     /// When the whole request must be over.
@@ -118,6 +121,19 @@ impl Run {
         result
     }
 
+    /// For a half-open target in a fleet: whether this instance holds the
+    /// one probe (always, without shared state or when Redis is down).
+    pub(crate) async fn take_probe(&self, idx: usize) -> bool {
+        match (&self.shared, self.plan.probes.get(idx)) {
+            (Some(shared), Some(true)) => {
+                shared
+                    .try_probe(&self.plan.targets[idx], self.settings.breaker.cooldown)
+                    .await
+            }
+            _ => true,
+        }
+    }
+
     pub(crate) fn event_context(&self) -> EventContext {
         EventContext {
             request_id: self.request_id.clone(),
@@ -177,7 +193,7 @@ impl Walk {
                     break;
                 }
                 if let Some(spend) = &self.run.spend {
-                    if !spend.allows_fallback() {
+                    if !spend.allows_fallback().await {
                         tracing::warn!(
                             spent = spend.spent_now(),
                             cap = spend.cap(),
@@ -289,6 +305,9 @@ impl Walk {
             .min(self.run.attempt_cap.unwrap_or(Duration::MAX));
         let deadline = (started + attempt_timeout).min(self.deadline);
         let force = self.run.plan.forced && idx == 0;
+        if !force && !self.run.take_probe(idx).await {
+            return Tried::Skipped;
+        }
         let result = match self.call(idx, &target, chat, deadline, force).await {
             Err(AttemptError::Skipped) => return Tried::Skipped,
             Err(AttemptError::Failed(f)) => Err(f),

@@ -158,9 +158,11 @@ impl Run {
                 if self.no_fallback {
                     break;
                 }
-                if self.spend.as_ref().is_some_and(|s| !s.allows_fallback()) {
-                    fail(reply, Error::FallbackBudgetExceeded { attempts });
-                    return;
+                if let Some(spend) = &self.spend {
+                    if !spend.allows_fallback().await {
+                        fail(reply, Error::FallbackBudgetExceeded { attempts });
+                        return;
+                    }
                 }
             }
             let attempt = tokio::select! {
@@ -230,6 +232,9 @@ impl Run {
         let wait = first_token_by.saturating_duration_since(started) + Duration::from_secs(1);
         let chat = Arc::clone(&self.chat);
         let force = self.plan.forced && idx == 0;
+        if !force && !self.take_probe(idx).await {
+            return Err(None);
+        }
         let opened = call_provider(
             &mut self.actors[idx],
             &self.supervisor,

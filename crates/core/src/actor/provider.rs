@@ -20,7 +20,9 @@ use crate::adapter::{Adapter, AdapterFactory, BoxEventStream};
 use crate::chat::{ChatRequest, Completion};
 use crate::error::{Failure, FailureCode, FailureKind};
 use crate::policy::breaker::{Admission, Breaker, BreakerSettings, BreakerState};
+use crate::policy::plan::Target;
 use crate::settings::ProviderSettings;
+use crate::shared::{SharedState, unix_ms};
 
 /// Why an attempt produced no answer.
 #[derive(Debug)]
@@ -61,6 +63,12 @@ pub(crate) enum ProviderMsg {
         outcome: Result<(), FailureCode>,
         latency: Duration,
     },
+    /// The fleet (shared state in Redis) holds `model` open until
+    /// `open_until`, or saw it recover (`None`).
+    SyncBreaker {
+        model: Arc<str>,
+        open_until: Option<Instant>,
+    },
     /// Counts of recent outcomes, for `understudy providers` and the API.
     Stats(RpcReplyPort<ProviderStats>),
     /// Panics inside `handle`, to exercise supervision.
@@ -86,6 +94,8 @@ pub(crate) struct ProviderArgs {
     pub breaker: BreakerSettings,
     /// Where breaker changes are announced.
     pub router: Option<ActorRef<RouterMsg>>,
+    /// The fleet's shared state, when Redis is configured.
+    pub shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct ProviderState {
@@ -96,6 +106,7 @@ pub(crate) struct ProviderState {
     breaker_settings: BreakerSettings,
     breakers: HashMap<Arc<str>, Breaker>,
     router: Option<ActorRef<RouterMsg>>,
+    shared: Option<Arc<SharedState>>,
 }
 
 impl Actor for ProviderActor {
@@ -122,6 +133,7 @@ impl Actor for ProviderActor {
             breaker_settings: args.breaker,
             breakers: HashMap::new(),
             router: args.router,
+            shared: args.shared,
         })
     }
 
@@ -234,6 +246,20 @@ impl Actor for ProviderActor {
                 }
                 state.record(&model, outcome);
             }
+            ProviderMsg::SyncBreaker { model, open_until } => {
+                let now = Instant::now();
+                let breaker = state.breaker(&model);
+                let before = (breaker.state(now), breaker.open_until());
+                match open_until {
+                    Some(until) => breaker.force_open(until),
+                    None if before.0 != BreakerState::Closed => breaker.force_close(),
+                    None => {}
+                }
+                if (breaker.state(now), breaker.open_until()) != before {
+                    tracing::info!(provider = %state.name, model = %model, open = open_until.is_some(), "breaker synchronised with the fleet");
+                    state.announce(&model);
+                }
+            }
             ProviderMsg::Stats(reply) => {
                 let _ = reply.send(state.stats.clone());
             }
@@ -277,12 +303,35 @@ impl ProviderState {
         breaker.record(outcome, now);
         if (breaker.state(now), breaker.open_until()) != before {
             let state = breaker.state(now);
+            let until = breaker.open_until();
             if state == BreakerState::Open {
                 tracing::warn!(provider = %self.name, model = %model, "circuit breaker opened");
             } else if state == BreakerState::Closed {
                 tracing::info!(provider = %self.name, model = %model, "circuit breaker closed");
             }
+            self.share(model, state, until);
             self.announce(model);
+        }
+    }
+
+    /// Tells the fleet (a spawned task: no I/O in `handle`).
+    fn share(&self, model: &Arc<str>, state: BreakerState, until: Option<Instant>) {
+        let Some(shared) = &self.shared else { return };
+        let shared = Arc::clone(shared);
+        let target = Target {
+            provider: Arc::clone(&self.name),
+            model: Arc::clone(model),
+        };
+        match (state, until) {
+            (BreakerState::Open, Some(until)) => {
+                let until_ms =
+                    unix_ms() + until.saturating_duration_since(Instant::now()).as_millis() as u64;
+                tokio::spawn(async move { shared.publish_open(&target, until_ms).await });
+            }
+            (BreakerState::Closed, _) => {
+                tokio::spawn(async move { shared.publish_closed(&target).await });
+            }
+            _ => {}
         }
     }
 

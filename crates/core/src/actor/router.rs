@@ -20,6 +20,7 @@ use crate::policy::budget::SpendMeter;
 use crate::policy::plan::{self, Target, Unavailable};
 use crate::run::Run;
 use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
+use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::{Metrics, StateLabels};
 
@@ -74,6 +75,7 @@ pub(crate) struct RouterArgs {
     pub cache: Arc<ResponseCache>,
     pub metrics: Arc<Metrics>,
     pub spend: Option<Arc<SpendMeter>>,
+    pub shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct RouterState {
@@ -92,6 +94,7 @@ pub(crate) struct RouterState {
     cache: Arc<ResponseCache>,
     metrics: Arc<Metrics>,
     spend: Option<Arc<SpendMeter>>,
+    shared: Option<Arc<SharedState>>,
     /// The breakers that are not plainly closed, per target, as their
     /// provider actors announced them.
     breakers: HashMap<Target, BreakerView>,
@@ -143,6 +146,7 @@ impl Actor for RouterActor {
             cache: args.cache,
             metrics: args.metrics,
             spend: args.spend,
+            shared: args.shared,
             breakers: HashMap::new(),
             settings,
         })
@@ -295,6 +299,18 @@ impl RouterState {
             plan.targets.push(plan.primary.clone());
             plan.forced = true;
         }
+        // Targets whose breaker has cooled down: their call is a half-open
+        // probe, which a fleet takes once (the run asks Redis first).
+        plan.probes = plan
+            .targets
+            .iter()
+            .map(|t| {
+                self.breakers.get(t).is_some_and(|b| {
+                    b.state == BreakerState::HalfOpen
+                        || (b.state == BreakerState::Open && b.open_until.is_some_and(|u| now >= u))
+                })
+            })
+            .collect();
         let actors = plan
             .targets
             .iter()
@@ -306,6 +322,7 @@ impl RouterState {
             cache: Arc::clone(&self.cache),
             use_cache: request.cache,
             spend: self.spend.clone(),
+            shared: self.shared.clone(),
             no_fallback: request.no_fallback,
             deadline: started
                 + request

@@ -19,6 +19,7 @@ use crate::actor::router::RouterMsg;
 use crate::adapter::AdapterFactory;
 use crate::policy::plan::Unavailable;
 use crate::settings::Settings;
+use crate::shared::SharedState;
 
 /// Restarts allowed per provider within [`RESTART_WINDOW`].
 pub(crate) const RESTART_BUDGET: usize = 5;
@@ -49,6 +50,7 @@ pub(crate) struct SupervisorActor;
 pub(crate) struct SupervisorArgs {
     pub settings: Arc<Settings>,
     pub factory: Arc<dyn AdapterFactory>,
+    pub shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct SupervisorState {
@@ -61,6 +63,7 @@ pub(crate) struct SupervisorState {
     restarts: HashMap<Arc<str>, VecDeque<Instant>>,
     /// Providers whose budget ran out; they stay down.
     stopped: HashMap<Arc<str>, String>,
+    shared: Option<Arc<SharedState>>,
 }
 
 impl Actor for SupervisorActor {
@@ -81,6 +84,7 @@ impl Actor for SupervisorActor {
             by_id: HashMap::new(),
             restarts: HashMap::new(),
             stopped: HashMap::new(),
+            shared: args.shared,
         })
     }
 
@@ -183,6 +187,7 @@ impl SupervisorState {
             factory: Arc::clone(&self.factory),
             breaker: self.settings.breaker,
             router: self.router.clone(),
+            shared: self.shared.clone(),
         };
         // Unnamed: names live in a global registry and would collide
         // between engines in one process.

@@ -177,6 +177,35 @@ impl Breaker {
         };
     }
 
+    /// Another instance opened this target until `until`: open it here too
+    /// (keeping a later local deadline).
+    pub fn force_open(&mut self, until: Instant) {
+        if self.settings.failure_threshold == 0 {
+            return;
+        }
+        self.state = match self.state {
+            Inner::Open {
+                until: mine,
+                cooldown,
+            } if mine >= until => Inner::Open {
+                until: mine,
+                cooldown,
+            },
+            Inner::Open { cooldown, .. } | Inner::HalfOpen { cooldown, .. } => {
+                Inner::Open { until, cooldown }
+            }
+            Inner::Closed { .. } => Inner::Open {
+                until,
+                cooldown: self.settings.cooldown,
+            },
+        };
+    }
+
+    /// Another instance saw the target recover: close it here too.
+    pub fn force_close(&mut self) {
+        self.state = Inner::Closed { failures: 0 };
+    }
+
     /// Releases a probe slot whose call never reached the provider.
     pub fn release_probe(&mut self) {
         if let Inner::HalfOpen { cooldown, .. } = self.state {

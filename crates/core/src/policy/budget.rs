@@ -3,29 +3,39 @@
 //! `fallback_budget_usd`. Local to the process; the shared (Redis) counter
 //! of a fleet builds on the same windows.
 
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::settings::{BudgetSettings, BudgetWindow};
+use crate::shared::SharedState;
 
-/// The spend of the current window.
+/// The spend of the current window: the fleet's (in Redis) when shared
+/// state is configured and reachable, else this process's.
 #[derive(Debug)]
 pub struct SpendMeter {
     settings: BudgetSettings,
     /// `(window id, USD spent in it)`.
     spent: Mutex<(u64, f64)>,
+    shared: Option<Arc<SharedState>>,
 }
 
 impl SpendMeter {
-    pub fn new(settings: BudgetSettings) -> Self {
+    pub fn new(settings: BudgetSettings, shared: Option<Arc<SharedState>>) -> Self {
         Self {
             settings,
             spent: Mutex::new((0, 0.0)),
+            shared,
         }
     }
 
     /// Whether fallbacks may still be tried now.
-    pub fn allows_fallback(&self) -> bool {
+    pub async fn allows_fallback(&self) -> bool {
+        if let Some(shared) = &self.shared {
+            let window = window_id(self.settings.window, unix_now());
+            if let Some(spent) = shared.spent(window).await {
+                return spent < self.settings.fallback_budget_usd;
+            }
+        }
         self.spent_now() < self.settings.fallback_budget_usd
     }
 
@@ -39,12 +49,18 @@ impl SpendMeter {
         if guard.0 == window { guard.1 } else { 0.0 }
     }
 
-    /// Adds what a fallback target just spent.
-    pub fn add(&self, usd: f64) {
+    /// Adds what a fallback target just spent (to the fleet's count too,
+    /// without waiting for it).
+    pub fn add(self: &Arc<Self>, usd: f64) {
         if !(usd.is_finite() && usd > 0.0) {
             return;
         }
         let window = window_id(self.settings.window, unix_now());
+        if let Some(shared) = &self.shared {
+            let shared = Arc::clone(shared);
+            let len = window_len(self.settings.window);
+            tokio::spawn(async move { shared.add_spend(window, usd, len).await });
+        }
         let mut guard = self
             .spent
             .lock()
@@ -58,6 +74,16 @@ impl SpendMeter {
     pub fn cap(&self) -> f64 {
         self.settings.fallback_budget_usd
     }
+}
+
+/// How long a window lasts (a month counts as 31 days).
+pub fn window_len(window: BudgetWindow) -> Duration {
+    Duration::from_secs(match window {
+        BudgetWindow::Hour => 3600,
+        BudgetWindow::Day => 86_400,
+        BudgetWindow::Month => 31 * 86_400,
+        BudgetWindow::Seconds(n) => n.max(1),
+    })
 }
 
 fn unix_now() -> u64 {
@@ -118,17 +144,18 @@ mod tests {
         assert_eq!(parse_seconds("x"), None);
     }
 
-    #[test]
-    fn spend_accumulates_in_a_window() {
-        let m = SpendMeter::new(BudgetSettings {
+    #[tokio::test]
+    async fn spend_accumulates_in_a_window() {
+        let settings = BudgetSettings {
             fallback_budget_usd: 1.0,
             window: BudgetWindow::Day,
-        });
-        assert!(m.allows_fallback());
+        };
+        let m = Arc::new(SpendMeter::new(settings, None));
+        assert!(m.allows_fallback().await);
         m.add(0.6);
-        assert!(m.allows_fallback());
+        assert!(m.allows_fallback().await);
         m.add(0.5);
-        assert!(!m.allows_fallback());
+        assert!(!m.allows_fallback().await);
         assert!((m.spent_now() - 1.1).abs() < 1e-9);
     }
 }

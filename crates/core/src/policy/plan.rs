@@ -45,6 +45,8 @@ pub struct Plan {
     /// Every target was benched by its breaker, so the primary is tried
     /// anyway, past its breaker.
     pub forced: bool,
+    /// Per target: whether its call would be a half-open probe.
+    pub probes: Vec<bool>,
 }
 
 // === impl Target ===
@@ -170,6 +172,7 @@ pub fn plan(
         targets,
         skipped,
         forced: false,
+        probes: Vec::new(),
     })
 }
 

@@ -1,12 +1,13 @@
 //! The Redis writer: one `XADD` per event to a stream, trimmed with
 //! `MAXLEN ~`, written in pipelined batches (`MULTI`/`EXEC`, so a batch is
-//! all-or-nothing and order is kept).
+//! all-or-nothing and order is kept). After a batch whose reply was lost,
+//! the stream's recent entries tell whether it landed, so it is not written
+//! twice.
 //!
 //! Redis down or slow never touches a request: events wait in a bounded
 //! buffer (drop-oldest on overflow, counted and logged once per outage), the
 //! writer reconnects with backoff capped at [`MAX_BACKOFF`], and writes what
-//! waited, in order, once Redis is back. Delivery is at-least-once: a batch
-//! whose `EXEC` reply is lost is sent again.
+//! waited, in order, once Redis is back.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -43,6 +44,9 @@ struct Writer {
     /// Set while Redis is unreachable, so the outage is logged once.
     degraded: bool,
     overflowed: bool,
+    /// A batch whose `EXEC` reply was lost: `(its length, the JSON of its
+    /// last request id)`. It may or may not be in the stream.
+    uncertain: Option<(usize, String)>,
 }
 
 /// Runs until `stop` turns true, then drains the channel, flushes what it
@@ -66,6 +70,7 @@ pub(crate) async fn run(
         next_try: Instant::now(),
         degraded: false,
         overflowed: false,
+        uncertain: None,
     };
     loop {
         if !w.buffer.is_empty() {
@@ -146,6 +151,41 @@ impl Writer {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
+        if let Some((n, last_id)) = self.uncertain.take() {
+            // MULTI/EXEC is all-or-nothing: if the batch's last event is in
+            // the stream's recent entries, the whole batch is, so it is not
+            // sent again (which keeps the stream free of duplicates).
+            let mut cmd = redis::cmd("XREVRANGE");
+            cmd.arg(&self.settings.stream_key)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(2000);
+            let tail = cmd.query_async::<Vec<(String, Vec<(String, String)>)>>(conn);
+            match tokio::time::timeout(CALL_TIMEOUT, tail).await {
+                Ok(Ok(entries)) => {
+                    let written = entries.iter().any(|(_, fields)| {
+                        fields
+                            .iter()
+                            .any(|(k, v)| k == "request_id" && *v == last_id)
+                    });
+                    if written {
+                        self.buffer.drain(..n.min(self.buffer.len()));
+                    }
+                }
+                Ok(Err(e)) => {
+                    self.uncertain = Some((n, last_id));
+                    return self.down(&e.to_string());
+                }
+                Err(_) => {
+                    self.uncertain = Some((n, last_id));
+                    return self.down("read timed out");
+                }
+            }
+            if self.buffer.is_empty() {
+                return;
+            }
+        }
         let n = self.buffer.len().min(BATCH);
         let mut pipe = redis::pipe();
         pipe.atomic();
@@ -172,9 +212,25 @@ impl Writer {
                     tracing::info!("Redis is back: writing events again");
                 }
             }
-            Ok(Err(e)) => self.down(&e.to_string()),
-            Err(_) => self.down("write timed out"),
+            Ok(Err(e)) => {
+                // Whatever failed, the batch may have landed: check first.
+                self.uncertain = self.batch_marker(n);
+                self.down(&e.to_string());
+            }
+            Err(_) => {
+                self.uncertain = self.batch_marker(n);
+                self.down("write timed out");
+            }
         }
+    }
+
+    /// The marker of the first `n` buffered events (a batch in flight).
+    fn batch_marker(&self, n: usize) -> Option<(usize, String)> {
+        let last = self.buffer.get(n.checked_sub(1)?)?;
+        Some((
+            n,
+            serde_json::Value::String(last.request_id.clone()).to_string(),
+        ))
     }
 
     fn down(&mut self, why: &str) {

@@ -1,0 +1,272 @@
+//! Shared state for a fleet of instances behind one Redis (`REDIS_URL`):
+//! circuit breakers, the fleet-wide half-open probe, and the fallback spend.
+//! Redis is the only shared state; there is no home-made clustering.
+//!
+//! Redis trouble never fails a request: every call is bounded
+//! ([`CALL_TIMEOUT`]), a failure makes the caller use its local state, the
+//! degradation is logged once and shown as `understudy_redis_degraded`, and
+//! the next call after a second tries again.
+//!
+//! Keys (Cluster-ready: keys used together share a hash tag):
+//! - `understudy:{breaker:<provider>:<model>}:open` — String, the Unix ms
+//!   until which the target is open; `PX` = the cooldown.
+//! - `understudy:{breaker:<provider>:<model>}:probe` — String, the instance
+//!   holding the half-open probe; `SET NX PX` = the cooldown.
+//! - `understudy:{budget}:spend:<window id>` — String (float), USD spent by
+//!   fallback targets in that window; `INCRBYFLOAT`, expires after two
+//!   windows.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::AsyncCommands;
+
+use crate::policy::plan::Target;
+use crate::redis_link::RedisLink;
+use crate::sink::metrics::Metrics;
+
+/// Every shared-state call is bounded by this.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How often an instance reads the fleet's breakers.
+pub const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// The fleet's shared state, through Redis.
+pub struct SharedState {
+    link: RedisLink,
+    /// Names this instance in probe locks.
+    instance: String,
+    metrics: Arc<Metrics>,
+    degraded: AtomicBool,
+}
+
+impl std::fmt::Debug for SharedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedState")
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn open_key(t: &Target) -> String {
+    format!("understudy:{{breaker:{}:{}}}:open", t.provider, t.model)
+}
+
+fn probe_key(t: &Target) -> String {
+    format!("understudy:{{breaker:{}:{}}}:probe", t.provider, t.model)
+}
+
+fn spend_key(window: u64) -> String {
+    format!("understudy:{{budget}}:spend:{window}")
+}
+
+impl SharedState {
+    pub fn new(client: redis::Client, metrics: Arc<Metrics>) -> Self {
+        Self {
+            link: RedisLink::new(client),
+            instance: crate::generation::new_request_id(),
+            metrics,
+            degraded: AtomicBool::new(false),
+        }
+    }
+
+    /// Runs one bounded Redis call; `None` means "use local state".
+    async fn call<T, F, Fut>(&self, f: F) -> Option<T>
+    where
+        F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let Some(conn) = self.link.conn().await else {
+            self.degrade("cannot connect");
+            return None;
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, f(conn)).await {
+            Ok(Ok(v)) => {
+                self.recover();
+                Some(v)
+            }
+            Ok(Err(e)) => {
+                self.link.broken();
+                self.degrade(&e.to_string());
+                None
+            }
+            Err(_) => {
+                self.link.broken();
+                self.degrade("timed out");
+                None
+            }
+        }
+    }
+
+    fn degrade(&self, why: &str) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            self.metrics.redis_degraded.set(1);
+            tracing::warn!(error = %why, "Redis unreachable: breakers and spend use local state until it is back");
+        }
+    }
+
+    fn recover(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            self.metrics.redis_degraded.set(0);
+            tracing::info!("Redis is back: breakers and spend are shared again");
+        }
+    }
+
+    /// Announces that `target` opened until `until_ms` (Unix ms).
+    pub async fn publish_open(&self, target: &Target, until_ms: u64) {
+        let ttl = until_ms.saturating_sub(unix_ms()).max(1);
+        let key = open_key(target);
+        self.call(|mut c| async move { c.pset_ex::<_, _, ()>(key, until_ms, ttl).await })
+            .await;
+    }
+
+    /// Announces that `target` recovered.
+    pub async fn publish_closed(&self, target: &Target) {
+        let keys = [open_key(target), probe_key(target)];
+        self.call(|mut c| async move { c.del::<_, ()>(&keys).await })
+            .await;
+    }
+
+    /// Takes the fleet's one half-open probe of `target` for `cooldown`.
+    /// Without Redis, every instance probes on its own (local breakers).
+    pub async fn try_probe(&self, target: &Target, cooldown: Duration) -> bool {
+        let key = probe_key(target);
+        let instance = self.instance.clone();
+        let ms = cooldown.as_millis().max(1) as u64;
+        let taken = self
+            .call(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(instance)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async::<Option<String>>(&mut c)
+                    .await
+            })
+            .await;
+        match taken {
+            Some(reply) => reply.is_some(),
+            None => true,
+        }
+    }
+
+    /// For each target, the Unix ms until which the fleet holds it open.
+    pub async fn open_targets(&self, targets: &[Target]) -> Option<Vec<Option<u64>>> {
+        if targets.is_empty() {
+            return Some(Vec::new());
+        }
+        let keys: Vec<String> = targets.iter().map(open_key).collect();
+        self.call(|mut c| async move {
+            redis::cmd("MGET")
+                .arg(keys)
+                .query_async::<Vec<Option<u64>>>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// USD spent by fallbacks in `window` across the fleet.
+    pub async fn spent(&self, window: u64) -> Option<f64> {
+        let key = spend_key(window);
+        self.call(|mut c| async move { c.get::<_, Option<f64>>(key).await })
+            .await
+            .map(|v| v.unwrap_or(0.0))
+    }
+
+    /// Adds to the fleet's fallback spend of `window`.
+    pub async fn add_spend(&self, window: u64, usd: f64, window_len: Duration) {
+        let key = spend_key(window);
+        let expire = (window_len.as_secs() * 2).max(2) as i64;
+        self.call(|mut c| async move {
+            redis::pipe()
+                .atomic()
+                .cmd("INCRBYFLOAT")
+                .arg(&key)
+                .arg(usd)
+                .ignore()
+                .cmd("EXPIRE")
+                .arg(&key)
+                .arg(expire)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await;
+    }
+}
+
+/// Reads the fleet's breakers every [`POLL_EVERY`] and tells this
+/// instance's provider actors, so that a target opened by any instance is
+/// skipped by every instance within a second, and a recovery seen by one is
+/// seen by all. Runs until `stop` turns true.
+pub(crate) async fn poll_breakers(
+    shared: Arc<SharedState>,
+    settings: Arc<crate::settings::Settings>,
+    supervisor: ractor::ActorRef<crate::actor::supervisor::SupervisorMsg>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use crate::actor::provider::ProviderMsg;
+    use crate::actor::supervisor::SupervisorMsg;
+    use ractor::rpc::CallResult;
+
+    let targets = fleet_targets(&settings);
+    let mut was_open: Vec<bool> = vec![false; targets.len()];
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(POLL_EVERY) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let Some(open) = shared.open_targets(&targets).await else {
+            continue;
+        };
+        let running = match supervisor
+            .call(SupervisorMsg::Running, Some(Duration::from_secs(1)))
+            .await
+        {
+            Ok(CallResult::Success(running)) => running,
+            _ => continue,
+        };
+        let now_ms = unix_ms();
+        for (i, (target, until)) in targets.iter().zip(open).enumerate() {
+            let Some((_, actor)) = running.iter().find(|(name, _)| *name == target.provider) else {
+                continue;
+            };
+            let open_until = until
+                .filter(|u| *u > now_ms)
+                .map(|u| tokio::time::Instant::now() + Duration::from_millis(u - now_ms));
+            if open_until.is_some() || was_open[i] {
+                let _ = actor.cast(ProviderMsg::SyncBreaker {
+                    model: Arc::clone(&target.model),
+                    open_until,
+                });
+            }
+            was_open[i] = open_until.is_some();
+        }
+    }
+}
+
+/// Every target this instance may call: each provider's default model and
+/// every named route's targets.
+fn fleet_targets(settings: &crate::settings::Settings) -> Vec<Target> {
+    let mut out: Vec<Target> = settings
+        .providers
+        .values()
+        .map(|p| Target::new(&p.name, &p.model))
+        .collect();
+    for targets in settings.routes.values() {
+        out.extend(targets.iter().cloned());
+    }
+    out.sort();
+    out.dedup();
+    out
+}
