@@ -121,19 +121,40 @@ impl SharedState {
         }
     }
 
-    /// Announces that `target` opened until `until_ms` (Unix ms).
+    /// Announces that `target` opened until `until_ms` (Unix ms). Tried a
+    /// few times while Redis is briefly unreachable (the deadline bounds how
+    /// stale a late announcement can be).
     pub async fn publish_open(&self, target: &Target, until_ms: u64) {
-        let ttl = until_ms.saturating_sub(unix_ms()).max(1);
-        let key = open_key(target);
-        self.call(|mut c| async move { c.pset_ex::<_, _, ()>(key, until_ms, ttl).await })
-            .await;
+        for _ in 0..3 {
+            let ttl = until_ms.saturating_sub(unix_ms());
+            if ttl == 0 {
+                return;
+            }
+            let key = open_key(target);
+            if self
+                .call(|mut c| async move { c.pset_ex::<_, _, ()>(key, until_ms, ttl).await })
+                .await
+                .is_some()
+            {
+                return;
+            }
+            tokio::time::sleep(crate::redis_link::RETRY_EVERY).await;
+        }
     }
 
     /// Announces that `target` recovered.
     pub async fn publish_closed(&self, target: &Target) {
-        let keys = [open_key(target), probe_key(target)];
-        self.call(|mut c| async move { c.del::<_, ()>(&keys).await })
-            .await;
+        for _ in 0..3 {
+            let keys = [open_key(target), probe_key(target)];
+            if self
+                .call(|mut c| async move { c.del::<_, ()>(&keys).await })
+                .await
+                .is_some()
+            {
+                return;
+            }
+            tokio::time::sleep(crate::redis_link::RETRY_EVERY).await;
+        }
     }
 
     /// Takes the fleet's one half-open probe of `target` for `cooldown`.
