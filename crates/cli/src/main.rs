@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// Ask one question through the failover chain and print the answer.
     Ask(cmd::ask::Args),
+    /// Watch failover work with no API keys: simulated providers with faults, the real gateway, sample traffic.
+    Demo(cmd::demo::Args),
     /// Follow the generation events written to Redis (`events tail`).
     Events(cmd::events::Args),
     /// List every provider: available or why not, model, base URL, key set or unset.
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
             Command::Ask(args) => cmd::ask::run(config, args).await,
             Command::Providers(args) => cmd::providers::run(config, args).await,
             Command::Events(args) => cmd::events::run(config, args).await,
+            Command::Demo(args) => cmd::demo::run(config, args).await,
             Command::Serve(args) => cmd::serve::run(config, args).await,
         }
     });

@@ -37,6 +37,7 @@ struct Inner {
     supervisor: ActorRef<SupervisorMsg>,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
+    recent: Arc<crate::sink::recent::Recent>,
     bus: Arc<EventBus>,
     /// Tells the sink writers to flush and stop.
     stop_sinks: tokio::sync::watch::Sender<bool>,
@@ -109,6 +110,13 @@ impl Engine {
             metrics_rx,
             sinks_stopped.clone(),
         )));
+        let recent = Arc::new(crate::sink::recent::Recent::default());
+        let recent_rx = bus.add("recent", metrics.dropped("recent"));
+        writers.push(tokio::spawn(crate::sink::recent::run(
+            Arc::clone(&recent),
+            recent_rx,
+            sinks_stopped.clone(),
+        )));
         if let Some(client) = &redis {
             let rx = bus.add("redis", metrics.dropped("redis"));
             writers.push(tokio::spawn(crate::sink::redis::run(
@@ -177,6 +185,7 @@ impl Engine {
                 supervisor,
                 settings,
                 metrics,
+                recent,
                 bus,
                 stop_sinks,
                 writers: std::sync::Mutex::new(writers),
@@ -351,6 +360,11 @@ impl Engine {
         } else {
             self.inner.metrics.prometheus_text()
         }
+    }
+
+    /// The last events and per-second traffic, for the status page.
+    pub fn recent(&self) -> &crate::sink::recent::Recent {
+        &self.inner.recent
     }
 
     /// The event bus, for front ends that record generations themselves.

@@ -61,6 +61,7 @@ pub fn app(engine: Engine) -> Router {
         .merge(routes::chat::router())
         .merge(routes::models::router())
         .merge(routes::wit::router())
+        .merge(routes::status::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::client_auth,
@@ -74,6 +75,7 @@ pub fn app(engine: Engine) -> Router {
         .merge(admin)
         .merge(routes::health::router())
         .merge(routes::metrics::router())
+        .merge(routes::status::page_router())
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(auth::request_context))

@@ -1,6 +1,7 @@
 //! The subcommands.
 
 pub(crate) mod ask;
+pub(crate) mod demo;
 pub(crate) mod events;
 pub(crate) mod providers;
 pub(crate) mod serve;

@@ -6,6 +6,7 @@ pub(crate) mod generate;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod models;
+pub(crate) mod status;
 pub(crate) mod wit;
 
 use axum::body::Bytes;

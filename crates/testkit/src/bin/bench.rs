@@ -1,0 +1,777 @@
+//! `understudy-bench`: measures what the gateway costs. Run it through
+//! `cargo xtask bench`, which builds everything in release mode and pins the
+//! gateway to core 0 and this process (load generator and upstream) to
+//! core 1.
+//!
+//! It starts a minimal OpenAI-compatible upstream (fixed answers, no
+//! parsing beyond what is needed), the real `understudy serve` binary, and a
+//! load generator on persistent HTTP/1.1 connections, all on loopback, and
+//! prints a table (also written as JSON to `target/bench/latest.json`). It
+//! never asserts on timing.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1733000000,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"Benchmarks are jokes that take themselves seriously.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}"#;
+const FAILURE: &str = r#"{"error":{"message":"over capacity","type":"internal_server_error"}}"#;
+const REQUEST: &str = r#"{"model":"default","messages":[{"role":"user","content":"Tell me a joke about benchmarks."}]}"#;
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run().await {
+        let _ = writeln!(std::io::stderr(), "understudy-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+struct Row {
+    name: String,
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    note: String,
+}
+
+async fn run() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let gateway_bin = PathBuf::from(
+        args.get(1)
+            .ok_or("usage: understudy-bench <understudy binary> <out dir> [gateway cpu]")?,
+    );
+    let out_dir = PathBuf::from(
+        args.get(2)
+            .ok_or("usage: understudy-bench <understudy binary> <out dir>")?,
+    );
+    let gateway_cpu = args.get(3).cloned();
+    std::fs::create_dir_all(&out_dir)?;
+
+    let upstream = start_upstream().await?;
+    let gw = Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?;
+    let idle_rss = gw.rss_kib();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+
+    let direct_url = format!("http://{upstream}/fast/v1/chat/completions");
+    let gateway_url = format!("http://{}/v1/chat/completions", gw.addr);
+    let fallback_body = REQUEST.replace("\"default\"", "\"fallback\"");
+
+    // Warm up both paths.
+    closed_loop(
+        upstream,
+        &direct_url,
+        REQUEST,
+        8,
+        Duration::from_millis(500),
+    )
+    .await?;
+    closed_loop(
+        gw.addr,
+        &gateway_url,
+        REQUEST,
+        8,
+        Duration::from_millis(800),
+    )
+    .await?;
+
+    for c in [1usize, 16, 64] {
+        let d = closed_loop(upstream, &direct_url, REQUEST, c, Duration::from_secs(3)).await?;
+        let g = closed_loop(gw.addr, &gateway_url, REQUEST, c, Duration::from_secs(3)).await?;
+        rows.push(row(format!("direct, concurrency {c}"), &d, String::new()));
+        rows.push(row(
+            format!("gateway, concurrency {c}"),
+            &g,
+            format!(
+                "added p50 {:.3} ms, p99 {:.3} ms",
+                g.p50() - d.p50(),
+                g.p99() - d.p99()
+            ),
+        ));
+    }
+    let d = open_loop(upstream, &direct_url, REQUEST, 1000, Duration::from_secs(5)).await?;
+    let g = open_loop(gw.addr, &gateway_url, REQUEST, 1000, Duration::from_secs(5)).await?;
+    rows.push(row("direct, fixed 1000 req/s".into(), &d, String::new()));
+    rows.push(row(
+        "gateway, fixed 1000 req/s".into(),
+        &g,
+        format!(
+            "added p50 {:.3} ms, p99 {:.3} ms",
+            g.p50() - d.p50(),
+            g.p99() - d.p99()
+        ),
+    ));
+
+    let d = closed_loop(upstream, &direct_url, REQUEST, 1, Duration::from_secs(3)).await?;
+    let f = closed_loop(
+        gw.addr,
+        &gateway_url,
+        &fallback_body,
+        1,
+        Duration::from_secs(3),
+    )
+    .await?;
+    rows.push(row(
+        "fallback (503, then answer), c=1".into(),
+        &f,
+        format!(
+            "added p50 {:.3} ms over one direct call (p99 {:.3} ms)",
+            f.p50() - d.p50(),
+            f.p99() - d.p99()
+        ),
+    ));
+
+    let (direct_ttfb, gateway_ttfb) = ttfb(upstream, gw.addr, 300).await?;
+    rows.push(Row {
+        name: "streamed, time to first byte (p50)".into(),
+        rps: 0.0,
+        p50_ms: gateway_ttfb.p50(),
+        p99_ms: gateway_ttfb.p99(),
+        note: format!(
+            "direct p50 {:.3} ms, added {:.3} ms",
+            direct_ttfb.p50(),
+            gateway_ttfb.p50() - direct_ttfb.p50()
+        ),
+    });
+
+    // Memory: 100 000 requests, then 5 000 open streams.
+    let before_load = gw.rss_kib();
+    let many = fixed_count(gw.addr, &gateway_url, REQUEST, 64, 100_000).await?;
+    let after_load = gw.rss_kib();
+    let peak_load = gw.hwm_kib();
+    rows.push(row(
+        "gateway, 100 000 requests, c=64".into(),
+        &many,
+        format!("RSS {} → {} KiB", before_load, after_load),
+    ));
+    let scale = open_streams(gw.addr, 5000, &gw).await?;
+    notes.push(format!(
+        "5 000 open streams (a token every 100 ms): gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
+        scale.rss_kib, idle_rss, scale.per_stream_kb, scale.cpu_percent
+    ));
+    let peak = gw.hwm_kib();
+    notes.push(format!(
+        "RSS: idle {idle_rss} KiB; after 100 000 requests {after_load} KiB (before them {before_load} KiB); peak under request load {peak_load} KiB; peak overall {peak} KiB"
+    ));
+
+    let table = render(&rows, &notes);
+    let _ = std::io::stdout().write_all(table.as_bytes());
+    let json = json!({
+        "rows": rows.iter().map(|r| json!({"name": r.name, "rps": r.rps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "note": r.note})).collect::<Vec<_>>(),
+        "idle_rss_kib": idle_rss,
+        "rss_after_100k_kib": after_load,
+        "rss_before_100k_kib": before_load,
+        "peak_rss_kib": peak,
+        "open_streams": {"count": 5000, "rss_kib": scale.rss_kib, "kb_per_stream": scale.per_stream_kb, "cpu_percent": scale.cpu_percent},
+        "pinned": gateway_cpu.is_some(),
+    });
+    std::fs::write(
+        out_dir.join("latest.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    drop(gw);
+    Ok(())
+}
+
+fn row(name: String, s: &Samples, note: String) -> Row {
+    Row {
+        name,
+        rps: s.rps(),
+        p50_ms: s.p50(),
+        p99_ms: s.p99(),
+        note,
+    }
+}
+
+fn render(rows: &[Row], notes: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| measurement | req/s | p50 ms | p99 ms | note |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---|");
+    for r in rows {
+        let rps = if r.rps > 0.0 {
+            format!("{:.0}", r.rps)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.3} | {:.3} | {} |",
+            r.name, rps, r.p50_ms, r.p99_ms, r.note
+        );
+    }
+    for n in notes {
+        let _ = writeln!(out, "\n{n}");
+    }
+    out
+}
+
+// === samples ===
+
+struct Samples {
+    micros: Vec<u32>,
+    elapsed: Duration,
+}
+
+impl Samples {
+    fn pct(&self, p: f64) -> f64 {
+        if self.micros.is_empty() {
+            return 0.0;
+        }
+        let mut v = self.micros.clone();
+        v.sort_unstable();
+        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+        f64::from(v[i]) / 1000.0
+    }
+    fn p50(&self) -> f64 {
+        self.pct(0.50)
+    }
+    fn p99(&self) -> f64 {
+        self.pct(0.99)
+    }
+    fn rps(&self) -> f64 {
+        self.micros.len() as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+// === the upstream ===
+
+/// A minimal OpenAI-compatible upstream. `/fast/...` answers at once,
+/// `/fail/...` answers 503 at once, `/slow/...` streams a token every
+/// 100 ms for 30 s; any path streams when the body asks for it.
+async fn start_upstream() -> Result<SocketAddr, Error> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(upstream_handle);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+type UpBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+async fn upstream_handle(req: Request<Incoming>) -> Result<Response<UpBody>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let streamed = memchr_stream(&body);
+    let full = |status: u16, text: &'static str| {
+        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+        r.headers_mut().insert(
+            "content-type",
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        r
+    };
+    if path.starts_with("/fail/") {
+        return Ok(full(503, FAILURE));
+    }
+    if !streamed {
+        return Ok(full(200, ANSWER));
+    }
+    let (tokens, every) = if path.starts_with("/slow/") {
+        (300, Duration::from_millis(100))
+    } else {
+        (8, Duration::ZERO)
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
+    tokio::spawn(async move {
+        let chunk = |delta: &str, finish: &str| {
+            Bytes::from(format!(
+                "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"bench-model\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+            ))
+        };
+        if tx
+            .send(Ok(Frame::data(chunk(
+                r#"{"role":"assistant","content":""}"#,
+                "null",
+            ))))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        for i in 0..tokens {
+            if !every.is_zero() {
+                tokio::time::sleep(every).await;
+            }
+            if tx
+                .send(Ok(Frame::data(chunk(
+                    &format!(r#"{{"content":" t{i}"}}"#),
+                    "null",
+                ))))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(Ok(Frame::data(chunk("{}", "\"stop\"")))).await;
+        let _ = tx
+            .send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
+            .await;
+    });
+    let stream = ReceiverStream(rx);
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    r.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    Ok(r)
+}
+
+/// Whether the request body asks for a stream (no JSON parse: the fast
+/// upstream must cost as little as possible).
+fn memchr_stream(body: &[u8]) -> bool {
+    body.windows(13).any(|w| w == b"\"stream\":true")
+        || body.windows(14).any(|w| w == b"\"stream\": true")
+}
+
+struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+impl<T> futures_core::Stream for ReceiverStream<T> {
+    type Item = T;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+// === the gateway ===
+
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Gateway {
+    async fn start(
+        bin: &std::path::Path,
+        dir: &std::path::Path,
+        upstream: SocketAddr,
+        cpu: Option<&str>,
+    ) -> Result<Self, Error> {
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"[routing]
+default = "fast"
+order = ["fast"]
+
+[providers.fast]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
+[providers.fail]
+kind = "openai"
+base_url = "http://{upstream}/fail/v1"
+model = "bench-model"
+
+[providers.slow]
+kind = "openai"
+base_url = "http://{upstream}/slow/v1"
+model = "bench-model"
+
+[routes]
+fallback = ["fail", "fast"]
+slowstream = ["slow"]
+
+[breaker]
+failure_threshold = 0
+
+[timeouts]
+stream_idle = 60
+request = 120
+
+[cache]
+enabled = false
+"#
+            ),
+        )?;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            l.local_addr()?.port()
+        };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let mut cmd = match cpu {
+            Some(cpu) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", cpu]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "warn")
+            .arg("--config")
+            .arg(&config)
+            .args(["serve", "--listen", &addr.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).await.is_err() {
+            if Instant::now() > deadline {
+                return Err("the gateway did not start listening".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Self { child, addr })
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        let pid = gateway_pid(&self.child);
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    fn hwm_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// User + system CPU seconds so far.
+    fn cpu_seconds(&self) -> f64 {
+        let pid = gateway_pid(&self.child);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+        ticks / 100.0
+    }
+}
+
+/// The gateway's pid (taskset execs it, so the child's pid is the gateway's).
+fn gateway_pid(child: &Child) -> u32 {
+    child.id()
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// === the load generator ===
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: SocketAddr) -> Result<Sender, Error> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn one(sender: &mut Sender, url: &str, body: &'static str) -> Result<(), Error> {
+    sender.ready().await?;
+    let req = Request::post(url)
+        .header("content-type", "application/json")
+        .header("host", "bench")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let _ = resp.into_body().collect().await?;
+    if !status.is_success() {
+        return Err(format!("HTTP {status}").into());
+    }
+    Ok(())
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+/// `c` connections, each sending requests back to back for `d`.
+async fn closed_loop(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    d: Duration,
+) -> Result<Samples, Error> {
+    let body = leak(body);
+    let url = leak(url);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let mut sender = connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut micros = Vec::with_capacity(100_000);
+            while started.elapsed() < d {
+                let t = Instant::now();
+                one(&mut sender, url, body).await?;
+                micros.push(t.elapsed().as_micros() as u32);
+            }
+            Ok::<_, Error>(micros)
+        }));
+    }
+    let mut micros = Vec::new();
+    for t in tasks {
+        micros.extend(t.await??);
+    }
+    Ok(Samples {
+        micros,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// `n` requests over `c` connections, as fast as they go.
+async fn fixed_count(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    n: usize,
+) -> Result<Samples, Error> {
+    let body = leak(body);
+    let url = leak(url);
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(n));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let mut sender = connect(addr).await?;
+        let left = Arc::clone(&left);
+        tasks.push(tokio::spawn(async move {
+            let mut micros = Vec::new();
+            while left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1))
+                .is_ok()
+            {
+                let t = Instant::now();
+                one(&mut sender, url, body).await?;
+                micros.push(t.elapsed().as_micros() as u32);
+            }
+            Ok::<_, Error>(micros)
+        }));
+    }
+    let mut micros = Vec::new();
+    for t in tasks {
+        micros.extend(t.await??);
+    }
+    Ok(Samples {
+        micros,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A fixed arrival rate for `d`; latency counts from the scheduled send
+/// time, so a stall is not hidden (no coordinated omission).
+async fn open_loop(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    rate: u32,
+    d: Duration,
+) -> Result<Samples, Error> {
+    let body = leak(body);
+    let url = leak(url);
+    let pool = 64;
+    let (tx, rx) = async_channel(rate as usize * 2);
+    let mut tasks = Vec::new();
+    for _ in 0..pool {
+        let mut sender = connect(addr).await?;
+        let rx = Arc::clone(&rx);
+        tasks.push(tokio::spawn(async move {
+            let mut micros = Vec::new();
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some(scheduled) = next else { break };
+                one(&mut sender, url, body).await?;
+                micros.push(Instant::now().duration_since(scheduled).as_micros() as u32);
+            }
+            Ok::<_, Error>(micros)
+        }));
+    }
+    let started = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let mut i = 0u32;
+    while started.elapsed() < d {
+        let at = started + interval * i;
+        tokio::time::sleep_until(at.into()).await;
+        if tx.send(at).await.is_err() {
+            break;
+        }
+        i += 1;
+    }
+    drop(tx);
+    let mut micros = Vec::new();
+    for t in tasks {
+        micros.extend(t.await??);
+    }
+    Ok(Samples {
+        micros,
+        elapsed: started.elapsed(),
+    })
+}
+
+type Shared<T> = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<T>>>;
+
+fn async_channel<T>(n: usize) -> (tokio::sync::mpsc::Sender<T>, Shared<T>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(n);
+    (tx, Arc::new(tokio::sync::Mutex::new(rx)))
+}
+
+/// Time to the first streamed text, direct and through the gateway.
+async fn ttfb(
+    upstream: SocketAddr,
+    gateway: SocketAddr,
+    n: usize,
+) -> Result<(Samples, Samples), Error> {
+    let body = leak(&REQUEST.replace("\"messages\"", "\"stream\":true,\"messages\""));
+    let mut out = Vec::new();
+    for (addr, url) in [
+        (
+            upstream,
+            format!("http://{upstream}/fast/v1/chat/completions"),
+        ),
+        (gateway, format!("http://{gateway}/v1/chat/completions")),
+    ] {
+        let mut sender = connect(addr).await?;
+        let mut micros = Vec::new();
+        let started = Instant::now();
+        for _ in 0..n {
+            sender.ready().await?;
+            let req = Request::post(&url)
+                .header("content-type", "application/json")
+                .header("host", "bench")
+                .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+            let t = Instant::now();
+            let resp = sender.send_request(req).await?;
+            let mut body = resp.into_body();
+            let mut first = None;
+            while let Some(frame) = body.frame().await {
+                let frame = frame?;
+                if let Some(data) = frame.data_ref() {
+                    if first.is_none() && data.windows(3).any(|w| w == b" t0") {
+                        first = Some(t.elapsed());
+                    }
+                }
+            }
+            micros.push(first.unwrap_or_else(|| t.elapsed()).as_micros() as u32);
+        }
+        out.push(Samples {
+            micros,
+            elapsed: started.elapsed(),
+        });
+    }
+    let g = out.pop().ok_or("no samples")?;
+    let d = out.pop().ok_or("no samples")?;
+    Ok((d, g))
+}
+
+struct Scale {
+    rss_kib: u64,
+    per_stream_kb: f64,
+    cpu_percent: f64,
+}
+
+/// Opens `n` streams through the gateway (a token every 100 ms each) and
+/// measures the gateway while they are all open.
+async fn open_streams(gateway: SocketAddr, n: usize, gw: &Gateway) -> Result<Scale, Error> {
+    let base = gw.rss_kib();
+    let body = leak(
+        &REQUEST
+            .replace("\"default\"", "\"slowstream\"")
+            .replace("\"messages\"", "\"stream\":true,\"messages\""),
+    );
+    let url = leak(&format!("http://{gateway}/v1/chat/completions"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(Semaphore::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let stop = Arc::clone(&stop);
+        let opened = Arc::clone(&opened);
+        tasks.push(tokio::spawn(async move {
+            let Ok(mut sender) = connect(gateway).await else {
+                return;
+            };
+            let Ok(req) = Request::post(url)
+                .header("content-type", "application/json")
+                .header("host", "bench")
+                .body(Full::new(Bytes::from_static(body.as_bytes())))
+            else {
+                return;
+            };
+            let Ok(resp) = sender.send_request(req).await else {
+                return;
+            };
+            opened.add_permits(1);
+            let mut body = resp.into_body();
+            while !stop.load(Ordering::Relaxed) {
+                match tokio::time::timeout(Duration::from_millis(500), body.frame()).await {
+                    Ok(Some(Ok(_))) | Err(_) => {}
+                    _ => break,
+                }
+            }
+            let _ = i;
+        }));
+        if i % 200 == 199 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let all = opened.acquire_many(n as u32);
+    let _ = tokio::time::timeout(Duration::from_secs(30), all).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu0 = gw.cpu_seconds();
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = (gw.cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    let rss = gw.rss_kib();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.abort();
+    }
+    let per = (rss.saturating_sub(base)) as f64 * 1.024 / n as f64;
+    Ok(Scale {
+        rss_kib: rss,
+        per_stream_kb: per,
+        cpu_percent: cpu,
+    })
+}
