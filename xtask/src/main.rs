@@ -3,6 +3,9 @@
 //! - `ci`: what CI runs: `cargo fmt --check`, clippy with `-D warnings`, the tests.
 //! - `tidy`: repository conventions (every Rust file opens with `//!`, no
 //!   `should_panic`, no ignored tests); also a `#[test]`.
+//! - `browser-test`: runs `understudy demo --serve` and checks its status page
+//!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
+//!   `tests/browser`); screenshots go to `target/browser/`.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
@@ -18,7 +21,8 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
-        _ => Err("usage: cargo xtask <ci|tidy|bench>".to_owned()),
+        Some("browser-test") => browser_test(),
+        _ => Err("usage: cargo xtask <ci|tidy|bench|browser-test>".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -51,6 +55,65 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace"])
+}
+
+fn browser_test() -> Result<(), String> {
+    use std::io::{BufRead, BufReader};
+    let root = project_root();
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).exists() {
+        return Err(format!("{chromium} not found: install Debian's chromium (apt-get install chromium) or set CHROMIUM"));
+    }
+    let dir = root.join("tests").join("browser");
+    if !dir.join("node_modules").join("playwright-core").exists() {
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .map_err(|e| format!("cannot run npm (Node.js is needed): {e}"))?;
+        if !status.success() {
+            return Err("npm install failed in tests/browser".to_owned());
+        }
+    }
+    cargo(&["build", "--quiet", "-p", "understudy-cli"])?;
+    let bin = root.join("target").join("debug").join("understudy");
+    let mut demo = Command::new(&bin)
+        .args(["demo", "--serve", "--no-color", "--listen", "127.0.0.1:0", "--requests", "200", "--duration", "40"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the demo: {e}"))?;
+    let stdout = demo.stdout.take().ok_or("no demo output")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(url) = line.strip_prefix("Status page: ") {
+                    break url.trim_end_matches('/').to_owned();
+                }
+            }
+            _ => {
+                let _ = demo.kill();
+                return Err("the demo ended before printing its URL".to_owned());
+            }
+        }
+    };
+    // Keep draining the demo's output so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let out = root.join("target").join("browser");
+    let result = Command::new("node")
+        .arg(dir.join("status.mjs"))
+        .arg(&base)
+        .arg(&out)
+        .env("CHROMIUM", &chromium)
+        .status()
+        .map_err(|e| format!("cannot run node: {e}"));
+    let _ = demo.kill();
+    let _ = demo.wait();
+    match result? {
+        s if s.success() => Ok(()),
+        s => Err(format!("the browser test failed ({s})")),
+    }
 }
 
 fn bench() -> Result<(), String> {
