@@ -26,6 +26,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use understudy_core::{Engine, Secret};
 
@@ -92,6 +93,10 @@ pub async fn serve(
 ) -> io::Result<()> {
     let app = app(engine.clone());
     let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
+    // Small responses must not wait for Nagle's algorithm.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = signalled.send(true);

@@ -163,7 +163,7 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     }));
     let base = format!("http://{addr}");
     out(&format!(
-        "{}\nUnderstudy demo: simulated groq → gemini → claude behind the gateway at {base}\n\
+        "{}: simulated groq → gemini → claude behind the gateway at {base}\n\
          groq refuses roasts and has an outage at {:.0}s; gemini rate-limits now and then; claude is slower but healthy.\n\
          Status page: {base}/\n\n",
         paint(color, "1", "Understudy demo"),
