@@ -62,7 +62,9 @@ fn browser_test() -> Result<(), String> {
     let root = project_root();
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     if !Path::new(&chromium).exists() {
-        return Err(format!("{chromium} not found: install Debian's chromium (apt-get install chromium) or set CHROMIUM"));
+        return Err(format!(
+            "{chromium} not found: install Debian's chromium (apt-get install chromium) or set CHROMIUM"
+        ));
     }
     let dir = root.join("tests").join("browser");
     if !dir.join("node_modules").join("playwright-core").exists() {
@@ -78,7 +80,17 @@ fn browser_test() -> Result<(), String> {
     cargo(&["build", "--quiet", "-p", "understudy-cli"])?;
     let bin = root.join("target").join("debug").join("understudy");
     let mut demo = Command::new(&bin)
-        .args(["demo", "--serve", "--no-color", "--listen", "127.0.0.1:0", "--requests", "200", "--duration", "40"])
+        .args([
+            "demo",
+            "--serve",
+            "--no-color",
+            "--listen",
+            "127.0.0.1:0",
+            "--requests",
+            "200",
+            "--duration",
+            "40",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -472,12 +472,25 @@ async fn events_tail_follows_the_stream() {
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_runs_without_keys_and_summarises() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
-    cmd.env_clear().args(["demo", "--requests", "12", "--duration", "3", "--listen", "127.0.0.1:0", "--no-color"]);
+    cmd.env_clear().args([
+        "demo",
+        "--requests",
+        "12",
+        "--duration",
+        "3",
+        "--listen",
+        "127.0.0.1:0",
+        "--no-color",
+    ]);
     let out = run(cmd).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains("Summary: 12/12 answered"), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with('[')).count(), 12, "one line per request: {text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with('[')).count(),
+        12,
+        "one line per request: {text}"
+    );
     assert!(text.contains("refusals recovered by softening"), "{text}");
     assert!(text.contains("| groq |"), "{text}");
     assert!(!text.contains('\x1b'), "no colour codes without a terminal");
@@ -486,21 +499,45 @@ async fn demo_runs_without_keys_and_summarises() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap().to_string();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
-    cmd.env_clear().args(["demo", "--requests", "1", "--duration", "0", "--listen", &addr]);
+    cmd.env_clear().args([
+        "demo",
+        "--requests",
+        "1",
+        "--duration",
+        "0",
+        "--listen",
+        &addr,
+    ]);
     let out = run(cmd).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--listen"),
+        "{out:?}"
+    );
 }
 
 #[test]
 fn help_is_complete() {
-    for args in [&["--help"][..], &["ask", "--help"], &["serve", "--help"], &["providers", "--help"], &["demo", "--help"], &["events", "tail", "--help"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_understudy")).args(args).output().unwrap();
+    for args in [
+        &["--help"][..],
+        &["ask", "--help"],
+        &["serve", "--help"],
+        &["providers", "--help"],
+        &["demo", "--help"],
+        &["events", "tail", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .args(args)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{args:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("Usage:"), "{args:?}: {text}");
     }
-    let top = Command::new(env!("CARGO_BIN_EXE_understudy")).arg("--help").output().unwrap();
+    let top = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&top.stdout);
     for sub in ["ask", "serve", "providers", "demo", "events"] {
         assert!(text.contains(sub), "{sub} missing from --help");

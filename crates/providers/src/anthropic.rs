@@ -167,24 +167,7 @@ impl Protocol for AnthropicProtocol {
             Ok(WireErrorEnvelope { error: Some(error) }) => {
                 classify_error_object(status, headers, &error)
             }
-            _ => {
-                let mut kind = classify::status(status);
-                if let FailureKind::RateLimited { retry_after } = &mut kind {
-                    *retry_after = classify::retry_after(headers, SystemTime::now());
-                }
-                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
-                    .trim()
-                    .to_owned();
-                Failure::new(
-                    kind,
-                    if snippet.is_empty() {
-                        format!("HTTP {status}")
-                    } else {
-                        snippet
-                    },
-                )
-                .with_status(status)
-            }
+            _ => classify::unreadable(status, headers, body),
         }
     }
 

@@ -66,6 +66,25 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// An error status whose body is not the provider's error shape (an HTML
+/// page from a proxy, an empty body): classified by status alone, with the
+/// start of the body as the detail.
+pub fn unreadable(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+    let mut kind = self::status(status);
+    if let FailureKind::RateLimited { retry_after } = &mut kind {
+        *retry_after = self::retry_after(headers, SystemTime::now());
+    }
+    let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
+        .trim()
+        .to_owned();
+    let detail = if snippet.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        snippet
+    };
+    Failure::new(kind, detail).with_status(status)
+}
+
 /// A Go-style duration as OpenAI and Groq write them: `6m0s`, `1.57s`,
 /// `399ms`, `9m38.016s`, `2h1m`.
 pub fn go_duration(s: &str) -> Option<Duration> {

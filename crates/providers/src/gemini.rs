@@ -184,24 +184,7 @@ impl Protocol for GeminiProtocol {
             .and_then(|e| serde_json::from_value::<WireError>(e.clone()).ok());
         match error {
             Some(error) => classify_error_object(Some(status), headers, &error),
-            None => {
-                let mut kind = classify::status(status);
-                if let FailureKind::RateLimited { retry_after } = &mut kind {
-                    *retry_after = classify::retry_after(headers, SystemTime::now());
-                }
-                let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
-                    .trim()
-                    .to_owned();
-                Failure::new(
-                    kind,
-                    if snippet.is_empty() {
-                        format!("HTTP {status}")
-                    } else {
-                        snippet
-                    },
-                )
-                .with_status(status)
-            }
+            None => classify::unreadable(status, headers, body),
         }
     }
 

@@ -219,21 +219,7 @@ pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> F
         Ok(WireErrorEnvelope { error: Some(error) }) => {
             classify_error_body(status, headers, &error)
         }
-        _ => {
-            let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
-                .trim()
-                .to_owned();
-            let mut kind = classify::status(status);
-            if let FailureKind::RateLimited { retry_after } = &mut kind {
-                *retry_after = classify::retry_after(headers, SystemTime::now());
-            }
-            let detail = if snippet.is_empty() {
-                format!("HTTP {status}")
-            } else {
-                snippet
-            };
-            Failure::new(kind, detail).with_status(status)
-        }
+        _ => classify::unreadable(status, headers, body),
     }
 }
 
