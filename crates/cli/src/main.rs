@@ -40,11 +40,6 @@ enum Command {
     Serve(cmd::serve::Args),
 }
 
-/// mimalloc: the profile of the hot path (callgrind, `cargo xtask bench`)
-/// spent about a fifth of its instructions in glibc's malloc and free.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Exit status for bad usage or configuration.
 pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status when no provider answered.
