@@ -95,6 +95,7 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         Err(e) => {
             if !args.json {
                 report(&format!("{}: {e}", e.code()));
+                hint(&e);
             }
             exit_code(&e)
         }
@@ -114,6 +115,7 @@ async fn stream(engine: &understudy_core::Engine, request: GenerateRequest, json
                 out(&format!("{line}\n"));
             } else {
                 report(&format!("{}: {e}", e.code()));
+                hint(&e);
             }
             return exit_code(&e);
         }
@@ -152,6 +154,16 @@ async fn stream(engine: &understudy_core::Engine, request: GenerateRequest, json
         }
     }
     code
+}
+
+/// What to do about an error a newcomer is likely to meet.
+fn hint(e: &Error) {
+    if let Error::NoProviderAvailable(_) = e {
+        report(
+            "hint: set a provider's key (GROQ_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY or OPENAI_API_KEY), \
+             check `understudy providers`, or watch failover without keys: `understudy demo`",
+        );
+    }
 }
 
 fn exit_code(e: &Error) -> u8 {
