@@ -51,8 +51,10 @@ pub struct GenerationStream {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
     Delta(String),
-    Done(StreamDone),
-    Error(StreamError),
+    /// Boxed so that the channel's slots stay the size of a `String`: the
+    /// run's channel holds 16 items for every open stream.
+    Done(Box<StreamDone>),
+    Error(Box<StreamError>),
 }
 
 /// The end of a complete stream.
@@ -410,7 +412,7 @@ impl Run {
                 }
                 self.bus
                     .publish(GenerationEvent::stream_done(&ctx, &done, cost));
-                let _ = tx.send(StreamItem::Done(done)).await;
+                let _ = tx.send(StreamItem::Done(Box::new(done))).await;
             }
             Err(f) => {
                 let client_left = tx.is_closed();
@@ -447,7 +449,7 @@ impl Run {
                 };
                 self.bus
                     .publish(GenerationEvent::stream_failed(&ctx, &error));
-                let _ = tx.send(StreamItem::Error(error)).await;
+                let _ = tx.send(StreamItem::Error(Box::new(error))).await;
             }
         }
     }

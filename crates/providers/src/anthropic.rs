@@ -33,7 +33,7 @@ pub(crate) type Anthropic = HttpAdapter<AnthropicProtocol>;
 /// The Messages protocol bound to one provider's settings.
 #[derive(Debug)]
 pub(crate) struct AnthropicProtocol {
-    url: String,
+    url: reqwest::Url,
     headers: HeaderMap,
 }
 
@@ -51,7 +51,7 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Anthropic, String> 
     HttpAdapter::new(
         settings,
         AnthropicProtocol {
-            url: format!("{}/v1/messages", settings.base_url),
+            url: crate::http::endpoint(&format!("{}/v1/messages", settings.base_url))?,
             headers,
         },
     )
@@ -61,7 +61,8 @@ impl AnthropicProtocol {
     /// The protocol without an endpoint or key, for parsing recorded bytes.
     pub(crate) fn bare() -> Self {
         AnthropicProtocol {
-            url: String::new(),
+            url: reqwest::Url::parse("http://localhost/v1/messages")
+                .expect("a constant URL parses"),
             headers: HeaderMap::new(),
         }
     }
@@ -105,7 +106,7 @@ impl Protocol for AnthropicProtocol {
             )
         })?;
         Ok(client
-            .post(&self.url)
+            .post(self.url.clone())
             .headers(self.headers.clone())
             .body(body))
     }

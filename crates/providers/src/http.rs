@@ -147,6 +147,11 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     }
 }
 
+/// The endpoint, parsed once (not on every request).
+pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
+    reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))
+}
+
 /// One client per provider, pooled; the engine applies attempt deadlines,
 /// so only the connect timeout is set here.
 pub(crate) fn client(settings: &ProviderSettings) -> Result<reqwest::Client, String> {
@@ -155,6 +160,9 @@ pub(crate) fn client(settings: &ProviderSettings) -> Result<reqwest::Client, Str
         .connect_timeout(settings.timeouts.connect)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
+        // LLM APIs do not redirect; the redirect layer cost about 8 000
+        // instructions a request in the profile.
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("understudy/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))

@@ -34,7 +34,7 @@ pub(crate) type OpenAiCompat = HttpAdapter<OpenAiProtocol>;
 /// The OpenAI Chat Completions protocol bound to one provider's settings.
 #[derive(Debug)]
 pub(crate) struct OpenAiProtocol {
-    url: String,
+    url: reqwest::Url,
     /// Extra headers and `Authorization`, the latter marked sensitive so
     /// that no `Debug` output shows it.
     headers: HeaderMap,
@@ -59,7 +59,7 @@ impl OpenAiProtocol {
             );
         }
         Ok(Self {
-            url: format!("{}/chat/completions", settings.base_url),
+            url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
             headers,
             max_completion_tokens: settings.name == "openai",
         })
@@ -116,7 +116,7 @@ impl Protocol for OpenAiProtocol {
             )
         })?;
         Ok(client
-            .post(&self.url)
+            .post(self.url.clone())
             .headers(self.headers.clone())
             .body(body))
     }
