@@ -184,12 +184,31 @@ pub fn rfc3339(secs: u64, millis: u32) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    // Written digit by digit: `format!` was a visible share of the hot
+    // path's instructions (one timestamp per generation).
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, year.max(0) as u64, 4);
+    for (value, sep) in [
+        (month as u64, '-'),
+        (day as u64, '-'),
+        (rem / 3600, 'T'),
+        ((rem % 3600) / 60, ':'),
+        (rem % 60, ':'),
+    ] {
+        out.push(sep);
+        push_digits(&mut out, value, 2);
+    }
+    out.push('.');
+    push_digits(&mut out, u64::from(millis), 3);
+    out.push('Z');
+    out
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
+    }
 }
 
 #[cfg(test)]

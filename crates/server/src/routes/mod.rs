@@ -34,6 +34,11 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
         };
         ApiError::Body { status, message }
     })?;
+    // The plain parse is the fast path; only a body that fails is parsed
+    // again to name the offending field.
+    if let Ok(value) = serde_json::from_slice(&bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(&bytes);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
