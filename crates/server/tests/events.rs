@@ -5,26 +5,17 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use understudy_core::sink::redis::from_fields;
 use understudy_core::{ChatRequest, GenerateRequest, GenerationEvent, StreamItem};
 use understudy_testkit::{RedisServer, Refusal, Reply, SimProvider, TestGateway};
 
 async fn serve(gw: &TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(
-        listener,
-        gw.engine.clone(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    (url, stop)
+    common::serve(gw.engine.clone()).await
 }
 
 async fn stream_entries(url: &str, key: &str) -> Vec<GenerationEvent> {

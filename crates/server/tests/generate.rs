@@ -3,10 +3,11 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
 struct Server {
@@ -16,12 +17,7 @@ struct Server {
 }
 
 async fn server(gw: TestGateway) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop) = common::serve(gw.engine).await;
     Server {
         url,
         client: understudy_testkit::http_client(),

@@ -3,8 +3,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
 
 struct Server {
@@ -13,12 +14,7 @@ struct Server {
 }
 
 async fn serve(gw: TestGateway) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop) = common::serve(gw.engine).await;
     Server { url, _stop: stop }
 }
 

@@ -4,10 +4,11 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
 use std::process::Command;
 
 use serde_json::Value;
-use tokio::net::TcpListener;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -30,12 +31,7 @@ async fn the_official_openai_sdk_works_against_the_server() {
         .build()
         .await
         .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
-        let _ = stopped.await;
-    }));
+    let (url, _stop) = common::serve(gw.engine).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk.py");
     let out = tokio::task::spawn_blocking(move || {
         Command::new("python3")

@@ -3,10 +3,11 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
@@ -14,13 +15,7 @@ const CLIENT_KEY: &str = "sk-client-0123456789";
 const ADMIN_TOKEN: &str = "admin-token-0123456789";
 
 async fn serve(gw: TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
-        let _ = stopped.await;
-    }));
-    (url, stop)
+    common::serve(gw.engine).await
 }
 
 async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
