@@ -9,7 +9,9 @@
 //!
 //! Keys (Cluster-ready: keys used together share a hash tag):
 //! - `understudy:{breaker:<provider>:<model>}:open` — String, the Unix ms
-//!   until which the target is open; `PX` = the cooldown.
+//!   until which the target is open; `PX` = the cooldown plus ten minutes
+//!   (a lapsed deadline means "being probed"; only deletion means
+//!   "recovered").
 //! - `understudy:{breaker:<provider>:<model>}:probe` — String, the instance
 //!   holding the half-open probe; `SET NX PX` = the cooldown.
 //! - `understudy:{budget}:spend:<window id>` — String (float), USD spent by
@@ -28,6 +30,10 @@ use crate::sink::metrics::Metrics;
 
 /// Every shared-state call is bounded by this.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How long an open key is kept after its deadline lapses (see
+/// [`SharedState::publish_open`]).
+pub const LAPSED_KEEP: Duration = Duration::from_secs(600);
 
 /// How often an instance reads the fleet's breakers.
 pub const POLL_EVERY: Duration = Duration::from_millis(250);
@@ -126,10 +132,14 @@ impl SharedState {
     /// stale a late announcement can be).
     pub async fn publish_open(&self, target: &Target, until_ms: u64) {
         for _ in 0..3 {
-            let ttl = until_ms.saturating_sub(unix_ms());
-            if ttl == 0 {
+            let left = until_ms.saturating_sub(unix_ms());
+            if left == 0 {
                 return;
             }
+            // The key outlives the cooldown: a lapsed deadline means "being
+            // probed", while only a deleted key means "recovered" (an expiry
+            // must not read as a recovery to the other instances).
+            let ttl = left + LAPSED_KEEP.as_millis() as u64;
             let key = open_key(target);
             if self
                 .call(|mut c| async move { c.pset_ex::<_, _, ()>(key, until_ms, ttl).await })
@@ -262,16 +272,30 @@ pub(crate) async fn poll_breakers(
             let Some((_, actor)) = running.iter().find(|(name, _)| *name == target.provider) else {
                 continue;
             };
-            let open_until = until
-                .filter(|u| *u > now_ms)
-                .map(|u| tokio::time::Instant::now() + Duration::from_millis(u - now_ms));
-            if open_until.is_some() || was_open[i] {
-                let _ = actor.cast(ProviderMsg::SyncBreaker {
-                    model: Arc::clone(&target.model),
-                    open_until,
-                });
+            match until {
+                // Open: hold it open here too, until the same moment.
+                Some(u) if u > now_ms => {
+                    let open_until =
+                        tokio::time::Instant::now() + Duration::from_millis(u - now_ms);
+                    let _ = actor.cast(ProviderMsg::SyncBreaker {
+                        model: Arc::clone(&target.model),
+                        open_until: Some(open_until),
+                    });
+                    was_open[i] = true;
+                }
+                // Lapsed: the fleet is probing it; nothing changes here.
+                Some(_) => {}
+                // Deleted by the instance that saw it recover.
+                None => {
+                    if was_open[i] {
+                        let _ = actor.cast(ProviderMsg::SyncBreaker {
+                            model: Arc::clone(&target.model),
+                            open_until: None,
+                        });
+                    }
+                    was_open[i] = false;
+                }
             }
-            was_open[i] = open_until.is_some();
         }
     }
 }

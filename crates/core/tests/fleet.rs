@@ -126,6 +126,7 @@ async fn one_probe_per_cooldown_across_the_fleet_and_recovery_for_all() {
     let (ta, tb) = (load(a), load(b));
     let (a, b) = (ta.await.unwrap(), tb.await.unwrap());
     let probes = groq.request_count() - before;
+    eprintln!("probes across the fleet in 2 s: {probes}");
     // 2 s / 0.4 s cooldown = 5 windows: at most one probe each, fleet-wide
     // (two instances probing on their own would make about 10).
     assert!(probes <= 6, "{probes} probes in 2 s across two instances");
