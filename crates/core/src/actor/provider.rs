@@ -151,27 +151,19 @@ impl Actor for ProviderActor {
                 force,
                 reply,
             } => {
-                if !state.admit(&model, force) {
+                let Some(adapter) = state.start_attempt(&model, force) else {
                     let _ = reply.send(Err(AttemptError::Skipped));
                     return Ok(());
-                }
-                state.stats.in_flight += 1;
-                let adapter = Arc::clone(&state.adapter);
+                };
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let result =
-                        match tokio::time::timeout_at(deadline, adapter.complete(&model, &request))
-                            .await
-                        {
-                            Ok(result) => result,
-                            Err(_) => Err(Failure::new(
-                                FailureKind::Timeout,
-                                format!(
-                                    "no answer within {:.1} s",
-                                    (deadline - started).as_secs_f64()
-                                ),
-                            )),
-                        };
+                    let result = by_deadline(
+                        deadline,
+                        started,
+                        "no answer",
+                        adapter.complete(&model, &request),
+                    )
+                    .await;
                     let outcome = result.as_ref().map(|_| ()).map_err(Failure::code);
                     let _ = reply.send(result.map_err(AttemptError::Failed));
                     let _ = myself.cast(ProviderMsg::Completed {
@@ -188,27 +180,19 @@ impl Actor for ProviderActor {
                 force,
                 reply,
             } => {
-                if !state.admit(&model, force) {
+                let Some(adapter) = state.start_attempt(&model, force) else {
                     let _ = reply.send(Err(AttemptError::Skipped));
                     return Ok(());
-                }
-                state.stats.in_flight += 1;
-                let adapter = Arc::clone(&state.adapter);
+                };
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let opened =
-                        match tokio::time::timeout_at(deadline, adapter.stream(&model, &request))
-                            .await
-                        {
-                            Ok(opened) => opened,
-                            Err(_) => Err(Failure::new(
-                                FailureKind::Timeout,
-                                format!(
-                                    "no response within {:.1} s",
-                                    (deadline - started).as_secs_f64()
-                                ),
-                            )),
-                        };
+                    let opened = by_deadline(
+                        deadline,
+                        started,
+                        "no response",
+                        adapter.stream(&model, &request),
+                    )
+                    .await;
                     if let Err(f) = &opened {
                         let _ = myself.cast(ProviderMsg::Completed {
                             model: Arc::clone(&model),
@@ -270,9 +254,36 @@ impl Actor for ProviderActor {
     }
 }
 
+/// Runs `attempt` until `deadline`; past it, a timeout failure that says
+/// how long it waited for `what`.
+async fn by_deadline<T>(
+    deadline: Instant,
+    started: Instant,
+    what: &str,
+    attempt: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout_at(deadline, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(Failure::new(
+            FailureKind::Timeout,
+            format!("{what} within {:.1} s", (deadline - started).as_secs_f64()),
+        )),
+    }
+}
+
 // === impl ProviderState ===
 
 impl ProviderState {
+    /// Admits a call to `model` (past its breaker, when `force`) and counts
+    /// it in flight; `None` when the breaker skips it.
+    fn start_attempt(&mut self, model: &Arc<str>, force: bool) -> Option<Arc<dyn Adapter>> {
+        if !self.admit(model, force) {
+            return None;
+        }
+        self.stats.in_flight += 1;
+        Some(Arc::clone(&self.adapter))
+    }
+
     fn breaker(&mut self, model: &Arc<str>) -> &mut Breaker {
         let settings = self.breaker_settings;
         self.breakers
