@@ -99,16 +99,7 @@ impl Protocol for AnthropicProtocol {
             stop_sequences: &request.stop,
             stream,
         };
-        let body = serde_json::to_vec(&body).map_err(|e| {
-            Failure::new(
-                FailureKind::BadRequest,
-                format!("cannot encode the request: {e}"),
-            )
-        })?;
-        Ok(client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(body))
+        crate::http::json_post(client, self.url.clone(), &self.headers, &body)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -294,10 +285,7 @@ impl StreamParser for AnthropicStream {
         let event: WireEvent = match serde_json::from_str(&data) {
             Ok(e) => e,
             Err(e) => {
-                out.push_back(Err(Failure::new(
-                    FailureKind::MalformedResponse,
-                    format!("a malformed stream event: {e}"),
-                )));
+                out.push_back(Err(crate::http::malformed_event(&e)));
                 return;
             }
         };
@@ -386,15 +374,7 @@ impl StreamParser for AnthropicStream {
     }
 
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
-        let failure = self
-            .stray
-            .take_failure(mid_stream_error)
-            .unwrap_or_else(|| {
-                Failure::new(
-                    FailureKind::StreamInterrupted,
-                    "the stream ended without message_stop",
-                )
-            });
+        let failure = self.stray.failure_at_eof(mid_stream_error, "message_stop");
         out.push_back(Err(failure));
     }
 }

@@ -125,13 +125,7 @@ impl Protocol for GeminiProtocol {
             }),
             generation_config: (!config.is_empty()).then_some(config),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| {
-            Failure::new(
-                FailureKind::BadRequest,
-                format!("cannot encode the request: {e}"),
-            )
-        })?;
-        Ok(client.post(url).headers(self.headers.clone()).body(body))
+        crate::http::json_post(client, url, &self.headers, &body)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -384,10 +378,7 @@ impl StreamParser for GeminiStream {
         let value: Value = match serde_json::from_str(&data) {
             Ok(v) => v,
             Err(e) => {
-                out.push_back(Err(Failure::new(
-                    FailureKind::MalformedResponse,
-                    format!("a malformed stream event: {e}"),
-                )));
+                out.push_back(Err(crate::http::malformed_event(&e)));
                 return;
             }
         };
@@ -446,13 +437,7 @@ impl StreamParser for GeminiStream {
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         let failure = self
             .stray
-            .take_failure(mid_stream_error)
-            .unwrap_or_else(|| {
-                Failure::new(
-                    FailureKind::StreamInterrupted,
-                    "the stream ended without a finishReason",
-                )
-            });
+            .failure_at_eof(mid_stream_error, "a finishReason");
         out.push_back(Err(failure));
     }
 }

@@ -147,6 +147,30 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     }
 }
 
+/// A stream event that is not the JSON its protocol promises.
+pub(crate) fn malformed_event(e: &serde_json::Error) -> Failure {
+    Failure::new(
+        FailureKind::MalformedResponse,
+        format!("a malformed stream event: {e}"),
+    )
+}
+
+/// A POST of `body` as JSON to `url` with the provider's headers.
+pub(crate) fn json_post(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    headers: &HeaderMap,
+    body: &impl serde::Serialize,
+) -> Result<reqwest::RequestBuilder, Failure> {
+    let body = serde_json::to_vec(body).map_err(|e| {
+        Failure::new(
+            FailureKind::BadRequest,
+            format!("cannot encode the request: {e}"),
+        )
+    })?;
+    Ok(client.post(url).headers(headers.clone()).body(body))
+}
+
 /// The endpoint, parsed once (not on every request).
 pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))

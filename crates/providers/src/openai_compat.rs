@@ -109,16 +109,7 @@ impl Protocol for OpenAiProtocol {
                 include_usage: true,
             }),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| {
-            Failure::new(
-                FailureKind::BadRequest,
-                format!("cannot encode the request: {e}"),
-            )
-        })?;
-        Ok(client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(body))
+        crate::http::json_post(client, self.url.clone(), &self.headers, &body)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -339,10 +330,7 @@ impl StreamParser for OpenAiStream {
         let chunk: WireChunk = match serde_json::from_str(&data) {
             Ok(c) => c,
             Err(e) => {
-                out.push_back(Err(Failure::new(
-                    FailureKind::MalformedResponse,
-                    format!("a malformed stream event: {e}"),
-                )));
+                out.push_back(Err(crate::http::malformed_event(&e)));
                 return;
             }
         };

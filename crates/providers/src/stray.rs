@@ -6,7 +6,7 @@
 //! this buffer reassembles them and, once they parse, lets the protocol
 //! classify the error.
 
-use understudy_core::Failure;
+use understudy_core::{Failure, FailureKind};
 
 /// The most stray text kept; beyond it the stray lines are garbage.
 const STRAY_LIMIT: usize = 64 * 1024;
@@ -53,5 +53,20 @@ impl StrayJson {
         let text = std::mem::take(&mut self.buf);
         let value: serde_json::Value = serde_json::from_str(&text).ok()?;
         classify(&value)
+    }
+
+    /// The stream ended before its terminal marker (`missing`): the error
+    /// the strays spelled, or an interruption.
+    pub(crate) fn failure_at_eof(
+        &mut self,
+        classify: impl Fn(&serde_json::Value) -> Option<Failure>,
+        missing: &str,
+    ) -> Failure {
+        self.take_failure(classify).unwrap_or_else(|| {
+            Failure::new(
+                FailureKind::StreamInterrupted,
+                format!("the stream ended without {missing}"),
+            )
+        })
     }
 }
