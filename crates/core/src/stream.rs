@@ -167,8 +167,10 @@ impl Run {
                     }
                 }
             }
+            // Boxed, like the pump below: the run task then holds only the
+            // phase it is in (thousands of streams stay open at once).
             let attempt = tokio::select! {
-                a = self.open_and_wait(idx, deadline) => a,
+                a = Box::pin(self.open_and_wait(idx, deadline)) => a,
                 _ = reply.closed() => return, // the caller went away
             };
             match attempt {
@@ -214,7 +216,7 @@ impl Run {
             fail(reply, error);
             return;
         };
-        self.pump(c, kind, attempts, content_filtered, reply).await;
+        Box::pin(self.pump(c, kind, attempts, content_filtered, reply)).await;
     }
 
     /// Opens target `idx` and waits for its first non-empty text.
@@ -340,19 +342,31 @@ impl Run {
             self.report(idx, Ok(()), started.elapsed());
             return; // the caller left before the first byte; dropping `stream` closes upstream
         }
+        // One idle timer for the whole stream: each event only notes the
+        // time, and the timer is moved when it fires early (a new timer per
+        // token meant a timer-wheel insertion and removal per token).
+        let mut last_data = Instant::now();
+        let silence = tokio::time::sleep_until(last_data + idle);
+        tokio::pin!(silence);
         let end: Result<(FinishReason, Option<Usage>), Failure> = loop {
             let next = tokio::select! {
-                next = tokio::time::timeout(idle, stream.next()) => next,
-                _ = tx.closed() => break Err(Failure::new(FailureKind::StreamInterrupted, "the client went away")),
-            };
-            match next {
-                Err(_) => {
+                biased;
+                next = stream.next() => next,
+                () = &mut silence => {
+                    if last_data.elapsed() < idle {
+                        silence.as_mut().reset(last_data + idle);
+                        continue;
+                    }
                     break Err(Failure::new(
                         FailureKind::StreamInterrupted,
                         format!("no data for {:.1} s", idle.as_secs_f64()),
                     ));
                 }
-                Ok(Some(Ok(StreamEvent::Delta(text)))) => {
+                _ = tx.closed() => break Err(Failure::new(FailureKind::StreamInterrupted, "the client went away")),
+            };
+            last_data = Instant::now();
+            match next {
+                Some(Ok(StreamEvent::Delta(text))) => {
                     if text.is_empty() {
                         continue;
                     }
@@ -362,19 +376,21 @@ impl Run {
                             "the client went away",
                         ));
                     }
+                    // Time spent waiting on a slow reader is not silence.
+                    last_data = Instant::now();
                 }
-                Ok(Some(Ok(StreamEvent::Finish {
+                Some(Ok(StreamEvent::Finish {
                     finish_reason,
                     usage,
                     model: named,
-                }))) => {
+                })) => {
                     if let Some(named) = named {
                         model = named;
                     }
                     break Ok((finish_reason, usage));
                 }
-                Ok(Some(Err(f))) => break Err(f),
-                Ok(None) => {
+                Some(Err(f)) => break Err(f),
+                None => {
                     break Err(Failure::new(
                         FailureKind::StreamInterrupted,
                         "the stream ended without a finish",

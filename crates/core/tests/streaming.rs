@@ -252,20 +252,38 @@ async fn a_client_that_leaves_closes_the_upstream_connection() {
 /// An adapter whose stream never ends and counts how much was pulled from
 /// it: the precise instrument for backpressure (over a socket the kernel's
 /// buffers, up to tens of MB on loopback, would hide what the gateway does).
+/// With `finish_after`, a pull made that long after the stream opened
+/// waits 0.1 s and then finishes the stream.
 #[derive(Debug, Default)]
 struct Endless {
     pulled: Arc<AtomicUsize>,
     dropped: Arc<AtomicUsize>,
+    finish_after: Option<Duration>,
 }
 
 struct EndlessStream {
     pulled: Arc<AtomicUsize>,
     dropped: Arc<AtomicUsize>,
+    opened: Instant,
+    finish_after: Option<Duration>,
 }
 
 impl EventStream for EndlessStream {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>> {
         self.pulled.fetch_add(1, Ordering::SeqCst);
+        if self
+            .finish_after
+            .is_some_and(|d| self.opened.elapsed() >= d)
+        {
+            return Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Some(Ok(StreamEvent::Finish {
+                    finish_reason: understudy_core::FinishReason::Stop,
+                    usage: None,
+                    model: None,
+                }))
+            });
+        }
         Box::pin(async { Some(Ok(StreamEvent::Delta("tok ".into()))) })
     }
 }
@@ -293,6 +311,8 @@ impl Adapter for Endless {
         let s = EndlessStream {
             pulled: Arc::clone(&self.pulled),
             dropped: Arc::clone(&self.dropped),
+            opened: Instant::now(),
+            finish_after: self.finish_after,
         };
         Box::pin(async move { Ok(Box::new(s) as BoxEventStream) })
     }
@@ -310,6 +330,7 @@ impl AdapterFactory for EndlessFactory {
         Ok(Arc::new(Endless {
             pulled: Arc::clone(&self.0.pulled),
             dropped: Arc::clone(&self.0.dropped),
+            finish_after: self.0.finish_after,
         }))
     }
 }
@@ -394,4 +415,38 @@ async fn five_hundred_concurrent_streams_complete_intact() {
         assert_eq!(t.await.unwrap(), expected);
     }
     assert_eq!(groq.request_count(), 500);
+}
+
+#[tokio::test]
+async fn time_spent_waiting_on_a_slow_reader_is_not_upstream_silence() {
+    // stream_idle is 0.3 s. The reader takes one item and pauses 0.8 s, so
+    // the run waits on its full channel; the first pull after the reader
+    // resumes answers 0.1 s later. Counting the wait on the reader as
+    // silence would end this healthy stream with "no data for 0.3 s".
+    let endless = Arc::new(Endless {
+        finish_after: Some(Duration::from_millis(500)),
+        ..Endless::default()
+    });
+    let settings = Settings::from_toml_str(
+        "[providers.groq]\napi_key = \"k\"\n[routing]\norder = [\"groq\"]\n[timeouts]\nstream_idle = 0.3",
+        |_| None,
+    )
+    .unwrap();
+    let engine = Engine::start(settings, Arc::new(EndlessFactory(Arc::clone(&endless))))
+        .await
+        .unwrap();
+    let mut s = engine
+        .generate_stream(GenerateRequest::new(ChatRequest::user("x")))
+        .await
+        .unwrap();
+    assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let end = loop {
+        match s.next().await {
+            Some(StreamItem::Delta(_)) => {}
+            Some(end) => break end,
+            None => panic!("the stream ended without Done or Error"),
+        }
+    };
+    assert!(matches!(end, StreamItem::Done(_)), "{end:?}");
 }

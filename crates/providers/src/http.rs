@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt as _;
 use reqwest::header::HeaderMap;
 use understudy_core::{
     Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind,
@@ -133,7 +134,9 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
             }
             tracing::debug!(provider = %self.name, status, "upstream stream opened");
             let stream = SseStream {
-                response,
+                // Only the body: the response's headers hold on to hyper's
+                // first read buffer (8 KiB) for as long as the stream lasts.
+                body: reqwest::Body::from(response),
                 decoder: SseDecoder::new(),
                 parser: self.protocol.parser(model),
                 pending: VecDeque::new(),
@@ -260,7 +263,7 @@ async fn read_limited(
 
 /// An SSE response turned into neutral events by a protocol's parser.
 struct SseStream<T> {
-    response: reqwest::Response,
+    body: reqwest::Body,
     decoder: SseDecoder,
     parser: T,
     pending: VecDeque<Result<StreamEvent, Failure>>,
@@ -294,7 +297,15 @@ impl<T: StreamParser> SseStream<T> {
             if self.done {
                 return None;
             }
-            match self.response.chunk().await {
+            let chunk = match self.body.frame().await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(bytes) => Ok(Some(bytes)),
+                    Err(_) => continue, // trailers carry no events
+                },
+                Some(Err(e)) => Err(e),
+                None => Ok(None),
+            };
+            match chunk {
                 Ok(Some(bytes)) => {
                     if self.decoder.feed(&bytes, &mut self.items).is_err() {
                         self.finish_with(Failure::new(

@@ -32,11 +32,19 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1733000000,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"Benchmarks are jokes that take themselves seriously.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}"#;
 const FAILURE: &str = r#"{"error":{"message":"over capacity","type":"internal_server_error"}}"#;
+/// The gateway's OpenAI-compatible endpoint.
+const GATEWAY_PATH: &str = "/v1/chat/completions";
 const REQUEST: &str = r#"{"model":"default","messages":[{"role":"user","content":"Tell me a joke about benchmarks."}]}"#;
 
 #[tokio::main]
 async fn main() {
-    if let Err(e) = run().await {
+    let args: Vec<String> = std::env::args().collect();
+    let result = if args.get(1).map(String::as_str) == Some("--relay") {
+        relay(args.get(2), args.get(3)).await
+    } else {
+        run().await
+    };
+    if let Err(e) = result {
         let _ = writeln!(std::io::stderr(), "understudy-bench: {e}");
         std::process::exit(1);
     }
@@ -66,6 +74,44 @@ async fn run() -> Result<(), Error> {
     let upstream = start_upstream().await?;
     let gw = Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?;
     let idle_rss = gw.rss_kib();
+    // `UNDERSTUDY_BENCH_ONLY=streams` runs only the open-streams phase (for
+    // profiling memory with `UNDERSTUDY_BENCH_WRAP=heaptrack`).
+    let only = std::env::var("UNDERSTUDY_BENCH_ONLY").unwrap_or_default();
+    if let Some(c) = only.strip_prefix("closed:") {
+        // `closed:<concurrency>`: 10 s of one closed loop, for a profiler.
+        let c: usize = c.parse()?;
+        let url = format!("http://{}/v1/chat/completions", gw.addr);
+        let s = closed_loop(gw.addr, &url, REQUEST, c, Duration::from_secs(10)).await?;
+        say(&format!(
+            "c={c}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
+            s.rps(),
+            s.p50(),
+            s.p99()
+        ));
+        return Ok(());
+    }
+    if only == "relay-streams" {
+        drop(gw);
+        let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+        let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
+        say(&format!(
+            "relay, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
+            scale.rss_kib, scale.per_stream_kb, scale.cpu_percent
+        ));
+        return Ok(());
+    }
+    if only == "streams" {
+        let n = std::env::var("UNDERSTUDY_BENCH_STREAMS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(5000);
+        let scale = open_streams(&gw, GATEWAY_PATH, n).await?;
+        say(&format!(
+            "{n} open streams: gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
+            scale.rss_kib, idle_rss, scale.per_stream_kb, scale.cpu_percent
+        ));
+        return Ok(());
+    }
     let mut rows = Vec::new();
     let mut notes = Vec::new();
 
@@ -118,6 +164,41 @@ async fn run() -> Result<(), Error> {
         ),
     ));
 
+    // The floor: a do-nothing HTTP/1.1 relay (hyper server and client, one
+    // upstream connection per client connection, no parsing) pinned like
+    // the gateway. What it adds is what any proxy process pays on this rig.
+    let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+    let relay_url = format!("http://{}/fast/v1/chat/completions", relay.addr);
+    let d = closed_loop(upstream, &direct_url, REQUEST, 1, Duration::from_secs(3)).await?;
+    let r = closed_loop(relay.addr, &relay_url, REQUEST, 1, Duration::from_secs(3)).await?;
+    rows.push(row(
+        "floor: do-nothing relay, concurrency 1".into(),
+        &r,
+        format!(
+            "added p50 {:.3} ms, p99 {:.3} ms",
+            r.p50() - d.p50(),
+            r.p99() - d.p99()
+        ),
+    ));
+    let relay_fallback = format!("http://{}/fallback/v1/chat/completions", relay.addr);
+    let r2 = closed_loop(
+        relay.addr,
+        &relay_fallback,
+        REQUEST,
+        1,
+        Duration::from_secs(3),
+    )
+    .await?;
+    rows.push(row(
+        "floor: relay, two upstream calls (503, then answer)".into(),
+        &r2,
+        format!(
+            "added p50 {:.3} ms over one direct call",
+            r2.p50() - d.p50()
+        ),
+    ));
+    drop(relay);
+
     let d = closed_loop(upstream, &direct_url, REQUEST, 1, Duration::from_secs(3)).await?;
     let f = closed_loop(
         gw.addr,
@@ -160,12 +241,21 @@ async fn run() -> Result<(), Error> {
         &many,
         format!("RSS {} → {} KiB", before_load, after_load),
     ));
-    let scale = open_streams(gw.addr, 5000, &gw).await?;
+    let scale = open_streams(&gw, GATEWAY_PATH, 5000).await?;
     notes.push(format!(
         "5 000 open streams (a token every 100 ms): gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
         scale.rss_kib, idle_rss, scale.per_stream_kb, scale.cpu_percent
     ));
     let peak = gw.hwm_kib();
+    drop(gw);
+    let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+    let idle_relay = relay.rss_kib();
+    let relay_scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
+    drop(relay);
+    notes.push(format!(
+        "floor: the do-nothing relay with 5 000 open streams: RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
+        relay_scale.rss_kib, idle_relay, relay_scale.per_stream_kb, relay_scale.cpu_percent
+    ));
     notes.push(format!(
         "RSS: idle {idle_rss} KiB; after 100 000 requests {after_load} KiB (before them {before_load} KiB); peak under request load {peak_load} KiB; peak overall {peak} KiB"
     ));
@@ -179,14 +269,19 @@ async fn run() -> Result<(), Error> {
         "rss_before_100k_kib": before_load,
         "peak_rss_kib": peak,
         "open_streams": {"count": 5000, "rss_kib": scale.rss_kib, "kb_per_stream": scale.per_stream_kb, "cpu_percent": scale.cpu_percent},
+        "relay_open_streams": {"count": 5000, "rss_kib": relay_scale.rss_kib, "kb_per_stream": relay_scale.per_stream_kb, "cpu_percent": relay_scale.cpu_percent},
         "pinned": gateway_cpu.is_some(),
     });
     std::fs::write(
         out_dir.join("latest.json"),
         serde_json::to_string_pretty(&json)?,
     )?;
-    drop(gw);
     Ok(())
+}
+
+/// One line on standard output.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
 
 fn row(name: String, s: &Samples, note: String) -> Row {
@@ -425,13 +520,24 @@ enabled = false
             l.local_addr()?.port()
         };
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        // `UNDERSTUDY_BENCH_WRAP` runs the gateway under a profiler (its
+        // RSS and CPU figures are then the wrapper's).
+        let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP").ok();
         let mut cmd = match cpu {
             Some(cpu) => {
                 let mut c = Command::new("taskset");
-                c.args(["-c", cpu]).arg(bin);
+                c.args(["-c", cpu]);
+                c.args(wrap.iter()).arg(bin);
                 c
             }
-            None => Command::new(bin),
+            None => match &wrap {
+                Some(w) => {
+                    let mut c = Command::new(w);
+                    c.arg(bin);
+                    c
+                }
+                None => Command::new(bin),
+            },
         };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -494,6 +600,91 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// === the floor: a do-nothing relay ===
+
+/// The relay as a child process (this binary with `--relay`), pinned like
+/// the gateway; measured through the same handle.
+struct Relay;
+
+impl Relay {
+    async fn start(upstream: SocketAddr, cpu: Option<&str>) -> Result<Gateway, Error> {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            l.local_addr()?.port()
+        };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let me = std::env::current_exe()?;
+        let mut cmd = match cpu {
+            Some(cpu) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", cpu]).arg(me);
+                c
+            }
+            None => Command::new(me),
+        };
+        cmd.arg("--relay")
+            .arg(upstream.to_string())
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).await.is_err() {
+            if Instant::now() > deadline {
+                return Err("the relay did not start listening".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Gateway { child, addr })
+    }
+}
+
+/// Forwards every request on a client connection over its own upstream
+/// connection, bodies collected, nothing parsed.
+async fn relay(upstream: Option<&String>, listen: Option<&String>) -> Result<(), Error> {
+    let upstream: SocketAddr = upstream.ok_or("--relay <upstream> <listen>")?.parse()?;
+    let listen: SocketAddr = listen.ok_or("--relay <upstream> <listen>")?.parse()?;
+    let listener = TcpListener::bind(listen).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let Ok(sender) = connect(upstream).await else {
+                return;
+            };
+            let sender = Arc::new(tokio::sync::Mutex::new(sender));
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let sender = Arc::clone(&sender);
+                async move {
+                    let (mut parts, body) = req.into_parts();
+                    let body = body.collect().await?.to_bytes();
+                    let mut sender = sender.lock().await;
+                    // `/fallback/...`: one call to the failing path first, as
+                    // the gateway's fallback path does.
+                    if let Some(rest) = parts.uri.path().strip_prefix("/fallback") {
+                        let fast: hyper::Uri = format!("/fast{rest}").parse().unwrap_or_default();
+                        let mut fail = Request::new(Full::new(body.clone()));
+                        *fail.method_mut() = hyper::Method::POST;
+                        *fail.uri_mut() = format!("/fail{rest}").parse().unwrap_or_default();
+                        *fail.headers_mut() = parts.headers.clone();
+                        sender.ready().await?;
+                        let failed = sender.send_request(fail).await?;
+                        let _ = failed.into_body().collect().await?;
+                        parts.uri = fast;
+                    }
+                    let req = Request::from_parts(parts, Full::new(body));
+                    sender.ready().await?;
+                    // The answer's body is passed through as it arrives.
+                    sender.send_request(req).await
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 
@@ -716,16 +907,18 @@ struct Scale {
     cpu_percent: f64,
 }
 
-/// Opens `n` streams through the gateway (a token every 100 ms each) and
-/// measures the gateway while they are all open.
-async fn open_streams(gateway: SocketAddr, n: usize, gw: &Gateway) -> Result<Scale, Error> {
+/// Opens `n` streams through `gw` (the gateway, or the relay with `path`
+/// `/slow/v1/chat/completions`), a token every 100 ms each, and measures
+/// it while they are all open.
+async fn open_streams(gw: &Gateway, path: &str, n: usize) -> Result<Scale, Error> {
+    let gateway = gw.addr;
     let base = gw.rss_kib();
     let body = leak(
         &REQUEST
             .replace("\"default\"", "\"slowstream\"")
             .replace("\"messages\"", "\"stream\":true,\"messages\""),
     );
-    let url = leak(&format!("http://{gateway}/v1/chat/completions"));
+    let url = leak(&format!("http://{gateway}{path}"));
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(Semaphore::new(0));
     let mut tasks = Vec::new();
