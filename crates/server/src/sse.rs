@@ -15,6 +15,8 @@ use axum::response::sse::Event;
 use serde_json::json;
 use understudy_core::{GenerationStream, StreamItem};
 
+use crate::openai::{ChunkChoiceOut, ChunkOut, DeltaOut, UsageChunkOut, UsageOut};
+
 /// The neutral API's event stream.
 pub(crate) struct NeutralEvents {
     pub(crate) inner: GenerationStream,
@@ -31,12 +33,22 @@ impl futures_core::Stream for NeutralEvents {
 }
 
 fn neutral_event(item: &StreamItem) -> Event {
+    #[derive(serde::Serialize)]
+    struct Text<'a> {
+        text: &'a str,
+    }
     let (name, data) = match item {
-        StreamItem::Delta(text) => ("delta", json!({ "text": text })),
-        StreamItem::Done(done) => ("done", json!(done)),
-        StreamItem::Error(error) => ("error", json!(error)),
+        StreamItem::Delta(text) => ("delta", to_json(&Text { text })),
+        StreamItem::Done(done) => ("done", to_json(done)),
+        StreamItem::Error(error) => ("error", to_json(error)),
     };
-    Event::default().event(name).data(data.to_string())
+    Event::default().event(name).data(data)
+}
+
+/// JSON text for an event; these shapes always serialise (plain structs
+/// with string keys), so the empty object is only a formality.
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// The OpenAI-compatible event stream: `data: {chunk}` events whose `model`
@@ -68,41 +80,60 @@ impl OpenAiEvents {
             pending: Default::default(),
             finished: false,
         };
-        let first = this.chunk(json!({"role": "assistant", "content": ""}), None);
+        let first = this.chunk(
+            DeltaOut {
+                role: Some("assistant"),
+                content: Some(""),
+            },
+            None,
+        );
         this.pending.push_back(first);
         this
     }
 
-    fn chunk(&self, delta: serde_json::Value, finish: Option<&str>) -> Event {
-        let body = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.inner.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-        });
-        Event::default().data(body.to_string())
+    fn chunk(&self, delta: DeltaOut<'_>, finish: Option<&str>) -> Event {
+        let body = ChunkOut {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.inner.model,
+            choices: [ChunkChoiceOut {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish,
+            }],
+        };
+        Event::default().data(to_json(&body))
     }
 
     fn push(&mut self, item: StreamItem) {
         match item {
             StreamItem::Delta(text) => {
-                let e = self.chunk(json!({ "content": text }), None);
+                let delta = DeltaOut {
+                    role: None,
+                    content: Some(&text),
+                };
+                let e = self.chunk(delta, None);
                 self.pending.push_back(e);
             }
             StreamItem::Done(done) => {
                 let e = self.chunk(
-                    json!({}),
+                    DeltaOut::default(),
                     Some(crate::openai::finish_reason(&done.finish_reason)),
                 );
                 self.pending.push_back(e);
                 if self.include_usage {
-                    let usage = json!({
-                        "id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                        "model": done.model, "choices": [], "usage": crate::openai::usage_json(done.usage),
-                    });
+                    let usage = UsageChunkOut {
+                        id: &self.id,
+                        object: "chat.completion.chunk",
+                        created: self.created,
+                        model: &done.model,
+                        choices: [],
+                        usage: done.usage.map(UsageOut::from),
+                    };
                     self.pending
-                        .push_back(Event::default().data(usage.to_string()));
+                        .push_back(Event::default().data(to_json(&usage)));
                 }
                 self.pending.push_back(Event::default().data("[DONE]"));
                 self.finished = true;

@@ -11,12 +11,13 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::json;
 use understudy_core::{Error, GenerateRequest};
 
 use super::parse_json;
 use crate::auth::RequestId;
-use crate::openai::{ChatCompletionRequest, finish_reason, now, usage_json};
+use crate::openai::{
+    ChatCompletionRequest, ChoiceOut, CompletionOut, MessageOut, UsageOut, finish_reason, now,
+};
 use crate::sse::OpenAiEvents;
 use crate::{ApiError, AppState, OpenAiError};
 
@@ -44,14 +45,11 @@ async fn completions(
             .generate_stream(request)
             .await
             .map_err(refusal_is_an_error)?;
-        let headers = [
-            ("x-understudy-provider", stream.provider.clone()),
-            ("x-understudy-fell-back", stream.fell_back.to_string()),
-            (
-                "x-understudy-content-filtered",
-                stream.content_filtered.to_string(),
-            ),
-        ];
+        let (provider, fell_back, filtered) = (
+            stream.provider.clone(),
+            stream.fell_back,
+            stream.content_filtered,
+        );
         let events = OpenAiEvents::new(
             stream,
             format!("chatcmpl-{id}"),
@@ -61,67 +59,59 @@ async fn completions(
         let mut response = Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response();
-        insert_headers(&mut response, &headers);
+        insert_headers(&mut response, &provider, fell_back, filtered);
         return Ok(response);
     }
 
+    let id = format!("chatcmpl-{id}");
     match state.engine.generate(request).await {
         Ok(g) => {
-            let body = json!({
-                "id": format!("chatcmpl-{id}"),
-                "object": "chat.completion",
-                "created": now(),
-                "model": g.model,
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": g.text, "refusal": null},
-                    "logprobs": null,
-                    "finish_reason": finish_reason(&g.finish_reason),
+            let body = CompletionOut {
+                id: &id,
+                object: "chat.completion",
+                created: now(),
+                model: &g.model,
+                choices: [ChoiceOut {
+                    index: 0,
+                    message: MessageOut {
+                        role: "assistant",
+                        content: Some(&g.text),
+                        refusal: None,
+                    },
+                    logprobs: None,
+                    finish_reason: finish_reason(&g.finish_reason),
                 }],
-                "usage": usage_json(g.usage),
-                "system_fingerprint": null,
-            });
+                usage: g.usage.map(UsageOut::from),
+                system_fingerprint: None,
+            };
             let mut response = Json(body).into_response();
-            insert_headers(
-                &mut response,
-                &[
-                    ("x-understudy-provider", g.provider.clone()),
-                    ("x-understudy-fell-back", g.fell_back.to_string()),
-                    (
-                        "x-understudy-content-filtered",
-                        g.content_filtered.to_string(),
-                    ),
-                ],
-            );
+            insert_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
             Ok(response)
         }
         // A refusal surfaced by policy is an answer in OpenAI's terms.
         Err(Error::Refused { attempts }) => {
             let refused = attempts.last();
-            let provider = refused.map(|a| a.provider.clone()).unwrap_or_default();
-            let model = refused.map(|a| a.model.clone()).unwrap_or_default();
-            let body = json!({
-                "id": format!("chatcmpl-{id}"),
-                "object": "chat.completion",
-                "created": now(),
-                "model": model,
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": null, "refusal": refused.and_then(|a| a.detail.clone())},
-                    "logprobs": null,
-                    "finish_reason": "content_filter",
+            let body = CompletionOut {
+                id: &id,
+                object: "chat.completion",
+                created: now(),
+                model: refused.map_or("", |a| a.model.as_str()),
+                choices: [ChoiceOut {
+                    index: 0,
+                    message: MessageOut {
+                        role: "assistant",
+                        content: None,
+                        refusal: refused.and_then(|a| a.detail.as_deref()),
+                    },
+                    logprobs: None,
+                    finish_reason: "content_filter",
                 }],
-                "usage": null,
-            });
+                usage: None,
+                system_fingerprint: None,
+            };
             let mut response = Json(body).into_response();
-            insert_headers(
-                &mut response,
-                &[
-                    ("x-understudy-provider", provider),
-                    ("x-understudy-fell-back", "false".into()),
-                    ("x-understudy-content-filtered", "true".into()),
-                ],
-            );
+            let provider = refused.map_or("", |a| a.provider.as_str());
+            insert_headers(&mut response, provider, false, true);
             Ok(response)
         }
         Err(e) => Err(e.into()),
@@ -134,10 +124,13 @@ fn refusal_is_an_error(e: Error) -> OpenAiError {
     OpenAiError(ApiError::Engine(e))
 }
 
-fn insert_headers(response: &mut Response, headers: &[(&'static str, String)]) {
-    for (name, value) in headers {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            response.headers_mut().insert(*name, v);
-        }
+/// The failover headers every answer carries.
+fn insert_headers(response: &mut Response, provider: &str, fell_back: bool, filtered: bool) {
+    let flag = |b: bool| HeaderValue::from_static(if b { "true" } else { "false" });
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(provider) {
+        headers.insert("x-understudy-provider", v);
     }
+    headers.insert("x-understudy-fell-back", flag(fell_back));
+    headers.insert("x-understudy-content-filtered", flag(filtered));
 }
