@@ -41,6 +41,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let result = if args.get(1).map(String::as_str) == Some("--relay") {
         relay(args.get(2), args.get(3)).await
+    } else if args.get(1).map(String::as_str) == Some("--echo") {
+        echo(args.get(2))
     } else {
         run().await
     };
@@ -77,11 +79,20 @@ async fn run() -> Result<(), Error> {
     // `UNDERSTUDY_BENCH_ONLY=streams` runs only the open-streams phase (for
     // profiling memory with `UNDERSTUDY_BENCH_WRAP=heaptrack`).
     let only = std::env::var("UNDERSTUDY_BENCH_ONLY").unwrap_or_default();
-    if let Some(c) = only.strip_prefix("closed:") {
-        // `closed:<concurrency>`: 10 s of one closed loop, for a profiler.
+    if let Some(c) = only
+        .strip_prefix("closed:")
+        .or(only.strip_prefix("fallback:"))
+    {
+        // `closed:<concurrency>` (or `fallback:<concurrency>`, the 503-then-
+        // answer route): 10 s of one closed loop, for a profiler.
+        let body = if only.starts_with("fallback:") {
+            REQUEST.replace("\"default\"", "\"fallback\"")
+        } else {
+            REQUEST.to_owned()
+        };
         let c: usize = c.parse()?;
         let url = format!("http://{}/v1/chat/completions", gw.addr);
-        let s = closed_loop(gw.addr, &url, REQUEST, c, Duration::from_secs(10)).await?;
+        let s = closed_loop(gw.addr, &url, &body, c, Duration::from_secs(10)).await?;
         say(&format!(
             "c={c}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
             s.rps(),
@@ -163,6 +174,20 @@ async fn run() -> Result<(), Error> {
             g.p99() - d.p99()
         ),
     ));
+
+    // Below every floor: one TCP round trip between two pinned processes
+    // with blocking sockets, across the two cores and on one core.
+    for (label, cpu) in [
+        ("across cores", gateway_cpu.as_deref()),
+        ("on one core", Some("1").filter(|_| gateway_cpu.is_some())),
+    ] {
+        let s = ping_pong(cpu).await?;
+        rows.push(row(
+            format!("floor: TCP round trip {label} (blocking ping-pong)"),
+            &s,
+            String::new(),
+        ));
+    }
 
     // The floor: a do-nothing HTTP/1.1 relay (hyper server and client, one
     // upstream connection per client connection, no parsing) pinned like
@@ -686,6 +711,78 @@ async fn relay(upstream: Option<&String>, listen: Option<&String>) -> Result<(),
                 .await;
         });
     }
+}
+
+/// A blocking TCP echo on `listen` for one connection (the ping-pong floor).
+fn echo(listen: Option<&String>) -> Result<(), Error> {
+    use std::io::Read as _;
+    let listen: SocketAddr = listen.ok_or("--echo <listen>")?.parse()?;
+    let listener = std::net::TcpListener::bind(listen)?;
+    let (mut stream, _) = listener.accept()?;
+    stream.set_nodelay(true)?;
+    let mut buf = [0u8; 64];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        stream.write_all(&buf[..n])?;
+    }
+}
+
+/// 20 000 blocking round trips of 4 bytes to an echo process pinned to
+/// `cpu`, from this process (pinned to core 1 by xtask).
+async fn ping_pong(cpu: Option<&str>) -> Result<Samples, Error> {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let me = std::env::current_exe()?;
+    let mut cmd = match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu]).arg(me);
+            c
+        }
+        None => Command::new(me),
+    };
+    cmd.arg("--echo")
+        .arg(addr.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn()?;
+    let result = tokio::task::spawn_blocking(move || -> Result<Samples, Error> {
+        use std::io::Read as _;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut stream = loop {
+            match std::net::TcpStream::connect(addr) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        stream.set_nodelay(true)?;
+        let mut buf = [0u8; 4];
+        let started = Instant::now();
+        let mut micros = Vec::with_capacity(20_000);
+        for _ in 0..20_000 {
+            let t = Instant::now();
+            stream.write_all(b"ping")?;
+            stream.read_exact(&mut buf)?;
+            micros.push(t.elapsed().as_micros() as u32);
+        }
+        Ok(Samples {
+            micros,
+            elapsed: started.elapsed(),
+        })
+    })
+    .await?;
+    let _ = child.kill();
+    let _ = child.wait();
+    result
 }
 
 // === the load generator ===
