@@ -384,3 +384,44 @@ async fn per_request_overrides_on_every_api() {
     .await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn shutdown_lets_requests_in_flight_finish_then_stops() {
+    let groq = SimProvider::openai().await.unwrap();
+    groq.always(Reply::text("late but whole").after(Duration::from_millis(400)));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .build()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
+        let _ = stopped.await;
+    }));
+    let c = understudy_testkit::http_client();
+    let in_flight = tokio::spawn(
+        c.post(format!("http://{addr}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(json!({"messages": [{"role": "user", "content": "hi"}]}).to_string())
+            .send(),
+    );
+    // Signal while the upstream is still thinking.
+    while groq.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.send(()).unwrap();
+    let resp = in_flight.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], "late but whole");
+    // `serve` returns once the connection is drained, and nothing is
+    // accepted any more.
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("serve did not return after the drain")
+        .unwrap()
+        .unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
