@@ -540,29 +540,17 @@ enabled = false
 "#
             ),
         )?;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            l.local_addr()?.port()
-        };
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let addr = free_addr()?;
         // `UNDERSTUDY_BENCH_WRAP` runs the gateway under a profiler (its
         // RSS and CPU figures are then the wrapper's).
         let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP").ok();
-        let mut cmd = match cpu {
-            Some(cpu) => {
-                let mut c = Command::new("taskset");
-                c.args(["-c", cpu]);
-                c.args(wrap.iter()).arg(bin);
+        let mut cmd = match &wrap {
+            Some(w) => {
+                let mut c = pinned(cpu, w);
+                c.arg(bin);
                 c
             }
-            None => match &wrap {
-                Some(w) => {
-                    let mut c = Command::new(w);
-                    c.arg(bin);
-                    c
-                }
-                None => Command::new(bin),
-            },
+            None => pinned(cpu, bin),
         };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -573,13 +561,7 @@ enabled = false
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = cmd.spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).await.is_err() {
-            if Instant::now() > deadline {
-                return Err("the gateway did not start listening".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_listening(addr, "the gateway").await?;
         Ok(Self { child, addr })
     }
 
@@ -636,35 +618,47 @@ struct Relay;
 
 impl Relay {
     async fn start(upstream: SocketAddr, cpu: Option<&str>) -> Result<Gateway, Error> {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            l.local_addr()?.port()
-        };
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let me = std::env::current_exe()?;
-        let mut cmd = match cpu {
-            Some(cpu) => {
-                let mut c = Command::new("taskset");
-                c.args(["-c", cpu]).arg(me);
-                c
-            }
-            None => Command::new(me),
-        };
+        let addr = free_addr()?;
+        let mut cmd = pinned(cpu, std::env::current_exe()?);
         cmd.arg("--relay")
             .arg(upstream.to_string())
             .arg(addr.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = cmd.spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).await.is_err() {
-            if Instant::now() > deadline {
-                return Err("the relay did not start listening".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_listening(addr, "the relay").await?;
         Ok(Gateway { child, addr })
     }
+}
+
+/// `program`, pinned to `cpu` with `taskset` when one is given.
+fn pinned(cpu: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// A loopback address with a port that was free a moment ago.
+fn free_addr() -> Result<SocketAddr, Error> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?)
+}
+
+/// Waits (at most 10 s) until `addr` accepts connections.
+async fn wait_listening(addr: SocketAddr, what: &str) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("{what} did not start listening").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 /// Forwards every request on a client connection over its own upstream
@@ -733,20 +727,8 @@ fn echo(listen: Option<&String>) -> Result<(), Error> {
 /// 20 000 blocking round trips of 4 bytes to an echo process pinned to
 /// `cpu`, from this process (pinned to core 1 by xtask).
 async fn ping_pong(cpu: Option<&str>) -> Result<Samples, Error> {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        l.local_addr()?.port()
-    };
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let me = std::env::current_exe()?;
-    let mut cmd = match cpu {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpu]).arg(me);
-            c
-        }
-        None => Command::new(me),
-    };
+    let addr = free_addr()?;
+    let mut cmd = pinned(cpu, std::env::current_exe()?);
     cmd.arg("--echo")
         .arg(addr.to_string())
         .stdout(Stdio::null())
