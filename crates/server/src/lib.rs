@@ -99,6 +99,9 @@ pub async fn serve(
 ) -> io::Result<()> {
     let app = app(engine.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let tcp = tokio::select! {
@@ -117,10 +120,7 @@ pub async fn serve(
             app.clone()
                 .map_request(|req: hyper::Request<hyper::body::Incoming>| req.map(Body::new)),
         );
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
