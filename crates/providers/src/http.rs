@@ -190,6 +190,10 @@ pub(crate) fn client(settings: &ProviderSettings) -> Result<reqwest::Client, Str
         // LLM APIs do not redirect; the redirect layer cost about 8 000
         // instructions a request in the profile.
         .redirect(reqwest::redirect::Policy::none())
+        // The engine owns every retry (DESIGN's decision table). With no
+        // retries allowed reqwest also stops copying each request (headers,
+        // body, extensions) in case it wants to resend it.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .user_agent(concat!("understudy/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))

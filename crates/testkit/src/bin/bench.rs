@@ -94,7 +94,8 @@ async fn run() -> Result<(), Error> {
         let url = format!("http://{}/v1/chat/completions", gw.addr);
         let s = closed_loop(gw.addr, &url, &body, c, Duration::from_secs(10)).await?;
         say(&format!(
-            "c={c}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
+            "c={c}: {} requests, {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
+            s.micros.len(),
             s.rps(),
             s.p50(),
             s.p99()
