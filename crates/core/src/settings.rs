@@ -185,6 +185,11 @@ pub struct ServerSettings {
     pub api_keys: Vec<Secret>,
     /// Guards the admin routes; without it they are off.
     pub admin_token: Option<Secret>,
+    /// How long a connection may go without a complete request head: a
+    /// client that sends one too slowly, or a keep-alive connection idle
+    /// between requests, is closed after it (`[server] idle_timeout`,
+    /// seconds, default 60).
+    pub idle_timeout: Duration,
 }
 
 /// A secret string (an API key, a URL with a password). Its `Debug` and
@@ -524,6 +529,11 @@ impl Settings {
             },
         };
 
+        let idle_timeout = match raw_server.idle_timeout {
+            Some(s) => seconds(s).map_err(|m| file_err("server.idle_timeout".into(), m))?,
+            None => Duration::from_secs(60),
+        };
+
         let raw_events = raw.events.unwrap_or_default();
         let events = EventSettings {
             stream_key: raw_events
@@ -646,6 +656,7 @@ impl Settings {
                 listen,
                 api_keys,
                 admin_token,
+                idle_timeout,
             },
             redis_url: env("REDIS_URL").map(Secret),
         })
@@ -1014,6 +1025,7 @@ struct RawServer {
     #[serde(default)]
     api_keys: Vec<String>,
     admin_token: Option<String>,
+    idle_timeout: Option<f64>,
 }
 
 type FieldError = (String, String);

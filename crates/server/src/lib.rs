@@ -100,8 +100,10 @@ pub async fn serve(
     let app = app(engine.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
+    // Hyper's header-read timeout also runs while a keep-alive connection
+    // waits for its next request, so it is the idle timeout as well.
     http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(engine.settings().server.idle_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let tcp = tokio::select! {
@@ -138,9 +140,6 @@ pub async fn serve(
     engine.shutdown().await;
     Ok(())
 }
-
-/// A client that sends no complete request head within this is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An accept error: a connection that died before it was accepted is
 /// skipped; anything else (out of file descriptors) is logged and waited

@@ -425,3 +425,53 @@ async fn shutdown_lets_requests_in_flight_finish_then_stops() {
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test]
+async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let groq = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .toml("[server]\nidle_timeout = 0.5")
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let addr = url.trim_start_matches("http://").to_owned();
+    let request = "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
+
+    // A keep-alive connection answers, stays usable for a second request
+    // well within the timeout, and is closed once idle for longer.
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..2 {
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let closed = tokio::time::timeout(Duration::from_secs(3), tcp.read(&mut buf))
+        .await
+        .expect("an idle connection was kept open");
+    assert_eq!(closed.unwrap_or(0), 0, "expected the server to close");
+
+    // A client that never finishes its request head is closed too.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost:")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let n = tokio::time::timeout(Duration::from_secs(3), slow.read(&mut buf))
+        .await
+        .expect("a half-sent request head held the connection open");
+    // Hyper may answer 408 before closing; either way the connection ends.
+    if let Ok(n) = n {
+        if n > 0 {
+            let rest = tokio::time::timeout(Duration::from_secs(3), slow.read(&mut buf))
+                .await
+                .expect("the connection stayed open after the answer");
+            assert_eq!(rest.unwrap_or(0), 0);
+        }
+    }
+    assert!(started.elapsed() >= Duration::from_millis(400));
+}
