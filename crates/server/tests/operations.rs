@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+use understudy_testkit::{Refusal, Reply, SimProvider, StreamSpec, TestGateway};
 
 const CLIENT_KEY: &str = "sk-client-0123456789";
 const ADMIN_TOKEN: &str = "admin-token-0123456789";
@@ -474,4 +474,41 @@ async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
         }
     }
     assert!(started.elapsed() >= Duration::from_millis(400));
+}
+
+#[tokio::test]
+async fn answers_longer_than_the_idle_timeout_are_not_cut() {
+    // idle_timeout bounds the wait for a request head only: a slow answer
+    // and a stream that outlast it must finish.
+    let groq = SimProvider::openai().await.unwrap();
+    groq.push(Reply::text("slow but whole").after(Duration::from_millis(1200)));
+    let words: Vec<String> = (0..10).map(|i| format!(" w{i}")).collect();
+    let chunks: Vec<&str> = words.iter().map(String::as_str).collect();
+    groq.push(
+        StreamSpec::new(&chunks)
+            .every(Duration::from_millis(150))
+            .reply(),
+    );
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .toml("[server]\nidle_timeout = 0.5")
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = serve(gw).await;
+    let c = understudy_testkit::http_client();
+    let ask = |stream: bool| {
+        c.post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(
+                json!({"stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+                    .to_string(),
+            )
+    };
+    let (status, v) = send(ask(false)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "slow but whole");
+    let text = ask(true).send().await.unwrap().text().await.unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert!(text.contains(" w9"), "{text}");
 }
