@@ -807,30 +807,7 @@ async fn closed_loop(
     c: usize,
     d: Duration,
 ) -> Result<Samples, Error> {
-    let body = leak(body);
-    let url = leak(url);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..c {
-        let mut sender = connect(addr).await?;
-        tasks.push(tokio::spawn(async move {
-            let mut micros = Vec::with_capacity(100_000);
-            while started.elapsed() < d {
-                let t = Instant::now();
-                one(&mut sender, url, body).await?;
-                micros.push(t.elapsed().as_micros() as u32);
-            }
-            Ok::<_, Error>(micros)
-        }));
-    }
-    let mut micros = Vec::new();
-    for t in tasks {
-        micros.extend(t.await??);
-    }
-    Ok(Samples {
-        micros,
-        elapsed: started.elapsed(),
-    })
+    back_to_back(addr, url, body, c, Until::Elapsed(d)).await
 }
 
 /// `n` requests over `c` connections, as fast as they go.
@@ -841,20 +818,43 @@ async fn fixed_count(
     c: usize,
     n: usize,
 ) -> Result<Samples, Error> {
+    back_to_back(addr, url, body, c, Until::Sent(n)).await
+}
+
+/// When a back-to-back load stops.
+#[derive(Clone, Copy)]
+enum Until {
+    Elapsed(Duration),
+    Sent(usize),
+}
+
+async fn back_to_back(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    until: Until,
+) -> Result<Samples, Error> {
     let body = leak(body);
     let url = leak(url);
-    let left = Arc::new(std::sync::atomic::AtomicUsize::new(n));
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(match until {
+        Until::Sent(n) => n,
+        Until::Elapsed(_) => usize::MAX,
+    }));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..c {
         let mut sender = connect(addr).await?;
         let left = Arc::clone(&left);
         tasks.push(tokio::spawn(async move {
-            let mut micros = Vec::new();
-            while left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1))
-                .is_ok()
-            {
+            let mut micros = Vec::with_capacity(100_000);
+            let more = || match until {
+                Until::Elapsed(d) => started.elapsed() < d,
+                Until::Sent(_) => left
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1))
+                    .is_ok(),
+            };
+            while more() {
                 let t = Instant::now();
                 one(&mut sender, url, body).await?;
                 micros.push(t.elapsed().as_micros() as u32);
