@@ -273,14 +273,8 @@ impl AnthropicStream {
 
 impl StreamParser for AnthropicStream {
     fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
-        let (name, data) = match item {
-            SseItem::Event { event, data } => (event, data),
-            SseItem::Stray(line) => {
-                if let Some(failure) = self.stray.push(&line, mid_stream_error) {
-                    out.push_back(Err(failure));
-                }
-                return;
-            }
+        let Some((name, data)) = self.stray.event(item, mid_stream_error, out) else {
+            return;
         };
         let event: WireEvent = match serde_json::from_str(&data) {
             Ok(e) => e,

@@ -314,14 +314,8 @@ impl OpenAiStream {
 
 impl StreamParser for OpenAiStream {
     fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
-        let data = match item {
-            SseItem::Event { data, .. } => data,
-            SseItem::Stray(line) => {
-                if let Some(failure) = self.stray.push(&line, mid_stream_error) {
-                    out.push_back(Err(failure));
-                }
-                return;
-            }
+        let Some((_, data)) = self.stray.event(item, mid_stream_error, out) else {
+            return;
         };
         if data.trim() == "[DONE]" {
             self.finish(out);

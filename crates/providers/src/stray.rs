@@ -6,7 +6,11 @@
 //! this buffer reassembles them and, once they parse, lets the protocol
 //! classify the error.
 
-use understudy_core::{Failure, FailureKind};
+use std::collections::VecDeque;
+
+use understudy_core::{Failure, FailureKind, StreamEvent};
+
+use crate::sse::SseItem;
 
 /// The most stray text kept; beyond it the stray lines are garbage.
 const STRAY_LIMIT: usize = 64 * 1024;
@@ -19,6 +23,25 @@ pub(crate) struct StrayJson {
 }
 
 impl StrayJson {
+    /// An SSE item as `(event name, data)`; a stray line is kept here
+    /// instead, and the error it completes (if any) goes to `out`.
+    pub(crate) fn event(
+        &mut self,
+        item: SseItem,
+        classify: impl Fn(&serde_json::Value) -> Option<Failure>,
+        out: &mut VecDeque<Result<StreamEvent, Failure>>,
+    ) -> Option<(Option<String>, String)> {
+        match item {
+            SseItem::Event { event, data } => Some((event, data)),
+            SseItem::Stray(line) => {
+                if let Some(failure) = self.push(&line, classify) {
+                    out.push_back(Err(failure));
+                }
+                None
+            }
+        }
+    }
+
     /// Adds a line; returns the failure once the lines so far form a JSON
     /// value that `classify` recognises as an error.
     pub(crate) fn push(
