@@ -365,47 +365,20 @@ async fn the_response_cache() {
     // Over HTTP: Cache-Control: no-cache and "cache": false.
     let (url, _stop) = serve(&gw).await;
     let client = understudy_testkit::http_client();
-    let post = |body: Value, no_cache: bool| {
+    let post = async |body: Value, no_cache: bool| -> Value {
         let mut r = client
             .post(format!("{url}/v1/generate"))
             .body(body.to_string());
         if no_cache {
             r = r.header("cache-control", "no-cache");
         }
-        r
+        serde_json::from_str(&r.send().await.unwrap().text().await.unwrap()).unwrap()
     };
-    let v: Value = serde_json::from_str(
-        &post(json!({"prompt": "same"}), false)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let v = post(json!({"prompt": "same"}), false).await;
     assert_eq!(v["cached"], true);
-    let v: Value = serde_json::from_str(
-        &post(json!({"prompt": "same"}), true)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let v = post(json!({"prompt": "same"}), true).await;
     assert_eq!(v["cached"], false);
-    let v: Value = serde_json::from_str(
-        &post(json!({"prompt": "same", "cache": false}), false)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let v = post(json!({"prompt": "same", "cache": false}), false).await;
     assert_eq!(v["cached"], false);
     assert_eq!(groq.request_count(), 7);
 }
