@@ -236,16 +236,9 @@ async fn all_failed_lists_every_attempt_in_order() {
     )
     .await;
 
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
+    let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::status(503));
     openai.always(Reply::status(401));
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
     let err = gw
         .engine
         .generate(GenerateRequest::new(ChatRequest::user("x")))
@@ -266,16 +259,9 @@ async fn all_failed_lists_every_attempt_in_order() {
 
 #[tokio::test]
 async fn every_target_rate_limited_is_rate_limited() {
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
+    let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::rate_limited("60"));
     openai.always(Reply::rate_limited("60"));
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
     let err = gw
         .engine
         .generate(GenerateRequest::new(ChatRequest::user("x")))

@@ -89,15 +89,8 @@ async fn retry_after_is_honoured_in_each_form() {
 
 #[tokio::test]
 async fn one_rate_limit_retry_only_and_none_for_quota() {
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
+    let (groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::rate_limited("0"));
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
     let g = gw.engine.generate(ask()).await.unwrap();
     assert_eq!(groq.request_count(), 2, "one retry, never a loop");
     assert_eq!(g.provider, "openai");
@@ -374,14 +367,7 @@ async fn no_fallback_and_route_policies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_that_keeps_crashing_is_benched_and_the_others_serve() {
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
+    let (_groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     gw.engine.generate(ask()).await.unwrap();
     // Crash it until the restart budget (5 per minute) is spent; each
     // crash but the last is followed by a restart with fresh state.

@@ -10,14 +10,7 @@ use understudy_testkit::{Reply, SimProvider, TestGateway};
 
 #[tokio::test]
 async fn a_panicking_provider_actor_is_restarted() {
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
+    let (_groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     let g = gw
         .engine
         .generate(GenerateRequest::new(ChatRequest::user("x")))
@@ -53,15 +46,8 @@ async fn a_panicking_provider_actor_is_restarted() {
 
 #[tokio::test]
 async fn in_flight_requests_on_a_crashing_actor_fall_back() {
-    let groq = SimProvider::openai().await.unwrap();
-    let openai = SimProvider::openai().await.unwrap();
+    let (groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::text("slow").after(Duration::from_millis(300)));
-    let gw = TestGateway::builder()
-        .provider("groq", &groq)
-        .provider("openai", &openai)
-        .build()
-        .await
-        .unwrap();
     // Start the actor, then crash it while requests are in flight.
     gw.engine
         .generate(GenerateRequest::new(ChatRequest::user("warm")))

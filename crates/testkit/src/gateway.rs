@@ -33,10 +33,28 @@ impl TestGateway {
         TestGatewayBuilder::default()
     }
 
+    /// The most common setup: OpenAI-compatible simulators as `groq` (the
+    /// primary) and `openai` (its fallback), and a gateway over them.
+    pub async fn groq_and_openai() -> Result<(SimProvider, SimProvider, TestGateway), Error> {
+        let groq = SimProvider::openai().await.map_err(sim_failed)?;
+        let openai = SimProvider::openai().await.map_err(sim_failed)?;
+        let gw = Self::builder()
+            .provider("groq", &groq)
+            .provider("openai", &openai)
+            .build()
+            .await?;
+        Ok((groq, openai, gw))
+    }
+
     /// The key the gateway sends to provider `name`.
     pub fn key_for(name: &str) -> String {
         format!("test-key-{name}")
     }
+}
+
+/// A simulator that could not start, as an engine error.
+fn sim_failed(e: std::io::Error) -> Error {
+    Error::Engine(format!("cannot start a simulator: {e}"))
 }
 
 impl TestGatewayBuilder {
