@@ -1,6 +1,13 @@
 //! Development tasks, run as `cargo xtask <task>`:
 //!
-//! - `ci`: what CI runs: `cargo fmt --check`, clippy with `-D warnings`, the tests.
+//! - `test`: the README's test command. Provisions what the suites need
+//!   (`redis-server`, Chromium, a Python venv in `target/test-venv` with the
+//!   `openai` SDK; see `provision.rs`), then runs `cargo test --workspace` with
+//!   `UNDERSTUDY_PYTHON` set to the venv's Python, then `browser-test`.
+//! - `provision`: only the provisioning of `test`, after which plain
+//!   `cargo test --workspace` works too.
+//! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
+//!   `-D warnings`, then the tests as `test` runs them (without the browser).
 //! - `tidy`: repository conventions (every Rust file opens with `//!`, no
 //!   `should_panic`, no ignored tests); also a `#[test]`.
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
@@ -10,30 +17,42 @@
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod provision;
 mod tidy;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
     let result = match task.as_deref() {
+        Some("test") => test(),
+        Some("provision") => {
+            provision::provision(&project_root(), provision::Suites::WorkspaceAndBrowser)
+                .map(|_| ())
+        }
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
-        Some("browser-test") => browser_test(),
-        _ => Err("usage: cargo xtask <ci|tidy|bench|browser-test>".to_owned()),
+        Some("browser-test") => browser_test(&provision::chromium_path()),
+        _ => Err("usage: cargo xtask <test|provision|ci|tidy|bench|browser-test>".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("xtask: {message}\n").as_bytes(),
-            );
+            note(&message);
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes one line of progress (or the final error) to stderr.
+pub(crate) fn note(message: &str) {
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("xtask: {message}\n").as_bytes(),
+    );
 }
 
 /// The workspace root, from this crate's manifest directory.
@@ -42,6 +61,16 @@ pub(crate) fn project_root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default()
+}
+
+fn test() -> Result<(), String> {
+    let provisioned =
+        provision::provision(&project_root(), provision::Suites::WorkspaceAndBrowser)?;
+    workspace_tests(&provisioned)?;
+    let chromium = provisioned
+        .chromium
+        .unwrap_or_else(provision::chromium_path);
+    browser_test(&chromium)
 }
 
 fn ci() -> Result<(), String> {
@@ -54,18 +83,30 @@ fn ci() -> Result<(), String> {
         "-D",
         "warnings",
     ])?;
-    cargo(&["test", "--workspace"])
+    let provisioned = provision::provision(&project_root(), provision::Suites::Workspace)?;
+    workspace_tests(&provisioned)
 }
 
-fn browser_test() -> Result<(), String> {
+/// `cargo test --workspace`, with the venv's Python for the SDK tests.
+fn workspace_tests(provisioned: &provision::Provisioned) -> Result<(), String> {
+    note("cargo test --workspace");
+    cargo_with_env(
+        &["test", "--workspace"],
+        &[("UNDERSTUDY_PYTHON", provisioned.python.as_os_str())],
+    )
+}
+
+fn browser_test(chromium: &Path) -> Result<(), String> {
     use std::io::{BufRead, BufReader};
     let root = project_root();
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).exists() {
+    if !chromium.exists() {
         return Err(format!(
-            "{chromium} not found: install Debian's chromium (apt-get install chromium) or set CHROMIUM"
+            "{} not found: install Debian's chromium (apt-get install chromium), set CHROMIUM, \
+             or run `cargo xtask test`, which installs it as root",
+            chromium.display()
         ));
     }
+    note("browser test");
     let dir = root.join("tests").join("browser");
     if !dir.join("node_modules").join("playwright-core").exists() {
         let status = Command::new("npm")
@@ -117,7 +158,7 @@ fn browser_test() -> Result<(), String> {
         .arg(dir.join("status.mjs"))
         .arg(&base)
         .arg(&out)
-        .env("CHROMIUM", &chromium)
+        .env("CHROMIUM", chromium)
         .status()
         .map_err(|e| format!("cannot run node: {e}"));
     let _ = demo.kill();
@@ -172,9 +213,15 @@ fn bench() -> Result<(), String> {
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
+    cargo_with_env(args, &[])
+}
+
+/// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
+fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(&cargo)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(project_root())
         .status()
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;

@@ -1,24 +1,43 @@
-//! The official `openai` Python package (from PyPI; `.ci/run` installs it)
-//! makes a non-streamed and a streamed call against the real server, parses
-//! both, and sees the fallback's model name.
+//! The official `openai` Python package (from PyPI) makes a non-streamed and
+//! a streamed call against the real server, parses both, and sees the
+//! fallback's model name. The Python is `$UNDERSTUDY_PYTHON` (`cargo xtask
+//! test` sets it to the venv it provisions in `target/test-venv`), else that
+//! venv when a previous run made it, else `python3`.
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
+/// The Python interpreter that has the `openai` package.
+fn python() -> String {
+    if let Ok(python) = std::env::var("UNDERSTUDY_PYTHON") {
+        return python;
+    }
+    let venv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/test-venv/bin/python"
+    );
+    if Path::new(venv).exists() {
+        return venv.to_owned();
+    }
+    "python3".to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_openai_sdk_works_against_the_server() {
-    let probe = Command::new("python3")
-        .args(["-c", "import openai"])
-        .output();
+    let python = python();
+    let probe = Command::new(&python).args(["-c", "import openai"]).output();
     assert!(
         probe.as_ref().is_ok_and(|o| o.status.success()),
-        "this test needs python3 with the `openai` package: run `pip install openai` (.ci/run does) — {probe:?}"
+        "this test needs a Python with the `openai` package, and `{python}` has none: \
+         run `cargo xtask test`, which provisions a venv with it in target/test-venv \
+         (or set UNDERSTUDY_PYTHON to a Python that has it) — {probe:?}"
     );
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
@@ -34,11 +53,7 @@ async fn the_official_openai_sdk_works_against_the_server() {
     let (url, _stop) = common::serve(gw.engine).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk.py");
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(url)
-            .output()
-            .unwrap()
+        Command::new(python).arg(script).arg(url).output().unwrap()
     })
     .await
     .unwrap();

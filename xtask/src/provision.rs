@@ -1,0 +1,223 @@
+//! What the test suites need on a fresh machine, found or installed before
+//! `cargo xtask test` (and `cargo xtask ci`) run them: `redis-server` on
+//! `PATH`, Chromium for the browser test, and a private Python venv in
+//! `target/test-venv` holding the SDKs of [`PYTHON_PACKAGES`].
+//!
+//! System packages come from Debian's apt, in one `apt-get install`, and only
+//! when running as root; otherwise the error gives the command to run. The
+//! venv's packages are installed only when they cannot be imported, so a
+//! second run touches neither apt nor PyPI and works offline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::note;
+
+/// The Python packages the tests import, installed into the venv. To add
+/// one (the `anthropic` SDK, say), add a line: the next run installs it.
+pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[PythonPackage {
+    requirement: "openai",
+    import: "openai",
+}];
+
+/// One package of [`PYTHON_PACKAGES`].
+pub(crate) struct PythonPackage {
+    /// What `pip install` is given (a name, or a name with a version).
+    pub(crate) requirement: &'static str,
+    /// The module whose import proves it is installed.
+    pub(crate) import: &'static str,
+}
+
+/// Which suites are about to run, so that only what they use is installed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suites {
+    /// `cargo test --workspace`: redis-server and the venv.
+    Workspace,
+    /// The workspace's tests and the browser test: Chromium as well.
+    WorkspaceAndBrowser,
+}
+
+/// What the suites are given.
+pub(crate) struct Provisioned {
+    /// The venv's interpreter, passed to the tests as `UNDERSTUDY_PYTHON`.
+    pub(crate) python: PathBuf,
+    /// Chromium's binary, when the browser test is to run.
+    pub(crate) chromium: Option<PathBuf>,
+}
+
+/// Finds or installs everything `suites` needs under the workspace `root`.
+pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, String> {
+    let venv = root.join("target").join("test-venv");
+    let python = venv.join("bin").join("python");
+    let venv_ready = succeeds(Command::new(&python).args(["-m", "pip", "--version"]));
+    let chromium = (suites == Suites::WorkspaceAndBrowser).then(chromium_path);
+
+    let mut missing = Vec::new();
+    if find_on_path("redis-server").is_none() {
+        missing.push("redis-server");
+    }
+    if let Some(chromium) = &chromium {
+        if !chromium.exists() {
+            if std::env::var_os("CHROMIUM").is_some() {
+                return Err(format!(
+                    "CHROMIUM is set to {}, which does not exist",
+                    chromium.display()
+                ));
+            }
+            missing.push("chromium");
+        }
+    }
+    if !venv_ready && !can_make_venv() {
+        // Debian keeps `ensurepip`, which `python3 -m venv` needs, apart.
+        missing.push("python3-venv");
+    }
+    if !missing.is_empty() {
+        apt_install(&missing)?;
+    }
+
+    let redis = find_on_path("redis-server")
+        .ok_or("redis-server is still not on PATH after installing it")?;
+    note(&format!("redis-server: {}", redis.display()));
+    if let Some(chromium) = &chromium {
+        if !chromium.exists() {
+            return Err(format!(
+                "{} is still missing after installing chromium",
+                chromium.display()
+            ));
+        }
+        note(&format!("chromium: {}", chromium.display()));
+    }
+    if !venv_ready {
+        make_venv(&venv)?;
+    }
+    install_python_packages(&python)?;
+    Ok(Provisioned { python, chromium })
+}
+
+/// Chromium's binary: `$CHROMIUM`, else Debian's `/usr/bin/chromium`.
+pub(crate) fn chromium_path() -> PathBuf {
+    std::env::var_os("CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from)
+}
+
+/// Installs Debian packages with apt-get when running as root; otherwise
+/// says which command to run.
+fn apt_install(packages: &[&str]) -> Result<(), String> {
+    let list = packages.join(" ");
+    if !is_root() {
+        return Err(format!(
+            "the tests need packages that are not installed: {list}\n\
+             On Debian or Ubuntu, install them with\n  \
+             sudo apt-get update && sudo apt-get install -y {list}\n\
+             or run `cargo xtask test` as root, which does. Elsewhere, use the system's \
+             package manager (redis-server on PATH; CHROMIUM set to a Chromium binary)"
+        ));
+    }
+    if find_on_path("apt-get").is_none() {
+        return Err(format!(
+            "the tests need packages that are not installed: {list}\n\
+             apt-get is not available to install them: use the system's package manager"
+        ));
+    }
+    note(&format!("installing {list} with apt-get"));
+    run_quietly(Command::new("apt-get").args(["update", "-qq"]))?;
+    run_quietly(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+/// Whether this process runs as root (effective uid 0).
+fn is_root() -> bool {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        if let Some(uids) = status.lines().find_map(|l| l.strip_prefix("Uid:")) {
+            // Real, effective, saved and filesystem uid: the effective one counts.
+            return uids.split_whitespace().nth(1) == Some("0");
+        }
+    }
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout.trim_ascii() == b"0")
+}
+
+/// Whether `python3 -m venv` can create a venv with pip in it.
+fn can_make_venv() -> bool {
+    succeeds(Command::new("python3").args(["-c", "import venv, ensurepip"]))
+}
+
+/// Creates a fresh venv at `venv`, replacing a broken one.
+fn make_venv(venv: &Path) -> Result<(), String> {
+    if venv.exists() {
+        std::fs::remove_dir_all(venv)
+            .map_err(|e| format!("cannot remove the broken venv {}: {e}", venv.display()))?;
+    }
+    if !can_make_venv() {
+        return Err(
+            "python3 cannot create a venv (its `venv` or `ensurepip` module is missing): \
+             on Debian install python3-venv, or put a Python that has them first on PATH"
+                .to_owned(),
+        );
+    }
+    note(&format!("creating the Python venv {}", venv.display()));
+    run_quietly(Command::new("python3").arg("-m").arg("venv").arg(venv))
+}
+
+/// Installs the packages of [`PYTHON_PACKAGES`] that the venv cannot import.
+fn install_python_packages(python: &Path) -> Result<(), String> {
+    let missing: Vec<&str> = PYTHON_PACKAGES
+        .iter()
+        .filter(|p| !succeeds(Command::new(python).args(["-c", &format!("import {}", p.import)])))
+        .map(|p| p.requirement)
+        .collect();
+    if missing.is_empty() {
+        note(&format!("python: {}", python.display()));
+        return Ok(());
+    }
+    note(&format!("installing {} into the venv", missing.join(" ")));
+    run_quietly(
+        Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(&missing),
+    )
+}
+
+/// The first `name` in a directory of `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Whether `cmd` runs and exits with success (its output discarded).
+fn succeeds(cmd: &mut Command) -> bool {
+    cmd.output().is_ok_and(|o| o.status.success())
+}
+
+/// Runs `cmd` with its output captured, and shows that output only when it fails.
+fn run_quietly(cmd: &mut Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{shown} failed ({status}):\n{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    ))
+}
