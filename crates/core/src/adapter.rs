@@ -9,6 +9,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::chat::{ChatRequest, Completion, StreamEvent};
 use crate::error::Failure;
@@ -22,12 +23,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// hands clones to the tasks that do the I/O.
 pub trait Adapter: Send + Sync + fmt::Debug + 'static {
     /// Sends one non-streamed request for `model` and classifies the result.
-    /// Timeouts are applied by the caller; connection, HTTP and body errors
-    /// come back as a classified [`Failure`], never as a panic.
+    /// `connect` bounds the connection set-up (the target's timeout: a route
+    /// may set its own); every other timeout is applied by the caller.
+    /// Connection, HTTP and body errors come back as a classified
+    /// [`Failure`], never as a panic.
     fn complete<'a>(
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
+        connect: Duration,
     ) -> BoxFuture<'a, Result<Completion, Failure>>;
 
     /// Opens a streamed request for `model`. An error status or a refused
@@ -37,6 +41,7 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
+        connect: Duration,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>>;
 }
 

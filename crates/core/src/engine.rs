@@ -7,21 +7,22 @@ use std::time::Duration;
 
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
-use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::actor::provider::{ProviderMsg, ProviderStats};
+use crate::actor::provider::ProviderMsg;
 use crate::actor::router::{RouterActor, RouterArgs, RouterMsg};
 use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
+use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
 use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
-use crate::policy::budget::SpendMeter;
-use crate::settings::{ProviderKind, RoutingTable, RoutingUpdate, Settings};
-use crate::shared::SharedState;
+pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
+use crate::settings::{RoutingTable, RoutingUpdate, Settings};
+use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
+use crate::spend::SpendMeter;
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,44 +44,6 @@ struct Inner {
     stop_sinks: tokio::sync::watch::Sender<bool>,
     /// The sink writers, joined on shutdown.
     writers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-}
-
-/// One provider as `understudy providers` and `GET /v1/providers` show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderInfo {
-    pub name: String,
-    pub kind: ProviderKind,
-    pub model: String,
-    pub base_url: String,
-    pub key: KeyStatus,
-    pub available: bool,
-    /// Why it is not available (no key, no adapter, …).
-    pub unavailable_reason: Option<String>,
-    /// Whether its actor has been started (providers start on first use).
-    pub started: bool,
-    /// Outcome counts since its actor started, when it has.
-    pub stats: Option<ProviderStats>,
-    /// Targets whose breaker has left the closed state at some point.
-    pub breakers: Vec<TargetBreaker>,
-}
-
-/// One target's circuit breaker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TargetBreaker {
-    pub model: String,
-    pub state: crate::policy::breaker::BreakerState,
-    pub consecutive_failures: u32,
-    /// While open: when the next probe may go.
-    pub reopens_in_ms: Option<u64>,
-}
-
-/// Whether a provider's key is set. Never the key itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum KeyStatus {
-    Set { from: Option<String> },
-    Unset { from: Option<String> },
-    NotNeeded,
 }
 
 // === impl Engine ===
@@ -133,13 +96,24 @@ impl Engine {
             .clone()
             .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
         let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
+        let board = Arc::new(BreakerBoard::new(
+            settings.breaker,
+            configured_targets(&settings),
+            Arc::clone(&metrics),
+        ));
+        if let Some(shared) = &shared {
+            // The fleet's breakers are read before the first request, so a
+            // new instance never pays an outage the fleet already knows of.
+            let mut poller = BreakerPoller::new(Arc::clone(shared), Arc::clone(&board));
+            poller.poll().await;
+            writers.push(tokio::spawn(poller.run(stop_sinks.subscribe())));
+        }
         let (supervisor, _) = Actor::spawn(
             None,
             SupervisorActor,
             SupervisorArgs {
                 settings: Arc::clone(&settings),
                 factory: Arc::clone(&factory),
-                shared: shared.clone(),
             },
         )
         .await
@@ -153,7 +127,7 @@ impl Engine {
                 supervisor: supervisor.clone(),
                 bus: Arc::clone(&bus),
                 cache,
-                metrics: Arc::clone(&metrics),
+                board,
                 spend: settings
                     .budget
                     .map(|b| Arc::new(SpendMeter::new(b, shared.clone()))),
@@ -168,17 +142,12 @@ impl Engine {
                 return Err(Error::Engine(format!("router failed to start: {e}")));
             }
         };
+        let notify_router = router.clone();
         supervisor
-            .cast(SupervisorMsg::Attach(router.clone()))
+            .cast(SupervisorMsg::Attach(Box::new(move |notice| {
+                let _ = notify_router.cast(RouterMsg::Provider(notice));
+            })))
             .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
-        if let Some(shared) = &shared {
-            writers.push(tokio::spawn(crate::shared::poll_breakers(
-                Arc::clone(shared),
-                Arc::clone(&settings),
-                supervisor.clone(),
-                stop_sinks.subscribe(),
-            )));
-        }
         Ok(Self {
             inner: Arc::new(Inner {
                 router,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::chat::{ChatRequest, Completion, FinishReason, Usage};
-use crate::error::{Error, FailureCode};
+use crate::error::Error;
 use crate::policy::refusal::RefusalPolicy;
 
 /// Which targets a request should walk.
@@ -19,6 +20,11 @@ pub enum RouteSelector {
     Default,
     /// A named route from the settings.
     Named(String),
+    /// A name a client sent as its model: `default`, a route if one has
+    /// this name when the request is planned, else `provider` or
+    /// `provider:model` as a pin; anything else is an unknown model.
+    /// Resolved by the router, so it sees the routing table in force.
+    Model(String),
     /// `provider` or `provider:model` as the primary; the rest of the default
     /// order follows as fallbacks.
     Pin {
@@ -42,36 +48,6 @@ pub struct GenerateRequest {
     pub no_fallback: bool,
     /// Overrides the request timeout (the whole plan's deadline).
     pub timeout: Option<std::time::Duration>,
-}
-
-/// The role an attempt played in the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttemptKind {
-    Primary,
-    Softened,
-    RateLimitRetry,
-    Fallback,
-}
-
-/// How one attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    Ok,
-    Failed(FailureCode),
-}
-
-/// The record of one call to one target.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Attempt {
-    pub provider: String,
-    pub model: String,
-    pub kind: AttemptKind,
-    pub outcome: Outcome,
-    pub latency_ms: f64,
-    /// Why it failed, bounded and free of keys; `None` on success.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
 }
 
 /// A successful generation.
@@ -137,7 +113,7 @@ impl fmt::Display for RouteSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Default => f.write_str("default"),
-            Self::Named(name) => f.write_str(name),
+            Self::Named(name) | Self::Model(name) => f.write_str(name),
             Self::Pin {
                 provider,
                 model: Some(m),
@@ -167,56 +143,6 @@ impl RouteSelector {
                 model: None,
             },
         }
-    }
-}
-
-// === impl AttemptKind ===
-
-impl AttemptKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Primary => "primary",
-            Self::Softened => "softened",
-            Self::RateLimitRetry => "rate_limit_retry",
-            Self::Fallback => "fallback",
-        }
-    }
-}
-
-// === impl Outcome ===
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Failed(code) => code.as_str(),
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Outcome {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Outcome {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        if s == "ok" {
-            return Ok(Self::Ok);
-        }
-        FailureCode::ALL
-            .iter()
-            .find(|c| c.as_str() == s)
-            .map(|c| Self::Failed(*c))
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{s}`")))
     }
 }
 

@@ -2,53 +2,66 @@
 //! protocol.
 //!
 //! # Layout
-//! - [`chat`]: neutral request and completion types.
-//! - [`error`]: failure codes, one attempt's [`Failure`], a request's [`Error`].
-//! - [`generation`]: [`GenerateRequest`], [`Generation`], [`Attempt`].
-//! - [`settings`]: defaults, TOML file and environment (DESIGN §4).
-//! - [`policy`]: pure decisions: plan, softening, refusal policy, backoff.
+//! Leaves (plain types, no I/O): [`failure`] (codes, one attempt's
+//! [`Failure`] and its [`Disposition`]), [`attempt`], [`target`],
+//! [`chat`], [`error`] (a request's [`Error`]), [`generation`]
+//! ([`GenerateRequest`], [`Generation`]), [`info`] (what `providers`
+//! shows), [`stream`] (the [`GenerationStream`] a caller reads),
+//! [`settings`] (defaults, TOML file and environment, DESIGN §4).
+//!
+//! - [`policy`]: pure decisions, no I/O: the decision machine
+//!   (`policy::decide`), plan, timeouts, softening, refusal policy,
+//!   backoff, breaker, budget windows.
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
+//! - [`breakers`]: the one home of every target's circuit breaker.
 //! - `actor`: router, provider and supervisor actors (private).
-//! - `run`: one request's walk through its plan (private).
-//! - [`stream`]: streamed generation: commit on the first text, never stitch.
+//! - `run`: thin executors of the decision machine, answer and stream
+//!   (private).
 //! - [`engine`]: [`Engine`], the handle every front end uses.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
 //! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
 //! - `cache`: the response cache (memory or Redis).
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
+//! - [`spend`]: the fallback spend meter.
 
 pub mod adapter;
+pub mod attempt;
+pub mod breakers;
 pub mod chat;
 pub mod engine;
 pub mod error;
 pub mod event;
+pub mod failure;
 pub mod generation;
+pub mod info;
 pub mod policy;
 pub mod redis_link;
 pub mod settings;
 pub mod shared;
 pub mod sink;
-
+pub mod spend;
 pub mod stream;
+pub mod target;
 
 mod actor;
 mod cache;
 mod run;
 
-pub use actor::provider::ProviderStats;
 pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
 pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, StreamEvent, Usage};
-pub use engine::{Engine, KeyStatus, ProviderInfo, TargetBreaker};
-pub use error::{Error, Failure, FailureCode, FailureKind};
+pub use engine::Engine;
+pub use error::Error;
 pub use event::GenerationEvent;
+pub use failure::{Disposition, Failure, FailureCode, FailureKind};
 pub use generation::{
     Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
     new_request_id,
 };
-pub use policy::plan::Target;
+pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
 pub use policy::refusal::RefusalPolicy;
 pub use settings::{
     ProviderKind, ProviderSettings, RoutingTable, RoutingUpdate, Secret, Settings, SettingsError,
 };
 pub use stream::{GenerationStream, StreamDone, StreamError, StreamItem};
+pub use target::Target;

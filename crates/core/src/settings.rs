@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::breaker::BreakerSettings;
-use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
+use crate::target::Target;
 
 /// The validated settings of one engine.
 #[derive(Debug, Clone)]
@@ -46,8 +46,10 @@ pub struct Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteOptions {
     pub refusal_policy: Option<RefusalPolicy>,
-    /// Replaces the global timeouts (and caps each provider's attempt).
-    pub timeouts: Option<Timeouts>,
+    /// The timeouts this route sets; each one it sets replaces the
+    /// provider's for the targets of this route (see
+    /// [`crate::policy::timeouts::timeouts_for`]).
+    pub timeouts: TimeoutOverrides,
 }
 
 /// The `[budget]` table: a cap on what fallback targets may spend.
@@ -150,6 +152,10 @@ pub struct ProviderSettings {
     /// softened retry cools down from it.
     pub default_temperature: f32,
     pub timeouts: Timeouts,
+    /// Other connect timeouts that routes through this provider set; the
+    /// adapter keeps a pooled client for each (reqwest sets the connect
+    /// timeout per client, not per request).
+    pub route_connect_timeouts: Vec<Duration>,
     /// The price of the default and any unlisted model.
     pub price: Option<Price>,
     /// Prices of particular models.
@@ -174,6 +180,17 @@ pub struct Timeouts {
     pub attempt: Duration,
     /// The whole request, every attempt and wait included.
     pub request: Duration,
+}
+
+/// The timeouts a route sets, each one optional: a route that sets only
+/// `first_token` keeps every provider's other timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeoutOverrides {
+    pub connect: Option<Duration>,
+    pub first_token: Option<Duration>,
+    pub stream_idle: Option<Duration>,
+    pub attempt: Option<Duration>,
+    pub request: Option<Duration>,
 }
 
 /// The `[server]` table.
@@ -453,7 +470,7 @@ impl Settings {
             }
             let targets = specs
                 .iter()
-                .map(|spec| Target::parse(spec, &providers))
+                .map(|spec| parse_target(spec, &providers))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| file_err(at.clone(), m))?;
             if let Some((policy, route_timeouts)) = options {
@@ -465,11 +482,10 @@ impl Settings {
                     None => None,
                 };
                 let route_timeouts = match route_timeouts {
-                    Some(t) => Some(
-                        t.apply(timeouts, &format!("{at}.timeouts"))
-                            .map_err(|(s, m)| file_err(s, m))?,
-                    ),
-                    None => None,
+                    Some(t) => t
+                        .overrides(&format!("{at}.timeouts"))
+                        .map_err(|(s, m)| file_err(s, m))?,
+                    None => TimeoutOverrides::default(),
                 };
                 route_options.insert(
                     name.clone(),
@@ -480,6 +496,24 @@ impl Settings {
                 );
             }
             routes.insert(name, targets);
+        }
+        // Each provider keeps a client for every connect timeout a route
+        // through it sets.
+        for (name, targets) in &routes {
+            let Some(connect) = route_options
+                .get(name)
+                .and_then(|o: &RouteOptions| o.timeouts.connect)
+            else {
+                continue;
+            };
+            for t in targets {
+                if let Some(p) = providers.get_mut(&*t.provider) {
+                    let p: &mut ProviderSettings = p;
+                    if !p.route_connect_timeouts.contains(&connect) {
+                        p.route_connect_timeouts.push(connect);
+                    }
+                }
+            }
         }
 
         let rate_limit_max_wait = match raw.rate_limit.and_then(|r| r.max_wait) {
@@ -618,7 +652,7 @@ impl Settings {
                     "hour" => BudgetWindow::Hour,
                     "day" => BudgetWindow::Day,
                     "month" => BudgetWindow::Month,
-                    other => match crate::policy::budget::parse_seconds(other) {
+                    other => match parse_seconds(other) {
                         Some(secs) if secs > 0 => BudgetWindow::Seconds(secs),
                         _ => {
                             return Err(file_err(
@@ -717,7 +751,7 @@ impl Settings {
                     }
                     let parsed = targets
                         .iter()
-                        .map(|spec| Target::parse(spec, &self.providers))
+                        .map(|spec| parse_target(spec, &self.providers))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|m| invalid("routes", format!("route `{name}`: {m}")))?;
                     out.insert(name, parsed);
@@ -791,6 +825,44 @@ fn check_url(url: &str) -> Result<String, String> {
     Ok(url.trim_end_matches('/').to_owned())
 }
 
+/// Parses `provider` or `provider:model` against the known providers.
+pub fn parse_target(
+    spec: &str,
+    providers: &BTreeMap<String, ProviderSettings>,
+) -> Result<Target, String> {
+    let (name, model) = match spec.split_once(':') {
+        Some((name, model)) => (name.trim(), Some(model.trim())),
+        None => (spec.trim(), None),
+    };
+    let Some(p) = providers.get(name) else {
+        let known: Vec<&str> = providers.keys().map(String::as_str).collect();
+        return Err(format!(
+            "unknown provider `{name}` in `{spec}` (known: {})",
+            known.join(", ")
+        ));
+    };
+    match model {
+        Some("") => Err(format!("`{spec}` names no model after the colon")),
+        Some(m) => Ok(Target::new(name, m)),
+        None => Ok(Target::new(name, &p.model)),
+    }
+}
+
+/// `90s`, `10m`, `2h`, `1d` (or plain seconds) as seconds.
+pub fn parse_seconds(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().ok()?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
 fn seconds(s: f64) -> Result<Duration, String> {
     if !s.is_finite() || s <= 0.0 || s > 86_400.0 {
         return Err(format!(
@@ -839,6 +911,7 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         // All four APIs default to 1.0 when no temperature is sent.
         default_temperature: 1.0,
         timeouts,
+        route_connect_timeouts: Vec::new(),
         price: None,
         prices: BTreeMap::new(),
     }
@@ -1031,6 +1104,23 @@ struct RawServer {
 type FieldError = (String, String);
 
 impl RawTimeouts {
+    /// The timeouts this table sets, validated, and nothing else.
+    fn overrides(&self, at: &str) -> Result<TimeoutOverrides, FieldError> {
+        let one = |value: Option<f64>, name: &str| {
+            value
+                .map(seconds)
+                .transpose()
+                .map_err(|m| (format!("{at}.{name}"), m))
+        };
+        Ok(TimeoutOverrides {
+            connect: one(self.connect, "connect")?,
+            first_token: one(self.first_token, "first_token")?,
+            stream_idle: one(self.stream_idle, "stream_idle")?,
+            attempt: one(self.attempt, "attempt")?,
+            request: one(self.request, "request")?,
+        })
+    }
+
     fn apply(&self, mut t: Timeouts, at: &str) -> Result<Timeouts, FieldError> {
         for (value, slot, name) in [
             (self.connect, &mut t.connect, "connect"),
@@ -1078,6 +1168,7 @@ impl RawProvider {
             headers: Vec::new(),
             default_temperature: 1.0,
             timeouts,
+            route_connect_timeouts: Vec::new(),
             price: None,
             prices: BTreeMap::new(),
         };

@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
 
-use crate::policy::plan::Target;
+use crate::breakers::BreakerBoard;
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
+use crate::target::Target;
 
 /// Every shared-state call is bounded by this.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -236,73 +237,73 @@ impl SharedState {
     }
 }
 
-/// Reads the fleet's breakers every [`POLL_EVERY`] and tells this
-/// instance's provider actors, so that a target opened by any instance is
-/// skipped by every instance within a second, and a recovery seen by one is
-/// seen by all. Runs until `stop` turns true.
-pub(crate) async fn poll_breakers(
+/// Reads the fleet's breakers every [`POLL_EVERY`] into the breaker board,
+/// for every configured target whether or not its provider actor has
+/// started, so that a target opened by any instance is skipped by every
+/// instance within a poll, and a recovery seen by one is seen by all.
+pub(crate) struct BreakerPoller {
     shared: Arc<SharedState>,
-    settings: Arc<crate::settings::Settings>,
-    supervisor: ractor::ActorRef<crate::actor::supervisor::SupervisorMsg>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    use crate::actor::provider::ProviderMsg;
-    use crate::actor::supervisor::SupervisorMsg;
-    use ractor::rpc::CallResult;
+    board: Arc<BreakerBoard>,
+    targets: Vec<Target>,
+    was_open: Vec<bool>,
+}
 
-    let targets = fleet_targets(&settings);
-    let mut was_open: Vec<bool> = vec![false; targets.len()];
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(POLL_EVERY) => {}
-            _ = stop.wait_for(|s| *s) => return,
+impl BreakerPoller {
+    pub(crate) fn new(shared: Arc<SharedState>, board: Arc<BreakerBoard>) -> Self {
+        let mut targets: Vec<Target> = board.configured().cloned().collect();
+        targets.sort();
+        Self {
+            was_open: vec![false; targets.len()],
+            shared,
+            board,
+            targets,
         }
-        let Some(open) = shared.open_targets(&targets).await else {
-            continue;
-        };
-        let running = match supervisor
-            .call(SupervisorMsg::Running, Some(Duration::from_secs(1)))
-            .await
-        {
-            Ok(CallResult::Success(running)) => running,
-            _ => continue,
+    }
+
+    /// Reads the fleet's view once (bounded by [`CALL_TIMEOUT`]; nothing
+    /// changes while Redis is unreachable).
+    pub(crate) async fn poll(&mut self) {
+        let Some(open) = self.shared.open_targets(&self.targets).await else {
+            return;
         };
         let now_ms = unix_ms();
-        for (i, (target, until)) in targets.iter().zip(open).enumerate() {
-            let Some((_, actor)) = running.iter().find(|(name, _)| *name == target.provider) else {
-                continue;
-            };
+        let now = tokio::time::Instant::now();
+        for (i, (target, until)) in self.targets.iter().zip(open).enumerate() {
             match until {
                 // Open: hold it open here too, until the same moment.
                 Some(u) if u > now_ms => {
-                    let open_until =
-                        tokio::time::Instant::now() + Duration::from_millis(u - now_ms);
-                    let _ = actor.cast(ProviderMsg::SyncBreaker {
-                        model: Arc::clone(&target.model),
-                        open_until: Some(open_until),
-                    });
-                    was_open[i] = true;
+                    let until = now + Duration::from_millis(u - now_ms);
+                    self.board.sync(target, Some(until), now);
+                    self.was_open[i] = true;
                 }
                 // Lapsed: the fleet is probing it; nothing changes here.
                 Some(_) => {}
                 // Deleted by the instance that saw it recover.
                 None => {
-                    if was_open[i] {
-                        let _ = actor.cast(ProviderMsg::SyncBreaker {
-                            model: Arc::clone(&target.model),
-                            open_until: None,
-                        });
+                    if self.was_open[i] {
+                        self.board.sync(target, None, now);
                     }
-                    was_open[i] = false;
+                    self.was_open[i] = false;
                 }
             }
+        }
+    }
+
+    /// Polls every [`POLL_EVERY`] until `stop` turns true.
+    pub(crate) async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(POLL_EVERY) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            self.poll().await;
         }
     }
 }
 
 /// Every target this instance may call: each provider's default model and
 /// every named route's targets.
-fn fleet_targets(settings: &crate::settings::Settings) -> Vec<Target> {
+pub(crate) fn configured_targets(settings: &crate::settings::Settings) -> Vec<Target> {
     let mut out: Vec<Target> = settings
         .providers
         .values()

@@ -14,7 +14,7 @@ use understudy_core::{
     StreamItem,
 };
 use understudy_testkit::{
-    Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway,
+    Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway, eventually,
 };
 
 const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Gemini, Protocol::Anthropic];
@@ -237,14 +237,20 @@ async fn a_client_that_leaves_closes_the_upstream_connection() {
             .unwrap();
         assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
         drop(s);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while primary.streams_cancelled() == 0 || primary.open_connections() > 0 {
-            assert!(
-                Instant::now() < deadline,
-                "{protocol:?}: upstream still open"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually(
+            &format!("{protocol:?}: the upstream to close"),
+            async || {
+                let (cancelled, open) = (primary.streams_cancelled(), primary.open_connections());
+                if cancelled == 1 && open == 0 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{cancelled} streams cancelled, {open} connections open"
+                    ))
+                }
+            },
+        )
+        .await;
         assert_eq!(primary.streams_open(), 0);
     }
 }
@@ -299,6 +305,7 @@ impl Adapter for Endless {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
+        _: std::time::Duration,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async { Err(Failure::new(FailureKind::BadRequest, "streams only")) })
     }
@@ -307,6 +314,7 @@ impl Adapter for Endless {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
+        _: std::time::Duration,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         let s = EndlessStream {
             pulled: Arc::clone(&self.pulled),
@@ -351,9 +359,26 @@ async fn a_slow_reader_does_not_make_the_gateway_buffer_everything() {
         .await
         .unwrap();
     assert!(matches!(s.next().await, Some(StreamItem::Delta(_))));
-    // Read nothing for a while: the run may only fill its bounded channel.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let pulled = endless.pulled.load(Ordering::SeqCst);
+    // Read nothing more: the run fills its bounded channel, then waits. An
+    // upper bound alone would also hold for a run that had not started yet,
+    // so first see it get that far, then see it stop.
+    let pulled = || endless.pulled.load(Ordering::SeqCst);
+    eventually("the run to fill its channel", async || match pulled() {
+        n if n >= STREAM_BUFFER => Ok(()),
+        n => Err(format!("{n} pulled")),
+    })
+    .await;
+    // Stopped: nothing more pulled over a while (an unbounded run pulls
+    // this endless stream as fast as it can, and never settles).
+    let pulled = eventually("the run to stop pulling", async || {
+        let before = pulled();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        match pulled() {
+            after if after == before => Ok(after),
+            after => Err(format!("still pulling: {before} then {after}")),
+        }
+    })
+    .await;
     assert!(
         pulled <= STREAM_BUFFER + 3,
         "pulled {pulled} events for a reader that took one"
@@ -365,14 +390,10 @@ async fn a_slow_reader_does_not_make_the_gateway_buffer_everything() {
     assert!(endless.pulled.load(Ordering::SeqCst) > 100);
     // Leaving drops the upstream stream.
     drop(s);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while endless.dropped.load(Ordering::SeqCst) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the upstream stream was never dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the upstream stream to be dropped", async || {
+        endless.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

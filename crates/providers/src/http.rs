@@ -62,11 +62,15 @@ pub(crate) trait StreamParser: Send + 'static {
     fn model(&self) -> &str;
 }
 
-/// An adapter made of a protocol and one pooled client.
+/// An adapter made of a protocol and its pooled client (one more for each
+/// other connect timeout a route sets for this provider).
 #[derive(Debug)]
 pub(crate) struct HttpAdapter<P> {
     name: String,
     client: reqwest::Client,
+    /// `(connect timeout, client)` for the routes that set their own; a
+    /// short list searched linearly (no lock, no map).
+    others: Vec<(Duration, reqwest::Client)>,
     protocol: P,
     /// Kept only to scrub it from any upstream message that echoes it.
     key: Option<Secret>,
@@ -84,12 +88,28 @@ pub(crate) struct Received {
 
 impl<P: Protocol> HttpAdapter<P> {
     pub(crate) fn new(settings: &ProviderSettings, protocol: P) -> Result<Self, String> {
+        let others = settings
+            .route_connect_timeouts
+            .iter()
+            .filter(|c| **c != settings.timeouts.connect)
+            .map(|c| Ok((*c, client(*c)?)))
+            .collect::<Result<_, String>>()?;
         Ok(Self {
             name: settings.name.clone(),
-            client: client(settings)?,
+            client: client(settings.timeouts.connect)?,
+            others,
             protocol,
             key: settings.api_key.clone(),
         })
+    }
+
+    /// The client whose connect timeout is `connect` (the provider's own
+    /// unless a route set another).
+    fn client(&self, connect: Duration) -> &reqwest::Client {
+        self.others
+            .iter()
+            .find(|(c, _)| *c == connect)
+            .map_or(&self.client, |(_, client)| client)
     }
 
     fn redact(&self, failure: Failure) -> Failure {
@@ -102,9 +122,12 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
+        connect: Duration,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
-            let sent = self.protocol.request(&self.client, model, request, false)?;
+            let sent = self
+                .protocol
+                .request(self.client(connect), model, request, false)?;
             let received = send(sent).await.map_err(|f| self.redact(f))?;
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             self.protocol
@@ -117,9 +140,12 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
+        connect: Duration,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async move {
-            let sent = self.protocol.request(&self.client, model, request, true)?;
+            let sent = self
+                .protocol
+                .request(self.client(connect), model, request, true)?;
             let response = sent
                 .send()
                 .await
@@ -179,12 +205,12 @@ pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))
 }
 
-/// One client per provider, pooled; the engine applies attempt deadlines,
-/// so only the connect timeout is set here.
-pub(crate) fn client(settings: &ProviderSettings) -> Result<reqwest::Client, String> {
+/// One client per provider (and connect timeout), pooled; the engine
+/// applies attempt deadlines, so only the connect timeout is set here.
+pub(crate) fn client(connect: Duration) -> Result<reqwest::Client, String> {
     crate::install_tls_provider();
     reqwest::Client::builder()
-        .connect_timeout(settings.timeouts.connect)
+        .connect_timeout(connect)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
         // LLM APIs do not redirect; the redirect layer cost about 8 000

@@ -33,7 +33,10 @@ async fn run_with_patience(
         .unwrap();
     let adapter = Providers.build(&settings.providers["p"]).unwrap();
     let request = ChatRequest::user("tell me a story").with_system("Be brief.");
-    let mut stream = match adapter.stream("p-model", &request).await {
+    let mut stream = match adapter
+        .stream("p-model", &request, std::time::Duration::from_secs(5))
+        .await
+    {
         Ok(s) => s,
         Err(f) => return (String::new(), f.code().as_str().to_owned()),
     };
@@ -166,7 +169,11 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
             .unwrap();
         let adapter = Providers.build(&settings.providers["p"]).unwrap();
         let mut stream = adapter
-            .stream("m-1", &ChatRequest::user("hi"))
+            .stream(
+                "m-1",
+                &ChatRequest::user("hi"),
+                std::time::Duration::from_secs(5),
+            )
             .await
             .unwrap();
         while stream.next().await.is_some() {}

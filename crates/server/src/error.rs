@@ -55,7 +55,9 @@ impl ApiError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Engine(e) => match e {
                 Error::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
-                Error::UnknownProvider(_) | Error::UnknownRoute(_) => StatusCode::NOT_FOUND,
+                Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
+                    StatusCode::NOT_FOUND
+                }
                 Error::NoProviderAvailable(_) | Error::FallbackBudgetExceeded { .. } => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }
@@ -112,7 +114,10 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        Self::Engine(e)
+        match e {
+            Error::UnknownModel(model) => Self::ModelNotFound(model),
+            e => Self::Engine(e),
+        }
     }
 }
 

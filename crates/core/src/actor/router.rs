@@ -10,19 +10,20 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
-use crate::actor::supervisor::SupervisorMsg;
+use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
+use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::engine::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::generation::{GenerateRequest, GenerateResult};
-use crate::policy::breaker::BreakerState;
-use crate::policy::budget::SpendMeter;
+use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
+use crate::policy::decide::{Mode, Rules};
 use crate::policy::plan::{self, Target, Unavailable};
+use crate::policy::timeouts::request_timeout;
 use crate::run::Run;
 use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
-use crate::sink::metrics::{Metrics, StateLabels};
+use crate::spend::SpendMeter;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -38,21 +39,9 @@ pub(crate) enum RouterMsg {
         started: Instant,
         reply: tokio::sync::oneshot::Sender<Result<crate::GenerationStream, crate::Error>>,
     },
-    /// A provider actor (re)started: use this ref from now on.
-    ProviderStarted {
-        provider: Arc<str>,
-        actor: ActorRef<ProviderMsg>,
-    },
-    /// A target's circuit breaker changed (from its provider actor).
-    BreakerChanged {
-        provider: Arc<str>,
-        model: Arc<str>,
-        state: BreakerState,
-        open_until: Option<Instant>,
-        failures: u32,
-    },
-    /// A provider's restart budget ran out: leave it out of plans.
-    ProviderStopped { provider: Arc<str> },
+    /// From the supervisor: a provider actor (re)started (use this ref
+    /// from now on), or its restart budget ran out (leave it out of plans).
+    Provider(ProviderNotice),
     /// The static view of every provider.
     Providers(RpcReplyPort<Vec<ProviderInfo>>),
     /// The current routing table.
@@ -73,7 +62,7 @@ pub(crate) struct RouterArgs {
     pub supervisor: ActorRef<SupervisorMsg>,
     pub bus: Arc<EventBus>,
     pub cache: Arc<ResponseCache>,
-    pub metrics: Arc<Metrics>,
+    pub board: Arc<BreakerBoard>,
     pub spend: Option<Arc<SpendMeter>>,
     pub shared: Option<Arc<SharedState>>,
 }
@@ -92,20 +81,10 @@ pub(crate) struct RouterState {
     runs: JoinSet<()>,
     bus: Arc<EventBus>,
     cache: Arc<ResponseCache>,
-    metrics: Arc<Metrics>,
+    /// Every target's breaker: read inline to plan, shared with the runs.
+    board: Arc<BreakerBoard>,
     spend: Option<Arc<SpendMeter>>,
     shared: Option<Arc<SharedState>>,
-    /// The breakers that are not plainly closed, per target, as their
-    /// provider actors announced them.
-    breakers: HashMap<Target, BreakerView>,
-}
-
-/// A target's breaker as the router knows it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BreakerView {
-    pub state: BreakerState,
-    pub open_until: Option<Instant>,
-    pub failures: u32,
 }
 
 impl Actor for RouterActor {
@@ -144,10 +123,9 @@ impl Actor for RouterActor {
             runs: JoinSet::new(),
             bus: args.bus,
             cache: args.cache,
-            metrics: args.metrics,
+            board: args.board,
             spend: args.spend,
             shared: args.shared,
-            breakers: HashMap::new(),
             settings,
         })
     }
@@ -186,40 +164,11 @@ impl Actor for RouterActor {
                     let _ = reply.send(Err(e));
                 }
             },
-            RouterMsg::ProviderStarted { provider, actor } => {
-                // A (re)started actor has fresh breakers.
-                state.breakers.retain(|t, _| t.provider != provider);
+            RouterMsg::Provider(ProviderNotice::Started { provider, actor }) => {
                 state.stopped.remove(&provider);
                 state.actors.insert(provider, actor);
             }
-            RouterMsg::BreakerChanged {
-                provider,
-                model,
-                state: breaker,
-                open_until,
-                failures,
-            } => {
-                let labels = StateLabels {
-                    provider: provider.to_string(),
-                    model: model.to_string(),
-                };
-                let gauge = match breaker {
-                    BreakerState::Closed => 0,
-                    BreakerState::Open => 1,
-                    BreakerState::HalfOpen => 2,
-                };
-                state.metrics.breaker_open.get_or_create(&labels).set(gauge);
-                let target = Target { provider, model };
-                state.breakers.insert(
-                    target,
-                    BreakerView {
-                        state: breaker,
-                        open_until,
-                        failures,
-                    },
-                );
-            }
-            RouterMsg::ProviderStopped { provider } => {
+            RouterMsg::Provider(ProviderNotice::Stopped { provider }) => {
                 state.actors.remove(&provider);
                 state.stopped.insert(provider);
             }
@@ -267,13 +216,9 @@ impl Actor for RouterActor {
 
 impl RouterState {
     fn prepare(&self, request: GenerateRequest, started: Instant) -> Result<Run, crate::Error> {
-        let route_options = match &request.route {
-            crate::generation::RouteSelector::Named(name) => {
-                self.settings.route_options.get(name).copied()
-            }
-            _ => None,
-        };
-        let route_timeouts = route_options.and_then(|o| o.timeouts);
+        let route_options = plan::route_name(&request.route, &self.routes)
+            .and_then(|name| self.settings.route_options.get(name).copied());
+        let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
         let route = plan::resolve(
             &request.route,
             &self.settings,
@@ -281,41 +226,23 @@ impl RouterState {
             &self.routes,
         )?;
         let now = Instant::now();
-        let mut plan = plan::plan(route, |t| {
+        let plan = plan::plan(route, |t| {
             self.availability(&t.provider).or_else(|| {
-                self.breaker_open(t, now)
+                self.board
+                    .is_open(t, now)
                     .then_some(Unavailable::BreakerOpen)
             })
         })
         .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
-        // Every target benched by its breaker: try the primary anyway rather
-        // than fail without trying.
-        if plan.targets.is_empty()
-            && plan
-                .skipped
-                .iter()
-                .any(|(t, why)| *t == plan.primary && *why == Unavailable::BreakerOpen)
-        {
-            plan.targets.push(plan.primary.clone());
-            plan.forced = true;
-        }
-        // Targets whose breaker has cooled down: their call is a half-open
-        // probe, which a fleet takes once (the run asks Redis first).
-        plan.probes = plan
-            .targets
-            .iter()
-            .map(|t| {
-                self.breakers.get(t).is_some_and(|b| {
-                    b.state == BreakerState::HalfOpen
-                        || (b.state == BreakerState::Open && b.open_until.is_some_and(|u| now >= u))
-                })
-            })
-            .collect();
         let actors = plan
             .targets
             .iter()
             .map(|t| self.actors.get(&t.provider).cloned())
             .collect();
+        let refusal = request
+            .refusal_policy
+            .or(route_options.and_then(|o| o.refusal_policy))
+            .unwrap_or(self.routing.refusal_policy);
         Ok(Run {
             route_label: request.route.to_string(),
             bus: Arc::clone(&self.bus),
@@ -323,34 +250,32 @@ impl RouterState {
             use_cache: request.cache,
             spend: self.spend.clone(),
             shared: self.shared.clone(),
-            no_fallback: request.no_fallback,
+            board: Arc::clone(&self.board),
             deadline: started
-                + request
-                    .timeout
-                    .or(route_timeouts.map(|t| t.request))
-                    .unwrap_or(self.settings.timeouts.request),
-            attempt_cap: route_timeouts.map(|t| t.attempt),
+                + request_timeout(
+                    self.settings.timeouts.request,
+                    &route_timeouts,
+                    request.timeout,
+                ),
+            route_timeouts,
+            rules: Rules {
+                // Set by the executor (answer or stream).
+                mode: Mode::Answer,
+                refusal,
+                rate_limit_max_wait: self.settings.rate_limit_max_wait,
+                no_fallback: request.no_fallback,
+                spend_cap: self.spend.is_some(),
+            },
             request_id: request
                 .request_id
                 .unwrap_or_else(crate::generation::new_request_id),
             plan,
             chat: request.chat,
-            policy: request
-                .refusal_policy
-                .or(route_options.and_then(|o| o.refusal_policy))
-                .unwrap_or(self.routing.refusal_policy),
             settings: Arc::clone(&self.settings),
             actors,
             supervisor: self.supervisor.clone(),
             started,
         })
-    }
-
-    /// Whether `target`'s breaker is open and still cooling down.
-    fn breaker_open(&self, target: &Target, now: Instant) -> bool {
-        self.breakers
-            .get(target)
-            .is_some_and(|b| b.state == BreakerState::Open && b.open_until.is_some_and(|u| now < u))
     }
 
     fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {
@@ -363,6 +288,8 @@ impl RouterState {
     }
 
     fn providers(&self) -> Vec<ProviderInfo> {
+        let now = Instant::now();
+        let breakers = self.board.views(now);
         let order = |name: &str| {
             std::iter::once(&self.routing.default)
                 .chain(&self.routing.order)
@@ -391,23 +318,16 @@ impl RouterState {
                     base_url: p.base_url.clone(),
                     key,
                     stats: None,
-                    breakers: self
-                        .breakers
+                    breakers: breakers
                         .iter()
                         .filter(|(t, _)| t.provider == name)
                         .map(|(t, b)| TargetBreaker {
                             model: t.model.to_string(),
-                            state: if self.breaker_open(t, Instant::now())
-                                || b.state != BreakerState::Open
-                            {
-                                b.state
-                            } else {
-                                BreakerState::HalfOpen
-                            },
+                            state: b.state,
                             consecutive_failures: b.failures,
-                            reopens_in_ms: b.open_until.map(|u| {
-                                u.saturating_duration_since(Instant::now()).as_millis() as u64
-                            }),
+                            reopens_in_ms: b
+                                .open_until
+                                .map(|u| u.saturating_duration_since(now).as_millis() as u64),
                         })
                         .collect(),
                 }

@@ -2,8 +2,10 @@
 //! and restarts a failed one with fresh state under a restart budget.
 //!
 //! ractor's default `handle_supervisor_evt` stops the supervisor when any
-//! child exits; this one overrides it. Every (re)start is published to the
-//! router, because an old `ActorRef` goes stale when its actor dies.
+//! child exits; this one overrides it. Every (re)start is published through
+//! the [`Notify`] the engine attaches (it forwards to the router), because an
+//! old `ActorRef` goes stale when its actor dies. The supervisor does not
+//! know the router's type, so the two modules do not import each other.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -15,20 +17,33 @@ use ractor::{
 use tokio::time::Instant;
 
 use crate::actor::provider::{ProviderActor, ProviderArgs, ProviderMsg};
-use crate::actor::router::RouterMsg;
 use crate::adapter::AdapterFactory;
 use crate::policy::plan::Unavailable;
 use crate::settings::Settings;
-use crate::shared::SharedState;
 
 /// Restarts allowed per provider within [`RESTART_WINDOW`].
 pub(crate) const RESTART_BUDGET: usize = 5;
 pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
+/// What the supervisor tells whoever attached: a provider's actor (re)started,
+/// or its restart budget ran out.
+pub(crate) enum ProviderNotice {
+    Started {
+        provider: Arc<str>,
+        actor: ActorRef<ProviderMsg>,
+    },
+    Stopped {
+        provider: Arc<str>,
+    },
+}
+
+/// Where notices go (a cast to the router; never blocks).
+pub(crate) type Notify = Box<dyn Fn(ProviderNotice) + Send + Sync>;
+
 /// Messages of [`SupervisorActor`].
 pub(crate) enum SupervisorMsg {
     /// Tells the supervisor where to publish provider (re)starts.
-    Attach(ActorRef<RouterMsg>),
+    Attach(Notify),
     /// Returns the provider's actor, starting it if needed.
     Ensure {
         provider: Arc<str>,
@@ -50,20 +65,18 @@ pub(crate) struct SupervisorActor;
 pub(crate) struct SupervisorArgs {
     pub settings: Arc<Settings>,
     pub factory: Arc<dyn AdapterFactory>,
-    pub shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct SupervisorState {
     settings: Arc<Settings>,
     factory: Arc<dyn AdapterFactory>,
-    router: Option<ActorRef<RouterMsg>>,
+    notify: Option<Notify>,
     running: HashMap<Arc<str>, ActorRef<ProviderMsg>>,
     by_id: HashMap<ActorId, Arc<str>>,
     /// Recent restart times per provider, for the budget.
     restarts: HashMap<Arc<str>, VecDeque<Instant>>,
     /// Providers whose budget ran out; they stay down.
     stopped: HashMap<Arc<str>, String>,
-    shared: Option<Arc<SharedState>>,
 }
 
 impl Actor for SupervisorActor {
@@ -79,12 +92,11 @@ impl Actor for SupervisorActor {
         Ok(SupervisorState {
             settings: args.settings,
             factory: args.factory,
-            router: None,
+            notify: None,
             running: HashMap::new(),
             by_id: HashMap::new(),
             restarts: HashMap::new(),
             stopped: HashMap::new(),
-            shared: args.shared,
         })
     }
 
@@ -95,7 +107,7 @@ impl Actor for SupervisorActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Attach(router) => state.router = Some(router),
+            SupervisorMsg::Attach(notify) => state.notify = Some(notify),
             SupervisorMsg::Ensure { provider, reply } => {
                 let result = match state.running.get(&provider) {
                     Some(actor) => Ok(actor.clone()),
@@ -153,8 +165,8 @@ impl Actor for SupervisorActor {
         if history.len() >= RESTART_BUDGET {
             tracing::error!(provider = %name, "restart budget spent; provider marked unavailable");
             state.stopped.insert(name.clone(), why);
-            if let Some(router) = &state.router {
-                let _ = router.cast(RouterMsg::ProviderStopped { provider: name });
+            if let Some(notify) = &state.notify {
+                notify(ProviderNotice::Stopped { provider: name });
             }
             return Ok(());
         }
@@ -185,9 +197,6 @@ impl SupervisorState {
         let args = ProviderArgs {
             settings: settings.clone(),
             factory: Arc::clone(&self.factory),
-            breaker: self.settings.breaker,
-            router: self.router.clone(),
-            shared: self.shared.clone(),
         };
         // Unnamed: names live in a global registry and would collide
         // between engines in one process.
@@ -196,8 +205,8 @@ impl SupervisorState {
             .map_err(|e| EnsureError::StartFailed(e.to_string()))?;
         self.by_id.insert(actor.get_id(), name.clone());
         self.running.insert(name.clone(), actor.clone());
-        if let Some(router) = &self.router {
-            let _ = router.cast(RouterMsg::ProviderStarted {
+        if let Some(notify) = &self.notify {
+            notify(ProviderNotice::Started {
                 provider: name.clone(),
                 actor: actor.clone(),
             });

@@ -5,19 +5,11 @@
 //! compiled-in adapter, or an open breaker never receives the request.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::sync::Arc;
 
 use crate::error::Error;
 use crate::generation::RouteSelector;
-use crate::settings::{ProviderSettings, Settings};
-
-/// One provider and one of its models.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub provider: Arc<str>,
-    pub model: Arc<str>,
-}
+use crate::settings::Settings;
+pub use crate::target::Target;
 
 /// Why a target is left out of a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,48 +37,6 @@ pub struct Plan {
     /// Every target was benched by its breaker, so the primary is tried
     /// anyway, past its breaker.
     pub forced: bool,
-    /// Per target: whether its call would be a half-open probe.
-    pub probes: Vec<bool>,
-}
-
-// === impl Target ===
-
-impl Target {
-    pub fn new(provider: &str, model: &str) -> Self {
-        Self {
-            provider: Arc::from(provider),
-            model: Arc::from(model),
-        }
-    }
-
-    /// Parses `provider` or `provider:model` against the known providers.
-    pub fn parse(
-        spec: &str,
-        providers: &BTreeMap<String, ProviderSettings>,
-    ) -> Result<Self, String> {
-        let (name, model) = match spec.split_once(':') {
-            Some((name, model)) => (name.trim(), Some(model.trim())),
-            None => (spec.trim(), None),
-        };
-        let Some(p) = providers.get(name) else {
-            let known: Vec<&str> = providers.keys().map(String::as_str).collect();
-            return Err(format!(
-                "unknown provider `{name}` in `{spec}` (known: {})",
-                known.join(", ")
-            ));
-        };
-        match model {
-            Some("") => Err(format!("`{spec}` names no model after the colon")),
-            Some(m) => Ok(Self::new(name, m)),
-            None => Ok(Self::new(name, &p.model)),
-        }
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.model)
-    }
 }
 
 // === impl Unavailable ===
@@ -120,6 +70,21 @@ pub fn resolve(
             .get(name)
             .cloned()
             .ok_or_else(|| Error::UnknownRoute(name.clone()))?,
+        // A client's model name: a route, else a pin of a known provider.
+        RouteSelector::Model(name) => {
+            let selector = if name == "default" {
+                RouteSelector::Default
+            } else if routes.contains_key(name) {
+                RouteSelector::Named(name.clone())
+            } else {
+                let provider = name.split_once(':').map_or(name.as_str(), |(p, _)| p);
+                if !settings.providers.contains_key(provider) {
+                    return Err(Error::UnknownModel(name.clone()));
+                }
+                RouteSelector::pin(name)
+            };
+            return resolve(&selector, settings, default_route, routes);
+        }
         RouteSelector::Pin { provider, model } => {
             let p = settings
                 .providers
@@ -153,7 +118,23 @@ pub fn resolve(
     Ok(targets)
 }
 
-/// Removes unavailable targets. `availability` answers for one target.
+/// The named route a selector takes, if any: a route's name, or a client's
+/// model name that is a route's name.
+pub fn route_name<'a>(
+    selector: &'a RouteSelector,
+    routes: &BTreeMap<String, Vec<Target>>,
+) -> Option<&'a str> {
+    match selector {
+        RouteSelector::Named(name) => Some(name),
+        RouteSelector::Model(name) if routes.contains_key(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// Removes unavailable targets. `availability` answers for one target
+/// (no key, no adapter, stopped, or its breaker open). When every target is
+/// left out and the primary only for its breaker, the primary is tried
+/// anyway, past its breaker (`forced`): failing without trying helps no one.
 pub fn plan(
     route: Vec<Target>,
     availability: impl Fn(&Target) -> Option<Unavailable>,
@@ -167,12 +148,18 @@ pub fn plan(
             Some(why) => skipped.push((t, why)),
         }
     }
+    let forced = targets.is_empty()
+        && skipped
+            .iter()
+            .any(|(t, why)| *t == primary && *why == Unavailable::BreakerOpen);
+    if forced {
+        targets.push(primary.clone());
+    }
     Some(Plan {
         primary,
         targets,
         skipped,
-        forced: false,
-        probes: Vec::new(),
+        forced,
     })
 }
 
@@ -257,5 +244,68 @@ mod tests {
             ["gemini:gemini-2.5-flash", "claude:claude-haiku-4-5"]
         );
         assert_eq!(p.skipped.len(), 1);
+        assert!(!p.forced);
+    }
+
+    #[test]
+    fn when_every_target_is_open_the_primary_is_forced() {
+        let s = settings();
+        let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
+        // (why each target is unavailable, expected targets, forced)
+        let cases: [(fn(&Target) -> Option<Unavailable>, &[&str], bool); 3] = [
+            (
+                |_| Some(Unavailable::BreakerOpen),
+                &["groq:llama-3.1-8b-instant"],
+                true,
+            ),
+            (
+                |t| {
+                    Some(if &*t.provider == "groq" {
+                        Unavailable::NoKey
+                    } else {
+                        Unavailable::BreakerOpen
+                    })
+                },
+                &[],
+                false,
+            ),
+            (
+                |t| (&*t.provider != "claude").then_some(Unavailable::BreakerOpen),
+                &["claude:claude-haiku-4-5"],
+                false,
+            ),
+        ];
+        for (availability, want, forced) in cases {
+            let p = plan(route.clone(), availability).unwrap();
+            assert_eq!(names(&p.targets), want);
+            assert_eq!(p.forced, forced);
+        }
+    }
+
+    #[test]
+    fn a_model_name_is_a_route_a_pin_or_unknown() {
+        let s = settings();
+        let resolve_model = |name: &str| {
+            resolve(
+                &RouteSelector::Model(name.into()),
+                &s,
+                &s.default_route(),
+                &s.routes,
+            )
+            .map(|r| names(&r))
+        };
+        assert_eq!(
+            resolve_model("fast").unwrap(),
+            ["groq:a", "groq:b", "openai:gpt-4o-mini"]
+        );
+        assert_eq!(resolve_model("gemini:x").unwrap()[0], "gemini:x");
+        assert_eq!(
+            resolve_model("default").unwrap()[0],
+            "groq:llama-3.1-8b-instant"
+        );
+        assert!(matches!(
+            resolve_model("gpt-5"),
+            Err(Error::UnknownModel(m)) if m == "gpt-5"
+        ));
     }
 }

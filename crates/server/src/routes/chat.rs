@@ -33,11 +33,11 @@ async fn completions(
 ) -> Result<Response, OpenAiError> {
     let body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.to_chat()?;
-    let route = super::resolve_route(&state, body.model.as_deref().unwrap_or("default")).await?;
+    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
     request.cache = !super::no_cache(&headers);
-    super::apply_overrides(&state, &headers, &mut request).await?;
+    super::apply_overrides(&headers, &mut request)?;
 
     if body.stream {
         let stream = state

@@ -32,7 +32,7 @@ async fn generate(
     if super::no_cache(&headers) {
         request.cache = false;
     }
-    super::apply_overrides(&state, &headers, &mut request).await?;
+    super::apply_overrides(&headers, &mut request)?;
     if streamed {
         // A failure before the first text is an ordinary HTTP error: the
         // client has been sent nothing yet.

@@ -72,8 +72,7 @@ pub(crate) const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Applies the per-request override headers every API accepts:
 /// `x-understudy-route`, `x-understudy-refusal-policy`,
 /// `x-understudy-no-fallback`, `x-understudy-timeout-ms`.
-pub(crate) async fn apply_overrides(
-    state: &crate::AppState,
+pub(crate) fn apply_overrides(
     headers: &axum::http::HeaderMap,
     request: &mut understudy_core::GenerateRequest,
 ) -> Result<(), ApiError> {
@@ -87,7 +86,7 @@ pub(crate) async fn apply_overrides(
         }
     };
     if let Some(route) = text("x-understudy-route")? {
-        request.route = resolve_route(state, route).await?;
+        request.route = model_route(route);
     }
     if let Some(policy) = text("x-understudy-refusal-policy")? {
         request.refusal_policy = Some(
@@ -128,23 +127,9 @@ pub(crate) fn timeout_ms(
     }
 }
 
-/// A route name (`default` is the configured order), or `provider` /
-/// `provider:model`.
-pub(crate) async fn resolve_route(
-    state: &crate::AppState,
-    name: &str,
-) -> Result<understudy_core::RouteSelector, ApiError> {
-    use understudy_core::RouteSelector;
-    if name == "default" {
-        return Ok(RouteSelector::Default);
-    }
-    let routing = state.engine.routing().await?;
-    if routing.routes.contains_key(name) {
-        return Ok(RouteSelector::Named(name.to_owned()));
-    }
-    let provider = name.split_once(':').map_or(name, |(p, _)| p);
-    if state.engine.settings().providers.contains_key(provider) {
-        return Ok(RouteSelector::pin(name));
-    }
-    Err(ApiError::ModelNotFound(name.to_owned()))
+/// A client's model name (or `x-understudy-route`): the engine resolves it
+/// against the routing table in force when the request is planned (a
+/// route, else a provider pin; anything else is a 404 `model_not_found`).
+pub(crate) fn model_route(name: &str) -> understudy_core::RouteSelector {
+    understudy_core::RouteSelector::Model(name.to_owned())
 }

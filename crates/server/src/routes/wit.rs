@@ -115,7 +115,7 @@ async fn wit(
         .with_temperature(0.9);
     let mut request = GenerateRequest::new(chat);
     request.request_id = Some(id);
-    super::apply_overrides(&state, &headers, &mut request).await?;
+    super::apply_overrides(&headers, &mut request)?;
     if body.stream {
         let stream = state.engine.generate_stream(request).await?;
         return Ok(Sse::new(NeutralEvents { inner: stream })

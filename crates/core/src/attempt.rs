@@ -1,0 +1,91 @@
+//! The record of one call to one target: its [`AttemptKind`] (the role it
+//! played in the plan), its [`Outcome`], and the [`Attempt`] itself.
+//!
+//! A leaf module beside `failure`: errors, events and the decision machine
+//! all speak of attempts.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::failure::FailureCode;
+
+/// The role an attempt played in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptKind {
+    Primary,
+    Softened,
+    RateLimitRetry,
+    Fallback,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Ok,
+    Failed(FailureCode),
+}
+
+/// The record of one call to one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub provider: String,
+    pub model: String,
+    pub kind: AttemptKind,
+    pub outcome: Outcome,
+    pub latency_ms: f64,
+    /// Why it failed, bounded and free of keys; `None` on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+// === impl AttemptKind ===
+
+impl AttemptKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Softened => "softened",
+            Self::RateLimitRetry => "rate_limit_retry",
+            Self::Fallback => "fallback",
+        }
+    }
+}
+
+// === impl Outcome ===
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed(code) => code.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "ok" {
+            return Ok(Self::Ok);
+        }
+        FailureCode::ALL
+            .iter()
+            .find(|c| c.as_str() == s)
+            .map(|c| Self::Failed(*c))
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{s}`")))
+    }
+}

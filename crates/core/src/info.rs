@@ -1,0 +1,59 @@
+//! What `understudy providers` and `GET /v1/providers` show of each
+//! provider: [`ProviderInfo`], its key's [`KeyStatus`] (never the key) and
+//! its targets' [`TargetBreaker`]s. A leaf of plain data, so the actors can
+//! build it without importing the engine.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::policy::breaker::BreakerState;
+use crate::settings::ProviderKind;
+
+/// One provider as `understudy providers` and `GET /v1/providers` show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderInfo {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub key: KeyStatus,
+    pub available: bool,
+    /// Why it is not available (no key, no adapter, …).
+    pub unavailable_reason: Option<String>,
+    /// Whether its actor has been started (providers start on first use).
+    pub started: bool,
+    /// Outcome counts since its actor started, when it has.
+    pub stats: Option<ProviderStats>,
+    /// Targets whose breaker has left the closed state at some point.
+    pub breakers: Vec<TargetBreaker>,
+}
+
+/// One target's circuit breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetBreaker {
+    pub model: String,
+    pub state: BreakerState,
+    pub consecutive_failures: u32,
+    /// While open: when the next probe may go.
+    pub reopens_in_ms: Option<u64>,
+}
+
+/// Whether a provider's key is set. Never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum KeyStatus {
+    Set { from: Option<String> },
+    Unset { from: Option<String> },
+    NotNeeded,
+}
+
+/// Outcome counts since the actor (re)started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProviderStats {
+    pub ok: u64,
+    pub failed: HashMap<&'static str, u64>,
+    pub in_flight: u64,
+    /// Mean latency of successful attempts, in milliseconds.
+    pub mean_ok_latency_ms: f64,
+}

@@ -1,0 +1,193 @@
+//! A non-streamed request: answer from the cache if it may, else execute
+//! the decision machine's steps (DESIGN §2), then publish the event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::actor::provider::ProviderMsg;
+use crate::attempt::{Attempt, AttemptKind, Outcome};
+use crate::cache::CacheKey;
+use crate::chat::{ChatRequest, Completion};
+use crate::event::GenerationEvent;
+use crate::generation::{GenerateResult, Generation};
+use crate::policy::decide::{Call, Decider, Input, Mode, Next};
+use crate::policy::softening::soften;
+use crate::run::call::call_provider;
+use crate::run::{Run, cost_usd, millis};
+
+/// How much longer than an attempt's own deadline the run waits for the
+/// provider actor's reply before it counts the actor as gone.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
+
+impl Run {
+    /// Runs the plan (or answers from the cache), publishes the event, and
+    /// returns the result.
+    pub(crate) async fn execute(mut self) -> GenerateResult {
+        let ctx = self.event_context();
+        let started = self.started;
+        let key = (self.use_cache && self.cache.enabled() && !self.plan.targets.is_empty())
+            .then(|| CacheKey::new(&self.chat, &self.plan.targets, self.rules.refusal));
+        if let Some(key) = key {
+            if let Some(mut g) = self.cache.get(key).await {
+                g.request_id = ctx.request_id.clone();
+                g.cached = true;
+                g.attempts.clear();
+                g.latency_ms = millis(started.elapsed());
+                self.bus
+                    .publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
+                return Ok(g);
+            }
+        }
+        let result = self.walk().await;
+        match &result {
+            Ok(g) => {
+                if let Some(key) = key {
+                    self.cache.put(key, g);
+                }
+                let cost = cost_usd(&self.settings, &g.provider, &g.model, g.usage);
+                self.bus
+                    .publish(GenerationEvent::served(&ctx, g, false, cost));
+            }
+            Err(e) => self.bus.publish(GenerationEvent::failed(
+                &ctx,
+                e,
+                false,
+                millis(started.elapsed()),
+            )),
+        }
+        result
+    }
+
+    /// Executes the machine's steps until it stops.
+    async fn walk(&mut self) -> GenerateResult {
+        let mut decider = Decider::new(
+            &self.plan,
+            crate::policy::decide::Rules {
+                mode: Mode::Answer,
+                ..self.rules
+            },
+            self.deadline,
+        );
+        let mut attempts: Vec<Attempt> = Vec::with_capacity(self.plan.targets.len() + 1);
+        let mut answer: Option<Completion> = None;
+        let mut input = Input::Start;
+        loop {
+            let next = decider.next(input, Instant::now(), fastrand::f64());
+            input = match next {
+                Next::Call(call) => self.attempt(call, &mut attempts, &mut answer).await,
+                Next::Wait(wait, call) => {
+                    tokio::time::sleep(wait).await;
+                    self.attempt(call, &mut attempts, &mut answer).await
+                }
+                Next::CheckBudget => Input::Budget(self.budget_allows().await),
+                Next::Served { target } => {
+                    let Some(completion) = answer.take() else {
+                        // Unreachable: `Served` follows a served attempt.
+                        return Err(crate::Error::Engine("served without an answer".into()));
+                    };
+                    return Ok(self.served(target, &decider, completion, attempts));
+                }
+                Next::Stop(verdict) => return Err(self.error(verdict, attempts)),
+            };
+        }
+    }
+
+    /// Makes one call and records it (unless its breaker turned it away).
+    async fn attempt(
+        &mut self,
+        call: Call,
+        attempts: &mut Vec<Attempt>,
+        answer: &mut Option<Completion>,
+    ) -> Input {
+        let idx = call.target;
+        let target = self.plan.targets[idx].clone();
+        let chat = if call.kind == AttemptKind::Softened {
+            let default_t = self
+                .settings
+                .providers
+                .get(&*target.provider)
+                .map_or(1.0, |p| p.default_temperature);
+            Arc::new(soften(&self.chat, default_t))
+        } else {
+            Arc::clone(&self.chat)
+        };
+        if !self.admit(call).await {
+            return Input::Skipped;
+        }
+        let timeouts = self.timeouts(idx);
+        let started = Instant::now();
+        let deadline = (started + timeouts.attempt).min(self.deadline);
+        let result = self.call(idx, &chat, deadline, timeouts.connect).await;
+        let latency = started.elapsed();
+        self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
+        let (outcome, detail) = match &result {
+            Ok(_) => (Outcome::Ok, None),
+            Err(f) => (Outcome::Failed(f.code()), Some(f.describe())),
+        };
+        attempts.push(self.attempt_record(idx, call.kind, outcome, latency, detail));
+        match result {
+            Ok(c) => {
+                *answer = Some(c);
+                Input::Served
+            }
+            Err(f) => Input::Failed(f.kind),
+        }
+    }
+
+    /// Sends the attempt to the provider's actor.
+    async fn call(
+        &mut self,
+        idx: usize,
+        chat: &Arc<ChatRequest>,
+        deadline: Instant,
+        connect: Duration,
+    ) -> Result<Completion, crate::Failure> {
+        let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
+        let target = &self.plan.targets[idx];
+        call_provider(
+            &mut self.actors[idx],
+            &self.supervisor,
+            &target.provider,
+            wait,
+            |reply| ProviderMsg::Execute {
+                model: Arc::clone(&target.model),
+                request: Arc::clone(chat),
+                deadline,
+                connect,
+                reply,
+            },
+        )
+        .await
+    }
+
+    fn served(
+        &self,
+        idx: usize,
+        decider: &Decider,
+        completion: Completion,
+        attempts: Vec<Attempt>,
+    ) -> Generation {
+        let provider = self.plan.targets[idx].provider.to_string();
+        let fell_back = decider.is_fallback(idx);
+        self.spent(
+            fell_back,
+            cost_usd(
+                &self.settings,
+                &provider,
+                &completion.model,
+                completion.usage,
+            ),
+        );
+        Generation::from_completion(
+            self.request_id.clone(),
+            provider,
+            completion,
+            fell_back,
+            decider.content_filtered(),
+            attempts,
+            millis(self.started.elapsed()),
+        )
+    }
+}

@@ -1,0 +1,239 @@
+//! One request's run through its plan, on a task of its own (spawned by the
+//! router, never inside a `handle`): thin executors of the decision machine
+//! ([`crate::policy::decide`]). They make the calls it asks for, wait where
+//! it says, ask the spend meter when it asks, and report each outcome back;
+//! they hold no policy of their own.
+//!
+//! - `answer.rs`: a non-streamed request (and the response cache).
+//! - `stream.rs`: a streamed request: the walk to the commit, then the pump.
+//! - `call.rs`: sending a message to a provider's actor, starting it first
+//!   through the supervisor when needed.
+//!
+//! What both share is here: the request's context ([`Run`]), admission
+//! through the breaker board (and the fleet's probe lock), recording an
+//! outcome on the board (and telling the fleet), the timeouts of a target,
+//! and turning the machine's verdict into the request's [`Error`].
+
+mod answer;
+mod call;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use crate::actor::provider::ProviderMsg;
+use crate::actor::supervisor::SupervisorMsg;
+use crate::attempt::{Attempt, AttemptKind, Outcome};
+use crate::breakers::{BreakerBoard, Change};
+use crate::cache::ResponseCache;
+use crate::chat::{ChatRequest, Usage};
+use crate::error::Error;
+use crate::event::EventContext;
+use crate::failure::FailureCode;
+use crate::policy::breaker::Admission;
+use crate::policy::decide::{Call, Rules, Verdict};
+use crate::policy::plan::Plan;
+use crate::policy::timeouts::timeouts_for;
+use crate::settings::{Settings, TimeoutOverrides, Timeouts};
+use crate::shared::{SharedState, unix_ms};
+use crate::sink::fanout::EventBus;
+use crate::spend::SpendMeter;
+
+/// Everything one run needs; built by the router from its state.
+pub(crate) struct Run {
+    pub request_id: String,
+    pub plan: Plan,
+    pub chat: Arc<ChatRequest>,
+    /// The decision machine's settings (the mode is set by the executor).
+    pub rules: Rules,
+    pub settings: Arc<Settings>,
+    /// The provider actors the router knew of, aligned with `plan.targets`.
+    pub actors: Vec<Option<ActorRef<ProviderMsg>>>,
+    pub supervisor: ActorRef<SupervisorMsg>,
+    pub started: Instant,
+    /// `default`, a route name, or the pin, for events.
+    pub route_label: String,
+    pub bus: Arc<EventBus>,
+    pub cache: Arc<ResponseCache>,
+    /// Whether the response cache may answer this request.
+    pub use_cache: bool,
+    /// The fallback spend cap, when configured.
+    pub spend: Option<Arc<SpendMeter>>,
+    /// The fleet's shared state, when Redis is configured.
+    pub shared: Option<Arc<SharedState>>,
+    /// Every target's breaker.
+    pub board: Arc<BreakerBoard>,
+    /// When the whole request must be over.
+    pub deadline: Instant,
+    /// The timeouts the request's route sets.
+    pub route_timeouts: TimeoutOverrides,
+}
+
+// === impl Run ===
+
+impl Run {
+    pub(crate) fn event_context(&self) -> EventContext {
+        EventContext {
+            request_id: self.request_id.clone(),
+            route: self.route_label.clone(),
+            primary: self.plan.primary.provider.to_string(),
+        }
+    }
+
+    /// The timeouts for target `idx` of this request (one lookup for both
+    /// modes).
+    fn timeouts(&self, idx: usize) -> Timeouts {
+        let provider = self
+            .settings
+            .providers
+            .get(&*self.plan.targets[idx].provider)
+            .map_or(self.settings.timeouts, |p| p.timeouts);
+        timeouts_for(provider, &self.route_timeouts, None)
+    }
+
+    /// Whether `call` may go out: its breaker admits it (a forced call
+    /// always goes), and a half-open probe also needs the fleet's one probe
+    /// lock (always taken without shared state, or while Redis is down).
+    async fn admit(&self, call: Call) -> bool {
+        let target = &self.plan.targets[call.target];
+        match self.board.admit(target, Instant::now(), call.force) {
+            Admission::Yes => true,
+            Admission::No => false,
+            Admission::Probe => {
+                let taken = match &self.shared {
+                    Some(shared) if !call.force => {
+                        shared
+                            .try_probe(target, self.settings.breaker.cooldown)
+                            .await
+                    }
+                    _ => true,
+                };
+                if !taken {
+                    self.board.release_probe(target, Instant::now());
+                }
+                taken
+            }
+        }
+    }
+
+    /// Records how a call to target `idx` ended on the board and tells the
+    /// fleet when the breaker changed. (The provider actor counts the
+    /// attempts it ran itself; see [`Run::stream_ended`].)
+    fn outcome(&self, idx: usize, outcome: Result<(), FailureCode>) {
+        let target = &self.plan.targets[idx];
+        let change = self.board.record(target, outcome, Instant::now());
+        if let (Some(change), Some(shared)) = (change, &self.shared) {
+            let shared = Arc::clone(shared);
+            let target = target.clone();
+            match change {
+                Change::Opened(until) => {
+                    let until_ms = unix_ms()
+                        + until.saturating_duration_since(Instant::now()).as_millis() as u64;
+                    tokio::spawn(async move { shared.publish_open(&target, until_ms).await });
+                }
+                Change::Closed => {
+                    tokio::spawn(async move { shared.publish_closed(&target).await });
+                }
+            }
+        }
+    }
+
+    /// A stream the provider actor opened has ended: record it, and tell
+    /// the actor (which only saw it open) for its counts.
+    fn stream_ended(&self, idx: usize, outcome: Result<(), FailureCode>, latency: Duration) {
+        self.outcome(idx, outcome);
+        if let Some(actor) = &self.actors[idx] {
+            let _ = actor.cast(ProviderMsg::Completed { outcome, latency });
+        }
+    }
+
+    /// The record of one attempt on target `idx`.
+    fn attempt_record(
+        &self,
+        idx: usize,
+        kind: AttemptKind,
+        outcome: Outcome,
+        latency: Duration,
+        detail: Option<String>,
+    ) -> Attempt {
+        let target = &self.plan.targets[idx];
+        Attempt {
+            provider: target.provider.to_string(),
+            model: target.model.to_string(),
+            kind,
+            outcome,
+            latency_ms: millis(latency),
+            detail,
+        }
+    }
+
+    /// The request's error for the machine's verdict.
+    fn error(&self, verdict: Verdict, attempts: Vec<Attempt>) -> Error {
+        match verdict {
+            Verdict::NoTargets => {
+                let why: Vec<String> = self
+                    .plan
+                    .skipped
+                    .iter()
+                    .map(|(t, why)| format!("{} ({})", t.provider, why.as_str()))
+                    .collect();
+                Error::NoProviderAvailable(why.join(", "))
+            }
+            Verdict::AllSkipped => {
+                Error::NoProviderAvailable("every target's circuit breaker is open".into())
+            }
+            Verdict::Failed(code) => Error::ProvidersFailed { code, attempts },
+            Verdict::Refused => Error::Refused { attempts },
+            Verdict::BudgetSpent => {
+                if let Some(spend) = &self.spend {
+                    tracing::warn!(
+                        spent = spend.spent_now(),
+                        cap = spend.cap(),
+                        "fallback budget spent: no fallback"
+                    );
+                }
+                Error::FallbackBudgetExceeded { attempts }
+            }
+            Verdict::Deadline => Error::DeadlineExceeded { attempts },
+        }
+    }
+
+    /// Whether the spend cap allows another fallback now.
+    async fn budget_allows(&self) -> bool {
+        match &self.spend {
+            Some(spend) => spend.allows_fallback().await,
+            None => true,
+        }
+    }
+
+    /// Adds what a fallback spent to the cap's meter.
+    fn spent(&self, fell_back: bool, cost: Option<f64>) {
+        if let (true, Some(spend), Some(cost)) = (fell_back, &self.spend, cost) {
+            spend.add(cost);
+        }
+    }
+}
+
+/// What `usage` cost at the provider's configured price, if it has one.
+pub(crate) fn cost_usd(
+    settings: &Settings,
+    provider: &str,
+    model: &str,
+    usage: Option<Usage>,
+) -> Option<f64> {
+    let price = settings.providers.get(provider)?.price_of(model)?;
+    let u = usage?;
+    Some(
+        (u.input_tokens as f64 * price.input_per_mtok
+            + u.output_tokens as f64 * price.output_per_mtok)
+            / 1_000_000.0,
+    )
+}
+
+/// Milliseconds with microsecond precision.
+pub(crate) fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
