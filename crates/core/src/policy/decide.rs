@@ -359,6 +359,9 @@ mod tests {
         FailureKind::EmptyResponse,
     ];
 
+    /// (second, what happened, what the machine must answer)
+    type Script = Vec<(u64, Input, Next)>;
+
     fn plan(n: usize, primary_available: bool) -> Plan {
         let all: Vec<Target> = (0..n + 1)
             .map(|i| Target::new(&format!("p{i}"), "m"))
@@ -473,7 +476,7 @@ mod tests {
         use RefusalPolicy::*;
         let refusal = || failed(FailureKind::ContentFilter);
         // (mode, policy, script after the primary's refusal)
-        let cases: Vec<(Mode, RefusalPolicy, Vec<(u64, Input, Next)>)> = vec![
+        let cases: Vec<(Mode, RefusalPolicy, Script)> = vec![
             (
                 Mode::Answer,
                 SoftenThenFallback,

@@ -252,7 +252,8 @@ mod tests {
         let s = settings();
         let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
         // (why each target is unavailable, expected targets, forced)
-        let cases: [(fn(&Target) -> Option<Unavailable>, &[&str], bool); 3] = [
+        type Availability = fn(&Target) -> Option<Unavailable>;
+        let cases: [(Availability, &[&str], bool); 3] = [
             (
                 |_| Some(Unavailable::BreakerOpen),
                 &["groq:llama-3.1-8b-instant"],
