@@ -107,7 +107,8 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 mod tests {
     #[test]
     fn the_purity_check_catches_io_in_policy() {
-        let io = "use crate::shared::SharedState;\nfn f() { let _ = tokio::time::Instant::now(); }\n";
+        let io =
+            "use crate::shared::SharedState;\nfn f() { let _ = tokio::time::Instant::now(); }\n";
         assert_eq!(super::impure(io), ["crate::shared", "Instant::now"]);
         let pure = "use crate::failure::FailureCode;\n// crate::shared in a comment\n#[cfg(test)]\nmod tests { fn t() { let _ = Instant::now(); } }\n";
         assert!(super::impure(pure).is_empty());
