@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use understudy_core::policy::breaker::BreakerState;
 use understudy_core::{ChatRequest, GenerateRequest, RouteSelector};
-use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
 fn ask() -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x"))
@@ -89,11 +89,30 @@ async fn retry_after_is_honoured_in_each_form() {
 
 #[tokio::test]
 async fn one_rate_limit_retry_only_and_none_for_quota() {
-    let (groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
+    let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::rate_limited("0"));
     let g = gw.engine.generate(ask()).await.unwrap();
     assert_eq!(groq.request_count(), 2, "one retry, never a loop");
     assert_eq!(g.provider, "openai");
+    // A spent quota is also a 429, with a Retry-After that invites a retry:
+    // it gets none, because waiting will not refill it.
+    groq.push(quota_exhausted());
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(groq.request_count(), 3, "no retry for a spent quota");
+    assert_eq!(
+        (g.provider.as_str(), g.attempts[0].outcome.as_str()),
+        ("openai", "quota_exceeded")
+    );
+    assert_eq!(openai.request_count(), 2);
+}
+
+/// OpenAI's 429 for a spent quota, with a `retry-after` of zero.
+fn quota_exhausted() -> Reply {
+    Reply::Status {
+        status: 429,
+        body: r#"{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#.into(),
+        headers: vec![("retry-after".into(), "0".into())],
+    }
 }
 
 #[tokio::test]
@@ -191,11 +210,12 @@ async fn the_breaker_sequence_through_an_outage_and_back() {
         "the primary saw {} requests during the outage (budget {budget})",
         during.len()
     );
+    // Every request answered during the outage was the fallback's: groq
+    // answered only 503s until then.
+    let during_outage: Vec<_> = served.iter().filter(|(t, _)| *t < outage).collect();
     assert!(
-        served
-            .iter()
-            .filter(|(t, _)| *t < outage)
-            .all(|(_, p)| p == "groq" || p == "openai")
+        !during_outage.is_empty() && during_outage.iter().all(|(_, p)| p == "openai"),
+        "{during_outage:?}"
     );
     let back = served
         .iter()
@@ -280,22 +300,64 @@ async fn when_every_target_is_open_the_primary_is_tried_anyway() {
 async fn refusals_bad_requests_and_rate_limits_never_trip_the_breaker() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    groq.always(Reply::status(400));
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .provider("openai", &openai)
-        .toml("[breaker]\nfailure_threshold = 2\ncooldown = 30")
+        .toml("[breaker]\nfailure_threshold = 2\ncooldown = 30\n[rate_limit]\nmax_wait = 1")
         .build()
         .await
         .unwrap();
-    for _ in 0..5 {
-        gw.engine.generate(ask()).await.unwrap();
+    // Each failure, more times in a row than the threshold: an outage
+    // would have opened groq's breaker by the third, and the plan would then
+    // start with openai.
+    let refused = "groq/primary/content_filter groq/softened/content_filter openai/fallback/ok";
+    for (reply, want) in [
+        (Reply::Refuse(Refusal::FinishReason), refused),
+        (Reply::Refuse(Refusal::Message("I can't.".into())), refused),
+        (Reply::Refuse(Refusal::Status400), refused),
+        (
+            Reply::status(400),
+            "groq/primary/bad_request openai/fallback/ok",
+        ),
+        (
+            Reply::rate_limited("0"),
+            "groq/primary/rate_limited groq/rate_limit_retry/rate_limited openai/fallback/ok",
+        ),
+        // Longer than rate_limit.max_wait: straight to the fallback.
+        (
+            Reply::rate_limited("30"),
+            "groq/primary/rate_limited openai/fallback/ok",
+        ),
+    ] {
+        groq.always(reply.clone());
+        for n in 1..=3 {
+            let g = gw.engine.generate(ask()).await.unwrap();
+            let got: Vec<String> = g
+                .attempts
+                .iter()
+                .map(|a| format!("{}/{}/{}", a.provider, a.kind.as_str(), a.outcome))
+                .collect();
+            assert_eq!(got.join(" "), want, "{reply:?}, request {n}");
+        }
     }
-    assert_eq!(
-        groq.request_count(),
-        5,
-        "a 400 says nothing about the provider's health"
+    let groq_info = gw
+        .engine
+        .providers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == "groq")
+        .unwrap();
+    assert!(
+        groq_info
+            .breakers
+            .iter()
+            .all(|b| b.state == BreakerState::Closed),
+        "{:?}",
+        groq_info.breakers
     );
+    groq.always(Reply::text("still here"));
+    assert_eq!(gw.engine.generate(ask()).await.unwrap().provider, "groq");
 }
 
 #[tokio::test]
@@ -338,7 +400,7 @@ async fn the_spend_cap_across_a_window_boundary() {
 async fn no_fallback_and_route_policies() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    groq.always(Reply::Refuse(understudy_testkit::Refusal::FinishReason));
+    groq.always(Reply::Refuse(Refusal::FinishReason));
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .provider("openai", &openai)

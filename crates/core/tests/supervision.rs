@@ -5,71 +5,105 @@
 
 use std::time::{Duration, Instant};
 
-use understudy_core::{ChatRequest, GenerateRequest};
-use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_core::{ChatRequest, GenerateRequest, ProviderInfo};
+use understudy_testkit::{Reply, SimProvider, TestGateway, eventually};
 
-#[tokio::test]
-async fn a_panicking_provider_actor_is_restarted() {
-    let (_groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
-    let g = gw
-        .engine
-        .generate(GenerateRequest::new(ChatRequest::user("x")))
-        .await
-        .unwrap();
-    assert_eq!(g.provider, "groq");
+fn ask() -> GenerateRequest {
+    GenerateRequest::new(ChatRequest::user("x"))
+}
 
-    gw.engine.inject_provider_panic("groq").await.unwrap();
-    // The next requests are served by groq again, through the new actor.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let g = gw
-            .engine
-            .generate(GenerateRequest::new(ChatRequest::user("x")))
-            .await
-            .unwrap();
-        if g.provider == "groq" && g.attempts.len() == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "groq never came back: {g:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let groq_info = gw
-        .engine
+async fn groq_info(gw: &TestGateway) -> ProviderInfo {
+    gw.engine
         .providers()
         .await
         .unwrap()
         .into_iter()
         .find(|p| p.name == "groq")
-        .unwrap();
-    assert!(groq_info.available && groq_info.started);
+        .unwrap()
 }
 
 #[tokio::test]
-async fn in_flight_requests_on_a_crashing_actor_fall_back() {
+async fn a_panicking_provider_actor_is_restarted() {
+    let (_groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(g.provider, "groq");
+
+    gw.engine.inject_provider_panic("groq").await.unwrap();
+    // The next requests are served by groq again, through the new actor.
+    let mut served_since = 0;
+    eventually("groq to serve again", async || {
+        let g = gw.engine.generate(ask()).await.unwrap();
+        served_since += usize::from(g.provider == "groq");
+        if g.provider == "groq" && g.attempts.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", g.attempts))
+        }
+    })
+    .await;
+    // With fresh state: the outcome counts start again from the restart
+    // (the old actor's would include the answer from before the crash).
+    eventually("the new actor's counts", async || {
+        let groq = groq_info(&gw).await;
+        let ok = groq.stats.as_ref().map_or(0, |s| s.ok);
+        if groq.available && groq.started && ok == served_since as u64 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{ok} ok, {served_since} served since the crash: {groq:?}"
+            ))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn attempts_under_way_when_the_actor_crashes_still_answer() {
+    // An attempt runs on its own task, not in the actor's handler (the
+    // actor only starts it), so a crash does not cut requests whose
+    // provider call is already under way: each gets groq's answer, once.
     let (groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::text("slow").after(Duration::from_millis(300)));
     // Start the actor, then crash it while requests are in flight.
-    gw.engine
-        .generate(GenerateRequest::new(ChatRequest::user("warm")))
-        .await
-        .unwrap();
-    let engine = gw.engine.clone();
+    gw.engine.generate(ask()).await.unwrap();
     let requests: Vec<_> = (0..10)
         .map(|_| {
-            let engine = engine.clone();
-            tokio::spawn(async move {
-                engine
-                    .generate(GenerateRequest::new(ChatRequest::user("x")))
-                    .await
-            })
+            let engine = gw.engine.clone();
+            tokio::spawn(async move { engine.generate(ask()).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    eventually("ten requests to reach groq", async || {
+        groq.request_count() == 11
+    })
+    .await;
     gw.engine.inject_provider_panic("groq").await.unwrap();
+    assert!(
+        requests.iter().all(|r| !r.is_finished()),
+        "the requests were still waiting on groq when it crashed"
+    );
+    // It did crash: a new actor, whose counts start from nothing (the old
+    // one had counted the first answer).
+    eventually("a new groq actor", async || {
+        let groq = groq_info(&gw).await;
+        match &groq.stats {
+            Some(stats) if groq.started && stats.ok == 0 => Ok(()),
+            _ => Err(format!("{groq:?}")),
+        }
+    })
+    .await;
     for r in requests {
         let g = r.await.unwrap().unwrap();
-        assert!(g.provider == "groq" || g.provider == "openai");
+        let attempts: Vec<String> = g
+            .attempts
+            .iter()
+            .map(|a| format!("{}/{}/{}", a.provider, a.kind.as_str(), a.outcome))
+            .collect();
+        assert_eq!(
+            (g.provider.as_str(), g.text.as_str(), &attempts[..]),
+            ("groq", "slow", &["groq/primary/ok".to_owned()][..]),
+        );
     }
+    assert_eq!(groq.request_count(), 11, "none was sent twice");
 }
 
 #[tokio::test]

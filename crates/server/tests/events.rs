@@ -7,12 +7,14 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_core::sink::redis::from_fields;
 use understudy_core::{ChatRequest, GenerateRequest, GenerationEvent, StreamItem};
-use understudy_testkit::{RedisServer, Refusal, Reply, SimProvider, TestGateway};
+use understudy_testkit::{
+    RedisServer, Refusal, Reply, SimProvider, TestGateway, eventually_within,
+};
 
 async fn serve(gw: &TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
     common::serve(gw.engine.clone()).await
@@ -33,14 +35,18 @@ async fn stream_entries(url: &str, key: &str) -> Vec<GenerationEvent> {
         .collect()
 }
 
-async fn wait_for<T>(mut f: impl AsyncFnMut() -> Option<T>, what: &str) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// How long to wait for the sinks, which write in the background: longer
+/// than the testkit's default, because the Redis writer reconnects with
+/// backoff after a restart.
+const SINK_PATIENCE: Duration = Duration::from_secs(20);
+
+/// The stream's entries once there are at least `n`.
+async fn at_least(url: &str, n: usize) -> Result<Vec<GenerationEvent>, String> {
+    let e = stream_entries(url, "understudy:events").await;
+    if e.len() >= n {
+        Ok(e)
+    } else {
+        Err(format!("{} of {n} events", e.len()))
     }
 }
 
@@ -93,12 +99,13 @@ async fn metrics_after_a_scripted_mix() {
     mix(&gw, &groq, &claude).await;
     assert_eq!(groq.request_count(), 6, "the cache hit reached no provider");
     let client = understudy_testkit::http_client();
-    let text = wait_for(
+    let text = eventually_within(
+        SINK_PATIENCE,
+        "the metrics writer",
         async || {
             let text = client.get(format!("{url}/metrics")).send().await.ok()?.text().await.ok()?;
             text.contains(r#"understudy_generations_total{provider="groq",success="true",fell_back="false",content_filtered="false"} 3"#).then_some(text)
         },
-        "the metrics writer",
     )
     .await;
     for line in [
@@ -165,13 +172,9 @@ async fn events_in_redis_match_the_requests_field_by_field() {
         .await
         .unwrap();
     let results = mix(&gw, &groq, &claude).await;
-    let events = wait_for(
-        async || {
-            let e = stream_entries(&redis.url(), "understudy:events").await;
-            (e.len() >= 6).then_some(e)
-        },
-        "six events in Redis",
-    )
+    let events = eventually_within(SINK_PATIENCE, "six events in Redis", async || {
+        at_least(&redis.url(), 6).await
+    })
     .await;
     assert_eq!(events.len(), 6);
     let expect = [
@@ -244,13 +247,9 @@ async fn redis_killed_under_load_loses_nothing_and_keeps_order() {
             .unwrap();
         ids.push(g.request_id);
     }
-    let events = wait_for(
-        async || {
-            let e = stream_entries(&redis.url(), "understudy:events").await;
-            (e.len() >= 1000).then_some(e)
-        },
-        "1000 events after the restart",
-    )
+    let events = eventually_within(SINK_PATIENCE, "1000 events after the restart", async || {
+        at_least(&redis.url(), 1000).await
+    })
     .await;
     let got: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
     assert_eq!(got.len(), 1000, "no duplicates, none lost");
@@ -286,29 +285,22 @@ async fn overflow_beyond_the_buffer_is_counted_exactly() {
     }
     let client = understudy_testkit::http_client();
     let line = r#"understudy_events_dropped_total{sink="redis"} 30"#;
-    wait_for(
-        async || {
-            let text = client
-                .get(format!("{url}/metrics"))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
-            text.lines().any(|l| l == line).then_some(())
-        },
-        "30 dropped events",
-    )
+    eventually_within(SINK_PATIENCE, "30 dropped events", async || {
+        let text = client
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines().any(|l| l == line).then_some(())
+    })
     .await;
     redis.restart().unwrap();
-    let events = wait_for(
-        async || {
-            let e = stream_entries(&redis.url(), "understudy:events").await;
-            (e.len() >= 50).then_some(e)
-        },
-        "the 50 buffered events",
-    )
+    let events = eventually_within(SINK_PATIENCE, "the 50 buffered events", async || {
+        at_least(&redis.url(), 50).await
+    })
     .await;
     let got: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_testkit::{Refusal, Reply, SimProvider, StreamSpec, TestGateway};
+use understudy_testkit::{Refusal, Reply, SimProvider, StreamSpec, TestGateway, eventually};
 
 const CLIENT_KEY: &str = "sk-client-0123456789";
 const ADMIN_TOKEN: &str = "admin-token-0123456789";
@@ -167,7 +167,11 @@ async fn routing_changes_live_under_load() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Change the routing once the load is well under way, not before.
+    eventually("the load to reach groq", async || {
+        groq.request_count() >= 20
+    })
+    .await;
     let change = json!({"default": "claude", "order": ["claude", "groq"], "routes": {"cheap": ["groq:small"]}});
     let (status, v) = send(
         c.put(format!("{url}/v1/admin/routing"))
@@ -408,9 +412,11 @@ async fn shutdown_lets_requests_in_flight_finish_then_stops() {
             .send(),
     );
     // Signal while the upstream is still thinking.
-    while groq.request_count() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the request to reach groq", async || {
+        groq.request_count() == 1
+    })
+    .await;
+    assert!(!in_flight.is_finished(), "signalled too late");
     stop.send(()).unwrap();
     let resp = in_flight.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200);

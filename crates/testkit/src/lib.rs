@@ -27,11 +27,15 @@
 //! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
 //! - [`gateway`]: [`TestGateway`], an engine over simulators.
 //! - [`redis`]: [`RedisServer`], a real `redis-server` on a free port.
+//! - [`eventually`](mod@eventually): [`eventually()`], polling a condition until a
+//!   deadline instead of sleeping before an assertion.
 
+pub mod eventually;
 pub mod gateway;
 pub mod redis;
 pub mod sim;
 
+pub use eventually::{Settled, eventually, eventually_within};
 pub use gateway::{TestGateway, TestGatewayBuilder};
 pub use redis::RedisServer;
 pub use sim::{Protocol, Received, Refusal, Reply, SimProvider, StreamEnd, StreamSpec};
