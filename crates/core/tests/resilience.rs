@@ -48,20 +48,30 @@ async fn retry_after_is_honoured_in_each_form() {
             gap(&groq)
         );
     }
-    // An HTTP date (one-second resolution: at least a second away).
+    // An HTTP date names a moment, to the second: the retry waits until
+    // then. Measured from when groq received the request (the first one
+    // also starts groq's actor, tens of ms after `sent`), so that a date in
+    // the next whole second still counts; three seconds away, so that a
+    // wait that ignored the date (a jittered second) would fail.
     let groq = SimProvider::openai().await.unwrap();
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .build()
         .await
         .unwrap();
-    let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
+    let (sent, sent_at) = (SystemTime::now(), Instant::now());
+    let later = httpdate::fmt_http_date(sent + Duration::from_secs(3));
     groq.push(Reply::rate_limited(&later))
         .push(Reply::text("ok"));
     gw.engine.generate(ask()).await.unwrap();
+    let received = sent + groq.received()[0].at.duration_since(sent_at);
+    let named = httpdate::parse_http_date(&later)
+        .unwrap()
+        .duration_since(received)
+        .unwrap();
     assert!(
-        gap(&groq) >= Duration::from_secs(1),
-        "retried after {:?}",
+        gap(&groq) + Duration::from_millis(10) >= named,
+        "retried after {:?}, the date was {named:?} away",
         gap(&groq)
     );
     // Gemini's RetryInfo.retryDelay in the body.
