@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::error::FailureCode;
+use crate::failure::{Disposition, FailureCode};
 
 /// The `[breaker]` settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -141,14 +141,9 @@ impl Breaker {
         if self.settings.failure_threshold == 0 {
             return;
         }
-        let outage = matches!(
-            outcome,
-            Err(FailureCode::Unavailable
-                | FailureCode::Timeout
-                | FailureCode::Connection
-                | FailureCode::MalformedResponse
-                | FailureCode::StreamInterrupted)
-        );
+        // What counts is decided once, in `Disposition` (the decision
+        // machine reads the same).
+        let outage = outcome.is_err_and(|code| code.disposition() == Disposition::Outage);
         self.state = match (self.state, outage) {
             (_, false) => Inner::Closed { failures: 0 },
             (Inner::Closed { failures }, true)
