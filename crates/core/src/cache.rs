@@ -15,7 +15,7 @@ use std::sync::Arc;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
-use crate::chat::ChatRequest;
+use crate::chat::{ChatRequest, Part};
 use crate::generation::Generation;
 use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
@@ -63,7 +63,36 @@ impl CacheKey {
         h.write_u8(u8::from(chat.system.is_some()));
         for m in &chat.messages {
             h.write_u8(m.role as u8);
-            h.write_str(&m.content);
+            for p in &m.content {
+                match p {
+                    Part::Text { text } => {
+                        h.write_u8(0);
+                        h.write_str(text);
+                    }
+                    Part::Image { url, detail } => {
+                        h.write_u8(1);
+                        h.write_str(url);
+                        h.write_str(detail.as_deref().unwrap_or_default());
+                    }
+                }
+            }
+            for call in &m.tool_calls {
+                h.write_u8(2);
+                h.write_str(&call.id);
+                h.write_str(&call.name);
+                h.write_str(&call.arguments);
+            }
+            if let Some(id) = &m.tool_call_id {
+                h.write_u8(3);
+                h.write_str(id);
+            }
+        }
+        // Every other field that shapes the answer (tools, tool choice,
+        // response format, sampling): hashed from its JSON, and only when
+        // the request sets one, so a plain request pays nothing for them.
+        let extras = chat.clone_extras();
+        if extras != ChatRequest::default() {
+            h.write_str(&serde_json::to_string(&extras).unwrap_or_default());
         }
         match chat.temperature {
             Some(t) => h.write_str(&format!("t{t}")),

@@ -19,13 +19,91 @@ pub const MAX_TOKENS_LIMIT: u32 = 1_000_000;
 pub enum Role {
     User,
     Assistant,
+    /// A tool's result, answering one of the assistant's tool calls.
+    Tool,
+}
+
+/// One piece of a message's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text {
+        text: String,
+    },
+    /// An image by URL: `https:` (fetched by the provider, never by the
+    /// gateway) or a `data:` URL with base64 content.
+    Image {
+        url: String,
+        /// OpenAI's `detail` (`auto`, `low`, `high`), passed where it means
+        /// something.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
 }
 
 /// One turn of the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
-    pub content: String,
+    /// Text and images, in order (a tool result's content is its text).
+    pub content: Vec<Part>,
+    /// The tools an assistant turn called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A call of one tool, as the assistant made it. The id is the one the
+/// client sees; adapters map it to whatever a provider needs (Gemini has
+/// none, Anthropic allows only `[a-zA-Z0-9_-]`), never changing its meaning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as JSON text (OpenAI's shape: a string that parses).
+    pub arguments: String,
+}
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (an object schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    Auto,
+    None,
+    Required,
+    /// This function, by name.
+    Function(String),
+}
+
+/// The shape the answer's text must have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON valid against `schema`.
+    JsonSchema {
+        name: String,
+        schema: serde_json::Value,
+        #[serde(default)]
+        strict: bool,
+    },
 }
 
 /// A provider-neutral chat request.
@@ -42,6 +120,38 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    /// The end user, for the provider's abuse monitoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// What a request needs of a target beyond plain text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Tools are offered, or the history holds tool calls or results.
+    pub tools: bool,
+    /// Some message holds an image.
+    pub vision: bool,
+    /// Some image is a remote (`https:`) URL, not inline data.
+    pub remote_images: bool,
+    /// A JSON answer (`json_object` or `json_schema`) is asked for.
+    pub json: bool,
 }
 
 /// Why a provider stopped generating.
@@ -52,6 +162,8 @@ pub enum FinishReason {
     Stop,
     /// The token limit cut the answer short.
     Length,
+    /// The answer is a set of tool calls.
+    ToolCalls,
     /// Anything else the provider reported (kept verbatim).
     Other(String),
 }
@@ -67,10 +179,28 @@ pub struct Usage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Completion {
     pub text: String,
+    /// The tools the model called, in order (ids as the client will see
+    /// them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// The model that answered, as the provider named it.
     pub model: String,
     pub finish_reason: FinishReason,
     pub usage: Option<Usage>,
+}
+
+/// A fragment of a streamed tool call. The first fragment of each `index`
+/// carries its `id` and `name`; the arguments arrive as pieces of JSON text
+/// to be concatenated in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    /// Which call (0, 1, … in the order the calls began).
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub arguments: String,
 }
 
 /// One event of a streamed answer.
@@ -78,6 +208,8 @@ pub struct Completion {
 pub enum StreamEvent {
     /// More text.
     Delta(String),
+    /// A piece of a tool call.
+    ToolCall(ToolCallDelta),
     /// The provider ended the answer normally.
     Finish {
         finish_reason: FinishReason,
@@ -87,16 +219,80 @@ pub enum StreamEvent {
     },
 }
 
+// === impl Message ===
+
+impl Message {
+    /// A turn of plain text.
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: vec![Part::Text { text: text.into() }],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A user turn of plain text.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::text(Role::User, text)
+    }
+
+    /// An assistant turn of plain text.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::text(Role::Assistant, text)
+    }
+
+    /// A tool's result for the call `tool_call_id`.
+    pub fn tool_result(tool_call_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(tool_call_id.into()),
+            ..Self::text(Role::Tool, text)
+        }
+    }
+
+    /// The text parts, joined (images left out).
+    pub fn text_content(&self) -> String {
+        match self.content.as_slice() {
+            [Part::Text { text }] => text.clone(),
+            parts => parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text { text } => Some(text.as_str()),
+                    Part::Image { .. } => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the turn says nothing: no text, no image, no tool call.
+    pub fn is_empty(&self) -> bool {
+        self.tool_calls.is_empty()
+            && self.content.iter().all(|p| match p {
+                Part::Text { text } => text.trim().is_empty(),
+                Part::Image { .. } => false,
+            })
+    }
+}
+
+// === impl Part ===
+
+impl Part {
+    /// A `data:` URL's media type and base64 payload.
+    pub fn inline_image(url: &str) -> Option<(&str, &str)> {
+        let rest = url.strip_prefix("data:")?;
+        let (meta, data) = rest.split_once(',')?;
+        let media = meta.strip_suffix(";base64")?;
+        Some((if media.is_empty() { "image/png" } else { media }, data))
+    }
+}
+
 // === impl ChatRequest ===
 
 impl ChatRequest {
     /// A request with one user message.
     pub fn user(prompt: impl Into<String>) -> Self {
         Self {
-            messages: vec![Message {
-                role: Role::User,
-                content: prompt.into(),
-            }],
+            messages: vec![Message::user(prompt)],
             ..Self::default()
         }
     }
@@ -113,6 +309,175 @@ impl ChatRequest {
         self
     }
 
+    /// A copy of the fields beyond the conversation and the basic sampling
+    /// settings (tools, tool choice, response format, top_p, seed,
+    /// penalties, user), for the cache key.
+    pub(crate) fn clone_extras(&self) -> Self {
+        Self {
+            tools: self.tools.clone(),
+            tool_choice: self.tool_choice.clone(),
+            parallel_tool_calls: self.parallel_tool_calls,
+            response_format: self.response_format.clone(),
+            top_p: self.top_p,
+            seed: self.seed,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            user: self.user.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// What the request needs of a target beyond text.
+    pub fn needs(&self) -> Needs {
+        let mut needs = Needs {
+            tools: !self.tools.is_empty(),
+            json: matches!(
+                self.response_format,
+                Some(ResponseFormat::JsonObject | ResponseFormat::JsonSchema { .. })
+            ),
+            ..Needs::default()
+        };
+        for m in &self.messages {
+            needs.tools |= !m.tool_calls.is_empty() || m.role == Role::Tool;
+            for p in &m.content {
+                if let Part::Image { url, .. } = p {
+                    needs.vision = true;
+                    needs.remote_images |= !url.starts_with("data:");
+                }
+            }
+        }
+        needs
+    }
+
+    /// Tools, tool turns and images that no provider could make sense of.
+    fn validate_tools(&self) -> Result<(), Error> {
+        let mut names = std::collections::HashSet::new();
+        for t in &self.tools {
+            let ok = !t.name.is_empty()
+                && t.name.len() <= 64
+                && t.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok {
+                return Err(Error::invalid(
+                    "tools",
+                    format!(
+                        "tool name `{}` must be 1 to 64 letters, digits, `_` or `-`",
+                        t.name
+                    ),
+                ));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(Error::invalid(
+                    "tools",
+                    format!("tool `{}` is declared twice", t.name),
+                ));
+            }
+            if t.parameters.as_ref().is_some_and(|p| !p.is_object()) {
+                return Err(Error::invalid(
+                    "tools",
+                    format!(
+                        "the parameters of tool `{}` must be a JSON Schema object",
+                        t.name
+                    ),
+                ));
+            }
+        }
+        if let Some(ToolChoice::Function(name)) = &self.tool_choice {
+            if !names.contains(name.as_str()) {
+                return Err(Error::invalid(
+                    "tool_choice",
+                    format!("tool_choice names `{name}`, which is not among the tools"),
+                ));
+            }
+        }
+        if matches!(self.tool_choice, Some(ToolChoice::Required)) && self.tools.is_empty() {
+            return Err(Error::invalid(
+                "tool_choice",
+                "tool_choice `required` needs at least one tool",
+            ));
+        }
+        let mut called = std::collections::HashSet::new();
+        for m in &self.messages {
+            for call in &m.tool_calls {
+                if m.role != Role::Assistant {
+                    return Err(Error::invalid(
+                        "messages",
+                        "only assistant messages carry tool_calls",
+                    ));
+                }
+                if call.id.is_empty() || call.name.is_empty() {
+                    return Err(Error::invalid(
+                        "messages",
+                        "every tool call needs an id and a function name",
+                    ));
+                }
+                called.insert(call.id.as_str());
+            }
+            match (&m.role, &m.tool_call_id) {
+                (Role::Tool, None) => {
+                    return Err(Error::invalid(
+                        "messages",
+                        "a tool message needs the tool_call_id it answers",
+                    ));
+                }
+                (Role::Tool, Some(id)) if !called.contains(id.as_str()) => {
+                    return Err(Error::invalid(
+                        "messages",
+                        format!("tool_call_id `{id}` answers no earlier assistant tool call"),
+                    ));
+                }
+                _ => {}
+            }
+            for p in &m.content {
+                if let Part::Image { url, .. } = p {
+                    let inline = url.starts_with("data:");
+                    if inline && Part::inline_image(url).is_none() {
+                        return Err(Error::invalid(
+                            "messages",
+                            "an image `data:` URL must be `data:<media type>;base64,<data>`",
+                        ));
+                    }
+                    if !inline && !url.starts_with("https://") {
+                        return Err(Error::invalid(
+                            "messages",
+                            "an image URL must be `https:` or a `data:` URL",
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(ResponseFormat::JsonSchema { schema, .. }) = &self.response_format {
+            if !schema.is_object() {
+                return Err(Error::invalid(
+                    "response_format",
+                    "json_schema.schema must be a JSON Schema object",
+                ));
+            }
+        }
+        for (name, v) in [
+            ("top_p", self.top_p.map(|v| (v, 0.0, 1.0))),
+            (
+                "presence_penalty",
+                self.presence_penalty.map(|v| (v, -2.0, 2.0)),
+            ),
+            (
+                "frequency_penalty",
+                self.frequency_penalty.map(|v| (v, -2.0, 2.0)),
+            ),
+        ] {
+            if let Some((v, lo, hi)) = v {
+                if !v.is_finite() || !(lo..=hi).contains(&v) {
+                    return Err(Error::invalid(
+                        name,
+                        format!("{name} must be between {lo} and {hi}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Rejects input that no provider could serve, before any provider is
     /// called (DESIGN §2: invalid-for-everyone input never costs an attempt).
     pub fn validate(&self) -> Result<(), Error> {
@@ -122,9 +487,10 @@ impl ChatRequest {
                 "at least one message is required",
             ));
         }
-        if self.messages.iter().all(|m| m.content.trim().is_empty()) {
+        if self.messages.iter().all(Message::is_empty) {
             return Err(Error::invalid("messages", "every message is empty"));
         }
+        self.validate_tools()?;
         if let Some(t) = self.temperature {
             if !t.is_finite() || !(0.0..=2.0).contains(&t) {
                 return Err(Error::invalid(

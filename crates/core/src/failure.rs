@@ -28,6 +28,11 @@ pub enum FailureCode {
     MalformedResponse,
     EmptyResponse,
     StreamInterrupted,
+    /// The answer's JSON (or a tool call's arguments) does not parse, or
+    /// breaks the request's schema.
+    InvalidOutput,
+    /// The target lacks a capability the request needs; it was not called.
+    Unsupported,
     NoProviderAvailable,
     FallbackBudgetExceeded,
     DeadlineExceeded,
@@ -57,6 +62,11 @@ pub enum FailureKind {
     MalformedResponse,
     EmptyResponse,
     StreamInterrupted,
+    /// JSON output or tool-call arguments that do not parse or do not
+    /// match the request's schema.
+    InvalidOutput,
+    /// The target cannot serve what the request needs (never called).
+    Unsupported,
 }
 
 /// What a failure means, decided once for everything that reads it: the
@@ -101,7 +111,7 @@ pub const DETAIL_LIMIT: usize = 512;
 
 impl FailureCode {
     /// Every code, for metric pre-registration and documentation.
-    pub const ALL: [FailureCode; 17] = [
+    pub const ALL: [FailureCode; 19] = [
         Self::ContentFilter,
         Self::RateLimited,
         Self::QuotaExceeded,
@@ -114,6 +124,8 @@ impl FailureCode {
         Self::MalformedResponse,
         Self::EmptyResponse,
         Self::StreamInterrupted,
+        Self::InvalidOutput,
+        Self::Unsupported,
         Self::NoProviderAvailable,
         Self::FallbackBudgetExceeded,
         Self::DeadlineExceeded,
@@ -135,6 +147,8 @@ impl FailureCode {
             Self::MalformedResponse => "malformed_response",
             Self::EmptyResponse => "empty_response",
             Self::StreamInterrupted => "stream_interrupted",
+            Self::InvalidOutput => "invalid_output",
+            Self::Unsupported => "unsupported",
             Self::NoProviderAvailable => "no_provider_available",
             Self::FallbackBudgetExceeded => "fallback_budget_exceeded",
             Self::DeadlineExceeded => "deadline_exceeded",
@@ -161,6 +175,8 @@ impl FailureCode {
             | Self::BadRequest
             | Self::ContextLength
             | Self::EmptyResponse
+            | Self::InvalidOutput
+            | Self::Unsupported
             | Self::NoProviderAvailable
             | Self::FallbackBudgetExceeded
             | Self::DeadlineExceeded
@@ -193,6 +209,8 @@ impl FailureKind {
             Self::MalformedResponse => FailureCode::MalformedResponse,
             Self::EmptyResponse => FailureCode::EmptyResponse,
             Self::StreamInterrupted => FailureCode::StreamInterrupted,
+            Self::InvalidOutput => FailureCode::InvalidOutput,
+            Self::Unsupported => FailureCode::Unsupported,
         }
     }
 

@@ -49,7 +49,10 @@ mod cache;
 mod run;
 
 pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
-pub use chat::{ChatRequest, Completion, FinishReason, Message, Role, StreamEvent, Usage};
+pub use chat::{
+    ChatRequest, Completion, FinishReason, Message, Needs, Part, ResponseFormat, Role, StreamEvent,
+    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+};
 pub use engine::Engine;
 pub use error::Error;
 pub use event::GenerationEvent;

@@ -156,10 +156,57 @@ pub struct ProviderSettings {
     /// adapter keeps a pooled client for each (reqwest sets the connect
     /// timeout per client, not per request).
     pub route_connect_timeouts: Vec<Duration>,
+    /// What the provider's models can do (`capabilities = {…}`).
+    pub capabilities: Capabilities,
+    /// What particular models can do, where it differs
+    /// (`model_capabilities = { "model" = {…} }`; unset fields follow the
+    /// provider's).
+    pub model_capabilities: BTreeMap<String, CapabilityOverrides>,
     /// The price of the default and any unlisted model.
     pub price: Option<Price>,
     /// Prices of particular models.
     pub prices: BTreeMap<String, Price>,
+}
+
+/// What a target can serve beyond plain text. Built-in protocols default
+/// to everything; a provider or model that cannot is skipped (an attempt
+/// with outcome `unsupported`, never called) by requests that need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    pub tools: bool,
+    pub vision: bool,
+    /// JSON answers (`json_object`, `json_schema`).
+    pub json_schema: bool,
+}
+
+/// A model's differences from its provider's capabilities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityOverrides {
+    pub tools: Option<bool>,
+    pub vision: Option<bool>,
+    pub json_schema: Option<bool>,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Self {
+            tools: true,
+            vision: true,
+            json_schema: true,
+        }
+    }
+}
+
+impl Capabilities {
+    /// These capabilities with a model's overrides applied.
+    pub fn with(self, o: &CapabilityOverrides) -> Self {
+        Self {
+            tools: o.tools.unwrap_or(self.tools),
+            vision: o.vision.unwrap_or(self.vision),
+            json_schema: o.json_schema.unwrap_or(self.json_schema),
+        }
+    }
 }
 
 /// USD per million tokens.
@@ -912,6 +959,8 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         default_temperature: 1.0,
         timeouts,
         route_connect_timeouts: Vec::new(),
+        capabilities: Capabilities::default(),
+        model_capabilities: BTreeMap::new(),
         price: None,
         prices: BTreeMap::new(),
     }
@@ -923,6 +972,15 @@ impl ProviderSettings {
     /// The price of `model`: its own, else the provider's.
     pub fn price_of(&self, model: &str) -> Option<Price> {
         self.prices.get(model).copied().or(self.price)
+    }
+
+    /// What `model` can do: the provider's capabilities with the model's
+    /// overrides.
+    pub fn capabilities_of(&self, model: &str) -> Capabilities {
+        match self.model_capabilities.get(model) {
+            Some(o) => self.capabilities.with(o),
+            None => self.capabilities,
+        }
     }
 
     /// Whether the provider has what it needs to be called.
@@ -1073,6 +1131,9 @@ struct RawProvider {
     price: Option<Price>,
     #[serde(default)]
     prices: BTreeMap<String, Price>,
+    capabilities: Option<CapabilityOverrides>,
+    #[serde(default)]
+    model_capabilities: BTreeMap<String, CapabilityOverrides>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1169,6 +1230,8 @@ impl RawProvider {
             default_temperature: 1.0,
             timeouts,
             route_connect_timeouts: Vec::new(),
+            capabilities: Capabilities::default(),
+            model_capabilities: BTreeMap::new(),
             price: None,
             prices: BTreeMap::new(),
         };
@@ -1244,6 +1307,10 @@ impl RawProvider {
             }
             p.prices.insert(model, price);
         }
+        if let Some(c) = self.capabilities {
+            p.capabilities = p.capabilities.with(&c);
+        }
+        p.model_capabilities.extend(self.model_capabilities);
         Ok(p)
     }
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::attempt::Attempt;
-use crate::chat::{FinishReason, Usage};
+use crate::chat::{FinishReason, ToolCallDelta, Usage};
 use crate::failure::FailureCode;
 
 /// Items buffered between the run and a slow reader.
@@ -36,11 +36,13 @@ pub struct GenerationStream {
     rx: mpsc::Receiver<StreamItem>,
 }
 
-/// What a [`GenerationStream`] yields: text, then exactly one `Done` or
-/// `Error`.
+/// What a [`GenerationStream`] yields: text and tool-call fragments, then
+/// exactly one `Done` or `Error`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
     Delta(String),
+    /// A piece of a tool call (boxed like the ends, for the channel's size).
+    ToolCall(Box<ToolCallDelta>),
     /// Boxed so that the channel's slots stay the size of a `String`: the
     /// run's channel holds 16 items for every open stream.
     Done(Box<StreamDone>),

@@ -25,20 +25,9 @@ async fn groq_refuses_twice_gemini_blocks_claude_answers() {
     let mut chat = ChatRequest::user("Roast my code")
         .with_system("You are a comedian.")
         .with_temperature(0.9);
-    chat.messages.insert(
-        0,
-        Message {
-            role: Role::Assistant,
-            content: "Hi! Want a joke?".into(),
-        },
-    );
-    chat.messages.insert(
-        0,
-        Message {
-            role: Role::User,
-            content: "Hello".into(),
-        },
-    );
+    chat.messages
+        .insert(0, Message::text(Role::Assistant, "Hi! Want a joke?"));
+    chat.messages.insert(0, Message::text(Role::User, "Hello"));
     let g = gw
         .engine
         .generate(GenerateRequest::new(chat))

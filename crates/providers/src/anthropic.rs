@@ -83,10 +83,10 @@ impl Protocol for AnthropicProtocol {
             .iter()
             .map(|m| WireMessage {
                 role: match m.role {
-                    Role::User => "user",
+                    Role::User | Role::Tool => "user",
                     Role::Assistant => "assistant",
                 },
-                content: &m.content,
+                content: crate::text_of(m),
             })
             .collect();
         let body = WireRequest {
@@ -147,6 +147,7 @@ impl Protocol for AnthropicProtocol {
             .with_status(*status));
         }
         Ok(Completion {
+            tool_calls: Vec::new(),
             text,
             model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
             finish_reason: finish_reason(stop),
@@ -404,7 +405,7 @@ struct WireRequest<'a> {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: &'a str,
+    content: std::borrow::Cow<'a, str>,
 }
 
 #[derive(Deserialize)]

@@ -107,10 +107,12 @@ impl Protocol for GeminiProtocol {
             .iter()
             .map(|m| WireContent {
                 role: match m.role {
-                    Role::User => "user",
+                    Role::User | Role::Tool => "user",
                     Role::Assistant => "model",
                 },
-                parts: [WirePart { text: &m.content }],
+                parts: [WirePart {
+                    text: crate::text_of(m),
+                }],
             })
             .collect();
         let config = WireGenerationConfig {
@@ -121,7 +123,7 @@ impl Protocol for GeminiProtocol {
         let body = WireRequest {
             contents,
             system_instruction: request.system.as_deref().map(|text| WireSystem {
-                parts: [WirePart { text }],
+                parts: [WirePart { text: text.into() }],
             }),
             generation_config: (!config.is_empty()).then_some(config),
         };
@@ -159,6 +161,7 @@ impl Protocol for GeminiProtocol {
             )
             .with_status(*status)),
             reason => Ok(Completion {
+                tool_calls: Vec::new(),
                 text,
                 model: parsed
                     .model_version
@@ -468,7 +471,7 @@ struct WireSystem<'a> {
 
 #[derive(Serialize)]
 struct WirePart<'a> {
-    text: &'a str,
+    text: std::borrow::Cow<'a, str>,
 }
 
 #[derive(Serialize)]

@@ -57,6 +57,14 @@ impl AdapterFactory for Providers {
     }
 }
 
+/// A message's text, borrowed when it is one text part.
+pub(crate) fn text_of(m: &understudy_core::Message) -> std::borrow::Cow<'_, str> {
+    match m.content.as_slice() {
+        [understudy_core::Part::Text { text }] => std::borrow::Cow::Borrowed(text),
+        _ => std::borrow::Cow::Owned(m.text_content()),
+    }
+}
+
 /// Runs `kind`'s stream parser over raw response bytes, as they would arrive
 /// in `chunks`, and returns every event up to the terminal one. For tests
 /// and fuzzing: the same code path as a live stream, minus the socket.

@@ -80,17 +80,18 @@ impl Protocol for OpenAiProtocol {
         if let Some(system) = &request.system {
             messages.push(WireMessage {
                 role: "system",
-                content: system,
+                content: system.into(),
             });
         }
         for m in &request.messages {
             let role = match m.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
+                Role::Tool => "tool",
             };
             messages.push(WireMessage {
                 role,
-                content: &m.content,
+                content: crate::text_of(m),
             });
         }
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
@@ -183,6 +184,7 @@ pub(crate) fn parse_response(
         .with_status(*status));
     }
     Ok(Completion {
+        tool_calls: Vec::new(),
         text,
         model: parsed
             .model
@@ -452,7 +454,7 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: &'a str,
+    content: std::borrow::Cow<'a, str>,
 }
 
 #[derive(Deserialize)]

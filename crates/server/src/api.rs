@@ -96,16 +96,10 @@ impl GenerateBody {
                     ));
                 }
             };
-            messages.push(Message {
-                role,
-                content: m.content,
-            });
+            messages.push(Message::text(role, m.content));
         }
         if let Some(prompt) = self.prompt {
-            messages.push(Message {
-                role: Role::User,
-                content: prompt,
-            });
+            messages.push(Message::user(prompt));
         }
         let route = match (self.route, self.provider) {
             (Some(_), Some(_)) => {
@@ -124,6 +118,7 @@ impl GenerateBody {
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             stop: self.stop,
+            ..ChatRequest::default()
         };
         chat.validate()?;
         let mut request = GenerateRequest::new(chat).route(route);

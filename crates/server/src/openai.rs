@@ -102,14 +102,8 @@ impl ChatCompletionRequest {
             };
             match m.role.as_str() {
                 "system" | "developer" => system.push(text),
-                "user" => messages.push(Message {
-                    role: Role::User,
-                    content: text,
-                }),
-                "assistant" => messages.push(Message {
-                    role: Role::Assistant,
-                    content: text,
-                }),
+                "user" => messages.push(Message::text(Role::User, text)),
+                "assistant" => messages.push(Message::text(Role::Assistant, text)),
                 other => {
                     return Err(ApiError::invalid(
                         format!("messages[{i}].role"),
@@ -131,6 +125,7 @@ impl ChatCompletionRequest {
             temperature: self.temperature,
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
             stop,
+            ..ChatRequest::default()
         };
         chat.validate()?;
         Ok(chat)
@@ -149,6 +144,7 @@ pub(crate) fn finish_reason(reason: &FinishReason) -> &str {
     match reason {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
         FinishReason::Other(other) => other.as_str(),
     }
 }

@@ -39,6 +39,7 @@ fn neutral_event(item: &StreamItem) -> Event {
     }
     let (name, data) = match item {
         StreamItem::Delta(text) => ("delta", to_json(&Text { text })),
+        StreamItem::ToolCall(delta) => ("tool_call", to_json(delta)),
         StreamItem::Done(done) => ("done", to_json(done)),
         StreamItem::Error(error) => ("error", to_json(error)),
     };
@@ -117,6 +118,7 @@ impl OpenAiEvents {
                 let e = self.chunk(delta, None);
                 self.pending.push_back(e);
             }
+            StreamItem::ToolCall(_) => {}
             StreamItem::Done(done) => {
                 let e = self.chunk(
                     DeltaOut::default(),

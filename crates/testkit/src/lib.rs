@@ -38,7 +38,9 @@ pub mod sim;
 pub use eventually::{Settled, eventually, eventually_within};
 pub use gateway::{TestGateway, TestGatewayBuilder};
 pub use redis::RedisServer;
-pub use sim::{Protocol, Received, Refusal, Reply, SimProvider, StreamEnd, StreamSpec};
+pub use sim::{
+    Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
+};
 
 /// A plain HTTP client for tests that talk to a gateway (installs the TLS
 /// crypto provider reqwest is built to expect).

@@ -54,13 +54,10 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     };
     let chat = ChatRequest {
         system: args.system,
-        messages: vec![Message {
-            role: Role::User,
-            content: args.prompt,
-        }],
+        messages: vec![Message::text(Role::User, args.prompt)],
         temperature: args.temperature,
         max_tokens: args.max_tokens,
-        stop: Vec::new(),
+        ..ChatRequest::default()
     };
     let mut request = GenerateRequest::new(chat).route(route);
     request.refusal_policy = args.refusal_policy;
@@ -127,6 +124,11 @@ async fn stream(engine: &understudy_core::Engine, request: GenerateRequest, json
                 out(&format!("{}\n", serde_json::json!({ "delta": text })))
             }
             StreamItem::Delta(text) => out(&text),
+            // `ask` offers no tools, so no model calls one; printed anyway.
+            StreamItem::ToolCall(delta) if json => {
+                out(&format!("{}\n", serde_json::json!({ "tool_call": delta })))
+            }
+            StreamItem::ToolCall(_) => {}
             StreamItem::Done(done) => {
                 if json {
                     out(&format!("{}\n", serde_json::json!({ "done": done })));

@@ -225,8 +225,9 @@ impl RouterState {
             &self.default_route,
             &self.routes,
         )?;
+        crate::policy::output::check_request(&request.chat)?;
         let now = Instant::now();
-        let plan = plan::plan(route, |t| {
+        let mut plan = plan::plan(route, |t| {
             self.availability(&t.provider).or_else(|| {
                 self.board
                     .is_open(t, now)
@@ -234,6 +235,11 @@ impl RouterState {
             })
         })
         .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+        let needs = request.chat.needs();
+        plan::check_capabilities(&mut plan, needs, |t| {
+            let p = self.settings.providers.get(&*t.provider)?;
+            plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
+        })?;
         let actors = plan
             .targets
             .iter()

@@ -65,6 +65,10 @@ pub enum Next {
     Call(Call),
     /// Wait this long, then make the call (the rate-limit retry).
     Wait(Duration, Call),
+    /// The call's target lacks what the request needs: record it as an
+    /// `unsupported` attempt without calling it, and answer with
+    /// `Input::Failed(FailureKind::Unsupported)`.
+    Unsupported(Call),
     /// Ask whether the fallback spend cap allows one more fallback and
     /// answer with [`Input::Budget`].
     CheckBudget,
@@ -120,6 +124,8 @@ enum Role {
 pub struct Decider {
     rules: Rules,
     roles: Vec<Role>,
+    /// Per target: it lacks what the request needs.
+    unsupported: Vec<bool>,
     forced: bool,
     deadline: Instant,
     /// The current target.
@@ -128,8 +134,11 @@ pub struct Decider {
     pending: Option<Call>,
     /// The current target had its softened retry.
     softened: bool,
-    /// Attempts made so far (skips are not attempts).
+    /// Attempts made so far (skips are not attempts; unsupported targets
+    /// are, though never called).
     attempts: usize,
+    /// Of the targets actually called: whether every one was rate limited,
+    /// and the last failure's code.
     all_rate_limited: bool,
     last_code: Option<FailureCode>,
     content_filtered: bool,
@@ -162,6 +171,7 @@ impl Decider {
                     }
                 })
                 .collect(),
+            unsupported: plan.unsupported.iter().map(Option::is_some).collect(),
             forced: plan.forced,
             deadline,
             at: 0,
@@ -217,8 +227,10 @@ impl Decider {
     fn failed(&mut self, kind: &FailureKind, now: Instant, jitter: f64) -> Next {
         let code = kind.code();
         self.attempts += 1;
-        self.all_rate_limited &= code == FailureCode::RateLimited;
-        self.last_code = Some(code);
+        if code != FailureCode::Unsupported {
+            self.all_rate_limited &= code == FailureCode::RateLimited;
+            self.last_code = Some(code);
+        }
         // A failure at the deadline (a timeout, typically) ends the walk.
         if now >= self.deadline {
             return Next::Stop(Verdict::Deadline);
@@ -310,6 +322,9 @@ impl Decider {
             force: self.forced && idx == 0,
         };
         self.pending = Some(call);
+        if self.unsupported.get(idx) == Some(&true) {
+            return Next::Unsupported(call);
+        }
         if role == Role::Fallback && self.rules.spend_cap {
             return Next::CheckBudget;
         }
@@ -325,10 +340,11 @@ impl Decider {
         if self.attempts == 0 {
             return Next::Stop(Verdict::AllSkipped);
         }
-        let code = if self.all_rate_limited {
-            FailureCode::RateLimited
-        } else {
-            self.last_code.unwrap_or(FailureCode::Unavailable)
+        let code = match self.last_code {
+            // Nothing was called: every attempt was an unsupported target.
+            None => FailureCode::Unsupported,
+            Some(_) if self.all_rate_limited => FailureCode::RateLimited,
+            Some(code) => code,
         };
         Next::Stop(Verdict::Failed(code))
     }
@@ -376,6 +392,7 @@ mod tests {
             targets,
             skipped: Vec::new(),
             forced: false,
+            unsupported: Vec::new(),
         }
     }
 
@@ -860,6 +877,42 @@ mod tests {
                 ),
             ],
         );
+    }
+
+    #[test]
+    fn a_target_that_lacks_a_capability_is_recorded_and_passed_over() {
+        for mode in [Mode::Answer, Mode::Stream] {
+            let mut p = plan(3, true);
+            p.unsupported = vec![Some("tools"), None, Some("tools")];
+            let mut r = rules(mode, RefusalPolicy::default());
+            r.spend_cap = true;
+            let unsupported = |target, kind| {
+                Next::Unsupported(Call {
+                    target,
+                    kind,
+                    force: false,
+                })
+            };
+            check(
+                &p,
+                r,
+                &[
+                    (0, Input::Start, unsupported(0, Primary)),
+                    (0, failed(FailureKind::Unsupported), Next::CheckBudget),
+                    (0, Input::Budget(true), call(1, Fallback)),
+                    (
+                        0,
+                        failed(FailureKind::InvalidOutput),
+                        unsupported(2, Fallback),
+                    ),
+                    (
+                        0,
+                        failed(FailureKind::Unsupported),
+                        Next::Stop(Verdict::Failed(FailureCode::InvalidOutput)),
+                    ),
+                ],
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod budget;
 pub mod decide;
+pub mod output;
 pub mod plan;
 pub mod refusal;
 pub mod softening;

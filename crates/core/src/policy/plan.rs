@@ -6,9 +6,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::chat::Needs;
 use crate::error::Error;
 use crate::generation::RouteSelector;
-use crate::settings::Settings;
+use crate::settings::{Capabilities, ProviderKind, Settings};
 pub use crate::target::Target;
 
 /// Why a target is left out of a plan.
@@ -37,6 +38,9 @@ pub struct Plan {
     /// Every target was benched by its breaker, so the primary is tried
     /// anyway, past its breaker.
     pub forced: bool,
+    /// Per target (empty: all of them can): what it lacks that the request
+    /// needs. Such a target is recorded as `unsupported` and never called.
+    pub unsupported: Vec<Option<&'static str>>,
 }
 
 // === impl Unavailable ===
@@ -160,7 +164,61 @@ pub fn plan(
         targets,
         skipped,
         forced,
+        unsupported: Vec::new(),
     })
+}
+
+/// What a target with `caps`, speaking `kind`, lacks for a request that
+/// needs `needs` (`None`: it can serve it). A protocol that takes images
+/// only inline cannot serve a remote URL: the gateway never fetches URLs on
+/// a client's behalf.
+pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'static str> {
+    if needs.tools && !caps.tools {
+        Some("tools")
+    } else if needs.vision && !caps.vision {
+        Some("vision")
+    } else if needs.remote_images && kind == ProviderKind::Gemini {
+        Some("remote image URLs (it takes images inline only)")
+    } else if needs.json && !caps.json_schema {
+        Some("json_schema")
+    } else {
+        None
+    }
+}
+
+/// Marks the plan's targets that cannot serve what the request needs
+/// (`what_of` answers for one target). When none can, the request is a
+/// client error that names what is missing, before anything is called.
+pub fn check_capabilities(
+    plan: &mut Plan,
+    needs: Needs,
+    what_of: impl Fn(&Target) -> Option<&'static str>,
+) -> Result<(), Error> {
+    if needs == Needs::default() || plan.targets.is_empty() {
+        return Ok(());
+    }
+    plan.unsupported = plan.targets.iter().map(&what_of).collect();
+    if plan.unsupported.iter().all(Option::is_some) {
+        let which: Vec<String> = plan
+            .targets
+            .iter()
+            .zip(&plan.unsupported)
+            .map(|(t, why)| format!("{t} lacks {}", why.unwrap_or("?")))
+            .collect();
+        let field = match plan.unsupported[0] {
+            Some("tools") => "tools",
+            Some("json_schema") => "response_format",
+            _ => "messages",
+        };
+        return Err(Error::invalid(
+            field,
+            format!(
+                "no target of this route can serve the request: {}",
+                which.join("; ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::chat::{ChatRequest, Completion};
 use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
 use crate::policy::decide::{Call, Decider, Input, Mode, Next};
+use crate::policy::output;
 use crate::policy::softening::soften;
 use crate::run::call::call_provider;
 use crate::run::{Run, cost_usd, millis};
@@ -81,6 +82,10 @@ impl Run {
                     tokio::time::sleep(wait).await;
                     self.attempt(call, &mut attempts, &mut answer).await
                 }
+                Next::Unsupported(call) => {
+                    attempts.push(self.unsupported(call));
+                    Input::Failed(crate::FailureKind::Unsupported)
+                }
                 Next::CheckBudget => Input::Budget(self.budget_allows().await),
                 Next::Served { target } => {
                     let Some(completion) = answer.take() else {
@@ -119,7 +124,15 @@ impl Run {
         let timeouts = self.timeouts(idx);
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
-        let result = self.call(idx, &chat, deadline, timeouts.connect).await;
+        let result = self
+            .call(idx, &chat, deadline, timeouts.connect)
+            .await
+            .and_then(|mut c| {
+                // An answer that breaks what the request asked for is this
+                // target's failure, not an answer.
+                output::normalize(&self.chat, &mut c);
+                output::check(&self.chat, &c).map(|()| c)
+            });
         let latency = started.elapsed();
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
         let (outcome, detail) = match &result {

@@ -170,6 +170,24 @@ impl Run {
         }
     }
 
+    /// The record of a target passed over for lacking a capability.
+    fn unsupported(&self, call: Call) -> Attempt {
+        let lacks = self
+            .plan
+            .unsupported
+            .get(call.target)
+            .copied()
+            .flatten()
+            .unwrap_or("a capability");
+        self.attempt_record(
+            call.target,
+            call.kind,
+            Outcome::Failed(FailureCode::Unsupported),
+            Duration::ZERO,
+            Some(format!("not called: the target lacks {lacks}")),
+        )
+    }
+
     /// The request's error for the machine's verdict.
     fn error(&self, verdict: Verdict, attempts: Vec<Attempt>) -> Error {
         match verdict {

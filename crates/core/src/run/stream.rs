@@ -27,12 +27,12 @@ use crate::run::call::call_provider;
 use crate::run::{Run, cost_usd, millis};
 use crate::stream::{GenerationStream, STREAM_BUFFER, StreamDone, StreamError, StreamItem};
 
-/// A target that sent its first text.
+/// A target that sent its first text or tool-call fragment.
 struct Committed {
     idx: usize,
     kind: AttemptKind,
     stream: BoxEventStream,
-    first: String,
+    first: StreamItem,
     started: Instant,
 }
 
@@ -71,6 +71,11 @@ impl Run {
                         _ = reply.closed() => return, // the caller went away
                     }
                     call
+                }
+                Next::Unsupported(call) => {
+                    attempts.push(self.unsupported(call));
+                    input = Input::Failed(FailureKind::Unsupported);
+                    continue;
                 }
                 Next::CheckBudget => {
                     input = Input::Budget(self.budget_allows().await);
@@ -179,7 +184,18 @@ impl Run {
                                 idx,
                                 kind: call.kind,
                                 stream,
-                                first: text,
+                                first: StreamItem::Delta(text),
+                                started,
+                            });
+                        }
+                        // A tool call commits like text: the client has
+                        // something it would act on.
+                        Ok(Some(Ok(StreamEvent::ToolCall(delta)))) => {
+                            return Opened::Committed(Committed {
+                                idx,
+                                kind: call.kind,
+                                stream,
+                                first: StreamItem::ToolCall(Box::new(delta)),
                                 started,
                             });
                         }
@@ -234,7 +250,7 @@ impl Run {
         let request_id = std::mem::take(&mut self.request_id);
         let ttft_ms = millis(self.started.elapsed());
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let _ = tx.try_send(StreamItem::Delta(first));
+        let _ = tx.try_send(first);
         let handle = GenerationStream::new(
             request_id.clone(),
             provider.clone(),
@@ -282,6 +298,19 @@ impl Run {
                         ));
                     }
                     // Time spent waiting on a slow reader is not silence.
+                    last_data = Instant::now();
+                }
+                Some(Ok(StreamEvent::ToolCall(delta))) => {
+                    if tx
+                        .send(StreamItem::ToolCall(Box::new(delta)))
+                        .await
+                        .is_err()
+                    {
+                        break Err(Failure::new(
+                            FailureKind::StreamInterrupted,
+                            "the client went away",
+                        ));
+                    }
                     last_data = Instant::now();
                 }
                 Some(Ok(StreamEvent::Finish {

@@ -99,6 +99,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             return response(400, &json_ct, body.to_string());
         }
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
+        Reply::ToolCalls(calls) => return tool_calls(&calls, req),
         Reply::Status {
             status,
             body,
@@ -238,4 +239,17 @@ pub(super) fn refusal_stream(_refusal: &Refusal, req: &Received) -> Vec<Piece> {
         message_delta("refusal", refusal_details(), 0),
         message_stop(),
     ]
+}
+
+// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
+/// A non-streamed answer that calls `calls`.
+pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let _ = (calls, req);
+    response(501, &[], String::new())
+}
+
+/// A streamed answer that calls `calls`.
+pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
+    let _ = (calls, req);
+    Vec::new()
 }

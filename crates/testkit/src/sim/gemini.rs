@@ -76,6 +76,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             "modelVersion": model
         }),
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
+        Reply::ToolCalls(calls) => return tool_calls(&calls, req),
         Reply::Status {
             status,
             body,
@@ -203,4 +204,17 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
         }),
     };
     vec![Piece::text(data(&body))]
+}
+
+// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
+/// A non-streamed answer that calls `calls`.
+pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let _ = (calls, req);
+    response(501, &[], String::new())
+}
+
+/// A streamed answer that calls `calls`.
+pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
+    let _ = (calls, req);
+    Vec::new()
 }

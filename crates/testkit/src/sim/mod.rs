@@ -131,6 +131,38 @@ pub enum Reply {
     /// A streamed answer (for a streamed request; a non-streamed request
     /// gets the chunks joined as text).
     Stream(StreamSpec),
+    /// The model calls these tools (several: parallel calls), in the
+    /// protocol's own shape; streamed when the request asked for a stream,
+    /// each call's arguments sent in several fragments.
+    ToolCalls(Vec<SimToolCall>),
+}
+
+/// One scripted tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimToolCall {
+    /// The id the provider mints (`None`: the simulator mints one in the
+    /// protocol's style; Gemini sends none at all).
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+impl SimToolCall {
+    /// A call of `name` with these JSON arguments.
+    pub fn new(name: &str, arguments: serde_json::Value) -> Self {
+        Self {
+            id: None,
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+        }
+    }
+
+    /// The same call with a provider-minted id.
+    pub fn with_id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
 }
 
 /// One request the simulator received.
@@ -558,6 +590,18 @@ async fn respond(
                 shared_for_stream(req),
                 Duration::ZERO,
                 pieces(protocol, &spec, req),
+            ))
+        }
+        Reply::ToolCalls(calls) if is_streamed(protocol, req) => {
+            let pieces = match protocol {
+                Protocol::OpenAi => openai::tool_calls_stream(&calls, req),
+                Protocol::Gemini => gemini::tool_calls_stream(&calls, req),
+                Protocol::Anthropic => anthropic::tool_calls_stream(&calls, req),
+            };
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces,
             ))
         }
         Reply::Refuse(refusal)

@@ -78,6 +78,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
             response(status, &all, body)
         }
         Reply::Stream(spec) => render(Reply::Text(spec.chunks.concat()), req),
+        Reply::ToolCalls(calls) => tool_calls(&calls, req),
         // Handled by the caller; kept total for safety.
         Reply::Garbage(body) => response(200, &json_ct, body),
         Reply::Delay(..) | Reply::Reset | Reply::Hang | Reply::Truncated => {
@@ -239,4 +240,17 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
             Piece::text("data: [DONE]\n\n".into()),
         ],
     }
+}
+
+// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
+/// A non-streamed answer that calls `calls`.
+pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let _ = (calls, req);
+    response(501, &[], String::new())
+}
+
+/// A streamed answer that calls `calls`.
+pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
+    let _ = (calls, req);
+    Vec::new()
 }
