@@ -206,15 +206,109 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
     vec![Piece::text(data(&body))]
 }
 
-// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
-/// A non-streamed answer that calls `calls`.
-pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
-    let _ = (calls, req);
-    response(501, &[], String::new())
+/// The signature Gemini 3 puts on the first function call of a step (an
+/// opaque base64 blob; clients must send it back with the call).
+const THOUGHT_SIGNATURE: &str = "CiQBc2ltdWxhdGVkLXRob3VnaHQtc2lnbmF0dXJlLWZvci1jYWxsLW9uZQ==";
+
+/// Each scripted call as a `functionCall` part (`args` is an object on the
+/// wire), or `None` when some call's arguments are not a JSON object: Gemini
+/// cannot send those, it fails the answer with `MALFORMED_FUNCTION_CALL`.
+fn call_parts(calls: &[super::SimToolCall]) -> Option<Vec<Value>> {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let args: Value = serde_json::from_str(&c.arguments).ok()?;
+            if !args.is_object() {
+                return None;
+            }
+            let mut call = json!({"name": c.name, "args": args});
+            // Gemini 3 may send an id; the script decides.
+            if let Some(id) = &c.id {
+                call["id"] = json!(id);
+            }
+            let mut part = json!({"functionCall": call});
+            if i == 0 {
+                part["thoughtSignature"] = json!(THOUGHT_SIGNATURE);
+            }
+            Some(part)
+        })
+        .collect()
 }
 
-/// A streamed answer that calls `calls`.
+/// Gemini's answer to a function call it could not form.
+fn malformed_call(model: &str, prompt: usize) -> Value {
+    json!({
+        "candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "finishMessage": "Malformed function call: the arguments are not a JSON object.", "index": 0}],
+        "usageMetadata": usage(prompt, None),
+        "modelVersion": model,
+        "responseId": "sim-response"
+    })
+}
+
+fn calls_tokens(calls: &[super::SimToolCall]) -> usize {
+    calls.iter().map(|c| 2 + c.arguments.len() / 4).sum()
+}
+
+/// A non-streamed answer that calls `calls`: `functionCall` parts, and
+/// `finishReason: "STOP"` as for any other answer.
+pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let model = model_of(req);
+    let prompt = prompt_tokens(req);
+    let body = match call_parts(calls) {
+        Some(parts) => json!({
+            "candidates": [{
+                "content": {"parts": parts, "role": "model"},
+                "finishReason": "STOP",
+                "index": 0,
+                "finishMessage": "Model generated function call(s)."
+            }],
+            "usageMetadata": usage(prompt, Some(calls_tokens(calls))),
+            "modelVersion": model,
+            "responseId": "sim-response"
+        }),
+        None => malformed_call(&model, prompt),
+    };
+    response(
+        200,
+        &[("content-type", "application/json; charset=UTF-8")],
+        pretty(&body),
+    )
+}
+
+/// A streamed answer that calls `calls`. Gemini sends each call whole,
+/// never in fragments: the first call in one chunk, the others (parallel
+/// calls) together in a second, then an empty text part with
+/// `finishReason: "STOP"`.
 pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
-    let _ = (calls, req);
-    Vec::new()
+    let model = model_of(req);
+    let prompt = prompt_tokens(req);
+    let Some(mut parts) = call_parts(calls) else {
+        return vec![Piece::text(data(&malformed_call(&model, prompt)))];
+    };
+    let tokens = calls_tokens(calls);
+    let chunk = |parts: Vec<Value>| {
+        json!({
+            "candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
+            "usageMetadata": usage(prompt, Some(tokens)),
+            "modelVersion": model,
+            "responseId": "sim-response"
+        })
+    };
+    let rest = parts.split_off(parts.len().min(1));
+    let mut out = Vec::new();
+    if !parts.is_empty() {
+        out.push(Piece::paced(data(&chunk(parts))));
+    }
+    if !rest.is_empty() {
+        out.push(Piece::paced(data(&chunk(rest))));
+    }
+    out.push(Piece::text(data(&text_chunk(
+        &model,
+        "",
+        Some("STOP"),
+        prompt,
+        tokens,
+    ))));
+    out
 }
