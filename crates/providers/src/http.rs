@@ -307,8 +307,13 @@ impl<T: StreamParser> SseStream<T> {
     async fn next_event(&mut self) -> Option<Result<StreamEvent, Failure>> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                if let Ok(StreamEvent::Delta(text)) = &event {
-                    self.text_bytes += text.len();
+                let counted = match &event {
+                    Ok(StreamEvent::Delta(text)) => text.len(),
+                    Ok(StreamEvent::ToolCall(call)) => call.arguments.len(),
+                    _ => 0,
+                };
+                if counted > 0 {
+                    self.text_bytes += counted;
                     if self.text_bytes > STREAM_TEXT_LIMIT {
                         self.finish_with(Failure::new(
                             FailureKind::MalformedResponse,
@@ -317,8 +322,9 @@ impl<T: StreamParser> SseStream<T> {
                         continue;
                     }
                 }
-                if !matches!(event, Ok(StreamEvent::Delta(_))) {
-                    // A finish or an error ends the stream; nothing after it counts.
+                if !matches!(event, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))) {
+                    // A finish or an error ends the stream; nothing after it
+                    // counts (text and tool-call fragments do not end it).
                     self.done = true;
                     self.pending.clear();
                 }
@@ -352,7 +358,7 @@ impl<T: StreamParser> SseStream<T> {
                     if self
                         .pending
                         .iter()
-                        .all(|e| matches!(e, Ok(StreamEvent::Delta(_))))
+                        .all(|e| matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
                     {
                         self.parser.on_eof(&mut self.pending);
                     }
@@ -377,7 +383,7 @@ impl<T: StreamParser> SseStream<T> {
             if self
                 .pending
                 .iter()
-                .any(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+                .any(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
             {
                 break;
             }
@@ -410,7 +416,8 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
     let mut items = Vec::new();
     let mut out = VecDeque::new();
     let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| {
-        out.iter().any(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+        out.iter()
+            .any(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
     };
     for chunk in chunks {
         if decoder.feed(chunk, &mut items).is_err() {
@@ -440,7 +447,7 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
     let mut events: Vec<_> = out.into();
     if let Some(end) = events
         .iter()
-        .position(|e| !matches!(e, Ok(StreamEvent::Delta(_))))
+        .position(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
     {
         events.truncate(end + 1);
     }
