@@ -4,21 +4,46 @@
 //! Refusal signals (wire-formats §1.4, §1.8, §2.4): `finish_reason:
 //! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
 //! code is a content-policy code (Azure's `content_filter`).
+//!
+//! Tools, images and structured output pass through in OpenAI's own shapes
+//! (openai-python `types/chat/`): `tools`/`tool_choice`/`parallel_tool_calls`,
+//! `response_format`, content parts (`text`, `image_url`), assistant
+//! `tool_calls` and `tool` messages; answers carry `message.tool_calls` or
+//! streamed `delta.tool_calls` fragments keyed by `index`. Every field the
+//! neutral request leaves empty stays out of the body, so a plain request
+//! is serialised exactly as before tools existed.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use understudy_core::{
-    ChatRequest, Completion, Failure, FailureKind, FinishReason, ProviderSettings, Role,
-    StreamEvent, Usage,
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, Message, Part, ProviderSettings,
+    ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 
 use crate::classify;
 use crate::http::{HttpAdapter, Protocol, Received, StreamParser};
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
+
+/// The longest tool-call id OpenAI accepts in a conversation's history
+/// (a longer one is a 400 `string_above_max_length`: "Invalid
+/// 'messages[2].tool_calls[0].id': string too long. Expected a string with
+/// maximum length 40", vercel/ai#5171, agno-agi/agno#5382).
+const MAX_TOOL_CALL_ID: usize = 40;
+
+/// The most tool calls one streamed answer may begin (OpenAI takes at most
+/// 128 tools); beyond it the stream is garbage.
+const MAX_STREAM_CALLS: usize = 1024;
+
+/// Error codes that mean the model's own output was unusable: Groq's
+/// malformed tool call and its JSON mode's invalid JSON (wire-formats §2.5;
+/// groq/groq-typescript#28, Bklieger/infinite-bookshelf#42). Not the
+/// client's fault, and another target may well succeed.
+const OUTPUT_FAILURE_CODES: [&str; 2] = ["tool_use_failed", "json_validate_failed"];
 
 /// Error codes that mean a content policy refused the request.
 const CONTENT_POLICY_CODES: [&str; 4] = [
@@ -80,20 +105,12 @@ impl Protocol for OpenAiProtocol {
         if let Some(system) = &request.system {
             messages.push(WireMessage {
                 role: "system",
-                content: system.into(),
+                content: WireContent::Text(system.into()),
+                tool_calls: WireToolCalls(&[]),
+                tool_call_id: None,
             });
         }
-        for m in &request.messages {
-            let role = match m.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::Tool => "tool",
-            };
-            messages.push(WireMessage {
-                role,
-                content: crate::text_of(m),
-            });
-        }
+        messages.extend(request.messages.iter().map(WireMessage::of));
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
             true => (None, request.max_tokens),
             false => (request.max_tokens, None),
@@ -105,6 +122,15 @@ impl Protocol for OpenAiProtocol {
             max_tokens,
             max_completion_tokens,
             stop: &request.stop,
+            top_p: request.top_p,
+            seed: request.seed,
+            presence_penalty: request.presence_penalty,
+            frequency_penalty: request.frequency_penalty,
+            user: request.user.as_deref(),
+            tools: WireTools(&request.tools),
+            tool_choice: request.tool_choice.as_ref().map(WireToolChoice),
+            parallel_tool_calls: request.parallel_tool_calls,
+            response_format: request.response_format.as_ref().map(WireResponseFormat::of),
             stream,
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
@@ -172,8 +198,25 @@ pub(crate) fn parse_response(
         )
         .with_status(*status));
     }
+    let tool_calls: Vec<ToolCall> = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|call| {
+            let function = call.function?;
+            let name = function.name.filter(|n| !n.is_empty())?;
+            Some(ToolCall {
+                id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(mint_id),
+                name,
+                arguments: function
+                    .arguments
+                    .map(WireArguments::into_text)
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
     let text = message.content.unwrap_or_default();
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && tool_calls.is_empty() {
         return Err(Failure::new(
             FailureKind::EmptyResponse,
             format!(
@@ -184,13 +227,13 @@ pub(crate) fn parse_response(
         .with_status(*status));
     }
     Ok(Completion {
-        tool_calls: Vec::new(),
+        finish_reason: finish_reason_with(finish, !tool_calls.is_empty()),
+        tool_calls,
         text,
         model: parsed
             .model
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| requested_model.to_owned()),
-        finish_reason: finish_reason(finish),
         usage: parsed.usage.map(|u| Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
@@ -202,8 +245,43 @@ pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
     match reason {
         Some("stop") | None => FinishReason::Stop,
         Some("length") => FinishReason::Length,
+        Some("tool_calls") => FinishReason::ToolCalls,
         Some(other) => FinishReason::Other(other.to_owned()),
     }
+}
+
+/// The finish reason of an answer that `called` tools or not. An answer of
+/// tool calls can end with `"stop"`: OpenAI's own with a named
+/// `tool_choice` (vllm-project/vllm#25054), and compatible servers' (older
+/// Ollama, ollama/ollama#5995; openvinotoolkit/model_server#3927). It is
+/// reported as `tool_calls` whoever served it, the signal agent loops
+/// branch on.
+fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
+    match finish_reason(reason) {
+        FinishReason::Stop if called => FinishReason::ToolCalls,
+        other => other,
+    }
+}
+
+/// A tool-call id for a call that came without one (some compatible
+/// servers omit it): `call_` and 24 hex digits, from the standard
+/// library's randomly keyed hasher with a process-wide counter mixed in
+/// (as Gemini's adapter mints them).
+fn mint_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let state = std::collections::hash_map::RandomState::new();
+    let mut high = state.build_hasher();
+    high.write_u64(n);
+    let mut low = state.build_hasher();
+    low.write_u64(!n);
+    format!(
+        "call_{:016x}{:08x}",
+        high.finish(),
+        low.finish() & 0xffff_ffff
+    )
 }
 
 /// Classifies an error status with its body.
@@ -242,6 +320,8 @@ pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &Wire
     let is = |want: &str| code == Some(want) || kind_field == Some(want);
     let kind = if CONTENT_POLICY_CODES.iter().any(|c| is(c)) {
         FailureKind::ContentFilter
+    } else if OUTPUT_FAILURE_CODES.iter().any(|c| is(c)) {
+        FailureKind::InvalidOutput
     } else if is("insufficient_quota") || is("billing_hard_limit_reached") {
         FailureKind::QuotaExceeded
     } else if is("context_length_exceeded")
@@ -281,12 +361,24 @@ pub(crate) struct OpenAiStream {
     finish: Option<String>,
     usage: Option<Usage>,
     text_seen: bool,
+    /// The tool calls begun so far, in the order they began.
+    calls: Vec<StreamCall>,
     stray: StrayJson,
+}
+
+/// What the stream has relayed of one tool call.
+#[derive(Debug)]
+struct StreamCall {
+    /// The `index` the provider gave it.
+    wire_index: Option<u32>,
+    /// The id the provider sent with it, if any.
+    wire_id: Option<String>,
+    name_sent: bool,
 }
 
 impl OpenAiStream {
     fn finish(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
-        if !self.text_seen {
+        if !self.text_seen && self.calls.is_empty() {
             out.push_back(Err(Failure::new(
                 FailureKind::EmptyResponse,
                 format!(
@@ -297,10 +389,78 @@ impl OpenAiStream {
             return;
         }
         out.push_back(Ok(StreamEvent::Finish {
-            finish_reason: finish_reason(self.finish.as_deref()),
+            finish_reason: finish_reason_with(self.finish.as_deref(), !self.calls.is_empty()),
             usage: self.usage,
             model: Some(self.model.clone()),
         }));
+    }
+
+    /// Relays one `delta.tool_calls[]` fragment: the first fragment of each
+    /// call carries its id (minted when the server sent none) and, once
+    /// known, its name; later fragments only their piece of the arguments.
+    /// An id or name a server repeats on later fragments is not relayed
+    /// again (clients append what they receive).
+    fn on_tool_call(
+        &mut self,
+        call: WireToolCall,
+        out: &mut VecDeque<Result<StreamEvent, Failure>>,
+    ) {
+        let wire_id = call.id.filter(|id| !id.is_empty());
+        // The call this fragment continues: the latest one with its index
+        // (the last one when a server leaves `index` out), unless the
+        // fragment brings another id, which begins a new call (some
+        // compatible servers give every call index 0).
+        let continued = match call.index {
+            Some(i) => self.calls.iter().rposition(|c| c.wire_index == Some(i)),
+            None => self.calls.len().checked_sub(1),
+        }
+        .filter(|&at| match (&wire_id, &self.calls[at].wire_id) {
+            (Some(new), Some(known)) => new == known,
+            _ => true,
+        });
+        let (name, arguments) = match call.function {
+            Some(f) => (
+                f.name.filter(|n| !n.is_empty()),
+                f.arguments
+                    .map(WireArguments::into_text)
+                    .unwrap_or_default(),
+            ),
+            None => (None, String::new()),
+        };
+        let (at, id, name) = match continued {
+            Some(at) => {
+                let known = &mut self.calls[at];
+                let name = name.filter(|_| !known.name_sent);
+                known.name_sent |= name.is_some();
+                (at, None, name)
+            }
+            None if self.calls.len() >= MAX_STREAM_CALLS => {
+                out.push_back(Err(Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("more than {MAX_STREAM_CALLS} tool calls in one answer"),
+                )));
+                return;
+            }
+            None => {
+                self.calls.push(StreamCall {
+                    wire_index: call.index,
+                    wire_id: wire_id.clone(),
+                    name_sent: name.is_some(),
+                });
+                let id = wire_id.unwrap_or_else(mint_id);
+                (self.calls.len() - 1, Some(id), name)
+            }
+        };
+        if id.is_none() && name.is_none() && arguments.is_empty() {
+            return;
+        }
+        out.push_back(Ok(StreamEvent::ToolCall(ToolCallDelta {
+            // Calls are numbered 0, 1, … in the order they began.
+            index: u32::try_from(at).unwrap_or(u32::MAX),
+            id,
+            name,
+            arguments,
+        })));
     }
 }
 
@@ -364,6 +524,10 @@ impl StreamParser for OpenAiStream {
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 self.text_seen = true;
                 out.push_back(Ok(StreamEvent::Delta(text)));
+            }
+            // A chunk may carry fragments of several calls: relayed in order.
+            for call in delta.tool_calls.into_iter().flatten() {
+                self.on_tool_call(call, out);
             }
         }
         match choice.finish_reason.as_deref() {
@@ -441,6 +605,24 @@ struct WireRequest<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    #[serde(skip_serializing_if = "WireTools::is_empty")]
+    tools: WireTools<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<WireResponseFormat<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -451,10 +633,260 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// One message (openai-python `chat_completion_*_message_param.py`).
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: std::borrow::Cow<'a, str>,
+    content: WireContent<'a>,
+    #[serde(skip_serializing_if = "WireToolCalls::is_empty")]
+    tool_calls: WireToolCalls<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+impl<'a> WireMessage<'a> {
+    fn of(m: &'a Message) -> Self {
+        let (role, content) = match m.role {
+            // A user turn is the only one that takes images: a string when it
+            // is one text part (the plain request, byte for byte as before),
+            // else an array of parts.
+            Role::User => (
+                "user",
+                match m.content.as_slice() {
+                    [Part::Text { text }] => WireContent::Text(Cow::Borrowed(text)),
+                    [] => WireContent::Text(Cow::Borrowed("")),
+                    parts => WireContent::Parts(parts),
+                },
+            ),
+            // Assistant and tool turns take text only; a turn that only
+            // calls tools has `content: null`.
+            Role::Assistant => {
+                let text = crate::text_of(m);
+                match text.is_empty() && !m.tool_calls.is_empty() {
+                    true => ("assistant", WireContent::Null),
+                    false => ("assistant", WireContent::Text(text)),
+                }
+            }
+            Role::Tool => ("tool", WireContent::Text(crate::text_of(m))),
+        };
+        Self {
+            role,
+            content,
+            tool_calls: WireToolCalls(match m.role {
+                Role::Assistant => &m.tool_calls,
+                Role::User | Role::Tool => &[],
+            }),
+            tool_call_id: match m.role {
+                Role::Tool => m.tool_call_id.as_deref().map(wire_id),
+                Role::User | Role::Assistant => None,
+            },
+        }
+    }
+}
+
+/// A message's `content`.
+enum WireContent<'a> {
+    Text(Cow<'a, str>),
+    /// `[{"type":"text","text"}, {"type":"image_url","image_url":{"url","detail"?}}]`.
+    Parts(&'a [Part]),
+    Null,
+}
+
+impl Serialize for WireContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum WirePart<'a> {
+            Text { text: &'a str },
+            ImageUrl { image_url: WireImage<'a> },
+        }
+        #[derive(Serialize)]
+        struct WireImage<'a> {
+            url: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            detail: Option<&'a str>,
+        }
+        match self {
+            Self::Text(text) => s.serialize_str(text),
+            Self::Null => s.serialize_none(),
+            Self::Parts(parts) => s.collect_seq(parts.iter().map(|p| match p {
+                Part::Text { text } => WirePart::Text { text },
+                Part::Image { url, detail } => WirePart::ImageUrl {
+                    image_url: WireImage {
+                        url,
+                        detail: detail.as_deref(),
+                    },
+                },
+            })),
+        }
+    }
+}
+
+/// An assistant turn's `tool_calls`:
+/// `[{"id","type":"function","function":{"name","arguments"}}]`.
+struct WireToolCalls<'a>(&'a [ToolCall]);
+
+impl WireToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for WireToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Call<'a> {
+            id: Cow<'a, str>,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        s.collect_seq(self.0.iter().map(|c| Call {
+            id: wire_id(&c.id),
+            kind: "function",
+            function: Function {
+                name: &c.name,
+                // A call without arguments (possible from another provider)
+                // still needs a JSON text.
+                arguments: match c.arguments.trim() {
+                    "" => "{}",
+                    _ => &c.arguments,
+                },
+            },
+        }))
+    }
+}
+
+/// A tool-call id as OpenAI will take it: unchanged when it fits (every id
+/// OpenAI, Anthropic or Groq mints does), else a stable digest of it, the
+/// same on the assistant's call and on the tool result that answers it.
+/// The client keeps seeing its own id: answers carry the ids this provider
+/// mints, never these.
+fn wire_id(id: &str) -> Cow<'_, str> {
+    if id.len() <= MAX_TOOL_CALL_ID {
+        return Cow::Borrowed(id);
+    }
+    // FNV-1a, twice with different offsets: stable across builds and
+    // processes (a history is sent again on every turn).
+    let fnv = |basis: u64| {
+        id.bytes().fold(basis, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    Cow::Owned(format!(
+        "call_{:016x}{:016x}",
+        fnv(0xcbf2_9ce4_8422_2325),
+        fnv(0x6c62_272e_07bb_0142)
+    ))
+}
+
+/// `tools: [{"type":"function","function":{name, description?, parameters?, strict?}}]`.
+struct WireTools<'a>(&'a [Tool]);
+
+impl WireTools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for WireTools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct WireTool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            description: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            parameters: Option<&'a serde_json::Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            strict: Option<bool>,
+        }
+        s.collect_seq(self.0.iter().map(|t| WireTool {
+            kind: "function",
+            function: Function {
+                name: &t.name,
+                description: t.description.as_deref(),
+                parameters: t.parameters.as_ref(),
+                strict: t.strict,
+            },
+        }))
+    }
+}
+
+/// `"auto" | "none" | "required" | {"type":"function","function":{"name"}}`.
+struct WireToolChoice<'a>(&'a ToolChoice);
+
+impl Serialize for WireToolChoice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Named<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Name<'a>,
+        }
+        #[derive(Serialize)]
+        struct Name<'a> {
+            name: &'a str,
+        }
+        match self.0 {
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::Function(name) => Named {
+                kind: "function",
+                function: Name { name },
+            }
+            .serialize(s),
+        }
+    }
+}
+
+/// `{"type":"text"}`, `{"type":"json_object"}` or
+/// `{"type":"json_schema","json_schema":{name, schema, strict}}`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireResponseFormat<'a> {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: WireJsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct WireJsonSchema<'a> {
+    name: &'a str,
+    schema: &'a serde_json::Value,
+    strict: bool,
+}
+
+impl<'a> WireResponseFormat<'a> {
+    fn of(format: &'a ResponseFormat) -> Self {
+        match format {
+            ResponseFormat::Text => Self::Text,
+            ResponseFormat::JsonObject => Self::JsonObject,
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => Self::JsonSchema {
+                json_schema: WireJsonSchema {
+                    name,
+                    schema,
+                    strict: *strict,
+                },
+            },
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -476,6 +908,43 @@ struct WireChoice {
 struct WireAnswer {
     content: Option<String>,
     refusal: Option<String>,
+    /// Absent, `null` or a list (openai-python `chat_completion_message.py`).
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// A tool call, whole (`message.tool_calls[]`) or a fragment of one
+/// (`delta.tool_calls[]`, where `index` says which call it continues and
+/// only the first fragment carries `id`, `type` and `function.name`;
+/// openai-python `chat_completion_chunk.py` `ChoiceDeltaToolCall`).
+#[derive(Deserialize)]
+struct WireToolCall {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunctionCall>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionCall {
+    name: Option<String>,
+    arguments: Option<WireArguments>,
+}
+
+/// OpenAI sends the arguments as JSON text; a few compatible servers send
+/// the object itself, which is taken as its JSON text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WireArguments {
+    Text(String),
+    Json(serde_json::Value),
+}
+
+impl WireArguments {
+    fn into_text(self) -> String {
+        match self {
+            Self::Text(text) => text,
+            Self::Json(value) => value.to_string(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -506,6 +975,7 @@ struct WireChunkChoice {
 struct WireDelta {
     content: Option<String>,
     refusal: Option<String>,
+    tool_calls: Option<Vec<WireToolCall>>,
 }
 
 #[derive(Deserialize)]
@@ -674,11 +1144,12 @@ mod tests {
             Err(FailureKind::Unavailable),
         );
         check(498, &[], Bytes::from_static(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
+        // The model's malformed call: its output, not the client's request.
         check(
             400,
             &[],
             fixture("groq_tool_use_failed_400.json"),
-            Err(FailureKind::BadRequest),
+            Err(FailureKind::InvalidOutput),
         );
         check(
             502,

@@ -141,12 +141,15 @@ fn words(messages: &serde_json::Value) -> usize {
         .as_array()
         .map(|ms| {
             ms.iter()
-                .map(|m| {
-                    m["content"]
-                        .as_str()
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .count()
+                .map(|m| match &m["content"] {
+                    serde_json::Value::String(text) => text.split_whitespace().count(),
+                    // An array of parts: the words of its text parts.
+                    serde_json::Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .map(|t| t.split_whitespace().count())
+                        .sum(),
+                    _ => 0,
                 })
                 .sum()
         })
@@ -242,15 +245,165 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
     }
 }
 
-// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
-/// A non-streamed answer that calls `calls`.
-pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
-    let _ = (calls, req);
-    response(501, &[], String::new())
+/// The id of `call`: its scripted one, else one minted in OpenAI's style
+/// (`call_` and 24 letters and digits, unique in the process).
+fn call_id(call: &super::SimToolCall) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    if let Some(id) = &call.id {
+        return id.clone();
+    }
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    // A counter run through a 64-bit mixer (splitmix64): distinct for every
+    // call, and it looks like the random ids OpenAI sends.
+    let mut x = NEXT
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut id = String::from("call_");
+    for _ in 0..24 {
+        x ^= x >> 30;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x ^= x >> 27;
+        id.push(char::from(ALPHABET[(x % 62) as usize]));
+    }
+    id
 }
 
-/// A streamed answer that calls `calls`.
+/// A rough token count for the calls: words of the names and arguments.
+fn call_tokens(calls: &[super::SimToolCall]) -> usize {
+    calls
+        .iter()
+        .map(|c| 1 + c.arguments.split([' ', ',', ':']).count())
+        .sum()
+}
+
+/// A non-streamed answer that calls `calls` (openai-python
+/// `chat_completion_message.py`; a recorded body is in its
+/// `tests/lib/chat/test_completions.py`): `content: null`, one
+/// `tool_calls` entry per call, `finish_reason: "tool_calls"`.
+pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let asked = req.json();
+    let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
+    let prompt_tokens = words(&asked["messages"]);
+    let completion_tokens = call_tokens(calls);
+    let tool_calls: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": call_id(c),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments}
+            })
+        })
+        .collect();
+    let body = json!({
+        "id": "chatcmpl-sim",
+        "object": "chat.completion",
+        "created": 1_733_000_000,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": null,
+                "tool_calls": tool_calls,
+                "refusal": null
+            },
+            "logprobs": null,
+            "finish_reason": "tool_calls"
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens
+        },
+        "system_fingerprint": "fp_sim"
+    });
+    response(
+        200,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+}
+
+/// Splits `text` into `n` pieces or fewer (never empty ones), on character
+/// boundaries.
+fn fragments(text: &str, n: usize) -> Vec<&str> {
+    let chars = text.chars().count();
+    let size = chars.div_ceil(n.max(1)).max(1);
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let cut = rest
+            .char_indices()
+            .nth(size)
+            .map_or(rest.len(), |(at, _)| at);
+        let (piece, tail) = rest.split_at(cut);
+        out.push(piece);
+        rest = tail;
+    }
+    out
+}
+
+/// A streamed answer that calls `calls`, in OpenAI's order (a recorded
+/// stream is openai-python `.inline-snapshot/external/f82268f2fefd….bin`):
+/// the role chunk; for each call a first chunk with its `index`, `id`,
+/// `type` and `function.name` and empty `arguments`, then its arguments in
+/// three fragments; the `finish_reason: "tool_calls"` chunk; the usage
+/// chunk when the request asked for it; `data: [DONE]`.
 pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
-    let _ = (calls, req);
-    Vec::new()
+    let asked = req.json();
+    let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
+    let prompt_tokens = words(&asked["messages"]);
+    let mut out = vec![Piece::text(chunk(
+        &model,
+        json!({"role": "assistant", "content": null}),
+        None,
+    ))];
+    for (index, call) in calls.iter().enumerate() {
+        out.push(Piece::paced(chunk(
+            &model,
+            json!({"tool_calls": [{
+                "index": index,
+                "id": call_id(call),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""}
+            }]}),
+            None,
+        )));
+        for piece in fragments(&call.arguments, 3) {
+            out.push(Piece::paced(chunk(
+                &model,
+                json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                None,
+            )));
+        }
+    }
+    out.push(Piece::text(chunk(&model, json!({}), Some("tool_calls"))));
+    if asked["stream_options"]["include_usage"] == serde_json::Value::Bool(true) {
+        let completion_tokens = call_tokens(calls);
+        let usage = json!({
+            "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
+            "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        });
+        out.push(Piece::text(format!("data: {usage}\n\n")));
+    }
+    out.push(Piece::text("data: [DONE]\n\n".into()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fragments;
+
+    #[test]
+    fn fragments_cover_the_text_on_character_boundaries() {
+        let text = r#"{"city":"Zürich","units":"c"}"#;
+        let pieces = fragments(text, 3);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(fragments("{}", 3), vec!["{", "}"]);
+        assert!(fragments("", 3).is_empty());
+    }
 }
