@@ -1,10 +1,17 @@
 //! Anthropic's Messages API as it answers (wire-formats §4): compact JSON,
 //! refusals as `stop_reason: "refusal"` on a 200 or as a 400 "Output
-//! blocked by content filtering policy", and the named-event stream.
+//! blocked by content filtering policy", and the named-event stream. Tool
+//! calls are `tool_use` blocks with `stop_reason: "tool_use"`; streamed, each
+//! is a `tool_use` block whose arguments arrive as `input_json_delta`
+//! fragments.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
-use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, response};
+use super::{
+    Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec, response,
+};
 
 fn model_of(req: &Received) -> String {
     req.json()["model"]
@@ -22,19 +29,26 @@ fn prompt_tokens(req: &Received) -> usize {
         .count();
     let messages: usize = v["messages"]
         .as_array()
-        .map(|ms| {
-            ms.iter()
-                .map(|m| {
-                    m["content"]
-                        .as_str()
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .count()
-                })
-                .sum()
-        })
+        .map(|ms| ms.iter().map(|m| words_in(&m["content"])).sum())
         .unwrap_or(0);
     system + messages
+}
+
+/// The words of a message's content: a string, or the text of its blocks
+/// (tool results included).
+fn words_in(content: &Value) -> usize {
+    match content {
+        Value::String(text) => text.split_whitespace().count(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b["type"].as_str() {
+                Some("text") => words_in(&b["text"]),
+                Some("tool_result") => words_in(&b["content"]),
+                _ => 0,
+            })
+            .sum(),
+        _ => 0,
+    }
 }
 
 fn message(
@@ -241,15 +255,106 @@ pub(super) fn refusal_stream(_refusal: &Refusal, req: &Received) -> Vec<Piece> {
     ]
 }
 
-// PLACEHOLDER (issue 15, in progress): the protocol's tool-call shapes.
-/// A non-streamed answer that calls `calls`.
-pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
-    let _ = (calls, req);
-    response(501, &[], String::new())
+/// Ids the simulator mints for tool calls scripted without one.
+static NEXT_TOOL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The id of a scripted call: its own, or a fresh `toolu_…` one.
+fn tool_id(call: &SimToolCall) -> String {
+    call.id.clone().unwrap_or_else(|| {
+        let n = NEXT_TOOL_ID.fetch_add(1, Ordering::Relaxed);
+        format!("toolu_01Sim{n:0>19}")
+    })
 }
 
-/// A streamed answer that calls `calls`.
-pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
-    let _ = (calls, req);
-    Vec::new()
+/// A scripted call's `input`: its arguments object. Arguments that are not
+/// a JSON object (which the API never sends) go as a string, so that tests
+/// can script output a client cannot use.
+fn tool_input(call: &SimToolCall) -> Value {
+    match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => Value::String(call.arguments.clone()),
+    }
+}
+
+/// A non-streamed answer that calls `calls`: one `tool_use` block each,
+/// `stop_reason: "tool_use"`.
+pub(super) fn tool_calls(calls: &[SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    let content: Vec<Value> = calls
+        .iter()
+        .map(|c| {
+            json!({"type": "tool_use", "id": tool_id(c), "name": c.name, "input": tool_input(c)})
+        })
+        .collect();
+    let output = calls.iter().map(|c| c.arguments.len() / 4 + 5).sum();
+    let body = message(
+        &model_of(req),
+        Value::Array(content),
+        "tool_use",
+        Value::Null,
+        prompt_tokens(req),
+        output,
+    );
+    response(
+        200,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+}
+
+/// `text` in about three pieces, cut at character boundaries.
+fn fragments(text: &str) -> Vec<&str> {
+    let chars = text.chars().count();
+    let size = chars.div_ceil(3).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (n, (at, _)) in text.char_indices().enumerate() {
+        if n > 0 && n % size == 0 {
+            out.push(&text[start..at]);
+            start = at;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// A streamed answer that calls `calls` (the streaming docs' tool-use
+/// shape): per call a `tool_use` block that starts with `input: {}`, an
+/// empty `input_json_delta`, then the arguments JSON in several fragments;
+/// then `stop_reason: "tool_use"`.
+pub(super) fn tool_calls_stream(calls: &[SimToolCall], req: &Received) -> Vec<Piece> {
+    let model = model_of(req);
+    let start = message(&model, json!([]), "", Value::Null, prompt_tokens(req), 1);
+    let mut start_msg = start.clone();
+    start_msg["stop_reason"] = Value::Null;
+    let mut out = vec![
+        Piece::text(event(
+            "message_start",
+            &json!({"type": "message_start", "message": start_msg}),
+        )),
+        Piece::text(event("ping", &json!({"type": "ping"}))),
+    ];
+    let mut output = 0;
+    for (index, call) in calls.iter().enumerate() {
+        out.push(Piece::text(event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": tool_id(call), "name": call.name, "input": {}}}),
+        )));
+        let pieces = std::iter::once("").chain(fragments(&call.arguments));
+        for fragment in pieces {
+            out.push(Piece::paced(event(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": fragment}}),
+            )));
+        }
+        out.push(Piece::text(event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        )));
+        output += call.arguments.len() / 4 + 5;
+    }
+    out.push(message_delta("tool_use", Value::Null, output));
+    out.push(message_stop());
+    out
 }
