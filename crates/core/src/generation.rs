@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::chat::{ChatRequest, Completion, FinishReason, Usage};
+use crate::chat::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
 use crate::error::Error;
 use crate::policy::refusal::RefusalPolicy;
 
@@ -55,6 +55,9 @@ pub struct GenerateRequest {
 pub struct Generation {
     pub request_id: String,
     pub text: String,
+    /// The tools the model called, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// The provider that served.
     pub provider: String,
     /// The model that answered (the provider's own name for it).
@@ -161,6 +164,7 @@ impl Generation {
         Self {
             request_id,
             text: completion.text,
+            tool_calls: completion.tool_calls,
             provider,
             model: completion.model,
             finish_reason: completion.finish_reason,

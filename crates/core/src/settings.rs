@@ -131,6 +131,14 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+impl ProviderKind {
+    /// Whether the protocol takes images by `https:` URL (Gemini takes them
+    /// only inline, and the gateway never fetches a URL itself).
+    pub fn takes_remote_images(self) -> bool {
+        self != Self::Gemini
+    }
+}
+
 /// One provider's settings.
 #[derive(Debug, Clone)]
 pub struct ProviderSettings {

@@ -139,9 +139,9 @@ proptest! {
         for kind in KINDS {
             let events = decode_stream(kind, "m", &refs);
             // Exactly one terminal event, and it is the last.
-            let terminal = events.iter().filter(|e| !matches!(e, Ok(StreamEvent::Delta(_)))).count();
+            let terminal = events.iter().filter(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_)))).count();
             prop_assert_eq!(terminal, 1, "{:?}: {:?}", kind, events);
-            prop_assert!(!matches!(events.last(), Some(Ok(StreamEvent::Delta(_)))));
+            prop_assert!(!matches!(events.last(), Some(Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_)))));
         }
     }
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use understudy_core::{
     Attempt, ChatRequest, Error, FinishReason, GenerateRequest, GenerateResult, Message,
-    RefusalPolicy, Role, RouteSelector, Usage,
+    RefusalPolicy, RouteSelector, ToolCall, Usage,
 };
 
 use crate::ApiError;
@@ -20,8 +20,21 @@ pub struct GenerateBody {
     pub prompt: Option<String>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// OpenAI's newer name for `max_tokens`.
+    pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub stop: Vec<String>,
+    /// Tools, tool choice and response format in OpenAI's shapes (see
+    /// `POST /v1/chat/completions`).
+    pub tools: Option<Vec<crate::openai::ToolIn>>,
+    pub tool_choice: Option<crate::openai::ToolChoiceIn>,
+    pub parallel_tool_calls: Option<bool>,
+    pub response_format: Option<crate::openai::ResponseFormatIn>,
+    pub seed: Option<i64>,
+    pub top_p: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub user: Option<String>,
     /// A named route (`default` is the configured order).
     pub route: Option<String>,
     /// `provider` or `provider:model` as the primary.
@@ -39,13 +52,10 @@ pub struct GenerateBody {
     pub timeout_ms: Option<u64>,
 }
 
-/// One message of a [`GenerateBody`].
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MessageBody {
-    pub role: String,
-    pub content: String,
-}
+/// One message of a [`GenerateBody`]: OpenAI's message shape (`content`
+/// a string or parts, `tool_calls`, `tool_call_id`), roles `user`,
+/// `assistant` and `tool` (the system prompt is the top-level `system`).
+pub type MessageBody = crate::openai::ChatMessage;
 
 /// What `POST /v1/generate` and `understudy ask --json` return.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -53,6 +63,9 @@ pub struct GenerateResponse {
     pub success: bool,
     pub request_id: Option<String>,
     pub text: Option<String>,
+    /// The tools the model called (`{id, name, arguments}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     pub provider: Option<String>,
     pub model: Option<String>,
     pub finish_reason: Option<FinishReason>,
@@ -76,27 +89,13 @@ impl GenerateBody {
     pub fn into_request(self) -> Result<GenerateRequest, ApiError> {
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
         for (i, m) in self.messages.into_iter().enumerate() {
-            let role = match m.role.as_str() {
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                "system" => {
-                    return Err(ApiError::invalid(
-                        "messages",
-                        format!(
-                            "messages[{i}]: put the system prompt in the top-level `system` field"
-                        ),
-                    ));
-                }
-                other => {
-                    return Err(ApiError::invalid(
-                        "messages",
-                        format!(
-                            "messages[{i}]: unknown role `{other}` (expected `user` or `assistant`)"
-                        ),
-                    ));
-                }
-            };
-            messages.push(Message::text(role, m.content));
+            if matches!(m.role.as_str(), "system" | "developer") {
+                return Err(ApiError::invalid(
+                    "messages",
+                    format!("messages[{i}]: put the system prompt in the top-level `system` field"),
+                ));
+            }
+            messages.push(crate::openai::message(i, m)?);
         }
         if let Some(prompt) = self.prompt {
             messages.push(Message::user(prompt));
@@ -112,14 +111,26 @@ impl GenerateBody {
             (None, Some(pin)) => RouteSelector::pin(&pin),
             (None, None) => RouteSelector::Default,
         };
-        let chat = ChatRequest {
+        let mut chat = ChatRequest {
             system: self.system,
             messages,
             temperature: self.temperature,
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
             stop: self.stop,
             ..ChatRequest::default()
         };
+        crate::openai::Extras {
+            tools: self.tools,
+            tool_choice: self.tool_choice,
+            parallel_tool_calls: self.parallel_tool_calls,
+            response_format: self.response_format,
+            seed: self.seed,
+            top_p: self.top_p,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            user: self.user,
+        }
+        .apply(&mut chat)?;
         chat.validate()?;
         let mut request = GenerateRequest::new(chat).route(route);
         request.refusal_policy = self.refusal_policy;
@@ -141,6 +152,7 @@ impl GenerateResponse {
                 success: true,
                 request_id: Some(g.request_id.clone()),
                 text: Some(g.text.clone()),
+                tool_calls: g.tool_calls.clone(),
                 provider: Some(g.provider.clone()),
                 model: Some(g.model.clone()),
                 finish_reason: Some(g.finish_reason.clone()),
@@ -167,6 +179,7 @@ impl GenerateResponse {
             success: false,
             request_id: None,
             text: None,
+            tool_calls: Vec::new(),
             provider: None,
             model: None,
             finish_reason: None,

@@ -1,10 +1,15 @@
 //! The OpenAI Chat Completions shapes the compatible API reads and writes.
 //! Unknown request fields are ignored (SDKs send many); known ones are
-//! checked, and what Understudy cannot honour (tools, n > 1) is refused.
+//! checked, and what Understudy cannot honour (n > 1, the legacy
+//! `functions`) is refused. The neutral API takes the same message, tool and
+//! response-format shapes ([`message`], [`Extras`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use understudy_core::{ChatRequest, FinishReason, Message, Role, Usage};
+use understudy_core::{
+    ChatRequest, FinishReason, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
+    Usage,
+};
 
 use crate::ApiError;
 
@@ -21,28 +26,109 @@ pub(crate) struct ChatCompletionRequest {
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     pub n: Option<u32>,
-    pub tools: Option<Value>,
+    pub tools: Option<Vec<ToolIn>>,
+    pub tool_choice: Option<ToolChoiceIn>,
+    pub parallel_tool_calls: Option<bool>,
+    pub response_format: Option<ResponseFormatIn>,
+    pub seed: Option<i64>,
+    pub top_p: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub user: Option<String>,
+    /// The legacy function-calling API (superseded by `tools`).
     pub functions: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ChatMessage {
+/// One message, as OpenAI's Chat Completions API (and the neutral API)
+/// take it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatMessage {
     pub role: String,
     pub content: Option<Content>,
+    pub tool_calls: Option<Vec<ToolCallIn>>,
+    pub tool_call_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A message's content: a string or an array of parts.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum Content {
+pub enum Content {
     Text(String),
     Parts(Vec<ContentPart>),
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ContentPart {
+/// One content part: `text` or `image_url`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
     pub text: Option<String>,
+    pub image_url: Option<ImageUrlIn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ImageUrlIn {
+    pub url: String,
+    pub detail: Option<String>,
+}
+
+/// A tool call in an assistant message of the history.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolCallIn {
+    pub id: String,
+    pub function: FunctionCallIn,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FunctionCallIn {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: Option<FunctionIn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FunctionIn {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+    pub strict: Option<bool>,
+}
+
+/// `"auto"`, `"none"`, `"required"`, or `{"type":"function","function":{"name"}}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ToolChoiceIn {
+    Mode(String),
+    Named { function: NamedFunction },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+/// `{"type":"text"}`, `{"type":"json_object"}` or
+/// `{"type":"json_schema","json_schema":{name, schema, strict}}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResponseFormatIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub json_schema: Option<JsonSchemaIn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JsonSchemaIn {
+    pub name: Option<String>,
+    pub schema: Option<Value>,
+    pub strict: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,61 +143,200 @@ pub(crate) struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
+/// The request fields beyond the conversation that both APIs share, in
+/// OpenAI's shapes, turned into the neutral request's.
+#[derive(Debug, Default)]
+pub struct Extras {
+    pub tools: Option<Vec<ToolIn>>,
+    pub tool_choice: Option<ToolChoiceIn>,
+    pub parallel_tool_calls: Option<bool>,
+    pub response_format: Option<ResponseFormatIn>,
+    pub seed: Option<i64>,
+    pub top_p: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub user: Option<String>,
+}
+
+impl Extras {
+    /// Sets these fields on `chat`, rejecting shapes no provider takes.
+    pub fn apply(self, chat: &mut ChatRequest) -> Result<(), ApiError> {
+        for (i, t) in self.tools.into_iter().flatten().enumerate() {
+            let (true, Some(f)) = (t.kind == "function", t.function) else {
+                return Err(ApiError::invalid(
+                    format!("tools[{i}]"),
+                    "only tools of type `function` (with a `function` object) are supported",
+                ));
+            };
+            chat.tools.push(Tool {
+                name: f.name,
+                description: f.description,
+                parameters: f.parameters,
+                strict: f.strict,
+            });
+        }
+        chat.tool_choice = match self.tool_choice {
+            None => None,
+            Some(ToolChoiceIn::Mode(m)) => Some(match m.as_str() {
+                "auto" => ToolChoice::Auto,
+                "none" => ToolChoice::None,
+                "required" => ToolChoice::Required,
+                other => {
+                    return Err(ApiError::invalid(
+                        "tool_choice",
+                        format!(
+                            "unknown tool_choice `{other}` (expected auto, none, required or a named function)"
+                        ),
+                    ));
+                }
+            }),
+            Some(ToolChoiceIn::Named { function }) => Some(ToolChoice::Function(function.name)),
+        };
+        chat.parallel_tool_calls = self.parallel_tool_calls;
+        chat.response_format = match self.response_format {
+            None => None,
+            Some(f) => Some(match (f.kind.as_str(), f.json_schema) {
+                ("text", _) => ResponseFormat::Text,
+                ("json_object", _) => ResponseFormat::JsonObject,
+                ("json_schema", Some(s)) => ResponseFormat::JsonSchema {
+                    name: s.name.unwrap_or_else(|| "response".to_owned()),
+                    schema: s.schema.ok_or_else(|| {
+                        ApiError::invalid("response_format", "json_schema needs a `schema`")
+                    })?,
+                    strict: s.strict.unwrap_or(false),
+                },
+                ("json_schema", None) => {
+                    return Err(ApiError::invalid(
+                        "response_format",
+                        "type `json_schema` needs a `json_schema` object",
+                    ));
+                }
+                (other, _) => {
+                    return Err(ApiError::invalid(
+                        "response_format",
+                        format!(
+                            "unknown type `{other}` (expected text, json_object or json_schema)"
+                        ),
+                    ));
+                }
+            }),
+        };
+        chat.seed = self.seed;
+        chat.top_p = self.top_p;
+        chat.presence_penalty = self.presence_penalty;
+        chat.frequency_penalty = self.frequency_penalty;
+        chat.user = self.user;
+        Ok(())
+    }
+}
+
+/// A conversation message in the neutral types. `role` must already be
+/// one of user, assistant or tool.
+pub fn message(i: usize, m: ChatMessage) -> Result<Message, ApiError> {
+    let role = match m.role.as_str() {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        other => {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].role"),
+                format!(
+                    "unknown or unsupported role `{other}` (expected system, developer, user, assistant or tool)"
+                ),
+            ));
+        }
+    };
+    let content = match m.content {
+        None => Vec::new(),
+        Some(Content::Text(text)) => vec![Part::Text { text }],
+        Some(Content::Parts(parts)) => {
+            let mut out = Vec::with_capacity(parts.len());
+            for p in parts {
+                out.push(match (p.kind.as_str(), p.text, p.image_url) {
+                    ("text", Some(text), _) => Part::Text { text },
+                    ("image_url", _, Some(image)) if role == Role::User => Part::Image {
+                        url: image.url,
+                        detail: image.detail,
+                    },
+                    ("image_url", _, Some(_)) => {
+                        return Err(ApiError::invalid(
+                            format!("messages[{i}].content"),
+                            "images are accepted in user messages only",
+                        ));
+                    }
+                    (kind, _, _) => {
+                        return Err(ApiError::invalid(
+                            format!("messages[{i}].content"),
+                            format!(
+                                "content part of type `{kind}` is not supported or lacks its field (expected text or image_url)"
+                            ),
+                        ));
+                    }
+                });
+            }
+            out
+        }
+    };
+    let tool_calls = m
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments,
+        })
+        .collect();
+    Ok(Message {
+        role,
+        content,
+        tool_calls,
+        tool_call_id: m.tool_call_id,
+    })
+}
+
+/// The text of a system or developer message.
+fn system_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
+    match content {
+        None => Ok(String::new()),
+        Some(Content::Text(t)) => Ok(t),
+        Some(Content::Parts(parts)) => {
+            let mut text = String::new();
+            for p in parts {
+                match (p.kind.as_str(), p.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::invalid(
+                            format!("messages[{i}].content"),
+                            format!("a system message takes text parts only, not `{kind}`"),
+                        ));
+                    }
+                }
+            }
+            Ok(text)
+        }
+    }
+}
+
 impl ChatCompletionRequest {
     /// The neutral request: system and developer messages become the system
     /// prompt (joined in order).
-    pub(crate) fn to_chat(&self) -> Result<ChatRequest, ApiError> {
+    pub(crate) fn to_chat(&mut self) -> Result<ChatRequest, ApiError> {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid("n", "only n = 1 is supported"));
-        }
-        if self
-            .tools
-            .as_ref()
-            .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()))
-        {
-            return Err(ApiError::invalid(
-                "tools",
-                "tool calls are not supported by this gateway",
-            ));
         }
         if self.functions.as_ref().is_some_and(|f| !f.is_null()) {
             return Err(ApiError::invalid(
                 "functions",
-                "function calls are not supported by this gateway",
+                "the legacy `functions` API is not supported: send `tools`",
             ));
         }
         let mut system: Vec<String> = Vec::new();
         let mut messages = Vec::with_capacity(self.messages.len());
-        for (i, m) in self.messages.iter().enumerate() {
-            let text = match &m.content {
-                None => String::new(),
-                Some(Content::Text(t)) => t.clone(),
-                Some(Content::Parts(parts)) => {
-                    let mut text = String::new();
-                    for p in parts {
-                        if p.kind != "text" {
-                            return Err(ApiError::invalid(
-                                format!("messages[{i}].content"),
-                                format!("content parts of type `{}` are not supported", p.kind),
-                            ));
-                        }
-                        text.push_str(p.text.as_deref().unwrap_or_default());
-                    }
-                    text
-                }
-            };
+        for (i, m) in std::mem::take(&mut self.messages).into_iter().enumerate() {
             match m.role.as_str() {
-                "system" | "developer" => system.push(text),
-                "user" => messages.push(Message::text(Role::User, text)),
-                "assistant" => messages.push(Message::text(Role::Assistant, text)),
-                other => {
-                    return Err(ApiError::invalid(
-                        format!("messages[{i}].role"),
-                        format!(
-                            "unknown or unsupported role `{other}` (expected system, developer, user or assistant)"
-                        ),
-                    ));
-                }
+                "system" | "developer" => system.push(system_text(i, m.content)?),
+                _ => messages.push(message(i, m)?),
             }
         }
         let stop = match &self.stop {
@@ -119,7 +344,7 @@ impl ChatCompletionRequest {
             Some(Stop::One(s)) => vec![s.clone()],
             Some(Stop::Many(v)) => v.clone(),
         };
-        let chat = ChatRequest {
+        let mut chat = ChatRequest {
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             messages,
             temperature: self.temperature,
@@ -127,6 +352,18 @@ impl ChatCompletionRequest {
             stop,
             ..ChatRequest::default()
         };
+        Extras {
+            tools: self.tools.take(),
+            tool_choice: self.tool_choice.take(),
+            parallel_tool_calls: self.parallel_tool_calls,
+            response_format: self.response_format.take(),
+            seed: self.seed,
+            top_p: self.top_p,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            user: self.user.take(),
+        }
+        .apply(&mut chat)?;
         chat.validate()?;
         Ok(chat)
     }
@@ -180,6 +417,48 @@ pub(crate) struct MessageOut<'a> {
     pub role: &'static str,
     pub content: Option<&'a str>,
     pub refusal: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallOut<'a>>>,
+}
+
+/// A tool call in an answer: `{"id","type":"function","function":{"name","arguments"}}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ToolCallOut<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionOut<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FunctionOut<'a> {
+    pub name: &'a str,
+    pub arguments: &'a str,
+}
+
+impl<'a> MessageOut<'a> {
+    /// The assistant's message: its text (null when it only called tools)
+    /// and its tool calls.
+    pub(crate) fn answer(text: &'a str, calls: &'a [ToolCall]) -> Self {
+        Self {
+            role: "assistant",
+            content: (!(text.is_empty() && !calls.is_empty())).then_some(text),
+            refusal: None,
+            tool_calls: (!calls.is_empty()).then(|| {
+                calls
+                    .iter()
+                    .map(|c| ToolCallOut {
+                        id: &c.id,
+                        kind: "function",
+                        function: FunctionOut {
+                            name: &c.name,
+                            arguments: &c.arguments,
+                        },
+                    })
+                    .collect()
+            }),
+        }
+    }
 }
 
 /// OpenAI's usage object.
@@ -218,13 +497,34 @@ pub(crate) struct ChunkChoiceOut<'a> {
     pub finish_reason: Option<&'a str>,
 }
 
-/// A chunk's `delta`: `{}` when both are absent.
+/// A chunk's `delta`: `{}` when all are absent.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct DeltaOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<[ToolCallDeltaOut<'a>; 1]>,
+}
+
+/// One fragment of a streamed tool call: the first of each `index` names
+/// its `id` and function; the rest carry argument text.
+#[derive(Debug, Serialize)]
+pub(crate) struct ToolCallDeltaOut<'a> {
+    pub index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionDeltaOut<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FunctionDeltaOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    pub arguments: &'a str,
 }
 
 /// The usage chunk sent last when `stream_options.include_usage` is set.

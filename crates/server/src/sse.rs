@@ -15,7 +15,9 @@ use axum::response::sse::Event;
 use serde_json::json;
 use understudy_core::{GenerationStream, StreamItem};
 
-use crate::openai::{ChunkChoiceOut, ChunkOut, DeltaOut, UsageChunkOut, UsageOut};
+use crate::openai::{
+    ChunkChoiceOut, ChunkOut, DeltaOut, FunctionDeltaOut, ToolCallDeltaOut, UsageChunkOut, UsageOut,
+};
 
 /// The neutral API's event stream.
 pub(crate) struct NeutralEvents {
@@ -85,6 +87,7 @@ impl OpenAiEvents {
             DeltaOut {
                 role: Some("assistant"),
                 content: Some(""),
+                tool_calls: None,
             },
             None,
         );
@@ -112,13 +115,28 @@ impl OpenAiEvents {
         match item {
             StreamItem::Delta(text) => {
                 let delta = DeltaOut {
-                    role: None,
                     content: Some(&text),
+                    ..DeltaOut::default()
                 };
                 let e = self.chunk(delta, None);
                 self.pending.push_back(e);
             }
-            StreamItem::ToolCall(_) => {}
+            StreamItem::ToolCall(call) => {
+                let delta = DeltaOut {
+                    tool_calls: Some([ToolCallDeltaOut {
+                        index: call.index,
+                        id: call.id.as_deref(),
+                        kind: call.id.as_ref().map(|_| "function"),
+                        function: FunctionDeltaOut {
+                            name: call.name.as_deref(),
+                            arguments: &call.arguments,
+                        },
+                    }]),
+                    ..DeltaOut::default()
+                };
+                let e = self.chunk(delta, None);
+                self.pending.push_back(e);
+            }
             StreamItem::Done(done) => {
                 let e = self.chunk(
                     DeltaOut::default(),

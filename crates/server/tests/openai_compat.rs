@@ -205,8 +205,61 @@ async fn error_statuses_in_openai_shape() {
             Value::from("messages"),
         ),
         (
-            json!({"model": "default", "messages": [{"role": "tool", "content": "x"}]}),
+            json!({"model": "default", "messages": [{"role": "narrator", "content": "x"}]}),
             Value::from("messages[0].role"),
+        ),
+        // A tool result needs the call it answers, made earlier.
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "x"}]}),
+            Value::from("messages"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "call_9", "content": "x"}]}),
+            Value::from("messages"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}, {"role": "user", "content": "x"}]}),
+            Value::from("messages[0].content"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}]}]}),
+            Value::from("messages"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
+            Value::from("messages[0].content"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "retrieval"}]}),
+            Value::from("tools[0]"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "has space"}}]}),
+            Value::from("tools"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"}),
+            Value::from("tool_choice"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+            Value::from("tool_choice"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}),
+            Value::from("response_format"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}),
+            Value::from("response_format"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]}),
+            Value::from("functions"),
+        ),
+        (
+            json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "top_p": 3}),
+            Value::from("top_p"),
         ),
         (
             json!({"model": "default", "messages": [{"role": "user", "content": "x"}], "temperature": 5}),

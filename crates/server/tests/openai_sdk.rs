@@ -8,37 +8,14 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
-/// The Python interpreter that has the `openai` package.
-fn python() -> String {
-    if let Ok(python) = std::env::var("UNDERSTUDY_PYTHON") {
-        return python;
-    }
-    let venv = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../target/test-venv/bin/python"
-    );
-    if Path::new(venv).exists() {
-        return venv.to_owned();
-    }
-    "python3".to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_openai_sdk_works_against_the_server() {
-    let python = python();
-    let probe = Command::new(&python).args(["-c", "import openai"]).output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "this test needs a Python with the `openai` package, and `{python}` has none: \
-         run `cargo xtask test`, which provisions a venv with it in target/test-venv \
-         (or set UNDERSTUDY_PYTHON to a Python that has it) — {probe:?}"
-    );
+    let python = common::python_with("openai");
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     groq.always(Reply::status(503));

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use understudy_core::{
-    ChatRequest, Error, GenerateRequest, Message, RefusalPolicy, Role, RouteSelector, StreamItem,
+    ChatRequest, Error, GenerateRequest, Message, Part, RefusalPolicy, ResponseFormat, Role,
+    RouteSelector, StreamItem,
 };
 use understudy_server::api::GenerateResponse;
 
@@ -39,6 +40,16 @@ pub(crate) struct Args {
     /// first provider that sends text).
     #[arg(long)]
     stream: bool,
+    /// Ask for a JSON answer valid against the JSON Schema in this file (an
+    /// answer that breaks it counts as that provider's failure).
+    #[arg(long, value_name = "FILE", conflicts_with = "json_object")]
+    schema: Option<std::path::PathBuf>,
+    /// Ask for a JSON object as the answer.
+    #[arg(long)]
+    json_object: bool,
+    /// Attach an image: an `https:` URL or a `data:` URL (repeatable).
+    #[arg(long, value_name = "URL")]
+    image: Vec<String>,
 }
 
 pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
@@ -52,11 +63,42 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         (None, Some(p)) => RouteSelector::pin(p),
         (None, None) => RouteSelector::Default,
     };
+    let response_format = match (&args.schema, args.json_object) {
+        (Some(path), _) => {
+            let schema = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .and_then(|text| {
+                    serde_json::from_str::<serde_json::Value>(&text)
+                        .map_err(|e| format!("{} is not JSON: {e}", path.display()))
+                });
+            match schema {
+                Ok(schema) => Some(ResponseFormat::JsonSchema {
+                    name: "answer".into(),
+                    schema,
+                    strict: true,
+                }),
+                Err(message) => {
+                    report(&format!("error: --schema: {message}"));
+                    engine.shutdown().await;
+                    return EXIT_USAGE;
+                }
+            }
+        }
+        (None, true) => Some(ResponseFormat::JsonObject),
+        (None, false) => None,
+    };
+    let mut message = Message::text(Role::User, args.prompt);
+    message.content.extend(
+        args.image
+            .into_iter()
+            .map(|url| Part::Image { url, detail: None }),
+    );
     let chat = ChatRequest {
         system: args.system,
-        messages: vec![Message::text(Role::User, args.prompt)],
+        messages: vec![message],
         temperature: args.temperature,
         max_tokens: args.max_tokens,
+        response_format,
         ..ChatRequest::default()
     };
     let mut request = GenerateRequest::new(chat).route(route);

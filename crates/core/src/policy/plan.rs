@@ -177,7 +177,7 @@ pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'s
         Some("tools")
     } else if needs.vision && !caps.vision {
         Some("vision")
-    } else if needs.remote_images && kind == ProviderKind::Gemini {
+    } else if needs.remote_images && !kind.takes_remote_images() {
         Some("remote image URLs (it takes images inline only)")
     } else if needs.json && !caps.json_schema {
         Some("json_schema")

@@ -31,7 +31,7 @@ async fn completions(
     headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
-    let body: ChatCompletionRequest = parse_json(body)?;
+    let mut body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.to_chat()?;
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
@@ -73,11 +73,7 @@ async fn completions(
                 model: &g.model,
                 choices: [ChoiceOut {
                     index: 0,
-                    message: MessageOut {
-                        role: "assistant",
-                        content: Some(&g.text),
-                        refusal: None,
-                    },
+                    message: MessageOut::answer(&g.text, &g.tool_calls),
                     logprobs: None,
                     finish_reason: finish_reason(&g.finish_reason),
                 }],
@@ -102,6 +98,7 @@ async fn completions(
                         role: "assistant",
                         content: None,
                         refusal: refused.and_then(|a| a.detail.as_deref()),
+                        tool_calls: None,
                     },
                     logprobs: None,
                     finish_reason: "content_filter",

@@ -132,8 +132,9 @@ pub enum Reply {
     /// gets the chunks joined as text).
     Stream(StreamSpec),
     /// The model calls these tools (several: parallel calls), in the
-    /// protocol's own shape; streamed when the request asked for a stream,
-    /// each call's arguments sent in several fragments.
+    /// protocol's own shape; streamed when the request asked for a stream
+    /// (OpenAI and Anthropic send each call's arguments in several
+    /// fragments; Gemini sends each call whole).
     ToolCalls(Vec<SimToolCall>),
 }
 
