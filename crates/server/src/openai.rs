@@ -321,7 +321,7 @@ fn system_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
 impl ChatCompletionRequest {
     /// The neutral request: system and developer messages become the system
     /// prompt (joined in order).
-    pub(crate) fn to_chat(&mut self) -> Result<ChatRequest, ApiError> {
+    pub(crate) fn take_chat(&mut self) -> Result<ChatRequest, ApiError> {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid("n", "only n = 1 is supported"));
         }
@@ -442,7 +442,7 @@ impl<'a> MessageOut<'a> {
     pub(crate) fn answer(text: &'a str, calls: &'a [ToolCall]) -> Self {
         Self {
             role: "assistant",
-            content: (!(text.is_empty() && !calls.is_empty())).then_some(text),
+            content: (!text.is_empty() || calls.is_empty()).then_some(text),
             refusal: None,
             tool_calls: (!calls.is_empty()).then(|| {
                 calls

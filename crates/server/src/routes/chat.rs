@@ -32,7 +32,7 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     let mut body: ChatCompletionRequest = parse_json(body)?;
-    let chat = body.to_chat()?;
+    let chat = body.take_chat()?;
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
