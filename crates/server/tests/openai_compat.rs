@@ -345,6 +345,21 @@ async fn models_and_providers() {
         ids.contains(&"default") && ids.contains(&"fast") && ids.contains(&"groq:groq-model"),
         "{ids:?}"
     );
+    // Each entry says, per target, what it supports.
+    let fast = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "fast")
+        .unwrap();
+    assert_eq!(
+        fast["supports"],
+        json!([
+            {"target": "claude:claude-fast", "tools": true, "vision": true, "remote_images": true, "json_schema": true},
+            {"target": "groq:groq-model", "tools": true, "vision": true, "remote_images": true, "json_schema": true},
+        ]),
+        "{fast}"
+    );
     let text = client
         .get(format!("{}/v1/providers", s.url))
         .send()
