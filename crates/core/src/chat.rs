@@ -278,11 +278,27 @@ impl Message {
 
 impl Part {
     /// A `data:` URL's media type and base64 payload.
+    /// `None` unless the URL is `data:<type>/<subtype>;base64,<data>` with a
+    /// bare media type and a non-empty base64 payload (anything else no
+    /// provider accepts).
     pub fn inline_image(url: &str) -> Option<(&str, &str)> {
         let rest = url.strip_prefix("data:")?;
         let (meta, data) = rest.split_once(',')?;
         let media = meta.strip_suffix(";base64")?;
-        Some((if media.is_empty() { "image/png" } else { media }, data))
+        let media = if media.is_empty() { "image/png" } else { media };
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+        };
+        let bare = media
+            .split_once('/')
+            .is_some_and(|(t, sub)| token(t) && token(sub));
+        let base64 = !data.is_empty()
+            && data
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+        (bare && base64).then_some((media, data))
     }
 }
 
@@ -526,6 +542,25 @@ mod tests {
             (Ok(()), None) => {}
             (Err(Error::InvalidRequest { field: got, .. }), Some(want)) => assert_eq!(got, want),
             (other, want) => panic!("validate() = {other:?}, wanted an error on {want:?}"),
+        }
+    }
+
+    #[test]
+    fn inline_images() {
+        // (url, accepted)
+        let cases = [
+            ("data:image/png;base64,iVBORw0KGgo=", true),
+            ("data:image/jpeg;base64,/9j/4AAQ", true),
+            ("data:;base64,iVBOR", true),
+            ("data:image/png;base64,", false),
+            ("data:image/png;base64,not base64!", false),
+            ("data:image/png;charset=x;base64,iVBOR", false),
+            ("data:image/png,iVBOR", false),
+            ("data:png;base64,iVBOR", false),
+            ("https://example.com/a.png", false),
+        ];
+        for (url, ok) in cases {
+            assert_eq!(Part::inline_image(url).is_some(), ok, "{url}");
         }
     }
 

@@ -165,6 +165,8 @@ impl Engine {
     /// Runs one non-streamed generation through the decision table.
     pub async fn generate(&self, request: GenerateRequest) -> GenerateResult {
         request.chat.validate()?;
+        // Compiling a client's schema is the caller's work, not the router's.
+        crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
         let asked = self
             .inner
@@ -195,6 +197,7 @@ impl Engine {
         request: GenerateRequest,
     ) -> Result<crate::GenerationStream, Error> {
         request.chat.validate()?;
+        crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.inner

@@ -320,3 +320,35 @@ async fn the_softened_retry_keeps_tools_and_the_response_format() {
     );
     assert_eq!(openai.request_count(), 0);
 }
+
+#[tokio::test]
+async fn a_tool_history_without_tools_offered_sends_no_tool_choice_to_openai() {
+    let (groq, _openai, gw) = pair("").await;
+    groq.always(Reply::text("It was sunny."));
+    let call = understudy_core::ToolCall {
+        id: "toolu_01".into(),
+        name: "get_weather".into(),
+        arguments: r#"{"city": "Oslo"}"#.into(),
+    };
+    let chat = ChatRequest {
+        messages: vec![
+            Message::user("Weather?"),
+            Message {
+                tool_calls: vec![call],
+                ..Message::assistant("")
+            },
+            Message::tool_result("toolu_01", r#"{"celsius": 21}"#),
+        ],
+        tool_choice: Some(understudy_core::ToolChoice::Auto),
+        parallel_tool_calls: Some(false),
+        ..ChatRequest::default()
+    };
+    let g = gw.engine.generate(GenerateRequest::new(chat)).await.unwrap();
+    assert_eq!(g.provider, "groq");
+    let body = groq.received()[0].json();
+    // OpenAI refuses both when no tools are offered.
+    assert!(body.get("tool_choice").is_none(), "{body}");
+    assert!(body.get("parallel_tool_calls").is_none(), "{body}");
+    assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "toolu_01");
+    assert_eq!(body["messages"][2]["tool_call_id"], "toolu_01");
+}

@@ -128,8 +128,16 @@ impl Protocol for OpenAiProtocol {
             frequency_penalty: request.frequency_penalty,
             user: request.user.as_deref(),
             tools: WireTools(&request.tools),
-            tool_choice: request.tool_choice.as_ref().map(WireToolChoice),
-            parallel_tool_calls: request.parallel_tool_calls,
+            // OpenAI refuses both without tools (a history with tool calls
+            // but no tools offered is valid).
+            tool_choice: request
+                .tool_choice
+                .as_ref()
+                .filter(|_| !request.tools.is_empty())
+                .map(WireToolChoice),
+            parallel_tool_calls: request
+                .parallel_tool_calls
+                .filter(|_| !request.tools.is_empty()),
             response_format: request.response_format.as_ref().map(WireResponseFormat::of),
             stream,
             stream_options: stream.then_some(StreamOptions {

@@ -225,7 +225,6 @@ impl RouterState {
             &self.default_route,
             &self.routes,
         )?;
-        crate::policy::output::check_request(&request.chat)?;
         let now = Instant::now();
         let mut plan = plan::plan(route, |t| {
             self.availability(&t.provider).or_else(|| {
@@ -236,7 +235,7 @@ impl RouterState {
         })
         .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
         let needs = request.chat.needs();
-        plan::check_capabilities(&mut plan, needs, |t| {
+        plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
             let p = self.settings.providers.get(&*t.provider)?;
             plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
         })?;
@@ -264,6 +263,7 @@ impl RouterState {
                     request.timeout,
                 ),
             route_timeouts,
+            probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
             rules: Rules {
                 // Set by the executor (answer or stream).
                 mode: Mode::Answer,

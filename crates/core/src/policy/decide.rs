@@ -137,6 +137,8 @@ pub struct Decider {
     /// Attempts made so far (skips are not attempts; unsupported targets
     /// are, though never called).
     attempts: usize,
+    /// Calls turned away by a breaker (not attempts).
+    skips: usize,
     /// Of the targets actually called: whether every one was rate limited,
     /// and the last failure's code.
     all_rate_limited: bool,
@@ -178,6 +180,7 @@ impl Decider {
             pending: None,
             softened: false,
             attempts: 0,
+            skips: 0,
             all_rate_limited: true,
             last_code: None,
             content_filtered: false,
@@ -213,13 +216,16 @@ impl Decider {
                 None => self.enter(self.at + 1, now),
             },
             Input::Served => Next::Served { target: self.at },
-            Input::Skipped => match self.pending {
-                Some(Call {
-                    kind: AttemptKind::Softened,
-                    ..
-                }) => self.after_refusal(now),
-                _ => self.enter(self.at + 1, now),
-            },
+            Input::Skipped => {
+                self.skips += 1;
+                match self.pending {
+                    Some(Call {
+                        kind: AttemptKind::Softened,
+                        ..
+                    }) => self.after_refusal(now),
+                    _ => self.enter(self.at + 1, now),
+                }
+            }
             Input::Failed(kind) => self.failed(&kind, now, jitter),
         }
     }
@@ -341,6 +347,9 @@ impl Decider {
             return Next::Stop(Verdict::AllSkipped);
         }
         let code = match self.last_code {
+            // Nothing was called, and a target that could have served was
+            // only turned away by its breaker: no provider was available.
+            None if self.skips > 0 => return Next::Stop(Verdict::AllSkipped),
             // Nothing was called: every attempt was an unsupported target.
             None => FailureCode::Unsupported,
             Some(_) if self.all_rate_limited => FailureCode::RateLimited,
@@ -913,6 +922,26 @@ mod tests {
                 ],
             );
         }
+    }
+
+    #[test]
+    fn unsupported_targets_and_breaker_skips_are_no_provider_not_a_failure() {
+        let mut p = plan(2, true);
+        p.unsupported = vec![Some("tools"), None];
+        let unsupported = Next::Unsupported(Call {
+            target: 0,
+            kind: Primary,
+            force: false,
+        });
+        check(
+            &p,
+            rules(Mode::Answer, RefusalPolicy::default()),
+            &[
+                (0, Input::Start, unsupported),
+                (0, failed(FailureKind::Unsupported), call(1, Fallback)),
+                (0, Input::Skipped, Next::Stop(Verdict::AllSkipped)),
+            ],
+        );
     }
 
     #[test]

@@ -11,18 +11,72 @@ use crate::chat::{ChatRequest, Completion, ResponseFormat};
 use crate::error::Error;
 use crate::failure::{Failure, FailureKind};
 
+/// What a request expects of an answer, with its schema compiled once.
+#[derive(Debug)]
+pub struct Expected {
+    /// A JSON answer (`json_object` or `json_schema`).
+    json: bool,
+    validator: Option<jsonschema::Validator>,
+}
+
+impl Expected {
+    /// What `request` expects; a `json_schema` that does not compile is the
+    /// client's error, found before any provider is called.
+    pub fn of(request: &ChatRequest) -> Result<Self, Error> {
+        let (json, schema) = match &request.response_format {
+            None | Some(ResponseFormat::Text) => (false, None),
+            Some(ResponseFormat::JsonObject) => (true, None),
+            Some(ResponseFormat::JsonSchema { schema, .. }) => (true, Some(schema)),
+        };
+        let validator = match schema {
+            Some(schema) => Some(jsonschema::validator_for(schema).map_err(|e| {
+                Error::invalid(
+                    "response_format",
+                    format!("json_schema.schema is not a usable JSON Schema: {e}"),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Self { json, validator })
+    }
+
+    /// Checks `completion` against what the request asked for.
+    pub fn check(&self, completion: &Completion) -> Result<(), Failure> {
+        for call in &completion.tool_calls {
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
+                return Err(invalid(format!(
+                    "the arguments of tool call `{}` ({}) are not JSON: {e}",
+                    call.id, call.name
+                )));
+            }
+        }
+        // A model that calls tools has not answered yet: its text is not the
+        // structured answer.
+        if !completion.tool_calls.is_empty() || !self.json {
+            return Ok(());
+        }
+        let value: serde_json::Value = serde_json::from_str(&completion.text)
+            .map_err(|e| invalid(format!("the answer is not JSON: {e}")))?;
+        match &self.validator {
+            None if !value.is_object() => {
+                Err(invalid("the answer is JSON but not an object".into()))
+            }
+            None => Ok(()),
+            Some(validator) => match validator.iter_errors(&value).next() {
+                None => Ok(()),
+                Some(e) => Err(invalid(format!(
+                    "the answer breaks the schema at `{}`: {e}",
+                    e.instance_path()
+                ))),
+            },
+        }
+    }
+}
+
 /// Rejects a request whose `json_schema` is not a schema the validator can
 /// compile, before any provider is called.
 pub fn check_request(request: &ChatRequest) -> Result<(), Error> {
-    if let Some(ResponseFormat::JsonSchema { schema, .. }) = &request.response_format {
-        jsonschema::validator_for(schema).map_err(|e| {
-            Error::invalid(
-                "response_format",
-                format!("json_schema.schema is not a usable JSON Schema: {e}"),
-            )
-        })?;
-    }
-    Ok(())
+    Expected::of(request).map(|_| ())
 }
 
 /// Tidies what providers vary on without changing its meaning: empty
@@ -45,42 +99,14 @@ pub fn normalize(request: &ChatRequest, completion: &mut Completion) {
     }
 }
 
-/// Checks `completion` against what `request` asked for.
+/// Checks `completion` against what `request` asked for (compiling its
+/// schema; a run keeps an [`Expected`] instead).
 pub fn check(request: &ChatRequest, completion: &Completion) -> Result<(), Failure> {
-    for call in &completion.tool_calls {
-        if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
-            return Err(invalid(format!(
-                "the arguments of tool call `{}` ({}) are not JSON: {e}",
-                call.id, call.name
-            )));
-        }
-    }
-    // A model that calls tools has not answered yet: its text is not the
-    // structured answer.
-    if !completion.tool_calls.is_empty() {
-        return Ok(());
-    }
-    let schema = match &request.response_format {
-        None | Some(ResponseFormat::Text) => return Ok(()),
-        Some(ResponseFormat::JsonObject) => None,
-        Some(ResponseFormat::JsonSchema { schema, .. }) => Some(schema),
-    };
-    let value: serde_json::Value = serde_json::from_str(&completion.text)
-        .map_err(|e| invalid(format!("the answer is not JSON: {e}")))?;
-    match schema {
-        None if !value.is_object() => Err(invalid("the answer is JSON but not an object".into())),
-        None => Ok(()),
-        Some(schema) => {
-            let validator = jsonschema::validator_for(schema)
-                .map_err(|e| invalid(format!("the request's schema does not compile: {e}")))?;
-            match validator.iter_errors(&value).next() {
-                None => Ok(()),
-                Some(e) => Err(invalid(format!(
-                    "the answer breaks the schema at `{}`: {e}",
-                    e.instance_path()
-                ))),
-            }
-        }
+    match Expected::of(request) {
+        Ok(expected) => expected.check(completion),
+        Err(e) => Err(invalid(format!(
+            "the request's schema does not compile: {e}"
+        ))),
     }
 }
 

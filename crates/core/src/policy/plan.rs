@@ -187,38 +187,64 @@ pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'s
 }
 
 /// Marks the plan's targets that cannot serve what the request needs
-/// (`what_of` answers for one target). When none can, the request is a
-/// client error that names what is missing, before anything is called.
+/// (`what_of` answers for one target). When none of the targets the request
+/// may use can (only the primary with `no_fallback`), it is a client error
+/// that names what each lacks — unless a target that could serve it is only
+/// out for now (breaker open, provider stopped): then no provider is
+/// available, which is not the client's fault.
 pub fn check_capabilities(
     plan: &mut Plan,
     needs: Needs,
+    no_fallback: bool,
     what_of: impl Fn(&Target) -> Option<&'static str>,
 ) -> Result<(), Error> {
     if needs == Needs::default() || plan.targets.is_empty() {
         return Ok(());
     }
     plan.unsupported = plan.targets.iter().map(&what_of).collect();
-    if plan.unsupported.iter().all(Option::is_some) {
-        let which: Vec<String> = plan
-            .targets
-            .iter()
-            .zip(&plan.unsupported)
-            .map(|(t, why)| format!("{t} lacks {}", why.unwrap_or("?")))
-            .collect();
-        let field = match plan.unsupported[0] {
-            Some("tools") => "tools",
-            Some("json_schema") => "response_format",
-            _ => "messages",
-        };
-        return Err(Error::invalid(
-            field,
-            format!(
-                "no target of this route can serve the request: {}",
-                which.join("; ")
-            ),
-        ));
+    let usable = |t: &Target| !no_fallback || *t == plan.primary;
+    let considered: Vec<(&Target, Option<&'static str>)> = plan
+        .targets
+        .iter()
+        .zip(plan.unsupported.iter().copied())
+        .filter(|(t, _)| usable(t))
+        .collect();
+    if considered.is_empty() || considered.iter().any(|(_, why)| why.is_none()) {
+        return Ok(());
     }
-    Ok(())
+    let which: Vec<String> = considered
+        .iter()
+        .map(|(t, why)| format!("{t} lacks {}", why.unwrap_or("?")))
+        .collect();
+    let waiting: Vec<String> = plan
+        .skipped
+        .iter()
+        .filter(|(t, why)| {
+            matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped)
+                && usable(t)
+                && what_of(t).is_none()
+        })
+        .map(|(t, why)| format!("{t} ({})", why.as_str()))
+        .collect();
+    if !waiting.is_empty() {
+        return Err(Error::NoProviderAvailable(format!(
+            "the targets that can serve this request are unavailable for now: {}; the others: {}",
+            waiting.join(", "),
+            which.join("; ")
+        )));
+    }
+    let field = match considered[0].1 {
+        Some("tools") => "tools",
+        Some("json_schema") => "response_format",
+        _ => "messages",
+    };
+    Err(Error::invalid(
+        field,
+        format!(
+            "no target of this route can serve the request: {}",
+            which.join("; ")
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -338,6 +364,47 @@ mod tests {
             let p = plan(route.clone(), availability).unwrap();
             assert_eq!(names(&p.targets), want);
             assert_eq!(p.forced, forced);
+        }
+    }
+
+    #[test]
+    fn capabilities_decide_between_a_client_error_and_an_unavailable_provider() {
+        let s = settings();
+        let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
+        let needs = Needs {
+            tools: true,
+            ..Needs::default()
+        };
+        let lacks_on = |providers: &'static [&'static str]| {
+            move |t: &Target| providers.contains(&&*t.provider).then_some("tools")
+        };
+        // (open breakers, targets lacking tools, no_fallback, expected)
+        let cases: [(&[&str], &'static [&'static str], bool, &str); 6] = [
+            (&[], &["groq"], false, "ok"),
+            (&[], &["groq", "gemini", "claude"], false, "invalid"),
+            (&["claude"], &["groq", "gemini"], false, "unavailable"),
+            (&[], &["groq"], true, "invalid"),
+            // The primary is out and no fallback is allowed: nothing to
+            // judge here (the walk finds no provider available).
+            (&["groq"], &["gemini", "claude"], true, "ok"),
+            (&["groq"], &["gemini"], false, "ok"),
+        ];
+        for (open, lacking, no_fallback, want) in cases {
+            let mut p = plan(route.clone(), |t| {
+                open.contains(&&*t.provider)
+                    .then_some(Unavailable::BreakerOpen)
+            })
+            .unwrap();
+            let got = match check_capabilities(&mut p, needs, no_fallback, lacks_on(lacking)) {
+                Ok(()) => "ok",
+                Err(Error::InvalidRequest { field: "tools", .. }) => "invalid",
+                Err(Error::NoProviderAvailable(_)) => "unavailable",
+                Err(e) => panic!("{e:?}"),
+            };
+            assert_eq!(
+                got, want,
+                "open {open:?}, lacking {lacking:?}, no_fallback {no_fallback}"
+            );
         }
     }
 

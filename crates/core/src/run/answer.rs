@@ -71,16 +71,23 @@ impl Run {
             },
             self.deadline,
         );
+        // The schema is compiled once for the whole walk (the engine already
+        // refused a request whose schema does not compile).
+        let expected = output::Expected::of(&self.chat)?;
         let mut attempts: Vec<Attempt> = Vec::with_capacity(self.plan.targets.len() + 1);
         let mut answer: Option<Completion> = None;
         let mut input = Input::Start;
         loop {
             let next = decider.next(input, Instant::now(), fastrand::f64());
             input = match next {
-                Next::Call(call) => self.attempt(call, &mut attempts, &mut answer).await,
+                Next::Call(call) => {
+                    self.attempt(call, &expected, &mut attempts, &mut answer)
+                        .await
+                }
                 Next::Wait(wait, call) => {
                     tokio::time::sleep(wait).await;
-                    self.attempt(call, &mut attempts, &mut answer).await
+                    self.attempt(call, &expected, &mut attempts, &mut answer)
+                        .await
                 }
                 Next::Unsupported(call) => {
                     attempts.push(self.unsupported(call));
@@ -103,6 +110,7 @@ impl Run {
     async fn attempt(
         &mut self,
         call: Call,
+        expected: &output::Expected,
         attempts: &mut Vec<Attempt>,
         answer: &mut Option<Completion>,
     ) -> Input {
@@ -131,7 +139,7 @@ impl Run {
                 // An answer that breaks what the request asked for is this
                 // target's failure, not an answer.
                 output::normalize(&self.chat, &mut c);
-                output::check(&self.chat, &c).map(|()| c)
+                expected.check(&c).map(|()| c)
             });
         let latency = started.elapsed();
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));

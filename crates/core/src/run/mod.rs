@@ -19,6 +19,7 @@ mod call;
 mod stream;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ractor::ActorRef;
@@ -70,7 +71,14 @@ pub(crate) struct Run {
     pub deadline: Instant,
     /// The timeouts the request's route sets.
     pub route_timeouts: TimeoutOverrides,
+    /// The target whose half-open probe this run holds until the call's
+    /// outcome is recorded ([`NO_PROBE`] when none), so that a run that
+    /// stops mid-call gives back only a probe it took.
+    pub probe_held: AtomicUsize,
 }
+
+/// [`Run::probe_held`] when the run holds no probe.
+pub(crate) const NO_PROBE: usize = usize::MAX;
 
 // === impl Run ===
 
@@ -111,7 +119,9 @@ impl Run {
                     }
                     _ => true,
                 };
-                if !taken {
+                if taken {
+                    self.probe_held.store(call.target, Ordering::Relaxed);
+                } else {
                     self.board.release_probe(target, Instant::now());
                 }
                 taken
@@ -123,6 +133,10 @@ impl Run {
     /// fleet when the breaker changed. (The provider actor counts the
     /// attempts it ran itself; see [`Run::stream_ended`].)
     fn outcome(&self, idx: usize, outcome: Result<(), FailureCode>) {
+        // The probe's outcome is recorded: it is no longer held.
+        let _ =
+            self.probe_held
+                .compare_exchange(idx, NO_PROBE, Ordering::Relaxed, Ordering::Relaxed);
         let target = &self.plan.targets[idx];
         let change = self.board.record(target, outcome, Instant::now());
         if let (Some(change), Some(shared)) = (change, &self.shared) {
@@ -167,6 +181,15 @@ impl Run {
             outcome,
             latency_ms: millis(latency),
             detail,
+        }
+    }
+
+    /// Gives back the half-open probe this run took, if its outcome was
+    /// never recorded (the run stopped mid-call).
+    fn release_held_probe(&self) {
+        let idx = self.probe_held.swap(NO_PROBE, Ordering::Relaxed);
+        if let Some(target) = self.plan.targets.get(idx) {
+            self.board.release_probe(target, Instant::now());
         }
     }
 

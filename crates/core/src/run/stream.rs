@@ -93,9 +93,10 @@ impl Run {
             let opened = tokio::select! {
                 o = Box::pin(self.open_and_wait(call)) => o,
                 _ = reply.closed() => {
-                    // The caller went away mid-attempt: give back a probe
-                    // this call may hold, so the breaker is not left waiting.
-                    self.board.release_probe(&self.plan.targets[call.target], Instant::now());
+                    // The caller went away mid-attempt: give back the probe
+                    // this call took, if it took one, so the breaker is not
+                    // left waiting for an outcome that never comes.
+                    self.release_held_probe();
                     return;
                 }
             };
