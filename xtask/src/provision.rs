@@ -1,7 +1,7 @@
 //! What the test suites need on a fresh machine, found or installed before
 //! `cargo xtask test` (and `cargo xtask ci`) run them: `redis-server` on
 //! `PATH`, Chromium for the browser test, and a private Python venv in
-//! `target/test-venv` holding the SDKs of [`PYTHON_PACKAGES`].
+//! `target/test-venv` holding the SDKs of [`PYTHON_PACKAGES`] (`openai`, `anthropic`).
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
@@ -14,11 +14,17 @@ use std::process::{Command, Output};
 use crate::note;
 
 /// The Python packages the tests import, installed into the venv. To add
-/// one (the `anthropic` SDK, say), add a line: the next run installs it.
-pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[PythonPackage {
-    requirement: "openai",
-    import: "openai",
-}];
+/// one, add a line: the next run installs it.
+pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
+    PythonPackage {
+        requirement: "openai",
+        import: "openai",
+    },
+    PythonPackage {
+        requirement: "anthropic",
+        import: "anthropic",
+    },
+];
 
 /// One package of [`PYTHON_PACKAGES`].
 pub(crate) struct PythonPackage {

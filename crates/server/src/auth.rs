@@ -1,6 +1,7 @@
 //! Middleware: a request id and a log span for every request, client keys
-//! (`Authorization: Bearer`, compared in constant time) on the API routes,
-//! and the admin token on the admin routes.
+//! (`Authorization: Bearer` or Anthropic's `x-api-key`, compared in
+//! constant time) on the API routes, and the admin token on the admin
+//! routes.
 
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
@@ -9,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
-use crate::{ApiError, AppState, OpenAiError};
+use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 
 /// The id of the request being served, set by [`request_context`].
 #[derive(Debug, Clone)]
@@ -49,22 +50,27 @@ pub(crate) async fn client_auth(
     if state.api_keys.is_empty() {
         return next.run(req).await;
     }
-    let ok = bearer(&req).is_some_and(|given| {
-        state
-            .api_keys
-            .iter()
-            .any(|k| constant_time_eq(k.expose(), given))
-    });
+    // Anthropic's clients send the key as `x-api-key` (Claude Code's
+    // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN).
+    let ok = [bearer(&req), x_api_key(&req)]
+        .into_iter()
+        .flatten()
+        .any(|given| {
+            state
+                .api_keys
+                .iter()
+                .any(|k| constant_time_eq(k.expose(), given))
+        });
     if ok {
         return next.run(req).await;
     }
     let error = ApiError::Unauthorized(
-        "a valid client key is required: Authorization: Bearer <key>".into(),
+        "a valid client key is required: Authorization: Bearer <key> or x-api-key: <key>".into(),
     );
-    if is_openai_path(req.uri().path()) {
-        OpenAiError(error).into_response()
-    } else {
-        error.into_response()
+    match Shape::of(&req) {
+        Shape::OpenAi => OpenAiError(error).into_response(),
+        Shape::Anthropic => AnthropicError(error).into_response(),
+        Shape::Neutral => error.into_response(),
     }
 }
 
@@ -96,9 +102,34 @@ fn bearer(req: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// The OpenAI-compatible routes answer errors in OpenAI's shape.
-pub(crate) fn is_openai_path(path: &str) -> bool {
-    path == "/v1/chat/completions" || path == "/v1/models"
+fn x_api_key(req: &Request) -> Option<&str> {
+    Some(req.headers().get("x-api-key")?.to_str().ok()?.trim())
+}
+
+/// The shape a route's errors take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Neutral,
+    OpenAi,
+    Anthropic,
+}
+
+impl Shape {
+    /// The Messages routes, and `/v1/models` asked with an
+    /// `anthropic-version` header, answer in Anthropic's shape; the other
+    /// OpenAI-compatible routes in OpenAI's.
+    pub(crate) fn of(req: &Request) -> Self {
+        let path = req.uri().path();
+        let anthropic_models =
+            path == "/v1/models" && req.headers().contains_key("anthropic-version");
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
+            Self::Anthropic
+        } else if path == "/v1/chat/completions" || path == "/v1/models" {
+            Self::OpenAi
+        } else {
+            Self::Neutral
+        }
+    }
 }
 
 /// Compares without an early exit, so the time taken does not tell how

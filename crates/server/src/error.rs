@@ -1,13 +1,17 @@
-//! The one place where errors become HTTP responses, in two shapes: the
-//! neutral API's `{"error": {"code", "message", "attempts"}}` and the
-//! OpenAI-compatible `{"error": {"message", "type", "param", "code"}}`.
-//! Never a 500 for anything a client or an upstream did.
+//! The one place where errors become HTTP responses, in three shapes: the
+//! neutral API's `{"error": {"code", "message", "attempts"}}`, the
+//! OpenAI-compatible `{"error": {"message", "type", "param", "code"}}` and
+//! Anthropic's `{"type": "error", "error": {"type", "message"}}` (with
+//! Anthropic's statuses, see [`AnthropicError::status_and_type`]).
+//! Never a 500 for anything a client did.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::{Attempt, Error, FailureCode};
+
+use crate::anthropic::ErrorOut;
 
 /// An error on its way to the client (rendered in the neutral shape; wrap
 /// it in [`OpenAiError`] for the OpenAI-compatible routes).
@@ -35,6 +39,10 @@ pub enum ApiError {
 /// The same error in OpenAI's shape.
 #[derive(Debug)]
 pub struct OpenAiError(pub ApiError);
+
+/// The same error in Anthropic's shape, for `/v1/messages`.
+#[derive(Debug)]
+pub struct AnthropicError(pub ApiError);
 
 // === impl ApiError ===
 
@@ -159,5 +167,83 @@ impl IntoResponse for OpenAiError {
         let body =
             json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
         (status, Json(body)).into_response()
+    }
+}
+
+// === impl AnthropicError ===
+
+impl AnthropicError {
+    /// Anthropic's status and error type. Anthropic's own statuses where
+    /// the meaning matches (its errors page): 400 `invalid_request_error`,
+    /// 401 `authentication_error`, 403 `permission_error`, 404
+    /// `not_found_error`, 413 `request_too_large`, 429 `rate_limit_error`,
+    /// 500 `api_error`, 504 `timeout_error`, 529 `overloaded_error`. When
+    /// every target failed, the last failure decides: an outage (5xx, 529,
+    /// connection) is 529, so Anthropic clients back off and retry as they
+    /// do for Anthropic's own overload; a timeout or the request deadline
+    /// is 504; a rate limit 429; an upstream 400, context length, a target
+    /// lacking a capability or a content filter 400 (Anthropic's own
+    /// "Output blocked by content filtering policy" is a 400); anything
+    /// else (upstream auth or quota, answers that are not the protocol) is
+    /// 500. A spent fallback budget is 529 (the primary failed and nothing
+    /// else may serve now); no available provider at all is 500.
+    pub fn status_and_type(&self) -> (StatusCode, &'static str) {
+        let overloaded = (
+            StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "overloaded_error",
+        );
+        let api = (StatusCode::INTERNAL_SERVER_ERROR, "api_error");
+        let timeout = (StatusCode::GATEWAY_TIMEOUT, "timeout_error");
+        let invalid = (StatusCode::BAD_REQUEST, "invalid_request_error");
+        match &self.0 {
+            ApiError::Engine(e) => match e {
+                Error::ProvidersFailed { code, .. } => match code {
+                    FailureCode::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
+                    FailureCode::Unavailable | FailureCode::Connection => overloaded,
+                    FailureCode::Timeout | FailureCode::DeadlineExceeded => timeout,
+                    FailureCode::BadRequest
+                    | FailureCode::ContextLength
+                    | FailureCode::Unsupported
+                    | FailureCode::ContentFilter
+                    | FailureCode::InvalidRequest => invalid,
+                    _ => api,
+                },
+                Error::DeadlineExceeded { .. } => timeout,
+                Error::FallbackBudgetExceeded { .. } => overloaded,
+                Error::NoProviderAvailable(_) | Error::Engine(_) => api,
+                Error::Refused { .. } | Error::InvalidRequest { .. } => invalid,
+                Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
+                    (StatusCode::NOT_FOUND, "not_found_error")
+                }
+            },
+            other => {
+                let status = other.status();
+                let kind = match status.as_u16() {
+                    401 => "authentication_error",
+                    403 => "permission_error",
+                    404 => "not_found_error",
+                    413 => "request_too_large",
+                    429 => "rate_limit_error",
+                    500.. => "api_error",
+                    _ => "invalid_request_error",
+                };
+                (status, kind)
+            }
+        }
+    }
+}
+
+impl<E: Into<ApiError>> From<E> for AnthropicError {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for AnthropicError {
+    fn into_response(self) -> Response {
+        let (status, kind) = self.status_and_type();
+        let (code, message, _, _) = self.0.parts();
+        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
+        (status, Json(ErrorOut::new(kind, &message))).into_response()
     }
 }

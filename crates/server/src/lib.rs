@@ -6,11 +6,14 @@
 //! - [`serve`]: binds, serves, and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
 //! - `openai`: the OpenAI Chat Completions shapes.
-//! - `error`: the only place errors become HTTP statuses (two shapes).
+//! - `anthropic`: Anthropic's Messages shapes, their translation to the
+//!   neutral types, and its event stream.
+//! - `error`: the only place errors become HTTP statuses (three shapes).
 //! - `auth`: client keys and the admin token; request ids and log spans.
 //! - `routes`: one module per endpoint group.
 //! - `sse`: engine streams as server-sent events (neutral and OpenAI).
 
+mod anthropic;
 pub mod api;
 mod auth;
 mod error;
@@ -31,7 +34,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 use understudy_core::{Engine, Secret};
 
-pub use error::{ApiError, OpenAiError};
+pub use error::{AnthropicError, ApiError, OpenAiError};
 
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -61,6 +64,7 @@ pub fn app(engine: Engine) -> Router {
     let api = Router::new()
         .merge(routes::generate::router())
         .merge(routes::chat::router())
+        .merge(routes::messages::router())
         .merge(routes::models::router())
         .merge(routes::wit::router())
         .merge(routes::status::router())

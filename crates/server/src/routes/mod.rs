@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod chat;
 pub(crate) mod generate;
 pub(crate) mod health;
+pub(crate) mod messages;
 pub(crate) mod metrics;
 pub(crate) mod models;
 pub(crate) mod status;
@@ -11,13 +12,20 @@ pub(crate) mod wit;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
 
-/// Any path that is not an endpoint.
-pub(crate) async fn not_found(uri: Uri) -> ApiError {
-    ApiError::NotFound(format!("no endpoint at {}", uri.path()))
+/// Any path that is not an endpoint (in Anthropic's shape under
+/// `/v1/messages/`, where Anthropic's clients call).
+pub(crate) async fn not_found(uri: Uri) -> Response {
+    let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
+    if uri.path().starts_with("/v1/messages/") {
+        crate::AnthropicError(error).into_response()
+    } else {
+        error.into_response()
+    }
 }
 
 /// Reads a JSON body, turning every failure into a 4xx that names the
@@ -43,7 +51,9 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path.is_empty() || path == "." {
+        // serde_path_to_error names no field (`?` or `.`) when the
+        // body is not JSON at all.
+        if path.is_empty() || path == "." || path == "?" {
             ApiError::Body {
                 status: StatusCode::BAD_REQUEST,
                 message: format!("invalid JSON body: {inner}"),
@@ -132,4 +142,21 @@ pub(crate) fn timeout_ms(
 /// route, else a provider pin; anything else is a 404 `model_not_found`).
 pub(crate) fn model_route(name: &str) -> understudy_core::RouteSelector {
     understudy_core::RouteSelector::Model(name.to_owned())
+}
+
+/// The failover headers every answer carries: who served, whether it fell
+/// back, whether any attempt was refused.
+pub(crate) fn failover_headers(
+    response: &mut Response,
+    provider: &str,
+    fell_back: bool,
+    filtered: bool,
+) {
+    let flag = |b: bool| HeaderValue::from_static(if b { "true" } else { "false" });
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(provider) {
+        headers.insert("x-understudy-provider", v);
+    }
+    headers.insert("x-understudy-fell-back", flag(fell_back));
+    headers.insert("x-understudy-content-filtered", flag(filtered));
 }

@@ -1,7 +1,11 @@
-//! `GET /v1/models` (the routes, in OpenAI's list shape) and
-//! `GET /v1/providers` (every provider and its state).
+//! `GET /v1/models` (the routes, in OpenAI's list shape, or in Anthropic's
+//! when the request carries an `anthropic-version` header, as Anthropic's
+//! SDKs and Claude Code send) and `GET /v1/providers` (every provider and
+//! its state).
 
 use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -9,7 +13,7 @@ use serde_json::{Value, json};
 use understudy_core::Settings;
 use understudy_core::settings::parse_target;
 
-use crate::{ApiError, AppState, OpenAiError};
+use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -17,7 +21,60 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/providers", get(providers))
 }
 
-async fn models(State(state): State<AppState>) -> Result<Json<Value>, OpenAiError> {
+async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if headers.contains_key("anthropic-version") {
+        anthropic_models(&state)
+            .await
+            .map_err(AnthropicError::from)
+            .into_response()
+    } else {
+        openai_models(&state)
+            .await
+            .map_err(OpenAiError::from)
+            .into_response()
+    }
+}
+
+/// Anthropic's model list: `{"data": [{"type": "model", "id",
+/// "display_name", "created_at"}], "has_more", "first_id", "last_id"}`,
+/// with the same ids as OpenAI's list (`default`, the routes, each
+/// available provider's `provider:model`), all on one page. A route's
+/// display name lists its targets; `created_at` is the epoch, as
+/// `created` is 0 in OpenAI's list.
+async fn anthropic_models(state: &AppState) -> Result<Json<Value>, ApiError> {
+    let routing = state.engine.routing().await?;
+    let providers = state.engine.providers().await?;
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let default: Vec<&str> = std::iter::once(&routing.default)
+        .chain(routing.order.iter().filter(|n| **n != routing.default))
+        .map(String::as_str)
+        .collect();
+    entries.push((
+        "default".into(),
+        format!("default ({})", default.join(", ")),
+    ));
+    for (name, targets) in &routing.routes {
+        entries.push((name.clone(), format!("{name} ({})", targets.join(", "))));
+    }
+    for p in providers.iter().filter(|p| p.available) {
+        let id = format!("{}:{}", p.name, p.model);
+        entries.push((id.clone(), id));
+    }
+    let data: Vec<Value> = entries
+        .iter()
+        .map(|(id, name)| {
+            json!({"type": "model", "id": id, "display_name": name, "created_at": "1970-01-01T00:00:00Z"})
+        })
+        .collect();
+    Ok(Json(json!({
+        "data": data,
+        "has_more": false,
+        "first_id": entries.first().map(|e| &e.0),
+        "last_id": entries.last().map(|e| &e.0),
+    })))
+}
+
+async fn openai_models(state: &AppState) -> Result<Json<Value>, ApiError> {
     let routing = state.engine.routing().await?;
     let providers = state.engine.providers().await?;
     let settings = state.engine.settings();

@@ -1,0 +1,131 @@
+//! `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's
+//! Messages API over the same engine, so Claude Code and the Anthropic SDKs
+//! get the same failover by changing only their base URL. `model` names a
+//! route, a pin or a provider's model; the failover shows in
+//! `x-understudy-*` headers, and `model` in the answer always names the
+//! model that actually answered.
+//!
+//! Every target gets the translated request (see `anthropic.rs`). The
+//! answer is rendered by [`answer`] and a stream by [`stream`]: those two
+//! are where forwarding an Anthropic target's own bytes will plug in.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use understudy_core::{Error, GenerateRequest, Generation, GenerationStream};
+
+use super::{failover_headers, parse_json};
+use crate::anthropic::{MessageEvents, MessageOut, MessagesRequest, Typed, event};
+use crate::auth::RequestId;
+use crate::{AnthropicError, AppState};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+}
+
+async fn messages(
+    State(state): State<AppState>,
+    Extension(RequestId(id)): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
+    let mut body: MessagesRequest = parse_json(body)?;
+    let chat = body.take_chat()?;
+    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
+    let mut request = GenerateRequest::new(chat).route(route);
+    request.request_id = Some(id.clone());
+    request.cache = !super::no_cache(&headers);
+    super::apply_overrides(&headers, &mut request)?;
+    let id = format!("msg_{id}");
+
+    if body.stream {
+        return match state.engine.generate_stream(request).await {
+            Ok(s) => Ok(stream(s, id)),
+            // A refusal surfaced by policy, before anything was sent: the
+            // stream Anthropic sends for one.
+            Err(Error::Refused { attempts }) => {
+                let refused = attempts.last();
+                let model = refused.map_or("", |a| a.model.as_str());
+                let provider = refused.map_or("", |a| a.provider.as_str());
+                let mut response = sse(MessageEvents::refusal(id, model));
+                failover_headers(&mut response, provider, false, true);
+                Ok(response)
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
+
+    match state.engine.generate(request).await {
+        Ok(g) => Ok(answer(&g, &id)),
+        // A refusal surfaced by policy is an answer in Anthropic's terms:
+        // a 200 with `stop_reason: "refusal"`.
+        Err(Error::Refused { attempts }) => {
+            let refused = attempts.last();
+            let model = refused.map_or("", |a| a.model.as_str());
+            let provider = refused.map_or("", |a| a.provider.as_str());
+            let mut response = Json(MessageOut::refusal(&id, model)).into_response();
+            failover_headers(&mut response, provider, false, true);
+            Ok(response)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A served answer in Anthropic's shape, with the failover headers.
+fn answer(g: &Generation, id: &str) -> Response {
+    let body = MessageOut::answer(
+        id,
+        &g.model,
+        &g.text,
+        &g.tool_calls,
+        &g.finish_reason,
+        g.usage,
+    );
+    let mut response = Json(body).into_response();
+    failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+    response
+}
+
+/// A committed stream as Anthropic's events, with the failover headers.
+fn stream(s: GenerationStream, id: String) -> Response {
+    let (provider, fell_back, filtered) = (s.provider.clone(), s.fell_back, s.content_filtered);
+    let mut response = sse(MessageEvents::new(s, id));
+    failover_headers(&mut response, &provider, fell_back, filtered);
+    response
+}
+
+/// Server-sent events, kept alive with Anthropic's `ping` event.
+fn sse(events: MessageEvents) -> Response {
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().event(event("ping", &Typed::new("ping"))))
+        .into_response()
+}
+
+/// `{"input_tokens": n}`, an estimate (see
+/// [`MessagesRequest::estimate_input_tokens`]); the response says so in
+/// `x-understudy-estimate: true`. `max_tokens` is not needed here.
+async fn count_tokens(body: Result<Bytes, BytesRejection>) -> Result<Response, AnthropicError> {
+    #[derive(serde::Serialize)]
+    struct Count {
+        input_tokens: u64,
+    }
+    let body: MessagesRequest = parse_json(body)?;
+    if body.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Err(crate::ApiError::invalid("model", "model is required").into());
+    }
+    let mut response = Json(Count {
+        input_tokens: body.estimate_input_tokens(),
+    })
+    .into_response();
+    response
+        .headers_mut()
+        .insert("x-understudy-estimate", HeaderValue::from_static("true"));
+    Ok(response)
+}
