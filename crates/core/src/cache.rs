@@ -90,6 +90,15 @@ impl CacheKey {
         // Every other field that shapes the answer (tools, tool choice,
         // response format, sampling): hashed from its JSON, and only when
         // the request sets one, so a plain request pays nothing for them.
+        // A natively forwarded body carries what the neutral fields cannot
+        // (thinking, cache markers, betas): it is part of the key.
+        if let Some(native) = &chat.native {
+            h.write_str(&native.body);
+            for (k, v) in &native.headers {
+                h.write_str(k);
+                h.write_str(v);
+            }
+        }
         let extras = chat.clone_extras();
         if extras != ChatRequest::default() {
             h.write_str(&serde_json::to_string(&extras).unwrap_or_default());

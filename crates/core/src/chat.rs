@@ -139,6 +139,34 @@ pub struct ChatRequest {
     /// The end user, for the provider's abuse monitoring.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The request exactly as the client sent it in a provider's own
+    /// protocol: targets speaking that protocol get it unchanged but for the
+    /// model (and the softened retry's system prompt and temperature);
+    /// others get the neutral fields above, translated.
+    #[serde(skip)]
+    pub native: Option<std::sync::Arc<NativeRequest>>,
+}
+
+/// A request body as a client sent it in a provider's protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeRequest {
+    /// The protocol it is written in.
+    pub kind: crate::settings::ProviderKind,
+    /// The JSON body, as received.
+    pub body: String,
+    /// The protocol's own headers to forward (`anthropic-version`,
+    /// `anthropic-beta`).
+    pub headers: Vec<(String, String)>,
+}
+
+/// One server-sent event exactly as a provider sent it, for a client that
+/// speaks the same protocol (a natively forwarded request).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeEvent {
+    /// The `event:` name (empty when the provider sent none).
+    pub event: String,
+    /// The `data:` payload.
+    pub data: String,
 }
 
 /// What a request needs of a target beyond plain text.
@@ -187,6 +215,10 @@ pub struct Completion {
     pub model: String,
     pub finish_reason: FinishReason,
     pub usage: Option<Usage>,
+    /// The answer's body exactly as the provider sent it, when the request
+    /// was forwarded natively (see [`ChatRequest::native`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<String>,
 }
 
 /// A fragment of a streamed tool call. The first fragment of each `index`
@@ -210,6 +242,9 @@ pub enum StreamEvent {
     Delta(String),
     /// A piece of a tool call.
     ToolCall(ToolCallDelta),
+    /// An event exactly as the provider sent it (natively forwarded
+    /// requests only), ahead of the neutral events parsed from it.
+    Native(NativeEvent),
     /// The provider ended the answer normally.
     Finish {
         finish_reason: FinishReason,

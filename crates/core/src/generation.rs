@@ -74,6 +74,10 @@ pub struct Generation {
     /// Served from the response cache, without calling a provider.
     #[serde(default)]
     pub cached: bool,
+    /// The answer's body exactly as the provider sent it, when the request
+    /// was forwarded natively.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<String>,
 }
 
 /// The result of [`crate::Engine::generate`].
@@ -165,6 +169,7 @@ impl Generation {
             request_id,
             text: completion.text,
             tool_calls: completion.tool_calls,
+            native: completion.native,
             provider,
             model: completion.model,
             finish_reason: completion.finish_reason,

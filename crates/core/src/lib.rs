@@ -50,8 +50,8 @@ mod run;
 
 pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
 pub use chat::{
-    ChatRequest, Completion, FinishReason, Message, Needs, Part, ResponseFormat, Role, StreamEvent,
-    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
+    ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 pub use engine::Engine;
 pub use error::Error;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::attempt::Attempt;
-use crate::chat::{FinishReason, ToolCallDelta, Usage};
+use crate::chat::{FinishReason, NativeEvent, ToolCallDelta, Usage};
 use crate::failure::FailureCode;
 
 /// Items buffered between the run and a slow reader.
@@ -43,6 +43,10 @@ pub enum StreamItem {
     Delta(String),
     /// A piece of a tool call (boxed like the ends, for the channel's size).
     ToolCall(Box<ToolCallDelta>),
+    /// An event exactly as the provider sent it, for a natively forwarded
+    /// request (the neutral items parsed from it follow it; a front end in
+    /// the same protocol relays these and ignores the neutral ones).
+    Native(Box<NativeEvent>),
     /// Boxed so that the channel's slots stay the size of a `String`: the
     /// run's channel holds 16 items for every open stream.
     Done(Box<StreamDone>),

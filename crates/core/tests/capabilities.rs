@@ -343,7 +343,11 @@ async fn a_tool_history_without_tools_offered_sends_no_tool_choice_to_openai() {
         parallel_tool_calls: Some(false),
         ..ChatRequest::default()
     };
-    let g = gw.engine.generate(GenerateRequest::new(chat)).await.unwrap();
+    let g = gw
+        .engine
+        .generate(GenerateRequest::new(chat))
+        .await
+        .unwrap();
     assert_eq!(g.provider, "groq");
     let body = groq.received()[0].json();
     // OpenAI refuses both when no tools are offered.

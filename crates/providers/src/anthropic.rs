@@ -112,8 +112,43 @@ impl Protocol for AnthropicProtocol {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
+        if let Some(native) = request
+            .native
+            .as_deref()
+            .filter(|_| self.forwards_native(request))
+        {
+            if let Some(body) = with_model(&native.body, model) {
+                // The client's own body, byte for byte but for the model,
+                // with its protocol headers (`anthropic-version`, betas).
+                let mut headers = self.headers.clone();
+                for (name, value) in &native.headers {
+                    let (Ok(name), Ok(value)) = (
+                        reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                        reqwest::header::HeaderValue::from_str(value),
+                    ) else {
+                        continue;
+                    };
+                    if name.as_str().starts_with("anthropic-") {
+                        headers.insert(name, value);
+                    }
+                }
+                return Ok(crate::http::raw_post(
+                    client,
+                    self.url.clone(),
+                    headers,
+                    body,
+                ));
+            }
+        }
         let body = wire_request(model, request, stream)?;
         crate::http::json_post(client, self.url.clone(), &self.headers, &body)
+    }
+
+    fn forwards_native(&self, request: &ChatRequest) -> bool {
+        request
+            .native
+            .as_deref()
+            .is_some_and(|n| n.kind == understudy_core::ProviderKind::Anthropic)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -167,6 +202,7 @@ impl Protocol for AnthropicProtocol {
             .with_status(*status));
         }
         Ok(Completion {
+            native: None,
             tool_calls,
             text,
             model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
@@ -184,8 +220,11 @@ impl Protocol for AnthropicProtocol {
         }
     }
 
-    fn parser(&self, model: &str) -> AnthropicStream {
-        AnthropicStream::for_model(model)
+    fn parser(&self, model: &str, native: bool) -> AnthropicStream {
+        AnthropicStream {
+            native,
+            ..AnthropicStream::for_model(model)
+        }
     }
 }
 
@@ -736,6 +775,8 @@ fn status_of(kind: &str) -> u16 {
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicStream {
     model: String,
+    /// Pass every event on as sent, too (a natively forwarded request).
+    native: bool,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     stop_reason: Option<String>,
@@ -869,6 +910,12 @@ impl StreamParser for AnthropicStream {
         let Some((name, data)) = self.stray.event(item, mid_stream_error, out) else {
             return;
         };
+        if self.native {
+            out.push_back(Ok(StreamEvent::Native(understudy_core::NativeEvent {
+                event: name.clone().unwrap_or_default(),
+                data: data.clone(),
+            })));
+        }
         let event: WireEvent = match serde_json::from_str(&data) {
             Ok(e) => e,
             Err(e) => {
@@ -989,6 +1036,31 @@ fn mid_stream_error(value: &Value) -> Option<Failure> {
     );
     f.status = None;
     Some(f)
+}
+
+/// `body` with its top-level `model` set to `model`, every other byte as it
+/// was; `None` when the body is not a JSON object with one `model`.
+pub fn with_model(body: &str, model: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        model: Option<&'a serde_json::value::RawValue>,
+    }
+    // (A struct also deserializes from an array, positionally.)
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let top: Top<'_> = serde_json::from_str(body).ok()?;
+    let raw = top.model?.get();
+    // The raw value is a slice of `body`: its offset locates the bytes to
+    // replace.
+    let start = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let end = start.checked_add(raw.len())?;
+    if body.get(start..end) != Some(raw) {
+        return None;
+    }
+    let model = serde_json::to_string(model).ok()?;
+    Some(format!("{}{model}{}", &body[..start], &body[end..]))
 }
 
 // === the wire ===

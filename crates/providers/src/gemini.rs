@@ -171,6 +171,7 @@ impl Protocol for GeminiProtocol {
             })
             .collect();
         Ok(Completion {
+            native: None,
             finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
             tool_calls,
             text: chunk.text,
@@ -194,7 +195,7 @@ impl Protocol for GeminiProtocol {
         }
     }
 
-    fn parser(&self, model: &str) -> GeminiStream {
+    fn parser(&self, model: &str, _native: bool) -> GeminiStream {
         GeminiStream::for_model(model)
     }
 }

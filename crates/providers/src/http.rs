@@ -45,8 +45,16 @@ pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {
     /// Classifies an error status and its (bounded) body.
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure;
 
-    /// A parser for one streamed answer.
-    fn parser(&self, model: &str) -> Self::Parser;
+    /// A parser for one streamed answer; `native`: also pass every event
+    /// on as the provider sent it ([`StreamEvent::Native`]).
+    fn parser(&self, model: &str, native: bool) -> Self::Parser;
+
+    /// Whether this protocol forwards `request`'s native body as it is
+    /// (the client wrote it in this protocol).
+    fn forwards_native(&self, request: &ChatRequest) -> bool {
+        let _ = request;
+        false
+    }
 }
 
 /// Turns decoded SSE items into neutral stream events.
@@ -130,9 +138,16 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 .request(self.client(connect), model, request, false)?;
             let received = send(sent).await.map_err(|f| self.redact(f))?;
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
-            self.protocol
+            let mut completion = self
+                .protocol
                 .parse(&received, model)
-                .map_err(|f| self.redact(f))
+                .map_err(|f| self.redact(f))?;
+            if self.protocol.forwards_native(request) {
+                // The answer goes back to a client of the same protocol as
+                // the provider sent it.
+                completion.native = Some(String::from_utf8_lossy(&received.body).into_owned());
+            }
+            Ok(completion)
         })
     }
 
@@ -164,7 +179,9 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 // first read buffer (8 KiB) for as long as the stream lasts.
                 body: reqwest::Body::from(response),
                 decoder: SseDecoder::new(),
-                parser: self.protocol.parser(model),
+                parser: self
+                    .protocol
+                    .parser(model, self.protocol.forwards_native(request)),
                 pending: VecDeque::new(),
                 items: Vec::new(),
                 done: false,
@@ -198,6 +215,16 @@ pub(crate) fn json_post(
         )
     })?;
     Ok(client.post(url).headers(headers.clone()).body(body))
+}
+
+/// A POST of a body that is already JSON text (a natively forwarded one).
+pub(crate) fn raw_post(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    headers: HeaderMap,
+    body: String,
+) -> reqwest::RequestBuilder {
+    client.post(url).headers(headers).body(body)
 }
 
 /// The endpoint, parsed once (not on every request).
@@ -310,6 +337,7 @@ impl<T: StreamParser> SseStream<T> {
                 let counted = match &event {
                     Ok(StreamEvent::Delta(text)) => text.len(),
                     Ok(StreamEvent::ToolCall(call)) => call.arguments.len(),
+                    Ok(StreamEvent::Native(event)) => event.data.len(),
                     _ => 0,
                 };
                 if counted > 0 {
@@ -322,7 +350,10 @@ impl<T: StreamParser> SseStream<T> {
                         continue;
                     }
                 }
-                if !matches!(event, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))) {
+                if !matches!(
+                    event,
+                    Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+                ) {
                     // A finish or an error ends the stream; nothing after it
                     // counts (text and tool-call fragments do not end it).
                     self.done = true;
@@ -355,11 +386,14 @@ impl<T: StreamParser> SseStream<T> {
                 Ok(None) => {
                     let _ = self.decoder.finish(&mut self.items);
                     self.dispatch();
-                    if self
-                        .pending
-                        .iter()
-                        .all(|e| matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
-                    {
+                    if self.pending.iter().all(|e| {
+                        matches!(
+                            e,
+                            Ok(StreamEvent::Delta(_)
+                                | StreamEvent::ToolCall(_)
+                                | StreamEvent::Native(_))
+                        )
+                    }) {
                         self.parser.on_eof(&mut self.pending);
                     }
                     if self.pending.is_empty() {
@@ -380,11 +414,12 @@ impl<T: StreamParser> SseStream<T> {
 
     fn dispatch(&mut self) {
         for item in self.items.drain(..) {
-            if self
-                .pending
-                .iter()
-                .any(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
-            {
+            if self.pending.iter().any(|e| {
+                !matches!(
+                    e,
+                    Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+                )
+            }) {
                 break;
             }
             self.parser.on_item(item, &mut self.pending);
@@ -416,8 +451,12 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
     let mut items = Vec::new();
     let mut out = VecDeque::new();
     let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| {
-        out.iter()
-            .any(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
+        out.iter().any(|e| {
+            !matches!(
+                e,
+                Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+            )
+        })
     };
     for chunk in chunks {
         if decoder.feed(chunk, &mut items).is_err() {
@@ -445,10 +484,12 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
         parser.on_eof(&mut out);
     }
     let mut events: Vec<_> = out.into();
-    if let Some(end) = events
-        .iter()
-        .position(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))
-    {
+    if let Some(end) = events.iter().position(|e| {
+        !matches!(
+            e,
+            Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+        )
+    }) {
         events.truncate(end + 1);
     }
     events

@@ -155,7 +155,7 @@ impl Protocol for OpenAiProtocol {
         classify_error(status, headers, body)
     }
 
-    fn parser(&self, model: &str) -> OpenAiStream {
+    fn parser(&self, model: &str, _native: bool) -> OpenAiStream {
         OpenAiStream::for_model(model)
     }
 }
@@ -235,6 +235,7 @@ pub(crate) fn parse_response(
         .with_status(*status));
     }
     Ok(Completion {
+        native: None,
         finish_reason: finish_reason_with(finish, !tool_calls.is_empty()),
         tool_calls,
         text,

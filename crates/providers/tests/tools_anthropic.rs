@@ -54,6 +54,8 @@ fn reassemble(events: &[Result<StreamEvent, Failure>]) -> Streamed {
     for (at, event) in events.iter().enumerate() {
         match event {
             Ok(StreamEvent::Delta(t)) => text.push_str(t),
+            // The provider's own events, for a natively forwarded request.
+            Ok(StreamEvent::Native(_)) => {}
             Ok(StreamEvent::ToolCall(d)) => {
                 let first = !calls.contains_key(&d.index);
                 assert_eq!(

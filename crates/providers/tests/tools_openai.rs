@@ -65,6 +65,9 @@ fn reassemble(events: Vec<Result<StreamEvent, Failure>>) -> Reassembled {
         assert!(out.end.is_none(), "an event after the terminal one");
         match event {
             Ok(StreamEvent::Delta(text)) => out.text.push_str(&text),
+            Ok(StreamEvent::Native(e)) => {
+                panic!("no native events without a native request: {e:?}")
+            }
             Ok(StreamEvent::ToolCall(d)) => {
                 let index = usize::try_from(d.index).unwrap();
                 if index == out.calls.len() {
@@ -604,6 +607,7 @@ async fn a_tool_loop_is_sent_in_openai_s_shape() {
         presence_penalty: Some(0.25),
         frequency_penalty: Some(-0.5),
         user: Some("user-1234".into()),
+        native: None,
     };
     request.validate().unwrap();
     let body: Value = serde_json::from_str(&sent("p", &request).await).unwrap();

@@ -42,6 +42,9 @@ fn neutral_event(item: &StreamItem) -> Event {
     let (name, data) = match item {
         StreamItem::Delta(text) => ("delta", to_json(&Text { text })),
         StreamItem::ToolCall(delta) => ("tool_call", to_json(delta)),
+        // Only natively forwarded requests carry these; the neutral API
+        // never forwards natively.
+        StreamItem::Native(event) => ("native", to_json(event)),
         StreamItem::Done(done) => ("done", to_json(done)),
         StreamItem::Error(error) => ("error", to_json(error)),
     };
@@ -121,6 +124,8 @@ impl OpenAiEvents {
                 let e = self.chunk(delta, None);
                 self.pending.push_back(e);
             }
+            // A provider's own events, for clients of its protocol only.
+            StreamItem::Native(_) => {}
             StreamItem::ToolCall(call) => {
                 let delta = DeltaOut {
                     tool_calls: Some([ToolCallDeltaOut {

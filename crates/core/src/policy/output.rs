@@ -139,6 +139,7 @@ mod tests {
             model: "m".into(),
             finish_reason: FinishReason::Stop,
             usage: None,
+            native: None,
         }
     }
 

@@ -1,7 +1,9 @@
 //! The softened retry: the same request with a gentler system prompt and a
 //! cooler temperature, sent once to the provider that refused.
 
-use crate::chat::ChatRequest;
+use std::sync::Arc;
+
+use crate::chat::{ChatRequest, NativeRequest};
 
 /// Appended to the system prompt of a softened retry (DESIGN §2, verbatim).
 pub const SOFTENING_SUFFIX: &str = "\n\nIMPORTANT: Keep it light, playful, and safe for all audiences. Avoid anything offensive, mean-spirited, or inappropriate.";
@@ -20,7 +22,40 @@ pub fn soften(original: &ChatRequest, provider_default_temperature: f32) -> Chat
     softened.system = Some(format!("{system}{SOFTENING_SUFFIX}"));
     let t = original.temperature.unwrap_or(provider_default_temperature);
     softened.temperature = Some(softened_temperature(t));
+    if let Some(native) = &original.native {
+        softened.native = soften_native(native, softened.temperature).map(Arc::new);
+    }
     softened
+}
+
+/// The softened form of a natively forwarded Anthropic body: its `system`
+/// keeps its structure (a string, or text blocks with their cache markers)
+/// and gets the suffix as one more text block; the temperature is the
+/// softened one. `None` (forward the neutral, softened request instead)
+/// when the body is not a JSON object.
+fn soften_native(native: &NativeRequest, temperature: Option<f32>) -> Option<NativeRequest> {
+    let mut body: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&native.body).ok()?;
+    let suffix = serde_json::json!({"type": "text", "text": SOFTENING_SUFFIX.trim_start()});
+    let system = match body.remove("system") {
+        None | Some(serde_json::Value::Null) => serde_json::Value::Array(vec![suffix]),
+        Some(serde_json::Value::String(s)) => {
+            serde_json::json!([{"type": "text", "text": s}, suffix])
+        }
+        Some(serde_json::Value::Array(mut blocks)) => {
+            blocks.push(suffix);
+            serde_json::Value::Array(blocks)
+        }
+        Some(_) => return None,
+    };
+    body.insert("system".into(), system);
+    if let Some(t) = temperature {
+        body.insert("temperature".into(), serde_json::json!(t));
+    }
+    Some(NativeRequest {
+        body: serde_json::to_string(&body).ok()?,
+        ..native.clone()
+    })
 }
 
 /// `max(t - 0.2, 0.3)`, rounded to two decimals so that 0.7 becomes 0.5 on
@@ -61,5 +96,51 @@ mod tests {
 
         let bare = soften(&ChatRequest::user("x"), 1.0);
         assert_eq!(bare.system.as_deref(), Some(SOFTENING_SUFFIX));
+    }
+
+    #[test]
+    fn a_native_body_keeps_its_system_blocks_and_gets_one_more() {
+        let blocks = r#"{"model":"m","system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}],"max_tokens":10}"#;
+        // (body, expected system after softening)
+        let cases = [
+            (
+                blocks,
+                serde_json::json!([
+                    {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": SOFTENING_SUFFIX.trim_start()}
+                ]),
+            ),
+            (
+                r#"{"model":"m","system":"Be kind.","messages":[],"max_tokens":10}"#,
+                serde_json::json!([
+                    {"type": "text", "text": "Be kind."},
+                    {"type": "text", "text": SOFTENING_SUFFIX.trim_start()}
+                ]),
+            ),
+            (
+                r#"{"model":"m","messages":[],"max_tokens":10}"#,
+                serde_json::json!([{"type": "text", "text": SOFTENING_SUFFIX.trim_start()}]),
+            ),
+        ];
+        for (body, want) in cases {
+            let req = ChatRequest {
+                native: Some(Arc::new(NativeRequest {
+                    kind: crate::settings::ProviderKind::Anthropic,
+                    body: body.into(),
+                    headers: vec![("anthropic-beta".into(), "x".into())],
+                })),
+                temperature: Some(0.7),
+                ..ChatRequest::user("hi")
+            };
+            let softened = soften(&req, 1.0);
+            let native = softened.native.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&native.body).unwrap();
+            assert_eq!(v["system"], want, "{body}");
+            assert_eq!(v["temperature"], serde_json::json!(0.5));
+            assert_eq!(
+                native.headers,
+                [("anthropic-beta".to_owned(), "x".to_owned())]
+            );
+        }
     }
 }

@@ -32,7 +32,10 @@ struct Committed {
     idx: usize,
     kind: AttemptKind,
     stream: BoxEventStream,
-    first: StreamItem,
+    /// What the reader gets first: the provider's own events that came
+    /// before the commit (natively forwarded requests), then the
+    /// committing item.
+    first: Vec<StreamItem>,
     started: Instant,
 }
 
@@ -167,6 +170,10 @@ impl Run {
         .await;
         let failure = match opened {
             Ok(mut stream) => {
+                // A natively forwarded stream's own events before the commit
+                // (`message_start`, thinking…): held back until this target
+                // commits, dropped with it otherwise.
+                let mut held: Vec<StreamItem> = Vec::new();
                 let failure = loop {
                     match tokio::time::timeout_at(first_token_by, stream.next()).await {
                         Err(_) => {
@@ -181,22 +188,27 @@ impl Run {
                             );
                         }
                         Ok(Some(Ok(StreamEvent::Delta(text)))) if !text.is_empty() => {
+                            held.push(StreamItem::Delta(text));
                             return Opened::Committed(Committed {
                                 idx,
                                 kind: call.kind,
                                 stream,
-                                first: StreamItem::Delta(text),
+                                first: held,
                                 started,
                             });
+                        }
+                        Ok(Some(Ok(StreamEvent::Native(event)))) => {
+                            held.push(StreamItem::Native(Box::new(event)));
                         }
                         // A tool call commits like text: the client has
                         // something it would act on.
                         Ok(Some(Ok(StreamEvent::ToolCall(delta)))) => {
+                            held.push(StreamItem::ToolCall(Box::new(delta)));
                             return Opened::Committed(Committed {
                                 idx,
                                 kind: call.kind,
                                 stream,
-                                first: StreamItem::ToolCall(Box::new(delta)),
+                                first: held,
                                 started,
                             });
                         }
@@ -251,7 +263,12 @@ impl Run {
         let request_id = std::mem::take(&mut self.request_id);
         let ttft_ms = millis(self.started.elapsed());
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let _ = tx.try_send(first);
+        // Usually one item (the first text); a native stream's held events
+        // beyond the channel's room are sent once the reader has the handle.
+        let mut first = first.into_iter();
+        for item in first.by_ref().take(STREAM_BUFFER) {
+            let _ = tx.try_send(item);
+        }
         let handle = GenerationStream::new(
             request_id.clone(),
             provider.clone(),
@@ -263,6 +280,12 @@ impl Run {
         if reply.send(Ok(handle)).is_err() {
             self.stream_ended(idx, Ok(()), started.elapsed());
             return; // the caller left before the first byte; dropping `stream` closes upstream
+        }
+        for item in first {
+            if tx.send(item).await.is_err() {
+                self.stream_ended(idx, Ok(()), started.elapsed());
+                return;
+            }
         }
         // One idle timer for the whole stream: each event only notes the
         // time, and the timer is moved when it fires early (a new timer per
@@ -299,6 +322,15 @@ impl Run {
                         ));
                     }
                     // Time spent waiting on a slow reader is not silence.
+                    last_data = Instant::now();
+                }
+                Some(Ok(StreamEvent::Native(event))) => {
+                    if tx.send(StreamItem::Native(Box::new(event))).await.is_err() {
+                        break Err(Failure::new(
+                            FailureKind::StreamInterrupted,
+                            "the client went away",
+                        ));
+                    }
                     last_data = Instant::now();
                 }
                 Some(Ok(StreamEvent::ToolCall(delta))) => {
