@@ -907,6 +907,9 @@ impl MessageEvents {
         match item {
             StreamItem::Delta(text) => self.text(&text),
             StreamItem::ToolCall(call) => self.tool_call(&call),
+            // A provider's own events (natively forwarded requests): not
+            // produced until this front end forwards natively.
+            StreamItem::Native(_) => {}
             StreamItem::Done(done) => {
                 self.message_end(stop_reason(&done.finish_reason), done.usage);
             }

@@ -1,0 +1,252 @@
+//! The official `anthropic` Python SDK against the real server's Messages
+//! API: non-streamed and streamed text, a two-turn tool loop (each also
+//! streamed), an image, count_tokens, the model list and errors. Every
+//! second turn goes to an Anthropic simulator that fails it with 529, so an
+//! OpenAI-compatible simulator serves it, and the SDK cannot tell. The
+//! Python is found as in `openai_sdk.rs` (`common::python_with`).
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+
+struct Two {
+    claude: SimProvider,
+    openai: SimProvider,
+    url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// An Anthropic simulator (the primary) and an OpenAI-compatible one, and
+/// the server in front of them.
+async fn two() -> Two {
+    let claude = SimProvider::anthropic().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("claude", &claude)
+        .provider("openai", &openai)
+        .env("UNDERSTUDY_API_KEYS", "sk-understudy-sdk-test")
+        .build()
+        .await
+        .unwrap();
+    let (url, stop) = common::serve(gw.engine).await;
+    Two {
+        claude,
+        openai,
+        url,
+        _stop: stop,
+    }
+}
+
+async fn sdk(url: &str, mode: &str) -> Value {
+    let python = common::python_with("anthropic");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/anthropic_sdk.py");
+    let (url, mode) = (url.to_owned(), mode.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .arg(url)
+            .arg(mode)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The text of an answer's text blocks.
+fn text_of(turn: &Value) -> String {
+    turn["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .map(|b| b["text"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_streamed_and_not_survives_an_anthropic_529() {
+    let t = two().await;
+    for _ in 0..2 {
+        t.claude
+            .push(Reply::text("A gateway walks into a bar."))
+            .push(Reply::status(529));
+    }
+    t.openai
+        .always(Reply::text("The bar was down, so it fell back."));
+    let v = sdk(&t.url, "text").await;
+    for mode in ["plain", "stream"] {
+        let turns = &v[mode];
+        assert_eq!(turns[0]["provider"], "claude", "{mode}: {v}");
+        assert_eq!(turns[0]["model"], "claude-model");
+        assert_eq!(text_of(&turns[0]), "A gateway walks into a bar.");
+        assert_eq!(turns[1]["provider"], "openai", "{mode}: {v}");
+        assert_eq!(turns[1]["model"], "openai-model");
+        assert_eq!(text_of(&turns[1]), "The bar was down, so it fell back.");
+        for turn in turns.as_array().unwrap() {
+            assert_eq!(turn["stop_reason"], "end_turn", "{turn}");
+            assert!(turn["id"].as_str().unwrap().starts_with("msg_"));
+            assert!(
+                turn["usage"]["output_tokens"].as_u64().unwrap() > 0,
+                "{turn}"
+            );
+        }
+    }
+    // The SDK's text_stream saw the answer in pieces.
+    let pieces = v["stream"][1]["text_stream"].as_array().unwrap();
+    assert!(pieces.len() > 2, "{v}");
+    // The system blocks arrived as the system prompt, cache_control dropped.
+    let to_claude = t.claude.received()[0].json();
+    assert_eq!(to_claude["system"], "Be brief.", "{to_claude}");
+    let to_openai = t.openai.received()[0].json();
+    assert_eq!(
+        to_openai["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Tell me a joke about gateways."},
+            {"role": "assistant", "content": "A gateway walks into a bar."},
+            {"role": "user", "content": "Another one, please."}
+        ]),
+        "{to_openai}"
+    );
+    assert_eq!(v["count_tokens"]["estimate"], "true");
+    assert_eq!(v["count_tokens"]["input_tokens"], 8, "30 characters / 4");
+    let models: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        models,
+        ["default", "claude:claude-model", "openai:openai-model"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_turn_tool_loop_survives_an_anthropic_529() {
+    let t = two().await;
+    let calls = || {
+        Reply::ToolCalls(vec![
+            SimToolCall::new("get_weather", json!({"city": "Oslo"})),
+            SimToolCall::new("get_weather", json!({"city": "Paris"})),
+        ])
+    };
+    for _ in 0..2 {
+        t.claude.push(calls()).push(Reply::status(529));
+    }
+    t.openai
+        .always(Reply::text("Oslo is 21 degrees, and so is Paris."));
+    let v = sdk(&t.url, "tools").await;
+    for mode in ["plain", "stream"] {
+        let [first, second] = [&v[mode][0], &v[mode][1]];
+        assert_eq!(first["provider"], "claude", "{mode}: {v}");
+        assert_eq!(first["stop_reason"], "tool_use");
+        let uses: Vec<&Value> = first["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .collect();
+        let cities: Vec<&str> = uses
+            .iter()
+            .map(|b| {
+                assert!(b["id"].as_str().unwrap().starts_with("toolu_"), "{b}");
+                assert_eq!(b["name"], "get_weather");
+                b["input"]["city"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(cities, ["Oslo", "Paris"], "{mode}: {first}");
+        assert_eq!(second["provider"], "openai", "{mode}: {v}");
+        assert_eq!(second["stop_reason"], "end_turn");
+        assert_eq!(text_of(second), "Oslo is 21 degrees, and so is Paris.");
+    }
+    // The OpenAI-compatible provider got the calls and their results, by
+    // the ids Anthropic minted.
+    for (i, mode) in ["plain", "stream"].iter().enumerate() {
+        let got = t.openai.received()[i].json();
+        let messages = got["messages"].as_array().unwrap();
+        let ids: Vec<&str> = v[mode][0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|b| b["id"].as_str())
+            .collect();
+        let called: Vec<&str> = messages[1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(called, ids, "{got}");
+        let answered: Vec<&str> = messages[2..]
+            .iter()
+            .map(|m| {
+                assert_eq!(m["role"], "tool", "{got}");
+                m["tool_call_id"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(answered, ids, "{got}");
+        assert_eq!(got["tools"][0]["function"]["name"], "get_weather");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_survives_an_anthropic_529() {
+    let t = two().await;
+    t.claude
+        .push(Reply::text("A red pixel."))
+        .push(Reply::status(529));
+    t.openai.always(Reply::text("Red."));
+    let v = sdk(&t.url, "image").await;
+    let turns = &v["turns"];
+    assert_eq!(turns[0]["provider"], "claude", "{v}");
+    assert_eq!(text_of(&turns[0]), "A red pixel.");
+    assert_eq!(turns[1]["provider"], "openai", "{v}");
+    assert_eq!(text_of(&turns[1]), "Red.");
+    // Anthropic got its own image block; the fallback an image_url with
+    // the same bytes as a data: URL.
+    let to_claude = t.claude.received()[0].json();
+    let block = &to_claude["messages"][0]["content"][0];
+    assert_eq!(block["type"], "image", "{to_claude}");
+    assert_eq!(block["source"]["type"], "base64");
+    assert_eq!(block["source"]["media_type"], "image/png");
+    let to_openai = t.openai.received()[0].json();
+    let part = &to_openai["messages"][0]["content"][0];
+    assert_eq!(part["type"], "image_url", "{to_openai}");
+    let url = part["image_url"]["url"].as_str().unwrap();
+    assert_eq!(
+        url,
+        format!(
+            "data:image/png;base64,{}",
+            block["source"]["data"].as_str().unwrap()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_raises_its_own_error_classes() {
+    let t = two().await;
+    t.claude.push(Reply::status(529));
+    t.openai.push(Reply::status(503));
+    let v = sdk(&t.url, "errors").await;
+    assert_eq!(
+        v,
+        json!({
+            "down": {"class": "OverloadedError", "status": 529, "type": "overloaded_error"},
+            "wrong_key": {"class": "AuthenticationError", "status": 401, "type": "authentication_error"},
+            "server_tool": {"class": "BadRequestError", "status": 400, "type": "invalid_request_error"},
+        })
+    );
+}
