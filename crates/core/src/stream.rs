@@ -33,6 +33,9 @@ pub struct GenerationStream {
     pub fell_back: bool,
     /// Some attempt before the commit was refused.
     pub content_filtered: bool,
+    /// The committed target forwards the client's native request: its own
+    /// events come as [`StreamItem::Native`], ahead of the neutral items.
+    pub native: bool,
     rx: mpsc::Receiver<StreamItem>,
 }
 
@@ -94,6 +97,7 @@ impl GenerationStream {
         model: String,
         fell_back: bool,
         content_filtered: bool,
+        native: bool,
         rx: mpsc::Receiver<StreamItem>,
     ) -> Self {
         Self {
@@ -102,6 +106,7 @@ impl GenerationStream {
             model,
             fell_back,
             content_filtered,
+            native,
             rx,
         }
     }

@@ -683,6 +683,10 @@ pub(crate) struct MessageEvents {
     open: Option<OpenBlock>,
     /// Each tool call's block: (the call's neutral index, its block index).
     tool_blocks: Vec<(u32, u32)>,
+    /// The provider's own events are relayed as they came (a natively
+    /// forwarded request served by an Anthropic target); the neutral items
+    /// are then ignored.
+    native: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -703,8 +707,11 @@ impl MessageEvents {
             open: None,
             tool_blocks: Vec::new(),
             inner: None,
+            native: inner.native,
         };
-        this.message_start(&inner.model);
+        if !this.native {
+            this.message_start(&inner.model);
+        }
         this.inner = Some(inner);
         this
     }
@@ -721,6 +728,7 @@ impl MessageEvents {
             open: None,
             tool_blocks: Vec::new(),
             inner: None,
+            native: false,
         };
         this.message_start(model);
         this.message_end("refusal", None);
@@ -904,11 +912,13 @@ impl MessageEvents {
     }
 
     fn push(&mut self, item: StreamItem) {
+        if self.native {
+            return self.relay(item);
+        }
         match item {
             StreamItem::Delta(text) => self.text(&text),
             StreamItem::ToolCall(call) => self.tool_call(&call),
-            // A provider's own events (natively forwarded requests): not
-            // produced until this front end forwards natively.
+            // Only a native stream carries these (handled by `relay`).
             StreamItem::Native(_) => {}
             StreamItem::Done(done) => {
                 self.message_end(stop_reason(&done.finish_reason), done.usage);
@@ -923,6 +933,39 @@ impl MessageEvents {
                     "api_error"
                 };
                 self.fail(kind, &format!("{}: {}", error.code.as_str(), error.message));
+            }
+        }
+    }
+
+    /// A native stream: the provider's events as they came, byte for byte
+    /// in their data (thinking signatures included); the neutral items only
+    /// say how it ended.
+    fn relay(&mut self, item: StreamItem) {
+        match item {
+            StreamItem::Native(e) => {
+                // `event:` before `data:`, as the provider wrote them.
+                let mut out = Event::default();
+                if !e.event.is_empty() {
+                    out = out.event(e.event);
+                }
+                self.pending.push_back(out.data(e.data));
+            }
+            StreamItem::Delta(_) | StreamItem::ToolCall(_) => {}
+            // `message_stop` came as the provider's own event.
+            StreamItem::Done(_) => self.finished = true,
+            // The provider's refusal (`stop_reason: "refusal"`) came as its
+            // own `message_delta`; the engine stopped reading there, so the
+            // stream is closed as Anthropic closes one.
+            StreamItem::Error(error) if error.code == FailureCode::ContentFilter => {
+                self.pending
+                    .push_back(event("message_stop", &Typed::new("message_stop")));
+                self.finished = true;
+            }
+            StreamItem::Error(error) => {
+                self.fail(
+                    "api_error",
+                    &format!("{}: {}", error.code.as_str(), error.message),
+                );
             }
         }
     }

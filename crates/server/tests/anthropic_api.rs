@@ -240,46 +240,40 @@ fn strip_nulls(v: &Value) -> Value {
 }
 
 #[tokio::test]
-async fn an_anthropic_target_receives_the_translation_too() {
+async fn an_anthropic_target_receives_the_body_as_sent() {
     let (_groq, claude, s) = setup().await;
     claude.push(Reply::text("Snow."));
-    let a = post(&s, everything("claude")).await;
+    let sent = everything("claude").to_string();
+    let a = post_to(
+        &s.url,
+        "/v1/messages",
+        &[("anthropic-beta", "interleaved-thinking-2025-05-14")],
+        sent.clone(),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    let got = claude.received()[0].json();
-    let text = got.to_string();
-    for secret in ["SECRET-THOUGHT", "SIGNATURE", "REDACTED", "\"thinking\""] {
-        assert!(!text.contains(secret), "{secret} was forwarded: {text}");
-    }
-    assert_eq!(got["system"], "You are a weather bot.\n\nAnswer briefly.");
-    let kinds: Vec<Vec<&str>> = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| match m["content"].as_array() {
-            Some(blocks) => blocks.iter().map(|b| b["type"].as_str().unwrap()).collect(),
-            None => vec!["string"],
-        })
-        .collect();
+    let received = &claude.received()[0];
+    // Byte for byte but for the model: thinking blocks and their
+    // signatures, cache markers, unknown fields all arrive as written.
     assert_eq!(
-        kinds,
-        [
-            vec!["text", "image", "image"],
-            vec!["text", "tool_use"],
-            vec!["tool_result", "text"],
-            vec!["tool_use"],
-            vec!["tool_result"],
-        ],
-        "{text}"
+        std::str::from_utf8(&received.body).unwrap(),
+        sent.replace("\"model\":\"claude\"", "\"model\":\"claude-model\"")
     );
-    assert_eq!(got["messages"][1]["content"][1]["input"]["unit"], "celsius");
+    assert_eq!(
+        received.header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14")
+    );
+    assert_eq!(received.header("anthropic-version"), Some("2023-06-01"));
 }
 
 #[tokio::test]
 async fn a_non_streamed_answer_in_anthropic_s_shape() {
     let (groq, claude, s) = setup().await;
-    groq.push(Reply::status(503));
-    claude.push(Reply::text("You code like a caffeinated squirrel."));
-    let a = post(&s, ask("default", false)).await;
+    claude.push(Reply::status(503));
+    groq.push(Reply::text("You code like a caffeinated squirrel."));
+    // Claude first (a pin): its outage falls back to groq, whose answer is
+    // rendered in Anthropic's shape.
+    let a = post(&s, ask("claude", false)).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let v = a.json();
     let id = a.headers["x-request-id"].to_str().unwrap();
@@ -287,13 +281,13 @@ async fn a_non_streamed_answer_in_anthropic_s_shape() {
         v,
         json!({
             "id": format!("msg_{id}"), "type": "message", "role": "assistant",
-            "model": "claude-model",
+            "model": "groq-model",
             "content": [{"type": "text", "text": "You code like a caffeinated squirrel."}],
             "stop_reason": "end_turn", "stop_sequence": null,
             "usage": {"input_tokens": 4, "output_tokens": 6}
         })
     );
-    assert_eq!(a.headers["x-understudy-provider"], "claude");
+    assert_eq!(a.headers["x-understudy-provider"], "groq");
     assert_eq!(a.headers["x-understudy-fell-back"], "true");
     assert_eq!(a.headers["x-understudy-content-filtered"], "false");
     // The engine recorded it like any other request.
@@ -305,8 +299,16 @@ async fn a_non_streamed_answer_in_anthropic_s_shape() {
             .find(|e| e.request_id == id)
     })
     .await;
-    assert_eq!(event.provider.as_deref(), Some("claude"));
+    assert_eq!(event.provider.as_deref(), Some("groq"));
     assert!(event.fell_back);
+    // Served by an Anthropic target, the answer is the provider's own body.
+    claude.push(Reply::text("Natively."));
+    let a = post(&s, ask("claude", false)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let v = a.json();
+    assert_eq!(v["id"], "msg_sim", "the provider's id, as it sent it");
+    assert_eq!(v["content"][0]["text"], "Natively.");
+    assert_eq!(a.headers["x-understudy-provider"], "claude");
 }
 
 #[tokio::test]

@@ -106,9 +106,14 @@ async fn text_streamed_and_not_survives_an_anthropic_529() {
     // The SDK's text_stream saw the answer in pieces.
     let pieces = v["stream"][1]["text_stream"].as_array().unwrap();
     assert!(pieces.len() > 2, "{v}");
-    // The system blocks arrived as the system prompt, cache_control dropped.
+    // Claude got the SDK's body as sent (its cache marker kept); the
+    // OpenAI-compatible fallback got the system blocks as the system prompt.
     let to_claude = t.claude.received()[0].json();
-    assert_eq!(to_claude["system"], "Be brief.", "{to_claude}");
+    assert_eq!(
+        to_claude["system"],
+        json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]),
+        "{to_claude}"
+    );
     let to_openai = t.openai.received()[0].json();
     assert_eq!(
         to_openai["messages"],

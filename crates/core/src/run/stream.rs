@@ -262,6 +262,7 @@ impl Run {
         let mut model = stream.model().unwrap_or_else(|| target.model.to_string());
         let request_id = std::mem::take(&mut self.request_id);
         let ttft_ms = millis(self.started.elapsed());
+        let native = matches!(first.first(), Some(StreamItem::Native(_)));
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         // Usually one item (the first text); a native stream's held events
         // beyond the channel's room are sent once the reader has the handle.
@@ -275,6 +276,7 @@ impl Run {
             model.clone(),
             fell_back,
             content_filtered,
+            native,
             rx,
         );
         if reply.send(Ok(handle)).is_err() {

@@ -5,19 +5,26 @@
 //! `x-understudy-*` headers, and `model` in the answer always names the
 //! model that actually answered.
 //!
-//! Every target gets the translated request (see `anthropic.rs`). The
-//! answer is rendered by [`answer`] and a stream by [`stream`]: those two
-//! are where forwarding an Anthropic target's own bytes will plug in.
+//! An Anthropic target gets the client's body as sent (only the key and
+//! the model change; `anthropic-version` and `anthropic-beta` are
+//! forwarded), so extended thinking with its signatures, prompt caching and
+//! betas keep working, and its answer comes back as it sent it. Every other
+//! target gets the translated request (see `anthropic.rs`), and its answer
+//! is rendered in Anthropic's shape by [`answer`] and [`stream`].
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, HeaderValue};
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{Error, GenerateRequest, Generation, GenerationStream};
+use understudy_core::{
+    Error, GenerateRequest, Generation, GenerationStream, NativeRequest, ProviderKind,
+};
 
 use super::{failover_headers, parse_json};
 use crate::anthropic::{MessageEvents, MessageOut, MessagesRequest, Typed, event};
@@ -36,8 +43,24 @@ async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
+    // The bytes as sent, for Anthropic targets (a cheap clone: `Bytes`
+    // shares its buffer).
+    let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
-    let chat = body.take_chat()?;
+    let mut chat = body.take_chat()?;
+    if let Some(text) = raw.and_then(|raw| String::from_utf8(raw.to_vec()).ok()) {
+        chat.native = Some(Arc::new(NativeRequest {
+            kind: ProviderKind::Anthropic,
+            body: text,
+            headers: ["anthropic-version", "anthropic-beta"]
+                .iter()
+                .filter_map(|name| {
+                    let value = headers.get(*name)?.to_str().ok()?;
+                    Some(((*name).to_owned(), value.to_owned()))
+                })
+                .collect(),
+        }));
+    }
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
@@ -78,8 +101,21 @@ async fn messages(
     }
 }
 
-/// A served answer in Anthropic's shape, with the failover headers.
+/// A served answer in Anthropic's shape, with the failover headers: as an
+/// Anthropic target sent it, or rendered from the neutral answer.
 fn answer(g: &Generation, id: &str) -> Response {
+    if let Some(native) = &g.native {
+        let mut response = (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            native.clone(),
+        )
+            .into_response();
+        failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+        return response;
+    }
     let body = MessageOut::answer(
         id,
         &g.model,
