@@ -43,6 +43,19 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         request: &'a ChatRequest,
         connect: Duration,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>>;
+
+    /// Asks the provider to count the input tokens of `request` for
+    /// `model`; `Ok(None)` when the protocol cannot (only a natively
+    /// written Anthropic request can be counted by Anthropic today).
+    fn count_tokens<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
+        let _ = (model, request, connect);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// A provider's streamed answer, as neutral events.

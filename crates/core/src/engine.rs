@@ -215,6 +215,76 @@ impl Engine {
         })
     }
 
+    /// Asks the first available Anthropic target of the request's route to
+    /// count its input tokens (the request must carry its native Anthropic
+    /// body); `Ok(None)` when no target could: the caller estimates.
+    /// Returns the count and the provider that counted.
+    pub async fn count_tokens(
+        &self,
+        request: GenerateRequest,
+    ) -> Result<Option<(u64, String)>, Error> {
+        let targets = match self
+            .inner
+            .router
+            .call(
+                |reply| RouterMsg::Resolve {
+                    route: request.route.clone(),
+                    reply,
+                },
+                Some(QUERY_TIMEOUT),
+            )
+            .await
+        {
+            Ok(CallResult::Success(targets)) => targets?,
+            _ => return Err(Error::Engine("the router is not running".into())),
+        };
+        let settings = &self.inner.settings;
+        let chat = Arc::clone(&request.chat);
+        for target in targets {
+            let Some(p) = settings.providers.get(&*target.provider) else {
+                continue;
+            };
+            if p.kind != crate::settings::ProviderKind::Anthropic {
+                continue;
+            }
+            let Ok(CallResult::Success(Ok(actor))) = self
+                .inner
+                .supervisor
+                .call(
+                    |reply| SupervisorMsg::Ensure {
+                        provider: Arc::clone(&target.provider),
+                        reply,
+                    },
+                    Some(QUERY_TIMEOUT),
+                )
+                .await
+            else {
+                continue;
+            };
+            let deadline = Instant::now() + p.timeouts.attempt.min(QUERY_TIMEOUT * 6);
+            let counted = actor
+                .call(
+                    |reply| ProviderMsg::CountTokens {
+                        model: Arc::clone(&target.model),
+                        request: Arc::clone(&chat),
+                        deadline,
+                        connect: p.timeouts.connect,
+                        reply,
+                    },
+                    Some(deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1)),
+                )
+                .await;
+            match counted {
+                Ok(CallResult::Success(Ok(Some(n)))) => return Ok(Some((n, p.name.clone()))),
+                Ok(CallResult::Success(Err(f))) => {
+                    tracing::info!(provider = %p.name, error = %f, "count_tokens failed; trying the next target");
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// Every provider with its availability, sorted by routing order.
     pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
         let mut infos = match self

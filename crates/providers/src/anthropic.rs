@@ -102,6 +102,26 @@ impl AnthropicProtocol {
     }
 }
 
+impl AnthropicProtocol {
+    /// This provider's headers (its key among them) with the client's
+    /// `anthropic-*` headers; no other client header is ever forwarded.
+    fn native_headers(&self, native: &understudy_core::NativeRequest) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        for (name, value) in &native.headers {
+            let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                reqwest::header::HeaderValue::from_str(value),
+            ) else {
+                continue;
+            };
+            if name.as_str().starts_with("anthropic-") {
+                headers.insert(name, value);
+            }
+        }
+        headers
+    }
+}
+
 impl Protocol for AnthropicProtocol {
     type Parser = AnthropicStream;
 
@@ -142,6 +162,19 @@ impl Protocol for AnthropicProtocol {
         }
         let body = wire_request(model, request, stream)?;
         crate::http::json_post(client, self.url.clone(), &self.headers, &body)
+    }
+
+    fn count_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+    ) -> Option<reqwest::RequestBuilder> {
+        let native = request.native.as_deref().filter(|_| self.forwards_native(request))?;
+        let body = with_model(&native.body, model)?;
+        let mut url = self.url.clone();
+        url.set_path(&format!("{}/count_tokens", url.path().trim_end_matches('/')));
+        Some(crate::http::raw_post(client, url, self.native_headers(native), body))
     }
 
     fn forwards_native(&self, request: &ChatRequest) -> bool {

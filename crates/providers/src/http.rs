@@ -49,6 +49,18 @@ pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {
     /// on as the provider sent it ([`StreamEvent::Native`]).
     fn parser(&self, model: &str, native: bool) -> Self::Parser;
 
+    /// The request that counts `request`'s input tokens for `model`, when
+    /// the protocol can (`None`: it cannot).
+    fn count_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+    ) -> Option<reqwest::RequestBuilder> {
+        let _ = (client, model, request);
+        None
+    }
+
     /// Whether this protocol forwards `request`'s native body as it is
     /// (the client wrote it in this protocol).
     fn forwards_native(&self, request: &ChatRequest) -> bool {
@@ -126,6 +138,42 @@ impl<P: Protocol> HttpAdapter<P> {
 }
 
 impl<P: Protocol> Adapter for HttpAdapter<P> {
+    fn count_tokens<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
+        #[derive(serde::Deserialize)]
+        struct Counted {
+            input_tokens: u64,
+        }
+        Box::pin(async move {
+            let Some(sent) = self
+                .protocol
+                .count_request(self.client(connect), model, request)
+            else {
+                return Ok(None);
+            };
+            let received = send(sent).await.map_err(|f| self.redact(f))?;
+            if !(200..300).contains(&received.status) {
+                return Err(self.redact(self.protocol.classify_error(
+                    received.status,
+                    &received.headers,
+                    &received.body,
+                )));
+            }
+            let counted: Counted = serde_json::from_slice(&received.body).map_err(|e| {
+                Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("the token count is not `{{\"input_tokens\": n}}`: {e}"),
+                )
+                .with_status(received.status)
+            })?;
+            Ok(Some(counted.input_tokens))
+        })
+    }
+
     fn complete<'a>(
         &'a self,
         model: &'a str,

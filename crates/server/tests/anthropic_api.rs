@@ -799,12 +799,30 @@ async fn x_api_key_and_bearer_both_authenticate() {
 }
 
 #[tokio::test]
-async fn count_tokens_is_an_estimate_that_says_so() {
+async fn count_tokens_asks_an_anthropic_target_or_estimates() {
     let (groq, claude, s) = setup().await;
     let count = |body: Value| {
         let url = s.url.clone();
         async move { post_to(&url, "/v1/messages/count_tokens", &[], body.to_string()).await }
     };
+    // The route's Anthropic target counts, given the body as sent.
+    claude.push(Reply::Garbage(r#"{"input_tokens": 4242}"#.into()));
+    let asked = json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]});
+    let a = count(asked.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json(), json!({"input_tokens": 4242}));
+    assert_eq!(a.headers["x-understudy-provider"], "claude");
+    assert!(a.headers.get("x-understudy-estimate").is_none());
+    let received = &claude.received()[0];
+    assert!(received.path.ends_with("/v1/messages/count_tokens"), "{}", received.path);
+    assert_eq!(
+        std::str::from_utf8(&received.body).unwrap(),
+        asked
+            .to_string()
+            .replace("\"model\":\"default\"", "\"model\":\"claude-model\"")
+    );
+    // When it cannot, the gateway estimates and says so.
+    claude.always(Reply::status(529));
     // 40 characters of text: 10 tokens, no max_tokens needed.
     let a = count(json!({
         "model": "default",
@@ -833,8 +851,9 @@ async fn count_tokens_is_an_estimate_that_says_so() {
     let a = count(json!({"messages": [{"role": "user", "content": "x"}]})).await;
     assert_eq!(a.status, 400);
     assert_eq!(a.json()["error"]["type"], "invalid_request_error");
-    // No provider was asked.
-    assert_eq!(groq.request_count() + claude.request_count(), 0);
+    // Only Anthropic targets count; groq was never asked.
+    assert_eq!(groq.request_count(), 0);
+    assert_eq!(claude.request_count(), 3);
 }
 
 #[tokio::test]

@@ -40,6 +40,14 @@ pub(crate) enum ProviderMsg {
         connect: Duration,
         reply: RpcReplyPort<Result<BoxEventStream, Failure>>,
     },
+    /// Count a request's input tokens (not an attempt: no counts change).
+    CountTokens {
+        model: Arc<str>,
+        request: Arc<ChatRequest>,
+        deadline: Instant,
+        connect: Duration,
+        reply: RpcReplyPort<Result<Option<u64>, Failure>>,
+    },
     /// An attempt finished; sent by its task (or, for a stream, by the run
     /// that read it).
     Completed {
@@ -152,6 +160,25 @@ impl Actor for ProviderActor {
                             latency: started.elapsed(),
                         });
                     }
+                });
+            }
+            ProviderMsg::CountTokens {
+                model,
+                request,
+                deadline,
+                connect,
+                reply,
+            } => {
+                let adapter = Arc::clone(&state.adapter);
+                tokio::spawn(async move {
+                    let counted = by_deadline(
+                        deadline,
+                        Instant::now(),
+                        "no count",
+                        adapter.count_tokens(&model, &request, connect),
+                    )
+                    .await;
+                    let _ = reply.send(counted);
                 });
             }
             ProviderMsg::Completed { outcome, latency } => {

@@ -42,6 +42,12 @@ pub(crate) enum RouterMsg {
     /// From the supervisor: a provider actor (re)started (use this ref
     /// from now on), or its restart budget ran out (leave it out of plans).
     Provider(ProviderNotice),
+    /// The targets a selector names under the routing table in force, and
+    /// which of them are available now.
+    Resolve {
+        route: crate::generation::RouteSelector,
+        reply: RpcReplyPort<Result<Vec<Target>, crate::Error>>,
+    },
     /// The static view of every provider.
     Providers(RpcReplyPort<Vec<ProviderInfo>>),
     /// The current routing table.
@@ -171,6 +177,22 @@ impl Actor for RouterActor {
             RouterMsg::Provider(ProviderNotice::Stopped { provider }) => {
                 state.actors.remove(&provider);
                 state.stopped.insert(provider);
+            }
+            RouterMsg::Resolve { route, reply } => {
+                let now = Instant::now();
+                let resolved =
+                    plan::resolve(&route, &state.settings, &state.default_route, &state.routes).map(
+                        |targets| {
+                            targets
+                                .into_iter()
+                                .filter(|t| {
+                                    state.availability(&t.provider).is_none()
+                                        && !state.board.is_open(t, now)
+                                })
+                                .collect()
+                        },
+                    );
+                let _ = reply.send(resolved);
             }
             RouterMsg::Providers(reply) => {
                 let _ = reply.send(state.providers());

@@ -48,19 +48,7 @@ async fn messages(
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
     let mut chat = body.take_chat()?;
-    if let Some(text) = raw.and_then(|raw| String::from_utf8(raw.to_vec()).ok()) {
-        chat.native = Some(Arc::new(NativeRequest {
-            kind: ProviderKind::Anthropic,
-            body: text,
-            headers: ["anthropic-version", "anthropic-beta"]
-                .iter()
-                .filter_map(|name| {
-                    let value = headers.get(*name)?.to_str().ok()?;
-                    Some(((*name).to_owned(), value.to_owned()))
-                })
-                .collect(),
-        }));
-    }
+    chat.native = native_request(raw, &headers);
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
     request.request_id = Some(id.clone());
@@ -144,24 +132,69 @@ fn sse(events: MessageEvents) -> Response {
         .into_response()
 }
 
-/// `{"input_tokens": n}`, an estimate (see
-/// [`MessagesRequest::estimate_input_tokens`]); the response says so in
+/// `{"input_tokens": n}`: counted by the first available Anthropic target
+/// of the request's route (the body forwarded as sent; the response names
+/// it in `x-understudy-provider`), else an estimate (see
+/// [`MessagesRequest::estimate_input_tokens`]) that says so in
 /// `x-understudy-estimate: true`. `max_tokens` is not needed here.
-async fn count_tokens(body: Result<Bytes, BytesRejection>) -> Result<Response, AnthropicError> {
+async fn count_tokens(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
     #[derive(serde::Serialize)]
     struct Count {
         input_tokens: u64,
     }
+    let raw = body.as_ref().ok().cloned();
     let body: MessagesRequest = parse_json(body)?;
-    if body.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+    let Some(model) = body.model.as_deref().filter(|m| !m.trim().is_empty()) else {
         return Err(crate::ApiError::invalid("model", "model is required").into());
+    };
+    let counted = match native_request(raw, &headers) {
+        Some(native) => {
+            let chat = understudy_core::ChatRequest {
+                native: Some(native),
+                ..understudy_core::ChatRequest::user("count")
+            };
+            let request = GenerateRequest::new(chat).route(super::model_route(model));
+            state.engine.count_tokens(request).await?
+        }
+        None => None,
+    };
+    let (input_tokens, counted_by) = match counted {
+        Some((n, provider)) => (n, Some(provider)),
+        None => (body.estimate_input_tokens(), None),
+    };
+    let mut response = Json(Count { input_tokens }).into_response();
+    match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        Some(provider) => {
+            response
+                .headers_mut()
+                .insert("x-understudy-provider", provider);
+        }
+        None => {
+            response
+                .headers_mut()
+                .insert("x-understudy-estimate", HeaderValue::from_static("true"));
+        }
     }
-    let mut response = Json(Count {
-        input_tokens: body.estimate_input_tokens(),
-    })
-    .into_response();
-    response
-        .headers_mut()
-        .insert("x-understudy-estimate", HeaderValue::from_static("true"));
     Ok(response)
+}
+
+/// The client's body as sent, with its `anthropic-*` protocol headers, for
+/// Anthropic targets.
+fn native_request(raw: Option<Bytes>, headers: &HeaderMap) -> Option<Arc<NativeRequest>> {
+    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    Some(Arc::new(NativeRequest {
+        kind: ProviderKind::Anthropic,
+        body,
+        headers: ["anthropic-version", "anthropic-beta"]
+            .iter()
+            .filter_map(|name| {
+                let value = headers.get(*name)?.to_str().ok()?;
+                Some(((*name).to_owned(), value.to_owned()))
+            })
+            .collect(),
+    }))
 }
