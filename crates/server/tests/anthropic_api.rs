@@ -701,6 +701,25 @@ async fn the_refusal_table_holds_on_this_api() {
     assert!(system(&sent[1]).starts_with("Be funny."));
     assert!(system(&sent[1]).contains(SOFTENING), "{}", system(&sent[1]));
 
+    // On an Anthropic target (which gets the client's body) the softened
+    // retry keeps the system blocks as they were and adds one text block.
+    claude.push(Reply::Refuse(Refusal::FinishReason));
+    claude.push(Reply::text("A gentle roast, natively."));
+    let mut body = ask("claude", false);
+    body["system"] =
+        json!([{"type": "text", "text": "Be funny.", "cache_control": {"type": "ephemeral"}}]);
+    let a = post(&s, body.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let sent = claude.received();
+    assert_eq!(sent[0].json()["system"], body["system"]);
+    let softened = sent[1].json();
+    let blocks = softened["system"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2, "{softened}");
+    assert_eq!(blocks[0], body["system"][0], "the client's block, cache marker kept");
+    assert_eq!(blocks[1]["type"], "text");
+    assert!(blocks[1]["text"].as_str().unwrap().starts_with(SOFTENING));
+    let claude_before = sent.len();
+
     // Refused again: the fallback gets the original request.
     groq.push_n(2, Reply::Refuse(Refusal::FinishReason));
     claude.push(Reply::text("A roast from elsewhere."));
@@ -710,7 +729,7 @@ async fn the_refusal_table_holds_on_this_api() {
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     assert_eq!(a.headers["x-understudy-fell-back"], "true");
     assert_eq!(a.headers["x-understudy-content-filtered"], "true");
-    assert_eq!(claude.received()[0].json()["system"], "Be funny.");
+    assert_eq!(claude.received()[claude_before].json()["system"], "Be funny.");
 
     // Surfaced by policy: a 200 with stop_reason "refusal", streamed or not.
     groq.push(Reply::Refuse(Refusal::FinishReason));
