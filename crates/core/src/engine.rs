@@ -271,7 +271,9 @@ impl Engine {
                         connect: p.timeouts.connect,
                         reply,
                     },
-                    Some(deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1)),
+                    Some(
+                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1),
+                    ),
                 )
                 .await;
             match counted {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::Usage;
 use crate::error::{Error, FailureCode, bounded};
-use crate::generation::{Attempt, Generation, Outcome};
+use crate::generation::{Api, Attempt, Generation, Outcome};
 use crate::stream::{StreamDone, StreamError};
 
 /// One generation, as recorded.
@@ -18,6 +18,9 @@ pub struct GenerationEvent {
     pub timestamp: String,
     /// `default`, a named route, or `provider:model` for a pin.
     pub route: String,
+    /// The API the request came through: `neutral`, `openai`, `anthropic`.
+    #[serde(default)]
+    pub api: Api,
     /// Who served, or `None` when nobody did.
     pub provider: Option<String>,
     pub model: Option<String>,
@@ -46,6 +49,7 @@ pub(crate) struct EventContext {
     pub request_id: String,
     pub route: String,
     pub primary: String,
+    pub api: Api,
 }
 
 impl GenerationEvent {
@@ -59,6 +63,7 @@ impl GenerationEvent {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
+            api: ctx.api,
             provider: Some(g.provider.clone()),
             model: Some(g.model.clone()),
             primary: ctx.primary.clone(),
@@ -83,6 +88,7 @@ impl GenerationEvent {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
+            api: ctx.api,
             provider: None,
             model: None,
             primary: ctx.primary.clone(),
@@ -106,6 +112,7 @@ impl GenerationEvent {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
+            api: ctx.api,
             provider: Some(d.provider.clone()),
             model: Some(d.model.clone()),
             primary: ctx.primary.clone(),
@@ -131,6 +138,7 @@ impl GenerationEvent {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
+            api: ctx.api,
             provider: Some(s.provider.clone()),
             model: Some(s.model.clone()),
             primary: ctx.primary.clone(),

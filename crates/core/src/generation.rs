@@ -33,6 +33,29 @@ pub enum RouteSelector {
     },
 }
 
+/// The API a request came through, for events and the latency metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// The neutral API, the CLI, the demo.
+    #[default]
+    Neutral,
+    /// OpenAI's Chat Completions.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Neutral => "neutral",
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
 /// What a front end hands the engine.
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
@@ -48,6 +71,8 @@ pub struct GenerateRequest {
     pub no_fallback: bool,
     /// Overrides the request timeout (the whole plan's deadline).
     pub timeout: Option<std::time::Duration>,
+    /// The API it came through.
+    pub api: Api,
 }
 
 /// A successful generation.
@@ -100,6 +125,7 @@ impl GenerateRequest {
             cache: true,
             no_fallback: false,
             timeout: None,
+            api: Api::Neutral,
         }
     }
 

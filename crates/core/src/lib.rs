@@ -58,7 +58,7 @@ pub use error::Error;
 pub use event::GenerationEvent;
 pub use failure::{Disposition, Failure, FailureCode, FailureKind};
 pub use generation::{
-    Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
+    Api, Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
     new_request_id,
 };
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};

@@ -170,11 +170,22 @@ impl Protocol for AnthropicProtocol {
         model: &str,
         request: &ChatRequest,
     ) -> Option<reqwest::RequestBuilder> {
-        let native = request.native.as_deref().filter(|_| self.forwards_native(request))?;
+        let native = request
+            .native
+            .as_deref()
+            .filter(|_| self.forwards_native(request))?;
         let body = with_model(&native.body, model)?;
         let mut url = self.url.clone();
-        url.set_path(&format!("{}/count_tokens", url.path().trim_end_matches('/')));
-        Some(crate::http::raw_post(client, url, self.native_headers(native), body))
+        url.set_path(&format!(
+            "{}/count_tokens",
+            url.path().trim_end_matches('/')
+        ));
+        Some(crate::http::raw_post(
+            client,
+            url,
+            self.native_headers(native),
+            body,
+        ))
     }
 
     fn forwards_native(&self, request: &ChatRequest) -> bool {

@@ -301,6 +301,14 @@ async fn a_non_streamed_answer_in_anthropic_s_shape() {
     .await;
     assert_eq!(event.provider.as_deref(), Some("groq"));
     assert!(event.fell_back);
+    assert_eq!(event.api, understudy_core::Api::Anthropic);
+    let metrics = s.engine.metrics_text(false).await;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("understudy_request_duration") && l.contains("api=\"anthropic\"")
+        ),
+        "{metrics}"
+    );
     // Served by an Anthropic target, the answer is the provider's own body.
     claude.push(Reply::text("Natively."));
     let a = post(&s, ask("claude", false)).await;
@@ -715,7 +723,10 @@ async fn the_refusal_table_holds_on_this_api() {
     let softened = sent[1].json();
     let blocks = softened["system"].as_array().unwrap();
     assert_eq!(blocks.len(), 2, "{softened}");
-    assert_eq!(blocks[0], body["system"][0], "the client's block, cache marker kept");
+    assert_eq!(
+        blocks[0], body["system"][0],
+        "the client's block, cache marker kept"
+    );
     assert_eq!(blocks[1]["type"], "text");
     assert!(blocks[1]["text"].as_str().unwrap().starts_with(SOFTENING));
     let claude_before = sent.len();
@@ -729,7 +740,10 @@ async fn the_refusal_table_holds_on_this_api() {
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     assert_eq!(a.headers["x-understudy-fell-back"], "true");
     assert_eq!(a.headers["x-understudy-content-filtered"], "true");
-    assert_eq!(claude.received()[claude_before].json()["system"], "Be funny.");
+    assert_eq!(
+        claude.received()[claude_before].json()["system"],
+        "Be funny."
+    );
 
     // Surfaced by policy: a 200 with stop_reason "refusal", streamed or not.
     groq.push(Reply::Refuse(Refusal::FinishReason));
@@ -833,7 +847,11 @@ async fn count_tokens_asks_an_anthropic_target_or_estimates() {
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     assert!(a.headers.get("x-understudy-estimate").is_none());
     let received = &claude.received()[0];
-    assert!(received.path.ends_with("/v1/messages/count_tokens"), "{}", received.path);
+    assert!(
+        received.path.ends_with("/v1/messages/count_tokens"),
+        "{}",
+        received.path
+    );
     assert_eq!(
         std::str::from_utf8(&received.body).unwrap(),
         asked

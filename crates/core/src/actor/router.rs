@@ -181,8 +181,8 @@ impl Actor for RouterActor {
             RouterMsg::Resolve { route, reply } => {
                 let now = Instant::now();
                 let resolved =
-                    plan::resolve(&route, &state.settings, &state.default_route, &state.routes).map(
-                        |targets| {
+                    plan::resolve(&route, &state.settings, &state.default_route, &state.routes)
+                        .map(|targets| {
                             targets
                                 .into_iter()
                                 .filter(|t| {
@@ -190,8 +190,7 @@ impl Actor for RouterActor {
                                         && !state.board.is_open(t, now)
                                 })
                                 .collect()
-                        },
-                    );
+                        });
                 let _ = reply.send(resolved);
             }
             RouterMsg::Providers(reply) => {
@@ -272,6 +271,7 @@ impl RouterState {
             .unwrap_or(self.routing.refusal_policy);
         Ok(Run {
             route_label: request.route.to_string(),
+            api: request.api,
             bus: Arc::clone(&self.bus),
             cache: Arc::clone(&self.cache),
             use_cache: request.cache,

@@ -57,6 +57,8 @@ pub(crate) struct Run {
     pub started: Instant,
     /// `default`, a route name, or the pin, for events.
     pub route_label: String,
+    /// The API the request came through, for events.
+    pub api: crate::generation::Api,
     pub bus: Arc<EventBus>,
     pub cache: Arc<ResponseCache>,
     /// Whether the response cache may answer this request.
@@ -87,6 +89,7 @@ impl Run {
         EventContext {
             request_id: self.request_id.clone(),
             route: self.route_label.clone(),
+            api: self.api,
             primary: self.plan.primary.provider.to_string(),
         }
     }

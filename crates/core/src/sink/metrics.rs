@@ -42,6 +42,8 @@ pub(crate) struct AttemptLabels {
 pub(crate) struct DurationLabels {
     provider: String,
     streamed: bool,
+    /// The API the request came through (`neutral`, `openai`, `anthropic`).
+    api: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -192,6 +194,7 @@ impl Metrics {
             .get_or_create(&DurationLabels {
                 provider: provider.clone(),
                 streamed: e.streamed,
+                api: e.api.as_str(),
             })
             .observe(e.latency_ms / 1000.0);
         if let Some(ttft) = e.ttft_ms {

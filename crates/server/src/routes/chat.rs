@@ -35,6 +35,7 @@ async fn completions(
     let chat = body.take_chat()?;
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
+    request.api = understudy_core::Api::Openai;
     request.request_id = Some(id.clone());
     request.cache = !super::no_cache(&headers);
     super::apply_overrides(&headers, &mut request)?;

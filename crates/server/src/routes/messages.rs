@@ -51,6 +51,7 @@ async fn messages(
     chat.native = native_request(raw, &headers);
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
+    request.api = understudy_core::Api::Anthropic;
     request.request_id = Some(id.clone());
     request.cache = !super::no_cache(&headers);
     super::apply_overrides(&headers, &mut request)?;
