@@ -8,6 +8,11 @@ MODE is one of:
   tools     a two-turn get_weather tool loop, not streamed, then streamed
   image     a base64 image, then a follow-up turn with it in the history
   errors    every target down; a wrong key
+  thinking  extended thinking over two turns, not streamed: the second turn
+            replays the first answer's content (its signed thinking block
+            included) as the assistant turn, as Anthropic's docs say to
+  thinking-stream
+            the same, streamed, with the stream events the SDK saw
 Prints one JSON object with what the SDK saw, for the Rust test to check.
 """
 import base64
@@ -150,5 +155,41 @@ def errors():
     return out
 
 
-result = {"text": text, "tools": tools, "image": image, "errors": errors}[mode]()
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+def thinking_turns(streamed):
+    """Two turns with extended thinking; the second replays the first
+    answer's content, thinking block and signature included."""
+    messages = [{"role": "user", "content": "What is 27 * 453?"}]
+    turns = []
+    for follow_up in ["And divided by 3?", None]:
+        kwargs = dict(model="default", max_tokens=2048, thinking=THINKING, messages=messages)
+        if streamed:
+            seen = []
+            with client.messages.stream(**kwargs) as stream:
+                provider = stream.response.headers.get("x-understudy-provider")
+                for event in stream:
+                    if event.type in ("thinking", "signature", "text"):
+                        seen.append(event.type)
+                msg = stream.get_final_message()
+            turns.append(describe(provider, msg))
+            turns[-1]["events"] = seen
+        else:
+            raw = client.messages.with_raw_response.create(**kwargs)
+            msg = raw.parse()
+            turns.append(describe(raw.headers.get("x-understudy-provider"), msg))
+        if follow_up:
+            messages = messages + [reply_of(msg), {"role": "user", "content": follow_up}]
+    return {"turns": turns, "anthropic_version": client.default_headers.get("anthropic-version")}
+
+
+result = {
+    "text": text,
+    "tools": tools,
+    "image": image,
+    "errors": errors,
+    "thinking": lambda: thinking_turns(False),
+    "thinking-stream": lambda: thinking_turns(True),
+}[mode]()
 print(json.dumps(result))

@@ -2,7 +2,10 @@
 //! API: non-streamed and streamed text, a two-turn tool loop (each also
 //! streamed), an image, count_tokens, the model list and errors. Every
 //! second turn goes to an Anthropic simulator that fails it with 529, so an
-//! OpenAI-compatible simulator serves it, and the SDK cannot tell. The
+//! OpenAI-compatible simulator serves it, and the SDK cannot tell. Extended
+//! thinking, streamed and not: a signed thinking block replayed in the
+//! second turn reaches Anthropic byte-identical when it serves both turns,
+//! and never reaches the OpenAI-compatible simulator when it does not. The
 //! Python is found as in `openai_sdk.rs` (`common::python_with`).
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
@@ -254,4 +257,242 @@ async fn the_sdk_raises_its_own_error_classes() {
             "server_tool": {"class": "BadRequestError", "status": 400, "type": "invalid_request_error"},
         })
     );
+}
+
+/// The thinking of the scripted first answer: quotes, a newline and a
+/// backslash, so the replay must keep JSON escapes as they were.
+const THOUGHT: &str =
+    "Split it: 27 * 453 = 27 * 400 + 27 * 53.\n10800 + 1431 = 12231, \"exactly\" \\ no carry.";
+
+/// A signature as Anthropic sends one: base64 with `+`, `/` and `=`.
+const SIGNATURE: &str = "EqQBCkgIBRABGAIiQFx0T+/3r2sIm9cJzQ1x0aV3pQ4lHkq8u7rXl2h/9hGZt0e1mC6wz5dYb4rN8sKf2JvE3yA0iP7oEgz+Xc/1Tw==";
+
+/// The first answer, not streamed: a signed thinking block, then the text.
+fn thinking_answer() -> String {
+    json!({
+        "id": "msg_01ThinkSim", "type": "message", "role": "assistant",
+        "model": "claude-model",
+        "content": [
+            {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE},
+            {"type": "text", "text": "12231."}
+        ],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 14, "output_tokens": 40}
+    })
+    .to_string()
+}
+
+/// The same answer streamed as Anthropic streams thinking: a `thinking`
+/// block of `thinking_delta`s closed by a `signature_delta`, then a text
+/// block.
+fn thinking_stream() -> String {
+    let (first, rest) = THOUGHT.split_at(20);
+    let events = [
+        json!({"type": "message_start", "message": {
+            "id": "msg_01ThinkSim", "type": "message", "role": "assistant",
+            "model": "claude-model", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 14, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        json!({"type": "ping"}),
+        json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": first}}),
+        json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": rest}}),
+        json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 1,
+            "delta": {"type": "text_delta", "text": "12231."}}),
+        json!({"type": "content_block_stop", "index": 1}),
+        json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 40}}),
+        json!({"type": "message_stop"}),
+    ];
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect()
+}
+
+/// The first answer for `mode` (`thinking` or `thinking-stream`). The
+/// simulator sends a scripted body as it is, whatever the request; the
+/// adapter reads an event stream whatever its content type.
+fn first_answer(mode: &str) -> Reply {
+    Reply::Garbage(if mode == "thinking-stream" {
+        thinking_stream()
+    } else {
+        thinking_answer()
+    })
+}
+
+/// The raw JSON text (quotes and escapes as written) of every string value
+/// of a member named `key` in `body`; members whose value is not a string
+/// are skipped.
+fn raw_strings<'a>(body: &'a str, key: &str) -> Vec<&'a str> {
+    let needle = format!("\"{key}\"");
+    let mut out = Vec::new();
+    for (at, _) in body.match_indices(&needle) {
+        let rest = body[at + needle.len()..].trim_start();
+        let Some(rest) = rest.strip_prefix(':') else {
+            continue; // a value, not a member name
+        };
+        let rest = rest.trim_start();
+        if !rest.starts_with('"') {
+            continue;
+        }
+        let start = body.len() - rest.len();
+        let mut escaped = false;
+        for (i, c) in rest.char_indices().skip(1) {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    out.push(&body[start..=start + i]);
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The SDK saw the first answer's thinking block, and (streamed) its
+/// thinking and signature events.
+fn saw_the_thinking(mode: &str, first: &Value) {
+    assert_eq!(first["provider"], "claude", "{mode}: {first}");
+    assert_eq!(
+        first["content"][0],
+        json!({"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}),
+        "{mode}: {first}"
+    );
+    assert_eq!(text_of(first), "12231.");
+    if mode == "thinking-stream" {
+        let events: Vec<&str> = first["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert_eq!(events, ["thinking", "thinking", "signature", "text"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_thinking_block_comes_back_to_anthropic_byte_identical() {
+    let t = two().await;
+    let modes = ["thinking", "thinking-stream"];
+    let mut version = Value::Null;
+    for mode in modes {
+        t.claude
+            .push(first_answer(mode))
+            .push(Reply::text("It is 4077."));
+        let v = sdk(&t.url, mode).await;
+        version = v["anthropic_version"].clone();
+        let [first, second] = [&v["turns"][0], &v["turns"][1]];
+        saw_the_thinking(mode, first);
+        assert_eq!(second["provider"], "claude", "{mode}: {v}");
+        assert_eq!(text_of(second), "It is 4077.");
+    }
+    assert_eq!(t.openai.request_count(), 0);
+    let received = t.claude.received();
+    assert_eq!(received.len(), 4);
+    for (i, mode) in modes.iter().enumerate() {
+        let [asked, replayed] = [&received[2 * i], &received[2 * i + 1]];
+        for r in [asked, replayed] {
+            assert_eq!(
+                r.json()["thinking"],
+                json!({"type": "enabled", "budget_tokens": 1024}),
+                "{mode}"
+            );
+        }
+        // The signed block arrives as the simulator wrote it: the raw bytes
+        // of its signature and of its thinking, escapes included.
+        let sent = thinking_answer();
+        let body = std::str::from_utf8(&replayed.body).unwrap();
+        assert_eq!(
+            raw_strings(body, "signature"),
+            raw_strings(&sent, "signature"),
+            "{mode}: {body}"
+        );
+        assert_eq!(
+            raw_strings(body, "signature"),
+            [format!("\"{SIGNATURE}\"")],
+            "{mode}"
+        );
+        assert_eq!(
+            raw_strings(body, "thinking"),
+            raw_strings(&sent, "thinking"),
+            "{mode}: {body}"
+        );
+        assert_eq!(
+            raw_strings(body, "thinking"),
+            [Value::from(THOUGHT).to_string()],
+            "{mode}"
+        );
+        let v = replayed.json();
+        assert_eq!(
+            v["messages"][1],
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE},
+                {"type": "text", "text": "12231."}
+            ]}),
+            "{mode}: {v}"
+        );
+        assert_eq!(v["messages"][2]["content"], "And divided by 3?");
+        // The SDK's own API version, forwarded as it sent it.
+        assert_eq!(
+            replayed.header("anthropic-version"),
+            Some(version.as_str().unwrap())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thinking_turn_falls_back_without_its_thinking() {
+    let t = two().await;
+    let modes = ["thinking", "thinking-stream"];
+    for mode in modes {
+        t.claude.push(first_answer(mode)).push(Reply::status(529));
+        t.openai.push(Reply::text("It is 4077."));
+        let v = sdk(&t.url, mode).await;
+        let [first, second] = [&v["turns"][0], &v["turns"][1]];
+        saw_the_thinking(mode, first);
+        assert_eq!(second["provider"], "openai", "{mode}: {v}");
+        assert_eq!(second["stop_reason"], "end_turn");
+        assert_eq!(text_of(second), "It is 4077.");
+        if mode == "thinking-stream" {
+            assert_eq!(second["events"], json!(["text", "text", "text"]), "{v}");
+        }
+    }
+    // The OpenAI-compatible simulator got the conversation without the
+    // thinking: no thinking text, no signature, no thinking settings.
+    let received = t.openai.received();
+    assert_eq!(received.len(), 2);
+    for (r, mode) in received.iter().zip(modes) {
+        let body = std::str::from_utf8(&r.body).unwrap();
+        for secret in [
+            "Split it",
+            "no carry",
+            &SIGNATURE[..12],
+            "signature",
+            "thinking",
+            "budget_tokens",
+        ] {
+            assert!(!body.contains(secret), "{mode}: {secret} leaked: {body}");
+        }
+        assert_eq!(
+            r.json()["messages"],
+            json!([
+                {"role": "user", "content": "What is 27 * 453?"},
+                {"role": "assistant", "content": "12231."},
+                {"role": "user", "content": "And divided by 3?"}
+            ]),
+            "{mode}: {body}"
+        );
+    }
 }
