@@ -491,7 +491,7 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
                     blocks.push(WireBlockOut::ToolUse {
                         id: wire_tool_id(&call.id),
                         name: &call.name,
-                        input: tool_input(call)?,
+                        input: crate::arguments_object(call)?,
                     });
                 }
             }
@@ -553,31 +553,6 @@ fn tool_result_content(m: &Message) -> Option<WireContent<'_>> {
     }
     let text = crate::text_of(m);
     (!text.trim().is_empty()).then_some(WireContent::Text(text))
-}
-
-/// A tool call's arguments as the `input` object; no arguments at all is
-/// `{}`. Arguments that are not a JSON object cannot be sent.
-fn tool_input(call: &ToolCall) -> Result<Value, Failure> {
-    if call.arguments.trim().is_empty() {
-        return Ok(Value::Object(Map::new()));
-    }
-    match serde_json::from_str::<Value>(&call.arguments) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not a JSON object",
-                call.id
-            ),
-        )),
-        Err(e) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not valid JSON: {e}",
-                call.id
-            ),
-        )),
-    }
 }
 
 /// String formats structured outputs accept (anthropic-sdk-python

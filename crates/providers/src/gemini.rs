@@ -165,7 +165,7 @@ impl Protocol for GeminiProtocol {
             .calls
             .into_iter()
             .map(|(name, arguments)| ToolCall {
-                id: new_call_id(),
+                id: crate::mint_call_id(),
                 name,
                 arguments,
             })
@@ -289,7 +289,7 @@ fn contents(messages: &[Message]) -> Result<Vec<WireContent<'_>>, Failure> {
                         function_call: Some(WireFunctionCall {
                             id: &call.id,
                             name: &call.name,
-                            args: call_args(call)?,
+                            args: crate::arguments_object(call)?,
                         }),
                         thought_signature: (i == 0).then_some(FOREIGN_THOUGHT_SIGNATURE),
                         ..WirePart::default()
@@ -362,31 +362,6 @@ fn content_parts(m: &Message) -> Result<Vec<WirePart<'_>>, Failure> {
     Ok(parts)
 }
 
-/// A call's arguments as the JSON object Gemini's `args` is.
-fn call_args(call: &ToolCall) -> Result<Value, Failure> {
-    if call.arguments.trim().is_empty() {
-        return Ok(Value::Object(serde_json::Map::new()));
-    }
-    match serde_json::from_str::<Value>(&call.arguments) {
-        Ok(Value::Object(args)) => Ok(Value::Object(args)),
-        Ok(Value::Null) => Ok(Value::Object(serde_json::Map::new())),
-        Ok(_) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not a JSON object",
-                call.id
-            ),
-        )),
-        Err(e) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not valid JSON: {e}",
-                call.id
-            ),
-        )),
-    }
-}
-
 /// A tool's result as a `functionResponse.response` object: the text itself
 /// when it is a JSON object, else `{"result": text}`.
 fn tool_response(text: &str) -> Value {
@@ -394,26 +369,6 @@ fn tool_response(text: &str) -> Value {
         Ok(Value::Object(object)) => Value::Object(object),
         _ => serde_json::json!({ "result": text }),
     }
-}
-
-/// A fresh tool-call id: `call_` and 24 hex digits (96 random bits, from
-/// the standard library's randomly keyed hasher, with a process-wide
-/// counter mixed in so two ids of one process never collide).
-fn new_call_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let state = std::collections::hash_map::RandomState::new();
-    let mut high = state.build_hasher();
-    high.write_u64(n);
-    let mut low = state.build_hasher();
-    low.write_u64(!n);
-    format!(
-        "call_{:016x}{:08x}",
-        high.finish(),
-        low.finish() & 0xffff_ffff
-    )
 }
 
 // === the response ===
@@ -694,7 +649,7 @@ impl StreamParser for GeminiStream {
                     }
                     out.push_back(Ok(StreamEvent::ToolCall(ToolCallDelta {
                         index: self.calls,
-                        id: Some(new_call_id()),
+                        id: Some(crate::mint_call_id()),
                         name: Some(name),
                         arguments,
                     })));
@@ -1388,7 +1343,8 @@ mod tests {
 
     #[test]
     fn call_ids_are_fresh_and_well_formed() {
-        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_call_id()).collect();
+        let ids: std::collections::HashSet<String> =
+            (0..1000).map(|_| crate::mint_call_id()).collect();
         assert_eq!(ids.len(), 1000);
         for id in &ids {
             let hex = id.strip_prefix("call_").unwrap_or_default();

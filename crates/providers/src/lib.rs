@@ -57,6 +57,43 @@ impl AdapterFactory for Providers {
     }
 }
 
+/// A fresh tool-call id for a provider that sends none (Gemini) or a
+/// compatible server that omits it: `call_` and 24 hex digits (96 random
+/// bits).
+pub(crate) fn mint_call_id() -> String {
+    format!("call_{:024x}", fastrand::u128(..) >> 32)
+}
+
+/// A tool call's arguments as the JSON object the Anthropic and Gemini
+/// protocols take: no arguments (or `null`) is `{}`; arguments that are not
+/// a JSON object cannot be sent, and say which call.
+pub(crate) fn arguments_object(
+    call: &understudy_core::ToolCall,
+) -> Result<serde_json::Value, understudy_core::Failure> {
+    use understudy_core::{Failure, FailureKind};
+    if call.arguments.trim().is_empty() {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(serde_json::Value::Null) => Ok(serde_json::Value::Object(serde_json::Map::new())),
+        Ok(_) => Err(Failure::new(
+            FailureKind::BadRequest,
+            format!(
+                "the arguments of tool call `{}` are not a JSON object",
+                call.id
+            ),
+        )),
+        Err(e) => Err(Failure::new(
+            FailureKind::BadRequest,
+            format!(
+                "the arguments of tool call `{}` are not valid JSON: {e}",
+                call.id
+            ),
+        )),
+    }
+}
+
 /// A message's text, borrowed when it is one text part.
 pub(crate) fn text_of(m: &understudy_core::Message) -> std::borrow::Cow<'_, str> {
     match m.content.as_slice() {

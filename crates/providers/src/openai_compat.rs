@@ -214,7 +214,10 @@ pub(crate) fn parse_response(
             let function = call.function?;
             let name = function.name.filter(|n| !n.is_empty())?;
             Some(ToolCall {
-                id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(mint_id),
+                id: call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(crate::mint_call_id),
                 name,
                 arguments: function
                     .arguments
@@ -270,27 +273,6 @@ fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
         FinishReason::Stop if called => FinishReason::ToolCalls,
         other => other,
     }
-}
-
-/// A tool-call id for a call that came without one (some compatible
-/// servers omit it): `call_` and 24 hex digits, from the standard
-/// library's randomly keyed hasher with a process-wide counter mixed in
-/// (as Gemini's adapter mints them).
-fn mint_id() -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let state = std::collections::hash_map::RandomState::new();
-    let mut high = state.build_hasher();
-    high.write_u64(n);
-    let mut low = state.build_hasher();
-    low.write_u64(!n);
-    format!(
-        "call_{:016x}{:08x}",
-        high.finish(),
-        low.finish() & 0xffff_ffff
-    )
 }
 
 /// Classifies an error status with its body.
@@ -456,7 +438,7 @@ impl OpenAiStream {
                     wire_id: wire_id.clone(),
                     name_sent: name.is_some(),
                 });
-                let id = wire_id.unwrap_or_else(mint_id);
+                let id = wire_id.unwrap_or_else(crate::mint_call_id);
                 (self.calls.len() - 1, Some(id), name)
             }
         };

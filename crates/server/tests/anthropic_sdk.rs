@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
 
@@ -46,25 +44,7 @@ async fn two() -> Two {
 }
 
 async fn sdk(url: &str, mode: &str) -> Value {
-    let python = common::python_with("anthropic");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/anthropic_sdk.py");
-    let (url, mode) = (url.to_owned(), mode.to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .arg(url)
-            .arg(mode)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::run_sdk("anthropic", "anthropic_sdk.py", url, mode).await
 }
 
 /// The text of an answer's text blocks.

@@ -11,8 +11,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 use understudy_core::Engine;
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway, eventually};
@@ -53,25 +51,7 @@ async fn three() -> Three {
 }
 
 async fn sdk(url: &str, mode: &str) -> Value {
-    let python = common::python_with("openai");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk_tools.py");
-    let (url, mode) = (url.to_owned(), mode.to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .arg(url)
-            .arg(mode)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::run_sdk("openai", "openai_sdk_tools.py", url, mode).await
 }
 
 fn weather(city: &str) -> SimToolCall {

@@ -47,3 +47,29 @@ pub fn python_with(package: &str) -> String {
     );
     python
 }
+
+/// Runs the SDK script `script` (in this crate's `tests/`) with a Python
+/// that has `package`, against `url`, in `mode`; returns the one JSON
+/// object it prints, failing the test with its stderr when it fails.
+#[allow(dead_code, reason = "only the SDK tests call it")]
+pub async fn run_sdk(package: &str, script: &str, url: &str, mode: &str) -> serde_json::Value {
+    let python = python_with(package);
+    let script = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    let (url, mode) = (url.to_owned(), mode.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(url)
+            .arg(mode)
+            .output()
+    })
+    .await
+    .expect("the SDK script's task")
+    .expect("the SDK script runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the SDK script prints one JSON object")
+}
