@@ -262,6 +262,24 @@ pub struct ServerSettings {
     /// between requests, is closed after it (`[server] idle_timeout`,
     /// seconds, default 60).
     pub idle_timeout: Duration,
+    /// How long a request's body may take to arrive in full; past it the
+    /// request gets a 408 and the connection closes (`[server]
+    /// body_timeout`, seconds, default 30).
+    pub body_timeout: Duration,
+    /// Connections served at once; more wait in the accept queue (`[server]
+    /// max_connections`, default 1024).
+    pub max_connections: usize,
+    /// Host names (with or without port) accepted besides the listen
+    /// address and `localhost`/`127.0.0.1`/`[::1]` when the gateway is open
+    /// on loopback (`[server] allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed to call the API from a browser (CORS); none by
+    /// default (`[server] cors_origins`).
+    pub cors_origins: Vec<String>,
+    /// Client-pinned targets (`provider:model` not in the configuration)
+    /// whose breaker and metric labels are kept; the least recently used
+    /// is forgotten beyond it (`[server] max_pinned_targets`, default 1024).
+    pub max_pinned_targets: usize,
 }
 
 /// A secret string (an API key, a URL with a password). Its `Debug` and
@@ -622,6 +640,23 @@ impl Settings {
             Some(s) => seconds(s).map_err(|m| file_err("server.idle_timeout".into(), m))?,
             None => Duration::from_secs(60),
         };
+        let body_timeout = match raw_server.body_timeout {
+            Some(s) => seconds(s).map_err(|m| file_err("server.body_timeout".into(), m))?,
+            None => Duration::from_secs(30),
+        };
+        let max_connections = match raw_server.max_connections {
+            Some(0) => {
+                return Err(file_err(
+                    "server.max_connections".into(),
+                    "must be at least 1".into(),
+                ));
+            }
+            Some(n) => n,
+            None => 1024,
+        };
+        let max_pinned_targets = raw_server.max_pinned_targets.unwrap_or(1024);
+        let allowed_hosts = raw_server.allowed_hosts.clone();
+        let cors_origins = raw_server.cors_origins.clone();
 
         let raw_events = raw.events.unwrap_or_default();
         let events = EventSettings {
@@ -746,6 +781,11 @@ impl Settings {
                 api_keys,
                 admin_token,
                 idle_timeout,
+                body_timeout,
+                max_connections,
+                allowed_hosts,
+                cors_origins,
+                max_pinned_targets,
             },
             redis_url: env("REDIS_URL").map(Secret),
         })
@@ -1168,6 +1208,13 @@ struct RawServer {
     api_keys: Vec<String>,
     admin_token: Option<String>,
     idle_timeout: Option<f64>,
+    body_timeout: Option<f64>,
+    max_connections: Option<usize>,
+    max_pinned_targets: Option<usize>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    #[serde(default)]
+    cors_origins: Vec<String>,
 }
 
 type FieldError = (String, String);
