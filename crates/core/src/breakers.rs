@@ -32,9 +32,51 @@ pub struct BreakerBoard {
     /// The configured targets (each provider's default model and every
     /// route's targets), fixed at start.
     configured: HashMap<Target, Mutex<Breaker>>,
-    /// Targets only clients named (pins).
-    pinned: Mutex<HashMap<Target, Breaker>>,
+    /// Targets only clients named (pins), bounded: the least recently used
+    /// is forgotten (breaker and metric label) to make room.
+    pinned: Mutex<Pinned>,
     metrics: Arc<Metrics>,
+}
+
+/// The pinned targets' breakers, least recently used first out.
+#[derive(Debug)]
+struct Pinned {
+    cap: usize,
+    /// Breaker and the tick it was last used at.
+    map: HashMap<Target, (Breaker, u64)>,
+    tick: u64,
+}
+
+impl Pinned {
+    /// `target`'s breaker, created (closed) when new; when that makes room
+    /// for it, returns the target forgotten.
+    fn get(
+        &mut self,
+        target: &Target,
+        settings: BreakerSettings,
+    ) -> (&mut Breaker, Option<Target>) {
+        self.tick += 1;
+        let tick = self.tick;
+        let mut evicted = None;
+        if !self.map.contains_key(target) && self.map.len() >= self.cap.max(1) {
+            // O(cap) when full and a new pin arrives; the cap is small.
+            if let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(t, _)| t.clone())
+            {
+                self.map.remove(&oldest);
+                evicted = Some(oldest);
+            }
+        }
+        let entry = self
+            .map
+            .entry(target.clone())
+            .or_insert_with(|| (Breaker::new(settings), tick));
+        entry.1 = tick;
+        (&mut entry.0, evicted)
+    }
 }
 
 /// A breaker's state as a plan or a status page sees it.
@@ -57,10 +99,12 @@ pub enum Change {
 // === impl BreakerBoard ===
 
 impl BreakerBoard {
-    /// A board with a closed breaker for each of `configured`.
+    /// A board with a closed breaker for each of `configured`, keeping at
+    /// most `max_pinned` client-pinned targets besides.
     pub fn new(
         settings: BreakerSettings,
         configured: impl IntoIterator<Item = Target>,
+        max_pinned: usize,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -69,7 +113,11 @@ impl BreakerBoard {
                 .map(|t| (t, Mutex::new(Breaker::new(settings))))
                 .collect(),
             settings,
-            pinned: Mutex::new(HashMap::new()),
+            pinned: Mutex::new(Pinned {
+                cap: max_pinned,
+                map: HashMap::new(),
+                tick: 0,
+            }),
             metrics,
         }
     }
@@ -89,10 +137,16 @@ impl BreakerBoard {
             }
             None => {
                 let mut pinned = lock(&self.pinned);
-                let b = pinned
-                    .entry(target.clone())
-                    .or_insert_with(|| Breaker::new(self.settings));
-                step(b, now, f)
+                let (b, evicted) = pinned.get(target, self.settings);
+                let stepped = step(b, now, f);
+                drop(pinned);
+                if let Some(gone) = evicted {
+                    self.metrics.breaker_open.remove(&StateLabels {
+                        provider: gone.provider.to_string(),
+                        model: gone.model.to_string(),
+                    });
+                }
+                stepped
             }
         };
         if before != after {
@@ -117,7 +171,10 @@ impl BreakerBoard {
         let read = |b: &Breaker| b.state(now) == BreakerState::Open;
         match self.configured.get(target) {
             Some(slot) => read(&lock(slot)),
-            None => lock(&self.pinned).get(target).is_some_and(read),
+            None => lock(&self.pinned)
+                .map
+                .get(target)
+                .is_some_and(|(b, _)| read(b)),
         }
     }
 
@@ -196,7 +253,12 @@ impl BreakerBoard {
             .configured
             .iter()
             .map(|(t, slot)| (t.clone(), view(&lock(slot))))
-            .chain(lock(&self.pinned).iter().map(|(t, b)| (t.clone(), view(b))))
+            .chain(
+                lock(&self.pinned)
+                    .map
+                    .iter()
+                    .map(|(t, (b, _))| (t.clone(), view(b))),
+            )
             .filter(|(_, v)| v.state != BreakerState::Closed || v.failures > 0)
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -231,6 +293,7 @@ mod tests {
         BreakerBoard::new(
             BreakerSettings::default(),
             [Target::new("groq", "a")],
+            2,
             Arc::new(Metrics::new()),
         )
     }
@@ -270,5 +333,35 @@ mod tests {
         assert_eq!(b.views(now).len(), 2);
         b.sync(&t, None, now);
         assert!(!b.is_open(&t, now));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pins_are_bounded_and_the_least_recently_used_goes_first() {
+        let b = board();
+        let now = Instant::now();
+        let pin = |m: &str| Target::new("groq", m);
+        for m in ["p1", "p2"] {
+            b.record(&pin(m), Err(FailureCode::Unavailable), now);
+        }
+        // p1 used again: p2 is now the least recently used.
+        b.record(&pin("p1"), Err(FailureCode::Unavailable), now);
+        b.record(&pin("p3"), Err(FailureCode::Unavailable), now);
+        let models: Vec<String> = b
+            .views(now)
+            .into_iter()
+            .map(|(t, _)| t.model.to_string())
+            .collect();
+        assert_eq!(models, ["p1", "p3"], "p2 was forgotten");
+        // A configured target is never forgotten.
+        for i in 0..10 {
+            b.record(&pin(&format!("x{i}")), Err(FailureCode::Unavailable), now);
+        }
+        b.record(
+            &Target::new("groq", "a"),
+            Err(FailureCode::Unavailable),
+            now,
+        );
+        assert!(b.views(now).iter().any(|(t, _)| &*t.model == "a"));
+        assert_eq!(b.views(now).len(), 3);
     }
 }

@@ -99,6 +99,7 @@ impl Engine {
         let board = Arc::new(BreakerBoard::new(
             settings.breaker,
             configured_targets(&settings),
+            settings.server.max_pinned_targets,
             Arc::clone(&metrics),
         ));
         if let Some(shared) = &shared {
@@ -164,6 +165,7 @@ impl Engine {
 
     /// Runs one non-streamed generation through the decision table.
     pub async fn generate(&self, request: GenerateRequest) -> GenerateResult {
+        request.route.validate()?;
         request.chat.validate()?;
         // Compiling a client's schema is the caller's work, not the router's.
         crate::policy::output::check_request(&request.chat)?;
@@ -196,6 +198,7 @@ impl Engine {
         &self,
         request: GenerateRequest,
     ) -> Result<crate::GenerationStream, Error> {
+        request.route.validate()?;
         request.chat.validate()?;
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
@@ -223,6 +226,7 @@ impl Engine {
         &self,
         request: GenerateRequest,
     ) -> Result<Option<(u64, String)>, Error> {
+        request.route.validate()?;
         let targets = match self
             .inner
             .router

@@ -159,7 +159,36 @@ impl fmt::Display for RouteSelector {
     }
 }
 
+/// The longest model, route or pin name accepted, in bytes.
+pub const MAX_MODEL_NAME: usize = 256;
+
 impl RouteSelector {
+    /// Rejects a name no provider could have: longer than
+    /// [`MAX_MODEL_NAME`] bytes, or with control characters (before any
+    /// work, so client-chosen names cannot grow the gateway's state).
+    pub fn validate(&self) -> Result<(), Error> {
+        let names: [Option<&str>; 2] = match self {
+            Self::Default => [None, None],
+            Self::Named(n) | Self::Model(n) => [Some(n), None],
+            Self::Pin { provider, model } => [Some(provider), model.as_deref()],
+        };
+        for name in names.into_iter().flatten() {
+            if name.len() > MAX_MODEL_NAME {
+                return Err(Error::invalid(
+                    "model",
+                    format!("the model name is longer than {MAX_MODEL_NAME} bytes"),
+                ));
+            }
+            if name.chars().any(char::is_control) {
+                return Err(Error::invalid(
+                    "model",
+                    "the model name contains control characters",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Parses `provider` or `provider:model` as a pin.
     pub fn pin(spec: &str) -> Self {
         match spec.split_once(':') {
