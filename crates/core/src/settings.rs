@@ -359,17 +359,12 @@ impl Settings {
     ) -> Result<Self, SettingsError> {
         let (raw, path) = match file {
             Some((path, text)) => {
-                let raw: RawFile = toml::from_str(text).map_err(|e| SettingsError {
-                    setting: toml_error_setting(&e),
-                    message: match e.span() {
-                        Some(span) => {
-                            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                            format!("{} (line {line})", e.message())
-                        }
-                        None => e.message().to_owned(),
-                    },
-                    origin: Origin::File(path.to_path_buf()),
-                })?;
+                let raw: RawFile =
+                    parse_toml(text).map_err(|(setting, message)| SettingsError {
+                        setting,
+                        message,
+                        origin: Origin::File(path.to_path_buf()),
+                    })?;
                 (raw, Some(path.to_path_buf()))
             }
             None => (RawFile::default(), None),
@@ -907,15 +902,17 @@ fn valid_name(name: &str) -> bool {
 
 fn check_url(url: &str) -> Result<String, String> {
     let url = url.trim();
+    // Errors show the URL without its userinfo (a password, a token).
+    let shown = redact_url(url);
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+        .ok_or_else(|| format!("`{shown}` is not an http:// or https:// URL"))?;
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("`{url}` has no host"));
+        return Err(format!("`{shown}` has no host"));
     }
     if rest.contains(char::is_whitespace) {
-        return Err(format!("`{url}` contains white space"));
+        return Err(format!("`{shown}` contains white space"));
     }
     Ok(url.trim_end_matches('/').to_owned())
 }
@@ -1370,16 +1367,108 @@ impl RawProvider {
     }
 }
 
+/// Parses the file's TOML, or says which setting is wrong and why (with
+/// its line). The setting is the dotted key path serde was at; an error
+/// about a setting that can hold a secret never quotes the value.
+fn parse_toml(text: &str) -> Result<RawFile, FieldError> {
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| ("config".to_owned(), toml_message(&e, text)))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
+        let setting = toml_error_setting(&e, &path);
+        let message = match secret_setting(&setting) {
+            Some(key) => {
+                let line = toml_line(&e, text);
+                format!(
+                    "{} {line}(the value is not shown: `{key}` can hold a secret)",
+                    expected(e.message())
+                )
+            }
+            None => toml_message(&e, text),
+        };
+        (setting, message)
+    })
+}
+
+/// A TOML error's message with its line, if known.
+fn toml_message(e: &toml::de::Error, text: &str) -> String {
+    format!("{} {}", e.message(), toml_line(e, text))
+        .trim_end()
+        .to_owned()
+}
+
+/// `(line N) ` for where a TOML error points, or nothing.
+fn toml_line(e: &toml::de::Error, text: &str) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text
+                .get(..span.start.min(text.len()))
+                .map_or(0, |t| t.matches('\n').count())
+                + 1;
+            format!("(line {line}) ")
+        }
+        None => String::new(),
+    }
+}
+
+/// What serde's message says was expected, without what was found:
+/// `invalid type: string "sk-…", expected a sequence` → `expected a
+/// sequence`.
+fn expected(message: &str) -> String {
+    match message.rsplit_once(", expected ") {
+        Some((_, what)) if !what.contains(['"', '`']) => {
+            // serde's words for TOML's: a list, a table.
+            let what = match what {
+                "a sequence" => "a list",
+                "a map" => "a table",
+                other => other,
+            };
+            format!("expected {what}")
+        }
+        _ => "invalid value".to_owned(),
+    }
+}
+
+/// The key of `setting` that can hold a secret (`api_key`, `api_keys`,
+/// `admin_token`, `headers`, `base_url`, or anything under them), if any.
+fn secret_setting(setting: &str) -> Option<&'static str> {
+    const SECRET_KEYS: [&str; 5] = ["api_key", "api_keys", "admin_token", "headers", "base_url"];
+    setting
+        .split(['.', '['])
+        .find_map(|part| SECRET_KEYS.into_iter().find(|k| *k == part))
+}
+
 /// The dotted path of the key a TOML error points at, or `config` when the
 /// parser did not say.
-fn toml_error_setting(e: &toml::de::Error) -> String {
+fn toml_error_setting(e: &toml::de::Error, path: &str) -> String {
     let msg = e.message();
+    let path = (!path.is_empty() && path != "." && !path.starts_with('?')).then_some(path);
     // serde's messages name the field: "unknown field `x`, expected ...".
-    match msg.split('`').nth(1) {
-        Some(field) if msg.starts_with("unknown field") || msg.starts_with("missing field") => {
-            field.to_owned()
-        }
+    match (msg.split('`').nth(1), path) {
+        (Some(field), _) if msg.starts_with("missing field") => match path {
+            Some(path) => format!("{path}.{field}"),
+            None => field.to_owned(),
+        },
+        (Some(field), None) if msg.starts_with("unknown field") => field.to_owned(),
+        (_, Some(path)) => path.to_owned(),
         _ => "config".to_owned(),
+    }
+}
+
+/// `url` without its userinfo (`https://user:pw@host/` → `https://***@host/`),
+/// for showing a URL in errors, listings and logs.
+pub fn redact_url(url: &str) -> String {
+    // Without a scheme (`user:pw@host`) the authority starts the text.
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}***@{host}{tail}"),
+        None => url.to_owned(),
     }
 }
 

@@ -343,7 +343,8 @@ impl RouterState {
                     name: p.name.clone(),
                     kind: p.kind,
                     model: p.model.clone(),
-                    base_url: p.base_url.clone(),
+                    // Shown without userinfo: a URL may carry a password.
+                    base_url: crate::settings::redact_url(&p.base_url),
                     key,
                     stats: None,
                     breakers: breakers

@@ -29,7 +29,8 @@ pub(crate) async fn not_found(uri: Uri) -> Response {
 }
 
 /// Reads a JSON body, turning every failure into a 4xx that names the
-/// offending field where there is one.
+/// offending field where there is one. Strict: the body is one JSON object
+/// and nothing but white space may follow it.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
@@ -42,26 +43,59 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
         };
         ApiError::Body { status, message }
     })?;
-    // The plain parse is the fast path; only a body that fails is parsed
-    // again to name the offending field.
+    let not_json = |what: String| ApiError::Body {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("the body is not a valid JSON object (no field is at fault): {what}"),
+    };
+    // Every body is an object (serde would also take a struct as an array).
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        None => return Err(not_json("the body is empty".into())),
+        Some(_) => return Err(not_json("it does not start with `{`".into())),
+    }
+    // The plain parse is the fast path (it rejects trailing characters
+    // too); only a body that fails is parsed again to name the offending
+    // field.
     if let Ok(value) = serde_json::from_slice(&bytes) {
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = field_path(&e.path().to_string());
         let inner = e.into_inner();
-        // serde_path_to_error names no field (`?` or `.`) when the
-        // body is not JSON at all.
-        if path.is_empty() || path == "." || path == "?" {
-            ApiError::Body {
-                status: StatusCode::BAD_REQUEST,
-                message: format!("invalid JSON body: {inner}"),
-            }
-        } else {
-            ApiError::invalid(path, inner.to_string())
+        match path {
+            Some(path) => ApiError::invalid(path, inner.to_string()),
+            None => not_json(inner.to_string()),
         }
-    })
+    })?;
+    // The second parse must be as strict as the first: nothing after the
+    // object.
+    de.end()
+        .map_err(|e| not_json(format!("{e} (after the JSON object)")))?;
+    Ok(value)
+}
+
+/// The field a serde path names: the path without the segments
+/// serde_path_to_error could not name (`?`, as inside an untagged enum), or
+/// `None` when no segment is named (the body itself is at fault).
+fn field_path(path: &str) -> Option<String> {
+    let mut named = path;
+    loop {
+        let trimmed = named
+            .strip_suffix(".?")
+            .or_else(|| named.strip_suffix("?"))
+            .or_else(|| named.strip_suffix('.'));
+        match trimmed {
+            Some(t) => named = t,
+            None => break,
+        }
+    }
+    // A `?` left in the middle (`a.?.b`) names nothing the client sent.
+    let named = match named.find(".?") {
+        Some(i) => &named[..i],
+        None => named,
+    };
+    (!named.is_empty() && !named.starts_with('?')).then(|| named.to_owned())
 }
 
 /// `Cache-Control: no-cache` (or `no-store`) opts a request out of the cache.
