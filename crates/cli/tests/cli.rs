@@ -252,6 +252,75 @@ async fn providers_lists_every_provider_without_keys() {
     assert_no_keys(&out);
 }
 
+/// Writes `text` to a fresh configuration file and returns its path.
+fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("understudy-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("understudy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_show_base_urls_without_userinfo() {
+    const PASSWORD: &str = "url-password-0123456789";
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let with_userinfo = groq
+        .base_url()
+        .replacen("://", &format!("://user:{PASSWORD}@"), 1);
+    for args in [&["providers"][..], &["providers", "--json"]] {
+        let mut cmd = understudy(&groq, &openai);
+        cmd.env("GROQ_BASE_URL", &with_userinfo).args(args);
+        let out = run(cmd).await;
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains(PASSWORD), "the URL's password shows: {text}");
+        assert!(text.contains("***@127.0.0.1"), "{text}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configuration_errors_print_no_secret() {
+    const SECRET: &str = "sk-config-secret-0123456789";
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    for (name, toml, setting) in [
+        (
+            "api-keys",
+            format!("[server]\napi_keys = \"{SECRET}\"\n"),
+            "server.api_keys",
+        ),
+        (
+            "headers",
+            format!("[providers.groq]\nheaders = \"Authorization: Bearer {SECRET}\"\n"),
+            "providers.groq.headers",
+        ),
+        (
+            "base-url",
+            format!("[providers.groq]\nbase_url = \"ftp://user:{SECRET}@example.com\"\n"),
+            "providers.groq.base_url",
+        ),
+    ] {
+        let path = config_file(name, &toml);
+        let mut cmd = understudy(&groq, &openai);
+        cmd.env_remove("GROQ_BASE_URL")
+            .args(["providers", "--config"])
+            .arg(&path);
+        let out = run(cmd).await;
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+        assert!(!out.status.success(), "{name}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stdout.contains(SECRET) && !stderr.contains(SECRET),
+            "{name}: the secret shows: {stdout}{stderr}"
+        );
+        assert!(stderr.contains(setting), "{name}: {stderr}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_answers_and_stops_on_sigterm() {
     let groq = SimProvider::openai().await.unwrap();
