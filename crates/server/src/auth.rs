@@ -2,13 +2,24 @@
 //! (`Authorization: Bearer` or Anthropic's `x-api-key`, compared in
 //! constant time) on the API routes, and the admin token on the admin
 //! routes.
+//!
+//! And the browser checks, so that a web page cannot drive a gateway on
+//! the user's machine: the JSON endpoints take only `Content-Type:
+//! application/json` (415 otherwise), which a page cannot send across
+//! origins without a CORS preflight; an open gateway (no client keys) on
+//! loopback answers only requests whose `Host` is its own (421 otherwise:
+//! the DNS-rebinding defence); and CORS headers go only to the origins in
+//! `server.cors_origins`.
+
+use std::net::SocketAddr;
 
 use axum::extract::{Request, State};
-use axum::http::HeaderValue;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{self, AUTHORIZATION};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
+use understudy_core::settings::ServerSettings;
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 
@@ -17,8 +28,14 @@ use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 pub(crate) struct RequestId(pub String);
 
 /// Gives every request an id (the caller's `x-request-id` when it is plain
-/// enough to echo), a tracing span carrying it, and the response header.
-pub(crate) async fn request_context(mut req: Request, next: Next) -> Response {
+/// enough to echo), a tracing span carrying it, and the response header;
+/// refuses a foreign `Host` on an open loopback gateway; answers CORS
+/// preflights and marks answers for the listed origins.
+pub(crate) async fn request_context(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let id = req
         .headers()
         .get("x-request-id")
@@ -34,7 +51,41 @@ pub(crate) async fn request_context(mut req: Request, next: Next) -> Response {
         .unwrap_or_else(understudy_core::new_request_id);
     req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
-    let mut response = next.run(req).instrument(span).await;
+    let browser = &state.browser;
+    let origin = browser.cors_origin(req.headers());
+    let mut response = async {
+        if !browser.host_allowed(&req) {
+            return in_shape(
+                &req,
+                ApiError::Body {
+                    status: StatusCode::MISDIRECTED_REQUEST,
+                    message: "this gateway does not answer for the Host of this request: \
+                              with no client keys on loopback it answers only localhost, \
+                              127.0.0.1, [::1], its listen address and server.allowed_hosts"
+                        .into(),
+                },
+            );
+        }
+        if origin.is_some() && req.method() == Method::OPTIONS {
+            if let Some(preflight) = preflight(req.headers()) {
+                return preflight;
+            }
+        }
+        next.run(req).await
+    }
+    .instrument(span)
+    .await;
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(
+                "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered",
+            ),
+        );
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }
@@ -48,7 +99,7 @@ pub(crate) async fn client_auth(
     next: Next,
 ) -> Response {
     if state.api_keys.is_empty() {
-        return next.run(req).await;
+        return json_only(req, next).await;
     }
     // Anthropic's clients send the key as `x-api-key` (Claude Code's
     // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN).
@@ -62,16 +113,47 @@ pub(crate) async fn client_auth(
                 .any(|k| constant_time_eq(k.expose(), given))
         });
     if ok {
-        return next.run(req).await;
+        return json_only(req, next).await;
     }
     let error = ApiError::Unauthorized(
         "a valid client key is required: Authorization: Bearer <key> or x-api-key: <key>".into(),
     );
-    match Shape::of(&req) {
+    in_shape(&req, error)
+}
+
+/// `error` in the shape of the route `req` asked for.
+fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
+    match Shape::of(req) {
         Shape::OpenAi => OpenAiError(error).into_response(),
         Shape::Anthropic => AnthropicError(error).into_response(),
         Shape::Neutral => error.into_response(),
     }
+}
+
+/// A request with a body (`POST`, `PUT`) must say it is JSON: a page on
+/// another site can send `text/plain` without asking (no CORS preflight),
+/// but not `application/json`.
+async fn json_only(req: Request, next: Next) -> Response {
+    let with_body = matches!(*req.method(), Method::POST | Method::PUT);
+    if with_body && !is_json(req.headers()) {
+        let error = ApiError::Body {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            message: "the body must be JSON, sent with Content-Type: application/json".into(),
+        };
+        return in_shape(&req, error);
+    }
+    next.run(req).await
+}
+
+/// `Content-Type: application/json`, with or without parameters.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let media = v.split(';').next().unwrap_or_default().trim();
+            media.eq_ignore_ascii_case("application/json")
+        })
 }
 
 /// Requires the admin token on the admin routes; without one configured,
@@ -89,7 +171,7 @@ pub(crate) async fn admin_auth(
         .into_response();
     };
     if bearer(&req).is_some_and(|given| constant_time_eq(token.expose(), given)) {
-        next.run(req).await
+        json_only(req, next).await
     } else {
         ApiError::Unauthorized("the admin token is required: Authorization: Bearer <token>".into())
             .into_response()
@@ -118,7 +200,7 @@ impl Shape {
     /// The Messages routes, and `/v1/models` asked with an
     /// `anthropic-version` header, answer in Anthropic's shape; the other
     /// OpenAI-compatible routes in OpenAI's.
-    pub(crate) fn of(req: &Request) -> Self {
+    pub(crate) fn of<B>(req: &axum::http::Request<B>) -> Self {
         let path = req.uri().path();
         let anthropic_models =
             path == "/v1/models" && req.headers().contains_key("anthropic-version");
@@ -130,6 +212,135 @@ impl Shape {
             Self::Neutral
         }
     }
+}
+
+impl Shape {
+    /// The inverse of `shape as u8`.
+    pub(crate) fn from_u8(n: u8) -> Self {
+        match n {
+            1 => Self::OpenAi,
+            2 => Self::Anthropic,
+            _ => Self::Neutral,
+        }
+    }
+}
+
+/// The browser checks' settings, fixed at start.
+#[derive(Debug)]
+pub(crate) struct Browser {
+    /// `Some` when the gateway is open (no client keys) on loopback: the
+    /// host names (lowercase) accepted besides the loopback names.
+    hosts: Option<Hosts>,
+    /// `server.cors_origins` (`*` allows any origin).
+    cors_origins: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Hosts {
+    /// The listen address as a `Host` (`127.0.0.1:8080`, `[::1]:8080`).
+    listen: String,
+    /// `server.allowed_hosts`, lowercase: with a port they match exactly,
+    /// without one any port.
+    allowed: Vec<String>,
+}
+
+impl Browser {
+    pub(crate) fn new(server: &ServerSettings, listen: SocketAddr) -> Self {
+        let open_on_loopback = server.api_keys.is_empty() && listen.ip().is_loopback();
+        Self {
+            hosts: open_on_loopback.then(|| Hosts {
+                listen: listen.to_string(),
+                allowed: server
+                    .allowed_hosts
+                    .iter()
+                    .map(|h| h.trim().to_ascii_lowercase())
+                    .collect(),
+            }),
+            cors_origins: server
+                .cors_origins
+                .iter()
+                .map(|o| o.trim().trim_end_matches('/').to_owned())
+                .collect(),
+        }
+    }
+
+    /// Whether `req`'s `Host` is one this gateway answers for (any, unless
+    /// the gateway is open on loopback). A request without a `Host`
+    /// (HTTP/1.0) is not a browser's and passes.
+    pub(crate) fn host_allowed<B>(&self, req: &axum::http::Request<B>) -> bool {
+        let Some(hosts) = &self.hosts else {
+            return true;
+        };
+        let host = match req.headers().get(header::HOST) {
+            Some(v) => match v.to_str() {
+                Ok(h) => h.trim(),
+                Err(_) => return false,
+            },
+            None => match req.uri().authority() {
+                Some(a) => a.as_str(),
+                None => return true,
+            },
+        };
+        let name = host_name(host);
+        ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+            || host.eq_ignore_ascii_case(&hosts.listen)
+            || hosts.allowed.iter().any(|a| {
+                a.eq_ignore_ascii_case(host)
+                    || (host_name(a).len() == a.len() && a.eq_ignore_ascii_case(name))
+            })
+    }
+
+    /// The request's `Origin`, when it is one of `server.cors_origins`.
+    fn cors_origin(&self, headers: &HeaderMap) -> Option<HeaderValue> {
+        if self.cors_origins.is_empty() {
+            return None;
+        }
+        let origin = headers.get(header::ORIGIN)?;
+        let text = origin.to_str().ok()?;
+        self.cors_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(text))
+            .then(|| origin.clone())
+    }
+}
+
+/// The host name of a `Host` value: without the port (`[::1]` keeps its
+/// brackets).
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// The answer to a CORS preflight from a listed origin (`None` when the
+/// `OPTIONS` request is not a preflight). The origin header is added by
+/// [`request_context`].
+fn preflight(headers: &HeaderMap) -> Option<Response> {
+    headers.get(header::ACCESS_CONTROL_REQUEST_METHOD)?;
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let out = response.headers_mut();
+    out.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT"),
+    );
+    if let Some(asked) = headers.get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+        out.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
+    }
+    out.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    out.insert(
+        header::VARY,
+        HeaderValue::from_static("access-control-request-method, access-control-request-headers"),
+    );
+    Some(response)
 }
 
 /// Compares without an early exit, so the time taken does not tell how
@@ -147,6 +358,29 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn host_name() {
+        assert_eq!(super::host_name("localhost:8080"), "localhost");
+        assert_eq!(super::host_name("localhost"), "localhost");
+        assert_eq!(super::host_name("[::1]:80"), "[::1]");
+        assert_eq!(super::host_name("[::1]"), "[::1]");
+        assert_eq!(super::host_name("evil.example:x"), "evil.example:x");
+    }
+
+    #[test]
+    fn is_json() {
+        let with = |v: &'static str| {
+            let mut h = axum::http::HeaderMap::new();
+            h.insert("content-type", axum::http::HeaderValue::from_static(v));
+            super::is_json(&h)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        assert!(!with("text/plain"));
+        assert!(!with("application/jsonx"));
+        assert!(!super::is_json(&axum::http::HeaderMap::new()));
+    }
+
     #[test]
     fn constant_time_eq() {
         assert!(super::constant_time_eq("abcdefgh", "abcdefgh"));

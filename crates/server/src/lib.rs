@@ -3,13 +3,17 @@
 //!
 //! # Layout
 //! - [`app`]: the axum router over an [`Engine`].
-//! - [`serve`]: binds, serves, and shuts down gracefully within a bound.
+//! - [`serve`]: serves a listener (at most `server.max_connections`
+//!   connections at once, each request body within `server.body_timeout`),
+//!   and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
 //! - `openai`: the OpenAI Chat Completions shapes.
 //! - `anthropic`: Anthropic's Messages shapes, their translation to the
 //!   neutral types, and its event stream.
 //! - `error`: the only place errors become HTTP statuses (three shapes).
-//! - `auth`: client keys and the admin token; request ids and log spans.
+//! - `auth`: client keys and the admin token; request ids and log spans;
+//!   the browser checks (`Host` on an open loopback gateway, CORS, JSON
+//!   content type).
 //! - `routes`: one module per endpoint group.
 //! - `sse`: engine streams as server-sent events (neutral and OpenAI).
 
@@ -23,14 +27,22 @@ mod sse;
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 use understudy_core::{Engine, Secret};
 
@@ -50,15 +62,26 @@ pub struct AppState {
     pub(crate) api_keys: Arc<Vec<Secret>>,
     /// The admin token; `None` turns the admin routes off.
     pub(crate) admin_token: Option<Arc<Secret>>,
+    /// The `Host` check and the CORS origins.
+    pub(crate) browser: Arc<auth::Browser>,
 }
 
-/// The HTTP application over `engine`, with the client keys and admin
-/// token from its settings.
+/// The HTTP application over `engine`, with the client keys, admin token
+/// and browser checks from its settings, as if listening on
+/// `server.listen`.
 pub fn app(engine: Engine) -> Router {
+    let listen = engine.settings().server.listen;
+    app_on(engine, listen)
+}
+
+/// [`app`] for a gateway listening on `listen` (the address the `Host`
+/// check accepts besides the loopback names and `server.allowed_hosts`).
+fn app_on(engine: Engine, listen: SocketAddr) -> Router {
     let server = &engine.settings().server;
     let state = AppState {
         api_keys: Arc::new(server.api_keys.clone()),
         admin_token: server.admin_token.clone().map(Arc::new),
+        browser: Arc::new(auth::Browser::new(server, listen)),
         engine,
     };
     let api = Router::new()
@@ -84,7 +107,10 @@ pub fn app(engine: Engine) -> Router {
         .merge(routes::status::page_router())
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::from_fn(auth::request_context))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::request_context,
+        ))
         .with_state(state)
 }
 
@@ -96,12 +122,24 @@ pub fn app(engine: Engine) -> Router {
 /// `axum::serve`, which adds HTTP/2 detection and an upgrade layer to every
 /// connection): less work per request and a smaller connection task, which
 /// counts when thousands of streams are open.
+///
+/// At most `server.max_connections` connections are served at once: a
+/// permit is taken before `accept`, so further connections wait in the
+/// kernel's listen backlog instead of costing a descriptor and a task. A
+/// request body that has not arrived in full within `server.body_timeout`
+/// is answered 408 and its connection closed.
 pub async fn serve(
     listener: TcpListener,
     engine: Engine,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app = app(engine.clone());
+    let settings = &engine.settings().server;
+    let listen = listener.local_addr().unwrap_or(settings.listen);
+    let body_timeout = settings.body_timeout;
+    let connections = Arc::new(Semaphore::new(
+        settings.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
+    let app = app_on(engine.clone(), listen);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     // Hyper's header-read timeout also runs while a keep-alive connection
@@ -110,6 +148,13 @@ pub async fn serve(
         .header_read_timeout(engine.settings().server.idle_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&connections).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break, // never closed
+            },
+            () = &mut shutdown => break,
+        };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
@@ -122,9 +167,26 @@ pub async fn serve(
         };
         // Small responses must not wait for Nagle's algorithm.
         let _ = tcp.set_nodelay(true);
+        // Set by a body that missed its deadline, read when its response
+        // leaves (HTTP/1.1 serves one request at a time per connection).
+        let late = Arc::new(AtomicU8::new(0));
+        let body_late = Arc::clone(&late);
         let service = hyper_util::service::TowerToHyperService::new(
             app.clone()
-                .map_request(|req: hyper::Request<hyper::body::Incoming>| req.map(Body::new)),
+                .map_request(move |req: hyper::Request<Incoming>| {
+                    if req.body().is_end_stream() {
+                        return req.map(Body::new);
+                    }
+                    let shape = auth::Shape::of(&req) as u8;
+                    let late = Arc::clone(&body_late);
+                    req.map(|body| Body::new(Deadline::new(body, body_timeout, late, shape)))
+                })
+                .map_response(
+                    move |response: Response| match late.swap(0, Ordering::Relaxed) {
+                        0 => response,
+                        shape => body_timed_out(shape, response, body_timeout),
+                    },
+                ),
         );
         let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
         let conn = graceful.watch(conn);
@@ -132,6 +194,7 @@ pub async fn serve(
             if let Err(e) = conn.await {
                 tracing::trace!(error = %e, "connection ended with an error");
             }
+            drop(permit);
         });
     }
     drop(listener);
@@ -143,6 +206,94 @@ pub async fn serve(
     }
     engine.shutdown().await;
     Ok(())
+}
+
+/// A request body that must arrive in full by a deadline. The timer is
+/// made only when the body is not all there yet (a small body usually
+/// comes with the head), so the plain request path allocates nothing more.
+struct Deadline {
+    inner: Incoming,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The connection's flag: the request's [`auth::Shape`] (as `u8`, plus
+    /// one) once the deadline has passed.
+    late: Arc<AtomicU8>,
+    shape: u8,
+}
+
+impl Deadline {
+    fn new(inner: Incoming, timeout: Duration, late: Arc<AtomicU8>, shape: u8) -> Self {
+        Self {
+            inner,
+            deadline: tokio::time::Instant::now() + timeout,
+            sleep: None,
+            late,
+            shape,
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(BoxError::from)));
+        }
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                this.late.store(this.shape + 1, Ordering::Relaxed);
+                Poll::Ready(Some(Err(Box::new(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the request body did not arrive within server.body_timeout",
+                )))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The answer to a request whose body missed its deadline (whatever the
+/// handler made of the failed read): 408 in the route's error shape, and
+/// the connection closes.
+fn body_timed_out(shape: u8, handled: Response, timeout: Duration) -> Response {
+    let error = ApiError::Body {
+        status: StatusCode::REQUEST_TIMEOUT,
+        message: format!(
+            "the request body did not arrive within {} s (server.body_timeout)",
+            timeout.as_secs_f64()
+        ),
+    };
+    let mut response = match auth::Shape::from_u8(shape - 1) {
+        auth::Shape::OpenAi => OpenAiError(error).into_response(),
+        auth::Shape::Anthropic => AnthropicError(error).into_response(),
+        auth::Shape::Neutral => error.into_response(),
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if let Some(id) = handled.headers().get("x-request-id") {
+        headers.insert("x-request-id", id.clone());
+    }
+    response
 }
 
 /// An accept error: a connection that died before it was accepted is

@@ -815,6 +815,7 @@ async fn x_api_key_and_bearer_both_authenticate() {
     let resp = client
         .post(format!("{}/v1/chat/completions", s.url))
         .header("x-api-key", "sk-one-key")
+        .header("content-type", "application/json")
         .body(
             json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
                 .to_string(),

@@ -85,7 +85,9 @@ struct Answer {
 
 /// Posts the recorded request with Claude Code's headers.
 async fn post(url: &str) -> Answer {
-    let mut req = understudy_testkit::http_client().post(format!("{url}/v1/messages?beta=true"));
+    let mut req = understudy_testkit::http_client()
+        .post(format!("{url}/v1/messages?beta=true"))
+        .header("content-type", "application/json");
     for (k, v) in HEADERS {
         req = req.header(*k, *v);
     }

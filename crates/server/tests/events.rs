@@ -360,6 +360,7 @@ async fn the_response_cache() {
     let post = async |body: Value, no_cache: bool| -> Value {
         let mut r = client
             .post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(body.to_string());
         if no_cache {
             r = r.header("cache-control", "no-cache");

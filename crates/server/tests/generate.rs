@@ -105,6 +105,7 @@ async fn a_caller_request_id_is_echoed() {
     let resp = s
         .client
         .post(format!("{}/v1/generate", s.url))
+        .header("content-type", "application/json")
         .header("x-request-id", "abc-123")
         .body(json!({"prompt": "hi"}).to_string())
         .send()

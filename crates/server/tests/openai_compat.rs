@@ -314,6 +314,7 @@ async fn surfaced_refusals_are_content_filter_answers() {
     groq.push(Reply::Refuse(Refusal::FinishReason));
     let resp = understudy_testkit::http_client()
         .post(format!("{}/v1/generate", s.url))
+        .header("content-type", "application/json")
         .body(json!({"prompt": "x"}).to_string())
         .send()
         .await

@@ -44,7 +44,12 @@ async fn client_keys_guard_the_api() {
     let c = understudy_testkit::http_client();
     let body = json!({"prompt": "hi"}).to_string();
 
-    let (status, v) = send(c.post(format!("{url}/v1/generate")).body(body.clone())).await;
+    let (status, v) = send(
+        c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
+            .body(body.clone()),
+    )
+    .await;
     assert_eq!(
         (status, v["error"]["code"].as_str()),
         (401, Some("invalid_api_key")),
@@ -52,6 +57,7 @@ async fn client_keys_guard_the_api() {
     );
     let (status, _) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .bearer_auth("wrong-key-123")
             .body(body.clone()),
     )
@@ -59,6 +65,7 @@ async fn client_keys_guard_the_api() {
     assert_eq!(status, 401);
     let (status, v) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .bearer_auth(CLIENT_KEY)
             .body(body.clone()),
     )
@@ -67,7 +74,12 @@ async fn client_keys_guard_the_api() {
     // The OpenAI-compatible routes answer in OpenAI's shape.
     let chat =
         json!({"model": "default", "messages": [{"role": "user", "content": "x"}]}).to_string();
-    let (status, v) = send(c.post(format!("{url}/v1/chat/completions")).body(chat)).await;
+    let (status, v) = send(
+        c.post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(chat),
+    )
+    .await;
     assert_eq!(status, 401);
     assert_eq!(v["error"]["type"], "authentication_error");
     let (status, _) = send(c.get(format!("{url}/v1/models"))).await;
@@ -90,6 +102,7 @@ async fn without_keys_the_api_is_open_and_admin_is_off() {
     let c = understudy_testkit::http_client();
     let (status, _) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(json!({"prompt": "hi"}).to_string()),
     )
     .await;
@@ -140,6 +153,7 @@ async fn routing_changes_live_under_load() {
     ] {
         let (status, v) = send(
             c.put(format!("{url}/v1/admin/routing"))
+                .header("content-type", "application/json")
                 .bearer_auth(ADMIN_TOKEN)
                 .body(bad.to_string()),
         )
@@ -157,6 +171,7 @@ async fn routing_changes_live_under_load() {
                 for _ in 0..60 {
                     let (status, v) = send(
                         c.post(format!("{url}/v1/generate"))
+                            .header("content-type", "application/json")
                             .body(json!({"prompt": "x"}).to_string()),
                     )
                     .await;
@@ -175,6 +190,7 @@ async fn routing_changes_live_under_load() {
     let change = json!({"default": "claude", "order": ["claude", "groq"], "routes": {"cheap": ["groq:small"]}});
     let (status, v) = send(
         c.put(format!("{url}/v1/admin/routing"))
+            .header("content-type", "application/json")
             .bearer_auth(ADMIN_TOKEN)
             .body(change.to_string()),
     )
@@ -203,12 +219,14 @@ async fn routing_changes_live_under_load() {
     // The new route exists; and the change is reversible.
     let (status, _) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(json!({"prompt": "x", "route": "cheap"}).to_string()),
     )
     .await;
     assert_eq!(status, 200);
     let (status, v) = send(
         c.put(format!("{url}/v1/admin/routing"))
+            .header("content-type", "application/json")
             .bearer_auth(ADMIN_TOKEN)
             .body(json!({"default": "groq"}).to_string()),
     )
@@ -216,6 +234,7 @@ async fn routing_changes_live_under_load() {
     assert_eq!((status, v["default"].as_str()), (200, Some("groq")));
     let (_, v) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(json!({"prompt": "x"}).to_string()),
     )
     .await;
@@ -248,7 +267,7 @@ async fn wit_in_every_style_and_a_softened_roast() {
     let c = understudy_testkit::http_client();
     for style in ["pun", "one-liner", "roast", "dad-joke", "limerick"] {
         let (status, v) = send(
-            c.post(format!("{url}/v1/wit")).body(
+            c.post(format!("{url}/v1/wit")).header("content-type", "application/json").body(
                 json!({"topic": "Rust borrow checker", "style": style, "audience": "developers"})
                     .to_string(),
             ),
@@ -292,12 +311,18 @@ async fn wit_in_every_style_and_a_softened_roast() {
         json!({"style": "pun"}),
         json!({"topic": "x".repeat(600), "style": "pun"}),
     ] {
-        let (status, v) = send(c.post(format!("{url}/v1/wit")).body(bad.to_string())).await;
+        let (status, v) = send(
+            c.post(format!("{url}/v1/wit"))
+                .header("content-type", "application/json")
+                .body(bad.to_string()),
+        )
+        .await;
         assert_eq!(status, 400, "{bad}: {v}");
     }
     // Streamed wit.
     let resp = c
         .post(format!("{url}/v1/wit"))
+        .header("content-type", "application/json")
         .body(json!({"topic": "cats", "style": "pun", "stream": true}).to_string())
         .send()
         .await
@@ -324,12 +349,16 @@ async fn per_request_overrides_on_every_api() {
     let c = understudy_testkit::http_client();
     let generate = || {
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(json!({"prompt": "x"}).to_string())
     };
     let chat = || {
-        c.post(format!("{url}/v1/chat/completions")).body(
-            json!({"model": "default", "messages": [{"role": "user", "content": "x"}]}).to_string(),
-        )
+        c.post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(
+                json!({"model": "default", "messages": [{"role": "user", "content": "x"}]})
+                    .to_string(),
+            )
     };
 
     // x-understudy-no-fallback: the primary's failure is the answer.
@@ -363,6 +392,7 @@ async fn per_request_overrides_on_every_api() {
     // /v1/wit takes them too.
     let (status, v) = send(
         c.post(format!("{url}/v1/wit"))
+            .header("content-type", "application/json")
             .header("x-understudy-route", "fast")
             .body(json!({"topic": "tea", "style": "pun"}).to_string()),
     )
@@ -383,6 +413,7 @@ async fn per_request_overrides_on_every_api() {
     // Body fields on the neutral API.
     let (status, _) = send(
         c.post(format!("{url}/v1/generate"))
+            .header("content-type", "application/json")
             .body(json!({"prompt": "x", "timeout_ms": 0}).to_string()),
     )
     .await;
@@ -444,7 +475,7 @@ async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
         .unwrap();
     let (url, _stop) = serve(gw).await;
     let addr = url.trim_start_matches("http://").to_owned();
-    let request = "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
+    let request = "GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n";
 
     // A keep-alive connection answers, stays usable for a second request
     // well within the timeout, and is closed once idle for longer.

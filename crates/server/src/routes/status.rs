@@ -2,6 +2,13 @@
 //! build step) that polls `GET /v1/status` every two seconds — providers,
 //! breakers and outcomes, traffic per second for the last ten minutes, and
 //! the last events.
+//!
+//! The page is sent with a strict `Content-Security-Policy`: its one inline
+//! script by hash (edit the script, update its hash in [`CSP`]: the security
+//! test and the browser test fail otherwise), inline styles (it sets colours
+//! in `style` attributes), `fetch` to its own origin only, no frames of it
+//! anywhere (`frame-ancestors 'none'`, and `X-Frame-Options: DENY` for older
+//! browsers).
 
 use axum::extract::State;
 use axum::http::header;
@@ -13,6 +20,15 @@ use serde_json::{Value, json};
 use crate::{ApiError, AppState};
 
 const PAGE: &str = include_str!("../static/status.html");
+
+/// The page's `Content-Security-Policy`; `script-src` is the SHA-256
+/// (base64) of the page's one inline script.
+const CSP: &str = concat!(
+    "default-src 'none'; script-src 'sha256-",
+    "7wldWyDlIeznnvuYMcp2IKDZ4fuy9O+TNtlAWwc1/l8=",
+    "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; ",
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+);
 
 /// `GET /` (open: the page holds no data) .
 pub(crate) fn page_router() -> Router<AppState> {
@@ -29,6 +45,10 @@ async fn page() -> impl IntoResponse {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
         PAGE,
     )
