@@ -585,6 +585,70 @@ async fn demo_runs_without_keys_and_summarises() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_listens_beyond_loopback_only_when_told() {
+    // The demo has no client keys: like `serve`, it refuses a non-loopback
+    // address (issue 17, item 6)…
+    for addr in ["0.0.0.0:0", "[::]:0"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
+        cmd.env_clear().args([
+            "demo",
+            "--serve",
+            "--requests",
+            "1",
+            "--duration",
+            "0",
+            "--listen",
+            addr,
+        ]);
+        let out = tokio::task::spawn_blocking(move || {
+            let mut child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let started = std::time::Instant::now();
+            while child.try_wait().unwrap().is_none() {
+                if started.elapsed() > Duration::from_secs(20) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("demo --serve on {addr} was not refused");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{addr}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refusing") && err.contains("--insecure-no-auth"),
+            "{addr}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{addr}: it started: {out:?}");
+    }
+    // …unless told otherwise.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
+    cmd.env_clear().args([
+        "demo",
+        "--requests",
+        "1",
+        "--duration",
+        "0",
+        "--listen",
+        "0.0.0.0:0",
+        "--insecure-no-auth",
+        "--no-color",
+    ]);
+    let out = run(cmd).await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Summary: 1/1 answered"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn help_is_complete() {
     for args in [

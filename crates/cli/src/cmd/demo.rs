@@ -38,9 +38,14 @@ pub(crate) struct Args {
     /// Keep the gateway and the simulators running afterwards (Ctrl-C stops).
     #[arg(long)]
     serve: bool,
-    /// Where the demo gateway listens.
+    /// Where the demo gateway listens (a loopback address: the demo has no
+    /// client keys).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Listen on a non-loopback address anyway (anyone who can reach it
+    /// can use the demo gateway).
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// No ANSI colours (also off when the output is not a terminal).
     #[arg(long)]
     no_color: bool,
@@ -79,6 +84,14 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     super::init_logging("error", false);
     if args.requests == 0 || !(args.duration.is_finite() && args.duration >= 0.0) {
         report("--requests must be at least 1 and --duration a number of seconds");
+        return EXIT_USAGE;
+    }
+    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        report(&format!(
+            "refusing to listen on {} without client keys: the demo gateway has none; \
+             listen on a loopback address (the default, 127.0.0.1:8080) or pass --insecure-no-auth",
+            args.listen
+        ));
         return EXIT_USAGE;
     }
     let color = !args.no_color && std::io::stdout().is_terminal();
@@ -202,7 +215,7 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     out(&summary(&results, started.elapsed()));
     if args.serve {
         out(&format!(
-            "\nStill serving (Ctrl-C stops):\n  status page  {base}/\n  metrics      {base}/metrics\n  try          curl -s {base}/v1/wit -d '{{\"topic\":\"Mondays\",\"style\":\"roast\"}}'\n               curl -s {base}/v1/chat/completions -d '{{\"model\":\"default\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n"
+            "\nStill serving (Ctrl-C stops):\n  status page  {base}/\n  metrics      {base}/metrics\n  try          curl -s {base}/v1/wit -H 'content-type: application/json' -d '{{\"topic\":\"Mondays\",\"style\":\"roast\"}}'\n               curl -s {base}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"default\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n"
         ));
         let _ = tokio::signal::ctrl_c().await;
     }

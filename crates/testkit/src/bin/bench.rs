@@ -506,7 +506,12 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                r#"[routing]
+                r#"[server]
+# The load generator sends `Host: bench`; an open gateway on loopback
+# answers only hosts it knows.
+allowed_hosts = ["bench"]
+
+[routing]
 default = "fast"
 order = ["fast"]
 
