@@ -75,6 +75,12 @@ pub(crate) async fn request_context(
     }
     .instrument(span)
     .await;
+    if browser.cors() {
+        // Answers differ by origin: caches must keep them apart.
+        response
+            .headers_mut()
+            .append(header::VARY, HeaderValue::from_static("origin"));
+    }
     if let Some(origin) = origin {
         let headers = response.headers_mut();
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -84,7 +90,6 @@ pub(crate) async fn request_context(
                 "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered",
             ),
         );
-        headers.append(header::VARY, HeaderValue::from_static("origin"));
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
@@ -191,9 +196,9 @@ fn x_api_key(req: &Request) -> Option<&str> {
 /// The shape a route's errors take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
-    Neutral,
-    OpenAi,
-    Anthropic,
+    Neutral = 0,
+    OpenAi = 1,
+    Anthropic = 2,
 }
 
 impl Shape {
@@ -212,9 +217,7 @@ impl Shape {
             Self::Neutral
         }
     }
-}
 
-impl Shape {
     /// The inverse of `shape as u8`.
     pub(crate) fn from_u8(n: u8) -> Self {
         match n {
@@ -290,6 +293,11 @@ impl Browser {
                 a.eq_ignore_ascii_case(host)
                     || (host_name(a).len() == a.len() && a.eq_ignore_ascii_case(name))
             })
+    }
+
+    /// Whether any origin may call from a browser.
+    fn cors(&self) -> bool {
+        !self.cors_origins.is_empty()
     }
 
     /// The request's `Origin`, when it is one of `server.cors_origins`.
