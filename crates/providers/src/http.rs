@@ -277,7 +277,12 @@ pub(crate) fn raw_post(
 
 /// The endpoint, parsed once (not on every request).
 pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
-    reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))
+    reqwest::Url::parse(url).map_err(|e| {
+        format!(
+            "`{}` is not a valid URL: {e}",
+            understudy_core::settings::redact_url(url)
+        )
+    })
 }
 
 /// One client per provider (and connect timeout), pooled; the engine
