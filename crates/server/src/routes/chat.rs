@@ -6,7 +6,6 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
-use axum::http::HeaderValue;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -60,7 +59,7 @@ async fn completions(
         let mut response = Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response();
-        insert_headers(&mut response, &provider, fell_back, filtered);
+        super::failover_headers(&mut response, &provider, fell_back, filtered);
         return Ok(response);
     }
 
@@ -82,7 +81,7 @@ async fn completions(
                 system_fingerprint: None,
             };
             let mut response = Json(body).into_response();
-            insert_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+            super::failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
             Ok(response)
         }
         // A refusal surfaced by policy is an answer in OpenAI's terms.
@@ -109,7 +108,7 @@ async fn completions(
             };
             let mut response = Json(body).into_response();
             let provider = refused.map_or("", |a| a.provider.as_str());
-            insert_headers(&mut response, provider, false, true);
+            super::failover_headers(&mut response, provider, false, true);
             Ok(response)
         }
         Err(e) => Err(e.into()),
@@ -122,13 +121,3 @@ fn refusal_is_an_error(e: Error) -> OpenAiError {
     OpenAiError(ApiError::Engine(e))
 }
 
-/// The failover headers every answer carries.
-fn insert_headers(response: &mut Response, provider: &str, fell_back: bool, filtered: bool) {
-    let flag = |b: bool| HeaderValue::from_static(if b { "true" } else { "false" });
-    let headers = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(provider) {
-        headers.insert("x-understudy-provider", v);
-    }
-    headers.insert("x-understudy-fell-back", flag(fell_back));
-    headers.insert("x-understudy-content-filtered", flag(filtered));
-}
