@@ -251,41 +251,29 @@ impl Engine {
             if p.kind != crate::settings::ProviderKind::Anthropic {
                 continue;
             }
-            let Ok(CallResult::Success(Ok(actor))) = self
-                .inner
-                .supervisor
-                .call(
-                    |reply| SupervisorMsg::Ensure {
-                        provider: Arc::clone(&target.provider),
-                        reply,
-                    },
-                    Some(QUERY_TIMEOUT),
-                )
-                .await
-            else {
-                continue;
-            };
             let deadline = Instant::now() + p.timeouts.attempt.min(QUERY_TIMEOUT * 6);
-            let counted = actor
-                .call(
-                    |reply| ProviderMsg::CountTokens {
-                        model: Arc::clone(&target.model),
-                        request: Arc::clone(&chat),
-                        deadline,
-                        connect: p.timeouts.connect,
-                        reply,
-                    },
-                    Some(
-                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1),
-                    ),
-                )
-                .await;
+            // The same call path as an attempt: the actor is started if
+            // needed, and a stale ref is replaced once.
+            let counted = crate::run::call_provider(
+                &mut None,
+                &self.inner.supervisor,
+                &target.provider,
+                deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1),
+                |reply| ProviderMsg::CountTokens {
+                    model: Arc::clone(&target.model),
+                    request: Arc::clone(&chat),
+                    deadline,
+                    connect: p.timeouts.connect,
+                    reply,
+                },
+            )
+            .await;
             match counted {
-                Ok(CallResult::Success(Ok(Some(n)))) => return Ok(Some((n, p.name.clone()))),
-                Ok(CallResult::Success(Err(f))) => {
+                Ok(Some(n)) => return Ok(Some((n, p.name.clone()))),
+                Ok(None) => {}
+                Err(f) => {
                     tracing::info!(provider = %p.name, error = %f, "count_tokens failed; trying the next target");
                 }
-                _ => {}
             }
         }
         Ok(None)

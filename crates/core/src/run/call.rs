@@ -16,7 +16,7 @@ use crate::failure::{Failure, FailureKind};
 /// `wait` for the reply, starting the actor through the supervisor when
 /// `slot` is empty. A stale ref (the actor died before the message went
 /// out, so the provider never saw the request) is replaced once.
-pub(super) async fn call_provider<T: Send + 'static>(
+pub(crate) async fn call_provider<T: Send + 'static>(
     slot: &mut Option<ActorRef<ProviderMsg>>,
     supervisor: &ActorRef<SupervisorMsg>,
     provider: &Arc<str>,

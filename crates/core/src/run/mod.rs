@@ -16,6 +16,8 @@
 
 mod answer;
 mod call;
+
+pub(crate) use call::call_provider;
 mod stream;
 
 use std::sync::Arc;

@@ -120,4 +120,3 @@ async fn completions(
 fn refusal_is_an_error(e: Error) -> OpenAiError {
     OpenAiError(ApiError::Engine(e))
 }
-
