@@ -15,7 +15,7 @@ use std::sync::Arc;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
-use crate::chat::{ChatRequest, Part};
+use crate::chat::{ChatRequest, Part, ResponseFormat, Tool, ToolChoice};
 use crate::generation::Generation;
 use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
@@ -53,6 +53,36 @@ impl std::fmt::Debug for ResponseCache {
         f.debug_struct("ResponseCache")
             .field("redis", &self.redis.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// The request fields beyond the conversation and the basic sampling
+/// settings, borrowed, for the key.
+#[derive(serde::Serialize)]
+struct Extras<'a> {
+    tools: &'a [Tool],
+    tool_choice: &'a Option<ToolChoice>,
+    parallel_tool_calls: Option<bool>,
+    response_format: &'a Option<ResponseFormat>,
+    top_p: Option<f32>,
+    seed: Option<i64>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    user: &'a Option<String>,
+}
+
+impl Extras<'_> {
+    /// Whether the request sets any of them.
+    fn any(&self) -> bool {
+        !self.tools.is_empty()
+            || self.tool_choice.is_some()
+            || self.parallel_tool_calls.is_some()
+            || self.response_format.is_some()
+            || self.top_p.is_some()
+            || self.seed.is_some()
+            || self.presence_penalty.is_some()
+            || self.frequency_penalty.is_some()
+            || self.user.is_some()
     }
 }
 
@@ -99,8 +129,18 @@ impl CacheKey {
                 h.write_str(v);
             }
         }
-        let extras = chat.clone_extras();
-        if extras != ChatRequest::default() {
+        let extras = Extras {
+            tools: &chat.tools,
+            tool_choice: &chat.tool_choice,
+            parallel_tool_calls: chat.parallel_tool_calls,
+            response_format: &chat.response_format,
+            top_p: chat.top_p,
+            seed: chat.seed,
+            presence_penalty: chat.presence_penalty,
+            frequency_penalty: chat.frequency_penalty,
+            user: &chat.user,
+        };
+        if extras.any() {
             h.write_str(&serde_json::to_string(&extras).unwrap_or_default());
         }
         match chat.temperature {

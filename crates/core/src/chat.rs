@@ -360,24 +360,6 @@ impl ChatRequest {
         self
     }
 
-    /// A copy of the fields beyond the conversation and the basic sampling
-    /// settings (tools, tool choice, response format, top_p, seed,
-    /// penalties, user), for the cache key.
-    pub(crate) fn clone_extras(&self) -> Self {
-        Self {
-            tools: self.tools.clone(),
-            tool_choice: self.tool_choice.clone(),
-            parallel_tool_calls: self.parallel_tool_calls,
-            response_format: self.response_format.clone(),
-            top_p: self.top_p,
-            seed: self.seed,
-            presence_penalty: self.presence_penalty,
-            frequency_penalty: self.frequency_penalty,
-            user: self.user.clone(),
-            ..Self::default()
-        }
-    }
-
     /// What the request needs of a target beyond text.
     pub fn needs(&self) -> Needs {
         let mut needs = Needs {
