@@ -59,23 +59,10 @@ impl Answer {
     /// The `(event, data)` pairs of an SSE body, `ping`s left out; each
     /// data's `type` must be its event's name.
     fn events(&self) -> Vec<(String, Value)> {
-        let mut out = Vec::new();
-        let mut name = None;
-        for line in self.body.lines() {
-            if let Some(n) = line.strip_prefix("event: ") {
-                name = Some(n.to_owned());
-            } else if let Some(d) = line.strip_prefix("data: ") {
-                let n = name
-                    .take()
-                    .unwrap_or_else(|| panic!("data without event: {line}"));
-                let v: Value = serde_json::from_str(d).unwrap();
-                assert_eq!(v["type"], n.as_str(), "{line}");
-                if n != "ping" {
-                    out.push((n, v));
-                }
-            }
-        }
-        out
+        common::anthropic_events(&self.body)
+            .into_iter()
+            .map(|(n, d)| (n, serde_json::from_str(&d).unwrap()))
+            .collect()
     }
 }
 
@@ -205,7 +192,11 @@ async fn an_openai_compatible_target_receives_the_translation() {
         ]},
         {"role": "tool", "tool_call_id": "toolu_02", "content": "Error: service down"}
     ]);
-    assert_eq!(strip_nulls(&got["messages"]), strip_nulls(&want), "{text}");
+    assert_eq!(
+        common::strip_nulls(&got["messages"]),
+        common::strip_nulls(&want),
+        "{text}"
+    );
     assert_eq!(got["tools"][0]["type"], "function");
     assert_eq!(got["tools"][0]["function"]["name"], "get_weather");
     assert_eq!(
@@ -223,20 +214,6 @@ async fn an_openai_compatible_target_receives_the_translation() {
     );
     assert_eq!(got["max_tokens"], 1024);
     assert!(got.get("top_k").is_none(), "top_k has no neutral field");
-}
-
-/// `v` without `null` members (the adapters may omit or send them).
-fn strip_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), strip_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_nulls).collect()),
-        other => other.clone(),
-    }
 }
 
 #[tokio::test]

@@ -99,28 +99,6 @@ async fn post(url: &str) -> Answer {
     }
 }
 
-/// The `(event, data)` pairs of an SSE body, data as sent, `ping`s left
-/// out (the server adds its own to keep an idle stream alive).
-fn events(sse: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut name = None;
-    for line in sse.lines() {
-        if let Some(n) = line.strip_prefix("event: ") {
-            name = Some(n.to_owned());
-        } else if let Some(d) = line.strip_prefix("data: ") {
-            let n = name
-                .take()
-                .unwrap_or_else(|| panic!("data without event: {line}"));
-            let v: Value = serde_json::from_str(d).unwrap();
-            assert_eq!(v["type"], n.as_str(), "{line}");
-            if n != "ping" {
-                out.push((n, d.to_owned()));
-            }
-        }
-    }
-    out
-}
-
 /// What Anthropic streams for Claude Code's next step: a thinking block
 /// (thinking deltas, then its signature), a text block, then an `Edit`
 /// call whose input arrives in fragments.
@@ -180,20 +158,6 @@ fn anthropic_answer() -> String {
         .collect()
 }
 
-/// `v` without `null` members (the adapters may omit or send them).
-fn strip_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), strip_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_nulls).collect()),
-        other => other.clone(),
-    }
-}
-
 #[tokio::test]
 async fn claude_code_s_request_reaches_anthropic_byte_identical() {
     let s = setup().await;
@@ -240,7 +204,12 @@ async fn claude_code_s_request_reaches_anthropic_byte_identical() {
     assert_eq!(s.openai.request_count(), 0);
 
     // Every event as the simulator sent it, in order, data byte for byte.
-    assert_eq!(events(&a.body), events(&sent), "{}", a.body);
+    assert_eq!(
+        common::anthropic_events(&a.body),
+        common::anthropic_events(&sent),
+        "{}",
+        a.body
+    );
 }
 
 #[tokio::test]
@@ -265,7 +234,7 @@ async fn claude_code_s_request_is_translated_for_an_openai_compatible_fallback()
 
         // Anthropic's events: one tool_use block whose fragments make the
         // call's input, then stop_reason tool_use.
-        let events: Vec<(String, Value)> = events(&a.body)
+        let events: Vec<(String, Value)> = common::anthropic_events(&a.body)
             .into_iter()
             .map(|(n, d)| (n, serde_json::from_str(&d).unwrap()))
             .collect();
@@ -382,6 +351,6 @@ async fn claude_code_s_request_is_translated_for_an_openai_compatible_fallback()
              "content": block(4, 0)["content"]},
             {"role": "user", "content": block(4, 1)["text"]}
         ]);
-        assert_eq!(strip_nulls(&got["messages"]), want, "{text}");
+        assert_eq!(common::strip_nulls(&got["messages"]), want, "{text}");
     }
 }
