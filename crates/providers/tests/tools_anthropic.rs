@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
+use common::split;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -828,20 +831,6 @@ async fn a_streamed_tool_call_round_trip() {
 }
 
 // === fuzzing ===
-
-/// Splits `data` at the given cut points.
-fn split(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
-    points.sort_unstable();
-    let mut out = Vec::new();
-    let mut last = 0;
-    for p in points {
-        out.push(data[last..p].to_vec());
-        last = p;
-    }
-    out.push(data[last..].to_vec());
-    out
-}
 
 /// Whole events of tool-use streams (and some that break the rules), so
 /// that random sequences of them reach deep paths of the parser.

@@ -8,6 +8,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
+use common::split;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -694,20 +697,6 @@ fn soup() -> impl Strategy<Value = Vec<u8>> {
 
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![prop::collection::vec(any::<u8>(), 0..2048), soup()]
-}
-
-/// Splits `data` at the given cut points.
-fn split(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
-    points.sort_unstable();
-    let mut out = Vec::new();
-    let mut last = 0;
-    for p in points {
-        out.push(data[last..p].to_vec());
-        last = p;
-    }
-    out.push(data[last..].to_vec());
-    out
 }
 
 proptest! {
