@@ -148,7 +148,7 @@ impl Actor for RouterActor {
                 request,
                 started,
                 reply,
-            } => match state.prepare(request, started) {
+            } => match state.prepare(request, started, Mode::Answer) {
                 Ok(run) => {
                     state.runs.spawn(async move {
                         let _ = reply.send(run.execute().await);
@@ -162,7 +162,7 @@ impl Actor for RouterActor {
                 request,
                 started,
                 reply,
-            } => match state.prepare(request, started) {
+            } => match state.prepare(request, started, Mode::Stream) {
                 Ok(run) => {
                     state.runs.spawn(run.stream(reply));
                 }
@@ -236,7 +236,12 @@ impl Actor for RouterActor {
 // === impl RouterState ===
 
 impl RouterState {
-    fn prepare(&self, request: GenerateRequest, started: Instant) -> Result<Run, crate::Error> {
+    fn prepare(
+        &self,
+        request: GenerateRequest,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<Run, crate::Error> {
         let route_options = plan::route_name(&request.route, &self.routes)
             .and_then(|name| self.settings.route_options.get(name).copied());
         let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
@@ -287,8 +292,7 @@ impl RouterState {
             route_timeouts,
             probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
             rules: Rules {
-                // Set by the executor (answer or stream).
-                mode: Mode::Answer,
+                mode,
                 refusal,
                 rate_limit_max_wait: self.settings.rate_limit_max_wait,
                 no_fallback: request.no_fallback,

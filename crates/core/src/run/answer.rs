@@ -12,7 +12,7 @@ use crate::cache::CacheKey;
 use crate::chat::{ChatRequest, Completion};
 use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
-use crate::policy::decide::{Call, Decider, Input, Mode, Next};
+use crate::policy::decide::{Call, Decider, Input, Next};
 use crate::policy::output;
 use crate::policy::softening::soften;
 use crate::run::call::call_provider;
@@ -63,14 +63,7 @@ impl Run {
 
     /// Executes the machine's steps until it stops.
     async fn walk(&mut self) -> GenerateResult {
-        let mut decider = Decider::new(
-            &self.plan,
-            crate::policy::decide::Rules {
-                mode: Mode::Answer,
-                ..self.rules
-            },
-            self.deadline,
-        );
+        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
         // The schema is compiled once for the whole walk (the engine already
         // refused a request whose schema does not compile).
         let expected = output::Expected::of(&self.chat)?;

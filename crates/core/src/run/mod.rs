@@ -50,7 +50,8 @@ pub(crate) struct Run {
     pub request_id: String,
     pub plan: Plan,
     pub chat: Arc<ChatRequest>,
-    /// The decision machine's settings (the mode is set by the executor).
+    /// The decision machine's settings, the mode (answer or stream) among
+    /// them.
     pub rules: Rules,
     pub settings: Arc<Settings>,
     /// The provider actors the router knew of, aligned with `plan.targets`.

@@ -22,7 +22,7 @@ use crate::chat::{FinishReason, StreamEvent, Usage};
 use crate::error::Error;
 use crate::event::{EventContext, GenerationEvent};
 use crate::failure::{Failure, FailureKind};
-use crate::policy::decide::{Call, Decider, Input, Mode, Next, after_commit};
+use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
 use crate::run::call::call_provider;
 use crate::run::{Run, cost_usd, millis};
 use crate::stream::{GenerationStream, STREAM_BUFFER, StreamDone, StreamError, StreamItem};
@@ -53,14 +53,7 @@ impl Run {
     /// Walks the plan for a streamed request; replies on `reply` at the
     /// commit (or with the error when no target got that far).
     pub(crate) async fn stream(mut self, mut reply: Reply) {
-        let mut decider = Decider::new(
-            &self.plan,
-            crate::policy::decide::Rules {
-                mode: Mode::Stream,
-                ..self.rules
-            },
-            self.deadline,
-        );
+        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut committed: Option<Committed> = None;
         let mut input = Input::Start;
