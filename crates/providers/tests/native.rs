@@ -6,13 +6,14 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod common;
+
+use common::adapter_for;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{
-    Adapter, AdapterFactory, ChatRequest, NativeRequest, ProviderKind, StreamEvent,
-};
-use understudy_providers::Providers;
+use understudy_core::{ChatRequest, NativeRequest, ProviderKind, StreamEvent};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
 /// Odd spacing, key order, unicode and a thinking block with a signature:
@@ -54,14 +55,6 @@ fn native_request(stream: bool) -> ChatRequest {
         // The neutral form, for targets of other protocols.
         ..ChatRequest::user("Fix the bug — ünïcode too")
     }
-}
-
-async fn adapter_for(sim: &SimProvider) -> Arc<dyn Adapter> {
-    let settings = TestGateway::builder()
-        .provider("p", sim)
-        .settings()
-        .unwrap();
-    Providers.build(&settings.providers["p"]).unwrap()
 }
 
 #[test]

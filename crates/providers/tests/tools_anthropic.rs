@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::split;
+use common::{adapter_for, split};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,11 +15,11 @@ use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use understudy_core::{
-    Adapter, AdapterFactory, ChatRequest, Completion, Failure, FinishReason, Message, Part,
-    ProviderKind, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, Completion, Failure, FinishReason, Message, Part, ProviderKind, ResponseFormat,
+    Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
-use understudy_providers::{Providers, decode_response, decode_stream};
-use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+use understudy_providers::{decode_response, decode_stream};
+use understudy_testkit::{Reply, SimProvider, SimToolCall};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/data/anthropic/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -337,14 +337,6 @@ fn a_tool_use_block_that_starts_with_its_input_keeps_it() {
 }
 
 // === the request the simulator receives ===
-
-async fn adapter_for(sim: &SimProvider) -> std::sync::Arc<dyn Adapter> {
-    let settings = TestGateway::builder()
-        .provider("p", sim)
-        .settings()
-        .unwrap();
-    Providers.build(&settings.providers["p"]).unwrap()
-}
 
 /// The JSON body the simulator received for `request` (answered with text).
 async fn sent(request: &ChatRequest) -> Value {

@@ -10,20 +10,19 @@
 
 mod common;
 
-use common::split;
+use common::{adapter_for, split};
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use understudy_core::{
-    Adapter, AdapterFactory, ChatRequest, Completion, Failure, FinishReason, Message, Part,
-    ProviderKind, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, Completion, Failure, FinishReason, Message, Part, ProviderKind, ResponseFormat,
+    Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
-use understudy_providers::{Providers, decode_response, decode_stream};
-use understudy_testkit::{Protocol, Reply, SimProvider, SimToolCall, TestGateway};
+use understudy_providers::{decode_response, decode_stream};
+use understudy_testkit::{Protocol, Reply, SimProvider, SimToolCall};
 
 const CONNECT: Duration = Duration::from_secs(5);
 
@@ -206,14 +205,6 @@ fn streamed_function_calls_arrive_whole_in_order() {
 }
 
 // === what the adapter sends ===
-
-async fn adapter_for(sim: &SimProvider) -> Arc<dyn Adapter> {
-    let settings = TestGateway::builder()
-        .provider("p", sim)
-        .settings()
-        .unwrap();
-    Providers.build(&settings.providers["p"]).unwrap()
-}
 
 /// The body a real adapter sends the simulator for `request`.
 async fn sent(request: &ChatRequest) -> Value {
