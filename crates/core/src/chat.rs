@@ -21,6 +21,12 @@ pub enum Role {
     Assistant,
     /// A tool's result, answering one of the assistant's tool calls.
     Tool,
+    /// A system message in the middle of the conversation (Anthropic's
+    /// mid-conversation system messages, which Claude Code sends): it stays
+    /// where it was said. Protocols with such a role get it in place; the
+    /// others get its text marked as a system message in a user turn (see
+    /// [`Message::marked_system_text`]).
+    System,
 }
 
 /// One piece of a message's content.
@@ -145,6 +151,12 @@ pub struct ChatRequest {
     /// others get the neutral fields above, translated.
     #[serde(skip)]
     pub native: Option<std::sync::Arc<NativeRequest>>,
+    /// What the neutral fields above could not carry of [`Self::native`]
+    /// (a content block or tool only its protocol knows): targets of other
+    /// protocols cannot serve the request, and are told so as
+    /// `unsupported` attempts.
+    #[serde(skip)]
+    pub native_only: Option<&'static str>,
 }
 
 /// A request body as a client sent it in a provider's protocol.
@@ -157,6 +169,9 @@ pub struct NativeRequest {
     /// The protocol's own headers to forward (`anthropic-version`,
     /// `anthropic-beta`).
     pub headers: Vec<(String, String)>,
+    /// The query string to forward (Claude Code's `beta=true`): only
+    /// parameters the protocol defines, never the client's whole query.
+    pub query: Option<String>,
 }
 
 /// One server-sent event exactly as a provider sent it, for a client that
@@ -180,6 +195,10 @@ pub struct Needs {
     pub remote_images: bool,
     /// A JSON answer (`json_object` or `json_schema`) is asked for.
     pub json: bool,
+    /// Part of the request only its own protocol can carry (the client
+    /// wrote it natively): only targets speaking that protocol can serve
+    /// it, and the others lack what is named.
+    pub native_only: Option<(crate::settings::ProviderKind, &'static str)>,
 }
 
 /// Why a provider stopped generating.
@@ -242,6 +261,10 @@ pub enum StreamEvent {
     Delta(String),
     /// A piece of a tool call.
     ToolCall(ToolCallDelta),
+    /// A piece of the model's reasoning (Anthropic `thinking_delta`,
+    /// OpenAI-compatible `reasoning_content`/`reasoning`, Gemini thought
+    /// parts): progress, not an answer (see `policy::stream`).
+    Reasoning(String),
     /// An event exactly as the provider sent it (natively forwarded
     /// requests only), ahead of the neutral events parsed from it.
     Native(NativeEvent),
@@ -297,6 +320,12 @@ impl Message {
                 })
                 .collect(),
         }
+    }
+
+    /// A system message's text as other protocols get it inside a user
+    /// turn: marked, so that the model reads it as the system's words.
+    pub fn marked_system_text(&self) -> String {
+        format!("<system>\n{}\n</system>", self.text_content())
     }
 
     /// Whether the turn says nothing: no text, no image, no tool call.
@@ -362,7 +391,12 @@ impl ChatRequest {
 
     /// What the request needs of a target beyond text.
     pub fn needs(&self) -> Needs {
+        let native_only = match (&self.native, self.native_only) {
+            (Some(native), Some(what)) => Some((native.kind, what)),
+            _ => None,
+        };
         let mut needs = Needs {
+            native_only,
             tools: !self.tools.is_empty(),
             json: matches!(
                 self.response_format,
@@ -514,6 +548,12 @@ impl ChatRequest {
     /// Rejects input that no provider could serve, before any provider is
     /// called (DESIGN §2: invalid-for-everyone input never costs an attempt).
     pub fn validate(&self) -> Result<(), Error> {
+        if self.native.is_some() && self.native_only.is_some() {
+            // Only targets of the client's own protocol can serve it, and
+            // they get the body as sent and judge it: the neutral form,
+            // with what it could not carry left out, is never sent.
+            return Ok(());
+        }
         if self.messages.is_empty() {
             return Err(Error::invalid(
                 "messages",

@@ -7,7 +7,8 @@
 //! [`chat`], [`error`] (a request's [`Error`]), [`generation`]
 //! ([`GenerateRequest`], [`Generation`]), [`info`] (what `providers`
 //! shows), [`stream`] (the [`GenerationStream`] a caller reads),
-//! [`settings`] (defaults, TOML file and environment, DESIGN §4).
+//! [`settings`] (defaults, TOML file and environment, DESIGN §4),
+//! [`limits`] (built-in output-token limits of well-known models).
 //!
 //! - [`policy`]: pure decisions, no I/O: the decision machine
 //!   (`policy::decide`), plan, timeouts, softening, refusal policy,
@@ -35,6 +36,7 @@ pub mod event;
 pub mod failure;
 pub mod generation;
 pub mod info;
+pub mod limits;
 pub mod policy;
 pub mod redis_link;
 pub mod settings;

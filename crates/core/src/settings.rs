@@ -50,6 +50,48 @@ pub struct RouteOptions {
     /// provider's for the targets of this route (see
     /// [`crate::policy::timeouts::timeouts_for`]).
     pub timeouts: TimeoutOverrides,
+    /// When a stream commits (`stream_commit`); unset: at the first output.
+    pub stream_commit: Option<StreamCommit>,
+    /// A committed stream that is cut continues on a target that accepts
+    /// an assistant prefill (`continue_after_cut`).
+    pub continue_after_cut: Option<bool>,
+}
+
+/// When a stream commits to its target (`stream_commit`, per route, or per
+/// request with `x-understudy-stream-commit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StreamCommit {
+    /// At the first output the client would act on (the default).
+    #[default]
+    FirstOutput,
+    /// When the target finishes: the answer is held until then, so any
+    /// failure, a cut or a stall included, can still fall back.
+    Complete,
+}
+
+// === impl StreamCommit ===
+
+impl std::str::FromStr for StreamCommit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "first_output" => Ok(Self::FirstOutput),
+            "complete" => Ok(Self::Complete),
+            other => Err(format!(
+                "`{other}` is not a stream commit (first_output or complete)"
+            )),
+        }
+    }
+}
+
+impl StreamCommit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstOutput => "first_output",
+            Self::Complete => "complete",
+        }
+    }
 }
 
 /// The `[budget]` table: a cap on what fallback targets may spend.
@@ -185,6 +227,15 @@ pub struct Capabilities {
     pub vision: bool,
     /// JSON answers (`json_object`, `json_schema`).
     pub json_schema: bool,
+    /// Takes a final assistant turn as a prefill to continue from (what
+    /// `continue_after_cut` needs). Anthropic targets always do; an
+    /// OpenAI-compatible server must declare it.
+    pub assistant_prefill: bool,
+    /// The most output tokens a request may ask for; a client's larger
+    /// `max_tokens` is clamped to it, and a request with none gets it.
+    /// Unset: the built-in value for well-known models
+    /// ([`crate::limits::builtin_output_limit`]), else no clamp.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// A model's differences from its provider's capabilities.
@@ -194,6 +245,8 @@ pub struct CapabilityOverrides {
     pub tools: Option<bool>,
     pub vision: Option<bool>,
     pub json_schema: Option<bool>,
+    pub assistant_prefill: Option<bool>,
+    pub max_output_tokens: Option<u32>,
 }
 
 impl Default for Capabilities {
@@ -202,6 +255,8 @@ impl Default for Capabilities {
             tools: true,
             vision: true,
             json_schema: true,
+            assistant_prefill: false,
+            max_output_tokens: None,
         }
     }
 }
@@ -213,6 +268,8 @@ impl Capabilities {
             tools: o.tools.unwrap_or(self.tools),
             vision: o.vision.unwrap_or(self.vision),
             json_schema: o.json_schema.unwrap_or(self.json_schema),
+            assistant_prefill: o.assistant_prefill.unwrap_or(self.assistant_prefill),
+            max_output_tokens: o.max_output_tokens.or(self.max_output_tokens),
         }
     }
 }
@@ -280,7 +337,15 @@ pub struct ServerSettings {
     /// whose breaker and metric labels are kept; the least recently used
     /// is forgotten beyond it (`[server] max_pinned_targets`, default 1024).
     pub max_pinned_targets: usize,
+    /// The largest request body accepted, in bytes; a larger one is a 413
+    /// in the API's own error shape (`[server] max_body_bytes`, default
+    /// 32 MiB, Anthropic's own limit for the Messages API: a long agent
+    /// session with screenshots reaches several MB).
+    pub max_body_bytes: usize,
 }
+
+/// The default of `[server] max_body_bytes`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// A secret string (an API key, a URL with a password). Its `Debug` and
 /// `Display` never show the value; only [`Secret::expose`] does.
@@ -531,7 +596,10 @@ impl Settings {
             }
             let (specs, options) = match spec {
                 RawRouteSpec::Targets(t) => (t, None),
-                RawRouteSpec::Table(r) => (r.targets, Some((r.refusal_policy, r.timeouts))),
+                RawRouteSpec::Table(r) => (
+                    r.targets,
+                    Some((r.refusal_policy, r.timeouts, r.stream_commit, r.continue_after_cut)),
+                ),
             };
             if specs.is_empty() {
                 return Err(file_err(at, "a route needs at least one target".into()));
@@ -541,7 +609,14 @@ impl Settings {
                 .map(|spec| parse_target(spec, &providers))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| file_err(at.clone(), m))?;
-            if let Some((policy, route_timeouts)) = options {
+            if let Some((policy, route_timeouts, stream_commit, continue_after_cut)) = options {
+                let stream_commit = match stream_commit {
+                    Some(c) => Some(
+                        c.parse()
+                            .map_err(|m| file_err(format!("{at}.stream_commit"), m))?,
+                    ),
+                    None => None,
+                };
                 let refusal_policy = match policy {
                     Some(p) => Some(
                         p.parse()
@@ -560,6 +635,8 @@ impl Settings {
                     RouteOptions {
                         refusal_policy,
                         timeouts: route_timeouts,
+                        stream_commit,
+                        continue_after_cut,
                     },
                 );
             }
@@ -650,6 +727,16 @@ impl Settings {
             None => 1024,
         };
         let max_pinned_targets = raw_server.max_pinned_targets.unwrap_or(1024);
+        let max_body_bytes = match raw_server.max_body_bytes {
+            Some(0) => {
+                return Err(file_err(
+                    "server.max_body_bytes".into(),
+                    "must be at least 1".into(),
+                ));
+            }
+            Some(n) => n,
+            None => DEFAULT_MAX_BODY_BYTES,
+        };
         let allowed_hosts = raw_server.allowed_hosts.clone();
         let cors_origins = raw_server.cors_origins.clone();
 
@@ -781,6 +868,7 @@ impl Settings {
                 allowed_hosts,
                 cors_origins,
                 max_pinned_targets,
+                max_body_bytes,
             },
             redis_url: env("REDIS_URL").map(Secret),
         })
@@ -1028,6 +1116,15 @@ impl ProviderSettings {
         }
     }
 
+    /// The output-token limit of `model` on this provider: configured
+    /// (the model's, then the provider's), else built in for well-known
+    /// models, else unknown.
+    pub fn output_limit(&self, model: &str) -> Option<u32> {
+        self.capabilities_of(model)
+            .max_output_tokens
+            .or_else(|| crate::limits::builtin_output_limit(self.kind, model))
+    }
+
     /// Whether the provider has what it needs to be called.
     pub fn has_key(&self) -> bool {
         !self.requires_key || self.api_key.is_some()
@@ -1118,6 +1215,8 @@ struct RawRoute {
     targets: Vec<String>,
     refusal_policy: Option<String>,
     timeouts: Option<RawTimeouts>,
+    stream_commit: Option<String>,
+    continue_after_cut: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1208,6 +1307,7 @@ struct RawServer {
     body_timeout: Option<f64>,
     max_connections: Option<usize>,
     max_pinned_targets: Option<usize>,
+    max_body_bytes: Option<usize>,
     #[serde(default)]
     allowed_hosts: Vec<String>,
     #[serde(default)]

@@ -24,6 +24,19 @@ impl Target {
             model: Arc::from(model),
         }
     }
+
+    /// This target for a client's model name `asked`: a target written
+    /// `provider:*` (in a route whose name is a pattern) serves the model
+    /// the client asked for; any other target stays as it is.
+    pub fn for_model(&self, asked: &str) -> Self {
+        match &*self.model {
+            "*" => Self {
+                provider: self.provider.clone(),
+                model: Arc::from(asked),
+            },
+            _ => self.clone(),
+        }
+    }
 }
 
 impl fmt::Display for Target {

@@ -19,6 +19,7 @@ fn native(body: &str) -> GenerateRequest {
             kind: ProviderKind::Anthropic,
             body: body.into(),
             headers: vec![("anthropic-version".into(), "2023-06-01".into())],
+            query: None,
         })),
         ..ChatRequest::user("hi").with_system("You are terse.")
     })

@@ -50,8 +50,10 @@ use crate::http::{HttpAdapter, Protocol, Received, StreamParser};
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
 
-/// Sent when the request sets no `max_tokens`: the Messages API requires one.
-pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+/// Sent when the request sets no `max_tokens` and the model's output limit
+/// is unknown (neither configured nor built in): the Messages API requires
+/// one, and every current Claude model allows at least this many.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
 /// The API version this adapter speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -69,6 +71,9 @@ pub(crate) type Anthropic = HttpAdapter<AnthropicProtocol>;
 pub(crate) struct AnthropicProtocol {
     url: reqwest::Url,
     headers: HeaderMap,
+    /// Output limits per model, to clamp a client's `max_tokens` and to
+    /// give a request without one the model's own.
+    limits: crate::OutputLimits,
 }
 
 /// Builds the adapter for an Anthropic provider.
@@ -87,6 +92,7 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Anthropic, String> 
         AnthropicProtocol {
             url: crate::http::endpoint(&format!("{}/v1/messages", settings.base_url))?,
             headers,
+            limits: crate::OutputLimits::of(settings),
         },
     )
 }
@@ -98,6 +104,7 @@ impl AnthropicProtocol {
             url: reqwest::Url::parse("http://localhost/v1/messages")
                 .expect("a constant URL parses"),
             headers: HeaderMap::new(),
+            limits: crate::OutputLimits::none(),
         }
     }
 }
@@ -137,30 +144,39 @@ impl Protocol for AnthropicProtocol {
             .as_deref()
             .filter(|_| self.forwards_native(request))
         {
-            if let Some(body) = with_model(&native.body, model) {
-                // The client's own body, byte for byte but for the model,
-                // with its protocol headers (`anthropic-version`, betas).
-                let mut headers = self.headers.clone();
-                for (name, value) in &native.headers {
-                    let (Ok(name), Ok(value)) = (
-                        reqwest::header::HeaderName::from_bytes(name.as_bytes()),
-                        reqwest::header::HeaderValue::from_str(value),
-                    ) else {
-                        continue;
-                    };
-                    if name.as_str().starts_with("anthropic-") {
-                        headers.insert(name, value);
-                    }
+            let limit = self.limits.limit(model);
+            if let Some(prepared) = crate::anthropic_native::prepare(&native.body, model, limit) {
+                if prepared.thinking_off {
+                    tracing::debug!(
+                        model,
+                        "thinking off for this request: its final tool-use turn has no signed thinking block (another provider served it)"
+                    );
+                }
+                // The client's own body, byte for byte but for what
+                // `prepare` made valid for this target (and Gemini thought
+                // signatures cut from tool ids), with its protocol headers
+                // (`anthropic-version`, betas) and query (`beta`).
+                let mut url = self.url.clone();
+                if let Some(query) = native.query.as_deref() {
+                    url.set_query(Some(query));
                 }
                 return Ok(crate::http::raw_post(
                     client,
-                    self.url.clone(),
-                    headers,
-                    body,
+                    url,
+                    self.native_headers(native),
+                    crate::signature::unsigned_json_owned(prepared.body),
                 ));
             }
         }
-        let body = wire_request(model, request, stream)?;
+        // A client's limit meant for a larger model is clamped; a request
+        // with none gets the model's own (the API requires one).
+        let max_tokens = match (request.max_tokens, self.limits.limit(model)) {
+            (Some(n), Some(limit)) => n.min(limit),
+            (Some(n), None) => n,
+            (None, Some(limit)) => limit,
+            (None, None) => DEFAULT_MAX_TOKENS,
+        };
+        let body = wire_request(model, request, stream, max_tokens)?;
         crate::http::json_post(client, self.url.clone(), &self.headers, &body)
     }
 
@@ -174,7 +190,9 @@ impl Protocol for AnthropicProtocol {
             .native
             .as_deref()
             .filter(|_| self.forwards_native(request))?;
-        let body = with_model(&native.body, model)?;
+        let body = crate::signature::unsigned_json_owned(
+            crate::anthropic_native::prepare(&native.body, model, None)?.body,
+        );
         let mut url = self.url.clone();
         url.set_path(&format!(
             "{}/count_tokens",
@@ -319,6 +337,7 @@ fn wire_request<'a>(
     model: &'a str,
     request: &'a ChatRequest,
     stream: bool,
+    max_tokens: u32,
 ) -> Result<WireRequest<'a>, Failure> {
     let messages = wire_messages(&request.messages)?;
     let (tools, tool_choice) = if request.tools.is_empty() {
@@ -370,7 +389,7 @@ fn wire_request<'a>(
     let temperature = request.temperature.map(|t| t.clamp(0.0, 1.0));
     Ok(WireRequest {
         model,
-        max_tokens: request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        max_tokens,
         system,
         messages,
         temperature,
@@ -458,8 +477,11 @@ fn wire_tool_choice(choice: Option<&ToolChoice>, single: bool) -> Option<WireToo
 
 /// A tool-call id as the API takes it (`^[a-zA-Z0-9_-]+$`): every other
 /// character becomes `_`. Deterministic, so a `tool_use` and the
-/// `tool_result` answering it still match.
+/// `tool_result` answering it still match. A Gemini thought signature
+/// carried in the id is cut off first: it belongs to the Gemini target that
+/// made it.
 fn wire_tool_id(id: &str) -> Cow<'_, str> {
+    let id = crate::signature::unsigned(id);
     let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     if !id.is_empty() && id.chars().all(ok) {
         return Cow::Borrowed(id);
@@ -475,11 +497,18 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
     let mut turns: Vec<(&'static str, Vec<WireBlockOut<'_>>)> = Vec::with_capacity(messages.len());
     for m in messages {
         let role = match m.role {
-            Role::User | Role::Tool => "user",
+            Role::User | Role::Tool | Role::System => "user",
             Role::Assistant => "assistant",
         };
         let mut blocks = Vec::with_capacity(m.content.len() + m.tool_calls.len());
-        if m.role == Role::Tool {
+        if m.role == Role::System {
+            // A translated request has no mid-conversation system turn (a
+            // beta): the message's text, marked as the system's, joins the
+            // user turn it sits by.
+            blocks.push(WireBlockOut::Text {
+                text: Cow::Owned(m.marked_system_text()),
+            });
+        } else if m.role == Role::Tool {
             blocks.push(WireBlockOut::ToolResult {
                 tool_use_id: wire_tool_id(m.tool_call_id.as_deref().unwrap_or_default()),
                 content: tool_result_content(m),
@@ -916,7 +945,13 @@ impl AnthropicStream {
             })));
             return;
         }
-        // text_delta (thinking, signature and citations deltas carry no `text`).
+        if delta.kind.as_deref() == Some("thinking_delta") {
+            if let Some(thinking) = delta.thinking.filter(|t| !t.is_empty()) {
+                out.push_back(Ok(StreamEvent::Reasoning(thinking)));
+            }
+            return;
+        }
+        // text_delta (signature and citations deltas carry no `text`).
         if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
             self.text_seen = true;
             out.push_back(Ok(StreamEvent::Delta(text)));
@@ -1057,30 +1092,7 @@ fn mid_stream_error(value: &Value) -> Option<Failure> {
     Some(f)
 }
 
-/// `body` with its top-level `model` set to `model`, every other byte as it
-/// was; `None` when the body is not a JSON object with one `model`.
-pub fn with_model(body: &str, model: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Top<'a> {
-        #[serde(borrow)]
-        model: Option<&'a serde_json::value::RawValue>,
-    }
-    // (A struct also deserializes from an array, positionally.)
-    if !body.trim_start().starts_with('{') {
-        return None;
-    }
-    let top: Top<'_> = serde_json::from_str(body).ok()?;
-    let raw = top.model?.get();
-    // The raw value is a slice of `body`: its offset locates the bytes to
-    // replace.
-    let start = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
-    let end = start.checked_add(raw.len())?;
-    if body.get(start..end) != Some(raw) {
-        return None;
-    }
-    let model = serde_json::to_string(model).ok()?;
-    Some(format!("{}{model}{}", &body[..start], &body[end..]))
-}
+pub use crate::anthropic_native::with_model;
 
 // === the wire ===
 
@@ -1272,6 +1284,8 @@ struct WireDelta {
     #[serde(rename = "type")]
     kind: Option<String>,
     text: Option<String>,
+    /// A `thinking_delta`'s piece of the reasoning.
+    thinking: Option<String>,
     partial_json: Option<String>,
     stop_reason: Option<String>,
     stop_details: Option<Value>,

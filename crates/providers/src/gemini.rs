@@ -15,7 +15,8 @@
 //! the name of each result is recovered from the call with the same id in
 //! the history. Answers carry no usable ids, so each call gets a fresh
 //! `call_…` id; the finish reason is `STOP` even for calls, so an answer with
-//! calls finishes as `tool_calls`.
+//! calls finishes as `tool_calls`. A call's `thoughtSignature` rides in that
+//! id and goes back only to this provider and model ([`crate::signature`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +32,7 @@ use understudy_core::{
 
 use crate::classify;
 use crate::http::{HttpAdapter, Protocol, Received, StreamParser};
+use crate::signature::{self, Target};
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
 
@@ -58,8 +60,9 @@ const BROKEN_CALL_FINISH_REASONS: [&str; 3] = [
 /// The thought signature Google documents for function calls the model did
 /// not produce itself (another provider's turns, a rebuilt history). Gemini 3
 /// answers 400 when the first `functionCall` of a step comes back without a
-/// signature (ai.google.dev/gemini-api/docs/thought-signatures); the neutral
-/// history keeps no signatures, so every replayed call turn carries this one.
+/// signature (ai.google.dev/gemini-api/docs/thought-signatures). A call
+/// turn this target made carries its own signature back (kept in the call's
+/// id, see [`crate::signature`]); any other call turn carries this one.
 const FOREIGN_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// The most tool calls one answer may carry; more is garbage.
@@ -73,6 +76,11 @@ pub(crate) type Gemini = HttpAdapter<GeminiProtocol>;
 pub(crate) struct GeminiProtocol {
     base_url: String,
     headers: HeaderMap,
+    /// Output limits per model, to clamp a client's `max_tokens`.
+    limits: crate::OutputLimits,
+    /// The provider's name: with the model, the target a thought
+    /// signature belongs to.
+    provider: String,
 }
 
 /// Builds the adapter for a Gemini provider.
@@ -88,6 +96,8 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Gemini, String> {
         GeminiProtocol {
             base_url: settings.base_url.clone(),
             headers,
+            limits: crate::OutputLimits::of(settings),
+            provider: settings.name.clone(),
         },
     )
 }
@@ -98,6 +108,8 @@ impl GeminiProtocol {
         GeminiProtocol {
             base_url: String::new(),
             headers: HeaderMap::new(),
+            limits: crate::OutputLimits::none(),
+            provider: String::new(),
         }
     }
 }
@@ -131,7 +143,12 @@ impl Protocol for GeminiProtocol {
         } else {
             format!("{}/models/{model}:generateContent", self.base_url)
         };
-        let body = wire_request(request)?;
+        let target = Target::new(&self.provider, model);
+        let body = wire_request(
+            request,
+            self.limits.clamp(model, request.max_tokens),
+            &target,
+        )?;
         crate::http::json_post(client, url, &self.headers, &body)
     }
 
@@ -161,11 +178,12 @@ impl Protocol for GeminiProtocol {
         if chunk.calls.len() > MAX_TOOL_CALLS as usize {
             return Err(too_many_calls().with_status(*status));
         }
+        let target = Target::new(&self.provider, model);
         let tool_calls: Vec<ToolCall> = chunk
             .calls
             .into_iter()
-            .map(|(name, arguments)| ToolCall {
-                id: crate::mint_call_id(),
+            .map(|(name, arguments, signature)| ToolCall {
+                id: target.sign(crate::mint_call_id(), signature.as_deref()),
                 name,
                 arguments,
             })
@@ -196,14 +214,21 @@ impl Protocol for GeminiProtocol {
     }
 
     fn parser(&self, model: &str, _native: bool) -> GeminiStream {
-        GeminiStream::for_model(model)
+        GeminiStream {
+            target: Target::new(&self.provider, model),
+            ..GeminiStream::for_model(model)
+        }
     }
 }
 
 // === the request ===
 
 /// The whole `generateContent` body for `request`.
-fn wire_request(request: &ChatRequest) -> Result<WireRequest<'_>, Failure> {
+fn wire_request<'a>(
+    request: &'a ChatRequest,
+    max_output_tokens: Option<u32>,
+    target: &Target,
+) -> Result<WireRequest<'a>, Failure> {
     let tools = (!request.tools.is_empty()).then(|| {
         [WireTool {
             function_declarations: request
@@ -242,7 +267,7 @@ fn wire_request(request: &ChatRequest) -> Result<WireRequest<'_>, Failure> {
     let config = WireGenerationConfig {
         temperature: request.temperature,
         top_p: request.top_p,
-        max_output_tokens: request.max_tokens,
+        max_output_tokens,
         stop_sequences: &request.stop,
         // Gemini's seed is an int32; a wider one is folded (truncated), so
         // the same seed always asks for the same sampling.
@@ -253,7 +278,7 @@ fn wire_request(request: &ChatRequest) -> Result<WireRequest<'_>, Failure> {
         response_json_schema,
     };
     Ok(WireRequest {
-        contents: contents(&request.messages)?,
+        contents: contents(&request.messages, target)?,
         system_instruction: request.system.as_deref().map(|text| WireSystem {
             parts: [WirePart::text(Cow::Borrowed(text))],
         }),
@@ -266,8 +291,11 @@ fn wire_request(request: &ChatRequest) -> Result<WireRequest<'_>, Failure> {
 /// The conversation as Gemini turns: assistant turns are `model`, tool
 /// results are `functionResponse` parts of a `user` turn, and consecutive
 /// turns of one role become one turn (so parallel results share a turn, as
-/// Gemini requires).
-fn contents(messages: &[Message]) -> Result<Vec<WireContent<'_>>, Failure> {
+/// Gemini requires). A call carries its thought signature only back to
+/// the `target` that made it (see [`crate::signature`]); the first call of
+/// any other turn carries Google's dummy, and ids go out without
+/// signatures.
+fn contents<'a>(messages: &'a [Message], target: &Target) -> Result<Vec<WireContent<'a>>, Failure> {
     // The function each call id named, for the results that answer them.
     let names: HashMap<&str, &str> = if messages.iter().any(|m| m.role == Role::Tool) {
         messages
@@ -285,18 +313,28 @@ fn contents(messages: &[Message]) -> Result<Vec<WireContent<'_>>, Failure> {
             Role::Assistant => {
                 let mut parts = content_parts(m)?;
                 for (i, call) in m.tool_calls.iter().enumerate() {
+                    let thought_signature = match target.signature_of(&call.id) {
+                        Some(own) => Some(Cow::Owned(own)),
+                        None => (i == 0).then_some(Cow::Borrowed(FOREIGN_THOUGHT_SIGNATURE)),
+                    };
                     parts.push(WirePart {
                         function_call: Some(WireFunctionCall {
-                            id: &call.id,
+                            id: signature::unsigned(&call.id),
                             name: &call.name,
                             args: crate::arguments_object(call)?,
                         }),
-                        thought_signature: (i == 0).then_some(FOREIGN_THOUGHT_SIGNATURE),
+                        thought_signature,
                         ..WirePart::default()
                     });
                 }
                 ("model", parts)
             }
+            // Gemini has no system turn inside `contents`: the message's
+            // text, marked as the system's, joins the user turn it sits by.
+            Role::System => (
+                "user",
+                vec![WirePart::text(Cow::Owned(m.marked_system_text()))],
+            ),
             Role::Tool => {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
                 let Some(&name) = names.get(id) else {
@@ -307,7 +345,7 @@ fn contents(messages: &[Message]) -> Result<Vec<WireContent<'_>>, Failure> {
                 };
                 let part = WirePart {
                     function_response: Some(WireFunctionResponse {
-                        id,
+                        id: signature::unsigned(id),
                         name,
                         response: tool_response(&crate::text_of(m)),
                     }),
@@ -376,8 +414,9 @@ fn tool_response(text: &str) -> Value {
 /// What one response (or one streamed chunk) says.
 struct Chunk {
     text: String,
-    /// `(name, arguments as compact JSON text)` of each function call.
-    calls: Vec<(String, String)>,
+    /// `(name, arguments as compact JSON text, thought signature)` of each
+    /// function call.
+    calls: Vec<(String, String, Option<String>)>,
     finish_reason: Option<String>,
 }
 
@@ -440,7 +479,7 @@ fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
                 None | Some(Value::Null) => "{}".to_owned(),
                 Some(args) => args.to_string(),
             };
-            calls.push((name.to_owned(), arguments));
+            calls.push((name.to_owned(), arguments, p.thought_signature.clone()));
         }
     }
     Ok(Chunk {
@@ -587,13 +626,17 @@ pub(crate) struct GeminiStream {
     calls: u32,
     usage: Option<Usage>,
     stray: StrayJson,
+    /// The target whose thought signatures the calls' ids carry.
+    target: Target,
 }
 
 impl GeminiStream {
-    /// A parser for one streamed answer from `model`.
+    /// A parser for one streamed answer from `model` (of an unnamed
+    /// provider).
     pub(crate) fn for_model(model: &str) -> Self {
         Self {
             model: model.to_owned(),
+            target: Target::new("", model),
             ..Self::default()
         }
     }
@@ -631,6 +674,11 @@ impl StreamParser for GeminiStream {
         if let Some(version) = &chunk.model_version {
             self.model.clone_from(version);
         }
+        // Thought parts (`thought: true`): the model is reasoning.
+        let thoughts = thought_text(&chunk);
+        if !thoughts.is_empty() {
+            out.push_back(Ok(StreamEvent::Reasoning(thoughts)));
+        }
         match assess(&chunk) {
             Err(failure) => out.push_back(Err(failure)),
             Ok(Chunk {
@@ -642,14 +690,17 @@ impl StreamParser for GeminiStream {
                     self.text_seen = true;
                     out.push_back(Ok(StreamEvent::Delta(text)));
                 }
-                for (name, arguments) in calls {
+                for (name, arguments, signature) in calls {
                     if self.calls >= MAX_TOOL_CALLS {
                         out.push_back(Err(too_many_calls()));
                         return;
                     }
                     out.push_back(Ok(StreamEvent::ToolCall(ToolCallDelta {
                         index: self.calls,
-                        id: Some(crate::mint_call_id()),
+                        id: Some(
+                            self.target
+                                .sign(crate::mint_call_id(), signature.as_deref()),
+                        ),
                         name: Some(name),
                         arguments,
                     })));
@@ -680,6 +731,20 @@ impl StreamParser for GeminiStream {
             .failure_at_eof(mid_stream_error, "a finishReason");
         out.push_back(Err(failure));
     }
+}
+
+/// The text of a chunk's thought parts (its reasoning summary).
+fn thought_text(chunk: &WireResponse) -> String {
+    chunk
+        .candidates
+        .iter()
+        .flatten()
+        .take(1)
+        .filter_map(|c| c.content.as_ref()?.parts.as_ref())
+        .flatten()
+        .filter(|p| p.thought == Some(true))
+        .filter_map(|p| p.text.as_deref())
+        .collect()
 }
 
 fn mid_stream_error(value: &Value) -> Option<Failure> {
@@ -1165,7 +1230,7 @@ struct WirePart<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     function_response: Option<WireFunctionResponse<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    thought_signature: Option<&'static str>,
+    thought_signature: Option<Cow<'static, str>>,
 }
 
 impl<'a> WirePart<'a> {
@@ -1303,6 +1368,10 @@ struct WireResponsePart {
     text: Option<String>,
     thought: Option<bool>,
     function_call: Option<WireResponseCall>,
+    /// On a part with a `functionCall`, carried in the call's id; on a text
+    /// part (an answer without calls) not carried: Google says those may be
+    /// left out.
+    thought_signature: Option<String>,
 }
 
 /// A call as Gemini answers it (its optional `id` is not used: the client

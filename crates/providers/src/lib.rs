@@ -6,17 +6,21 @@
 //! # Layout
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
 //! - [`gemini`]: Google's Generative Language API.
-//! - [`anthropic`]: Anthropic's Messages API.
+//! - [`anthropic`]: Anthropic's Messages API; `anthropic_native`: a body a
+//!   client wrote in it, made valid for the target that gets it.
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
+//! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
 //! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
 pub mod anthropic;
+mod anthropic_native;
 pub mod classify;
 pub mod gemini;
 mod http;
 pub mod openai_compat;
+pub mod signature;
 pub mod sse;
 mod stray;
 
@@ -92,6 +96,56 @@ pub(crate) fn arguments_object(
             ),
         )),
     }
+}
+
+/// A provider's output-token limit per model (configured, else built in
+/// for well-known models; see [`ProviderSettings::output_limit`]), kept by
+/// each protocol so that a client's `max_tokens` meant for another model
+/// never makes this one answer 400.
+#[derive(Debug, Clone)]
+pub(crate) struct OutputLimits(Option<Arc<ProviderSettings>>);
+
+impl OutputLimits {
+    pub(crate) fn of(settings: &ProviderSettings) -> Self {
+        let mut settings = settings.clone();
+        // Only the limits are read: the key stays with the adapter.
+        settings.api_key = None;
+        settings.headers.clear();
+        Self(Some(Arc::new(settings)))
+    }
+
+    /// No limits known (a protocol that only parses recorded bytes).
+    pub(crate) fn none() -> Self {
+        Self(None)
+    }
+
+    /// `model`'s limit, when known.
+    pub(crate) fn limit(&self, model: &str) -> Option<u32> {
+        self.0.as_ref()?.output_limit(model)
+    }
+
+    /// `requested` clamped to `model`'s limit (a request with none keeps
+    /// none: the provider's own default is its maximum).
+    pub(crate) fn clamp(&self, model: &str, requested: Option<u32>) -> Option<u32> {
+        match (requested, self.limit(model)) {
+            (Some(n), Some(limit)) => Some(n.min(limit)),
+            (requested, _) => requested,
+        }
+    }
+}
+
+/// A client's end-user id as a provider that takes at most `max` characters
+/// accepts it: as it is when it fits, else `u-` and a stable hash of it
+/// (BLAKE3, hex), so one user keeps one id for the provider's abuse
+/// monitoring and the id itself is not cut into something ambiguous.
+pub(crate) fn fitted_user(user: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if user.chars().count() <= max {
+        return std::borrow::Cow::Borrowed(user);
+    }
+    let hash = blake3::hash(user.as_bytes()).to_hex();
+    let mut fitted = format!("u-{hash}");
+    fitted.truncate(max);
+    std::borrow::Cow::Owned(fitted)
 }
 
 /// A message's text, borrowed when it is one text part.

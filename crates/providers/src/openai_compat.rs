@@ -66,6 +66,8 @@ pub(crate) struct OpenAiProtocol {
     /// OpenAI itself wants `max_completion_tokens`; compatible servers
     /// understand `max_tokens`.
     max_completion_tokens: bool,
+    /// Output limits per model, to clamp a client's `max_tokens`.
+    limits: crate::OutputLimits,
 }
 
 /// Builds the adapter for an OpenAI-compatible provider.
@@ -87,6 +89,7 @@ impl OpenAiProtocol {
             url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
             headers,
             max_completion_tokens: settings.name == "openai",
+            limits: crate::OutputLimits::of(settings),
         })
     }
 }
@@ -111,9 +114,10 @@ impl Protocol for OpenAiProtocol {
             });
         }
         messages.extend(request.messages.iter().map(WireMessage::of));
+        let limit = self.limits.clamp(model, request.max_tokens);
         let (max_tokens, max_completion_tokens) = match self.max_completion_tokens {
-            true => (None, request.max_tokens),
-            false => (request.max_tokens, None),
+            true => (None, limit),
+            false => (limit, None),
         };
         let body = WireRequest {
             model,
@@ -126,7 +130,9 @@ impl Protocol for OpenAiProtocol {
             seed: request.seed,
             presence_penalty: request.presence_penalty,
             frequency_penalty: request.frequency_penalty,
-            user: request.user.as_deref(),
+            // OpenAI takes at most 64 characters (Claude Code's
+            // `metadata.user_id` is about 150).
+            user: request.user.as_deref().map(|u| crate::fitted_user(u, 64)),
             tools: WireTools(&request.tools),
             // OpenAI refuses both without tools (a history with tool calls
             // but no tools offered is valid).
@@ -512,6 +518,13 @@ impl StreamParser for OpenAiStream {
                 )));
                 return;
             }
+            if let Some(thinking) = delta
+                .reasoning_content
+                .or(delta.reasoning)
+                .filter(|t| !t.is_empty())
+            {
+                out.push_back(Ok(StreamEvent::Reasoning(thinking)));
+            }
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 self.text_seen = true;
                 out.push_back(Ok(StreamEvent::Delta(text)));
@@ -605,7 +618,7 @@ struct WireRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     frequency_penalty: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
+    user: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "WireTools::is_empty")]
     tools: WireTools<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -659,17 +672,19 @@ impl<'a> WireMessage<'a> {
                 }
             }
             Role::Tool => ("tool", WireContent::Text(crate::text_of(m))),
+            // A system message stays where it was said.
+            Role::System => ("system", WireContent::Text(crate::text_of(m))),
         };
         Self {
             role,
             content,
             tool_calls: WireToolCalls(match m.role {
                 Role::Assistant => &m.tool_calls,
-                Role::User | Role::Tool => &[],
+                Role::User | Role::Tool | Role::System => &[],
             }),
             tool_call_id: match m.role {
                 Role::Tool => m.tool_call_id.as_deref().map(wire_id),
-                Role::User | Role::Assistant => None,
+                Role::User | Role::Assistant | Role::System => None,
             },
         }
     }
@@ -757,8 +772,10 @@ impl Serialize for WireToolCalls<'_> {
 /// OpenAI, Anthropic or Groq mints does), else a stable digest of it, the
 /// same on the assistant's call and on the tool result that answers it.
 /// The client keeps seeing its own id: answers carry the ids this provider
-/// mints, never these.
+/// mints, never these. A Gemini thought signature carried in the id is cut
+/// off first: it belongs to the Gemini target that made it.
 fn wire_id(id: &str) -> Cow<'_, str> {
+    let id = crate::signature::unsigned(id);
     if id.len() <= MAX_TOOL_CALL_ID {
         return Cow::Borrowed(id);
     }
@@ -965,6 +982,10 @@ struct WireChunkChoice {
 #[derive(Deserialize)]
 struct WireDelta {
     content: Option<String>,
+    /// Reasoning models' thinking (DeepSeek, vLLM, Groq: `reasoning_content`;
+    /// OpenRouter and others: `reasoning`).
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
     refusal: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
 }

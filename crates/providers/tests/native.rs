@@ -51,6 +51,7 @@ fn native_request(stream: bool) -> ChatRequest {
                 // Never forwarded: only `anthropic-*` headers are.
                 ("x-api-key".into(), "sk-client-must-not-pass".into()),
             ],
+            query: None,
         })),
         // The neutral form, for targets of other protocols.
         ..ChatRequest::user("Fix the bug — ünïcode too")

@@ -26,8 +26,8 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use understudy_core::{
-    ChatRequest, FailureCode, FinishReason, GenerationStream, Message, Part, Role, StreamItem,
-    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ChatRequest, FailureCode, FinishReason, GenerationStream, Message, Part, ResponseFormat, Role,
+    StreamItem, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 
 use crate::ApiError;
@@ -55,12 +55,32 @@ pub(crate) struct MessagesRequest {
     pub metadata: Option<MetadataIn>,
     pub tools: Option<Vec<ToolIn>>,
     pub tool_choice: Option<ToolChoiceIn>,
-    /// Extended thinking: accepted and dropped in translation.
+    /// Extended thinking (`enabled`, `adaptive`): Anthropic targets get
+    /// it as sent; the translation for other protocols drops it.
     #[allow(
         dead_code,
         reason = "accepted so that its shape is checked; not translated"
     )]
     pub thinking: Option<Value>,
+    /// `effort` (dropped in translation) and `format`, Anthropic's
+    /// structured output, which becomes the neutral `response_format`.
+    pub output_config: Option<OutputConfigIn>,
+    /// The older name of `output_config.format`.
+    pub output_format: Option<FormatIn>,
+}
+
+/// `output_config`: only `format` is translated.
+#[derive(Debug, Deserialize)]
+pub(crate) struct OutputConfigIn {
+    pub format: Option<FormatIn>,
+}
+
+/// `{"type": "json_schema", "schema": {…}}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FormatIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub schema: Option<Value>,
 }
 
 /// One turn: `user` or `assistant`, content a string or blocks.
@@ -108,7 +128,8 @@ pub(crate) enum Block {
     },
     /// Dropped in translation, like `thinking`.
     RedactedThinking {},
-    /// Any other type (documents, server tool results…): refused.
+    /// Any other type (documents, server tool results…): only Anthropic
+    /// targets can take the request.
     #[serde(other)]
     Other,
 }
@@ -122,6 +143,10 @@ pub(crate) enum ResultBlock {
     },
     Image {
         source: ImageSource,
+    },
+    /// A tool loaded by tool search (Claude Code's `ToolSearch`): its name.
+    ToolReference {
+        tool_name: String,
     },
     #[serde(other)]
     Other,
@@ -213,8 +238,14 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for TextOrBlocks<T> {
 // === impl MessagesRequest ===
 
 impl MessagesRequest {
-    /// The neutral request. `max_tokens` is required, as Anthropic requires
-    /// it; the system blocks are joined with blank lines.
+    /// The neutral request, for targets of other protocols. `max_tokens`
+    /// is required, as Anthropic requires it; the system blocks are joined
+    /// with blank lines. What the neutral types cannot carry (a content
+    /// block, tool or role only Anthropic knows) does not refuse the
+    /// request: Anthropic targets get the body as sent, and the request's
+    /// `native_only` names what the others lack (each is then an
+    /// `unsupported` attempt, and a route with no Anthropic target a 400
+    /// that says so per target).
     pub(crate) fn take_chat(&mut self) -> Result<ChatRequest, ApiError> {
         if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
             return Err(ApiError::invalid("model", "model is required"));
@@ -233,6 +264,67 @@ impl MessagesRequest {
                 ));
             }
         }
+        let mut foreign = Foreign::default();
+        let system = self.take_system()?;
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for (i, m) in std::mem::take(&mut self.messages).into_iter().enumerate() {
+            translate_message(i, m, &mut messages, &mut foreign)?;
+        }
+        let mut chat = ChatRequest {
+            system,
+            messages,
+            temperature: self.temperature,
+            max_tokens: Some(max_tokens),
+            stop: self.stop_sequences.take().unwrap_or_default(),
+            top_p: self.top_p,
+            user: self.metadata.take().and_then(|m| m.user_id),
+            response_format: self.take_format()?,
+            ..ChatRequest::default()
+        };
+        for t in self.tools.take().into_iter().flatten() {
+            if t.kind.as_deref().is_some_and(|k| k != "custom") {
+                // A server tool (web search, code execution…) runs at
+                // Anthropic; no other protocol has it.
+                foreign.note("Anthropic's server tools");
+                continue;
+            }
+            chat.tools.push(Tool {
+                name: t.name,
+                description: t.description,
+                parameters: t.input_schema,
+                strict: t.strict,
+            });
+        }
+        if let Some(choice) = self.tool_choice.take() {
+            chat.tool_choice = match choice.kind.as_str() {
+                "auto" => Some(ToolChoice::Auto),
+                "any" => Some(ToolChoice::Required),
+                "none" => Some(ToolChoice::None),
+                "tool" => Some(ToolChoice::Function(choice.name.ok_or_else(|| {
+                    ApiError::invalid("tool_choice.name", "tool_choice `tool` needs a `name`")
+                })?)),
+                _ => {
+                    foreign.note("a tool_choice type only Anthropic knows");
+                    None
+                }
+            };
+            if choice.disable_parallel_tool_use {
+                chat.parallel_tool_calls = Some(false);
+            }
+        }
+        chat.native_only = foreign.0;
+        // (With `native_only`, what is left may not stand on its own — a
+        // request of documents only — and is never sent: Anthropic judges
+        // the body as sent. `native` is set by the caller, so the check is
+        // made here as if it were.)
+        if chat.native_only.is_none() {
+            chat.validate()?;
+        }
+        Ok(chat)
+    }
+
+    /// The system prompt: a string, or text blocks joined with blank lines.
+    fn take_system(&mut self) -> Result<Option<String>, ApiError> {
         let system = match self.system.take() {
             None => None,
             Some(TextOrBlocks::Text(text)) => Some(text),
@@ -251,59 +343,40 @@ impl MessagesRequest {
                 }
                 Some(texts.join("\n\n"))
             }
-        }
-        .filter(|s| !s.is_empty());
-        let mut messages = Vec::with_capacity(self.messages.len());
-        for (i, m) in std::mem::take(&mut self.messages).into_iter().enumerate() {
-            translate_message(i, m, &mut messages)?;
-        }
-        let mut chat = ChatRequest {
-            system,
-            messages,
-            temperature: self.temperature,
-            max_tokens: Some(max_tokens),
-            stop: self.stop_sequences.take().unwrap_or_default(),
-            top_p: self.top_p,
-            user: self.metadata.take().and_then(|m| m.user_id),
-            ..ChatRequest::default()
         };
-        for (i, t) in self.tools.take().into_iter().flatten().enumerate() {
-            if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
-                return Err(ApiError::invalid(
-                    format!("tools[{i}]"),
-                    format!(
-                        "server tools (type `{kind}`) are not supported: only custom tools with an input_schema"
-                    ),
-                ));
+        Ok(system.filter(|s| !s.is_empty()))
+    }
+
+    /// `output_config.format` (or the older `output_format`) as the
+    /// neutral `response_format`: every target is then asked for JSON
+    /// valid against the schema, and an answer that is not is
+    /// `invalid_output` (the next target is tried).
+    fn take_format(&mut self) -> Result<Option<ResponseFormat>, ApiError> {
+        let (format, field) = match (
+            self.output_config.take().and_then(|c| c.format),
+            self.output_format.take(),
+        ) {
+            (Some(f), _) => (f, "output_config.format"),
+            (None, Some(f)) => (f, "output_format"),
+            (None, None) => return Ok(None),
+        };
+        match (format.kind.as_str(), format.schema) {
+            ("json_schema", Some(schema)) if schema.is_object() => {
+                Ok(Some(ResponseFormat::JsonSchema {
+                    name: "output".into(),
+                    schema,
+                    strict: false,
+                }))
             }
-            chat.tools.push(Tool {
-                name: t.name,
-                description: t.description,
-                parameters: t.input_schema,
-                strict: t.strict,
-            });
+            ("json_schema", _) => Err(ApiError::invalid(
+                format!("{field}.schema"),
+                "a json_schema format needs a JSON Schema object in `schema`",
+            )),
+            (other, _) => Err(ApiError::invalid(
+                format!("{field}.type"),
+                format!("unknown format type `{other}` (expected json_schema)"),
+            )),
         }
-        if let Some(choice) = self.tool_choice.take() {
-            chat.tool_choice = Some(match choice.kind.as_str() {
-                "auto" => ToolChoice::Auto,
-                "any" => ToolChoice::Required,
-                "none" => ToolChoice::None,
-                "tool" => ToolChoice::Function(choice.name.ok_or_else(|| {
-                    ApiError::invalid("tool_choice.name", "tool_choice `tool` needs a `name`")
-                })?),
-                other => {
-                    return Err(ApiError::invalid(
-                        "tool_choice.type",
-                        format!("unknown tool_choice `{other}` (expected auto, any, tool or none)"),
-                    ));
-                }
-            });
-            if choice.disable_parallel_tool_use {
-                chat.parallel_tool_calls = Some(false);
-            }
-        }
-        chat.validate()?;
-        Ok(chat)
     }
 
     /// An estimate of the input tokens: a quarter of the characters of all
@@ -346,6 +419,7 @@ impl MessagesRequest {
                                 match r {
                                     ResultBlock::Text { text: t } => text(t),
                                     ResultBlock::Image { .. } => images += 1,
+                                    ResultBlock::ToolReference { tool_name } => text(tool_name),
                                     ResultBlock::Other => {}
                                 }
                             }
@@ -371,21 +445,39 @@ impl MessagesRequest {
 /// charges for an image of 1.15 megapixels, the largest it keeps unscaled.
 pub(crate) const IMAGE_TOKENS: u64 = 1_600;
 
+/// What the translation for other protocols left out of a request: the
+/// first thing only Anthropic can take, named for the `unsupported`
+/// attempts of other targets.
+#[derive(Debug, Default)]
+struct Foreign(Option<&'static str>);
+
+impl Foreign {
+    fn note(&mut self, what: &'static str) {
+        self.0.get_or_insert(what);
+    }
+}
+
 /// Translates one Anthropic turn into neutral messages, appended to `out`:
 /// a user turn's `tool_result` blocks become one tool message each (first,
 /// as every protocol wants them right after the calls), then the rest of
 /// the turn as one user message; images inside tool results move to that
-/// user message, since a neutral tool result is text. Thinking blocks are
-/// dropped, and a turn left with nothing is left out.
-fn translate_message(i: usize, m: MessageIn, out: &mut Vec<Message>) -> Result<(), ApiError> {
+/// user message, since a neutral tool result is text. A `system` message
+/// stays a system message in place. Thinking blocks are dropped, what only
+/// Anthropic knows is noted in `foreign` and left out, and a turn left with
+/// nothing is left out.
+fn translate_message(
+    i: usize,
+    m: MessageIn,
+    out: &mut Vec<Message>,
+    foreign: &mut Foreign,
+) -> Result<(), ApiError> {
     let role = match m.role.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
-        other => {
-            return Err(ApiError::invalid(
-                format!("messages[{i}].role"),
-                format!("unknown role `{other}` (expected user or assistant)"),
-            ));
+        "system" => Role::System,
+        _ => {
+            foreign.note("a message role only Anthropic knows");
+            return Ok(());
         }
     };
     let blocks = match m.content {
@@ -403,7 +495,7 @@ fn translate_message(i: usize, m: MessageIn, out: &mut Vec<Message>) -> Result<(
         let at = || format!("messages[{i}].content[{j}]");
         match (block, role) {
             (Block::Text { text }, _) => parts.push(Part::Text { text }),
-            (Block::Image { source }, Role::User) => parts.push(image(&at, source)?),
+            (Block::Image { source }, Role::User) => parts.extend(image(source, foreign)),
             (Block::ToolUse { id, name, input }, Role::Assistant) => calls.push(ToolCall {
                 id,
                 name,
@@ -421,34 +513,7 @@ fn translate_message(i: usize, m: MessageIn, out: &mut Vec<Message>) -> Result<(
                 },
                 Role::User,
             ) => {
-                let mut text = String::from(if is_error { "Error: " } else { "" });
-                match content {
-                    None => {}
-                    Some(TextOrBlocks::Text(t)) => text.push_str(&t),
-                    Some(TextOrBlocks::Blocks(inner)) => {
-                        let mut first = true;
-                        for r in inner {
-                            match r {
-                                ResultBlock::Text { text: t } => {
-                                    if !first {
-                                        text.push('\n');
-                                    }
-                                    text.push_str(&t);
-                                    first = false;
-                                }
-                                ResultBlock::Image { source } => {
-                                    result_images.push(image(&at, source)?);
-                                }
-                                ResultBlock::Other => {
-                                    return Err(ApiError::invalid(
-                                        at(),
-                                        "a tool_result's content takes text and image blocks only",
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                }
+                let text = result_text(content, is_error, &mut result_images, foreign);
                 results.push(Message::tool_result(tool_use_id, text));
             }
             (Block::Thinking { .. } | Block::RedactedThinking {}, _) => {}
@@ -471,10 +536,9 @@ fn translate_message(i: usize, m: MessageIn, out: &mut Vec<Message>) -> Result<(
                 ));
             }
             (Block::Other, _) => {
-                return Err(ApiError::invalid(
-                    at(),
-                    "this content block type is not supported (expected text, image, tool_use, tool_result, thinking or redacted_thinking)",
-                ));
+                foreign.note(
+                    "content block types only Anthropic knows (documents, server tool results…)",
+                );
             }
         }
     }
@@ -494,19 +558,60 @@ fn translate_message(i: usize, m: MessageIn, out: &mut Vec<Message>) -> Result<(
     Ok(())
 }
 
+/// A `tool_result`'s content as the neutral tool result's text (`Error: `
+/// first when it is one); its images go to `images`, for the user turn.
+fn result_text(
+    content: Option<TextOrBlocks<ResultBlock>>,
+    is_error: bool,
+    images: &mut Vec<Part>,
+    foreign: &mut Foreign,
+) -> String {
+    let mut text = String::from(if is_error { "Error: " } else { "" });
+    let blocks = match content {
+        None => return text,
+        Some(TextOrBlocks::Text(t)) => {
+            text.push_str(&t);
+            return text;
+        }
+        Some(TextOrBlocks::Blocks(blocks)) => blocks,
+    };
+    let mut first = true;
+    let mut line = |text: &mut String, t: &str| {
+        if !first {
+            text.push('\n');
+        }
+        text.push_str(t);
+        first = false;
+    };
+    for r in blocks {
+        match r {
+            ResultBlock::Text { text: t } => line(&mut text, &t),
+            ResultBlock::ToolReference { tool_name } => {
+                line(&mut text, &format!("Tool loaded: {tool_name}"));
+            }
+            ResultBlock::Image { source } => images.extend(image(source, foreign)),
+            ResultBlock::Other => {
+                foreign.note("tool_result content blocks only Anthropic knows");
+            }
+        }
+    }
+    text
+}
+
 /// An image block's source as a neutral image: base64 data becomes a
-/// `data:` URL, a URL stays as it is (the engine accepts `https:` only).
-fn image(at: &dyn Fn() -> String, source: ImageSource) -> Result<Part, ApiError> {
+/// `data:` URL, a URL stays as it is (the engine accepts `https:` only); a
+/// Files API id only Anthropic can resolve.
+fn image(source: ImageSource, foreign: &mut Foreign) -> Option<Part> {
     match source {
-        ImageSource::Base64 { media_type, data } => Ok(Part::Image {
+        ImageSource::Base64 { media_type, data } => Some(Part::Image {
             url: format!("data:{media_type};base64,{data}"),
             detail: None,
         }),
-        ImageSource::Url { url } => Ok(Part::Image { url, detail: None }),
-        ImageSource::Other => Err(ApiError::invalid(
-            format!("{}.source", at()),
-            "an image source must be `base64` or `url` (file ids are not supported)",
-        )),
+        ImageSource::Url { url } => Some(Part::Image { url, detail: None }),
+        ImageSource::Other => {
+            foreign.note("images by Files API id");
+            None
+        }
     }
 }
 
@@ -920,6 +1025,9 @@ impl MessageEvents {
             StreamItem::ToolCall(call) => self.tool_call(&call),
             // Only a native stream carries these (handled by `relay`).
             StreamItem::Native(_) => {}
+            // A thinking block needs the provider's signature to be sent
+            // back; only a native stream (its own events) carries one.
+            StreamItem::Reasoning(_) => {}
             StreamItem::Done(done) => {
                 self.message_end(stop_reason(&done.finish_reason), done.usage);
             }
@@ -945,12 +1053,15 @@ impl MessageEvents {
             StreamItem::Native(e) => {
                 // `event:` before `data:`, as the provider wrote them.
                 let mut out = Event::default();
+                // The provider's own `error` event ends the stream: the
+                // engine's error item that follows would be a second one.
+                self.finished |= e.event == "error";
                 if !e.event.is_empty() {
                     out = out.event(e.event);
                 }
                 self.pending.push_back(out.data(e.data));
             }
-            StreamItem::Delta(_) | StreamItem::ToolCall(_) => {}
+            StreamItem::Delta(_) | StreamItem::Reasoning(_) | StreamItem::ToolCall(_) => {}
             // `message_stop` came as the provider's own event.
             StreamItem::Done(_) => self.finished = true,
             // The provider's refusal (`stop_reason: "refusal"`) came as its

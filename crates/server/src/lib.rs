@@ -48,9 +48,6 @@ use understudy_core::{Engine, Secret};
 
 pub use error::{AnthropicError, ApiError, OpenAiError};
 
-/// The largest request body accepted.
-pub const BODY_LIMIT: usize = 1024 * 1024;
-
 /// How long requests in flight may run on after a shutdown signal.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
@@ -78,6 +75,7 @@ pub fn app(engine: Engine) -> Router {
 /// check accepts besides the loopback names and `server.allowed_hosts`).
 fn app_on(engine: Engine, listen: SocketAddr) -> Router {
     let server = &engine.settings().server;
+    let max_body_bytes = server.max_body_bytes;
     let state = AppState {
         api_keys: Arc::new(server.api_keys.clone()),
         admin_token: server.admin_token.clone().map(Arc::new),
@@ -106,7 +104,7 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
         .merge(routes::metrics::router())
         .merge(routes::status::page_router())
         .fallback(routes::not_found)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::request_context,

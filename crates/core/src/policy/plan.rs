@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::chat::Needs;
 use crate::error::Error;
 use crate::generation::RouteSelector;
-use crate::settings::{Capabilities, ProviderKind, Settings};
+use crate::settings::{Capabilities, ProviderKind, ProviderSettings, Settings};
 pub use crate::target::Target;
 
 /// Why a target is left out of a plan.
@@ -67,25 +67,37 @@ pub fn resolve(
     default_route: &[Target],
     routes: &BTreeMap<String, Vec<Target>>,
 ) -> Result<Vec<Target>, Error> {
-    let mut targets = match selector {
+    let targets = match selector {
         RouteSelector::Default => default_route.to_vec(),
         RouteSelector::Named(name) if name == "default" => default_route.to_vec(),
         RouteSelector::Named(name) => routes
             .get(name)
             .cloned()
             .ok_or_else(|| Error::UnknownRoute(name.clone()))?,
-        // A client's model name: a route, else a pin of a known provider.
+        // A client's model name: a route, else a route whose name is a
+        // pattern it matches, else a pin of a known provider, else (a
+        // Claude model name, as Claude Code picks them) a pin of that model
+        // on the first Anthropic provider.
         RouteSelector::Model(name) => {
             let selector = if name == "default" {
                 RouteSelector::Default
             } else if routes.contains_key(name) {
                 RouteSelector::Named(name.clone())
+            } else if let Some((_, targets)) = pattern_route(name, routes) {
+                let targets: Vec<Target> = targets.iter().map(|t| t.for_model(name)).collect();
+                return Ok(dedup(targets));
             } else {
                 let provider = name.split_once(':').map_or(name.as_str(), |(p, _)| p);
-                if !settings.providers.contains_key(provider) {
+                if settings.providers.contains_key(provider) {
+                    RouteSelector::pin(name)
+                } else if let Some(claude) = claude_provider(name, settings) {
+                    RouteSelector::Pin {
+                        provider: claude.to_owned(),
+                        model: Some(name.clone()),
+                    }
+                } else {
                     return Err(Error::UnknownModel(name.clone()));
                 }
-                RouteSelector::pin(name)
             };
             return resolve(&selector, settings, default_route, routes);
         }
@@ -111,6 +123,11 @@ pub fn resolve(
                 .collect()
         }
     };
+    Ok(dedup(targets))
+}
+
+/// `targets` without repeats, in order.
+fn dedup(mut targets: Vec<Target>) -> Vec<Target> {
     let mut seen = Vec::with_capacity(targets.len());
     targets.retain(|t| {
         let fresh = !seen.contains(t);
@@ -119,18 +136,73 @@ pub fn resolve(
         }
         fresh
     });
-    Ok(targets)
+    targets
+}
+
+/// The route whose name is a pattern (`*` standing for any run of
+/// characters) that `name` matches; the most specific (longest) pattern
+/// wins.
+pub fn pattern_route<'r>(
+    name: &str,
+    routes: &'r BTreeMap<String, Vec<Target>>,
+) -> Option<(&'r str, &'r [Target])> {
+    routes
+        .iter()
+        .filter(|(pattern, _)| pattern.contains('*') && glob(pattern, name))
+        .max_by_key(|(pattern, _)| pattern.len())
+        .map(|(pattern, targets)| (pattern.as_str(), targets.as_slice()))
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of
+/// characters (none included) and everything else itself.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let mut pieces = pattern.split('*');
+    let Some(first) = pieces.next() else {
+        return name.is_empty();
+    };
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let pieces: Vec<&str> = pieces.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        // No `*`: the whole name must be the pattern.
+        return rest.is_empty();
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// For a Claude model name (`claude-…`) that no route names: the first
+/// Anthropic provider (`claude` if it is one), which then serves the model
+/// the client asked for, the default order following as fallbacks.
+fn claude_provider<'s>(name: &str, settings: &'s Settings) -> Option<&'s str> {
+    if !name.starts_with("claude-") {
+        return None;
+    }
+    let anthropic = |p: &&ProviderSettings| p.kind == ProviderKind::Anthropic;
+    settings
+        .providers
+        .get("claude")
+        .filter(anthropic)
+        .or_else(|| settings.providers.values().find(anthropic))
+        .map(|p| p.name.as_str())
 }
 
 /// The named route a selector takes, if any: a route's name, or a client's
 /// model name that is a route's name.
 pub fn route_name<'a>(
     selector: &'a RouteSelector,
-    routes: &BTreeMap<String, Vec<Target>>,
+    routes: &'a BTreeMap<String, Vec<Target>>,
 ) -> Option<&'a str> {
     match selector {
         RouteSelector::Named(name) => Some(name),
         RouteSelector::Model(name) if routes.contains_key(name) => Some(name),
+        RouteSelector::Model(name) => pattern_route(name, routes).map(|(pattern, _)| pattern),
         _ => None,
     }
 }
@@ -173,7 +245,9 @@ pub fn plan(
 /// only inline cannot serve a remote URL: the gateway never fetches URLs on
 /// a client's behalf.
 pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'static str> {
-    if needs.tools && !caps.tools {
+    if let Some((_, what)) = needs.native_only.filter(|(native, _)| *native != kind) {
+        Some(what)
+    } else if needs.tools && !caps.tools {
         Some("tools")
     } else if needs.vision && !caps.vision {
         Some("vision")

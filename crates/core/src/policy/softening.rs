@@ -20,8 +20,12 @@ pub fn soften(original: &ChatRequest, provider_default_temperature: f32) -> Chat
     let mut softened = original.clone();
     let system = original.system.as_deref().unwrap_or_default();
     softened.system = Some(format!("{system}{SOFTENING_SUFFIX}"));
-    let t = original.temperature.unwrap_or(provider_default_temperature);
-    softened.temperature = Some(softened_temperature(t));
+    // Anthropic with extended thinking on accepts only temperature 1: the
+    // sampling is left as the client set it there.
+    if !original.native.as_deref().is_some_and(thinking_on) {
+        let t = original.temperature.unwrap_or(provider_default_temperature);
+        softened.temperature = Some(softened_temperature(t));
+    }
     if let Some(native) = &original.native {
         softened.native = soften_native(native, softened.temperature).map(Arc::new);
     }
@@ -56,6 +60,25 @@ fn soften_native(native: &NativeRequest, temperature: Option<f32>) -> Option<Nat
         body: serde_json::to_string(&body).ok()?,
         ..native.clone()
     })
+}
+
+/// Whether a native Anthropic body turns extended thinking on (`thinking`
+/// of any type but `disabled`): the API then refuses any temperature but 1.
+fn thinking_on(native: &NativeRequest) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        thinking: Option<Thinking>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Thinking {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    native.kind == crate::settings::ProviderKind::Anthropic
+        && serde_json::from_str::<Body>(&native.body)
+            .ok()
+            .and_then(|b| b.thinking)
+            .is_some_and(|t| t.kind.as_deref() != Some("disabled"))
 }
 
 /// `max(t - 0.2, 0.3)`, rounded to two decimals so that 0.7 becomes 0.5 on
@@ -128,6 +151,7 @@ mod tests {
                     kind: crate::settings::ProviderKind::Anthropic,
                     body: body.into(),
                     headers: vec![("anthropic-beta".into(), "x".into())],
+                    query: None,
                 })),
                 temperature: Some(0.7),
                 ..ChatRequest::user("hi")
@@ -141,6 +165,38 @@ mod tests {
                 native.headers,
                 [("anthropic-beta".to_owned(), "x".to_owned())]
             );
+        }
+    }
+
+    #[test]
+    fn sampling_is_left_alone_where_thinking_forbids_changing_it() {
+        // (body, thinking on)
+        for (body, thinking) in [
+            (r#"{"model":"m","thinking":{"type":"enabled","budget_tokens":2048},"messages":[],"max_tokens":4096}"#, true),
+            (r#"{"model":"m","thinking":{"type":"adaptive"},"messages":[],"max_tokens":4096}"#, true),
+            (r#"{"model":"m","thinking":{"type":"disabled"},"messages":[],"max_tokens":10}"#, false),
+            (r#"{"model":"m","messages":[],"max_tokens":10}"#, false),
+        ] {
+            let req = ChatRequest {
+                native: Some(Arc::new(NativeRequest {
+                    kind: crate::settings::ProviderKind::Anthropic,
+                    body: body.into(),
+                    headers: Vec::new(),
+                    query: None,
+                })),
+                ..ChatRequest::user("hi")
+            };
+            let softened = soften(&req, 1.0);
+            let v: serde_json::Value =
+                serde_json::from_str(&softened.native.unwrap().body).unwrap();
+            if thinking {
+                assert_eq!(softened.temperature, None, "{body}");
+                assert_eq!(v.get("temperature"), None, "{body}");
+            } else {
+                assert_eq!(softened.temperature, Some(0.8), "{body}");
+                assert_eq!(v["temperature"], serde_json::json!(0.8), "{body}");
+            }
+            assert!(v["system"].to_string().contains("Keep it light"), "{body}");
         }
     }
 }

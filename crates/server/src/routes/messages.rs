@@ -14,7 +14,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, RawQuery, State};
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -40,6 +40,7 @@ pub(crate) fn router() -> Router<AppState> {
 async fn messages(
     State(state): State<AppState>,
     Extension(RequestId(id)): Extension<RequestId>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
@@ -48,7 +49,7 @@ async fn messages(
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
     let mut chat = body.take_chat()?;
-    chat.native = native_request(raw, &headers);
+    chat.native = native_request(raw, &headers, query.as_deref());
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
     request.api = understudy_core::Api::Anthropic;
@@ -121,8 +122,13 @@ fn answer(g: &Generation, id: &str) -> Response {
 /// A committed stream as Anthropic's events, with the failover headers.
 fn stream(s: GenerationStream, id: String) -> Response {
     let (provider, fell_back, filtered) = (s.provider.clone(), s.fell_back, s.content_filtered);
+    let held = s.held;
     let mut response = sse(MessageEvents::new(s, id));
-    failover_headers(&mut response, &provider, fell_back, filtered);
+    // A held stream (`stream_commit = "complete"`) starts before anyone
+    // served: no failover headers to give yet.
+    if !held {
+        failover_headers(&mut response, &provider, fell_back, filtered);
+    }
     response
 }
 
@@ -140,6 +146,7 @@ fn sse(events: MessageEvents) -> Response {
 /// `x-understudy-estimate: true`. `max_tokens` is not needed here.
 async fn count_tokens(
     State(state): State<AppState>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
@@ -152,7 +159,7 @@ async fn count_tokens(
     let Some(model) = body.model.as_deref().filter(|m| !m.trim().is_empty()) else {
         return Err(crate::ApiError::invalid("model", "model is required").into());
     };
-    let counted = match native_request(raw, &headers) {
+    let counted = match native_request(raw, &headers, query.as_deref()) {
         Some(native) => {
             let chat = understudy_core::ChatRequest {
                 native: Some(native),
@@ -183,13 +190,29 @@ async fn count_tokens(
     Ok(response)
 }
 
-/// The client's body as sent, with its `anthropic-*` protocol headers, for
-/// Anthropic targets.
-fn native_request(raw: Option<Bytes>, headers: &HeaderMap) -> Option<Arc<NativeRequest>> {
+/// The client's body as sent, with its `anthropic-*` protocol headers and
+/// the query parameters the Messages API defines (`beta`, which Claude Code
+/// sends as `?beta=true`), for Anthropic targets.
+fn native_request(
+    raw: Option<Bytes>,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Arc<NativeRequest>> {
     let body = String::from_utf8(raw?.to_vec()).ok()?;
+    let query = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|pair| {
+            pair.split_once('=').is_some_and(|(k, v)| {
+                k == "beta" && !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("&");
     Some(Arc::new(NativeRequest {
         kind: ProviderKind::Anthropic,
         body,
+        query: (!query.is_empty()).then_some(query),
         headers: ["anthropic-version", "anthropic-beta"]
             .iter()
             .filter_map(|name| {

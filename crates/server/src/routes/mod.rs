@@ -37,7 +37,7 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     let bytes = body.map_err(|rejection| {
         let status = rejection.status();
         let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("the body is larger than {} bytes", crate::BODY_LIMIT)
+            "the body is larger than the gateway accepts (server.max_body_bytes)".to_owned()
         } else {
             rejection.body_text()
         };
@@ -154,7 +154,26 @@ pub(crate) fn apply_overrides(
     if let Some(ms) = text("x-understudy-timeout-ms")? {
         request.timeout = Some(timeout_ms("x-understudy-timeout-ms", ms.parse().ok())?);
     }
+    if let Some(commit) = text("x-understudy-stream-commit")? {
+        request.stream_commit = Some(
+            commit
+                .parse()
+                .map_err(|m: String| ApiError::invalid("x-understudy-stream-commit", m))?,
+        );
+    }
+    if let Some(flag) = text("x-understudy-continue-after-cut")? {
+        request.continue_after_cut = Some(flag_value("x-understudy-continue-after-cut", flag)?);
+    }
     Ok(())
+}
+
+/// A true/false header's value.
+fn flag_value(name: &'static str, value: &str) -> Result<bool, ApiError> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(ApiError::invalid(name, "expected true or false")),
+    }
 }
 
 /// A request timeout in milliseconds, validated.

@@ -1,0 +1,338 @@
+//! A body a client wrote in Anthropic's protocol, made valid for the
+//! Anthropic target that is about to get it: every byte as the client sent
+//! it but for the few top-level fields that depend on the target or on who
+//! served earlier turns.
+//!
+//! - `model`: the target's.
+//! - `max_tokens`: clamped to the target's output limit (a client's limit
+//!   meant for a larger model would be a 400 exactly when this target is
+//!   the fallback).
+//! - `thinking`: with thinking on, Anthropic refuses a conversation whose
+//!   final assistant turn made tool calls without starting with a signed
+//!   `thinking` block — which is what a turn another provider served looks
+//!   like. Its documented way out is to send that request with thinking
+//!   off, so that is what the target gets (`{"type": "disabled"}`), and
+//!   `context_management` edits that only work with thinking on
+//!   (`clear_thinking_…`) are left out with it. The next turn the target
+//!   serves itself carries its own signed thinking again.
+//!
+//! Fields are replaced in place (their byte ranges located through
+//! `serde_json`'s `RawValue`), so nothing else of the body changes, not
+//! even white space.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// What was changed, for tests and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub body: String,
+    /// Thinking was turned off for this request (see the module docs).
+    pub thinking_off: bool,
+}
+
+/// `body` ready for an Anthropic target serving `model` whose output limit
+/// is `limit`; `None` when the body is not a JSON object with a `model`.
+pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> {
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(body).ok()?;
+    let mut edits = Vec::with_capacity(3);
+    edits.push(Edit::set(
+        body,
+        top.get("model")?,
+        serde_json::to_string(model).ok()?,
+    )?);
+    if let (Some(raw), Some(limit)) = (top.get("max_tokens"), limit) {
+        if serde_json::from_str::<u64>(raw.get()).is_ok_and(|n| n > u64::from(limit)) {
+            edits.push(Edit::set(body, raw, limit.to_string())?);
+        }
+    }
+    let thinking_off = match (top.get("thinking"), top.get("messages")) {
+        (Some(thinking), Some(messages)) => {
+            thinking_on(thinking) && final_tool_turn_lacks_thinking(messages)
+        }
+        _ => false,
+    };
+    if thinking_off {
+        edits.push(Edit::set(
+            body,
+            top.get("thinking")?,
+            r#"{"type":"disabled"}"#.to_owned(),
+        )?);
+        if let Some(raw) = top.get("context_management") {
+            edits.push(context_management_without_thinking(body, raw)?);
+        }
+    }
+    Some(Prepared {
+        body: apply(body, edits)?,
+        thinking_off,
+    })
+}
+
+/// `body` with its top-level `model` set to `model`, every other byte as it
+/// was; `None` when the body is not a JSON object with one `model`.
+pub fn with_model(body: &str, model: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        model: Option<&'a RawValue>,
+    }
+    // (A struct also deserializes from an array, positionally.)
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let top: Top<'_> = serde_json::from_str(body).ok()?;
+    let edit = Edit::set(body, top.model?, serde_json::to_string(model).ok()?)?;
+    apply(body, vec![edit])
+}
+
+/// Whether `thinking` turns thinking on (`enabled` or `adaptive`).
+fn thinking_on(thinking: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Thinking<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+    }
+    serde_json::from_str::<Thinking<'_>>(thinking.get())
+        .is_ok_and(|t| matches!(t.kind.as_ref(), "enabled" | "adaptive"))
+}
+
+/// Whether the conversation's final assistant message called tools
+/// without starting with a `thinking` or `redacted_thinking` block.
+fn final_tool_turn_lacks_thinking(messages: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        role: Cow<'a, str>,
+        #[serde(borrow)]
+        content: Option<Content<'a>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content<'a> {
+        // Tried in order: blocks first (anything else holds none).
+        Blocks(#[serde(borrow)] Vec<Block<'a>>),
+        #[allow(dead_code, reason = "a string (or anything else) holds no blocks")]
+        Other(serde::de::IgnoredAny),
+    }
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+    }
+    let Ok(messages) = serde_json::from_str::<Vec<Message<'_>>>(messages.get()) else {
+        return false;
+    };
+    let Some(last) = messages.iter().rev().find(|m| m.role == "assistant") else {
+        return false;
+    };
+    let Some(Content::Blocks(blocks)) = &last.content else {
+        return false;
+    };
+    let calls_tools = blocks.iter().any(|b| b.kind == "tool_use");
+    let starts_thinking = blocks
+        .first()
+        .is_some_and(|b| matches!(b.kind.as_ref(), "thinking" | "redacted_thinking"));
+    calls_tools && !starts_thinking
+}
+
+/// `context_management` without the edits that need thinking on; the
+/// field is left out when none remain.
+fn context_management_without_thinking(body: &str, raw: &RawValue) -> Option<Edit> {
+    let mut value: serde_json::Value = serde_json::from_str(raw.get()).ok()?;
+    let Some(edits) = value.get_mut("edits").and_then(|e| e.as_array_mut()) else {
+        return Edit::set(body, raw, raw.get().to_owned());
+    };
+    edits.retain(|e| {
+        !e.get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| t.starts_with("clear_thinking"))
+    });
+    if edits.is_empty() {
+        Edit::remove(body, "context_management", raw)
+    } else {
+        Edit::set(body, raw, value.to_string())
+    }
+}
+
+/// One change to the body: the bytes `start..end` become `with`.
+#[derive(Debug)]
+struct Edit {
+    start: usize,
+    end: usize,
+    with: String,
+}
+
+impl Edit {
+    /// The value `raw` (a slice of `body`) replaced by `with`.
+    fn set(body: &str, raw: &RawValue, with: String) -> Option<Self> {
+        let (start, end) = span(body, raw)?;
+        Some(Self { start, end, with })
+    }
+
+    /// The member `"key": raw` removed with one comma beside it. `None`
+    /// when the key is not written plainly right before its value.
+    fn remove(body: &str, key: &str, raw: &RawValue) -> Option<Self> {
+        let (value_start, value_end) = span(body, raw)?;
+        let before = body[..value_start].trim_end();
+        let before = before.strip_suffix(':')?.trim_end();
+        let quoted = serde_json::to_string(key).ok()?;
+        let key_start = before.strip_suffix(quoted.as_str())?.len();
+        // A comma after the member goes with it; else the one before it.
+        let after = &body[value_end..];
+        let trailing = after.len() - after.trim_start().len();
+        if after.trim_start().starts_with(',') {
+            return Some(Self {
+                start: key_start,
+                end: value_end + trailing + 1,
+                with: String::new(),
+            });
+        }
+        let head = body[..key_start].trim_end();
+        let comma = head.strip_suffix(',')?.len();
+        Some(Self {
+            start: comma,
+            end: value_end,
+            with: String::new(),
+        })
+    }
+}
+
+/// Where `raw`, a slice of `body`, lies in it.
+fn span(body: &str, raw: &RawValue) -> Option<(usize, usize)> {
+    let raw = raw.get();
+    let start = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let end = start.checked_add(raw.len())?;
+    (body.get(start..end) == Some(raw)).then_some((start, end))
+}
+
+/// `body` with `edits` (non-overlapping) made.
+fn apply(body: &str, mut edits: Vec<Edit>) -> Option<String> {
+    edits.sort_by_key(|e| e.start);
+    let mut out = String::with_capacity(body.len() + 64);
+    let mut at = 0;
+    for e in edits {
+        out.push_str(body.get(at..e.start)?);
+        out.push_str(&e.with);
+        at = e.end;
+    }
+    out.push_str(body.get(at..)?);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+    use super::*;
+
+    fn body(thinking: &str, last_assistant: &str, extra: &str) -> String {
+        format!(
+            r#"{{"model": "claude-x", "max_tokens": 128000, {thinking}"messages": [{{"role": "user", "content": "hi"}}, {{"role": "assistant", "content": {last_assistant}}}, {{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}}]}}]{extra}}}"#
+        )
+    }
+
+    const ON: &str = r#""thinking": {"type": "adaptive"}, "#;
+    const TOOL_ONLY: &str = r#"[{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]"#;
+    const SIGNED: &str = r#"[{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]"#;
+
+    #[test]
+    fn thinking_goes_off_only_when_the_final_tool_turn_has_no_thinking_block() {
+        // (thinking, final assistant content, turned off)
+        let cases = [
+            (ON, TOOL_ONLY, true),
+            (ON, SIGNED, false),
+            (
+                r#""thinking": {"type": "enabled", "budget_tokens": 2048}, "#,
+                TOOL_ONLY,
+                true,
+            ),
+            (r#""thinking": {"type": "disabled"}, "#, TOOL_ONLY, false),
+            ("", TOOL_ONLY, false),
+            (ON, r#""plain text""#, false),
+            (ON, r#"[{"type": "text", "text": "no tools"}]"#, false),
+            (
+                ON,
+                r#"[{"type": "redacted_thinking", "data": "x"}, {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]"#,
+                false,
+            ),
+        ];
+        for (thinking, last, off) in cases {
+            let b = body(thinking, last, "");
+            let p = prepare(&b, "claude-y", None).unwrap();
+            assert_eq!(p.thinking_off, off, "{b}");
+            let v: serde_json::Value = serde_json::from_str(&p.body).unwrap();
+            assert_eq!(v["model"], "claude-y");
+            if off {
+                assert_eq!(v["thinking"], serde_json::json!({"type": "disabled"}));
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_changed_fields_change() {
+        let b = body(ON, SIGNED, r#", "stream": true"#);
+        let p = prepare(&b, "claude-opus-4-1", Some(32_000)).unwrap();
+        assert_eq!(
+            p.body,
+            b.replace("claude-x", "claude-opus-4-1")
+                .replace("128000", "32000")
+        );
+        // A limit above the request's leaves it alone.
+        let p = prepare(&b, "claude-x", Some(200_000)).unwrap();
+        assert_eq!(p.body, b);
+    }
+
+    #[test]
+    fn context_management_that_needs_thinking_goes_with_it() {
+        let clear = r#""clear_thinking_20251015""#;
+        let cases = [
+            // (context_management, what remains)
+            (
+                format!(r#"{{"edits": [{{"type": {clear}, "keep": "all"}}]}}"#),
+                None,
+            ),
+            (
+                format!(
+                    r#"{{"edits": [{{"type": {clear}}}, {{"type": "clear_tool_uses_20250919"}}]}}"#
+                ),
+                Some(serde_json::json!({"edits": [{"type": "clear_tool_uses_20250919"}]})),
+            ),
+        ];
+        for (cm, remains) in cases {
+            for at_end in [true, false] {
+                let b = if at_end {
+                    body(ON, TOOL_ONLY, &format!(r#", "context_management": {cm}"#))
+                } else {
+                    body(ON, TOOL_ONLY, "").replacen(
+                        r#""max_tokens""#,
+                        &format!(r#""context_management": {cm}, "max_tokens""#),
+                        1,
+                    )
+                };
+                let p = prepare(&b, "claude-x", None).unwrap();
+                let v: serde_json::Value =
+                    serde_json::from_str(&p.body).unwrap_or_else(|e| panic!("{e}: {}", p.body));
+                assert_eq!(v.get("context_management").cloned(), remains, "{}", p.body);
+                assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+            }
+        }
+    }
+
+    #[test]
+    fn bodies_that_are_not_objects_with_a_model_are_left_to_the_translation() {
+        for b in [
+            "[1, 2]",
+            r#"{"messages": []}"#,
+            "not json",
+            r#"{"model": "a"} x"#,
+        ] {
+            assert_eq!(prepare(b, "m", None), None, "{b}");
+        }
+    }
+}
