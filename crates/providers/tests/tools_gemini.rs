@@ -41,9 +41,11 @@ fn recorded(name: &str) -> Result<Completion, Failure> {
     )
 }
 
-/// An id the gateway minted: `call_` and 24 hex digits.
+/// An id the gateway minted: `call_` and 24 hex digits (then the call's
+/// thought signature, when Gemini sent one).
 fn is_minted(id: &str) -> bool {
-    id.strip_prefix("call_")
+    understudy_providers::signature::unsigned(id)
+        .strip_prefix("call_")
         .is_some_and(|hex| hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
