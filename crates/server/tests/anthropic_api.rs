@@ -219,6 +219,8 @@ async fn an_openai_compatible_target_receives_the_translation() {
 #[tokio::test]
 async fn an_anthropic_target_receives_the_body_as_sent() {
     let (_groq, claude, s) = setup().await;
+    // The history's thinking block is one this Anthropic signed earlier.
+    claude.accept_signature("SIGNATURE-EqQBCgIYAhIM");
     claude.push(Reply::text("Snow."));
     let sent = everything("claude").to_string();
     let a = post_to(
@@ -832,6 +834,8 @@ async fn x_api_key_and_bearer_both_authenticate() {
 #[tokio::test]
 async fn count_tokens_asks_an_anthropic_target_or_estimates() {
     let (groq, claude, s) = setup().await;
+    // The thinking blocks of the histories below are this Anthropic's own.
+    claude.accept_signature("s");
     let count = |body: Value| {
         let url = s.url.clone();
         async move { post_to(&url, "/v1/messages/count_tokens", &[], body.to_string()).await }

@@ -365,6 +365,8 @@ fn saw_the_thinking(mode: &str, first: &Value) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signed_thinking_block_comes_back_to_anthropic_byte_identical() {
     let t = two().await;
+    // The scripted answers carry this signature: the simulator made it.
+    t.claude.accept_signature(SIGNATURE);
     let modes = ["thinking", "thinking-stream"];
     let mut version = Value::Null;
     for mode in modes {
@@ -435,6 +437,8 @@ async fn a_signed_thinking_block_comes_back_to_anthropic_byte_identical() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thinking_turn_falls_back_without_its_thinking() {
     let t = two().await;
+    // The scripted answers carry this signature: the simulator made it.
+    t.claude.accept_signature(SIGNATURE);
     let modes = ["thinking", "thinking-stream"];
     for mode in modes {
         t.claude.push(first_answer(mode)).push(Reply::status(529));

@@ -20,6 +20,9 @@ use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
 /// The body as Claude Code sends it.
 const REQUEST: &str = include_str!("data/claude_code_request.json");
 
+/// The signature of the recorded request's thinking block.
+const SIGNATURE: &str = "ErUBCkYIBxgCIkDq3mZ0v1yQhFh8/8nJc2Q0pLr+TgW4y1Yb0Wm7eH9kSxA5uVn3cQ2tGz6dJfR1oP8aLs0XbV4yU7iE9wCk1MnEgzT2+Zs/yq0d8RkQGEaDF7nV2pYwZQ4t3Lj9hIwK8s";
+
 /// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
 const CLIENT_KEY: &str = "sk-understudy-claude-code";
 
@@ -57,6 +60,8 @@ struct Setup {
 /// named as Claude Code's model, and the server with a client key.
 async fn setup() -> Setup {
     let claude = SimProvider::anthropic().await.unwrap();
+    // The recorded history's thinking block is this Anthropic's own.
+    claude.accept_signature(SIGNATURE);
     let openai = SimProvider::openai().await.unwrap();
     let gw = TestGateway::builder()
         .provider("claude", &claude)

@@ -3,12 +3,14 @@
 //! blocked by content filtering policy", and the named-event stream. Tool
 //! calls are `tool_use` blocks with `stop_reason: "tool_use"`; streamed, each
 //! is a `tool_use` block whose arguments arrive as `input_json_delta`
-//! fragments.
+//! fragments. A reply may think first: a `thinking` block whose signature
+//! the simulator mints and remembers (its rules accept only those back).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
+use super::rules::mint_signature;
 use super::{
     Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec, response,
 };
@@ -70,6 +72,19 @@ fn message(
     m
 }
 
+/// A complete answer with this text.
+fn text_message(model: &str, text: String, input: usize) -> Value {
+    let n = text.split_whitespace().count();
+    message(
+        model,
+        json!([{"type": "text", "text": text}]),
+        "end_turn",
+        Value::Null,
+        input,
+        n,
+    )
+}
+
 fn refusal_details() -> Value {
     json!({"type": "refusal", "category": "general_harms", "explanation": null})
 }
@@ -80,17 +95,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
     let input = prompt_tokens(req);
     let json_ct = [("content-type", "application/json")];
     let body = match reply {
-        Reply::Text(text) => {
-            let n = text.split_whitespace().count();
-            message(
-                &model,
-                json!([{"type": "text", "text": text}]),
-                "end_turn",
-                Value::Null,
-                input,
-                n,
-            )
-        }
+        Reply::Text(text) => text_message(&model, text, input),
         Reply::Refuse(Refusal::FinishReason) => {
             message(&model, json!([]), "refusal", Value::Null, input, 0)
         }
@@ -114,6 +119,20 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         }
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
         Reply::ToolCalls(calls) => return tool_calls(&calls, req),
+        Reply::Thinking { thinking, then } => {
+            let mut body = match *then {
+                Reply::Text(text) => text_message(&model, text, input),
+                Reply::Stream(spec) => text_message(&model, spec.chunks.concat(), input),
+                Reply::ToolCalls(calls) => tool_calls_message(&calls, req),
+                other => return render(other, req),
+            };
+            let block =
+                json!({"type": "thinking", "thinking": thinking, "signature": mint_signature(req)});
+            if let Some(content) = body["content"].as_array_mut() {
+                content.insert(0, block);
+            }
+            body
+        }
         Reply::Status {
             status,
             body,
@@ -170,21 +189,76 @@ fn event(name: &str, data: &Value) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
-fn opening(model: &str, input: usize) -> Vec<Piece> {
-    let start = message(model, json!([]), "", Value::Null, input, 1);
-    let mut start_msg = start.clone();
-    start_msg["stop_reason"] = Value::Null;
-    vec![
-        Piece::text(event(
-            "message_start",
-            &json!({"type": "message_start", "message": start_msg}),
-        )),
-        Piece::text(event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        )),
-        Piece::text(event("ping", &json!({"type": "ping"}))),
-    ]
+fn message_start(model: &str, input: usize) -> Piece {
+    let mut start = message(model, json!([]), "", Value::Null, input, 1);
+    start["stop_reason"] = Value::Null;
+    Piece::text(event(
+        "message_start",
+        &json!({"type": "message_start", "message": start}),
+    ))
+}
+
+/// The start of a text answer: `message_start`, then (after a thinking
+/// block when `thinking` is given) the text block at its index, and a ping;
+/// returns the pieces and the text block's index.
+fn opening(req: &Received, thinking: Option<&str>) -> (Vec<Piece>, usize) {
+    let mut out = vec![message_start(&model_of(req), prompt_tokens(req))];
+    let index = match thinking {
+        Some(thinking) => {
+            out.extend(thinking_block(thinking, req, 0));
+            1
+        }
+        None => 0,
+    };
+    out.push(Piece::text(event(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )));
+    out.push(Piece::text(event("ping", &json!({"type": "ping"}))));
+    (out, index)
+}
+
+/// A streamed thinking block at `index` (the streaming docs' shape): its
+/// start, the thinking in a few `thinking_delta`s, one `signature_delta`
+/// with a signature minted for it, its stop.
+fn thinking_block(thinking: &str, req: &Received, index: usize) -> Vec<Piece> {
+    let mut out = vec![Piece::text(event(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+    ))];
+    for piece in fragments(thinking) {
+        out.push(Piece::paced(event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}}),
+        )));
+    }
+    out.push(Piece::text(event(
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": mint_signature(req)}}),
+    )));
+    out.push(Piece::text(event(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": index}),
+    )));
+    out
+}
+
+/// A streamed answer that thinks first, then does `then` (text, a stream
+/// or tool calls; anything else is sent as it would be without thinking).
+pub(super) fn thinking_stream(thinking: &str, then: Reply, req: &Received) -> Vec<Piece> {
+    match then {
+        Reply::Text(text) => {
+            let spec = StreamSpec {
+                chunks: super::split_words(&text),
+                ..StreamSpec::new(&[])
+            };
+            text_stream(&spec, req, Some(thinking))
+        }
+        Reply::Stream(spec) => text_stream(&spec, req, Some(thinking)),
+        Reply::ToolCalls(calls) => calls_stream(&calls, req, Some(thinking)),
+        Reply::Refuse(refusal) => refusal_stream(&refusal, req),
+        _ => text_stream(&StreamSpec::new(&[]), req, Some(thinking)),
+    }
 }
 
 fn message_delta(stop: &str, details: Value, output: usize) -> Piece {
@@ -200,19 +274,22 @@ fn message_stop() -> Piece {
 
 /// A streamed answer (wire-formats §4.3, §4.7).
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
-    let model = model_of(req);
-    let mut out = opening(&model, prompt_tokens(req));
+    text_stream(spec, req, None)
+}
+
+fn text_stream(spec: &StreamSpec, req: &Received, thinking: Option<&str>) -> Vec<Piece> {
+    let (mut out, index) = opening(req, thinking);
     let mut output = 0;
     for c in &spec.chunks {
         output += c.split_whitespace().count();
         out.push(Piece::paced(event(
             "content_block_delta",
-            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": c}}),
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": c}}),
         )));
     }
     let block_stop = Piece::text(event(
         "content_block_stop",
-        &json!({"type": "content_block_stop", "index": 0}),
+        &json!({"type": "content_block_stop", "index": index}),
     ));
     match spec.end {
         StreamEnd::Complete | StreamEnd::FinishWithoutDone => {
@@ -279,6 +356,15 @@ fn tool_input(call: &SimToolCall) -> Value {
 /// A non-streamed answer that calls `calls`: one `tool_use` block each,
 /// `stop_reason: "tool_use"`.
 pub(super) fn tool_calls(calls: &[SimToolCall], req: &Received) -> hyper::Response<SimBody> {
+    response(
+        200,
+        &[("content-type", "application/json")],
+        tool_calls_message(calls, req).to_string(),
+    )
+}
+
+/// The message of a non-streamed answer that calls `calls`.
+fn tool_calls_message(calls: &[SimToolCall], req: &Received) -> Value {
     let content: Vec<Value> = calls
         .iter()
         .map(|c| {
@@ -286,18 +372,13 @@ pub(super) fn tool_calls(calls: &[SimToolCall], req: &Received) -> hyper::Respon
         })
         .collect();
     let output = calls.iter().map(|c| c.arguments.len() / 4 + 5).sum();
-    let body = message(
+    message(
         &model_of(req),
         Value::Array(content),
         "tool_use",
         Value::Null,
         prompt_tokens(req),
         output,
-    );
-    response(
-        200,
-        &[("content-type", "application/json")],
-        body.to_string(),
     )
 }
 
@@ -324,19 +405,23 @@ fn fragments(text: &str) -> Vec<&str> {
 /// empty `input_json_delta`, then the arguments JSON in several fragments;
 /// then `stop_reason: "tool_use"`.
 pub(super) fn tool_calls_stream(calls: &[SimToolCall], req: &Received) -> Vec<Piece> {
-    let model = model_of(req);
-    let start = message(&model, json!([]), "", Value::Null, prompt_tokens(req), 1);
-    let mut start_msg = start.clone();
-    start_msg["stop_reason"] = Value::Null;
+    calls_stream(calls, req, None)
+}
+
+fn calls_stream(calls: &[SimToolCall], req: &Received, thinking: Option<&str>) -> Vec<Piece> {
     let mut out = vec![
-        Piece::text(event(
-            "message_start",
-            &json!({"type": "message_start", "message": start_msg}),
-        )),
+        message_start(&model_of(req), prompt_tokens(req)),
         Piece::text(event("ping", &json!({"type": "ping"}))),
     ];
+    let first = match thinking {
+        Some(thinking) => {
+            out.extend(thinking_block(thinking, req, 0));
+            1
+        }
+        None => 0,
+    };
     let mut output = 0;
-    for (index, call) in calls.iter().enumerate() {
+    for (index, call) in (first..).zip(calls) {
         out.push(Piece::text(event(
             "content_block_start",
             &json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": tool_id(call), "name": call.name, "input": {}}}),

@@ -77,6 +77,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         }),
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
         Reply::ToolCalls(calls) => return tool_calls(&calls, req),
+        Reply::Thinking { then, .. } => return render(*then, req),
         Reply::Status {
             status,
             body,

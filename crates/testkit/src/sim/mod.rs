@@ -5,32 +5,40 @@
 //! Each request takes the next [`Reply`] from the queue ([`SimProvider::push`]);
 //! with the queue empty, the responder ([`SimProvider::respond_with`]) decides,
 //! and without one the simulator answers with text.
+//!
+//! Simulators are strict by default: before any reply is chosen, the
+//! request is checked against the provider's documented request rules
+//! (`rules/`); a request that breaks one gets the provider's own 400 and is
+//! counted ([`SimProvider::violations`]), so a test proves that what the
+//! gateway sent would have been accepted. [`SimProvider::lenient`] turns the
+//! checks off for tests that send invalid input on purpose.
 
 mod anthropic;
+mod body;
 mod gemini;
 mod openai;
+mod rules;
 
-use std::convert::Infallible;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+use body::{ChannelBody, Piece, response, stream_response};
 
 /// The wire protocol a simulator speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +144,12 @@ pub enum Reply {
     /// (OpenAI and Anthropic send each call's arguments in several
     /// fragments; Gemini sends each call whole).
     ToolCalls(Vec<SimToolCall>),
+    /// The model thinks first, then does `then` (a [`Reply::Text`],
+    /// [`Reply::Stream`] or [`Reply::ToolCalls`]). Anthropic: a `thinking`
+    /// block with a signature this simulator mints and remembers, before
+    /// the text or tool calls (streamed: `thinking_delta`, then
+    /// `signature_delta`). Other protocols: `then` alone.
+    Thinking { thinking: String, then: Box<Reply> },
 }
 
 /// One scripted tool call.
@@ -199,6 +213,8 @@ struct Shared {
     streams_cancelled: AtomicUsize,
     /// Streams currently being sent.
     streams_open: AtomicUsize,
+    /// The request rules, their settings and what broke them.
+    rules: rules::Rules,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -233,6 +249,7 @@ impl SimProvider {
             open_connections: AtomicUsize::new(0),
             streams_cancelled: AtomicUsize::new(0),
             streams_open: AtomicUsize::new(0),
+            rules: rules::Rules::new(protocol),
         });
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
@@ -306,6 +323,36 @@ impl SimProvider {
     pub fn streams_open(&self) -> usize {
         self.shared.streams_open.load(Ordering::SeqCst)
     }
+
+    /// Stops checking requests against the provider's rules: for tests
+    /// that send invalid input on purpose (and assert what the gateway does
+    /// with the provider's answer, scripted as usual).
+    pub fn lenient(&self) -> &Self {
+        self.shared.rules.set_strict(false);
+        self
+    }
+
+    /// The largest output-token limit (`max_tokens`,
+    /// `max_completion_tokens`) the simulated model accepts. Defaults:
+    /// Anthropic 64 000, OpenAI-compatible 16 384 (gpt-4o-mini's).
+    pub fn with_max_output_tokens(&self, limit: u64) -> &Self {
+        self.shared.rules.set_max_output_tokens(limit);
+        self
+    }
+
+    /// Treats `signature` as one this simulator minted (a thinking block
+    /// recorded from the real provider, replayed in a test).
+    pub fn accept_signature(&self, signature: &str) -> &Self {
+        self.shared.rules.remember_signature(signature.to_owned());
+        self
+    }
+
+    /// Every broken request rule so far, in order, one line each (the
+    /// request's path and the provider's error message). Tests assert that
+    /// it is empty.
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.rules.violations()
+    }
 }
 
 impl fmt::Debug for SimProvider {
@@ -358,6 +405,14 @@ impl Reply {
     pub fn stream(chunks: &[&str]) -> Self {
         Self::Stream(StreamSpec::new(chunks))
     }
+
+    /// This reply, preceded by a signed thinking block (Anthropic).
+    pub fn thinking_first(self, thinking: impl Into<String>) -> Self {
+        Self::Thinking {
+            thinking: thinking.into(),
+            then: Box::new(self),
+        }
+    }
 }
 
 // === impl StreamSpec ===
@@ -387,32 +442,6 @@ impl StreamSpec {
     /// As a reply.
     pub fn reply(self) -> Reply {
         Reply::Stream(self)
-    }
-}
-
-/// One piece of a streamed body.
-pub(crate) enum Piece {
-    /// Bytes to send (after the stream's interval, when `paced`).
-    Data { bytes: Bytes, paced: bool },
-    /// Abort the connection.
-    Cut,
-    /// Go silent until the client leaves.
-    Stall,
-}
-
-impl Piece {
-    pub(crate) fn text(s: String) -> Self {
-        Self::Data {
-            bytes: Bytes::from(s),
-            paced: false,
-        }
-    }
-
-    pub(crate) fn paced(s: String) -> Self {
-        Self::Data {
-            bytes: Bytes::from(s),
-            paced: true,
-        }
     }
 }
 
@@ -527,6 +556,15 @@ async fn serve(
         at: std::time::Instant::now(),
         shared: Some(Arc::clone(&shared)),
     };
+    if let Some(violation) = rules::check(&shared.rules, &received) {
+        // The provider refuses the request before any model sees it: the
+        // scripted replies stay queued for the next one.
+        shared.rules.record(&received, &violation);
+        let mut recorded = received.clone();
+        recorded.shared = None;
+        lock(&shared.received).push(recorded);
+        return Ok(violation.response());
+    }
     let queued = lock(&shared.queue).pop_front();
     let reply = match queued {
         Some(r) => r,
@@ -546,9 +584,15 @@ async fn respond(
     mut reply: Reply,
     req: &Received,
 ) -> Result<Response<SimBody>, ResetConnection> {
-    while let Reply::Delay(d, inner) = reply {
-        tokio::time::sleep(d).await;
-        reply = *inner;
+    loop {
+        match reply {
+            Reply::Delay(d, inner) => {
+                tokio::time::sleep(d).await;
+                reply = *inner;
+            }
+            Reply::Thinking { then, .. } if protocol != Protocol::Anthropic => reply = *then,
+            _ => break,
+        }
     }
     match reply {
         Reply::Reset => Err(ResetConnection),
@@ -605,6 +649,11 @@ async fn respond(
                 pieces,
             ))
         }
+        Reply::Thinking { thinking, then } if is_streamed(protocol, req) => Ok(stream_response(
+            shared_for_stream(req),
+            Duration::ZERO,
+            anthropic::thinking_stream(&thinking, *then, req),
+        )),
         Reply::Refuse(refusal)
             if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
         {
@@ -668,115 +717,4 @@ pub(crate) fn split_words(text: &str) -> Vec<String> {
 /// The shared counters of the simulator that received `req`.
 fn shared_for_stream(req: &Received) -> Option<Arc<Shared>> {
     req.shared.clone()
-}
-
-/// A streamed response: a task feeds the pieces through a bounded channel,
-/// pacing them, and notices when the client goes away.
-fn stream_response(
-    shared: Option<Arc<Shared>>,
-    interval: Duration,
-    pieces: Vec<Piece>,
-) -> Response<SimBody> {
-    let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(1);
-    tokio::spawn(async move {
-        if let Some(s) = &shared {
-            s.streams_open.fetch_add(1, Ordering::SeqCst);
-        }
-        let mut cancelled = false;
-        for piece in pieces {
-            match piece {
-                Piece::Data { bytes, paced } => {
-                    if paced && !interval.is_zero() {
-                        tokio::select! {
-                            _ = tokio::time::sleep(interval) => {}
-                            _ = tx.closed() => { cancelled = true; break; }
-                        }
-                    }
-                    if tx.send(Ok(bytes)).await.is_err() {
-                        cancelled = true;
-                        break;
-                    }
-                }
-                Piece::Cut => {
-                    let _ = tx
-                        .send(Err(io::Error::new(
-                            io::ErrorKind::ConnectionReset,
-                            "scripted cut",
-                        )))
-                        .await;
-                    break;
-                }
-                Piece::Stall => {
-                    tx.closed().await;
-                    cancelled = true;
-                    break;
-                }
-            }
-        }
-        if let Some(s) = &shared {
-            s.streams_open.fetch_sub(1, Ordering::SeqCst);
-            if cancelled {
-                s.streams_cancelled.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-    });
-    let mut resp = Response::new(ChannelBody { rx }.boxed());
-    resp.headers_mut().insert(
-        "content-type",
-        HeaderValue::from_static("text/event-stream"),
-    );
-    resp.headers_mut()
-        .insert("cache-control", HeaderValue::from_static("no-cache"));
-    resp
-}
-
-/// A response with a complete body.
-fn response(status: u16, headers: &[(&str, &str)], body: String) -> Response<SimBody> {
-    let mut resp = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never: Infallible| match never {})
-            .boxed(),
-    );
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    for (k, v) in headers {
-        if let (Ok(k), Ok(v)) = (
-            hyper::header::HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            resp.headers_mut().append(k, v);
-        }
-    }
-    resp
-}
-
-/// A body fed through a bounded channel: each item is a chunk, or an error
-/// that makes hyper abort the connection mid-body.
-pub(crate) struct ChannelBody {
-    rx: mpsc::Receiver<Result<Bytes, io::Error>>,
-}
-
-impl ChannelBody {
-    /// A body made of these items, in order.
-    fn scripted(items: Vec<Result<Bytes, io::Error>>) -> Self {
-        let (tx, rx) = mpsc::channel(items.len().max(1));
-        for item in items {
-            let _ = tx.try_send(item);
-        }
-        Self { rx }
-    }
-}
-
-impl hyper::body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|item| item.map(|r| r.map(Frame::data)))
-    }
 }

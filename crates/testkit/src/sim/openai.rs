@@ -79,6 +79,8 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         }
         Reply::Stream(spec) => render(Reply::Text(spec.chunks.concat()), req),
         Reply::ToolCalls(calls) => tool_calls(&calls, req),
+        // Chat Completions carries no thinking: the answer alone.
+        Reply::Thinking { then, .. } => render(*then, req),
         // Handled by the caller; kept total for safety.
         Reply::Garbage(body) => response(200, &json_ct, body),
         Reply::Delay(..) | Reply::Reset | Reply::Hang | Reply::Truncated => {

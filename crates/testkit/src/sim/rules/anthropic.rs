@@ -1,0 +1,263 @@
+//! Anthropic's Messages API request rules (wire-formats §4, §7, §8), with
+//! the API's own messages: `max_tokens` required and within the model's
+//! output limit; roles `user` and `assistant` (and `system` under the
+//! `mid-conversation-system` beta); tool-use ids in `^[a-zA-Z0-9_-]+$`;
+//! every `tool_use` answered by a `tool_result` in the next (user) message,
+//! results first, each naming a call of the message before; `tool_use.input`
+//! an object; with thinking on, temperature 1 and a final tool loop whose
+//! assistant turn starts with a thinking block; every thinking block's
+//! signature one this simulator minted.
+
+use serde_json::Value;
+
+use super::{Received, Violation, is_tool_id};
+
+/// Where the extended-thinking rules are documented (quoted in the API's
+/// messages).
+const THINKING_DOCS: &str = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking";
+
+/// Checks a Messages API request (`POST /v1/messages`, and the same body
+/// rules for `/v1/messages/count_tokens`); `minted` says whether a
+/// signature is one this simulator made.
+pub(super) fn check(
+    req: &Received,
+    max_output_tokens: u64,
+    minted: &dyn Fn(&str) -> bool,
+) -> Result<(), Violation> {
+    let path = req.path.split('?').next().unwrap_or_default();
+    let counting = path.ends_with("/v1/messages/count_tokens");
+    if req.method != "POST" || !(path.ends_with("/v1/messages") || counting) {
+        return Ok(());
+    }
+    let body: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| Violation::anthropic(format!("There was an error parsing the body: {e}")))?;
+    let model = body["model"].as_str().unwrap_or_default();
+    if !counting {
+        max_tokens(&body, model, max_output_tokens)?;
+    }
+    let Some(messages) = body["messages"].as_array() else {
+        return Err(Violation::anthropic("messages: Field required".into()));
+    };
+    roles(messages, system_beta(req))?;
+    blocks(messages, minted)?;
+    tool_pairing(messages)?;
+    if thinking_on(&body) {
+        thinking_rules(&body, messages)?;
+    }
+    Ok(())
+}
+
+/// `max_tokens`: required, an integer, at most the model's output limit.
+fn max_tokens(body: &Value, model: &str, limit: u64) -> Result<(), Violation> {
+    match &body["max_tokens"] {
+        Value::Null => Err(Violation::anthropic("max_tokens: Field required".into())),
+        v => match v.as_u64() {
+            None => Err(Violation::anthropic(
+                "max_tokens: Input should be a valid integer".into(),
+            )),
+            Some(n) if n > limit => Err(Violation::anthropic(format!(
+                "max_tokens: {n} > {limit}, which is the maximum allowed number of output tokens for {model}"
+            ))),
+            Some(_) => Ok(()),
+        },
+    }
+}
+
+/// Whether the request turned on mid-conversation system messages: an
+/// `anthropic-beta` value starting with `mid-conversation-system` (Claude
+/// Code 2.1.0–2.1.2xx) or `per-turn-control` (what Claude Code 2.1.328
+/// sends with them; see tests/data/claude_code/turn1.headers.txt in the
+/// server crate).
+fn system_beta(req: &Received) -> bool {
+    req.headers
+        .iter()
+        .filter(|(name, _)| name == "anthropic-beta")
+        .flat_map(|(_, value)| value.split(','))
+        .any(|beta| {
+            let beta = beta.trim();
+            beta.starts_with("mid-conversation-system") || beta.starts_with("per-turn-control")
+        })
+}
+
+fn roles(messages: &[Value], system_allowed: bool) -> Result<(), Violation> {
+    for (i, m) in messages.iter().enumerate() {
+        match m["role"].as_str() {
+            Some("user" | "assistant") => {}
+            Some("system") if system_allowed => {}
+            _ => {
+                return Err(Violation::anthropic(format!(
+                    "messages.{i}.role: Input should be 'user' or 'assistant'"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The blocks of a message's content (none for a string).
+fn content(message: &Value) -> &[Value] {
+    message["content"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// Block by block: tool ids in the API's alphabet, `tool_use.input` an
+/// object, thinking signatures this simulator's own.
+fn blocks(messages: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), Violation> {
+    for (i, m) in messages.iter().enumerate() {
+        for (j, block) in content(m).iter().enumerate() {
+            match block["type"].as_str() {
+                Some("tool_use") => {
+                    let id = block["id"].as_str().unwrap_or_default();
+                    if !is_tool_id(id) {
+                        return Err(Violation::anthropic(format!(
+                            "messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                        )));
+                    }
+                    if !block["input"].is_object() {
+                        return Err(Violation::anthropic(format!(
+                            "messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary"
+                        )));
+                    }
+                }
+                Some("tool_result") => {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default();
+                    if !is_tool_id(id) {
+                        return Err(Violation::anthropic(format!(
+                            "messages.{i}.content.{j}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                        )));
+                    }
+                }
+                Some("thinking") => {
+                    let signature = block["signature"].as_str().unwrap_or_default();
+                    if !minted(signature) {
+                        return Err(Violation::anthropic(format!(
+                            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                        )));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The ids of a message's blocks of `kind` (`tool_use`: `id`;
+/// `tool_result`: `tool_use_id`).
+fn ids<'a>(message: &'a Value, kind: &str) -> Vec<&'a str> {
+    let field = if kind == "tool_use" {
+        "id"
+    } else {
+        "tool_use_id"
+    };
+    content(message)
+        .iter()
+        .filter(|b| b["type"] == kind)
+        .filter_map(|b| b[field].as_str())
+        .collect()
+}
+
+/// Every `tool_use` is answered in the very next message, a user one, by
+/// `tool_result` blocks that come before anything else there; every
+/// `tool_result` answers a `tool_use` of the message just before.
+fn tool_pairing(messages: &[Value]) -> Result<(), Violation> {
+    for (i, m) in messages.iter().enumerate() {
+        let previous_calls = match i.checked_sub(1).map(|p| &messages[p]) {
+            Some(p) if p["role"] == "assistant" => ids(p, "tool_use"),
+            _ => Vec::new(),
+        };
+        let blocks = content(m);
+        let mut seen_other = false;
+        for (j, block) in blocks.iter().enumerate() {
+            if block["type"] != "tool_result" {
+                seen_other = true;
+                continue;
+            }
+            let id = block["tool_use_id"].as_str().unwrap_or_default();
+            if m["role"] != "user" || !previous_calls.contains(&id) {
+                return Err(Violation::anthropic(format!(
+                    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. \
+                     Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )));
+            }
+            if seen_other {
+                return Err(Violation::anthropic(format!(
+                    "messages.{i}.content.{j}: `tool_result` blocks must come first in the user message \
+                     that answers a `tool_use`, before any other content"
+                )));
+            }
+        }
+        if m["role"] != "assistant" {
+            continue;
+        }
+        let calls = ids(m, "tool_use");
+        if calls.is_empty() {
+            continue;
+        }
+        let answered = match messages.get(i + 1) {
+            Some(next) if next["role"] == "user" => ids(next, "tool_result"),
+            _ => Vec::new(),
+        };
+        let missing: Vec<&str> = calls
+            .iter()
+            .copied()
+            .filter(|id| !answered.contains(id))
+            .collect();
+        if !missing.is_empty() {
+            return Err(Violation::anthropic(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. \
+                 Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether extended thinking is on (`enabled`, or `adaptive`).
+fn thinking_on(body: &Value) -> bool {
+    matches!(
+        body["thinking"]["type"].as_str(),
+        Some("enabled" | "adaptive")
+    )
+}
+
+/// With thinking on: temperature 1 (or unset), and a conversation that ends
+/// in a tool loop has the loop's assistant turn start with a thinking block.
+fn thinking_rules(body: &Value, messages: &[Value]) -> Result<(), Violation> {
+    if let Some(t) = body.get("temperature").filter(|t| !t.is_null()) {
+        if t.as_f64() != Some(1.0) {
+            return Err(Violation::anthropic(format!(
+                "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. \
+                 Please consult our documentation at {THINKING_DOCS}#important-considerations-when-using-extended-thinking"
+            )));
+        }
+    }
+    let Some(last) = messages.len().checked_sub(1) else {
+        return Ok(());
+    };
+    let Some(n) = last.checked_sub(1) else {
+        return Ok(());
+    };
+    let (assistant, user) = (&messages[n], &messages[last]);
+    let in_tool_loop = assistant["role"] == "assistant"
+        && user["role"] == "user"
+        && !ids(assistant, "tool_use").is_empty()
+        && !ids(user, "tool_result").is_empty();
+    if !in_tool_loop {
+        return Ok(());
+    }
+    let first = content(assistant)
+        .first()
+        .and_then(|b| b["type"].as_str())
+        .unwrap_or("text");
+    if matches!(first, "thinking" | "redacted_thinking") {
+        return Ok(());
+    }
+    Err(Violation::anthropic(format!(
+        "messages.{n}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. \
+         When `thinking` is enabled, a final `assistant` message must start with a thinking block \
+         (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include \
+         thinking blocks from your previous turn. To avoid this requirement, disable `thinking`. \
+         Please consult our documentation at {THINKING_DOCS}"
+    )))
+}

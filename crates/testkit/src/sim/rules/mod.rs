@@ -1,0 +1,211 @@
+//! The providers' request rules, enforced by the simulators (on by
+//! default). A simulator that accepts anything proves nothing about a
+//! translation: these rules are the ones a real provider answers with a
+//! 400, and a broken rule here gets that provider's 400 in its own error
+//! shape, and is counted so that a test can assert that none happened.
+//!
+//! The plumbing is protocol-independent: [`Rules`] holds the strict flag,
+//! the output-token limit, the signatures a simulator minted and the
+//! violations; [`check`] hands a request to its protocol's rules, each in
+//! its own file, which answer a [`Violation`] built with the protocol's
+//! constructor.
+
+mod anthropic;
+mod openai;
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::{Protocol, Received, SimBody, lock, response};
+
+/// A simulator's rules: whether they are checked, the settings they check
+/// against, and what broke them.
+pub(super) struct Rules {
+    protocol: Protocol,
+    strict: AtomicBool,
+    max_output_tokens: AtomicU64,
+    /// Signatures this simulator minted (Anthropic thinking blocks; free
+    /// for any protocol's signed blocks), so that a replayed one can be
+    /// told from one another provider (or nobody) made.
+    signatures: Mutex<HashSet<String>>,
+    violations: Mutex<Vec<String>>,
+}
+
+/// A broken rule: the provider's answer to the request.
+pub(super) struct Violation {
+    status: u16,
+    body: Value,
+    /// The provider's message, for [`Rules::violations`].
+    message: String,
+}
+
+/// Checks `req` against its protocol's rules (none when the simulator is
+/// lenient).
+pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
+    if !rules.strict.load(Ordering::SeqCst) {
+        return None;
+    }
+    let limit = rules.max_output_tokens.load(Ordering::SeqCst);
+    let verdict = match rules.protocol {
+        Protocol::Anthropic => anthropic::check(req, limit, &|s| rules.minted(s)),
+        Protocol::OpenAi => openai::check(req, limit),
+        Protocol::Gemini => Ok(()),
+    };
+    verdict.err()
+}
+
+/// Mints a signature for a signed block sent in reply to `req`, and
+/// remembers it in that simulator's rules.
+pub(super) fn mint_signature(req: &Received) -> String {
+    let signature = random_signature();
+    if let Some(shared) = &req.shared {
+        shared.rules.remember_signature(signature.clone());
+    }
+    signature
+}
+
+// === impl Rules ===
+
+impl Rules {
+    pub(super) fn new(protocol: Protocol) -> Self {
+        let max_output_tokens = match protocol {
+            Protocol::Anthropic => 64_000,
+            Protocol::OpenAi => 16_384,
+            Protocol::Gemini => 65_536,
+        };
+        Self {
+            protocol,
+            // `UNDERSTUDY_SIM_LENIENT=1` turns every simulator's rules off:
+            // a way to tell a failure the rules cause from any other.
+            strict: AtomicBool::new(std::env::var_os("UNDERSTUDY_SIM_LENIENT").is_none()),
+            max_output_tokens: AtomicU64::new(max_output_tokens),
+            signatures: Mutex::default(),
+            violations: Mutex::default(),
+        }
+    }
+
+    pub(super) fn set_strict(&self, strict: bool) {
+        self.strict.store(strict, Ordering::SeqCst);
+    }
+
+    pub(super) fn set_max_output_tokens(&self, limit: u64) {
+        self.max_output_tokens.store(limit, Ordering::SeqCst);
+    }
+
+    /// The simulator's output-token limit.
+    #[allow(dead_code, reason = "for the Gemini rules")]
+    pub(super) fn max_output_tokens(&self) -> u64 {
+        self.max_output_tokens.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn remember_signature(&self, signature: String) {
+        lock(&self.signatures).insert(signature);
+    }
+
+    /// Whether this simulator minted `signature`.
+    pub(super) fn minted(&self, signature: &str) -> bool {
+        lock(&self.signatures).contains(signature)
+    }
+
+    /// Counts `violation` of `req` (and logs it, so that a failing test's
+    /// output shows what was refused).
+    pub(super) fn record(&self, req: &Received, violation: &Violation) {
+        let line = format!("{} {}: {}", req.method, req.path, violation.message);
+        tracing::warn!(protocol = ?self.protocol, violation = %line, "simulator refused a request");
+        lock(&self.violations).push(line);
+    }
+
+    pub(super) fn violations(&self) -> Vec<String> {
+        lock(&self.violations).clone()
+    }
+}
+
+// === impl Violation ===
+
+impl Violation {
+    /// Anthropic's 400: `{"type": "error", "error": {"type":
+    /// "invalid_request_error", "message"}, "request_id"}`.
+    pub(super) fn anthropic(message: String) -> Self {
+        let body = json!({
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+            "request_id": "req_sim_rules"
+        });
+        Self {
+            status: 400,
+            body,
+            message,
+        }
+    }
+
+    /// OpenAI's 400: `{"error": {"message", "type": "invalid_request_error",
+    /// "param", "code"}}`.
+    pub(super) fn openai(message: String, param: Option<String>, code: Option<&str>) -> Self {
+        let body = json!({"error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code
+        }});
+        Self {
+            status: 400,
+            body,
+            message,
+        }
+    }
+
+    /// Gemini's 400: `{"error": {"code": 400, "message", "status":
+    /// "INVALID_ARGUMENT"}}`.
+    pub(super) fn gemini(message: String) -> Self {
+        let body = json!({"error": {
+            "code": 400,
+            "message": message,
+            "status": "INVALID_ARGUMENT"
+        }});
+        Self {
+            status: 400,
+            body,
+            message,
+        }
+    }
+
+    /// The provider's answer.
+    pub(super) fn response(&self) -> hyper::Response<SimBody> {
+        response(
+            self.status,
+            &[("content-type", "application/json")],
+            self.body.to_string(),
+        )
+    }
+}
+
+/// A fresh random signature: 64 bytes' worth of base64 text, from the
+/// standard library's per-process random hash keys.
+fn random_signature() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(88);
+    while out.len() < 86 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_usize(out.len());
+        let mut x = hasher.finish();
+        for _ in 0..10 {
+            out.push(char::from(ALPHABET[(x % 64) as usize]));
+            x /= 64;
+        }
+    }
+    out.truncate(86);
+    out.push_str("==");
+    out
+}
+
+/// Whether `id` matches `^[a-zA-Z0-9_-]+$` (Anthropic's tool-use ids).
+fn is_tool_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
