@@ -2,8 +2,11 @@
 //!
 //! - `test`: the README's test command. Provisions what the suites need
 //!   (`redis-server`, Chromium, a Python venv in `target/test-venv` with the
-//!   `openai` SDK; see `provision.rs`), then runs `cargo test --workspace` with
-//!   `UNDERSTUDY_PYTHON` set to the venv's Python, then `browser-test`.
+//!   `openai`, `anthropic` and `openai-agents` SDKs, Claude Code and Codex
+//!   from npm in `target/test-npm`; see `provision.rs`), then runs
+//!   `cargo test --workspace` with `UNDERSTUDY_PYTHON` set to the venv's
+//!   Python and `UNDERSTUDY_CLAUDE`, `UNDERSTUDY_CODEX` to the agents'
+//!   binaries, then `browser-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -87,13 +90,18 @@ fn ci() -> Result<(), String> {
     workspace_tests(&provisioned)
 }
 
-/// `cargo test --workspace`, with the venv's Python for the SDK tests.
+/// `cargo test --workspace`, with the venv's Python for the SDK tests and
+/// the agent CLIs' binaries for the agent tests.
 fn workspace_tests(provisioned: &provision::Provisioned) -> Result<(), String> {
     note("cargo test --workspace");
-    cargo_with_env(
-        &["test", "--workspace"],
-        &[("UNDERSTUDY_PYTHON", provisioned.python.as_os_str())],
-    )
+    let mut env = vec![("UNDERSTUDY_PYTHON", provisioned.python.as_os_str())];
+    env.extend(
+        provisioned
+            .npm_bins
+            .iter()
+            .map(|(name, bin)| (*name, bin.as_os_str())),
+    );
+    cargo_with_env(&["test", "--workspace"], &env)
 }
 
 fn browser_test(chromium: &Path) -> Result<(), String> {

@@ -1,12 +1,16 @@
 //! What the test suites need on a fresh machine, found or installed before
 //! `cargo xtask test` (and `cargo xtask ci`) run them: `redis-server` on
-//! `PATH`, Chromium for the browser test, and a private Python venv in
-//! `target/test-venv` holding the SDKs of [`PYTHON_PACKAGES`] (`openai`, `anthropic`).
+//! `PATH`, Chromium for the browser test, a private Python venv in
+//! `target/test-venv` holding the packages of [`PYTHON_PACKAGES`] (the
+//! `openai`, `anthropic` and `openai-agents` SDKs), and the agent CLIs of
+//! [`NPM_PACKAGES`] (Claude Code, Codex) installed with the machine's npm
+//! into `target/test-npm`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
-//! venv's packages are installed only when they cannot be imported, so a
-//! second run touches neither apt nor PyPI and works offline.
+//! venv's packages are installed only when they cannot be imported, and the
+//! npm packages only when their binary does not print the pinned version, so
+//! a second run touches neither apt, PyPI nor npm and works offline.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,7 +28,47 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
         requirement: "anthropic",
         import: "anthropic",
     },
+    PythonPackage {
+        requirement: "openai-agents",
+        import: "agents",
+    },
 ];
+
+/// The npm packages the tests run (agent CLIs, driven against the real
+/// gateway), pinned, installed into `target/test-npm`. To add one, add a
+/// line: the next run installs it.
+pub(crate) const NPM_PACKAGES: &[NpmPackage] = &[
+    // Claude Code declares node >= 22 but runs a native binary (from its
+    // optional dependency `@anthropic-ai/claude-code-linux-x64`, copied
+    // into `bin/claude.exe` by its postinstall), so npm on Node 20 warns
+    // (EBADENGINE) and the install works.
+    NpmPackage {
+        name: "@anthropic-ai/claude-code",
+        version: "2.1.328",
+        bin: "node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+        env: "UNDERSTUDY_CLAUDE",
+    },
+    // Codex's `bin/codex.js` (linked as `.bin/codex`) starts the native
+    // binary of its optional dependency `@openai/codex-linux-x64`.
+    NpmPackage {
+        name: "@openai/codex",
+        version: "0.169.0",
+        bin: "node_modules/.bin/codex",
+        env: "UNDERSTUDY_CODEX",
+    },
+];
+
+/// One package of [`NPM_PACKAGES`].
+pub(crate) struct NpmPackage {
+    /// The package's name on npm.
+    pub(crate) name: &'static str,
+    /// The pinned version; `<bin> --version` prints it once installed.
+    pub(crate) version: &'static str,
+    /// The binary the tests run, relative to `target/test-npm`.
+    pub(crate) bin: &'static str,
+    /// The environment variable that gives the tests the binary's path.
+    pub(crate) env: &'static str,
+}
 
 /// One package of [`PYTHON_PACKAGES`].
 pub(crate) struct PythonPackage {
@@ -49,6 +93,9 @@ pub(crate) struct Provisioned {
     pub(crate) python: PathBuf,
     /// Chromium's binary, when the browser test is to run.
     pub(crate) chromium: Option<PathBuf>,
+    /// The npm packages' binaries, each with the environment variable
+    /// that passes its path to the tests ([`NpmPackage::env`]).
+    pub(crate) npm_bins: Vec<(&'static str, PathBuf)>,
 }
 
 /// Finds or installs everything `suites` needs under the workspace `root`.
@@ -97,7 +144,12 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
         make_venv(&venv)?;
     }
     install_python_packages(&python)?;
-    Ok(Provisioned { python, chromium })
+    let npm_bins = install_npm_packages(&root.join("target").join("test-npm"))?;
+    Ok(Provisioned {
+        python,
+        chromium,
+        npm_bins,
+    })
 }
 
 /// Chromium's binary: `$CHROMIUM`, else Debian's `/usr/bin/chromium`.
@@ -193,6 +245,69 @@ fn install_python_packages(python: &Path) -> Result<(), String> {
             ])
             .args(&missing),
     )
+}
+
+/// Installs the packages of [`NPM_PACKAGES`] whose binary is missing or
+/// prints another version into `dir` (one `npm install`), and returns each
+/// binary with its environment variable.
+fn install_npm_packages(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
+    let installed = |p: &NpmPackage| {
+        Command::new(dir.join(p.bin))
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| {
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains(p.version)
+            })
+    };
+    let missing: Vec<String> = NPM_PACKAGES
+        .iter()
+        .filter(|p| !installed(p))
+        .map(|p| format!("{}@{}", p.name, p.version))
+        .collect();
+    if !missing.is_empty() {
+        if find_on_path("npm").is_none() {
+            return Err(format!(
+                "the tests run {} from npm, and npm is not on PATH: install Node.js (with npm)",
+                missing.join(" ")
+            ));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        note(&format!(
+            "installing {} into {}",
+            missing.join(" "),
+            dir.display()
+        ));
+        run_quietly(
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--save-exact",
+                    "--loglevel=error",
+                    "--prefix",
+                ])
+                .arg(dir)
+                .args(&missing),
+        )?;
+    }
+    let mut bins = Vec::new();
+    for p in NPM_PACKAGES {
+        let bin = dir.join(p.bin);
+        if !installed(p) {
+            return Err(format!(
+                "{} does not print version {} after `npm install {}@{}`",
+                bin.display(),
+                p.version,
+                p.name,
+                p.version
+            ));
+        }
+        note(&format!("{}: {}", p.name, bin.display()));
+        bins.push((p.env, bin));
+    }
+    Ok(bins)
 }
 
 /// The first `name` in a directory of `PATH`.

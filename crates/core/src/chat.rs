@@ -157,6 +157,12 @@ pub struct ChatRequest {
     /// `unsupported` attempts.
     #[serde(skip)]
     pub native_only: Option<&'static str>,
+    /// What [`Self::native`] would switch on at a provider on the
+    /// operator's key (server tools that fetch URLs or run code, MCP,
+    /// betas): targets of its protocol serve it only where the provider's
+    /// `passthrough` setting allows all of it.
+    #[serde(skip)]
+    pub native_gated: crate::passthrough::GatedSet,
 }
 
 /// A request body as a client sent it in a provider's protocol.
@@ -199,6 +205,9 @@ pub struct Needs {
     /// wrote it natively): only targets speaking that protocol can serve
     /// it, and the others lack what is named.
     pub native_only: Option<(crate::settings::ProviderKind, &'static str)>,
+    /// What the natively written request would switch on at a provider of
+    /// its protocol (see [`ChatRequest::native_gated`]).
+    pub gated: Option<(crate::settings::ProviderKind, crate::passthrough::GatedSet)>,
 }
 
 /// Why a provider stopped generating.
@@ -395,8 +404,13 @@ impl ChatRequest {
             (Some(native), Some(what)) => Some((native.kind, what)),
             _ => None,
         };
+        let gated = match &self.native {
+            Some(native) if !self.native_gated.is_empty() => Some((native.kind, self.native_gated)),
+            _ => None,
+        };
         let mut needs = Needs {
             native_only,
+            gated,
             tools: !self.tools.is_empty(),
             json: matches!(
                 self.response_format,

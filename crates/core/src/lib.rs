@@ -8,7 +8,8 @@
 //! ([`GenerateRequest`], [`Generation`]), [`info`] (what `providers`
 //! shows), [`stream`] (the [`GenerationStream`] a caller reads),
 //! [`settings`] (defaults, TOML file and environment, DESIGN §4),
-//! [`limits`] (built-in output-token limits of well-known models).
+//! [`limits`] (built-in output-token limits of well-known models),
+//! [`passthrough`] (what the native pass-through refuses unless allowed).
 //!
 //! - [`policy`]: pure decisions, no I/O: the decision machine
 //!   (`policy::decide`), plan, timeouts, softening, refusal policy,
@@ -37,6 +38,7 @@ pub mod failure;
 pub mod generation;
 pub mod info;
 pub mod limits;
+pub mod passthrough;
 pub mod policy;
 pub mod redis_link;
 pub mod settings;
@@ -60,7 +62,7 @@ pub use error::Error;
 pub use event::GenerationEvent;
 pub use failure::{Disposition, Failure, FailureCode, FailureKind};
 pub use generation::{
-    Api, Attempt, AttemptKind, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
+    Api, Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
     new_request_id,
 };
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};

@@ -131,6 +131,10 @@ pub struct CacheSettings {
     pub ttl: Duration,
     /// Entries kept in memory (when Redis is not configured).
     pub max_entries: usize,
+    /// Whether an entry stored for one client key may answer another
+    /// (`[cache] shared`, default false: each client key sees only its own
+    /// entries).
+    pub shared: bool,
 }
 
 /// The `[routing]` table.
@@ -236,6 +240,11 @@ pub struct Capabilities {
     /// Unset: the built-in value for well-known models
     /// ([`crate::limits::builtin_output_limit`]), else no clamp.
     pub max_output_tokens: Option<u32>,
+    /// What a natively forwarded request may switch on at this provider on
+    /// the operator's key (`passthrough = ["web_search", …]`; none by
+    /// default): see [`crate::passthrough`]. A provider setting, not a
+    /// model's.
+    pub passthrough: crate::passthrough::GatedSet,
 }
 
 /// A model's differences from its provider's capabilities.
@@ -257,6 +266,7 @@ impl Default for Capabilities {
             json_schema: true,
             assistant_prefill: false,
             max_output_tokens: None,
+            passthrough: crate::passthrough::GatedSet::NONE,
         }
     }
 }
@@ -270,6 +280,7 @@ impl Capabilities {
             json_schema: o.json_schema.unwrap_or(self.json_schema),
             assistant_prefill: o.assistant_prefill.unwrap_or(self.assistant_prefill),
             max_output_tokens: o.max_output_tokens.or(self.max_output_tokens),
+            passthrough: self.passthrough,
         }
     }
 }
@@ -778,6 +789,7 @@ impl Settings {
                 None => Duration::from_secs(300),
             },
             max_entries: raw_cache.max_entries.unwrap_or(10_000),
+            shared: raw_cache.shared.unwrap_or(false),
         };
 
         let raw_breaker = raw.breaker.unwrap_or_default();
@@ -1250,6 +1262,7 @@ struct RawCache {
     enabled: Option<bool>,
     ttl: Option<f64>,
     max_entries: Option<usize>,
+    shared: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1278,6 +1291,9 @@ struct RawProvider {
     capabilities: Option<CapabilityOverrides>,
     #[serde(default)]
     model_capabilities: BTreeMap<String, CapabilityOverrides>,
+    /// What the native pass-through may switch on here (names of
+    /// [`crate::passthrough::Gated`]).
+    passthrough: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1463,6 +1479,21 @@ impl RawProvider {
             p.capabilities = p.capabilities.with(&c);
         }
         p.model_capabilities.extend(self.model_capabilities);
+        if let Some(names) = self.passthrough {
+            let mut allowed = crate::passthrough::GatedSet::NONE;
+            for name in &names {
+                let Some(g) = crate::passthrough::Gated::parse(name) else {
+                    let known: Vec<&str> =
+                        crate::passthrough::Gated::ALL.iter().map(|g| g.name()).collect();
+                    return Err((
+                        format!("{at}.passthrough"),
+                        format!("unknown feature `{name}` (known: {})", known.join(", ")),
+                    ));
+                };
+                allowed.insert(g);
+            }
+            p.capabilities.passthrough = allowed;
+        }
         Ok(p)
     }
 }

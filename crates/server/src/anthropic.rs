@@ -30,6 +30,8 @@ use understudy_core::{
     StreamItem, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 
+use understudy_core::passthrough::{Gated, GatedSet};
+
 use crate::ApiError;
 
 /// The body of `POST /v1/messages` (and of `/v1/messages/count_tokens`,
@@ -67,6 +69,10 @@ pub(crate) struct MessagesRequest {
     pub output_config: Option<OutputConfigIn>,
     /// The older name of `output_config.format`.
     pub output_format: Option<FormatIn>,
+    /// MCP servers the provider would call: Anthropic only, and gated.
+    pub mcp_servers: Option<Value>,
+    /// A code-execution container: Anthropic only, and gated.
+    pub container: Option<Value>,
 }
 
 /// `output_config`: only `format` is translated.
@@ -265,6 +271,15 @@ impl MessagesRequest {
             }
         }
         let mut foreign = Foreign::default();
+        let mut gated = GatedSet::NONE;
+        if self.mcp_servers.take().is_some_and(|v| !v.is_null()) {
+            foreign.note("MCP servers");
+            gated.insert(Gated::Mcp);
+        }
+        if self.container.take().is_some_and(|v| !v.is_null()) {
+            foreign.note("code execution containers");
+            gated.insert(Gated::CodeExecution);
+        }
         let system = self.take_system()?;
         let mut messages = Vec::with_capacity(self.messages.len());
         for (i, m) in std::mem::take(&mut self.messages).into_iter().enumerate() {
@@ -282,10 +297,14 @@ impl MessagesRequest {
             ..ChatRequest::default()
         };
         for t in self.tools.take().into_iter().flatten() {
-            if t.kind.as_deref().is_some_and(|k| k != "custom") {
+            if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
                 // A server tool (web search, code execution…) runs at
-                // Anthropic; no other protocol has it.
+                // Anthropic; no other protocol has it, and those that
+                // fetch URLs or run code need the operator's permission.
                 foreign.note("Anthropic's server tools");
+                if let Some(g) = Gated::of_tool(kind) {
+                    gated.insert(g);
+                }
                 continue;
             }
             chat.tools.push(Tool {
@@ -313,6 +332,7 @@ impl MessagesRequest {
             }
         }
         chat.native_only = foreign.0;
+        chat.native_gated = gated;
         // (With `native_only`, what is left may not stand on its own — a
         // request of documents only — and is never sent: Anthropic judges
         // the body as sent. `native` is set by the caller, so the check is

@@ -13,6 +13,9 @@ MODE is one of:
             included) as the assistant turn, as Anthropic's docs say to
   thinking-stream
             the same, streamed, with the stream events the SDK saw
+  thinking-tools, thinking-tools-stream
+            a three-turn get_weather tool loop with extended thinking on,
+            each answer replayed as the SDK returned it (whoever served it)
 Prints one JSON object with what the SDK saw, for the Rust test to check.
 """
 import base64
@@ -40,17 +43,17 @@ PIXEL = base64.b64decode(
 )
 
 
-def turn_plain(messages, **extra):
+def turn_plain(messages, max_tokens=512, **extra):
     raw = client.messages.with_raw_response.create(
-        model="default", max_tokens=512, messages=messages, **extra
+        model="default", max_tokens=max_tokens, messages=messages, **extra
     )
     msg = raw.parse()
     return raw.headers.get("x-understudy-provider"), msg
 
 
-def turn_stream(messages, **extra):
+def turn_stream(messages, max_tokens=512, **extra):
     texts = []
-    with client.messages.stream(model="default", max_tokens=512, messages=messages, **extra) as stream:
+    with client.messages.stream(model="default", max_tokens=max_tokens, messages=messages, **extra) as stream:
         provider = stream.response.headers.get("x-understudy-provider")
         for text in stream.text_stream:
             texts.append(text)
@@ -184,6 +187,28 @@ def thinking_turns(streamed):
     return {"turns": turns, "anthropic_version": client.default_headers.get("anthropic-version")}
 
 
+def thinking_tools(streamed):
+    """A tool loop with thinking on: every assistant turn goes back as the
+    SDK returned it, thinking blocks (when there are any) included."""
+    messages = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    turns = []
+    for _ in range(3):
+        # (max_tokens must exceed the thinking budget.)
+        kwargs = dict(thinking=THINKING, tools=TOOLS, max_tokens=2048)
+        if streamed:
+            provider, msg, _texts = turn_stream(messages, **kwargs)
+        else:
+            provider, msg = turn_plain(messages, **kwargs)
+        turns.append(describe(provider, msg))
+        calls = [b for b in msg.content if b.type == "tool_use"]
+        if not calls:
+            break
+        messages = messages + [reply_of(msg), {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": c.id, "content": "-3 degrees"} for c in calls
+        ]}]
+    return {"turns": turns}
+
+
 result = {
     "text": text,
     "tools": tools,
@@ -191,5 +216,7 @@ result = {
     "errors": errors,
     "thinking": lambda: thinking_turns(False),
     "thinking-stream": lambda: thinking_turns(True),
+    "thinking-tools": lambda: thinking_tools(False),
+    "thinking-tools-stream": lambda: thinking_tools(True),
 }[mode]()
 print(json.dumps(result))

@@ -480,3 +480,100 @@ async fn a_thinking_turn_falls_back_without_its_thinking() {
         );
     }
 }
+
+/// The providers that served each turn of a `thinking-tools` run, and
+/// whether each turn's content started with a thinking block.
+fn served(v: &Value) -> Vec<(String, bool)> {
+    v["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["provider"].as_str().unwrap().to_owned(),
+                t["content"][0]["type"] == "thinking",
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thinking_tool_loop_crosses_protocols_both_ways_without_an_upstream_400() {
+    let call = || {
+        Reply::ToolCalls(vec![SimToolCall::new(
+            "get_weather",
+            json!({"city": "Oslo"}),
+        )])
+    };
+    for mode in ["thinking-tools", "thinking-tools-stream"] {
+        // Another protocol serves the first tool turn, then Anthropic: the
+        // history's final tool turn has no thinking block, so Anthropic
+        // gets that request with thinking off; its own tool turn then
+        // carries signed thinking, and the OpenAI-compatible target serves
+        // the last turn without it.
+        let t = two().await;
+        t.claude
+            .push(Reply::status(529))
+            .push(call().thinking_first("Oslo, so a weather call."))
+            .push(Reply::status(529));
+        t.openai
+            .push(call())
+            .push(Reply::text("-3 degrees in Oslo."));
+        let v = sdk(&t.url, mode).await;
+        assert_eq!(
+            served(&v),
+            [
+                ("openai".to_owned(), false),
+                ("claude".to_owned(), true),
+                ("openai".to_owned(), false)
+            ],
+            "{mode}: {v}"
+        );
+        let to_claude = t.claude.received();
+        assert_eq!(to_claude[1].json()["thinking"], json!({"type": "disabled"}));
+        for sim in [&t.claude, &t.openai] {
+            assert!(
+                sim.violations().is_empty(),
+                "{mode}: {:?}",
+                sim.violations()
+            );
+        }
+
+        // The reverse: Anthropic thinks and calls, the fallback serves the
+        // next tool turn, and Anthropic, recovered, answers the last.
+        let t = two().await;
+        t.claude
+            .push(call().thinking_first("Oslo, so a weather call."))
+            .push(Reply::status(529))
+            .push(Reply::text("-3 degrees in Oslo."));
+        t.openai.push(call());
+        let v = sdk(&t.url, mode).await;
+        assert_eq!(
+            served(&v),
+            [
+                ("claude".to_owned(), true),
+                ("openai".to_owned(), false),
+                ("claude".to_owned(), false)
+            ],
+            "{mode}: {v}"
+        );
+        let to_claude = t.claude.received();
+        // The first turn's thinking went to Anthropic's second request as
+        // the SDK returned it; the third went with thinking off.
+        assert_eq!(to_claude[1].json()["thinking"]["type"], "enabled");
+        assert_eq!(to_claude[2].json()["thinking"], json!({"type": "disabled"}));
+        // The OpenAI-compatible target never saw thinking.
+        let to_openai = t.openai.received()[0].body.clone();
+        assert!(
+            !String::from_utf8_lossy(&to_openai).contains("Oslo, so a weather call."),
+            "{mode}"
+        );
+        for sim in [&t.claude, &t.openai] {
+            assert!(
+                sim.violations().is_empty(),
+                "{mode}: {:?}",
+                sim.violations()
+            );
+        }
+    }
+}

@@ -523,3 +523,88 @@ async fn a_turn_served_elsewhere_then_by_anthropic_keeps_the_tool_loop_valid() {
         assert!(sim.violations().is_empty(), "{:?}", sim.violations());
     }
 }
+
+#[tokio::test]
+async fn what_fetches_urls_or_runs_code_on_the_operator_s_key_needs_the_operator_s_word() {
+    let s = setup("").await;
+    answer_everywhere(&s, "Done.");
+    let ask = |extra: Value| {
+        let mut v = json!({
+            "model": "claude-sonnet-4-5", "max_tokens": 100,
+            "messages": [{"role": "user", "content": "What is new today?"}],
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let cases = [
+        (
+            json!({"tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]}),
+            &[][..],
+            "web_search",
+        ),
+        (
+            json!({"tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}),
+            &[][..],
+            "web_fetch",
+        ),
+        (
+            json!({"mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "x"}]}),
+            &[("anthropic-beta", "mcp-client-2025-04-04")][..],
+            "mcp",
+        ),
+        (
+            json!({"tools": [{"type": "code_execution_20250825", "name": "code_execution"}]}),
+            &[("anthropic-beta", "code-execution-2025-08-25")][..],
+            "code_execution",
+        ),
+    ];
+    for (extra, headers, feature) in cases {
+        let a = post(&s.url, ask(extra.clone()), headers).await;
+        assert_eq!(a.status, 400, "{extra}: {}", a.body);
+        let v = a.json();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "add \"{feature}\" to the provider's `passthrough` setting"
+            )),
+            "{message}"
+        );
+    }
+    // A gated beta alone on a route whose only target is Anthropic.
+    let only = setup("[routes.anthropic-only]\ntargets = [\"claude:claude-sonnet-4-5\"]").await;
+    let body = json!({
+        "model": "anthropic-only", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    let a = post(
+        &only.url,
+        body.to_string(),
+        &[("anthropic-beta", "files-api-2025-04-14")],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("\\\"files\\\""), "{}", a.body);
+    assert_eq!(s.claude.request_count() + only.claude.request_count(), 0);
+
+    // Allowed by the operator: forwarded as sent.
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("claude", &claude)
+        .provider_option("claude", "passthrough = [\"web_search\"]")
+        .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
+        .build()
+        .await
+        .unwrap();
+    let (url, _stop) = common::serve(gw.engine).await;
+    claude.lenient().always(Reply::text("Searched."));
+    let body = ask(json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
+    let a = post(&url, body.clone(), &[]).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        std::str::from_utf8(&claude.received()[0].body).unwrap(),
+        body
+    );
+}

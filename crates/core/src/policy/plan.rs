@@ -247,6 +247,12 @@ pub fn plan(
 pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'static str> {
     if let Some((_, what)) = needs.native_only.filter(|(native, _)| *native != kind) {
         Some(what)
+    } else if let Some(refused) = needs
+        .gated
+        .filter(|(native, _)| *native == kind)
+        .and_then(|(_, used)| used.first_outside(caps.passthrough))
+    {
+        Some(refused.refusal())
     } else if needs.tools && !caps.tools {
         Some("tools")
     } else if needs.vision && !caps.vision {

@@ -49,6 +49,18 @@ async fn messages(
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
     let mut chat = body.take_chat()?;
+    // Betas that make the provider fetch URLs, run code or read the
+    // account's files are the operator's to allow (see `passthrough`).
+    for beta in headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        if let Some(g) = understudy_core::passthrough::Gated::of_beta(beta) {
+            chat.native_gated.insert(g);
+        }
+    }
     chat.native = native_request(raw, &headers, query.as_deref());
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
