@@ -1,5 +1,5 @@
-//! A recorded Claude Code request (`tests/data/claude_code_request.json`:
-//! the shape Claude Code sends, written for this test — pretty-printed, two
+//! A long Claude Code tool loop (`tests/data/claude_code_request.json`:
+//! written by hand in the shape Claude Code 2.0 sent — pretty-printed, two
 //! system blocks with `cache_control`, sixteen tools with JSON-schema
 //! inputs, a tool loop with a signed thinking block, `cache_control` on the
 //! last user block, `metadata.user_id`, extended thinking, `stream: true`)
@@ -8,7 +8,10 @@
 //! asks for sends it to an Anthropic simulator, which gets it byte for byte
 //! and whose events come back as it sent them; when that simulator fails,
 //! an OpenAI-compatible simulator gets a faithful translation and the
-//! client still gets Anthropic's events.
+//! client still gets Anthropic's events. Requests Claude Code 2.1.328
+//! really sent, recorded through a logging upstream, are in
+//! `tests/data/claude_code/` and drive `claude_code_session.rs`; the real
+//! CLI itself runs in the cli crate's `tests/claude_code.rs`.
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
