@@ -1,10 +1,34 @@
 //! Google's Generative Language API as it answers (wire-formats §3):
 //! pretty-printed JSON, refusals as 200s, `alt=sse` streams with CRLF
-//! framing and no sentinel, and raw JSON error tails mid-stream.
+//! framing and no sentinel, and raw JSON error tails mid-stream. A thinking
+//! model ([`SimProvider::thinking`]) signs the first function call of each
+//! answer with a `thoughtSignature` it mints and remembers, and its request
+//! rules (`rules/gemini.rs`) then want that signature back.
 
 use serde_json::{Value, json};
 
-use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, response};
+use super::{
+    Piece, Received, Refusal, Reply, SimBody, SimProvider, StreamEnd, StreamSpec, response,
+};
+
+impl SimProvider {
+    /// Gemini: the simulated model thinks (Gemini 3, 2.5 thinking): the
+    /// first function call of each answer carries a `thoughtSignature` this
+    /// simulator mints and remembers, and each model turn of a request's
+    /// current tool loop must carry its first call's signature back (a
+    /// 400 `INVALID_ARGUMENT` otherwise, as Gemini 3 answers). Signatures
+    /// are checked either way: one this simulator did not mint (nor
+    /// Google's dummy) is "Corrupted".
+    pub fn thinking(&self) -> &Self {
+        self.shared.rules.set_thinking(true);
+        self
+    }
+}
+
+/// Whether the simulator that received `req` thinks (signs its calls).
+fn thinking(req: &Received) -> bool {
+    req.shared.as_ref().is_some_and(|s| s.rules.thinking())
+}
 
 fn model_of(req: &Received) -> String {
     req.path
@@ -207,18 +231,15 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
     vec![Piece::text(data(&body))]
 }
 
-/// The signature Gemini 3 puts on the first function call of a step (an
-/// opaque base64 blob; clients must send it back with the call).
-const THOUGHT_SIGNATURE: &str = "CiQBc2ltdWxhdGVkLXRob3VnaHQtc2lnbmF0dXJlLWZvci1jYWxsLW9uZQ==";
-
 /// Each scripted call as a `functionCall` part (`args` is an object on the
 /// wire), or `None` when some call's arguments are not a JSON object: Gemini
 /// cannot send those, it fails the answer with `MALFORMED_FUNCTION_CALL`.
-fn call_parts(calls: &[super::SimToolCall]) -> Option<Vec<Value>> {
-    calls
+/// A thinking model signs the first call (an opaque base64 blob, minted
+/// and remembered; on parallel calls only the first is signed).
+fn call_parts(calls: &[super::SimToolCall], req: &Received) -> Option<Vec<Value>> {
+    let mut parts = calls
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
+        .map(|c| {
             let args: Value = serde_json::from_str(&c.arguments).ok()?;
             if !args.is_object() {
                 return None;
@@ -228,13 +249,13 @@ fn call_parts(calls: &[super::SimToolCall]) -> Option<Vec<Value>> {
             if let Some(id) = &c.id {
                 call["id"] = json!(id);
             }
-            let mut part = json!({"functionCall": call});
-            if i == 0 {
-                part["thoughtSignature"] = json!(THOUGHT_SIGNATURE);
-            }
-            Some(part)
+            Some(json!({"functionCall": call}))
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    if let Some(first) = parts.first_mut().filter(|_| thinking(req)) {
+        first["thoughtSignature"] = json!(super::rules::mint_signature(req));
+    }
+    Some(parts)
 }
 
 /// Gemini's answer to a function call it could not form.
@@ -256,7 +277,7 @@ fn calls_tokens(calls: &[super::SimToolCall]) -> usize {
 pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
     let model = model_of(req);
     let prompt = prompt_tokens(req);
-    let body = match call_parts(calls) {
+    let body = match call_parts(calls, req) {
         Some(parts) => json!({
             "candidates": [{
                 "content": {"parts": parts, "role": "model"},
@@ -284,7 +305,7 @@ pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper:
 pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
     let model = model_of(req);
     let prompt = prompt_tokens(req);
-    let Some(mut parts) = call_parts(calls) else {
+    let Some(mut parts) = call_parts(calls, req) else {
         return vec![Piece::text(data(&malformed_call(&model, prompt)))];
     };
     let tokens = calls_tokens(calls);

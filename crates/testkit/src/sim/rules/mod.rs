@@ -11,6 +11,7 @@
 //! constructor.
 
 mod anthropic;
+mod gemini;
 mod openai;
 
 use std::collections::HashSet;
@@ -33,6 +34,9 @@ pub(super) struct Rules {
     /// told from one another provider (or nobody) made.
     signatures: Mutex<HashSet<String>>,
     violations: Mutex<Vec<String>>,
+    /// Gemini: the model thinks, so it signs its function calls and wants
+    /// the signatures back ([`super::SimProvider::thinking`]).
+    thinking: AtomicBool,
 }
 
 /// A broken rule: the provider's answer to the request.
@@ -53,7 +57,7 @@ pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     let verdict = match rules.protocol {
         Protocol::Anthropic => anthropic::check(req, limit, &|s| rules.minted(s)),
         Protocol::OpenAi => openai::check(req, limit),
-        Protocol::Gemini => Ok(()),
+        Protocol::Gemini => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
     };
     verdict.err()
 }
@@ -85,6 +89,7 @@ impl Rules {
             max_output_tokens: AtomicU64::new(max_output_tokens),
             signatures: Mutex::default(),
             violations: Mutex::default(),
+            thinking: AtomicBool::new(false),
         }
     }
 
@@ -100,6 +105,15 @@ impl Rules {
     #[allow(dead_code, reason = "for the Gemini rules")]
     pub(super) fn max_output_tokens(&self) -> u64 {
         self.max_output_tokens.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn set_thinking(&self, thinking: bool) {
+        self.thinking.store(thinking, Ordering::SeqCst);
+    }
+
+    /// Whether the simulated model thinks (Gemini: signs its calls).
+    pub(super) fn thinking(&self) -> bool {
+        self.thinking.load(Ordering::SeqCst)
     }
 
     pub(super) fn remember_signature(&self, signature: String) {
