@@ -113,15 +113,12 @@ async fn anthropic_refuses_what_the_messages_api_refuses() {
         "messages.1.role: Input should be 'user' or 'assistant'",
     )
     .await;
-    accepted(
-        &sim,
-        system,
-        &[(
-            "anthropic-beta",
-            "claude-code-20250219, mid-conversation-system-2026-04-07",
-        )],
-    )
-    .await;
+    for beta in [
+        "claude-code-20250219, mid-conversation-system-2026-04-07",
+        "claude-code-20250219,mid-conversation-tool-changes-2026-07-01",
+    ] {
+        accepted(&sim, system.clone(), &[("anthropic-beta", beta)]).await;
+    }
 
     let loop_with = |assistant: Value, user: Value| {
         anthropic(json!([

@@ -1,7 +1,7 @@
 //! Anthropic's Messages API request rules (wire-formats §4, §7, §8), with
 //! the API's own messages: `max_tokens` required and within the model's
 //! output limit; roles `user` and `assistant` (and `system` under the
-//! `mid-conversation-system` beta); tool-use ids in `^[a-zA-Z0-9_-]+$`;
+//! mid-conversation betas); tool-use ids in `^[a-zA-Z0-9_-]+$`;
 //! every `tool_use` answered by a `tool_result` in the next (user) message,
 //! results first, each naming a call of the message before; `tool_use.input`
 //! an object; with thinking on, temperature 1 and a final tool loop whose
@@ -64,18 +64,20 @@ fn max_tokens(body: &Value, model: &str, limit: u64) -> Result<(), Violation> {
 }
 
 /// Whether the request turned on mid-conversation system messages: an
-/// `anthropic-beta` value starting with `mid-conversation-system` (Claude
-/// Code 2.1.0–2.1.2xx) or `per-turn-control` (what Claude Code 2.1.328
-/// sends with them; see tests/data/claude_code/turn1.headers.txt in the
-/// server crate).
+/// `anthropic-beta` value starting with `mid-conversation-system`, or
+/// `mid-conversation-tool-changes`, the one Claude Code 2.1.328 actually
+/// sends with its `system` messages (recorded in the server's
+/// `tests/data/claude_code/turn1.headers.txt`; refused, it sends the
+/// request again without them and without that beta).
 fn system_beta(req: &Received) -> bool {
     req.headers
         .iter()
         .filter(|(name, _)| name == "anthropic-beta")
         .flat_map(|(_, value)| value.split(','))
+        .map(str::trim)
         .any(|beta| {
-            let beta = beta.trim();
-            beta.starts_with("mid-conversation-system") || beta.starts_with("per-turn-control")
+            beta.starts_with("mid-conversation-system")
+                || beta.starts_with("mid-conversation-tool-changes")
         })
 }
 

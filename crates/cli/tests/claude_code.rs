@@ -1,0 +1,468 @@
+//! The real Claude Code CLI (the pinned npm package that `cargo xtask
+//! provision` installs, its path in `UNDERSTUDY_CLAUDE`) through the real
+//! `understudy serve`, against strict simulators that play the model: a
+//! scripted agent that reads the conversation it receives, in its own
+//! protocol, and with no tool result yet writes `hello.txt` with the
+//! `Write` tool, with one reads it back with `Read`, and with two says
+//! "Done." (the Anthropic simulator thinks first, with a signed thinking
+//! block, when the request has thinking on).
+//!
+//! Each scenario runs `claude -p … --output-format json` in a fresh scratch
+//! folder and asserts that it exits 0 with `is_error: false`, that the file
+//! holds what the agent wrote, which simulator served which turn, and that
+//! no simulator saw a request its provider would have refused:
+//! (a) an Anthropic target only; (b) an Anthropic primary that answers 529
+//! on the second turn, an OpenAI-compatible fallback serving it, and the
+//! Anthropic primary serving the third turn over a history whose tool-use
+//! turn has no thinking block; (c) a Gemini primary that fails (503) on the
+//! second turn, with an Anthropic fallback.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+
+/// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
+const CLIENT_KEY: &str = "sk-understudy-claude-code-test";
+
+/// The route Claude Code asks for (`ANTHROPIC_MODEL`).
+const ROUTE: &str = "cc";
+
+/// The task given to Claude Code (the scripted agent does it whatever it says).
+const TASK: &str = "Create hello.txt containing the line hello, then read it back.";
+
+/// How long one Claude Code run may take before the test gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(180);
+
+/// The output-token limit of the Anthropic simulators: Claude Code asks
+/// for 128 000 (`max_tokens`), which the models it targets allow.
+const CLAUDE_OUTPUT_LIMIT: u64 = 128_000;
+
+// === the scenarios ===
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_completes_a_task_on_an_anthropic_target() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let scratch = Scratch::new("anthropic");
+    let claude_turns = Turns::default();
+    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
+    let gateway = Gateway::start(
+        &scratch,
+        &format!(
+            "[routing]\ndefault = \"claude\"\norder = [\"claude\"]\n\n\
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
+             [routes]\n{ROUTE} = [\"claude:claude-sim\"]\n",
+            claude.base_url()
+        ),
+    );
+
+    let run = claude_code(&gateway, &scratch).await;
+
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
+    assert_no_violations(&[("claude", &claude)], &gateway);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let openai = SimProvider::openai().await.unwrap();
+    let scratch = Scratch::new("anthropic-openai");
+    let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
+    // The second turn (one tool result in the history) finds Anthropic
+    // overloaded; the first and third it serves.
+    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
+    openai.respond_with(openai_agent(&scratch.work, &openai_turns));
+    let gateway = Gateway::start(
+        &scratch,
+        &format!(
+            "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"openai\"]\n\n\
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
+             [providers.openai]\nbase_url = \"{}\"\napi_key = \"sk-openai-sim\"\nmodel = \"gpt-4o-mini\"\n\n\
+             [routes]\n{ROUTE} = [\"claude:claude-sim\", \"openai:gpt-4o-mini\"]\n",
+            claude.base_url(),
+            openai.base_url()
+        ),
+    );
+
+    let run = claude_code(&gateway, &scratch).await;
+
+    run.assert_done(&scratch, &gateway);
+    // Anthropic saw every turn (the second answered 529), the fallback
+    // only the second.
+    assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
+    assert_eq!(openai_turns.stages(), [1], "{}", gateway.log());
+    assert_no_violations(&[("claude", &claude), ("openai", &openai)], &gateway);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
+    let gemini = SimProvider::gemini().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let scratch = Scratch::new("gemini-anthropic");
+    let (gemini_turns, claude_turns) = (Turns::default(), Turns::default());
+    // Gemini serves the first and third turns; the second finds it down
+    // and Anthropic serves it, over a history Gemini made.
+    gemini.respond_with(gemini_agent(&scratch.work, &gemini_turns, &[1]));
+    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
+    let gateway = Gateway::start(
+        &scratch,
+        &format!(
+            "[routing]\ndefault = \"gemini\"\norder = [\"gemini\", \"claude\"]\n\n\
+             [providers.gemini]\nbase_url = \"{}\"\napi_key = \"gemini-sim-key\"\nmodel = \"gemini-sim\"\n\n\
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
+             [routes]\n{ROUTE} = [\"gemini:gemini-sim\", \"claude:claude-sim\"]\n",
+            gemini.base_url(),
+            claude.base_url()
+        ),
+    );
+
+    let run = claude_code(&gateway, &scratch).await;
+
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(gemini_turns.stages(), [0, 1, 2], "{}", gateway.log());
+    assert_eq!(claude_turns.stages(), [1], "{}", gateway.log());
+    assert_no_violations(&[("gemini", &gemini), ("claude", &claude)], &gateway);
+}
+
+// === the scripted agents ===
+
+/// The stage of each agent-loop request a simulator received (how many
+/// tool results its history held), in order.
+#[derive(Clone, Default)]
+struct Turns(Arc<Mutex<Vec<usize>>>);
+
+impl Turns {
+    fn push(&self, stage: usize) {
+        self.0.lock().unwrap().push(stage);
+    }
+
+    fn stages(&self) -> Vec<usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// What the agent does at `stage` (tool results so far), as tool calls, or
+/// `None` for the final answer.
+fn next_call(work: &Path, stage: usize) -> Option<SimToolCall> {
+    let file = work.join("hello.txt").display().to_string();
+    match stage {
+        0 => Some(SimToolCall::new(
+            "Write",
+            json!({"file_path": file, "content": "hello\n"}),
+        )),
+        1 => Some(SimToolCall::new("Read", json!({"file_path": file}))),
+        _ => None,
+    }
+}
+
+/// The scripted agent's reply at `stage`.
+fn agent_reply(work: &Path, stage: usize) -> Reply {
+    match next_call(work, stage) {
+        Some(call) => Reply::ToolCalls(vec![call]),
+        None => Reply::text("Done."),
+    }
+}
+
+/// The Anthropic agent: reads `messages` (Anthropic's shape), answers 529
+/// at the stages in `overloaded_at`, and thinks first (a signed block)
+/// when the request has thinking on. A request without Claude Code's tools
+/// (a side task) gets a short text.
+fn anthropic_agent(
+    work: &Path,
+    turns: &Turns,
+    overloaded_at: &'static [usize],
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        if !has_tool(&body["tools"], |t| t["name"] == "Write") {
+            return Reply::text("OK");
+        }
+        let stage = count_blocks(&body["messages"], "tool_result");
+        turns.push(stage);
+        if overloaded_at.contains(&stage) {
+            return Reply::status(529);
+        }
+        let reply = agent_reply(&work, stage);
+        match body["thinking"]["type"].as_str() {
+            Some("enabled" | "adaptive") => reply.thinking_first("The user wants hello.txt."),
+            _ => reply,
+        }
+    }
+}
+
+/// The OpenAI-compatible agent: counts `tool` messages.
+fn openai_agent(work: &Path, turns: &Turns) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        if !has_tool(&body["tools"], |t| t["function"]["name"] == "Write") {
+            return Reply::text("OK");
+        }
+        let stage = body["messages"]
+            .as_array()
+            .map_or(0, |ms| ms.iter().filter(|m| m["role"] == "tool").count());
+        turns.push(stage);
+        agent_reply(&work, stage)
+    }
+}
+
+/// The Gemini agent: counts `functionResponse` parts; answers 503 at the
+/// stages in `down_at`.
+fn gemini_agent(
+    work: &Path,
+    turns: &Turns,
+    down_at: &'static [usize],
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        let declares_write = body["tools"].as_array().is_some_and(|tools| {
+            tools
+                .iter()
+                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == "Write"))
+        });
+        if !declares_write {
+            return Reply::text("OK");
+        }
+        let stage = body["contents"].as_array().map_or(0, |cs| {
+            cs.iter()
+                .flat_map(|c| c["parts"].as_array().into_iter().flatten())
+                .filter(|p| p.get("functionResponse").is_some())
+                .count()
+        });
+        turns.push(stage);
+        if down_at.contains(&stage) {
+            return Reply::status(503);
+        }
+        agent_reply(&work, stage)
+    }
+}
+
+fn has_tool(tools: &Value, is_it: impl Fn(&Value) -> bool) -> bool {
+    tools.as_array().is_some_and(|ts| ts.iter().any(is_it))
+}
+
+/// How many content blocks of `kind` the messages hold.
+fn count_blocks(messages: &Value, kind: &str) -> usize {
+    messages.as_array().map_or(0, |ms| {
+        ms.iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == kind)
+            .count()
+    })
+}
+
+fn assert_no_violations(sims: &[(&str, &SimProvider)], gateway: &Gateway) {
+    for (name, sim) in sims {
+        assert_eq!(
+            sim.violations(),
+            Vec::<String>::new(),
+            "{name} refused requests the gateway sent; gateway log:\n{}",
+            gateway.log()
+        );
+    }
+}
+
+// === the scratch folder, the gateway, Claude Code ===
+
+/// A fresh folder for one scenario: `home` (Claude Code's `HOME`), `work`
+/// (its working directory) and the gateway's configuration; removed when
+/// dropped.
+struct Scratch {
+    root: PathBuf,
+    home: PathBuf,
+    work: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "understudy-claude-code-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let (home, work) = (root.join("home"), root.join("work"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        Self { root, home, work }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// `understudy serve` on a free loopback port, with a client key; stopped
+/// when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    /// Starts the real binary with `toml` as its configuration and waits
+    /// for it to say where it listens.
+    fn start(scratch: &Scratch, toml: &str) -> Self {
+        let config = scratch.root.join("understudy.toml");
+        std::fs::write(&config, toml).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
+            .arg("--config")
+            .arg(&config)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("serve exited before listening:\n{}", seen.join("\n"));
+            };
+            if let Some(url) = line.split("listening on ").nth(1) {
+                break url.trim().to_owned();
+            }
+            seen.push(line);
+        };
+        let log = Arc::new(Mutex::new(seen));
+        // Keep reading the log, so that the gateway never blocks on a full
+        // pipe and a failing test can show it.
+        let kept = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Self { child, url, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Claude Code's binary: `$UNDERSTUDY_CLAUDE` (`cargo xtask test` sets it),
+/// else where `cargo xtask provision` installs it; fails the test with how
+/// to get it when neither runs.
+fn claude_binary() -> PathBuf {
+    let bin = std::env::var_os("UNDERSTUDY_CLAUDE").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/test-npm/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+            ))
+        },
+        PathBuf::from,
+    );
+    let probe = Command::new(&bin).arg("--version").output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "this test runs the Claude Code CLI, and {} does not run: run `cargo xtask provision` \
+         (or `cargo xtask test`), which installs it in target/test-npm, or set UNDERSTUDY_CLAUDE \
+         to a claude binary — {probe:?}",
+        bin.display()
+    );
+    bin
+}
+
+/// What one Claude Code run printed.
+struct Run {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `claude -p` on the task in the scratch folder, through `gateway`,
+/// with nothing from this environment but `PATH`.
+async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
+    let mut cmd = Command::new(claude_binary());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &scratch.home)
+        .env("ANTHROPIC_BASE_URL", &gateway.url)
+        .env("ANTHROPIC_API_KEY", CLIENT_KEY)
+        .env("ANTHROPIC_MODEL", ROUTE)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .args([
+            "-p",
+            TASK,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Write,Read,Bash,Edit",
+        ])
+        .current_dir(&scratch.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id().to_string();
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let out = match tokio::time::timeout(RUN_LIMIT, waited).await {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!(
+                "Claude Code did not finish within {RUN_LIMIT:?}; gateway log:\n{}",
+                gateway.log()
+            );
+        }
+    };
+    Run {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl Run {
+    /// Claude Code finished without error, said the agent's last words, and
+    /// the file holds what the agent wrote.
+    fn assert_done(&self, scratch: &Scratch, gateway: &Gateway) {
+        let shown = format!(
+            "exit {}\nstdout: {}\nstderr: {}\ngateway log:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr,
+            gateway.log()
+        );
+        assert!(self.status.success(), "{shown}");
+        let result: Value = serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("Claude Code's JSON result ({e}): {shown}"));
+        assert_eq!(result["is_error"], false, "{shown}");
+        assert_eq!(result["result"], "Done.", "{shown}");
+        let written = std::fs::read_to_string(scratch.work.join("hello.txt"))
+            .unwrap_or_else(|e| panic!("hello.txt ({e}): {shown}"));
+        assert_eq!(written, "hello\n", "{shown}");
+    }
+}
