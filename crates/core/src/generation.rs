@@ -44,6 +44,8 @@ pub enum Api {
     Openai,
     /// Anthropic's Messages API.
     Anthropic,
+    /// OpenAI's Responses API.
+    Responses,
 }
 
 impl Api {
@@ -52,6 +54,7 @@ impl Api {
             Self::Neutral => "neutral",
             Self::Openai => "openai",
             Self::Anthropic => "anthropic",
+            Self::Responses => "responses",
         }
     }
 }

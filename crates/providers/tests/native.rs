@@ -85,6 +85,9 @@ fn only_the_model_changes() {
 #[tokio::test]
 async fn an_anthropic_target_gets_the_body_as_sent_and_answers_as_it_answered() {
     let sim = SimProvider::anthropic().await.unwrap();
+    // The fixture's thinking block was signed by "Anthropic", not this
+    // simulator.
+    sim.accept_signature("EqQBCkYIBxgCKkA+sig/ABC==");
     sim.push(Reply::text("Fixed."));
     let adapter = adapter_for(&sim).await;
     let c = adapter
@@ -121,6 +124,9 @@ async fn an_anthropic_target_gets_the_body_as_sent_and_answers_as_it_answered() 
 #[tokio::test]
 async fn a_native_stream_passes_every_event_on_before_the_parsed_ones() {
     let sim = SimProvider::anthropic().await.unwrap();
+    // The fixture's thinking block was signed by "Anthropic", not this
+    // simulator.
+    sim.accept_signature("EqQBCkYIBxgCKkA+sig/ABC==");
     sim.push(Reply::stream(&["Fixed", " it."]));
     let adapter = adapter_for(&sim).await;
     let mut stream = adapter

@@ -211,7 +211,11 @@ impl Shape {
             path == "/v1/models" && req.headers().contains_key("anthropic-version");
         if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
             Self::Anthropic
-        } else if path == "/v1/chat/completions" || path == "/v1/models" {
+        } else if path == "/v1/chat/completions"
+            || path == "/v1/models"
+            || path == "/v1/responses"
+            || path.starts_with("/v1/responses/")
+        {
             Self::OpenAi
         } else {
             Self::Neutral

@@ -14,6 +14,8 @@
 //! - `auth`: client keys and the admin token; request ids and log spans;
 //!   the browser checks (`Host` on an open loopback gateway, CORS, JSON
 //!   content type).
+//! - `responses`: OpenAI's Responses API: its shapes, their translation,
+//!   its event stream and the stored responses.
 //! - `routes`: one module per endpoint group.
 //! - `sse`: engine streams as server-sent events (neutral and OpenAI).
 
@@ -22,6 +24,7 @@ pub mod api;
 mod auth;
 mod error;
 mod openai;
+mod responses;
 mod routes;
 mod sse;
 
@@ -61,6 +64,8 @@ pub struct AppState {
     pub(crate) admin_token: Option<Arc<Secret>>,
     /// The `Host` check and the CORS origins.
     pub(crate) browser: Arc<auth::Browser>,
+    /// Stored Responses API responses (memory, and Redis with `REDIS_URL`).
+    pub(crate) responses: Arc<responses::store::ResponseStore>,
 }
 
 /// The HTTP application over `engine`, with the client keys, admin token
@@ -80,12 +85,16 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
         api_keys: Arc::new(server.api_keys.clone()),
         admin_token: server.admin_token.clone().map(Arc::new),
         browser: Arc::new(auth::Browser::new(server, listen)),
+        responses: Arc::new(responses::store::ResponseStore::new(
+            engine.settings().redis_url.as_ref().map(|u| u.expose()),
+        )),
         engine,
     };
     let api = Router::new()
         .merge(routes::generate::router())
         .merge(routes::chat::router())
         .merge(routes::messages::router())
+        .merge(routes::responses::router())
         .merge(routes::models::router())
         .merge(routes::wit::router())
         .merge(routes::status::router())

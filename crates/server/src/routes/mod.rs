@@ -7,6 +7,7 @@ pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod metrics;
 pub(crate) mod models;
+pub(crate) mod responses;
 pub(crate) mod status;
 pub(crate) mod wit;
 
@@ -18,11 +19,14 @@ use axum::response::{IntoResponse, Response};
 use crate::ApiError;
 
 /// Any path that is not an endpoint (in Anthropic's shape under
-/// `/v1/messages/`, where Anthropic's clients call).
+/// `/v1/messages/`, where Anthropic's clients call; in OpenAI's under
+/// `/v1/responses/`).
 pub(crate) async fn not_found(uri: Uri) -> Response {
     let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
     if uri.path().starts_with("/v1/messages/") {
         crate::AnthropicError(error).into_response()
+    } else if uri.path().starts_with("/v1/responses/") {
+        crate::OpenAiError(error).into_response()
     } else {
         error.into_response()
     }

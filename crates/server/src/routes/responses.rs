@@ -1,0 +1,286 @@
+//! `POST /v1/responses` (OpenAI's Responses API, streamed and not) and the
+//! stored responses: `GET` and `DELETE /v1/responses/{id}`,
+//! `GET /v1/responses/{id}/input_items`. The request is translated for
+//! every target (see `responses/request.rs`); the failover shows in
+//! `x-understudy-*` headers, hosted tools left out in
+//! `x-understudy-omitted-tools`, and `model` always names the model that
+//! answered. `previous_response_id` continues a stored conversation on
+//! whichever target serves, whoever served the turn before.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use understudy_core::{Api, Error, GenerateRequest};
+
+use super::{failover_headers, parse_json};
+use crate::auth::RequestId;
+use crate::openai::now;
+use crate::responses::answer::{Echo, OutputItem, output, status};
+use crate::responses::request::CreateRequest;
+use crate::responses::store::owner_of;
+use crate::responses::stream::{Ending, Head, ResponseEvents, Save};
+use crate::{ApiError, AppState, OpenAiError};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/responses", post(create))
+        .route("/v1/responses/{id}", get(retrieve).delete(delete))
+        .route("/v1/responses/{id}/input_items", get(input_items))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(RequestId(request_id)): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let mut body: CreateRequest = parse_json(body)?;
+    body.check()?;
+    let input = body.input_items()?;
+    let owner = owner(&state, &headers);
+    let history = match &body.previous_response_id {
+        None => Vec::new(),
+        Some(previous) => {
+            let stored = state
+                .responses
+                .get(previous, &owner)
+                .await
+                .ok_or_else(|| not_found(previous))?;
+            let mut history = stored.context.clone();
+            if let Some(out) = stored.response.get("output").and_then(Value::as_array) {
+                history.extend(out.iter().cloned());
+            }
+            history
+        }
+    };
+    let translated = body.translate(&history, &input)?;
+    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
+    let mut request = GenerateRequest::new(translated.chat).route(route);
+    request.api = Api::Responses;
+    request.request_id = Some(request_id);
+    request.cache = !super::no_cache(&headers);
+    super::apply_overrides(&headers, &mut request)?;
+    let save = body.store.unwrap_or(true).then(|| {
+        let input_start = history.len();
+        let mut context = history;
+        context.extend(input);
+        Save {
+            store: Arc::clone(&state.responses),
+            owner,
+            context,
+            input_start,
+        }
+    });
+    let head = Arc::new(Head {
+        id: crate::responses::new_id("resp"),
+        created_at: now(),
+        echo: Echo::new(&body),
+        names: translated.names,
+        save,
+    });
+    let mut response = if body.stream {
+        streamed(&state, request, head).await?
+    } else {
+        answered(&state, request, head).await?
+    };
+    if !translated.omitted.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&translated.omitted.join(", ")) {
+            response
+                .headers_mut()
+                .insert("x-understudy-omitted-tools", v);
+        }
+    }
+    Ok(response)
+}
+
+/// A non-streamed answer, kept when the request asked to.
+async fn answered(
+    state: &AppState,
+    request: GenerateRequest,
+    head: Arc<Head>,
+) -> Result<Response, OpenAiError> {
+    match state.engine.generate(request).await {
+        Ok(g) => {
+            let (status, incomplete_details) = status(&g.finish_reason);
+            let item_status = if status == "completed" {
+                "completed"
+            } else {
+                "incomplete"
+            };
+            let items = output(&g.text, &g.tool_calls, &head.names, item_status);
+            let end = Ending {
+                status,
+                incomplete_details,
+                usage: g.usage,
+                error: None,
+            };
+            let body = head.response(&g.model, &items, &end);
+            head.keep(&body).await;
+            let mut response = Json(body).into_response();
+            failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+            Ok(response)
+        }
+        // A refusal surfaced by policy is an answer: an incomplete
+        // response whose message is the refusal.
+        Err(Error::Refused { attempts }) => {
+            let refused = attempts.last();
+            let items = [OutputItem::refusal(
+                refused.and_then(|a| a.detail.as_deref()).unwrap_or(""),
+            )];
+            let end = Ending {
+                status: "incomplete",
+                incomplete_details: Some(json!({"reason": "content_filter"})),
+                ..Ending::default()
+            };
+            let model = refused.map_or("", |a| a.model.as_str());
+            let mut response = Json(head.response(model, &items, &end)).into_response();
+            let provider = refused.map_or("", |a| a.provider.as_str());
+            failover_headers(&mut response, provider, false, true);
+            Ok(response)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A streamed answer: the semantic events of the committed stream.
+async fn streamed(
+    state: &AppState,
+    request: GenerateRequest,
+    head: Arc<Head>,
+) -> Result<Response, OpenAiError> {
+    let stream = match state.engine.generate_stream(request).await {
+        Ok(stream) => stream,
+        Err(Error::Refused { attempts }) => {
+            let refused = attempts.last();
+            let model = refused.map_or("", |a| a.model.as_str());
+            let detail = refused.and_then(|a| a.detail.as_deref()).unwrap_or("");
+            let events = ResponseEvents::refused(head, model, detail);
+            let mut response = Sse::new(events).into_response();
+            let provider = refused.map_or("", |a| a.provider.as_str());
+            failover_headers(&mut response, provider, false, true);
+            return Ok(response);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (provider, fell_back, filtered, held) = (
+        stream.provider.clone(),
+        stream.fell_back,
+        stream.content_filtered,
+        stream.held,
+    );
+    let mut response = Sse::new(ResponseEvents::new(stream, head))
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    // A held stream starts before anyone served: its final event, not its
+    // headers, says who did.
+    if !held {
+        failover_headers(&mut response, &provider, fell_back, filtered);
+    }
+    Ok(response)
+}
+
+/// `GET /v1/responses/{id}`: the stored response.
+async fn retrieve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    let stored = state
+        .responses
+        .get(&id, &owner(&state, &headers))
+        .await
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(stored.response.clone()).into_response())
+}
+
+/// `DELETE /v1/responses/{id}`.
+async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    if !state.responses.delete(&id, &owner(&state, &headers)).await {
+        return Err(not_found(&id).into());
+    }
+    Ok(Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
+}
+
+/// `GET /v1/responses/{id}/input_items` (`order`, default `desc`;
+/// `limit`, 1 to 100, default 20; `after`, an item id).
+async fn input_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    let (mut desc, mut limit, mut after) = (true, 20usize, None::<String>);
+    for pair in query.iter().flat_map(|q| q.split('&')) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("order", "asc") => desc = false,
+            ("order", "desc") => desc = true,
+            ("order", _) => return Err(ApiError::invalid("order", "expected asc or desc").into()),
+            ("limit", n) => {
+                limit = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=100).contains(n))
+                    .ok_or_else(|| ApiError::invalid("limit", "expected a number from 1 to 100"))?;
+            }
+            ("after", a) => after = Some(a.to_owned()),
+            _ => {}
+        }
+    }
+    let stored = state
+        .responses
+        .get(&id, &owner(&state, &headers))
+        .await
+        .ok_or_else(|| not_found(&id))?;
+    let mut items: Vec<&Value> = stored.context.iter().skip(stored.input_start).collect();
+    if desc {
+        items.reverse();
+    }
+    if let Some(after) = after {
+        let from = items
+            .iter()
+            .position(|i| i.get("id").and_then(Value::as_str) == Some(after.as_str()));
+        items = from.map_or_else(Vec::new, |p| items.split_off(p + 1));
+    }
+    let has_more = items.len() > limit;
+    items.truncate(limit);
+    let id_of = |i: Option<&&Value>| i.and_then(|v| v.get("id")).cloned().unwrap_or(Value::Null);
+    let body = json!({
+        "object": "list",
+        "data": items,
+        "first_id": id_of(items.first()),
+        "last_id": id_of(items.last()),
+        "has_more": has_more,
+    });
+    Ok(Json(body).into_response())
+}
+
+/// The owner tag of this request's client key (empty on an open gateway).
+fn owner(state: &AppState, headers: &HeaderMap) -> String {
+    if state.api_keys.is_empty() {
+        return owner_of(None);
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let key = bearer.or_else(|| headers.get("x-api-key")?.to_str().ok().map(str::trim));
+    owner_of(key)
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no stored response with id `{id}`"))
+}
