@@ -32,8 +32,15 @@ use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
 /// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
 const CLIENT_KEY: &str = "sk-understudy-claude-code-test";
 
-/// The route Claude Code asks for (`ANTHROPIC_MODEL`).
-const ROUTE: &str = "cc";
+/// The README's route for Claude Code ("Using Understudy with Claude
+/// Code"), as written: every Claude model name Claude Code picks, served by
+/// Anthropic with that model, then GPT-4.1, then Gemini. Claude Code is
+/// given only its base URL and key, as the README says.
+const README_ROUTES: &str = r#"[routes]
+# Every Claude model Claude Code asks for: Anthropic serves the model it
+# named, then GPT-4.1, then Gemini.
+"claude-*" = ["claude:*", "openai:gpt-4.1", "gemini:gemini-2.5-pro"]
+"#;
 
 /// The task given to Claude Code (the scripted agent does it whatever it says).
 const TASK: &str = "Create hello.txt containing the line hello, then read it back.";
@@ -58,8 +65,7 @@ async fn claude_code_completes_a_task_on_an_anthropic_target() {
         &scratch,
         &format!(
             "[routing]\ndefault = \"claude\"\norder = [\"claude\"]\n\n\
-             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
-             [routes]\n{ROUTE} = [\"claude:claude-sim\"]\n",
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\n\n{README_ROUTES}",
             claude.base_url()
         ),
     );
@@ -69,6 +75,13 @@ async fn claude_code_completes_a_task_on_an_anthropic_target() {
     run.assert_done(&scratch, &gateway);
     assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
     assert_no_violations(&[("claude", &claude)], &gateway);
+    // `claude:*` served the model Claude Code picked itself, with its
+    // `?beta=true`.
+    for r in claude.received() {
+        let model = r.json()["model"].as_str().unwrap_or_default().to_owned();
+        assert!(model.starts_with("claude-"), "{model}");
+        assert!(r.path.ends_with("?beta=true"), "{}", r.path);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -76,6 +89,8 @@ async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
     let claude = SimProvider::anthropic().await.unwrap();
     claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
     let openai = SimProvider::openai().await.unwrap();
+    // GPT-4.1 takes 32 768 output tokens.
+    openai.with_max_output_tokens(32_768);
     let scratch = Scratch::new("anthropic-openai");
     let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (one tool result in the history) finds Anthropic
@@ -86,9 +101,8 @@ async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
         &scratch,
         &format!(
             "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"openai\"]\n\n\
-             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
-             [providers.openai]\nbase_url = \"{}\"\napi_key = \"sk-openai-sim\"\nmodel = \"gpt-4o-mini\"\n\n\
-             [routes]\n{ROUTE} = [\"claude:claude-sim\", \"openai:gpt-4o-mini\"]\n",
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\n\n\
+             [providers.openai]\nbase_url = \"{}\"\napi_key = \"sk-openai-sim\"\n\n{README_ROUTES}",
             claude.base_url(),
             openai.base_url()
         ),
@@ -120,8 +134,8 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
         &format!(
             "[routing]\ndefault = \"gemini\"\norder = [\"gemini\", \"claude\"]\n\n\
              [providers.gemini]\nbase_url = \"{}\"\napi_key = \"gemini-sim-key\"\nmodel = \"gemini-sim\"\n\n\
-             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\nmodel = \"claude-sim\"\n\n\
-             [routes]\n{ROUTE} = [\"gemini:gemini-sim\", \"claude:claude-sim\"]\n",
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\n\n\
+             [routes]\n\"claude-*\" = [\"gemini:gemini-sim\", \"claude:*\"]\n",
             gemini.base_url(),
             claude.base_url()
         ),
@@ -409,7 +423,6 @@ async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
         .env("HOME", &scratch.home)
         .env("ANTHROPIC_BASE_URL", &gateway.url)
         .env("ANTHROPIC_API_KEY", CLIENT_KEY)
-        .env("ANTHROPIC_MODEL", ROUTE)
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
