@@ -1,0 +1,400 @@
+//! The real Codex CLI (the pinned npm package `@openai/codex`, its path in
+//! `UNDERSTUDY_CODEX` when `cargo xtask` provisions it) through the real
+//! `understudy serve`, configured with the README's provider block as
+//! written (`wire_api = "responses"`, `supports_websockets = false`), against
+//! strict simulators that play the model: a scripted agent that reads the
+//! conversation it receives, in its own protocol, and with no tool result
+//! yet runs `exec_command` to write `hello.txt`, and with one says "Done.".
+//!
+//! Each scenario runs `codex exec` in a fresh scratch folder (its own
+//! `HOME`) and asserts that it exits 0, that the file holds what the agent
+//! wrote, which simulator served which turn, and that no simulator saw a
+//! request its provider would have refused: (a) an OpenAI-compatible
+//! target; (b) an Anthropic target; (c) an Anthropic primary that answers
+//! 529 on the second turn, an OpenAI-compatible fallback serving it.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+
+/// The client key Codex sends (from the provider block's `env_key`).
+const CLIENT_KEY: &str = "sk-understudy-codex-test";
+
+/// The README's `~/.codex/config.toml` ("Using Understudy with Codex"), as
+/// written; the test only puts the gateway's real address in place of
+/// `127.0.0.1:8080`.
+const README_CODEX_CONFIG: &str = r#"model = "default"
+model_provider = "understudy"
+
+[model_providers.understudy]
+name = "Understudy"
+base_url = "http://127.0.0.1:8080/v1"
+env_key = "UNDERSTUDY_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+"#;
+
+/// The task given to Codex (the scripted agent does it whatever it says).
+const TASK: &str = "Create hello.txt containing the line hello.";
+
+/// How long one Codex run may take before the test gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(180);
+
+// === the scenarios ===
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_completes_a_task_on_an_openai_compatible_target() {
+    let openai = SimProvider::openai().await.unwrap();
+    let scratch = Scratch::new("openai");
+    let turns = Turns::default();
+    openai.respond_with(openai_agent(&scratch.work, &turns, &[]));
+    let gateway = Gateway::start(&scratch, &providers(&[("openai", "openai", &openai)]));
+    let run = codex(&gateway, &scratch).await;
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
+    assert_no_violations(&[("openai", &openai)], &gateway);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_completes_a_task_on_an_anthropic_target() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    let scratch = Scratch::new("anthropic");
+    let turns = Turns::default();
+    claude.respond_with(anthropic_agent(&scratch.work, &turns, &[]));
+    let gateway = Gateway::start(&scratch, &providers(&[("claude", "anthropic", &claude)]));
+    let run = codex(&gateway, &scratch).await;
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
+    assert_no_violations(&[("claude", &claude)], &gateway);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_survives_a_primary_failing_mid_task() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let scratch = Scratch::new("anthropic-openai");
+    let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
+    // The second turn (the tool's result in the history) finds Anthropic
+    // overloaded; the OpenAI-compatible fallback serves it.
+    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
+    openai.respond_with(openai_agent(&scratch.work, &openai_turns, &[]));
+    let gateway = Gateway::start(
+        &scratch,
+        &providers(&[
+            ("claude", "anthropic", &claude),
+            ("openai", "openai", &openai),
+        ]),
+    );
+    let run = codex(&gateway, &scratch).await;
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(claude_turns.stages(), [0, 1], "{}", gateway.log());
+    assert_eq!(openai_turns.stages(), [1], "{}", gateway.log());
+    assert_no_violations(&[("claude", &claude), ("openai", &openai)], &gateway);
+}
+
+/// The gateway's configuration: these providers (name, kind, simulator),
+/// the first the primary.
+fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
+    let order: Vec<String> = list.iter().map(|(n, _, _)| format!("{n:?}")).collect();
+    let mut toml = format!(
+        "[routing]\ndefault = {:?}\norder = [{}]\n\n",
+        list[0].0,
+        order.join(", ")
+    );
+    for (name, kind, sim) in list {
+        toml.push_str(&format!(
+            "[providers.{name}]\nkind = {kind:?}\nbase_url = {:?}\napi_key = \"sim-key\"\nmodel = \"{name}-sim\"\n\n",
+            sim.base_url()
+        ));
+    }
+    toml
+}
+
+// === the scripted agents ===
+
+/// The stage of each agent-loop request a simulator received (how many
+/// tool results its history held), in order.
+#[derive(Clone, Default)]
+struct Turns(Arc<Mutex<Vec<usize>>>);
+
+impl Turns {
+    fn push(&self, stage: usize) {
+        self.0.lock().unwrap().push(stage);
+    }
+
+    fn stages(&self) -> Vec<usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// The scripted agent's reply at `stage` (tool results so far).
+fn agent_reply(work: &Path, stage: usize) -> Reply {
+    let file = work.join("hello.txt").display().to_string();
+    match stage {
+        0 => Reply::ToolCalls(vec![SimToolCall::new(
+            "exec_command",
+            json!({"cmd": format!("printf 'hello\\n' > '{file}'")}),
+        )]),
+        _ => Reply::text("Done."),
+    }
+}
+
+/// The OpenAI-compatible agent: counts `tool` messages; a request without
+/// Codex's `exec_command` tool (a side task) gets a short text.
+fn openai_agent(
+    work: &Path,
+    turns: &Turns,
+    down_at: &'static [usize],
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        if !has_tool(&body["tools"], |t| t["function"]["name"] == "exec_command") {
+            return Reply::text("OK");
+        }
+        let stage = body["messages"]
+            .as_array()
+            .map_or(0, |ms| ms.iter().filter(|m| m["role"] == "tool").count());
+        turns.push(stage);
+        if down_at.contains(&stage) {
+            return Reply::status(503);
+        }
+        agent_reply(&work, stage)
+    }
+}
+
+/// The Anthropic agent: counts `tool_result` blocks; answers 529 at the
+/// stages in `overloaded_at`.
+fn anthropic_agent(
+    work: &Path,
+    turns: &Turns,
+    overloaded_at: &'static [usize],
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        if !has_tool(&body["tools"], |t| t["name"] == "exec_command") {
+            return Reply::text("OK");
+        }
+        let stage = body["messages"].as_array().map_or(0, |ms| {
+            ms.iter()
+                .flat_map(|m| m["content"].as_array().into_iter().flatten())
+                .filter(|b| b["type"] == "tool_result")
+                .count()
+        });
+        turns.push(stage);
+        if overloaded_at.contains(&stage) {
+            return Reply::status(529);
+        }
+        agent_reply(&work, stage)
+    }
+}
+
+fn has_tool(tools: &Value, is_it: impl Fn(&Value) -> bool) -> bool {
+    tools.as_array().is_some_and(|ts| ts.iter().any(is_it))
+}
+
+fn assert_no_violations(sims: &[(&str, &SimProvider)], gateway: &Gateway) {
+    for (name, sim) in sims {
+        assert_eq!(
+            sim.violations(),
+            Vec::<String>::new(),
+            "{name} refused requests the gateway sent; gateway log:\n{}",
+            gateway.log()
+        );
+    }
+}
+
+// === the scratch folder, the gateway, Codex ===
+
+/// A fresh folder for one scenario: `home` (Codex's `HOME`, with
+/// `.codex/config.toml`), `work` (its working directory) and the gateway's
+/// configuration; removed when dropped.
+struct Scratch {
+    root: PathBuf,
+    home: PathBuf,
+    work: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "understudy-codex-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let (home, work) = (root.join("home"), root.join("work"));
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        Self { root, home, work }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// `understudy serve` on a free loopback port, with a client key; stopped
+/// when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    /// Starts the real binary with `toml` as its configuration and waits
+    /// for it to say where it listens.
+    fn start(scratch: &Scratch, toml: &str) -> Self {
+        let config = scratch.root.join("understudy.toml");
+        std::fs::write(&config, toml).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
+            .arg("--config")
+            .arg(&config)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("serve exited before listening:\n{}", seen.join("\n"));
+            };
+            if let Some(url) = line.split("listening on ").nth(1) {
+                break url.trim().to_owned();
+            }
+            seen.push(line);
+        };
+        let log = Arc::new(Mutex::new(seen));
+        // Keep reading the log, so that the gateway never blocks on a full
+        // pipe and a failing test can show it.
+        let kept = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Self { child, url, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Codex's binary: `$UNDERSTUDY_CODEX` (`cargo xtask test` sets it), else
+/// where `cargo xtask provision` installs it; fails the test with how to
+/// get it when neither runs.
+fn codex_binary() -> PathBuf {
+    let bin = std::env::var_os("UNDERSTUDY_CODEX").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/test-npm/node_modules/.bin/codex"
+            ))
+        },
+        PathBuf::from,
+    );
+    let probe = Command::new(&bin).arg("--version").output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "this test runs the Codex CLI, and {} does not run: run `cargo xtask provision` \
+         (or `cargo xtask test`), which installs it in target/test-npm, or set \
+         UNDERSTUDY_CODEX to a codex binary — {probe:?}",
+        bin.display()
+    );
+    bin
+}
+
+/// What one Codex run printed.
+struct Run {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `codex exec` on the task in the scratch folder, through `gateway`
+/// (the README's config with its address), with nothing from this
+/// environment but `PATH`. The sandbox is off: the scratch folder is the
+/// test's own, and containers often lack what Codex's sandbox needs.
+async fn codex(gateway: &Gateway, scratch: &Scratch) -> Run {
+    let config = README_CODEX_CONFIG.replace("http://127.0.0.1:8080", &gateway.url);
+    std::fs::write(scratch.home.join(".codex/config.toml"), config).unwrap();
+    let mut cmd = Command::new(codex_binary());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &scratch.home)
+        .env("UNDERSTUDY_API_KEY", CLIENT_KEY)
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            TASK,
+        ])
+        .current_dir(&scratch.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id().to_string();
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let out = match tokio::time::timeout(RUN_LIMIT, waited).await {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!(
+                "Codex did not finish within {RUN_LIMIT:?}; gateway log:\n{}",
+                gateway.log()
+            );
+        }
+    };
+    Run {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl Run {
+    /// Codex finished without error, said the agent's last words, and the
+    /// file holds what the agent wrote.
+    fn assert_done(&self, scratch: &Scratch, gateway: &Gateway) {
+        let shown = format!(
+            "exit {}\nstdout: {}\nstderr: {}\ngateway log:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr,
+            gateway.log()
+        );
+        assert!(self.status.success(), "{shown}");
+        assert!(self.stdout.contains("Done."), "{shown}");
+        let written = std::fs::read_to_string(scratch.work.join("hello.txt"))
+            .unwrap_or_else(|e| panic!("hello.txt ({e}): {shown}"));
+        assert_eq!(written, "hello\n", "{shown}");
+    }
+}
