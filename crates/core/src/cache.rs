@@ -1,22 +1,33 @@
-//! The response cache for non-streamed requests: key = a stable 128-bit
-//! hash of the normalised request, its route (the plan's targets) and its
-//! refusal policy; TTL from `[cache] ttl`. In memory (bounded, sharded so
-//! requests do not queue on one lock) by default; in Redis when `REDIS_URL`
-//! is set, so that every instance shares it. Redis trouble never fails a
-//! request: a lookup that errors or times out is a miss, a write that fails
-//! is dropped, and the memory cache serves meanwhile.
-
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::Duration;
+//! The response cache for non-streamed requests.
+//!
+//! The key is BLAKE3 over one canonical serialization (JSON, written
+//! straight into the hasher) of everything that shapes the answer: the
+//! API the request came through, its route or pin, its refusal policy, the
+//! plan's targets (provider and model), every neutral request field a
+//! target receives, and a natively forwarded body with its headers and
+//! query. A collision would serve one client's answer to another's
+//! question, so the hash is a cryptographic one, and JSON (field names,
+//! escaped strings) keeps two different requests from serializing alike.
+//!
+//! Entries belong to the client key that stored them: the key of a request
+//! made with a client key includes that key's [`ClientTag`], so no other
+//! key reads it, unless the operator sets `[cache] shared = true`.
+//!
+//! In memory (a `quick_cache` sharded cache bounded by `[cache]
+//! max_entries`, TTL checked on read) by default; in Redis too when
+//! `REDIS_URL` is set, so that every instance shares it. Redis trouble
+//! never fails a request: a lookup that errors or times out is a miss, a
+//! write that fails is dropped, and the memory cache serves meanwhile.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::AsyncCommands;
+use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::chat::{ChatRequest, Part, ResponseFormat, Tool, ToolChoice};
-use crate::generation::Generation;
+use crate::chat::ChatRequest;
+use crate::generation::{Api, ClientTag, Generation};
 use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
 use crate::redis_link::RedisLink;
@@ -25,27 +36,81 @@ use crate::settings::CacheSettings;
 /// How long a Redis cache lookup may take before it counts as a miss.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
-const SHARDS: usize = 16;
+/// The version of the key's material: bumped whenever what goes into it
+/// changes, so that a fleet mid-upgrade never reads an entry keyed the
+/// old way as a new one.
+const KEY_VERSION: u32 = 2;
 
-/// A cache key: 128 bits of FNV-1a over the normalised request.
+/// A cache key: the 256-bit BLAKE3 hash of the request's key material.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct CacheKey(u128);
+pub(crate) struct CacheKey([u8; 32]);
+
+/// What a request is, for the cache: everything but the request itself
+/// that shapes its answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyContext<'a> {
+    pub api: Api,
+    /// The route or pin as the client named it (`default`, a route name,
+    /// `provider:model`).
+    pub route: &'a str,
+    pub policy: RefusalPolicy,
+    /// The plan's targets, in order.
+    pub targets: &'a [Target],
+    /// The client key the request came with.
+    pub client: Option<ClientTag>,
+}
 
 /// The response cache.
 pub(crate) struct ResponseCache {
     settings: CacheSettings,
-    shards: Vec<Mutex<Shard>>,
+    /// `None` when `[cache] max_entries = 0`.
+    memory: Option<quick_cache::sync::Cache<CacheKey, Arc<Entry>>>,
     redis: Option<Arc<RedisCache>>,
 }
 
-#[derive(Default)]
-struct Shard {
-    entries: HashMap<CacheKey, (Instant, Generation)>,
-    order: VecDeque<CacheKey>,
+/// A stored answer and when it was stored.
+struct Entry {
+    at: Instant,
+    generation: Generation,
 }
 
 struct RedisCache {
     link: RedisLink,
+}
+
+/// Whose entries a key belongs to.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Scope<'a> {
+    /// Every client (`[cache] shared = true`).
+    Shared,
+    /// Requests made without a client key (an open gateway).
+    Open,
+    /// One client key, by its tag.
+    Client(&'a [u8; 32]),
+}
+
+/// The key's material, serialized once into the hasher.
+#[derive(Serialize)]
+struct Material<'a> {
+    version: u32,
+    scope: Scope<'a>,
+    api: Api,
+    route: &'a str,
+    policy: &'a str,
+    targets: Vec<(&'a str, &'a str)>,
+    chat: &'a ChatRequest,
+    native: Option<Native<'a>>,
+    native_only: Option<&'a str>,
+}
+
+/// A natively forwarded body, as the target of its protocol receives it.
+#[derive(Serialize)]
+struct Native<'a> {
+    kind: crate::settings::ProviderKind,
+    body: &'a str,
+    headers: &'a [(String, String)],
+    query: Option<&'a str>,
 }
 
 impl std::fmt::Debug for ResponseCache {
@@ -56,119 +121,58 @@ impl std::fmt::Debug for ResponseCache {
     }
 }
 
-/// The request fields beyond the conversation and the basic sampling
-/// settings, borrowed, for the key.
-#[derive(serde::Serialize)]
-struct Extras<'a> {
-    tools: &'a [Tool],
-    tool_choice: &'a Option<ToolChoice>,
-    parallel_tool_calls: Option<bool>,
-    response_format: &'a Option<ResponseFormat>,
-    top_p: Option<f32>,
-    seed: Option<i64>,
-    presence_penalty: Option<f32>,
-    frequency_penalty: Option<f32>,
-    user: &'a Option<String>,
-}
-
-impl Extras<'_> {
-    /// Whether the request sets any of them.
-    fn any(&self) -> bool {
-        !self.tools.is_empty()
-            || self.tool_choice.is_some()
-            || self.parallel_tool_calls.is_some()
-            || self.response_format.is_some()
-            || self.top_p.is_some()
-            || self.seed.is_some()
-            || self.presence_penalty.is_some()
-            || self.frequency_penalty.is_some()
-            || self.user.is_some()
-    }
-}
+// === impl CacheKey ===
 
 impl CacheKey {
-    pub(crate) fn new(chat: &ChatRequest, targets: &[Target], policy: RefusalPolicy) -> Self {
-        let mut h = Fnv128::new();
-        h.write_str(chat.system.as_deref().unwrap_or_default());
-        h.write_u8(u8::from(chat.system.is_some()));
-        for m in &chat.messages {
-            h.write_u8(m.role as u8);
-            for p in &m.content {
-                match p {
-                    Part::Text { text } => {
-                        h.write_u8(0);
-                        h.write_str(text);
-                    }
-                    Part::Image { url, detail } => {
-                        h.write_u8(1);
-                        h.write_str(url);
-                        h.write_str(detail.as_deref().unwrap_or_default());
-                    }
-                }
-            }
-            for call in &m.tool_calls {
-                h.write_u8(2);
-                h.write_str(&call.id);
-                h.write_str(&call.name);
-                h.write_str(&call.arguments);
-            }
-            if let Some(id) = &m.tool_call_id {
-                h.write_u8(3);
-                h.write_str(id);
-            }
-        }
-        // Every other field that shapes the answer (tools, tool choice,
-        // response format, sampling): hashed from its JSON, and only when
-        // the request sets one, so a plain request pays nothing for them.
-        // A natively forwarded body carries what the neutral fields cannot
-        // (thinking, cache markers, betas): it is part of the key.
-        if let Some(native) = &chat.native {
-            h.write_str(&native.body);
-            for (k, v) in &native.headers {
-                h.write_str(k);
-                h.write_str(v);
-            }
-        }
-        let extras = Extras {
-            tools: &chat.tools,
-            tool_choice: &chat.tool_choice,
-            parallel_tool_calls: chat.parallel_tool_calls,
-            response_format: &chat.response_format,
-            top_p: chat.top_p,
-            seed: chat.seed,
-            presence_penalty: chat.presence_penalty,
-            frequency_penalty: chat.frequency_penalty,
-            user: &chat.user,
+    /// The key of `chat` in `ctx`, with the scope `shared` says. `None`
+    /// only if the request cannot be serialized (then it is not cached).
+    pub(crate) fn new(chat: &ChatRequest, ctx: &KeyContext<'_>, shared: bool) -> Option<Self> {
+        let scope = match (shared, &ctx.client) {
+            (true, _) => Scope::Shared,
+            (false, None) => Scope::Open,
+            (false, Some(tag)) => Scope::Client(tag.as_bytes()),
         };
-        if extras.any() {
-            h.write_str(&serde_json::to_string(&extras).unwrap_or_default());
-        }
-        match chat.temperature {
-            Some(t) => h.write_str(&format!("t{t}")),
-            None => h.write_str("t-"),
-        }
-        h.write_str(&format!("m{:?}", chat.max_tokens));
-        for s in &chat.stop {
-            h.write_str(s);
-        }
-        for t in targets {
-            h.write_str(&t.provider);
-            h.write_str(&t.model);
-        }
-        h.write_str(policy.as_str());
-        Self(h.0)
+        let material = Material {
+            version: KEY_VERSION,
+            scope,
+            api: ctx.api,
+            route: ctx.route,
+            policy: ctx.policy.as_str(),
+            targets: ctx
+                .targets
+                .iter()
+                .map(|t| (&*t.provider, &*t.model))
+                .collect(),
+            chat,
+            native: chat.native.as_deref().map(|n| Native {
+                kind: n.kind,
+                body: &n.body,
+                headers: &n.headers,
+                query: n.query.as_deref(),
+            }),
+            native_only: chat.native_only,
+        };
+        let mut hasher = blake3::Hasher::new();
+        serde_json::to_writer(&mut hasher, &material).ok()?;
+        Some(Self(*hasher.finalize().as_bytes()))
     }
 
     fn redis_key(self) -> String {
-        format!("understudy:cache:{:032x}", self.0)
+        format!(
+            "understudy:cache:v{KEY_VERSION}:{}",
+            blake3::Hash::from_bytes(self.0).to_hex()
+        )
     }
 }
+
+// === impl ResponseCache ===
 
 impl ResponseCache {
     pub(crate) fn new(settings: CacheSettings, redis: Option<redis::Client>) -> Self {
         Self {
+            memory: (settings.max_entries > 0)
+                .then(|| quick_cache::sync::Cache::new(settings.max_entries)),
             settings,
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             redis: redis.map(|client| {
                 Arc::new(RedisCache {
                     link: RedisLink::new(client),
@@ -181,8 +185,9 @@ impl ResponseCache {
         self.settings.enabled
     }
 
-    fn shard(&self, key: CacheKey) -> &Mutex<Shard> {
-        &self.shards[(key.0 as usize) % SHARDS]
+    /// The key of `chat` in `ctx` under this cache's sharing setting.
+    pub(crate) fn key(&self, chat: &ChatRequest, ctx: &KeyContext<'_>) -> Option<CacheKey> {
+        CacheKey::new(chat, ctx, self.settings.shared)
     }
 
     /// The cached generation for `key`, if fresh.
@@ -192,18 +197,13 @@ impl ResponseCache {
                 return Some(g);
             }
         }
-        let mut shard = self
-            .shard(key)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match shard.entries.get(&key) {
-            Some((at, g)) if at.elapsed() < self.settings.ttl => Some(g.clone()),
-            Some(_) => {
-                shard.entries.remove(&key);
-                None
-            }
-            None => None,
+        let memory = self.memory.as_ref()?;
+        let entry = memory.get(&key)?;
+        if entry.at.elapsed() < self.settings.ttl {
+            return Some(entry.generation.clone());
         }
+        memory.remove(&key);
+        None
     }
 
     /// Stores a generation (in Redis without waiting for it).
@@ -211,31 +211,17 @@ impl ResponseCache {
         if let Some(redis) = &self.redis {
             redis.put(key, g, self.settings.ttl);
         }
-        if self.settings.max_entries == 0 {
-            return;
-        }
-        let mut shard = self
-            .shard(key)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let per_shard = self.settings.max_entries.div_ceil(SHARDS);
-        if shard
-            .entries
-            .insert(key, (Instant::now(), g.clone()))
-            .is_none()
-        {
-            shard.order.push_back(key);
-        }
-        while shard.entries.len() > per_shard {
-            match shard.order.pop_front() {
-                Some(old) => {
-                    shard.entries.remove(&old);
-                }
-                None => break,
-            }
+        if let Some(memory) = &self.memory {
+            let entry = Entry {
+                at: Instant::now(),
+                generation: g.clone(),
+            };
+            memory.insert(key, Arc::new(entry));
         }
     }
 }
+
+// === impl RedisCache ===
 
 impl RedisCache {
     async fn get(&self, key: CacheKey) -> Option<Generation> {
@@ -268,30 +254,6 @@ impl RedisCache {
     }
 }
 
-/// FNV-1a, 128 bits: stable across processes and versions, which a shared
-/// cache key needs (std's hasher promises neither).
-struct Fnv128(u128);
-
-impl Fnv128 {
-    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
-
-    fn new() -> Self {
-        Self(Self::OFFSET)
-    }
-
-    fn write_u8(&mut self, b: u8) {
-        self.0 ^= u128::from(b);
-        self.0 = self.0.wrapping_mul(Self::PRIME);
-    }
-
-    /// Length-prefixed, so ("ab","c") and ("a","bc") differ.
-    fn write_str(&mut self, s: &str) {
-        for b in (s.len() as u64).to_le_bytes() {
-            self.write_u8(b);
-        }
-        for b in s.bytes() {
-            self.write_u8(b);
-        }
-    }
-}
+#[cfg(test)]
+#[path = "cache/tests.rs"]
+mod tests;

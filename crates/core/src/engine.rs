@@ -218,65 +218,31 @@ impl Engine {
         })
     }
 
-    /// Asks the first available Anthropic target of the request's route to
+    /// Asks the request's route's Anthropic targets, in plan order, to
     /// count its input tokens (the request must carry its native Anthropic
-    /// body); `Ok(None)` when no target could: the caller estimates.
-    /// Returns the count and the provider that counted.
+    /// body), through the same plan and breakers as a generation: a target
+    /// whose breaker is open is not called, a half-open one only with the
+    /// probe, and every outcome is recorded. `Ok(None)` when no target
+    /// could: the caller estimates. Returns the count and the provider
+    /// that counted.
     pub async fn count_tokens(
         &self,
         request: GenerateRequest,
     ) -> Result<Option<(u64, String)>, Error> {
         request.route.validate()?;
-        let targets = match self
-            .inner
+        request.chat.validate()?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
             .router
-            .call(
-                |reply| RouterMsg::Resolve {
-                    route: request.route.clone(),
-                    reply,
-                },
-                Some(QUERY_TIMEOUT),
-            )
+            .cast(RouterMsg::CountTokens {
+                request,
+                started: Instant::now(),
+                reply,
+            })
+            .map_err(|_| Error::Engine("the router is not running".into()))?;
+        answer
             .await
-        {
-            Ok(CallResult::Success(targets)) => targets?,
-            _ => return Err(Error::Engine("the router is not running".into())),
-        };
-        let settings = &self.inner.settings;
-        let chat = Arc::clone(&request.chat);
-        for target in targets {
-            let Some(p) = settings.providers.get(&*target.provider) else {
-                continue;
-            };
-            if p.kind != crate::settings::ProviderKind::Anthropic {
-                continue;
-            }
-            let deadline = Instant::now() + p.timeouts.attempt.min(QUERY_TIMEOUT * 6);
-            // The same call path as an attempt: the actor is started if
-            // needed, and a stale ref is replaced once.
-            let counted = crate::run::call_provider(
-                &mut None,
-                &self.inner.supervisor,
-                &target.provider,
-                deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1),
-                |reply| ProviderMsg::CountTokens {
-                    model: Arc::clone(&target.model),
-                    request: Arc::clone(&chat),
-                    deadline,
-                    connect: p.timeouts.connect,
-                    reply,
-                },
-            )
-            .await;
-            match counted {
-                Ok(Some(n)) => return Ok(Some((n, p.name.clone()))),
-                Ok(None) => {}
-                Err(f) => {
-                    tracing::info!(provider = %p.name, error = %f, "count_tokens failed; trying the next target");
-                }
-            }
-        }
-        Ok(None)
+            .unwrap_or_else(|_| Err(Error::Engine("the count ended without an answer".into())))
     }
 
     /// Every provider with its availability, sorted by routing order.

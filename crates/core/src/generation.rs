@@ -59,6 +59,12 @@ impl Api {
     }
 }
 
+/// Which client key sent a request: a keyed hash of the key, never the key
+/// itself, so that stored state (the response cache) can belong to the
+/// client that made it. Its `Debug` shows a short prefix of the hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientTag([u8; 32]);
+
 /// What a front end hands the engine.
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
@@ -76,6 +82,9 @@ pub struct GenerateRequest {
     pub timeout: Option<std::time::Duration>,
     /// The API it came through.
     pub api: Api,
+    /// The client key it came with (none on an open gateway): the response
+    /// cache answers it only from its own entries unless `[cache] shared`.
+    pub client: Option<ClientTag>,
 }
 
 /// A successful generation.
@@ -129,6 +138,7 @@ impl GenerateRequest {
             no_fallback: false,
             timeout: None,
             api: Api::Neutral,
+            client: None,
         }
     }
 
@@ -140,6 +150,32 @@ impl GenerateRequest {
     pub fn refusal_policy(mut self, policy: RefusalPolicy) -> Self {
         self.refusal_policy = Some(policy);
         self
+    }
+}
+
+// === impl ClientTag ===
+
+impl ClientTag {
+    /// The tag of a client key.
+    pub fn of_key(key: &str) -> Self {
+        Self(blake3::derive_key(
+            "understudy 2026-12 client key tag",
+            key.as_bytes(),
+        ))
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ClientTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ClientTag({:02x}{:02x}{:02x}{:02x}…)",
+            self.0[0], self.0[1], self.0[2], self.0[3]
+        )
     }
 }
 

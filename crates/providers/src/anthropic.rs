@@ -307,10 +307,10 @@ fn tool_call_of(position: usize, block: &WireBlock) -> Result<ToolCall, Failure>
         }
     };
     Ok(ToolCall {
-        id: block
-            .id
-            .clone()
-            .unwrap_or_else(|| fallback_id(position as u32)),
+        id: block.id.as_deref().map_or_else(
+            || fallback_id(position as u32),
+            |id| crate::ids::from_anthropic(id).into_owned(),
+        ),
         name: block.name.clone().unwrap_or_default(),
         arguments,
     })
@@ -475,21 +475,13 @@ fn wire_tool_choice(choice: Option<&ToolChoice>, single: bool) -> Option<WireToo
     })
 }
 
-/// A tool-call id as the API takes it (`^[a-zA-Z0-9_-]+$`): every other
-/// character becomes `_`. Deterministic, so a `tool_use` and the
-/// `tool_result` answering it still match. A Gemini thought signature
-/// carried in the id is cut off first: it belongs to the Gemini target that
-/// made it.
+/// A tool-call id as the API takes it (`^[a-zA-Z0-9_-]+$`), injectively
+/// ([`crate::ids::anthropic`]): deterministic, so a `tool_use` and the
+/// `tool_result` answering it still match, and no two ids meet. A Gemini
+/// thought signature carried in the id stays out: it belongs to the Gemini
+/// target that made it.
 fn wire_tool_id(id: &str) -> Cow<'_, str> {
-    let id = crate::signature::unsigned(id);
-    let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    if !id.is_empty() && id.chars().all(ok) {
-        return Cow::Borrowed(id);
-    }
-    if id.is_empty() {
-        return Cow::Borrowed("_");
-    }
-    Cow::Owned(id.chars().map(|c| if ok(c) { c } else { '_' }).collect())
+    crate::ids::anthropic(id)
 }
 
 /// The conversation as alternating user and assistant turns.
@@ -906,7 +898,10 @@ impl AnthropicStream {
         });
         out.push_back(Ok(StreamEvent::ToolCall(ToolCallDelta {
             index: call,
-            id: Some(block.id.unwrap_or_else(|| fallback_id(call))),
+            id: Some(block.id.as_deref().map_or_else(
+                || fallback_id(call),
+                |id| crate::ids::from_anthropic(id).into_owned(),
+            )),
             name: Some(block.name.unwrap_or_default()),
             arguments: String::new(),
         })));

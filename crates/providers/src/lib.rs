@@ -11,6 +11,7 @@
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
+//! - `ids`: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
 //! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
 //! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
@@ -19,6 +20,7 @@ mod anthropic_native;
 pub mod classify;
 pub mod gemini;
 mod http;
+mod ids;
 pub mod openai_compat;
 pub mod signature;
 pub mod sse;

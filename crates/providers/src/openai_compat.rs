@@ -769,28 +769,14 @@ impl Serialize for WireToolCalls<'_> {
 }
 
 /// A tool-call id as OpenAI will take it: unchanged when it fits (every id
-/// OpenAI, Anthropic or Groq mints does), else a stable digest of it, the
-/// same on the assistant's call and on the tool result that answers it.
-/// The client keeps seeing its own id: answers carry the ids this provider
-/// mints, never these. A Gemini thought signature carried in the id is cut
-/// off first: it belongs to the Gemini target that made it.
+/// OpenAI, Anthropic or Groq mints does), else a BLAKE3 digest of it
+/// ([`crate::ids::openai`]), the same on the assistant's call and on the
+/// tool result that answers it. The client keeps seeing its own id:
+/// answers carry the ids this provider mints, never these. An id carrying
+/// a Gemini thought signature is digested too: the signature belongs to
+/// the Gemini target that made it.
 fn wire_id(id: &str) -> Cow<'_, str> {
-    let id = crate::signature::unsigned(id);
-    if id.len() <= MAX_TOOL_CALL_ID {
-        return Cow::Borrowed(id);
-    }
-    // FNV-1a, twice with different offsets: stable across builds and
-    // processes (a history is sent again on every turn).
-    let fnv = |basis: u64| {
-        id.bytes().fold(basis, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-    };
-    Cow::Owned(format!(
-        "call_{:016x}{:016x}",
-        fnv(0xcbf2_9ce4_8422_2325),
-        fnv(0x6c62_272e_07bb_0142)
-    ))
+    crate::ids::openai(id, MAX_TOOL_CALL_ID)
 }
 
 /// `tools: [{"type":"function","function":{name, description?, parameters?, strict?}}]`.

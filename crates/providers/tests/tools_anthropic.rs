@@ -502,11 +502,11 @@ async fn a_tool_loop_history_becomes_tool_use_and_one_merged_tool_result_turn() 
             {"role": "assistant", "content": [
                 {"type": "text", "text": "Checking both."},
                 {"type": "tool_use", "id": "call_abc123", "name": "get_weather", "input": {"location": "Paris"}},
-                {"type": "tool_use", "id": "gemini_get_weather_1_x", "name": "get_weather", "input": {"location": "Tokyo"}}
+                {"type": "tool_use", "id": "gemini-3aget_weather-2f1-2ex", "name": "get_weather", "input": {"location": "Tokyo"}}
             ]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "call_abc123", "content": "18°C, cloudy"},
-                {"type": "tool_result", "tool_use_id": "gemini_get_weather_1_x", "content": "25°C, sunny"},
+                {"type": "tool_result", "tool_use_id": "gemini-3aget_weather-2f1-2ex", "content": "25°C, sunny"},
                 {"type": "text", "text": "And which is warmer?"}
             ]}
         ])

@@ -1011,7 +1011,7 @@ impl MessageEvents {
                     let id = match &call.id {
                         Some(id) => id.as_str(),
                         None => {
-                            minted = format!("toolu_{}_{}", self.id, call.index);
+                            minted = format!("toolu_{}_{}", id_safe(&self.id), call.index);
                             &minted
                         }
                     };
@@ -1182,6 +1182,21 @@ impl Typed {
 pub(crate) fn event(name: &'static str, value: &impl Serialize) -> Event {
     let data = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
     Event::default().event(name).data(data)
+}
+
+/// `id` (a message id made of the client's `x-request-id`, which may hold
+/// `.` and `:`) in Anthropic's id alphabet, injectively: letters and digits
+/// stand for themselves, every other byte is `_` and two hex digits.
+fn id_safe(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("_{b:02x}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
+use understudy_core::ClientTag;
 use understudy_core::settings::ServerSettings;
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
@@ -108,22 +109,38 @@ pub(crate) async fn client_auth(
     }
     // Anthropic's clients send the key as `x-api-key` (Claude Code's
     // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN).
-    let ok = [bearer(&req), x_api_key(&req)]
+    let matched = [bearer(&req), x_api_key(&req)]
         .into_iter()
         .flatten()
-        .any(|given| {
+        .find_map(|given| {
             state
                 .api_keys
                 .iter()
-                .any(|k| constant_time_eq(k.expose(), given))
+                .find(|k| constant_time_eq(k.expose(), given))
         });
-    if ok {
-        return json_only(req, next).await;
+    if let Some(key) = matched {
+        // The handler runs inside this future: it reads the tag through
+        // `client_tag()` when it builds the engine request.
+        let tag = ClientTag::of_key(key.expose());
+        return CLIENT.scope(tag, json_only(req, next)).await;
     }
     let error = ApiError::Unauthorized(
         "a valid client key is required: Authorization: Bearer <key> or x-api-key: <key>".into(),
     );
     in_shape(&req, error)
+}
+
+tokio::task_local! {
+    /// The tag of the client key the request being served came with, set
+    /// by [`client_auth`] around the handler.
+    static CLIENT: ClientTag;
+}
+
+/// The tag of the client key the current request came with (none on an
+/// open gateway): the engine keeps the request's stored state (the
+/// response cache) apart by it. Never the key itself.
+pub(crate) fn client_tag() -> Option<ClientTag> {
+    CLIENT.try_with(|tag| *tag).ok()
 }
 
 /// `error` in the shape of the route `req` asked for.

@@ -39,15 +39,16 @@ pub(crate) enum RouterMsg {
         started: Instant,
         reply: tokio::sync::oneshot::Sender<Result<crate::GenerationStream, crate::Error>>,
     },
+    /// Plan one request and count its input tokens through that plan's
+    /// breakers (`Engine::count_tokens`).
+    CountTokens {
+        request: GenerateRequest,
+        started: Instant,
+        reply: tokio::sync::oneshot::Sender<crate::run::CountResult>,
+    },
     /// From the supervisor: a provider actor (re)started (use this ref
     /// from now on), or its restart budget ran out (leave it out of plans).
     Provider(ProviderNotice),
-    /// The targets a selector names under the routing table in force, and
-    /// which of them are available now.
-    Resolve {
-        route: crate::generation::RouteSelector,
-        reply: RpcReplyPort<Result<Vec<Target>, crate::Error>>,
-    },
     /// The static view of every provider.
     Providers(RpcReplyPort<Vec<ProviderInfo>>),
     /// The current routing table.
@@ -170,6 +171,18 @@ impl Actor for RouterActor {
                     let _ = reply.send(Err(e));
                 }
             },
+            RouterMsg::CountTokens {
+                request,
+                started,
+                reply,
+            } => match state.prepare(request, started, Mode::Answer) {
+                Ok(run) => {
+                    state.runs.spawn(run.count_tokens(reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             RouterMsg::Provider(ProviderNotice::Started { provider, actor }) => {
                 state.stopped.remove(&provider);
                 state.actors.insert(provider, actor);
@@ -177,21 +190,6 @@ impl Actor for RouterActor {
             RouterMsg::Provider(ProviderNotice::Stopped { provider }) => {
                 state.actors.remove(&provider);
                 state.stopped.insert(provider);
-            }
-            RouterMsg::Resolve { route, reply } => {
-                let now = Instant::now();
-                let resolved =
-                    plan::resolve(&route, &state.settings, &state.default_route, &state.routes)
-                        .map(|targets| {
-                            targets
-                                .into_iter()
-                                .filter(|t| {
-                                    state.availability(&t.provider).is_none()
-                                        && !state.board.is_open(t, now)
-                                })
-                                .collect()
-                        });
-                let _ = reply.send(resolved);
             }
             RouterMsg::Providers(reply) => {
                 let _ = reply.send(state.providers());
@@ -280,6 +278,7 @@ impl RouterState {
             bus: Arc::clone(&self.bus),
             cache: Arc::clone(&self.cache),
             use_cache: request.cache,
+            client: request.client,
             spend: self.spend.clone(),
             shared: self.shared.clone(),
             board: Arc::clone(&self.board),

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::cache::CacheKey;
+use crate::cache::KeyContext;
 use crate::chat::{ChatRequest, Completion};
 use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
@@ -28,8 +28,18 @@ impl Run {
     pub(crate) async fn execute(mut self) -> GenerateResult {
         let ctx = self.event_context();
         let started = self.started;
-        let key = (self.use_cache && self.cache.enabled() && !self.plan.targets.is_empty())
-            .then(|| CacheKey::new(&self.chat, &self.plan.targets, self.rules.refusal));
+        let key = if self.use_cache && self.cache.enabled() && !self.plan.targets.is_empty() {
+            let ctx = KeyContext {
+                api: self.api,
+                route: &self.route_label,
+                policy: self.rules.refusal,
+                targets: &self.plan.targets,
+                client: self.client,
+            };
+            self.cache.key(&self.chat, &ctx)
+        } else {
+            None
+        };
         if let Some(key) = key {
             if let Some(mut g) = self.cache.get(key).await {
                 g.request_id = ctx.request_id.clone();

@@ -6,6 +6,8 @@
 //!
 //! - `answer.rs`: a non-streamed request (and the response cache).
 //! - `stream.rs`: a streamed request: the walk to the commit, then the pump.
+//! - `count.rs`: counting input tokens (`count_tokens`) past the same
+//!   breakers.
 //! - `call.rs`: sending a message to a provider's actor, starting it first
 //!   through the supervisor when needed.
 //!
@@ -16,8 +18,9 @@
 
 mod answer;
 mod call;
+mod count;
 
-pub(crate) use call::call_provider;
+pub(crate) use count::CountResult;
 mod stream;
 
 use std::sync::Arc;
@@ -66,6 +69,8 @@ pub(crate) struct Run {
     pub cache: Arc<ResponseCache>,
     /// Whether the response cache may answer this request.
     pub use_cache: bool,
+    /// The client key the request came with: its cache entries are its own.
+    pub client: Option<crate::generation::ClientTag>,
     /// The fallback spend cap, when configured.
     pub spend: Option<Arc<SpendMeter>>,
     /// The fleet's shared state, when Redis is configured.

@@ -124,6 +124,9 @@ pub(crate) fn apply_overrides(
     headers: &axum::http::HeaderMap,
     request: &mut understudy_core::GenerateRequest,
 ) -> Result<(), ApiError> {
+    // Every engine request carries the client key's tag (set here because
+    // every route passes through here).
+    request.client = crate::auth::client_tag();
     let text = |name: &'static str| -> Result<Option<&str>, ApiError> {
         match headers.get(name) {
             None => Ok(None),

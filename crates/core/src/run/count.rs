@@ -1,0 +1,101 @@
+//! Counting a request's input tokens (`/v1/messages/count_tokens`) through
+//! the same plan and breakers as a generation: the router plans it (targets
+//! whose breaker is open are left out), each call is admitted by the
+//! target's breaker and, for a half-open probe, the fleet's probe lock, and
+//! its outcome is recorded. Only Anthropic targets can count; the first
+//! that answers does. A count never forces a call past an open breaker:
+//! with none admitted, the caller estimates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::actor::provider::ProviderMsg;
+use crate::attempt::AttemptKind;
+use crate::error::Error;
+use crate::policy::decide::Call;
+use crate::run::Run;
+use crate::run::call::call_provider;
+use crate::settings::ProviderKind;
+
+/// The count and the provider that made it; `None` when no target could.
+pub(crate) type CountResult = Result<Option<(u64, String)>, Error>;
+
+/// How much longer than the count's own deadline the run waits for the
+/// provider actor's reply.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
+
+impl Run {
+    /// Counts, and answers on `reply`; a caller that leaves stops the walk
+    /// (and gives back a half-open probe the call in flight took).
+    pub(crate) async fn count_tokens(
+        mut self,
+        mut reply: tokio::sync::oneshot::Sender<CountResult>,
+    ) {
+        let result = tokio::select! {
+            result = self.count() => result,
+            () = reply.closed() => {
+                self.release_held_probe();
+                return;
+            }
+        };
+        let _ = reply.send(Ok(result));
+    }
+
+    /// Asks the plan's Anthropic targets in order, each past its breaker.
+    async fn count(&mut self) -> Option<(u64, String)> {
+        for idx in 0..self.plan.targets.len() {
+            if self.plan.unsupported.get(idx).copied().flatten().is_some() {
+                continue;
+            }
+            let target = self.plan.targets[idx].clone();
+            let Some(p) = self.settings.providers.get(&*target.provider) else {
+                continue;
+            };
+            if p.kind != ProviderKind::Anthropic {
+                continue;
+            }
+            let name = p.name.clone();
+            let call = Call {
+                target: idx,
+                kind: AttemptKind::Primary,
+                force: false,
+            };
+            if !self.admit(call).await {
+                continue;
+            }
+            let timeouts = self.timeouts(idx);
+            let deadline = (Instant::now() + timeouts.attempt).min(self.deadline);
+            let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
+            let chat = Arc::clone(&self.chat);
+            let counted = call_provider(
+                &mut self.actors[idx],
+                &self.supervisor,
+                &target.provider,
+                wait,
+                |reply| ProviderMsg::CountTokens {
+                    model: Arc::clone(&target.model),
+                    request: Arc::clone(&chat),
+                    deadline,
+                    connect: timeouts.connect,
+                    reply,
+                },
+            )
+            .await;
+            match counted {
+                Ok(Some(n)) => {
+                    self.outcome(idx, Ok(()));
+                    return Some((n, name));
+                }
+                // The adapter cannot count: no outcome to record.
+                Ok(None) => self.release_held_probe(),
+                Err(f) => {
+                    self.outcome(idx, Err(f.code()));
+                    tracing::info!(provider = %name, error = %f, "count_tokens failed; trying the next target");
+                }
+            }
+        }
+        None
+    }
+}
