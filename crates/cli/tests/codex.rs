@@ -100,6 +100,15 @@ async fn codex_survives_a_primary_failing_mid_task() {
     assert_no_violations(&[("claude", &claude), ("openai", &openai)], &gateway);
 }
 
+#[test]
+fn the_readme_shows_this_configuration() {
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
+        "the README's Codex block differs from the one tested here"
+    );
+}
+
 /// The gateway's configuration: these providers (name, kind, simulator),
 /// the first the primary.
 fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
