@@ -185,8 +185,10 @@ impl ProviderKind {
     }
 }
 
-/// One provider's settings.
-#[derive(Debug, Clone)]
+/// One provider's settings. Its `Debug` shows the base URL without its
+/// userinfo and the extra headers without their values (secrets as much
+/// as the key is).
+#[derive(Clone)]
 pub struct ProviderSettings {
     pub name: String,
     pub kind: ProviderKind,
@@ -1167,6 +1169,51 @@ impl Secret {
     /// The secret value, for the one place that sends it.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+// === impl ProviderSettings (Debug) ===
+
+impl fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Destructured, so that a new field cannot be added without being
+        // considered here.
+        let Self {
+            name,
+            kind,
+            base_url,
+            api_key,
+            api_key_env,
+            requires_key,
+            model,
+            headers,
+            default_temperature,
+            timeouts,
+            route_connect_timeouts,
+            capabilities,
+            model_capabilities,
+            price,
+            prices,
+        } = self;
+        let header_names: Vec<(&str, &str)> =
+            headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
+        f.debug_struct("ProviderSettings")
+            .field("name", name)
+            .field("kind", kind)
+            .field("base_url", &redact_url(base_url))
+            .field("api_key", api_key)
+            .field("api_key_env", api_key_env)
+            .field("requires_key", requires_key)
+            .field("model", model)
+            .field("headers", &header_names)
+            .field("default_temperature", default_temperature)
+            .field("timeouts", timeouts)
+            .field("route_connect_timeouts", route_connect_timeouts)
+            .field("capabilities", capabilities)
+            .field("model_capabilities", model_capabilities)
+            .field("price", price)
+            .field("prices", prices)
+            .finish()
     }
 }
 

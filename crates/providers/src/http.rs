@@ -83,8 +83,9 @@ pub(crate) trait StreamParser: Send + 'static {
 }
 
 /// An adapter made of a protocol and its pooled client (one more for each
-/// other connect timeout a route sets for this provider).
-#[derive(Debug)]
+/// other connect timeout a route sets for this provider). Its `Debug`
+/// shows neither the protocol's endpoint (a URL may carry a password) nor
+/// its headers.
 pub(crate) struct HttpAdapter<P> {
     name: String,
     client: reqwest::Client,
@@ -105,6 +106,17 @@ pub(crate) struct Received {
 }
 
 // === impl HttpAdapter ===
+
+impl<P> fmt::Debug for HttpAdapter<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpAdapter")
+            .field("name", &self.name)
+            .field("protocol", &std::any::type_name::<P>())
+            .field("route_clients", &self.others.len())
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
 
 impl<P: Protocol> HttpAdapter<P> {
     pub(crate) fn new(settings: &ProviderSettings, protocol: P) -> Result<Self, String> {

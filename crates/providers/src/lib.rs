@@ -207,14 +207,17 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The provider's configured extra headers.
+/// The provider's configured extra headers, marked sensitive: they carry
+/// secrets as much as the key does (a proxy's token, a project id), so no
+/// `Debug` output of a request or a header map shows them.
 pub(crate) fn extra_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     for (name, value) in &settings.headers {
         let name = HeaderName::try_from(name.as_str())
             .map_err(|_| format!("invalid header name `{name}`"))?;
-        let value = HeaderValue::try_from(value.as_str())
+        let mut value = HeaderValue::try_from(value.as_str())
             .map_err(|_| format!("invalid value for header `{name}`"))?;
+        value.set_sensitive(true);
         headers.insert(name, value);
     }
     Ok(headers)
