@@ -406,3 +406,21 @@ async fn a_client_key_sees_only_its_own_responses() {
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_A, None).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_s_reasoning_streams_as_a_reasoning_item() {
+    let t = two().await;
+    t.claude
+        .push(Reply::stream(&["The answer."]).thinking_first("Let me think."));
+    let (status, _, text) = create(&t, json!({"input": "hi", "stream": true})).await;
+    assert_eq!(status, 200, "{text}");
+    let evs = events(&text);
+    let done = &evs.last().unwrap()["response"];
+    assert_eq!(evs.last().unwrap()["type"], "response.completed", "{text}");
+    let output = done["output"].as_array().unwrap();
+    assert_eq!(output[0]["type"], "reasoning", "{done}");
+    assert!(output[0]["id"].as_str().unwrap().starts_with("rs_"));
+    assert_eq!(output[0]["content"][0]["text"], "Let me think.");
+    assert_eq!(output[1]["content"][0]["text"], "The answer.");
+    assert!(types(&evs).contains(&"response.reasoning_text.delta"));
+}

@@ -10,6 +10,9 @@ pub(crate) mod request;
 pub(crate) mod store;
 pub(crate) mod stream;
 
+#[cfg(test)]
+mod tests;
+
 /// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`,
 /// `call`, `rs`): 32 random hex digits.
 pub(crate) fn new_id(prefix: &str) -> String {

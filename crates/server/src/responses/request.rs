@@ -532,60 +532,17 @@ fn item_into(
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or("message");
-    let str_of = |key: &str| item.get(key).and_then(Value::as_str);
     match kind {
         "message" => {
-            let role = str_of("role").unwrap_or("");
-            let role = match role {
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                "system" | "developer" => Role::System,
-                other => {
-                    return Err(ApiError::invalid(
-                        format!("{field}.role"),
-                        format!(
-                            "unknown role `{other}` (expected user, assistant, system or developer)"
-                        ),
-                    ));
-                }
-            };
-            let content = content(field, item.get("content"), role)?;
-            if role == Role::System && messages.is_empty() {
-                system.push(
-                    Message {
-                        role,
-                        content,
-                        tool_calls: Vec::new(),
-                        tool_call_id: None,
-                    }
-                    .text_content(),
-                );
-                return Ok(());
+            let message = message_item(field, item)?;
+            if message.role == Role::System && messages.is_empty() {
+                system.push(message.text_content());
+            } else {
+                messages.push(message);
             }
-            messages.push(Message {
-                role,
-                content,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            });
         }
         "function_call" | "custom_tool_call" => {
-            let (Some(call_id), Some(name)) = (str_of("call_id"), str_of("name")) else {
-                return Err(ApiError::invalid(
-                    field,
-                    format!("a {kind} item needs `call_id` and `name`"),
-                ));
-            };
-            let arguments = if kind == "custom_tool_call" {
-                json!({"input": str_of("input").unwrap_or("")}).to_string()
-            } else {
-                str_of("arguments").unwrap_or("{}").to_owned()
-            };
-            let call = ToolCall {
-                id: call_id.to_owned(),
-                name: names.find(name, str_of("namespace")),
-                arguments,
-            };
+            let call = call_item(field, kind, item, names)?;
             // Calls follow the assistant's text (or each other) in one turn.
             match messages.last_mut() {
                 Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
@@ -598,22 +555,7 @@ fn item_into(
             }
         }
         "function_call_output" | "custom_tool_call_output" => {
-            let Some(call_id) = str_of("call_id") else {
-                return Err(ApiError::invalid(
-                    field,
-                    format!("a {kind} item needs a `call_id`"),
-                ));
-            };
-            let text = match item.get("output") {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
-            messages.push(Message::tool_result(call_id, text));
+            messages.push(output_item(field, kind, item)?);
         }
         "item_reference" => {
             return Err(ApiError::invalid(
@@ -630,6 +572,75 @@ fn item_into(
         }
     }
     Ok(())
+}
+
+/// A `message` item (a system or developer message as [`Role::System`]).
+fn message_item(field: &str, item: &Value) -> Result<Message, ApiError> {
+    let role = match item.get("role").and_then(Value::as_str).unwrap_or("") {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "system" | "developer" => Role::System,
+        other => {
+            return Err(ApiError::invalid(
+                format!("{field}.role"),
+                format!("unknown role `{other}` (expected user, assistant, system or developer)"),
+            ));
+        }
+    };
+    Ok(Message {
+        role,
+        content: content(field, item.get("content"), role)?,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    })
+}
+
+/// A `function_call` or `custom_tool_call` item as a neutral call (a
+/// custom tool's `input` as `{"input": …}` arguments; a namespaced tool
+/// under its flattened name).
+fn call_item(
+    field: &str,
+    kind: &str,
+    item: &Value,
+    names: &ToolNames,
+) -> Result<ToolCall, ApiError> {
+    let str_of = |key: &str| item.get(key).and_then(Value::as_str);
+    let (Some(call_id), Some(name)) = (str_of("call_id"), str_of("name")) else {
+        return Err(ApiError::invalid(
+            field,
+            format!("a {kind} item needs `call_id` and `name`"),
+        ));
+    };
+    let arguments = if kind == "custom_tool_call" {
+        json!({"input": str_of("input").unwrap_or("")}).to_string()
+    } else {
+        str_of("arguments").unwrap_or("{}").to_owned()
+    };
+    Ok(ToolCall {
+        id: call_id.to_owned(),
+        name: names.find(name, str_of("namespace")),
+        arguments,
+    })
+}
+
+/// A tool's output item as a tool result (the text of its parts).
+fn output_item(field: &str, kind: &str, item: &Value) -> Result<Message, ApiError> {
+    let Some(call_id) = item.get("call_id").and_then(Value::as_str) else {
+        return Err(ApiError::invalid(
+            field,
+            format!("a {kind} item needs a `call_id`"),
+        ));
+    };
+    let text = match item.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    Ok(Message::tool_result(call_id, text))
 }
 
 /// A message's content: a string or a list of parts.
@@ -692,25 +703,4 @@ fn content(field: &str, content: Option<&Value>, role: Role) -> Result<Vec<Part>
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flat_names_are_valid_and_stable() {
-        assert_eq!(flat_name(None, "exec_command"), "exec_command");
-        assert_eq!(
-            flat_name(Some("multi_agent_v1"), "spawn_agent"),
-            "multi_agent_v1__spawn_agent"
-        );
-        let long = flat_name(Some(&"n".repeat(60)), "a.b");
-        assert!(
-            long.len() <= 64 && long.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
-            "{long}"
-        );
-        assert_eq!(long, flat_name(Some(&"n".repeat(60)), "a.b"));
-        assert_ne!(long, flat_name(Some(&"n".repeat(60)), "a.c"));
-    }
 }

@@ -92,7 +92,9 @@ async fn create(
         answered(&state, request, head).await?
     };
     if !translated.omitted.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&translated.omitted.join(", ")) {
+        let omitted = translated.omitted.join(", ");
+        tracing::info!(%omitted, "hosted tools left out: no target can run them");
+        if let Ok(v) = HeaderValue::from_str(&omitted) {
             response
                 .headers_mut()
                 .insert("x-understudy-omitted-tools", v);
