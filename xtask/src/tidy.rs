@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod purity;
+
 /// Returns every convention broken under `root`.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
@@ -27,18 +29,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             }
         }
     }
-    let policy = root.join("crates/core/src/policy");
-    for file in files.iter().filter(|f| f.starts_with(&policy)) {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        let shown = file.strip_prefix(root).unwrap_or(file).display();
-        problems.extend(
-            impure(&text)
-                .into_iter()
-                .map(|what| format!("{shown}: `policy/` is pure, but this file uses {what}")),
-        );
-    }
+    problems.extend(purity_problems(root, &files));
     if problems.is_empty() {
         Ok(())
     } else {
@@ -46,44 +37,46 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
 }
 
-/// What `crates/core/src/policy/` may not use outside its tests: the
-/// crate's modules that do I/O or hold shared state, and anything that
-/// reads the clock, sleeps, spawns or draws random numbers (time and jitter
-/// are inputs to the decision logic).
-const IMPURE: [&str; 20] = [
-    "crate::actor",
-    "crate::adapter",
-    "crate::breakers",
-    "crate::cache",
-    "crate::engine",
-    "crate::redis_link",
-    "crate::run",
-    "crate::shared",
-    "crate::sink",
-    "crate::spend",
-    "Instant::now",
-    "SystemTime",
-    "tokio::spawn",
-    "tokio::time::sleep",
-    "tokio::net",
-    "tokio::fs",
-    "std::fs",
-    "std::net",
-    "fastrand",
-    "redis::",
-];
-
-/// The impure names `text` uses before its `#[cfg(test)]` module.
-fn impure(text: &str) -> Vec<&'static str> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
-    IMPURE
-        .into_iter()
-        .filter(|name| {
-            code.lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .any(|l| l.contains(name))
+/// Breaks of the purity rule ([`purity`]) in `crates/core/src/policy/`
+/// and in the leaf modules it may import from, which are held to the same
+/// rule.
+fn purity_problems(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let src = root.join("crates/core/src");
+    let mut checked: Vec<(PathBuf, String)> = files
+        .iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(src.join("policy")).ok()?;
+            let stem = rel.file_stem()?.to_str()?;
+            let module = match stem {
+                "mod" => "crate::policy".to_owned(),
+                stem => format!("crate::policy::{stem}"),
+            };
+            Some((f.clone(), module))
         })
-        .collect()
+        .collect();
+    for leaf in purity::PURE_LEAVES
+        .iter()
+        .filter(|l| **l != "crate::policy")
+    {
+        let name = leaf.trim_start_matches("crate::");
+        checked.push((src.join(format!("{name}.rs")), (*leaf).to_owned()));
+    }
+    let mut problems = Vec::new();
+    for (file, module) in checked {
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            problems.push(format!("{shown}: a pure leaf module that cannot be read"));
+            continue;
+        };
+        problems.extend(purity::violations(&module, &text).into_iter().map(|what| {
+            format!("{shown}: `policy/` and its leaves are pure, but this file uses {what}")
+        }));
+    }
+    problems
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -105,15 +98,6 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_purity_check_catches_io_in_policy() {
-        let io =
-            "use crate::shared::SharedState;\nfn f() { let _ = tokio::time::Instant::now(); }\n";
-        assert_eq!(super::impure(io), ["crate::shared", "Instant::now"]);
-        let pure = "use crate::failure::FailureCode;\n// crate::shared in a comment\n#[cfg(test)]\nmod tests { fn t() { let _ = Instant::now(); } }\n";
-        assert!(super::impure(pure).is_empty());
-    }
-
     #[test]
     fn tidy() {
         if let Err(problems) = super::check(&crate::project_root()) {
