@@ -18,6 +18,9 @@ pub enum AttemptKind {
     Softened,
     RateLimitRetry,
     Fallback,
+    /// A committed stream that was cut, continued on another target with
+    /// the text sent so far as an assistant prefill (`continue_after_cut`).
+    Continuation,
 }
 
 /// How one attempt ended.
@@ -49,6 +52,7 @@ impl AttemptKind {
             Self::Softened => "softened",
             Self::RateLimitRetry => "rate_limit_retry",
             Self::Fallback => "fallback",
+            Self::Continuation => "continuation",
         }
     }
 }

@@ -170,25 +170,23 @@ impl Engine {
         // Compiling a client's schema is the caller's work, not the router's.
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
-        let asked = self
-            .inner
+        // A oneshot rather than an actor `call`: when this future is dropped
+        // (the client left) the run sees its port close and stops walking
+        // the plan.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
             .router
-            .call(
-                |reply| RouterMsg::Generate {
-                    request,
-                    started,
-                    reply,
-                },
-                None,
-            )
-            .await;
-        match asked {
-            Ok(CallResult::Success(result)) => result,
-            Ok(_) => Err(Error::Engine(
+            .cast(RouterMsg::Generate {
+                request,
+                started,
+                reply,
+            })
+            .map_err(|_| Error::Engine("the router is not running".into()))?;
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Engine(
                 "the request's run ended without an answer".into(),
-            )),
-            Err(_) => Err(Error::Engine("the router is not running".into())),
-        }
+            ))
+        })
     }
 
     /// Runs one streamed generation (DESIGN §3). Returns once a provider

@@ -85,6 +85,10 @@ pub struct GenerateRequest {
     /// The client key it came with (none on an open gateway): the response
     /// cache answers it only from its own entries unless `[cache] shared`.
     pub client: Option<ClientTag>,
+    /// Overrides the route's `stream_commit` (streamed requests only).
+    pub stream_commit: Option<crate::settings::StreamCommit>,
+    /// Overrides the route's `continue_after_cut` (streamed requests only).
+    pub continue_after_cut: Option<bool>,
 }
 
 /// A successful generation.
@@ -139,6 +143,8 @@ impl GenerateRequest {
             timeout: None,
             api: Api::Neutral,
             client: None,
+            stream_commit: None,
+            continue_after_cut: None,
         }
     }
 

@@ -36,7 +36,29 @@ pub struct GenerationStream {
     /// The committed target forwards the client's native request: its own
     /// events come as [`StreamItem::Native`], ahead of the neutral items.
     pub native: bool,
-    rx: mpsc::Receiver<StreamItem>,
+    /// The answer is held until a target completes it (`stream_commit =
+    /// "complete"`): this handle came before anyone served, so `provider`
+    /// is empty and `model` the first target's until the items arrive
+    /// (the fields are updated then; the final item names who served).
+    pub held: bool,
+    rx: mpsc::Receiver<Feed>,
+}
+
+/// What the run sends down a stream's channel: the items, and (for a held
+/// stream) who served, just before that target's items.
+#[derive(Debug)]
+pub(crate) enum Feed {
+    Item(StreamItem),
+    Served(Box<Served>),
+}
+
+/// Who serves a held stream.
+#[derive(Debug)]
+pub(crate) struct Served {
+    pub provider: String,
+    pub model: String,
+    pub fell_back: bool,
+    pub content_filtered: bool,
 }
 
 /// What a [`GenerationStream`] yields: text and tool-call fragments, then
@@ -44,6 +66,9 @@ pub struct GenerationStream {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
     Delta(String),
+    /// A piece of the model's reasoning, for front ends whose API carries
+    /// it (the others skip it). Held with the rest until the commit.
+    Reasoning(String),
     /// A piece of a tool call (boxed like the ends, for the channel's size).
     ToolCall(Box<ToolCallDelta>),
     /// An event exactly as the provider sent it, for a natively forwarded
@@ -69,6 +94,10 @@ pub struct StreamDone {
     pub attempts: Vec<Attempt>,
     pub latency_ms: f64,
     pub ttft_ms: f64,
+    /// The provider that continued the answer after the committed one was
+    /// cut (`continue_after_cut`); `provider` began it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_by: Option<String>,
 }
 
 /// The end of a stream that failed after its commit.
@@ -87,6 +116,29 @@ pub struct StreamError {
     pub ttft_ms: f64,
 }
 
+// === impl StreamError ===
+
+impl StreamError {
+    /// An error of a held stream that no target completed: the request's
+    /// error, in-band (the client already has the response's headers).
+    pub(crate) fn from_error(request_id: String, error: &crate::Error, latency_ms: f64) -> Self {
+        let attempts = error.attempts().to_vec();
+        let last = attempts.last();
+        Self {
+            request_id,
+            code: error.code(),
+            message: error.to_string(),
+            provider: last.map_or_else(String::new, |a| a.provider.clone()),
+            model: last.map_or_else(String::new, |a| a.model.clone()),
+            fell_back: attempts.len() > 1,
+            content_filtered: error.code() == FailureCode::ContentFilter,
+            attempts,
+            latency_ms,
+            ttft_ms: latency_ms,
+        }
+    }
+}
+
 // === impl GenerationStream ===
 
 impl GenerationStream {
@@ -98,7 +150,7 @@ impl GenerationStream {
         fell_back: bool,
         content_filtered: bool,
         native: bool,
-        rx: mpsc::Receiver<StreamItem>,
+        rx: mpsc::Receiver<Feed>,
     ) -> Self {
         Self {
             request_id,
@@ -107,17 +159,36 @@ impl GenerationStream {
             fell_back,
             content_filtered,
             native,
+            held: false,
             rx,
         }
     }
 
     /// The next item; `None` after the final `Done` or `Error`.
     pub async fn next(&mut self) -> Option<StreamItem> {
-        self.rx.recv().await
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
 
     /// Polls for the next item (for adapting to a `Stream`).
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamItem>> {
-        self.rx.poll_recv(cx)
+        loop {
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(Feed::Served(s))) => {
+                    let Served {
+                        provider,
+                        model,
+                        fell_back,
+                        content_filtered,
+                    } = *s;
+                    self.provider = provider;
+                    self.model = model;
+                    self.fell_back = fell_back;
+                    self.content_filtered = content_filtered;
+                }
+                Poll::Ready(Some(Feed::Item(item))) => return Poll::Ready(Some(item)),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }

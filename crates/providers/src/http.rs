@@ -400,7 +400,7 @@ impl<T: StreamParser> SseStream<T> {
         loop {
             if let Some(event) = self.pending.pop_front() {
                 let counted = match &event {
-                    Ok(StreamEvent::Delta(text)) => text.len(),
+                    Ok(StreamEvent::Delta(text) | StreamEvent::Reasoning(text)) => text.len(),
                     Ok(StreamEvent::ToolCall(call)) => call.arguments.len(),
                     Ok(StreamEvent::Native(event)) => event.data.len(),
                     _ => 0,
@@ -417,7 +417,10 @@ impl<T: StreamParser> SseStream<T> {
                 }
                 if !matches!(
                     event,
-                    Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+                    Ok(StreamEvent::Delta(_)
+                        | StreamEvent::Reasoning(_)
+                        | StreamEvent::ToolCall(_)
+                        | StreamEvent::Native(_))
                 ) {
                     // A finish or an error ends the stream; nothing after it
                     // counts (text and tool-call fragments do not end it).
@@ -455,6 +458,7 @@ impl<T: StreamParser> SseStream<T> {
                         matches!(
                             e,
                             Ok(StreamEvent::Delta(_)
+                                | StreamEvent::Reasoning(_)
                                 | StreamEvent::ToolCall(_)
                                 | StreamEvent::Native(_))
                         )
@@ -482,7 +486,10 @@ impl<T: StreamParser> SseStream<T> {
             if self.pending.iter().any(|e| {
                 !matches!(
                     e,
-                    Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+                    Ok(StreamEvent::Delta(_)
+                        | StreamEvent::Reasoning(_)
+                        | StreamEvent::ToolCall(_)
+                        | StreamEvent::Native(_))
                 )
             }) {
                 break;
@@ -519,7 +526,10 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
         out.iter().any(|e| {
             !matches!(
                 e,
-                Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+                Ok(StreamEvent::Delta(_)
+                    | StreamEvent::Reasoning(_)
+                    | StreamEvent::ToolCall(_)
+                    | StreamEvent::Native(_))
             )
         })
     };
@@ -552,7 +562,10 @@ pub(crate) fn parse_stream_bytes<T: StreamParser>(
     if let Some(end) = events.iter().position(|e| {
         !matches!(
             e,
-            Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_))
+            Ok(StreamEvent::Delta(_)
+                | StreamEvent::Reasoning(_)
+                | StreamEvent::ToolCall(_)
+                | StreamEvent::Native(_))
         )
     }) {
         events.truncate(end + 1);

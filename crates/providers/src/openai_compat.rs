@@ -350,6 +350,9 @@ pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &Wire
 
 // === streaming ===
 
+/// The most refusal text a stream keeps for its failure's detail.
+const MAX_REFUSAL: usize = 4096;
+
 /// Parses `data: {chunk}` events up to `data: [DONE]` (wire-formats §1.3,
 /// §2.3, §1.7, §2.7).
 #[derive(Debug, Default)]
@@ -358,6 +361,9 @@ pub(crate) struct OpenAiStream {
     finish: Option<String>,
     usage: Option<Usage>,
     text_seen: bool,
+    /// A refusal's words so far (`delta.refusal` comes in pieces, like
+    /// text): the failure names all of them, as an unstreamed refusal does.
+    refusal: String,
     /// The tool calls begun so far, in the order they began.
     calls: Vec<StreamCall>,
     stray: StrayJson,
@@ -375,6 +381,13 @@ struct StreamCall {
 
 impl OpenAiStream {
     fn finish(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
+        if !self.refusal.is_empty() {
+            out.push_back(Err(Failure::new(
+                FailureKind::ContentFilter,
+                format!("the model refused: {}", self.refusal),
+            )));
+            return;
+        }
         if !self.text_seen && self.calls.is_empty() {
             out.push_back(Err(Failure::new(
                 FailureKind::EmptyResponse,
@@ -512,11 +525,10 @@ impl StreamParser for OpenAiStream {
         };
         if let Some(delta) = choice.delta {
             if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
-                out.push_back(Err(Failure::new(
-                    FailureKind::ContentFilter,
-                    format!("the model refused: {refusal}…"),
-                )));
-                return;
+                // Kept until the finish (bounded: the failure's detail is).
+                if self.refusal.len() < MAX_REFUSAL {
+                    self.refusal.push_str(&refusal);
+                }
             }
             if let Some(thinking) = delta
                 .reasoning_content
@@ -541,7 +553,12 @@ impl StreamParser for OpenAiStream {
                     "finish_reason is content_filter",
                 )));
             }
-            Some(reason) => self.finish = Some(reason.to_owned()),
+            Some(reason) => {
+                self.finish = Some(reason.to_owned());
+                if !self.refusal.is_empty() {
+                    self.finish(out);
+                }
+            }
             None => {}
         }
     }
@@ -553,7 +570,7 @@ impl StreamParser for OpenAiStream {
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         if let Some(failure) = self.stray.take_failure(mid_stream_error) {
             out.push_back(Err(failure));
-        } else if self.finish.is_some() {
+        } else if self.finish.is_some() || !self.refusal.is_empty() {
             // The finish reason came, only `[DONE]` is missing: complete.
             self.finish(out);
         } else {

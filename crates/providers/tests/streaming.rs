@@ -47,7 +47,7 @@ async fn run_with_patience(
             Err(_) => return (text, "stalled".to_owned()),
             Ok(None) => return (text, "no terminal event".to_owned()),
             Ok(Some(Ok(StreamEvent::Delta(t)))) => text.push_str(&t),
-            Ok(Some(Ok(StreamEvent::Native(_)))) => {}
+            Ok(Some(Ok(StreamEvent::Native(_) | StreamEvent::Reasoning(_)))) => {}
             Ok(Some(Ok(StreamEvent::ToolCall(c)))) => {
                 text.push_str(&format!("[tool {} {:?} {}]", c.index, c.name, c.arguments));
             }

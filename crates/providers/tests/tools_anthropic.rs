@@ -58,7 +58,7 @@ fn reassemble(events: &[Result<StreamEvent, Failure>]) -> Streamed {
         match event {
             Ok(StreamEvent::Delta(t)) => text.push_str(t),
             // The provider's own events, for a natively forwarded request.
-            Ok(StreamEvent::Native(_)) => {}
+            Ok(StreamEvent::Native(_) | StreamEvent::Reasoning(_)) => {}
             Ok(StreamEvent::ToolCall(d)) => {
                 let first = !calls.contains_key(&d.index);
                 assert_eq!(

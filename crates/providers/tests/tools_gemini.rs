@@ -164,6 +164,7 @@ fn streamed_function_calls_arrive_whole_in_order() {
     for e in events {
         match e.unwrap() {
             StreamEvent::Native(n) => panic!("Gemini never forwards natively: {n:?}"),
+            StreamEvent::Reasoning(_) => {}
             StreamEvent::ToolCall(c) => {
                 ids.push(c.id.clone().unwrap());
                 seen.push((
@@ -607,6 +608,7 @@ async fn scripted_calls_round_trip_streamed() {
     while let Some(event) = tokio::time::timeout(CONNECT, stream.next()).await.unwrap() {
         match event.unwrap() {
             StreamEvent::Native(n) => panic!("Gemini never forwards natively: {n:?}"),
+            StreamEvent::Reasoning(_) => {}
             StreamEvent::ToolCall(c) => {
                 assert_eq!(c.index as usize, seen.len(), "indexes count up");
                 ids.push(c.id.unwrap());

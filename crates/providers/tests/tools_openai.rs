@@ -65,6 +65,7 @@ fn reassemble(events: Vec<Result<StreamEvent, Failure>>) -> Reassembled {
         assert!(out.end.is_none(), "an event after the terminal one");
         match event {
             Ok(StreamEvent::Delta(text)) => out.text.push_str(&text),
+            Ok(StreamEvent::Reasoning(_)) => {}
             Ok(StreamEvent::Native(e)) => {
                 panic!("no native events without a native request: {e:?}")
             }
@@ -608,6 +609,8 @@ async fn a_tool_loop_is_sent_in_openai_s_shape() {
         frequency_penalty: Some(-0.5),
         user: Some("user-1234".into()),
         native: None,
+        // (The native-only fields, which a translated request never sets.)
+        ..ChatRequest::default()
     };
     request.validate().unwrap();
     let body: Value = serde_json::from_str(&sent("p", &request).await).unwrap();

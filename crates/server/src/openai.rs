@@ -504,6 +504,13 @@ pub(crate) struct DeltaOut<'a> {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<&'a str>,
+    /// The model's reasoning, in the field reasoning models' compatible
+    /// APIs use (DeepSeek, vLLM, Groq); clients that do not know it ignore it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<&'a str>,
+    /// A surfaced refusal's words (OpenAI's own streamed `delta.refusal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<[ToolCallDeltaOut<'a>; 1]>,
 }

@@ -41,6 +41,7 @@ fn neutral_event(item: &StreamItem) -> Event {
     }
     let (name, data) = match item {
         StreamItem::Delta(text) => ("delta", to_json(&Text { text })),
+        StreamItem::Reasoning(text) => ("reasoning", to_json(&Text { text })),
         StreamItem::ToolCall(delta) => ("tool_call", to_json(delta)),
         // Only natively forwarded requests carry these; the neutral API
         // never forwards natively.
@@ -69,6 +70,9 @@ pub(crate) struct OpenAiEvents {
     include_usage: bool,
     pending: std::collections::VecDeque<Event>,
     finished: bool,
+    /// The role chunk has gone out. It goes just before the first item's,
+    /// so that a held stream's names the model that served.
+    started: bool,
 }
 
 impl OpenAiEvents {
@@ -78,24 +82,15 @@ impl OpenAiEvents {
         created: u64,
         include_usage: bool,
     ) -> Self {
-        let mut this = Self {
+        Self {
             inner,
             id,
             created,
             include_usage,
             pending: Default::default(),
             finished: false,
-        };
-        let first = this.chunk(
-            DeltaOut {
-                role: Some("assistant"),
-                content: Some(""),
-                tool_calls: None,
-            },
-            None,
-        );
-        this.pending.push_back(first);
-        this
+            started: false,
+        }
     }
 
     fn chunk(&self, delta: DeltaOut<'_>, finish: Option<&str>) -> Event {
@@ -115,7 +110,27 @@ impl OpenAiEvents {
     }
 
     fn push(&mut self, item: StreamItem) {
+        if !self.started && !matches!(item, StreamItem::Error(_) | StreamItem::Native(_)) {
+            self.started = true;
+            let first = self.chunk(
+                DeltaOut {
+                    role: Some("assistant"),
+                    content: Some(""),
+                    ..DeltaOut::default()
+                },
+                None,
+            );
+            self.pending.push_back(first);
+        }
         match item {
+            StreamItem::Reasoning(text) => {
+                let delta = DeltaOut {
+                    reasoning_content: Some(&text),
+                    ..DeltaOut::default()
+                };
+                let e = self.chunk(delta, None);
+                self.pending.push_back(e);
+            }
             StreamItem::Delta(text) => {
                 let delta = DeltaOut {
                     content: Some(&text),
@@ -175,6 +190,58 @@ impl OpenAiEvents {
                 self.finished = true;
             }
         }
+    }
+}
+
+/// A refusal surfaced by policy before anything was sent, streamed as OpenAI
+/// streams one (the same answer as the non-streamed `content_filter`
+/// completion): the role chunk, `delta.refusal`, the `content_filter`
+/// finish, `[DONE]`.
+pub(crate) fn refusal_events(id: &str, created: u64, model: &str, refusal: &str) -> Replay {
+    let chunk = |delta: DeltaOut<'_>, finish: Option<&str>| {
+        let body = ChunkOut {
+            id,
+            object: "chat.completion.chunk",
+            created,
+            model,
+            choices: [ChunkChoiceOut {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish,
+            }],
+        };
+        Event::default().data(to_json(&body))
+    };
+    Replay(std::collections::VecDeque::from([
+        chunk(
+            DeltaOut {
+                role: Some("assistant"),
+                content: Some(""),
+                ..DeltaOut::default()
+            },
+            None,
+        ),
+        chunk(
+            DeltaOut {
+                refusal: Some(refusal),
+                ..DeltaOut::default()
+            },
+            None,
+        ),
+        chunk(DeltaOut::default(), Some("content_filter")),
+        Event::default().data("[DONE]"),
+    ]))
+}
+
+/// Events known in full before the response starts.
+pub(crate) struct Replay(std::collections::VecDeque<Event>);
+
+impl futures_core::Stream for Replay {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.0.pop_front().map(Ok))
     }
 }
 

@@ -170,7 +170,10 @@ async fn stream(engine: &understudy_core::Engine, request: GenerateRequest, json
             StreamItem::ToolCall(delta) if json => {
                 out(&format!("{}\n", serde_json::json!({ "tool_call": delta })))
             }
-            StreamItem::ToolCall(_) | StreamItem::Native(_) => {}
+            StreamItem::Reasoning(text) if json => {
+                out(&format!("{}\n", serde_json::json!({ "reasoning": text })))
+            }
+            StreamItem::ToolCall(_) | StreamItem::Native(_) | StreamItem::Reasoning(_) => {}
             StreamItem::Done(done) => {
                 if json {
                     out(&format!("{}\n", serde_json::json!({ "done": done })));

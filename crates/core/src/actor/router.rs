@@ -27,11 +27,12 @@ use crate::spend::SpendMeter;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
-    /// Plan and run one request; the spawned run replies.
+    /// Plan and run one request; the spawned run replies (and stops
+    /// walking the plan when the caller is gone).
     Generate {
         request: GenerateRequest,
         started: Instant,
-        reply: RpcReplyPort<GenerateResult>,
+        reply: tokio::sync::oneshot::Sender<GenerateResult>,
     },
     /// Plan and run one streamed request; the run replies at the commit.
     GenerateStream {
@@ -151,9 +152,7 @@ impl Actor for RouterActor {
                 reply,
             } => match state.prepare(request, started, Mode::Answer) {
                 Ok(run) => {
-                    state.runs.spawn(async move {
-                        let _ = reply.send(run.execute().await);
-                    });
+                    state.runs.spawn(run.execute(reply));
                 }
                 Err(e) => {
                     let _ = reply.send(Err(e));
@@ -268,6 +267,27 @@ impl RouterState {
             .iter()
             .map(|t| self.actors.get(&t.provider).cloned())
             .collect();
+        let prefill = plan
+            .targets
+            .iter()
+            .map(|t| {
+                self.settings.providers.get(&*t.provider).is_some_and(|p| {
+                    p.kind == crate::settings::ProviderKind::Anthropic
+                        || p.capabilities_of(&t.model).assistant_prefill
+                })
+            })
+            .collect();
+        let streams = crate::run::StreamRules {
+            commit: request
+                .stream_commit
+                .or(route_options.and_then(|o| o.stream_commit))
+                .unwrap_or_default(),
+            continue_after_cut: request
+                .continue_after_cut
+                .or(route_options.and_then(|o| o.continue_after_cut))
+                .unwrap_or(false),
+            prefill,
+        };
         let refusal = request
             .refusal_policy
             .or(route_options.and_then(|o| o.refusal_policy))
@@ -289,6 +309,7 @@ impl RouterState {
                     request.timeout,
                 ),
             route_timeouts,
+            streams,
             probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
             rules: Rules {
                 mode,

@@ -22,10 +22,27 @@ use crate::run::{Run, cost_usd, millis};
 /// provider actor's reply before it counts the actor as gone.
 const REPLY_GRACE: Duration = Duration::from_secs(1);
 
+/// Where the run's answer goes; closed when the caller has left.
+type Reply = tokio::sync::oneshot::Sender<GenerateResult>;
+
 impl Run {
     /// Runs the plan (or answers from the cache), publishes the event, and
-    /// returns the result.
-    pub(crate) async fn execute(mut self) -> GenerateResult {
+    /// answers on `reply`. A caller that leaves stops the walk: no further
+    /// target is called for an answer nobody will read (as for a stream).
+    pub(crate) async fn execute(mut self, mut reply: Reply) {
+        let result = tokio::select! {
+            result = self.answer() => result,
+            () = reply.closed() => {
+                // Give back a half-open probe the call in flight took.
+                self.release_held_probe();
+                return;
+            }
+        };
+        let _ = reply.send(result);
+    }
+
+    /// The answer, from the cache or the plan, with its event published.
+    async fn answer(&mut self) -> GenerateResult {
         let ctx = self.event_context();
         let started = self.started;
         let key = if self.use_cache && self.cache.enabled() && !self.plan.targets.is_empty() {

@@ -81,10 +81,22 @@ pub(crate) struct Run {
     pub deadline: Instant,
     /// The timeouts the request's route sets.
     pub route_timeouts: TimeoutOverrides,
+    /// How a streamed request commits and whether a cut stream continues.
+    pub streams: StreamRules,
     /// The target whose half-open probe this run holds until the call's
     /// outcome is recorded ([`NO_PROBE`] when none), so that a run that
     /// stops mid-call gives back only a probe it took.
     pub probe_held: AtomicUsize,
+}
+
+/// A streamed request's own rules (route settings, or the request's
+/// headers).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamRules {
+    pub commit: crate::settings::StreamCommit,
+    pub continue_after_cut: bool,
+    /// Per plan target: it accepts an assistant prefill.
+    pub prefill: Vec<bool>,
 }
 
 /// [`Run::probe_held`] when the run holds no probe.

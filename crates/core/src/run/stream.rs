@@ -1,13 +1,20 @@
 //! A streamed request (DESIGN §3): execute the decision machine's steps
-//! until one target sends its first non-empty delta, commit to it, and pump
-//! it to the reader; never switch afterwards.
+//! until one target commits, then pump it to the reader; never switch
+//! afterwards (but for an opted-in continuation after a cut).
 //!
-//! Before the commit a failure (connect error, HTTP error, refusal at the
-//! start, malformed event, no first token within `first_token`) is reported
-//! to the machine like any failed attempt, and the caller has seen nothing.
-//! After it, a failure ends the stream with a final error
-//! ([`crate::policy::decide::after_commit`] names its code) and no other
-//! target is contacted.
+//! What each event means — progress, commitment, the end of an attempt — is
+//! decided by [`crate::policy::stream::Watch`]; this file only executes it:
+//! it holds what the watch says to hold, arms the silence deadline it
+//! names, and reports failures to the decision machine. Before the commit
+//! a failure is reported like any failed attempt, and the caller has seen
+//! nothing. After it, a failure ends the stream with a final error
+//! ([`crate::policy::decide::after_commit`] names its code), unless
+//! `continue_after_cut` lets a target that accepts an assistant prefill
+//! continue the answer.
+//!
+//! Under `stream_commit = "complete"` the caller gets its handle at once
+//! (so the front end can keep the connection alive), nothing commits before
+//! a target finishes, and the held answer is then sent at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,24 +25,33 @@ use tokio::time::Instant;
 use crate::actor::provider::ProviderMsg;
 use crate::adapter::BoxEventStream;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::chat::{FinishReason, StreamEvent, Usage};
+use crate::chat::{ChatRequest, FinishReason, Message, StreamEvent, Usage};
 use crate::error::Error;
 use crate::event::{EventContext, GenerationEvent};
 use crate::failure::{Failure, FailureKind};
 use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
+use crate::policy::stream::{HELD_BYTES, Step, Watch, may_continue, prefill};
 use crate::run::call::call_provider;
 use crate::run::{Run, cost_usd, millis};
-use crate::stream::{GenerationStream, STREAM_BUFFER, StreamDone, StreamError, StreamItem};
+use crate::settings::StreamCommit;
+use crate::stream::{
+    Feed, GenerationStream, STREAM_BUFFER, Served, StreamDone, StreamError, StreamItem,
+};
 
-/// A target that sent its first text or tool-call fragment.
+/// How a target's answer ends: its finish reason, usage and the model it
+/// named.
+type Finish = (FinishReason, Option<Usage>, Option<String>);
+
+/// A target that committed.
 struct Committed {
     idx: usize,
     kind: AttemptKind,
     stream: BoxEventStream,
-    /// What the reader gets first: the provider's own events that came
-    /// before the commit (natively forwarded requests), then the
-    /// committing item.
+    watch: Watch,
+    /// What the reader gets first: everything held before the commit.
     first: Vec<StreamItem>,
+    /// Set when the target already finished (`stream_commit = "complete"`).
+    finish: Option<Finish>,
     started: Instant,
 }
 
@@ -49,22 +65,81 @@ enum Opened {
 
 type Reply = oneshot::Sender<Result<GenerationStream, Error>>;
 
+/// Who the run answers: a caller still waiting for its handle, or (a held
+/// stream, or after the commit) the channel behind the handle it has.
+enum Client {
+    Waiting(Reply),
+    Open(mpsc::Sender<Feed>),
+}
+
+impl Client {
+    /// Resolves when the caller has gone away.
+    async fn closed(&mut self) {
+        match self {
+            Self::Waiting(reply) => reply.closed().await,
+            Self::Open(tx) => tx.closed().await,
+        }
+    }
+}
+
+/// The neutral event as the item a reader gets; `None` for a finish.
+fn item_of(event: StreamEvent) -> Option<StreamItem> {
+    match event {
+        StreamEvent::Delta(text) => Some(StreamItem::Delta(text)),
+        StreamEvent::Reasoning(text) => Some(StreamItem::Reasoning(text)),
+        StreamEvent::ToolCall(delta) => Some(StreamItem::ToolCall(Box::new(delta))),
+        StreamEvent::Native(event) => Some(StreamItem::Native(Box::new(event))),
+        StreamEvent::Finish { .. } => None,
+    }
+}
+
+/// Sends `item`; `false` when the reader has gone.
+async fn send(tx: &mpsc::Sender<Feed>, item: StreamItem) -> bool {
+    tx.send(Feed::Item(item)).await.is_ok()
+}
+
+fn client_left() -> Failure {
+    Failure::new(FailureKind::StreamInterrupted, "the client went away")
+}
+
 impl Run {
     /// Walks the plan for a streamed request; replies on `reply` at the
-    /// commit (or with the error when no target got that far).
-    pub(crate) async fn stream(mut self, mut reply: Reply) {
+    /// commit (or with the error when no target got that far) — at once
+    /// for a held stream.
+    pub(crate) async fn stream(mut self, reply: Reply) {
+        let mut client = if self.streams.commit == StreamCommit::Complete {
+            let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+            let mut handle = GenerationStream::new(
+                self.request_id.clone(),
+                String::new(),
+                self.plan
+                    .targets
+                    .first()
+                    .map_or_else(String::new, |t| t.model.to_string()),
+                false,
+                false,
+                false,
+                rx,
+            );
+            handle.held = true;
+            if reply.send(Ok(handle)).is_err() {
+                return;
+            }
+            Client::Open(tx)
+        } else {
+            Client::Waiting(reply)
+        };
         let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
         let mut attempts: Vec<Attempt> = Vec::new();
-        let mut committed: Option<Committed> = None;
         let mut input = Input::Start;
-        loop {
+        let committed = loop {
             let next = decider.next(input, Instant::now(), fastrand::f64());
             let call = match next {
                 Next::Call(call) => call,
                 Next::Wait(wait, call) => {
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
-                        _ = reply.closed() => return, // the caller went away
+                        () = client.closed() => return, // the caller went away
                     }
                     call
                 }
@@ -77,10 +152,10 @@ impl Run {
                     input = Input::Budget(self.budget_allows().await);
                     continue;
                 }
-                Next::Served { .. } => break,
+                Next::Served { .. } => break None,
                 Next::Stop(verdict) => {
                     let error = self.error(verdict, attempts);
-                    self.fail(reply, error);
+                    self.fail(client, error).await;
                     return;
                 }
             };
@@ -88,7 +163,7 @@ impl Run {
             // phase it is in (thousands of streams stay open at once).
             let opened = tokio::select! {
                 o = Box::pin(self.open_and_wait(call)) => o,
-                _ = reply.closed() => {
+                () = client.closed() => {
                     // The caller went away mid-attempt: give back the probe
                     // this call took, if it took one, so the breaker is not
                     // left waiting for an outcome that never comes.
@@ -98,8 +173,10 @@ impl Run {
             };
             input = match opened {
                 Opened::Committed(c) => {
-                    committed = Some(c);
-                    Input::Served
+                    // The machine answers `Served` to this; the loop ends
+                    // with the committed target in hand.
+                    let _ = decider.next(Input::Served, Instant::now(), 0.0);
+                    break Some(c);
                 }
                 Opened::Skipped => Input::Skipped,
                 Opened::Failed(failure, latency) => {
@@ -113,41 +190,80 @@ impl Run {
                     Input::Failed(failure.kind)
                 }
             };
-        }
+        };
         let Some(c) = committed else {
             // Unreachable: `Served` follows a commit.
-            self.fail(reply, Error::Engine("served without a stream".into()));
+            self.fail(client, Error::Engine("served without a stream".into()))
+                .await;
             return;
         };
         let fell_back = decider.is_fallback(c.idx);
         let content_filtered = decider.content_filtered();
-        Box::pin(self.pump(c, attempts, fell_back, content_filtered, reply)).await;
+        Box::pin(self.pump(c, attempts, fell_back, content_filtered, client)).await;
     }
 
-    /// Publishes the failed event and answers the caller with the error.
-    fn fail(&self, reply: Reply, error: Error) {
+    /// Publishes the failed event and answers the caller with the error: as
+    /// the reply, or in-band on a held stream.
+    async fn fail(&self, client: Client, error: Error) {
+        let latency_ms = millis(self.started.elapsed());
         self.bus.publish(GenerationEvent::failed(
             &self.event_context(),
             &error,
             true,
-            millis(self.started.elapsed()),
+            latency_ms,
         ));
-        let _ = reply.send(Err(error));
+        match client {
+            Client::Waiting(reply) => {
+                let _ = reply.send(Err(error));
+            }
+            Client::Open(tx) => {
+                let error = StreamError::from_error(self.request_id.clone(), &error, latency_ms);
+                let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
+            }
+        }
     }
 
-    /// Opens the call's target and waits for its first non-empty text.
+    /// Opens the call's target and reads it until it commits.
     async fn open_and_wait(&mut self, call: Call) -> Opened {
         let idx = call.target;
         if !self.admit(call).await {
             return Opened::Skipped;
         }
         let started = Instant::now();
+        let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
+        let chat = Arc::clone(&self.chat);
+        let failure = match self.open(idx, chat, first_token_by).await {
+            Ok(stream) => match self
+                .watch_until_commit(call, stream, started, first_token_by)
+                .await
+            {
+                Ok(committed) => return Opened::Committed(committed),
+                Err(failure) => {
+                    self.stream_ended(idx, Err(failure.code()), started.elapsed());
+                    failure
+                }
+            },
+            Err(f) => {
+                self.outcome(idx, Err(f.code()));
+                f
+            }
+        };
+        Opened::Failed(failure, started.elapsed())
+    }
+
+    /// Asks target `idx`'s actor to open a stream of `chat` (connect and
+    /// headers) by `first_token_by`.
+    async fn open(
+        &mut self,
+        idx: usize,
+        chat: Arc<ChatRequest>,
+        first_token_by: Instant,
+    ) -> Result<BoxEventStream, Failure> {
         let target = self.plan.targets[idx].clone();
         let timeouts = self.timeouts(idx);
-        let first_token_by = (started + timeouts.first_token).min(self.deadline);
-        let wait = first_token_by.saturating_duration_since(started) + Duration::from_secs(1);
-        let chat = Arc::clone(&self.chat);
-        let opened = call_provider(
+        let wait =
+            first_token_by.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
+        call_provider(
             &mut self.actors[idx],
             &self.supervisor,
             &target.provider,
@@ -160,77 +276,66 @@ impl Run {
                 reply,
             },
         )
-        .await;
-        let failure = match opened {
-            Ok(mut stream) => {
-                // A natively forwarded stream's own events before the commit
-                // (`message_start`, thinking…): held back until this target
-                // commits, dropped with it otherwise.
-                let mut held: Vec<StreamItem> = Vec::new();
-                let failure = loop {
-                    match tokio::time::timeout_at(first_token_by, stream.next()).await {
-                        Err(_) => {
-                            break Failure::new(
-                                FailureKind::Timeout,
-                                format!(
-                                    "no first token within {:.1} s",
-                                    first_token_by
-                                        .saturating_duration_since(started)
-                                        .as_secs_f64()
-                                ),
-                            );
+        .await
+    }
+
+    /// Reads an opened stream, holding its events, until the watch commits
+    /// (or, held whole, until it finishes).
+    async fn watch_until_commit(
+        &self,
+        call: Call,
+        mut stream: BoxEventStream,
+        started: Instant,
+        first_token_by: Instant,
+    ) -> Result<Committed, Failure> {
+        let idle = self.timeouts(call.target).stream_idle;
+        let mut watch = Watch::new(self.streams.commit, HELD_BYTES);
+        let mut held: Vec<StreamItem> = Vec::new();
+        let mut last = started;
+        loop {
+            let by = watch
+                .silence_deadline(first_token_by, last, idle)
+                .min(self.deadline);
+            let Ok(next) = tokio::time::timeout_at(by, stream.next()).await else {
+                let since = if watch.progressed() { last } else { started };
+                return Err(watch.on_silence(by.saturating_duration_since(since)));
+            };
+            last = Instant::now();
+            let step = watch.on_item(next.as_ref());
+            let Some(Ok(event)) = next else {
+                return Err(match step {
+                    Step::Fail(f) => f,
+                    _ => Failure::new(FailureKind::StreamInterrupted, "the stream ended"),
+                });
+            };
+            match step {
+                Step::Drop => {}
+                Step::Hold | Step::Forward => held.extend(item_of(event)),
+                Step::Commit | Step::Finish => {
+                    let finish = match event {
+                        StreamEvent::Finish {
+                            finish_reason,
+                            usage,
+                            model,
+                        } => Some((finish_reason, usage, model)),
+                        other => {
+                            held.extend(item_of(other));
+                            None
                         }
-                        Ok(Some(Ok(StreamEvent::Delta(text)))) if !text.is_empty() => {
-                            held.push(StreamItem::Delta(text));
-                            return Opened::Committed(Committed {
-                                idx,
-                                kind: call.kind,
-                                stream,
-                                first: held,
-                                started,
-                            });
-                        }
-                        Ok(Some(Ok(StreamEvent::Native(event)))) => {
-                            held.push(StreamItem::Native(Box::new(event)));
-                        }
-                        // A tool call commits like text: the client has
-                        // something it would act on.
-                        Ok(Some(Ok(StreamEvent::ToolCall(delta)))) => {
-                            held.push(StreamItem::ToolCall(Box::new(delta)));
-                            return Opened::Committed(Committed {
-                                idx,
-                                kind: call.kind,
-                                stream,
-                                first: held,
-                                started,
-                            });
-                        }
-                        Ok(Some(Ok(StreamEvent::Delta(_)))) => continue,
-                        Ok(Some(Ok(StreamEvent::Finish { .. }))) => {
-                            break Failure::new(
-                                FailureKind::EmptyResponse,
-                                "the stream finished without text",
-                            );
-                        }
-                        Ok(Some(Err(f))) => break f,
-                        Ok(None) => {
-                            break Failure::new(
-                                FailureKind::StreamInterrupted,
-                                "the stream ended without events",
-                            );
-                        }
-                    }
-                };
-                drop(stream);
-                self.stream_ended(idx, Err(failure.code()), started.elapsed());
-                failure
+                    };
+                    return Ok(Committed {
+                        idx: call.target,
+                        kind: call.kind,
+                        stream,
+                        watch,
+                        first: held,
+                        finish,
+                        started,
+                    });
+                }
+                Step::Fail(f) => return Err(f),
             }
-            Err(f) => {
-                self.outcome(idx, Err(f.code()));
-                f
-            }
-        };
-        Opened::Failed(failure, started.elapsed())
+        }
     }
 
     /// Sends the committed stream to the caller and pumps it to the end.
@@ -240,137 +345,134 @@ impl Run {
         mut attempts: Vec<Attempt>,
         fell_back: bool,
         content_filtered: bool,
-        reply: Reply,
+        client: Client,
     ) {
         let Committed {
             idx,
             kind,
             mut stream,
+            mut watch,
             first,
+            finish,
             started,
         } = c;
         let target = self.plan.targets[idx].clone();
-        let idle = self.timeouts(idx).stream_idle;
         let provider = target.provider.to_string();
         let mut model = stream.model().unwrap_or_else(|| target.model.to_string());
         let request_id = std::mem::take(&mut self.request_id);
         let ttft_ms = millis(self.started.elapsed());
-        let native = matches!(first.first(), Some(StreamItem::Native(_)));
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        // Usually one item (the first text); a native stream's held events
-        // beyond the channel's room are sent once the reader has the handle.
-        let mut first = first.into_iter();
-        for item in first.by_ref().take(STREAM_BUFFER) {
-            let _ = tx.try_send(item);
-        }
-        let handle = GenerationStream::new(
-            request_id.clone(),
-            provider.clone(),
-            model.clone(),
-            fell_back,
-            content_filtered,
-            native,
-            rx,
-        );
-        if reply.send(Ok(handle)).is_err() {
-            self.stream_ended(idx, Ok(()), started.elapsed());
-            return; // the caller left before the first byte; dropping `stream` closes upstream
-        }
-        for item in first {
-            if tx.send(item).await.is_err() {
-                self.stream_ended(idx, Ok(()), started.elapsed());
-                return;
+        let held = matches!(client, Client::Open(_));
+        // A held stream's handle went out before anyone served: it renders
+        // neutral items only, so a native target's own events are left out.
+        let native = !held && matches!(first.first(), Some(StreamItem::Native(_)));
+        let mut sent = Sent::new(self.streams.continue_after_cut && !native);
+        let tx = match client {
+            Client::Waiting(reply) => {
+                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+                let handle = GenerationStream::new(
+                    request_id.clone(),
+                    provider.clone(),
+                    model.clone(),
+                    fell_back,
+                    content_filtered,
+                    native,
+                    rx,
+                );
+                if reply.send(Ok(handle)).is_err() {
+                    self.stream_ended(idx, Ok(()), started.elapsed());
+                    return; // the caller left before the first byte; dropping `stream` closes upstream
+                }
+                tx
             }
-        }
-        // One idle timer for the whole stream: each event only notes the
-        // time, and the timer is moved when it fires early (a new timer per
-        // token meant a timer-wheel insertion and removal per token).
-        let mut last_data = Instant::now();
-        let silence = tokio::time::sleep_until(last_data + idle);
-        tokio::pin!(silence);
-        let end: Result<(FinishReason, Option<Usage>), Failure> = loop {
-            let next = tokio::select! {
-                biased;
-                next = stream.next() => next,
-                () = &mut silence => {
-                    if last_data.elapsed() < idle {
-                        silence.as_mut().reset(last_data + idle);
-                        continue;
-                    }
-                    break Err(Failure::new(
-                        FailureKind::StreamInterrupted,
-                        format!("no data for {:.1} s", idle.as_secs_f64()),
-                    ));
-                }
-                _ = tx.closed() => break Err(Failure::new(FailureKind::StreamInterrupted, "the client went away")),
-            };
-            last_data = Instant::now();
-            match next {
-                Some(Ok(StreamEvent::Delta(text))) => {
-                    if text.is_empty() {
-                        continue;
-                    }
-                    if tx.send(StreamItem::Delta(text)).await.is_err() {
-                        break Err(Failure::new(
-                            FailureKind::StreamInterrupted,
-                            "the client went away",
-                        ));
-                    }
-                    // Time spent waiting on a slow reader is not silence.
-                    last_data = Instant::now();
-                }
-                Some(Ok(StreamEvent::Native(event))) => {
-                    if tx.send(StreamItem::Native(Box::new(event))).await.is_err() {
-                        break Err(Failure::new(
-                            FailureKind::StreamInterrupted,
-                            "the client went away",
-                        ));
-                    }
-                    last_data = Instant::now();
-                }
-                Some(Ok(StreamEvent::ToolCall(delta))) => {
-                    if tx
-                        .send(StreamItem::ToolCall(Box::new(delta)))
-                        .await
-                        .is_err()
-                    {
-                        break Err(Failure::new(
-                            FailureKind::StreamInterrupted,
-                            "the client went away",
-                        ));
-                    }
-                    last_data = Instant::now();
-                }
-                Some(Ok(StreamEvent::Finish {
-                    finish_reason,
-                    usage,
-                    model: named,
-                })) => {
-                    if let Some(named) = named {
-                        model = named;
-                    }
-                    break Ok((finish_reason, usage));
-                }
-                Some(Err(f)) => break Err(f),
-                None => {
-                    break Err(Failure::new(
-                        FailureKind::StreamInterrupted,
-                        "the stream ended without a finish",
-                    ));
-                }
+            Client::Open(tx) => {
+                let served = Served {
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    fell_back,
+                    content_filtered,
+                };
+                let _ = tx.send(Feed::Served(Box::new(served))).await;
+                tx
             }
         };
+        let mut end: Result<Finish, Failure> = Ok((FinishReason::Stop, None, None));
+        for item in first {
+            if held && matches!(item, StreamItem::Native(_)) {
+                continue;
+            }
+            sent.note(&item);
+            if !send(&tx, item).await {
+                end = Err(client_left());
+                break;
+            }
+        }
+        if end.is_ok() {
+            end = match finish {
+                Some(finish) => Ok(finish),
+                None => {
+                    let idle = self.timeouts(idx).stream_idle;
+                    Self::relay(&mut stream, &mut watch, &tx, idle, &mut sent).await
+                }
+            };
+        }
         drop(stream); // closes the upstream connection now, whatever happened
         let latency = started.elapsed();
+        let mut continued_by = None;
+        let end = match end {
+            Err(f)
+                if sent.on && !tx.is_closed() && may_continue(&f.kind, watch.sent_tool_calls()) =>
+            {
+                // The committed target is recorded as cut; another may
+                // continue the answer.
+                let code = after_commit(&f.kind);
+                self.stream_ended(idx, Err(code), latency);
+                attempts.push(self.attempt_record(
+                    idx,
+                    kind,
+                    Outcome::Failed(code),
+                    latency,
+                    Some(f.describe()),
+                ));
+                match self.continuation(idx, &sent.text, &tx, &mut attempts).await {
+                    Ok((by, finish)) => {
+                        continued_by = Some(by);
+                        Ok(finish)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            end => {
+                let outcome = match &end {
+                    Ok(_) => Ok(()),
+                    // A client that leaves says nothing about the provider.
+                    Err(_) if tx.is_closed() => Ok(()),
+                    Err(f) => Err(after_commit(&f.kind)),
+                };
+                self.stream_ended(idx, outcome, latency);
+                let record = match &end {
+                    Ok(_) => self.attempt_record(idx, kind, Outcome::Ok, latency, None),
+                    Err(f) => self.attempt_record(
+                        idx,
+                        kind,
+                        Outcome::Failed(after_commit(&f.kind)),
+                        latency,
+                        Some(f.describe()),
+                    ),
+                };
+                attempts.push(record);
+                end
+            }
+        };
         let latency_ms = millis(self.started.elapsed());
         let ctx = EventContext {
             request_id: request_id.clone(),
             ..self.event_context()
         };
         match end {
-            Ok((finish_reason, usage)) => {
-                self.stream_ended(idx, Ok(()), latency);
-                attempts.push(self.attempt_record(idx, kind, Outcome::Ok, latency, None));
+            Ok((finish_reason, usage, named)) => {
+                if let Some(named) = named.filter(|_| continued_by.is_none()) {
+                    model = named;
+                }
                 let done = StreamDone {
                     request_id,
                     provider,
@@ -382,28 +484,19 @@ impl Run {
                     attempts,
                     latency_ms,
                     ttft_ms,
+                    continued_by,
                 };
                 let cost = cost_usd(&self.settings, &done.provider, &done.model, done.usage);
                 self.spent(fell_back, cost);
                 self.bus
                     .publish(GenerationEvent::stream_done(&ctx, &done, cost));
-                let _ = tx.send(StreamItem::Done(Box::new(done))).await;
+                let _ = send(&tx, StreamItem::Done(Box::new(done))).await;
             }
             Err(f) => {
-                let client_left = tx.is_closed();
                 let code = after_commit(&f.kind);
                 let content_filtered =
                     content_filtered || code == crate::FailureCode::ContentFilter;
-                // A client that leaves says nothing about the provider.
-                self.stream_ended(idx, if client_left { Ok(()) } else { Err(code) }, latency);
                 let message = f.describe();
-                attempts.push(self.attempt_record(
-                    idx,
-                    kind,
-                    Outcome::Failed(code),
-                    latency,
-                    Some(message.clone()),
-                ));
                 tracing::warn!(request_id = %request_id, provider = %provider, code = %code, error = %message, "stream failed after commit");
                 let error = StreamError {
                     request_id,
@@ -419,8 +512,231 @@ impl Run {
                 };
                 self.bus
                     .publish(GenerationEvent::stream_failed(&ctx, &error));
-                let _ = tx.send(StreamItem::Error(Box::new(error))).await;
+                let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
             }
+        }
+    }
+
+    /// Pumps a committed stream to the reader until it ends.
+    async fn relay(
+        stream: &mut BoxEventStream,
+        watch: &mut Watch,
+        tx: &mpsc::Sender<Feed>,
+        idle: Duration,
+        sent: &mut Sent,
+    ) -> Result<Finish, Failure> {
+        // One idle timer for the whole stream: each event only notes the
+        // time, and the timer is moved when it fires early (a new timer per
+        // token meant a timer-wheel insertion and removal per token).
+        let mut last_data = Instant::now();
+        let silence = tokio::time::sleep_until(last_data + idle);
+        tokio::pin!(silence);
+        loop {
+            let next = tokio::select! {
+                biased;
+                next = stream.next() => next,
+                () = &mut silence => {
+                    if last_data.elapsed() < idle {
+                        silence.as_mut().reset(last_data + idle);
+                        continue;
+                    }
+                    return Err(watch.on_silence(idle));
+                }
+                () = tx.closed() => return Err(client_left()),
+            };
+            last_data = Instant::now();
+            let step = watch.on_item(next.as_ref());
+            let event = match (step, next) {
+                (Step::Fail(f), _) => return Err(f),
+                (Step::Drop, _) => continue,
+                (
+                    _,
+                    Some(Ok(StreamEvent::Finish {
+                        finish_reason,
+                        usage,
+                        model,
+                    })),
+                ) => return Ok((finish_reason, usage, model)),
+                (_, Some(Ok(event))) => event,
+                // The watch fails every other end.
+                (_, _) => {
+                    return Err(Failure::new(
+                        FailureKind::StreamInterrupted,
+                        "the stream ended",
+                    ));
+                }
+            };
+            let Some(item) = item_of(event) else { continue };
+            sent.note(&item);
+            if !send(tx, item).await {
+                return Err(client_left());
+            }
+            // Time spent waiting on a slow reader is not silence.
+            last_data = Instant::now();
+        }
+    }
+
+    /// Continues a cut answer on the next target that accepts an assistant
+    /// prefill (`continue_after_cut`). Returns who continued and how the
+    /// answer ended; a target that refuses the prefill (or fails before its
+    /// first text) is never hidden: the stream then ends in its error.
+    async fn continuation(
+        &mut self,
+        cut: usize,
+        text: &str,
+        tx: &mpsc::Sender<Feed>,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<(String, Finish), Failure> {
+        let Some(idx) = (0..self.plan.targets.len())
+            .filter(|&i| i != cut)
+            .find(|&i| self.streams.prefill.get(i) == Some(&true))
+        else {
+            return Err(Failure::new(
+                FailureKind::StreamInterrupted,
+                "the stream was cut, and no other target accepts an assistant prefill",
+            ));
+        };
+        let call = Call {
+            target: idx,
+            kind: AttemptKind::Continuation,
+            force: false,
+        };
+        if !self.admit(call).await {
+            return Err(Failure::new(
+                FailureKind::StreamInterrupted,
+                "the stream was cut, and the target to continue it is unavailable",
+            ));
+        }
+        let (prefix, trimmed) = prefill(text);
+        let mut chat = (*self.chat).clone();
+        // The prefill is the neutral history's last turn: a native body
+        // (the client's own bytes) could not carry it.
+        chat.native = None;
+        chat.messages.push(Message::assistant(prefix));
+        let started = Instant::now();
+        let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
+        let provider = self.plan.targets[idx].provider.to_string();
+        let result = match self.open(idx, Arc::new(chat), first_token_by).await {
+            Ok(mut stream) => {
+                let result = self
+                    .continue_on(&mut stream, idx, trimmed, tx, first_token_by)
+                    .await;
+                drop(stream);
+                let outcome = match &result {
+                    Ok(_) => Ok(()),
+                    Err(_) if tx.is_closed() => Ok(()),
+                    Err(f) => Err(f.code()),
+                };
+                self.stream_ended(idx, outcome, started.elapsed());
+                result
+            }
+            Err(f) => {
+                self.outcome(idx, Err(f.code()));
+                Err(f)
+            }
+        };
+        let (outcome, detail) = match &result {
+            Ok(_) => (Outcome::Ok, None),
+            Err(f) => (Outcome::Failed(f.code()), Some(f.describe())),
+        };
+        attempts.push(self.attempt_record(idx, call.kind, outcome, started.elapsed(), detail));
+        match result {
+            Ok(finish) => Ok((provider, finish)),
+            Err(f) => Err(Failure::new(
+                FailureKind::StreamInterrupted,
+                format!(
+                    "the stream was cut, and {provider} could not continue it: {}",
+                    f.describe()
+                ),
+            )),
+        }
+    }
+
+    /// Reads a continuation: its first text loses the whitespace the
+    /// prefill gave up; everything goes to the reader.
+    async fn continue_on(
+        &self,
+        stream: &mut BoxEventStream,
+        idx: usize,
+        mut trim_start: bool,
+        tx: &mpsc::Sender<Feed>,
+        first_token_by: Instant,
+    ) -> Result<Finish, Failure> {
+        let idle = self.timeouts(idx).stream_idle;
+        let mut watch = Watch::committed(HELD_BYTES);
+        let mut started = Watch::new(StreamCommit::FirstOutput, HELD_BYTES);
+        let mut last = Instant::now();
+        loop {
+            let by = started.silence_deadline(first_token_by, last, idle);
+            let Ok(next) = tokio::time::timeout_at(by, stream.next()).await else {
+                return Err(started.on_silence(by.saturating_duration_since(last)));
+            };
+            last = Instant::now();
+            // Progress (for its deadline) is read from a fresh watch; what
+            // to do with the event from the committed one.
+            if let Some(Ok(event)) = &next {
+                started.on_event(event);
+            }
+            let step = watch.on_item(next.as_ref());
+            let event = match (step, next) {
+                (Step::Fail(f), _) => return Err(f),
+                (Step::Drop, _) => continue,
+                (
+                    _,
+                    Some(Ok(StreamEvent::Finish {
+                        finish_reason,
+                        usage,
+                        model,
+                    })),
+                ) => return Ok((finish_reason, usage, model)),
+                (_, Some(Ok(event))) => event,
+                (_, _) => {
+                    return Err(Failure::new(
+                        FailureKind::StreamInterrupted,
+                        "the stream ended",
+                    ));
+                }
+            };
+            let event = match event {
+                StreamEvent::Delta(text) if trim_start => {
+                    let text = text.trim_start();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    trim_start = false;
+                    StreamEvent::Delta(text.to_owned())
+                }
+                // A continuation's reasoning is its own; the client has
+                // the answer's.
+                StreamEvent::Reasoning(_) | StreamEvent::Native(_) => continue,
+                other => other,
+            };
+            let Some(item) = item_of(event) else { continue };
+            if !send(tx, item).await {
+                return Err(client_left());
+            }
+        }
+    }
+}
+
+/// The text the client has received, kept only when a cut may be
+/// continued (it becomes the prefill).
+struct Sent {
+    on: bool,
+    text: String,
+}
+
+impl Sent {
+    fn new(on: bool) -> Self {
+        Self {
+            on,
+            text: String::new(),
+        }
+    }
+
+    fn note(&mut self, item: &StreamItem) {
+        if let (true, StreamItem::Delta(text)) = (self.on, item) {
+            self.text.push_str(text);
         }
     }
 }

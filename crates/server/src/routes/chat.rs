@@ -40,15 +40,30 @@ async fn completions(
     super::apply_overrides(&headers, &mut request)?;
 
     if body.stream {
-        let stream = state
-            .engine
-            .generate_stream(request)
-            .await
-            .map_err(refusal_is_an_error)?;
-        let (provider, fell_back, filtered) = (
+        let stream = match state.engine.generate_stream(request).await {
+            Ok(stream) => stream,
+            // A refusal surfaced by policy means what it means unstreamed:
+            // an answer refused by the content filter.
+            Err(Error::Refused { attempts }) => {
+                let refused = attempts.last();
+                let events = crate::sse::refusal_events(
+                    &format!("chatcmpl-{id}"),
+                    now(),
+                    refused.map_or("", |a| a.model.as_str()),
+                    refused.and_then(|a| a.detail.as_deref()).unwrap_or(""),
+                );
+                let mut response = Sse::new(events).into_response();
+                let provider = refused.map_or("", |a| a.provider.as_str());
+                super::failover_headers(&mut response, provider, false, true);
+                return Ok(response);
+            }
+            Err(e) => return Err(refusal_is_an_error(e)),
+        };
+        let (provider, fell_back, filtered, held) = (
             stream.provider.clone(),
             stream.fell_back,
             stream.content_filtered,
+            stream.held,
         );
         let events = OpenAiEvents::new(
             stream,
@@ -59,7 +74,11 @@ async fn completions(
         let mut response = Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response();
-        super::failover_headers(&mut response, &provider, fell_back, filtered);
+        // A held stream starts before anyone served: its final event, not
+        // its headers, says who did.
+        if !held {
+            super::failover_headers(&mut response, &provider, fell_back, filtered);
+        }
         return Ok(response);
     }
 
@@ -115,8 +134,8 @@ async fn completions(
     }
 }
 
-/// A streamed refusal under the `surface` policy: nothing was sent yet, so
-/// it is an ordinary error response.
+/// An error before a stream began: nothing was sent yet, so it is an
+/// ordinary error response.
 fn refusal_is_an_error(e: Error) -> OpenAiError {
     OpenAiError(ApiError::Engine(e))
 }

@@ -1,0 +1,85 @@
+//! The two modes behave alike where nothing forces them apart (issue 21,
+//! item 5): whitespace-only text and a nameless tool call are no answer
+//! whether streamed or not, and a client that leaves stops a non-streamed
+//! run from walking more fallbacks, as it stops a streamed one. (Written
+//! against the engine's public API only, so that it also runs on the code
+//! before the change, where it fails.)
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+use std::time::Duration;
+
+use understudy_core::{ChatRequest, GenerateRequest, StreamItem};
+use understudy_testkit::{Reply, StreamSpec, TestGateway};
+
+#[tokio::test]
+async fn whitespace_and_nameless_tool_calls_are_no_answer_in_either_mode() {
+    use understudy_testkit::SimToolCall;
+    for (reply, what) in [
+        (StreamSpec::new(&["  ", "\n"]).reply(), "whitespace"),
+        (
+            Reply::ToolCalls(vec![SimToolCall::new("", serde_json::json!({"a": 1}))]),
+            "a nameless tool call",
+        ),
+    ] {
+        for streamed in [false, true] {
+            let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
+            groq.push(reply.clone());
+            openai.push(Reply::stream(&["From", " the", " fallback."]));
+            let request = GenerateRequest::new(ChatRequest::user("hi"));
+            let (text, provider, trail) = if streamed {
+                let (text, end) = {
+                    let mut s = gw.engine.generate_stream(request).await.unwrap();
+                    let mut text = String::new();
+                    loop {
+                        match s.next().await {
+                            Some(StreamItem::Delta(t)) => text.push_str(&t),
+                            Some(StreamItem::ToolCall(_)) => text.push_str("<call>"),
+                            Some(end) => break (text, end),
+                            None => panic!("no end"),
+                        }
+                    }
+                };
+                let StreamItem::Done(d) = end else {
+                    panic!("{what}: {end:?}")
+                };
+                let trail: Vec<String> = d.attempts.iter().map(|a| a.outcome.to_string()).collect();
+                (text, d.provider, trail)
+            } else {
+                let g = gw.engine.generate(request).await.unwrap();
+                let trail: Vec<String> = g.attempts.iter().map(|a| a.outcome.to_string()).collect();
+                (g.text, g.provider, trail)
+            };
+            assert_eq!(text, "From the fallback.", "{what}, streamed {streamed}");
+            assert_eq!(provider, "openai", "{what}, streamed {streamed}");
+            assert_eq!(
+                trail,
+                ["empty_response", "ok"],
+                "{what}, streamed {streamed}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_stops_a_non_streamed_run_from_walking_fallbacks() {
+    let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
+    groq.push(Reply::status(503).after(Duration::from_millis(400)));
+    openai.always(Reply::text("nobody reads this"));
+    let asked = tokio::time::timeout(
+        Duration::from_millis(100),
+        gw.engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi"))),
+    )
+    .await;
+    assert!(asked.is_err(), "the client gave up first");
+    // Past the primary's failure: a run still walking would call the
+    // fallback now.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(groq.request_count(), 1);
+    assert_eq!(
+        openai.request_count(),
+        0,
+        "no fallback for a client that left"
+    );
+}
