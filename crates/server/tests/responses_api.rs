@@ -11,7 +11,9 @@
 mod common;
 
 use serde_json::{Value, json};
-use understudy_testkit::{Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec, TestGateway};
+use understudy_testkit::{
+    Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec, TestGateway,
+};
 
 const KEY_A: &str = "sk-understudy-a";
 const KEY_B: &str = "sk-understudy-b";
@@ -423,4 +425,90 @@ async fn a_model_s_reasoning_streams_as_a_reasoning_item() {
     assert_eq!(output[0]["content"][0]["text"], "Let me think.");
     assert_eq!(output[1]["content"][0]["text"], "The answer.");
     assert!(types(&evs).contains(&"response.reasoning_text.delta"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_end_incomplete_with_content_filter() {
+    let t = two().await;
+    let surface = |stream: bool| {
+        let body = json!({"input": "hi", "stream": stream});
+        understudy_testkit::http_client()
+            .post(format!("{}/v1/responses", t.url))
+            .bearer_auth(KEY_A)
+            .header("content-type", "application/json")
+            .header("x-understudy-refusal-policy", "surface")
+            .body(body.to_string())
+            .send()
+    };
+    // Surfaced by policy, not streamed: an incomplete response whose
+    // message is the refusal.
+    t.claude
+        .push(Reply::Refuse(Refusal::Message("I cannot help.".into())));
+    let text = surface(false).await.unwrap().text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["status"], "incomplete", "{v}");
+    assert_eq!(v["incomplete_details"]["reason"], "content_filter");
+    assert_eq!(v["output"][0]["content"][0]["type"], "refusal");
+    // Streamed: the same, as events.
+    t.claude
+        .push(Reply::Refuse(Refusal::Message("I cannot help.".into())));
+    let text = surface(true).await.unwrap().text().await.unwrap();
+    let evs = events(&text);
+    assert_eq!(evs.last().unwrap()["type"], "response.incomplete", "{text}");
+    assert!(types(&evs).contains(&"response.refusal.delta"), "{text}");
+    // A safety stop after the commit: incomplete, not failed.
+    t.claude.push(
+        StreamSpec::new(&["Once upon"])
+            .ending(StreamEnd::Refusal)
+            .reply(),
+    );
+    let (status, _, text) = create(&t, json!({"input": "hi", "stream": true})).await;
+    assert_eq!(status, 200);
+    let evs = events(&text);
+    let last = evs.last().unwrap();
+    assert_eq!(last["type"], "response.incomplete", "{text}");
+    assert_eq!(
+        last["response"]["incomplete_details"]["reason"],
+        "content_filter"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn input_items_are_listed_in_pages() {
+    let t = two().await;
+    t.claude.always(Reply::text("ok"));
+    let input: Vec<Value> = (0..5)
+        .map(|i| json!({"role": "user", "content": format!("m{i}")}))
+        .collect();
+    let (_, _, text) = create(&t, json!({"input": input})).await;
+    let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let list = async |query: &str| {
+        let url = format!("{}/v1/responses/{id}/input_items?{query}", t.url);
+        let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let texts: Vec<String> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"][0]["text"].as_str().unwrap().to_owned())
+            .collect();
+        (texts, v)
+    };
+    let (newest, v) = list("limit=2").await;
+    assert_eq!(newest, ["m4", "m3"]);
+    assert_eq!(v["has_more"], true);
+    let after = v["last_id"].as_str().unwrap().to_owned();
+    let (next, v) = list(&format!("limit=2&after={after}")).await;
+    assert_eq!(next, ["m2", "m1"]);
+    assert_eq!(v["has_more"], true);
+    let (all, v) = list("order=asc").await;
+    assert_eq!(all, ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(v["has_more"], false);
+    let url = format!("{}/v1/responses/{id}/input_items?limit=0", t.url);
+    let (status, _, _) = call(reqwest::Method::GET, &url, KEY_A, None).await;
+    assert_eq!(status, 400);
 }

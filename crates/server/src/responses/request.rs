@@ -484,8 +484,8 @@ fn function(t: &Value, namespace: Option<&str>) -> Option<(String, Origin, Tool)
     Some((flat, origin, tool))
 }
 
-/// An input item with its `type` (a message may omit it) and an `id` (for
-/// `input_items`), or a 400 naming it.
+/// An input item with its `type` (a message may omit it), an `id` and its
+/// text as a part (as `input_items` lists them), or a 400 naming it.
 fn normalise(i: usize, mut item: Value) -> Result<Value, ApiError> {
     let Some(obj) = item.as_object_mut() else {
         return Err(ApiError::invalid(
@@ -515,6 +515,18 @@ fn normalise(i: usize, mut item: Value) -> Result<Value, ApiError> {
             _ => "item",
         };
         obj.insert("id".into(), super::new_id(prefix).into());
+    }
+    // A message's text as a part, as the API lists input items.
+    if kind == "message" {
+        if let Some(Value::String(text)) = obj.get("content") {
+            let part = match obj.get("role").and_then(Value::as_str) {
+                Some("assistant") => {
+                    json!({"type": "output_text", "text": text, "annotations": []})
+                }
+                _ => json!({"type": "input_text", "text": text}),
+            };
+            obj.insert("content".into(), json!([part]));
+        }
     }
     Ok(item)
 }
