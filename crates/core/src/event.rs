@@ -41,6 +41,9 @@ pub struct GenerationEvent {
     pub ttft_ms: Option<f64>,
     pub usage: Option<Usage>,
     pub cost_usd: Option<f64>,
+    /// Hosted tools the front end left out because no target can run them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted_tools: Vec<String>,
 }
 
 /// What every event of one request shares.
@@ -50,6 +53,7 @@ pub(crate) struct EventContext {
     pub route: String,
     pub primary: String,
     pub api: Api,
+    pub omitted_tools: Vec<String>,
 }
 
 impl GenerationEvent {
@@ -79,6 +83,7 @@ impl GenerationEvent {
             ttft_ms: None,
             usage: g.usage,
             cost_usd,
+            omitted_tools: ctx.omitted_tools.clone(),
         }
     }
 
@@ -104,6 +109,7 @@ impl GenerationEvent {
             ttft_ms: None,
             usage: None,
             cost_usd: None,
+            omitted_tools: ctx.omitted_tools.clone(),
         }
     }
 
@@ -128,6 +134,7 @@ impl GenerationEvent {
             ttft_ms: Some(d.ttft_ms),
             usage: d.usage,
             cost_usd,
+            omitted_tools: ctx.omitted_tools.clone(),
         }
     }
 
@@ -154,6 +161,7 @@ impl GenerationEvent {
             ttft_ms: Some(s.ttft_ms),
             usage: None,
             cost_usd: None,
+            omitted_tools: ctx.omitted_tools.clone(),
         }
     }
 

@@ -89,6 +89,9 @@ pub struct GenerateRequest {
     pub stream_commit: Option<crate::settings::StreamCommit>,
     /// Overrides the route's `continue_after_cut` (streamed requests only).
     pub continue_after_cut: Option<bool>,
+    /// Hosted tools the front end left out because no target can run them
+    /// (the Responses API's `web_search` and the like): in the event.
+    pub omitted_tools: Vec<String>,
 }
 
 /// A successful generation.
@@ -145,6 +148,7 @@ impl GenerateRequest {
             client: None,
             stream_commit: None,
             continue_after_cut: None,
+            omitted_tools: Vec::new(),
         }
     }
 

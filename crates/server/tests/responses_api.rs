@@ -21,6 +21,7 @@ const KEY_B: &str = "sk-understudy-b";
 struct Two {
     claude: SimProvider,
     openai: SimProvider,
+    engine: understudy_core::Engine,
     url: String,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -37,10 +38,12 @@ async fn two() -> Two {
         .build()
         .await
         .unwrap();
+    let engine = gw.engine.clone();
     let (url, stop) = common::serve(gw.engine).await;
     Two {
         claude,
         openai,
+        engine,
         url,
         _stop: stop,
     }
@@ -265,6 +268,13 @@ async fn a_codex_request_is_translated_and_its_tools_mapped_back() {
     let (status, headers, text) = create(&t, body).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(headers["x-understudy-omitted-tools"], "web_search");
+    let event = understudy_testkit::eventually("the event", async || {
+        t.engine.recent().events().into_iter().next()
+    })
+    .await;
+    assert_eq!(event.omitted_tools, ["web_search"]);
+    assert_eq!(event.api, understudy_core::Api::Responses);
+    assert!(event.fell_back);
     assert_eq!(headers["x-understudy-provider"], "openai");
     let v: Value = serde_json::from_str(&text).unwrap();
     let out = v["output"].as_array().unwrap();

@@ -295,6 +295,7 @@ impl RouterState {
         Ok(Run {
             route_label: request.route.to_string(),
             api: request.api,
+            omitted_tools: request.omitted_tools.clone(),
             bus: Arc::clone(&self.bus),
             cache: Arc::clone(&self.cache),
             use_cache: request.cache,

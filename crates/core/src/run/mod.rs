@@ -65,6 +65,8 @@ pub(crate) struct Run {
     pub route_label: String,
     /// The API the request came through, for events.
     pub api: crate::generation::Api,
+    /// Hosted tools the front end left out, for events.
+    pub omitted_tools: Vec<String>,
     pub bus: Arc<EventBus>,
     pub cache: Arc<ResponseCache>,
     /// Whether the response cache may answer this request.
@@ -110,6 +112,7 @@ impl Run {
             request_id: self.request_id.clone(),
             route: self.route_label.clone(),
             api: self.api,
+            omitted_tools: self.omitted_tools.clone(),
             primary: self.plan.primary.provider.to_string(),
         }
     }

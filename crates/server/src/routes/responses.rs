@@ -65,6 +65,7 @@ async fn create(
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(translated.chat).route(route);
     request.api = Api::Responses;
+    request.omitted_tools = translated.omitted.clone();
     request.request_id = Some(request_id);
     request.cache = !super::no_cache(&headers);
     super::apply_overrides(&headers, &mut request)?;
