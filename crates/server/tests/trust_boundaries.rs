@@ -65,3 +65,65 @@ async fn a_client_key_never_reads_another_keys_cache_entry_unless_shared() {
         assert_eq!(groq.request_count(), calls, "{cache:?}");
     }
 }
+
+/// The issue's 1.4 KB schema: twelve levels of `anyOf` over four `$ref`s
+/// to the level below (16.7 million paths when nothing matches).
+fn nested_any_of(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    defs.insert(
+        "a0".into(),
+        json!({"type": "object", "required": ["x"], "properties": {"x": {"type": "integer"}}}),
+    );
+    for i in 1..=levels {
+        let below = json!({"$ref": format!("#/$defs/a{}", i - 1)});
+        defs.insert(
+            format!("a{i}"),
+            json!({"anyOf": [below, below, below, below]}),
+        );
+    }
+    json!({"$defs": defs, "$ref": format!("#/$defs/a{levels}")})
+}
+
+fn chat_with_schema(schema: &Value) -> Value {
+    json!({
+        "model": "default",
+        "messages": [{"role": "user", "content": "answer in JSON"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+    })
+}
+
+#[tokio::test]
+async fn schemas_that_would_be_weapons_are_400s_before_any_provider_is_called() {
+    let (groq, url, _stop) = gateway("").await;
+    let backtracking =
+        json!({"type": "array", "items": {"type": "string", "pattern": "^(a|aa)+\\1$"}});
+    for schema in [nested_any_of(12), backtracking] {
+        let (status, body) = post(
+            &url,
+            "/v1/chat/completions",
+            KEY_A,
+            &chat_with_schema(&schema),
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("json_schema.schema"), "{body}");
+    }
+    assert_eq!(groq.request_count(), 0);
+}
+
+#[tokio::test]
+async fn an_answer_that_breaks_an_accepted_schema_is_the_target_s_invalid_output() {
+    let (groq, url, _stop) = gateway("").await;
+    groq.respond_with(|_| Reply::text(r#"{"y": 1}"#));
+    let (status, body) = post(
+        &url,
+        "/v1/chat/completions",
+        KEY_A,
+        &chat_with_schema(&nested_any_of(5)),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.to_string().contains("invalid_output"), "{body}");
+    assert!(groq.request_count() >= 1);
+}

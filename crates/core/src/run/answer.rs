@@ -93,7 +93,7 @@ impl Run {
         let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
         // The schema is compiled once for the whole walk (the engine already
         // refused a request whose schema does not compile).
-        let expected = output::Expected::of(&self.chat)?;
+        let expected = Arc::new(output::Expected::of(&self.chat)?);
         let mut attempts: Vec<Attempt> = Vec::with_capacity(self.plan.targets.len() + 1);
         let mut answer: Option<Completion> = None;
         let mut input = Input::Start;
@@ -130,7 +130,7 @@ impl Run {
     async fn attempt(
         &mut self,
         call: Call,
-        expected: &output::Expected,
+        expected: &Arc<output::Expected>,
         attempts: &mut Vec<Attempt>,
         answer: &mut Option<Completion>,
     ) -> Input {
@@ -152,15 +152,16 @@ impl Run {
         let timeouts = self.timeouts(idx);
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
-        let result = self
-            .call(idx, &chat, deadline, timeouts.connect)
-            .await
-            .and_then(|mut c| {
-                // An answer that breaks what the request asked for is this
-                // target's failure, not an answer.
+        let result = match self.call(idx, &chat, deadline, timeouts.connect).await {
+            // An answer that breaks what the request asked for is this
+            // target's failure, not an answer (checked off the serving
+            // threads, within a budget).
+            Ok(mut c) => {
                 output::normalize(&self.chat, &mut c);
-                expected.check(&c).map(|()| c)
-            });
+                crate::run::validate::check(expected, c).await
+            }
+            Err(f) => Err(f),
+        };
         let latency = started.elapsed();
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
         let (outcome, detail) = match &result {

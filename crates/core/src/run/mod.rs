@@ -8,6 +8,8 @@
 //! - `stream.rs`: a streamed request: the walk to the commit, then the pump.
 //! - `count.rs`: counting input tokens (`count_tokens`) past the same
 //!   breakers.
+//! - `validate.rs`: an answer checked against the request's schema off
+//!   the serving threads, within a time budget.
 //! - `call.rs`: sending a message to a provider's actor, starting it first
 //!   through the supervisor when needed.
 //!
@@ -19,6 +21,7 @@
 mod answer;
 mod call;
 mod count;
+mod validate;
 
 pub(crate) use count::CountResult;
 mod stream;

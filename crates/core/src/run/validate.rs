@@ -1,0 +1,60 @@
+//! Checking an answer against what the request asked for. Validation
+//! against a client's JSON Schema runs off the serving threads (a blocking
+//! task), at most [`MAX_AT_ONCE`] at a time, within [`BUDGET`]: a schema
+//! that costs more than that fails the attempt (`invalid_output`) instead
+//! of stalling the gateway. The schema's limits (`policy/output.rs`) keep
+//! every accepted schema far below the budget; this is the backstop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::chat::Completion;
+use crate::failure::{Failure, FailureKind};
+use crate::policy::output::Expected;
+
+/// How long checking one answer against a schema may take, waiting for a
+/// turn included.
+pub(crate) const BUDGET: Duration = Duration::from_millis(250);
+
+/// Schema validations running at once, process-wide; more wait their turn
+/// (within their budget). A validation past its budget keeps its permit
+/// until its thread is done, so runaway work never holds more threads.
+pub(crate) const MAX_AT_ONCE: usize = 2;
+
+static PERMITS: Semaphore = Semaphore::const_new(MAX_AT_ONCE);
+
+/// `completion` if it is what `expected` asks for, else this target's
+/// `invalid_output`.
+pub(crate) async fn check(
+    expected: &Arc<Expected>,
+    completion: Completion,
+) -> Result<Completion, Failure> {
+    if !expected.has_schema() {
+        return expected.check(&completion).map(|()| completion);
+    }
+    let expected = Arc::clone(expected);
+    let work = async move {
+        let permit = PERMITS
+            .acquire()
+            .await
+            .map_err(|_| Failure::new(FailureKind::InvalidOutput, "validation is shut down"))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            expected.check(&completion).map(|()| completion)
+        })
+        .await
+        .map_err(|_| Failure::new(FailureKind::InvalidOutput, "the validation task failed"))?
+    };
+    match tokio::time::timeout(BUDGET, work).await {
+        Ok(result) => result,
+        Err(_) => Err(Failure::new(
+            FailureKind::InvalidOutput,
+            format!(
+                "checking the answer against the request's schema took longer than {} ms",
+                BUDGET.as_millis()
+            ),
+        )),
+    }
+}
