@@ -88,7 +88,7 @@ pub(crate) async fn request_context(
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(
-                "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered",
+                "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered, x-understudy-omitted-tools",
             ),
         );
     }
