@@ -275,7 +275,7 @@ impl CreateRequest {
         }
         chat.system = (!system.is_empty()).then(|| system.join("\n\n"));
         chat.messages = messages;
-        chat.validate()?;
+        chat.validate().map_err(in_our_terms)?;
         Ok(Translated {
             chat,
             names,
@@ -376,6 +376,22 @@ impl CreateRequest {
                 ));
             }
         }))
+    }
+}
+
+/// A validation error naming this API's field for the neutral one.
+fn in_our_terms(e: understudy_core::Error) -> ApiError {
+    match e {
+        understudy_core::Error::InvalidRequest { field, message } => {
+            let field = match field {
+                "messages" => "input",
+                "max_tokens" => "max_output_tokens",
+                "response_format" => "text.format",
+                other => other,
+            };
+            ApiError::invalid(field, message.replace("max_tokens", "max_output_tokens"))
+        }
+        other => other.into(),
     }
 }
 

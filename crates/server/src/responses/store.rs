@@ -28,6 +28,9 @@ pub(crate) const REDIS_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long one Redis call may take before the memory tier answers.
 pub(crate) const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// The longest response id looked up (the gateway's are 37 bytes).
+const MAX_ID_BYTES: usize = 128;
+
 /// One stored response.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Stored {
@@ -126,6 +129,11 @@ impl ResponseStore {
 
     /// Response `id` if `owner` created it.
     pub(crate) async fn get(&self, id: &str, owner: &str) -> Option<Arc<Stored>> {
+        // No id the gateway makes is longer; a client's longer string is
+        // not looked up anywhere.
+        if id.len() > MAX_ID_BYTES {
+            return None;
+        }
         let found = match self.redis_get(id).await {
             Some(s) => Some(s),
             None => self.memory().entries.get(id).map(|(s, _)| Arc::clone(s)),

@@ -189,8 +189,12 @@ fn what_is_refused_names_its_field() {
         (json!({"input": "x", "background": true}), "background"),
         (json!({"input": "x", "temperature": 3.0}), "temperature"),
         (
+            json!({"input": "x", "max_output_tokens": 0}),
+            "max_output_tokens",
+        ),
+        (
             json!({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}),
-            "messages",
+            "input",
         ),
     ];
     for (body, field) in cases {
