@@ -7,9 +7,9 @@
 //! - `max_tokens`: clamped to the target's output limit (a client's limit
 //!   meant for a larger model would be a 400 exactly when this target is
 //!   the fallback).
-//! - `thinking`: with thinking on, Anthropic refuses a conversation whose
-//!   final assistant turn made tool calls without starting with a signed
-//!   `thinking` block — which is what a turn another provider served looks
+//! - `thinking`: with thinking on, Anthropic refuses a conversation that
+//!   ends in a tool loop whose assistant turn does not start with a signed
+//!   `thinking` block — which is what a turn another provider started looks
 //!   like. Its documented way out is to send that request with thinking
 //!   off, so that is what the target gets (`{"type": "disabled"}`), and
 //!   `context_management` edits that only work with thinking on
@@ -54,7 +54,7 @@ pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> 
     }
     let thinking_off = match (top.get("thinking"), top.get("messages")) {
         (Some(thinking), Some(messages)) => {
-            thinking_on(thinking) && final_tool_turn_lacks_thinking(messages)
+            thinking_on(thinking) && tool_turn_lacks_thinking(messages)
         }
         _ => false,
     };
@@ -102,9 +102,16 @@ fn thinking_on(thinking: &RawValue) -> bool {
         .is_ok_and(|t| matches!(t.kind.as_ref(), "enabled" | "adaptive"))
 }
 
-/// Whether the conversation's final assistant message called tools
-/// without starting with a `thinking` or `redacted_thinking` block.
-fn final_tool_turn_lacks_thinking(messages: &RawValue) -> bool {
+/// Whether the conversation ends inside a tool loop whose assistant turn
+/// does not start with a `thinking` or `redacted_thinking` block.
+///
+/// A tool loop is one assistant turn (Anthropic's docs): its assistant
+/// messages, joined by user messages of tool results only, up to the last
+/// user message, which answers the last calls. Without interleaved
+/// thinking Claude thinks only at the start of the turn, so only the
+/// turn's first assistant message must start with a thinking block; a turn
+/// another provider started has none.
+pub(crate) fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
     #[derive(Deserialize)]
     struct Message<'a> {
         #[serde(borrow)]
@@ -125,20 +132,45 @@ fn final_tool_turn_lacks_thinking(messages: &RawValue) -> bool {
         #[serde(rename = "type", borrow)]
         kind: Cow<'a, str>,
     }
+    let blocks = |m: &Message<'_>| -> Vec<String> {
+        match &m.content {
+            Some(Content::Blocks(blocks)) => blocks.iter().map(|b| b.kind.to_string()).collect(),
+            _ => Vec::new(),
+        }
+    };
     let Ok(messages) = serde_json::from_str::<Vec<Message<'_>>>(messages.get()) else {
         return false;
     };
-    let Some(last) = messages.iter().rev().find(|m| m.role == "assistant") else {
+    // (Mid-conversation system messages take no part in the turn.)
+    let turns: Vec<&Message<'_>> = messages.iter().filter(|m| m.role != "system").collect();
+    let Some((last, earlier)) = turns.split_last() else {
         return false;
     };
-    let Some(Content::Blocks(blocks)) = &last.content else {
+    if last.role != "user" || !blocks(last).iter().any(|b| b == "tool_result") {
+        return false;
+    }
+    let (mut start, mut calls_tools) = (None, false);
+    for m in earlier.iter().rev() {
+        match m.role.as_ref() {
+            "assistant" => {
+                calls_tools |= blocks(m).iter().any(|b| b == "tool_use");
+                start = Some(*m);
+            }
+            "user" => {
+                let b = blocks(m);
+                if b.is_empty() || b.iter().any(|k| k != "tool_result") {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    let Some(start) = start.filter(|_| calls_tools) else {
         return false;
     };
-    let calls_tools = blocks.iter().any(|b| b.kind == "tool_use");
-    let starts_thinking = blocks
+    !blocks(start)
         .first()
-        .is_some_and(|b| matches!(b.kind.as_ref(), "thinking" | "redacted_thinking"));
-    calls_tools && !starts_thinking
+        .is_some_and(|k| matches!(k.as_str(), "thinking" | "redacted_thinking"))
 }
 
 /// `context_management` without the edits that need thinking on; the
@@ -271,6 +303,51 @@ mod tests {
             if off {
                 assert_eq!(v["thinking"], serde_json::json!({"type": "disabled"}));
             }
+        }
+    }
+
+    #[test]
+    fn the_tool_loop_is_one_turn_that_must_start_thinking() {
+        let signed = r#"{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]}"#;
+        let bare = r#"{"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {}}]}"#;
+        let result = |id: &str| {
+            format!(
+                r#"{{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "{id}", "content": "ok"}}]}}"#
+            )
+        };
+        let user = r#"{"role": "user", "content": "hi"}"#;
+        let system = r#"{"role": "system", "content": "note"}"#;
+        // (messages, thinking turned off)
+        let cases = [
+            // Thinking at the turn's start only (no interleaved thinking).
+            (vec![user, signed, &result("t1"), bare, &result("t2")].join(","), false),
+            // Another provider started the turn; Anthropic went on.
+            (vec![user, bare, &result("t2"), signed, &result("t1")].join(","), true),
+            // A system message inside the loop takes no part.
+            (vec![user, bare, system, &result("t2")].join(","), true),
+            (vec![user, signed, system, &result("t1")].join(","), false),
+            // A new user turn after a finished loop starts afresh.
+            (vec![user, bare, &result("t2"), r#"{"role": "assistant", "content": "done"}"#, user].join(","), false),
+            // A user message with more than results ends the earlier turn.
+            (
+                vec![
+                    user,
+                    bare,
+                    r#"{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "ok"}, {"type": "text", "text": "and?"}]}"#,
+                    signed,
+                    &result("t1"),
+                ]
+                .join(","),
+                false,
+            ),
+        ];
+        for (messages, off) in cases {
+            let b = format!(r#"{{"model": "m", "max_tokens": 10, {ON}"messages": [{messages}]}}"#);
+            assert_eq!(
+                prepare(&b, "m", None).unwrap().thinking_off,
+                off,
+                "{messages}"
+            );
         }
     }
 

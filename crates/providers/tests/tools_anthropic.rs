@@ -643,7 +643,9 @@ async fn a_plain_request_is_as_before() {
         body,
         json!({
             "model": "claude-test",
-            "max_tokens": 1024,
+            // No limit asked, and the model's is unknown: the adapter's
+            // default (the API requires one).
+            "max_tokens": understudy_providers::anthropic::DEFAULT_MAX_TOKENS,
             "system": "Be brief.",
             "messages": [{"role": "user", "content": "hi"}]
         })

@@ -516,15 +516,26 @@ fn translate_message(
         match (block, role) {
             (Block::Text { text }, _) => parts.push(Part::Text { text }),
             (Block::Image { source }, Role::User) => parts.extend(image(source, foreign)),
-            (Block::ToolUse { id, name, input }, Role::Assistant) => calls.push(ToolCall {
-                id,
-                name,
-                arguments: if input.is_null() {
-                    "{}".to_owned()
-                } else {
-                    input.to_string()
-                },
-            }),
+            (Block::ToolUse { id, name, input }, Role::Assistant) => {
+                // Anthropic takes only an object; so does every other
+                // protocol once translated: the client's mistake, a 400 on
+                // every route alike.
+                if !(input.is_object() || input.is_null()) {
+                    return Err(ApiError::invalid(
+                        at(),
+                        "the input of a tool_use block must be a JSON object",
+                    ));
+                }
+                calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments: if input.is_null() {
+                        "{}".to_owned()
+                    } else {
+                        input.to_string()
+                    },
+                });
+            }
             (
                 Block::ToolResult {
                     tool_use_id,
@@ -1244,7 +1255,7 @@ mod tests {
     }
 
     #[test]
-    fn what_cannot_be_translated_is_refused() {
+    fn what_only_anthropic_can_take_is_noted_not_refused() {
         let base = |extra: Value| {
             let mut v = serde_json::json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
             if let (Some(v), Some(extra)) = (v.as_object_mut(), extra.as_object()) {
@@ -1252,19 +1263,62 @@ mod tests {
             }
             chat(v)
         };
-        assert!(base(serde_json::json!({})).is_ok());
+        assert!(base(serde_json::json!({})).is_ok_and(|c| c.native_only.is_none()));
+        // Mistakes every protocol would refuse.
         for bad in [
             serde_json::json!({"max_tokens": null}),
             serde_json::json!({"model": null}),
             serde_json::json!({"temperature": 1.5}),
-            serde_json::json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
             serde_json::json!({"tool_choice": {"type": "tool"}}),
-            serde_json::json!({"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}),
-            serde_json::json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]}),
-            serde_json::json!({"messages": [{"role": "system", "content": "x"}]}),
         ] {
             assert!(base(bad.clone()).is_err(), "{bad}");
         }
+        // What only Anthropic can take: the request stands, and says what
+        // other protocols lack (and what needs the operator's word).
+        for (foreign, lacks, gated) in [
+            (
+                serde_json::json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
+                "Anthropic's server tools",
+                Some(Gated::WebSearch),
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}),
+                "content block types only Anthropic knows (documents, server tool results…)",
+                None,
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]}),
+                "images by Files API id",
+                None,
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "developer", "content": "x"}]}),
+                "a message role only Anthropic knows",
+                None,
+            ),
+            (
+                serde_json::json!({"mcp_servers": [{"type": "url", "url": "https://x"}]}),
+                "MCP servers",
+                Some(Gated::Mcp),
+            ),
+        ] {
+            let c = base(foreign.clone()).unwrap_or_else(|e| panic!("{foreign}: {e:?}"));
+            assert_eq!(c.native_only, Some(lacks), "{foreign}");
+            assert_eq!(
+                gated.is_some_and(|g| c.native_gated.contains(g)),
+                gated.is_some(),
+                "{foreign}"
+            );
+        }
+        // A system message is carried, in place.
+        let c = base(serde_json::json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "be brief"}]}
+        ]}))
+        .unwrap();
+        assert_eq!(c.native_only, None);
+        assert_eq!(c.messages[1].role, Role::System);
+        assert_eq!(c.messages[1].text_content(), "be brief");
     }
 
     #[test]

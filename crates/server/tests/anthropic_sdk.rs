@@ -540,7 +540,9 @@ async fn a_thinking_tool_loop_crosses_protocols_both_ways_without_an_upstream_40
         }
 
         // The reverse: Anthropic thinks and calls, the fallback serves the
-        // next tool turn, and Anthropic, recovered, answers the last.
+        // next step of the same tool loop, and Anthropic, recovered, answers
+        // the last: the loop is one assistant turn, and it started with
+        // Anthropic's signed thinking, so thinking stays on.
         let t = two().await;
         t.claude
             .push(call().thinking_first("Oslo, so a weather call."))
@@ -558,10 +560,14 @@ async fn a_thinking_tool_loop_crosses_protocols_both_ways_without_an_upstream_40
             "{mode}: {v}"
         );
         let to_claude = t.claude.received();
-        // The first turn's thinking went to Anthropic's second request as
-        // the SDK returned it; the third went with thinking off.
+        // The first turn's thinking went to Anthropic's later requests as
+        // the SDK returned it, thinking on.
         assert_eq!(to_claude[1].json()["thinking"]["type"], "enabled");
-        assert_eq!(to_claude[2].json()["thinking"], json!({"type": "disabled"}));
+        assert_eq!(to_claude[2].json()["thinking"]["type"], "enabled");
+        assert_eq!(
+            to_claude[2].json()["messages"][1]["content"][0]["type"],
+            "thinking"
+        );
         // The OpenAI-compatible target never saw thinking.
         let to_openai = t.openai.received()[0].body.clone();
         assert!(

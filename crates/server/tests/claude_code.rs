@@ -69,6 +69,9 @@ async fn setup() -> Setup {
     let gw = TestGateway::builder()
         .provider("claude", &claude)
         .provider("openai", &openai)
+        // The fallback's model takes at most 16 384 output tokens (as
+        // gpt-4o-mini): Claude Code's 32 000 must be clamped for it.
+        .provider_option("openai", "capabilities = { max_output_tokens = 16384 }")
         .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
         .toml(&format!(
             "[routes]\n\"{MODEL}\" = [\"claude:{MODEL}\", \"openai\"]"
@@ -310,13 +313,19 @@ async fn claude_code_s_request_is_translated_for_an_openai_compatible_fallback()
         }
         assert_eq!(got["model"], "openai-model");
         assert_eq!(got["stream"], true);
-        assert_eq!(got["user"], fixture["metadata"]["user_id"]);
+        // The user id is longer than OpenAI's 64 characters: a stable hash.
+        let user = got["user"].as_str().unwrap();
+        assert!(
+            user.len() <= 64 && user.starts_with("u-"),
+            "{user} for {}",
+            fixture["metadata"]["user_id"]
+        );
         assert_eq!(got["temperature"], 1.0);
         assert_eq!(
             got["max_tokens"]
                 .as_u64()
                 .or(got["max_completion_tokens"].as_u64()),
-            Some(32000),
+            Some(16384),
             "{text}"
         );
 

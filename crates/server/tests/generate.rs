@@ -221,7 +221,7 @@ async fn bad_input_gets_a_clear_4xx() {
         "not_found",
     )
     .await;
-    let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(10 * 1024 * 1024));
+    let huge = format!("{{\"prompt\": \"{}\"}}", "a".repeat(33 * 1024 * 1024));
     check_error(&s, huge, 413, "invalid_request").await;
     assert_eq!(groq.request_count(), 0, "no bad input reaches a provider");
 }

@@ -287,7 +287,7 @@ async fn error_statuses_in_openai_shape() {
     let (status, _, body) = post(&s, "{oops").await;
     assert_eq!(status, 400);
     check(status, &body, "invalid_request");
-    let huge = json!({"model": "default", "messages": [{"role": "user", "content": "a".repeat(10 << 20)}]}).to_string();
+    let huge = json!({"model": "default", "messages": [{"role": "user", "content": "a".repeat(33 << 20)}]}).to_string();
     let (status, _, body) = post(&s, huge).await;
     assert_eq!(status, 413);
     check(status, &body, "invalid_request");

@@ -234,20 +234,38 @@ fn thinking_rules(body: &Value, messages: &[Value]) -> Result<(), Violation> {
             )));
         }
     }
-    let Some(last) = messages.len().checked_sub(1) else {
+    // A tool loop is one assistant turn: its assistant messages, joined by
+    // user messages of tool results only, up to the last user message
+    // (results for the last calls). Its first assistant message must start
+    // with thinking; later ones need not (Claude thinks once per turn
+    // without interleaved thinking). System messages take no part.
+    let turn: Vec<(usize, &Value)> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["role"] != "system")
+        .collect();
+    let Some(((_, last), earlier)) = turn.split_last() else {
         return Ok(());
     };
-    let Some(n) = last.checked_sub(1) else {
-        return Ok(());
-    };
-    let (assistant, user) = (&messages[n], &messages[last]);
-    let in_tool_loop = assistant["role"] == "assistant"
-        && user["role"] == "user"
-        && !ids(assistant, "tool_use").is_empty()
-        && !ids(user, "tool_result").is_empty();
-    if !in_tool_loop {
+    if last["role"] != "user" || ids(last, "tool_result").is_empty() {
         return Ok(());
     }
+    let (mut start, mut calls_tools) = (None, false);
+    for &(i, m) in earlier.iter().rev() {
+        if m["role"] == "assistant" {
+            calls_tools |= !ids(m, "tool_use").is_empty();
+            start = Some((i, m));
+            continue;
+        }
+        let only_results =
+            !content(m).is_empty() && content(m).iter().all(|b| b["type"] == "tool_result");
+        if m["role"] != "user" || !only_results {
+            break;
+        }
+    }
+    let Some((n, assistant)) = start.filter(|_| calls_tools) else {
+        return Ok(());
+    };
     let first = content(assistant)
         .first()
         .and_then(|b| b["type"].as_str())
