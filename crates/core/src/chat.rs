@@ -350,29 +350,55 @@ impl Message {
 // === impl Part ===
 
 impl Part {
+    /// Whether `url` is a `data:` URL (the scheme is case-insensitive).
+    pub fn is_data_url(url: &str) -> bool {
+        url.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("data:"))
+    }
+
     /// A `data:` URL's media type and base64 payload.
-    /// `None` unless the URL is `data:<type>/<subtype>;base64,<data>` with a
-    /// bare media type and a non-empty base64 payload (anything else no
-    /// provider accepts).
+    /// `None` unless the URL is `data:image/<subtype>;base64,<data>` (scheme,
+    /// `image` and `base64` in any case) with a bare media type and a
+    /// non-empty payload that is base64 of a possible length (padding only
+    /// at the end; anything else no provider accepts).
     pub fn inline_image(url: &str) -> Option<(&str, &str)> {
-        let rest = url.strip_prefix("data:")?;
-        let (meta, data) = rest.split_once(',')?;
-        let media = meta.strip_suffix(";base64")?;
+        if !Self::is_data_url(url) {
+            return None;
+        }
+        let (meta, data) = url[5..].split_once(',')?;
+        let split = meta.len().checked_sub(";base64".len())?;
+        if !meta.is_char_boundary(split) || !meta[split..].eq_ignore_ascii_case(";base64") {
+            return None;
+        }
+        let media = &meta[..split];
         let media = if media.is_empty() { "image/png" } else { media };
         let token = |s: &str| {
             !s.is_empty()
                 && s.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
         };
-        let bare = media
+        let image = media
             .split_once('/')
-            .is_some_and(|(t, sub)| token(t) && token(sub));
-        let base64 = !data.is_empty()
-            && data
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
-        (bare && base64).then_some((media, data))
+            .is_some_and(|(t, sub)| t.eq_ignore_ascii_case("image") && token(sub));
+        (image && is_base64(data)).then_some((media, data))
     }
+}
+
+/// Whether `data` is standard base64 of a possible length: alphabet
+/// characters, then at most two `=` of padding, and a length no encoding
+/// gives (one character past a multiple of four) refused.
+fn is_base64(data: &str) -> bool {
+    let body = data.trim_end_matches('=');
+    let padding = data.len() - body.len();
+    let alphabet = body
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+    let length = match padding {
+        0 => body.len() % 4 != 1,
+        // Padded: the whole is a multiple of four.
+        1 | 2 => data.len() % 4 == 0,
+        _ => false,
+    };
+    !body.is_empty() && alphabet && length
 }
 
 // === impl ChatRequest ===
@@ -423,7 +449,7 @@ impl ChatRequest {
             for p in &m.content {
                 if let Part::Image { url, .. } = p {
                     needs.vision = true;
-                    needs.remote_images |= !url.starts_with("data:");
+                    needs.remote_images |= !Part::is_data_url(url);
                 }
             }
         }
@@ -493,6 +519,23 @@ impl ChatRequest {
                         "every tool call needs an id and a function name",
                     ));
                 }
+                // Every protocol carries arguments as an object: anything
+                // else is the client's mistake on every target alike.
+                let arguments = call.arguments.trim();
+                if !arguments.is_empty()
+                    && !matches!(
+                        serde_json::from_str::<serde_json::Value>(arguments),
+                        Ok(serde_json::Value::Object(_) | serde_json::Value::Null)
+                    )
+                {
+                    return Err(Error::invalid(
+                        "messages",
+                        format!(
+                            "the arguments of tool call `{}` are not a JSON object",
+                            call.id
+                        ),
+                    ));
+                }
                 called.insert(call.id.as_str());
             }
             match (&m.role, &m.tool_call_id) {
@@ -512,11 +555,12 @@ impl ChatRequest {
             }
             for p in &m.content {
                 if let Part::Image { url, .. } = p {
-                    let inline = url.starts_with("data:");
+                    let inline = Part::is_data_url(url);
                     if inline && Part::inline_image(url).is_none() {
                         return Err(Error::invalid(
                             "messages",
-                            "an image `data:` URL must be `data:<media type>;base64,<data>`",
+                            "an image `data:` URL must be `data:image/<type>;base64,<data>` \
+                             with base64 data of a possible length",
                         ));
                     }
                     if !inline && !url.starts_with("https://") {
@@ -622,12 +666,24 @@ mod tests {
         let cases = [
             ("data:image/png;base64,iVBORw0KGgo=", true),
             ("data:image/jpeg;base64,/9j/4AAQ", true),
-            ("data:;base64,iVBOR", true),
+            ("data:;base64,iVBORw==", true),
             ("data:image/png;base64,", false),
             ("data:image/png;base64,not base64!", false),
             ("data:image/png;charset=x;base64,iVBOR", false),
             ("data:image/png,iVBOR", false),
             ("data:png;base64,iVBOR", false),
+            // Case-insensitive scheme and parameters; an image type only;
+            // base64 of a possible length.
+            ("DATA:image/png;BASE64,iVBORw0KGgo=", true),
+            ("Data:Image/PNG;base64,iVBORw0K", true),
+            ("data:text/html;base64,PGI+aGk8L2I+", false),
+            ("data:application/pdf;base64,JVBERi0x", false),
+            ("data:image/png;base64,iVBORw0KG", false),
+            ("data:image/png;base64,iVBORw0KGgo", true),
+            ("data:image/png;base64,iVBORw0KGg=", false),
+            ("data:image/png;base64,iVBORw0KGgo===", false),
+            ("data:image/png;base64,iVB=ORw0", false),
+            ("data:image/png;base64,=", false),
             ("https://example.com/a.png", false),
         ];
         for (url, ok) in cases {

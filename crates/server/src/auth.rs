@@ -55,6 +55,9 @@ pub(crate) async fn request_context(
     let browser = &state.browser;
     let origin = browser.cors_origin(req.headers());
     let mut response = async {
+        if let Some(refused) = oversized(&req, state.engine.settings().server.max_body_bytes) {
+            return refused;
+        }
         if !browser.host_allowed(&req) {
             return in_shape(
                 &req,
@@ -96,6 +99,54 @@ pub(crate) async fn request_context(
         response.headers_mut().insert("x-request-id", value);
     }
     response
+}
+
+/// The most bytes one header value may hold; a larger one is refused
+/// (431) before any work.
+pub(crate) const MAX_HEADER_VALUE: usize = 16 * 1024;
+
+/// A request refused on its head alone: a declared `Content-Length` over
+/// `server.max_body_bytes` (413 at once, the connection closed, rather
+/// than waiting for a body that will be refused), or a header value over
+/// [`MAX_HEADER_VALUE`] (431).
+fn oversized(req: &Request, max_body_bytes: usize) -> Option<Response> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body_bytes as u64) {
+        let mut response = in_shape(
+            req,
+            ApiError::Body {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!(
+                    "the body is larger than the gateway accepts ({max_body_bytes} bytes, \
+                     server.max_body_bytes)"
+                ),
+            },
+        );
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Some(response);
+    }
+    if let Some((name, _)) = req
+        .headers()
+        .iter()
+        .find(|(_, v)| v.len() > MAX_HEADER_VALUE)
+    {
+        return Some(in_shape(
+            req,
+            ApiError::Body {
+                status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                message: format!(
+                    "the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes"
+                ),
+            },
+        ));
+    }
+    None
 }
 
 /// Requires a configured client key on the API routes.

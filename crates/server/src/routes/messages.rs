@@ -49,18 +49,7 @@ async fn messages(
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
     let mut chat = body.take_chat()?;
-    // Betas that make the provider fetch URLs, run code or read the
-    // account's files are the operator's to allow (see `passthrough`).
-    for beta in headers
-        .get_all("anthropic-beta")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-    {
-        if let Some(g) = understudy_core::passthrough::Gated::of_beta(beta) {
-            chat.native_gated.insert(g);
-        }
-    }
+    gate_betas(&headers, &mut chat);
     chat.native = native_request(raw, &headers, query.as_deref());
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut request = GenerateRequest::new(chat).route(route);
@@ -167,24 +156,26 @@ async fn count_tokens(
         input_tokens: u64,
     }
     let raw = body.as_ref().ok().cloned();
-    let body: MessagesRequest = parse_json(body)?;
-    let Some(model) = body.model.as_deref().filter(|m| !m.trim().is_empty()) else {
+    let mut body: MessagesRequest = parse_json(body)?;
+    let Some(model) = body
+        .model
+        .clone()
+        .filter(|m| !m.trim().is_empty())
+    else {
         return Err(crate::ApiError::invalid("model", "model is required").into());
     };
-    let counted = match native_request(raw, &headers, query.as_deref()) {
-        Some(native) => {
-            let chat = understudy_core::ChatRequest {
-                native: Some(native),
-                ..understudy_core::ChatRequest::user("count")
-            };
-            let request = GenerateRequest::new(chat).route(super::model_route(model));
-            state.engine.count_tokens(request).await?
-        }
-        None => None,
-    };
+    let estimate = body.estimate_input_tokens();
+    // Judged like `/v1/messages` (the same translation, validation and
+    // plan), but for `max_tokens`, which a count does not take.
+    body.max_tokens.get_or_insert(1);
+    let mut chat = body.take_chat()?;
+    gate_betas(&headers, &mut chat);
+    chat.native = native_request(raw, &headers, query.as_deref());
+    let request = GenerateRequest::new(chat).route(super::model_route(&model));
+    let counted = state.engine.count_tokens(request).await?;
     let (input_tokens, counted_by) = match counted {
         Some((n, provider)) => (n, Some(provider)),
-        None => (body.estimate_input_tokens(), None),
+        None => (estimate, None),
     };
     let mut response = Json(Count { input_tokens }).into_response();
     match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
@@ -200,6 +191,22 @@ async fn count_tokens(
         }
     }
     Ok(response)
+}
+
+/// Betas that make the provider fetch URLs, run code or read the account's
+/// files are the operator's to allow (see `passthrough`): marks those the
+/// request's `anthropic-beta` headers (every one of them) switch on.
+fn gate_betas(headers: &HeaderMap, chat: &mut understudy_core::ChatRequest) {
+    for beta in headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        if let Some(g) = understudy_core::passthrough::Gated::of_beta(beta.trim()) {
+            chat.native_gated.insert(g);
+        }
+    }
 }
 
 /// The client's body as sent, with its `anthropic-*` protocol headers and
@@ -225,11 +232,20 @@ fn native_request(
         kind: ProviderKind::Anthropic,
         body,
         query: (!query.is_empty()).then_some(query),
+        // A header sent more than once (Claude Code sends several
+        // `anthropic-beta` lines) is one comma-separated list, as HTTP
+        // defines it: every value is forwarded, not only the first.
         headers: ["anthropic-version", "anthropic-beta"]
             .iter()
             .filter_map(|name| {
-                let value = headers.get(*name)?.to_str().ok()?;
-                Some(((*name).to_owned(), value.to_owned()))
+                let values: Vec<&str> = headers
+                    .get_all(*name)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .collect();
+                (!values.is_empty()).then(|| ((*name).to_owned(), values.join(",")))
             })
             .collect(),
     }))
