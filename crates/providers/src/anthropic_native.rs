@@ -16,6 +16,11 @@
 //!   (`clear_thinking_…`) are left out with it. The next turn the target
 //!   serves itself carries its own signed thinking again.
 //!
+//! - tool-use ids: when a history holds an id Anthropic's alphabet does not
+//!   take (another provider minted it), every id of the conversation is
+//!   mapped injectively ([`crate::ids::anthropic`]); otherwise the ids go
+//!   as sent.
+//!
 //! Fields are replaced in place (their byte ranges located through
 //! `serde_json`'s `RawValue`), so nothing else of the body changes, not
 //! even white space.
@@ -58,6 +63,11 @@ pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> 
         }
         _ => false,
     };
+    if let Some(messages) = top.get("messages") {
+        if let Some(mapped) = messages_with_anthropic_ids(messages) {
+            edits.push(Edit::set(body, messages, mapped)?);
+        }
+    }
     if thinking_off {
         edits.push(Edit::set(
             body,
@@ -171,6 +181,72 @@ pub(crate) fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
     !blocks(start)
         .first()
         .is_some_and(|k| matches!(k.as_str(), "thinking" | "redacted_thinking"))
+}
+
+/// `messages` with every tool-use id in Anthropic's alphabet, when some id
+/// is not (one another provider minted, e.g. `functions.get:0`, which
+/// Anthropic refuses): then every `tool_use` id and `tool_result`
+/// reference goes through [`crate::ids::anthropic`], injective, so two ids
+/// never become one and a call and its result stay paired. `None` (the
+/// bytes as sent) when every id is already valid.
+fn messages_with_anthropic_ids(messages: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        content: Option<Content<'a>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content<'a> {
+        Blocks(#[serde(borrow)] Vec<Block<'a>>),
+        #[allow(dead_code, reason = "a string (or anything else) holds no ids")]
+        Other(serde::de::IgnoredAny),
+    }
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        #[serde(borrow)]
+        id: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        tool_use_id: Option<Cow<'a, str>>,
+    }
+    let valid = |id: &str| {
+        !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    let parsed: Vec<Message<'_>> = serde_json::from_str(messages.get()).ok()?;
+    let all_valid = parsed.iter().all(|m| match &m.content {
+        Some(Content::Blocks(blocks)) => blocks.iter().all(|b| match b.kind.as_ref() {
+            "tool_use" => b.id.as_deref().is_none_or(valid),
+            "tool_result" => b.tool_use_id.as_deref().is_none_or(valid),
+            _ => true,
+        }),
+        _ => true,
+    });
+    if all_valid {
+        return None;
+    }
+    let mut value: serde_json::Value = serde_json::from_str(messages.get()).ok()?;
+    for m in value.as_array_mut()? {
+        let Some(blocks) = m.get_mut("content").and_then(|c| c.as_array_mut()) else {
+            continue;
+        };
+        for b in blocks {
+            let field = match b.get("type").and_then(|t| t.as_str()) {
+                Some("tool_use") => "id",
+                Some("tool_result") => "tool_use_id",
+                _ => continue,
+            };
+            if let Some(id) = b.get(field).and_then(|i| i.as_str()) {
+                let mapped = crate::ids::anthropic(id).into_owned();
+                b[field] = serde_json::Value::String(mapped);
+            }
+        }
+    }
+    Some(value.to_string())
 }
 
 /// `context_management` without the edits that need thinking on; the
@@ -348,6 +424,49 @@ mod tests {
                 off,
                 "{messages}"
             );
+        }
+    }
+
+    #[test]
+    fn ids_another_provider_minted_are_mapped_injectively_with_their_results() {
+        let conv = |a: &str, b: &str| {
+            format!(
+                r#"{{"model": "m", "max_tokens": 10, "messages": [{{"role": "user", "content": "hi"}}, {{"role": "assistant", "content": [{{"type": "tool_use", "id": "{a}", "name": "get", "input": {{}}}}, {{"type": "tool_use", "id": "{b}", "name": "get", "input": {{}}}}]}}, {{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "{a}", "content": "1"}}, {{"type": "tool_result", "tool_use_id": "{b}", "content": "2"}}]}}]}}"#
+            )
+        };
+        // Valid ids: the bytes as sent.
+        let b = conv("toolu_01A", "call_b-c");
+        assert_eq!(prepare(&b, "m", None).unwrap().body, b);
+        // Groq/Kimi-style ids that differ only where Anthropic's alphabet
+        // has no letter stay two ids, each paired with its result.
+        for (a, c) in [
+            ("functions.get:0", "functions.get:1"),
+            ("a.b", "a_b"),
+            ("a:b", "a.b"),
+        ] {
+            let p = prepare(&conv(a, c), "m", None).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&p.body).unwrap();
+            let calls: Vec<&str> = v["messages"][1]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["id"].as_str().unwrap())
+                .collect();
+            let results: Vec<&str> = v["messages"][2]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["tool_use_id"].as_str().unwrap())
+                .collect();
+            assert_eq!(calls, results, "{a} {c}");
+            assert_ne!(calls[0], calls[1], "{a} {c}");
+            for id in calls {
+                assert!(
+                    id.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                    "{id}"
+                );
+            }
         }
     }
 

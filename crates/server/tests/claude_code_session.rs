@@ -608,3 +608,44 @@ async fn what_fetches_urls_or_runs_code_on_the_operator_s_key_needs_the_operator
         body
     );
 }
+
+#[tokio::test]
+async fn ids_another_provider_minted_reach_anthropic_in_its_alphabet() {
+    // A history whose tool calls another provider served with ids
+    // Anthropic refuses (Kimi/Groq style `functions.get:0`), sent as
+    // written by the client: the strict simulator sees valid, distinct,
+    // paired ids.
+    let s = setup("").await;
+    answer_everywhere(&s, "Done.");
+    let body = json!({
+        "model": "claude-sonnet-4-5", "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "Weather in Oslo and Paris?"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "functions.get:0", "name": "get", "input": {"city": "Oslo"}},
+                {"type": "tool_use", "id": "functions.get:1", "name": "get", "input": {"city": "Paris"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "functions.get:0", "content": "-3"},
+                {"type": "tool_result", "tool_use_id": "functions.get:1", "content": "12"}
+            ]}
+        ],
+        "tools": [{"name": "get", "input_schema": {"type": "object"}}]
+    });
+    let a = post(&s.url, body.to_string(), &[]).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.headers["x-understudy-provider"], "claude");
+    assert!(
+        s.claude.violations().is_empty(),
+        "{:?}",
+        s.claude.violations()
+    );
+    let sent = s.claude.received()[0].json();
+    let ids: Vec<&str> = sent["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+}
