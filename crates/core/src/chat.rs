@@ -352,7 +352,8 @@ impl Message {
 impl Part {
     /// Whether `url` is a `data:` URL (the scheme is case-insensitive).
     pub fn is_data_url(url: &str) -> bool {
-        url.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("data:"))
+        url.get(..5)
+            .is_some_and(|s| s.eq_ignore_ascii_case("data:"))
     }
 
     /// A `data:` URL's media type and base64 payload.

@@ -157,11 +157,7 @@ async fn count_tokens(
     }
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
-    let Some(model) = body
-        .model
-        .clone()
-        .filter(|m| !m.trim().is_empty())
-    else {
+    let Some(model) = body.model.clone().filter(|m| !m.trim().is_empty()) else {
         return Err(crate::ApiError::invalid("model", "model is required").into());
     };
     let estimate = body.estimate_input_tokens();
