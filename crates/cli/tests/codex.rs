@@ -11,7 +11,8 @@
 //! wrote, which simulator served which turn, and that no simulator saw a
 //! request its provider would have refused: (a) an OpenAI-compatible
 //! target; (b) an Anthropic target; (c) an Anthropic primary that answers
-//! 529 on the second turn, an OpenAI-compatible fallback serving it.
+//! 529 on the second turn, an OpenAI-compatible fallback serving it; (d) a
+//! Gemini target (Codex's tool schemas in Gemini's subset).
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
@@ -107,6 +108,43 @@ fn the_readme_shows_this_configuration() {
         readme.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
         "the README's Codex block differs from the one tested here"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_completes_a_task_on_a_gemini_target() {
+    let gemini = SimProvider::gemini().await.unwrap();
+    let scratch = Scratch::new("gemini");
+    let turns = Turns::default();
+    gemini.respond_with(gemini_agent(&scratch.work, &turns));
+    let gateway = Gateway::start(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
+    let run = codex(&gateway, &scratch).await;
+    run.assert_done(&scratch, &gateway);
+    assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
+    assert_no_violations(&[("gemini", &gemini)], &gateway);
+}
+
+/// The Gemini agent: counts `functionResponse` parts.
+fn gemini_agent(work: &Path, turns: &Turns) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let (work, turns) = (work.to_owned(), turns.clone());
+    move |req| {
+        let body = req.json();
+        let declares = body["tools"].as_array().is_some_and(|tools| {
+            tools
+                .iter()
+                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == "exec_command"))
+        });
+        if !declares {
+            return Reply::text("OK");
+        }
+        let stage = body["contents"].as_array().map_or(0, |cs| {
+            cs.iter()
+                .flat_map(|c| c["parts"].as_array().into_iter().flatten())
+                .filter(|p| p.get("functionResponse").is_some())
+                .count()
+        });
+        turns.push(stage);
+        agent_reply(&work, stage)
+    }
 }
 
 /// The gateway's configuration: these providers (name, kind, simulator),
