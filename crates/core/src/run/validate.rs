@@ -1,11 +1,11 @@
 //! Checking an answer against what the request asked for. Validation
 //! against a client's JSON Schema runs off the serving threads (a blocking
-//! task), at most [`MAX_AT_ONCE`] at a time, within [`BUDGET`]: a schema
+//! task), on at most half the cores at once, within [`BUDGET`]: a schema
 //! that costs more than that fails the attempt (`invalid_output`) instead
 //! of stalling the gateway. The schema's limits (`policy/output.rs`) keep
 //! every accepted schema far below the budget; this is the backstop.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -18,12 +18,17 @@ use crate::policy::output::Expected;
 /// turn included.
 pub(crate) const BUDGET: Duration = Duration::from_millis(250);
 
-/// Schema validations running at once, process-wide; more wait their turn
+/// Schema validations running at once, process-wide: half the cores (at
+/// least one), so that the other half always serves; more wait their turn
 /// (within their budget). A validation past its budget keeps its permit
 /// until its thread is done, so runaway work never holds more threads.
-pub(crate) const MAX_AT_ONCE: usize = 2;
-
-static PERMITS: Semaphore = Semaphore::const_new(MAX_AT_ONCE);
+fn permits() -> &'static Semaphore {
+    static PERMITS: OnceLock<Semaphore> = OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Semaphore::new((cores / 2).max(1))
+    })
+}
 
 /// `completion` if it is what `expected` asks for, else this target's
 /// `invalid_output`.
@@ -36,7 +41,7 @@ pub(crate) async fn check(
     }
     let expected = Arc::clone(expected);
     let work = async move {
-        let permit = PERMITS
+        let permit = permits()
             .acquire()
             .await
             .map_err(|_| Failure::new(FailureKind::InvalidOutput, "validation is shut down"))?;
