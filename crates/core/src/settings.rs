@@ -222,6 +222,10 @@ pub struct ProviderSettings {
     pub price: Option<Price>,
     /// Prices of particular models.
     pub prices: BTreeMap<String, Price>,
+    /// An OpenAI-compatible provider that speaks OpenAI's Responses API
+    /// (`responses_api = true`): called at `{base_url}/responses`, and a
+    /// client's own Responses body is forwarded to it natively.
+    pub responses_api: bool,
 }
 
 /// What a target can serve beyond plain text. Built-in protocols default
@@ -1110,6 +1114,7 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         model_capabilities: BTreeMap::new(),
         price: None,
         prices: BTreeMap::new(),
+        responses_api: false,
     }
 }
 
@@ -1194,6 +1199,7 @@ impl fmt::Debug for ProviderSettings {
             model_capabilities,
             price,
             prices,
+            responses_api,
         } = self;
         let header_names: Vec<(&str, &str)> =
             headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
@@ -1213,6 +1219,7 @@ impl fmt::Debug for ProviderSettings {
             .field("model_capabilities", model_capabilities)
             .field("price", price)
             .field("prices", prices)
+            .field("responses_api", responses_api)
             .finish()
     }
 }
@@ -1341,6 +1348,8 @@ struct RawProvider {
     /// What the native pass-through may switch on here (names of
     /// [`crate::passthrough::Gated`]).
     passthrough: Option<Vec<String>>,
+    /// The provider speaks OpenAI's Responses API (OpenAI-compatible only).
+    responses_api: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1449,6 +1458,7 @@ impl RawProvider {
             model_capabilities: BTreeMap::new(),
             price: None,
             prices: BTreeMap::new(),
+            responses_api: false,
         };
         self.overlay(base, at)
     }
@@ -1540,6 +1550,15 @@ impl RawProvider {
                 allowed.insert(g);
             }
             p.capabilities.passthrough = allowed;
+        }
+        if let Some(on) = self.responses_api {
+            if on && p.kind != ProviderKind::Openai {
+                return Err((
+                    format!("{at}.responses_api"),
+                    "only an OpenAI-compatible provider speaks the Responses API".into(),
+                ));
+            }
+            p.responses_api = on;
         }
         Ok(p)
     }

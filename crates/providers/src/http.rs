@@ -202,9 +202,12 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 .protocol
                 .parse(&received, model)
                 .map_err(|f| self.redact(f))?;
-            if self.protocol.forwards_native(request) {
+            if !self.protocol.forwards_native(request) {
+                completion.native = None;
+            } else if completion.native.is_none() {
                 // The answer goes back to a client of the same protocol as
-                // the provider sent it.
+                // the provider sent it (a protocol may have set its own
+                // form of it: the Responses API's tagged reasoning ids).
                 completion.native = Some(String::from_utf8_lossy(&received.body).into_owned());
             }
             Ok(completion)

@@ -5,6 +5,9 @@
 //!
 //! # Layout
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
+//! - `openai_responses`: OpenAI's Responses API (`responses_api = true`), a
+//!   client's own Responses body forwarded natively, reasoning items only to
+//!   the target that made them.
 //! - [`gemini`]: Google's Generative Language API.
 //! - [`anthropic`]: Anthropic's Messages API; `anthropic_native`: a body a
 //!   client wrote in it, made valid for the target that gets it.
@@ -22,6 +25,7 @@ pub mod gemini;
 mod http;
 mod ids;
 pub mod openai_compat;
+mod openai_responses;
 pub mod signature;
 pub mod sse;
 mod stray;
@@ -56,6 +60,9 @@ impl AdapterFactory for Providers {
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         Ok(match settings.kind {
+            ProviderKind::Openai if settings.responses_api => {
+                Arc::new(openai_responses::adapter(settings)?)
+            }
             ProviderKind::Openai => Arc::new(openai_compat::adapter(settings)?),
             ProviderKind::Gemini => Arc::new(gemini::adapter(settings)?),
             ProviderKind::Anthropic => Arc::new(anthropic::adapter(settings)?),
