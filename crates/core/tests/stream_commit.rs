@@ -198,6 +198,58 @@ async fn the_failover_bench_stream_faults() {
 }
 
 #[tokio::test]
+async fn a_route_sets_its_streams_commit_and_continuation() {
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .toml(
+            "[timeouts]\nfirst_token = 2\nstream_idle = 0.5\n\
+             [routes.held]\ntargets = [\"groq\", \"claude\"]\nstream_commit = \"complete\"\n\
+             [routes.mended]\ntargets = [\"groq\", \"claude\"]\ncontinue_after_cut = true",
+        )
+        .build()
+        .await
+        .unwrap();
+    let all = words("w", 1, 60);
+    for (route, expected) in [("held", joined("v", 1, 60)), ("mended", joined("w", 1, 60))] {
+        groq.push(spec(&all[..40]).ending(StreamEnd::EndWithoutMarker).reply());
+        let rest = words("w", 41, 60);
+        claude.respond_with(move |req| {
+            let body = req.json();
+            if body["messages"].as_array().unwrap().last().unwrap()["role"] == "assistant" {
+                spec(&rest).reply()
+            } else {
+                spec(&words("v", 1, 60)).reply()
+            }
+        });
+        let request = GenerateRequest::new(ChatRequest::user("sixty words"))
+            .route(understudy_core::RouteSelector::Named(route.into()));
+        let mut s = gw.engine.generate_stream(request).await.unwrap();
+        let mut text = String::new();
+        let end = loop {
+            match s.next().await {
+                Some(StreamItem::Delta(t)) => text.push_str(&t),
+                Some(end) => break end,
+                None => panic!("no end"),
+            }
+        };
+        assert_eq!(text, expected, "{route}");
+        assert!(matches!(end, StreamItem::Done(_)), "{route}: {end:?}");
+    }
+    // A commit mode that does not exist names its setting.
+    let bad = TestGateway::builder()
+        .provider("groq", &groq)
+        .toml("[routes.x]\ntargets = [\"groq\"]\nstream_commit = \"sometimes\"")
+        .settings();
+    assert!(
+        bad.is_err_and(|e| e.contains("routes.x.stream_commit")),
+        "the setting is named"
+    );
+}
+
+#[tokio::test]
 async fn a_held_stream_that_no_target_completes_ends_in_an_in_band_error() {
     let (groq, claude, gw) = bench(Fault::Cut).await;
     claude.respond_with(|_| Reply::status(503));

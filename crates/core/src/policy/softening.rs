@@ -22,12 +22,14 @@ pub fn soften(original: &ChatRequest, provider_default_temperature: f32) -> Chat
     softened.system = Some(format!("{system}{SOFTENING_SUFFIX}"));
     // Anthropic with extended thinking on accepts only temperature 1: the
     // sampling is left as the client set it there.
-    if !original.native.as_deref().is_some_and(thinking_on) {
+    let thinking = original.native.as_deref().is_some_and(thinking_on);
+    if !thinking {
         let t = original.temperature.unwrap_or(provider_default_temperature);
         softened.temperature = Some(softened_temperature(t));
     }
     if let Some(native) = &original.native {
-        softened.native = soften_native(native, softened.temperature).map(Arc::new);
+        let temperature = softened.temperature.filter(|_| !thinking);
+        softened.native = soften_native(native, temperature).map(Arc::new);
     }
     softened
 }
@@ -172,9 +174,18 @@ mod tests {
     fn sampling_is_left_alone_where_thinking_forbids_changing_it() {
         // (body, thinking on)
         for (body, thinking) in [
-            (r#"{"model":"m","thinking":{"type":"enabled","budget_tokens":2048},"messages":[],"max_tokens":4096}"#, true),
-            (r#"{"model":"m","thinking":{"type":"adaptive"},"messages":[],"max_tokens":4096}"#, true),
-            (r#"{"model":"m","thinking":{"type":"disabled"},"messages":[],"max_tokens":10}"#, false),
+            (
+                r#"{"model":"m","thinking":{"type":"enabled","budget_tokens":2048},"messages":[],"max_tokens":4096}"#,
+                true,
+            ),
+            (
+                r#"{"model":"m","thinking":{"type":"adaptive"},"messages":[],"max_tokens":4096}"#,
+                true,
+            ),
+            (
+                r#"{"model":"m","thinking":{"type":"disabled"},"messages":[],"max_tokens":10}"#,
+                false,
+            ),
             (r#"{"model":"m","messages":[],"max_tokens":10}"#, false),
         ] {
             let req = ChatRequest {
@@ -184,17 +195,18 @@ mod tests {
                     headers: Vec::new(),
                     query: None,
                 })),
+                temperature: Some(0.7),
                 ..ChatRequest::user("hi")
             };
             let softened = soften(&req, 1.0);
             let v: serde_json::Value =
                 serde_json::from_str(&softened.native.unwrap().body).unwrap();
             if thinking {
-                assert_eq!(softened.temperature, None, "{body}");
+                assert_eq!(softened.temperature, Some(0.7), "{body}: as it was");
                 assert_eq!(v.get("temperature"), None, "{body}");
             } else {
-                assert_eq!(softened.temperature, Some(0.8), "{body}");
-                assert_eq!(v["temperature"], serde_json::json!(0.8), "{body}");
+                assert_eq!(softened.temperature, Some(0.5), "{body}");
+                assert_eq!(v["temperature"], serde_json::json!(0.5), "{body}");
             }
             assert!(v["system"].to_string().contains("Keep it light"), "{body}");
         }

@@ -112,6 +112,14 @@ async fn run() -> Result<(), Error> {
         ));
         return Ok(());
     }
+    if only == "held" {
+        // Streams held whole (`stream_commit = "complete"`): each holds its
+        // answer (a token every 100 ms for 30 s) until the upstream
+        // finishes; measured 10 s in, about 110 tokens held each.
+        let scale = held_streams(&gw).await?;
+        say(&scale);
+        return Ok(());
+    }
     if only == "streams" {
         let n = std::env::var("UNDERSTUDY_BENCH_STREAMS")
             .ok()
@@ -272,6 +280,7 @@ async fn run() -> Result<(), Error> {
         "5 000 open streams (a token every 100 ms): gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
         scale.rss_kib, idle_rss, scale.per_stream_kb, scale.cpu_percent
     ));
+    notes.push(held_streams(&gw).await?);
     let peak = gw.hwm_kib();
     drop(gw);
     let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
@@ -999,6 +1008,33 @@ struct Scale {
 /// `/slow/v1/chat/completions`), a token every 100 ms each, and measures
 /// it while they are all open.
 async fn open_streams(gw: &Gateway, path: &str, n: usize) -> Result<Scale, Error> {
+    open_streams_with(gw, path, n, &[], Duration::ZERO).await
+}
+
+/// 1 000 streams held under `stream_commit = "complete"`, measured 10 s
+/// in, against the per-stream budget of held events.
+async fn held_streams(gw: &Gateway) -> Result<String, Error> {
+    const HELD: &[(&str, &str)] = &[("x-understudy-stream-commit", "complete")];
+    let n = 1000;
+    let scale = open_streams_with(gw, GATEWAY_PATH, n, HELD, Duration::from_secs(6)).await?;
+    Ok(format!(
+        "{n} streams held under stream_commit = \"complete\" (a token every 100 ms, measured 10 s in: about 100 tokens held each): gateway RSS {} KiB, {:.1} KB per held stream (budget of held events: {} KiB per stream), CPU {:.0}% of one core",
+        scale.rss_kib,
+        scale.per_stream_kb,
+        understudy_core::policy::stream::HELD_BYTES / 1024,
+        scale.cpu_percent
+    ))
+}
+
+/// As [`open_streams`], with extra request headers, measuring `hold` later
+/// (so that a held stream has held that much more of its answer).
+async fn open_streams_with(
+    gw: &Gateway,
+    path: &str,
+    n: usize,
+    headers: &'static [(&'static str, &'static str)],
+    hold: Duration,
+) -> Result<Scale, Error> {
     let gateway = gw.addr;
     let base = gw.rss_kib();
     let body = leak(
@@ -1017,11 +1053,13 @@ async fn open_streams(gw: &Gateway, path: &str, n: usize) -> Result<Scale, Error
             let Ok(mut sender) = connect(gateway).await else {
                 return;
             };
-            let Ok(req) = Request::post(url)
+            let mut req = Request::post(url)
                 .header("content-type", "application/json")
-                .header("host", "bench")
-                .body(Full::new(Bytes::from_static(body.as_bytes())))
-            else {
+                .header("host", "bench");
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let Ok(req) = req.body(Full::new(Bytes::from_static(body.as_bytes()))) else {
                 return;
             };
             let Ok(resp) = sender.send_request(req).await else {
@@ -1043,7 +1081,7 @@ async fn open_streams(gw: &Gateway, path: &str, n: usize) -> Result<Scale, Error
     }
     let all = opened.acquire_many(n as u32);
     let _ = tokio::time::timeout(Duration::from_secs(30), all).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(1) + hold).await;
     let cpu0 = gw.cpu_seconds();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
