@@ -24,6 +24,7 @@ fn name(p: Protocol) -> &'static str {
         Protocol::OpenAi => "groq",
         Protocol::Gemini => "gemini",
         Protocol::Anthropic => "claude",
+        Protocol::OpenAiResponses => "responses",
     }
 }
 

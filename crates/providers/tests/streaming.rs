@@ -195,6 +195,10 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
                 assert_eq!(got.path, "/v1/messages");
                 assert_eq!(got.json()["stream"], true);
             }
+            Protocol::OpenAiResponses => {
+                assert_eq!(got.path, "/v1/responses");
+                assert_eq!(got.json()["stream"], true);
+            }
         }
     }
 }

@@ -123,7 +123,7 @@ impl TestGatewayBuilder {
         }
         for (name, protocol, url, with_key) in &self.providers {
             let kind = match protocol {
-                Protocol::OpenAi => "openai",
+                Protocol::OpenAi | Protocol::OpenAiResponses => "openai",
                 Protocol::Gemini => "gemini",
                 Protocol::Anthropic => "anthropic",
             };
@@ -131,6 +131,9 @@ impl TestGatewayBuilder {
                 text,
                 "[providers.{name}]\nkind = {kind:?}\nbase_url = {url:?}\nmodel = \"{name}-model\""
             );
+            if *protocol == Protocol::OpenAiResponses {
+                let _ = writeln!(text, "responses_api = true");
+            }
             if *with_key {
                 let _ = writeln!(text, "api_key = {:?}", TestGateway::key_for(name));
             } else {

@@ -1,11 +1,13 @@
 //! OpenAI's Responses API (`/v1/responses`) over the same engine: the
 //! request's shapes and their translation onto the neutral types
 //! ([`request`]), the `response` object and its output items ([`answer`]),
-//! the semantic event stream ([`stream`]), and stored responses for
+//! the semantic event stream ([`stream`]), a Responses target's own
+//! answers relayed as sent ([`native`]), and stored responses for
 //! `previous_response_id` ([`store`]). The routes are in
 //! `routes/responses.rs`.
 
 pub(crate) mod answer;
+pub(crate) mod native;
 pub(crate) mod request;
 pub(crate) mod store;
 pub(crate) mod stream;

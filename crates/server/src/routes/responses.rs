@@ -1,7 +1,9 @@
 //! `POST /v1/responses` (OpenAI's Responses API, streamed and not) and the
 //! stored responses: `GET` and `DELETE /v1/responses/{id}`,
 //! `GET /v1/responses/{id}/input_items`. The request is translated for
-//! every target (see `responses/request.rs`); the failover shows in
+//! every target (see `responses/request.rs`) but those that speak the
+//! Responses API themselves, which get it as sent and whose answers go back
+//! as they came (`responses/native.rs`); the failover shows in
 //! `x-understudy-*` headers, hosted tools left out in
 //! `x-understudy-omitted-tools`, and `model` always names the model that
 //! answered. `previous_response_id` continues a stored conversation on
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,6 +26,7 @@ use super::{failover_headers, parse_json};
 use crate::auth::RequestId;
 use crate::openai::now;
 use crate::responses::answer::{Echo, OutputItem, output, status};
+use crate::responses::native::{self, NativeEvents, native_request};
 use crate::responses::request::CreateRequest;
 use crate::responses::store::owner_of;
 use crate::responses::stream::{Ending, Head, ResponseEvents, Save};
@@ -42,6 +45,8 @@ async fn create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
+    // The bytes as sent, for Responses API targets (a cheap clone).
+    let raw = body.as_ref().ok().cloned();
     let mut body: CreateRequest = parse_json(body)?;
     body.check()?;
     let input = body.input_items()?;
@@ -63,7 +68,9 @@ async fn create(
     };
     let translated = body.translate(&history, &input)?;
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
-    let mut request = GenerateRequest::new(translated.chat).route(route);
+    let mut chat = translated.chat;
+    chat.native = native_request(raw, &body, !translated.omitted.is_empty());
+    let mut request = GenerateRequest::new(chat).route(route);
     request.api = Api::Responses;
     request.omitted_tools = translated.omitted.clone();
     request.request_id = Some(request_id);
@@ -111,6 +118,9 @@ async fn answered(
     head: Arc<Head>,
 ) -> Result<Response, OpenAiError> {
     match state.engine.generate(request).await {
+        Ok(g) if g.native.is_some() => Ok(native::answer(&g, &head)
+            .await
+            .unwrap_or_else(|| StatusCode::INTERNAL_SERVER_ERROR.into_response())),
         Ok(g) => {
             let (status, incomplete_details) = status(&g.finish_reason);
             let item_status = if status == "completed" {
@@ -179,9 +189,15 @@ async fn streamed(
         stream.content_filtered,
         stream.held,
     );
-    let mut response = Sse::new(ResponseEvents::new(stream, head))
-        .keep_alive(KeepAlive::default())
-        .into_response();
+    let mut response = if stream.native {
+        Sse::new(NativeEvents::new(stream, head))
+            .keep_alive(KeepAlive::default())
+            .into_response()
+    } else {
+        Sse::new(ResponseEvents::new(stream, head))
+            .keep_alive(KeepAlive::default())
+            .into_response()
+    };
     // A held stream starts before anyone served: its final event, not its
     // headers, says who did.
     if !held {

@@ -17,6 +17,7 @@ mod anthropic;
 mod body;
 mod gemini;
 mod openai;
+mod responses;
 mod rules;
 
 use std::fmt;
@@ -49,6 +50,9 @@ pub enum Protocol {
     Gemini,
     /// Anthropic's Messages API.
     Anthropic,
+    /// OpenAI's Responses API (`POST /v1/responses`); a gateway provider
+    /// of kind `openai` with `responses_api = true`.
+    OpenAiResponses,
 }
 
 /// A refusal, rendered in each protocol's own shape (wire-formats §1.4,
@@ -148,7 +152,9 @@ pub enum Reply {
     /// [`Reply::Stream`] or [`Reply::ToolCalls`]). Anthropic: a `thinking`
     /// block with a signature this simulator mints and remembers, before
     /// the text or tool calls (streamed: `thinking_delta`, then
-    /// `signature_delta`). Other protocols: `then` alone.
+    /// `signature_delta`). OpenAI's Responses API: a `reasoning` item
+    /// (its `encrypted_content` minted and remembered when the request's
+    /// `include` asks for it). Other protocols: `then` alone.
     Thinking { thinking: String, then: Box<Reply> },
 }
 
@@ -227,6 +233,11 @@ impl SimProvider {
         Self::start(Protocol::OpenAi).await
     }
 
+    /// Starts a simulator of OpenAI's Responses API.
+    pub async fn openai_responses() -> io::Result<Self> {
+        Self::start(Protocol::OpenAiResponses).await
+    }
+
     /// Starts a Gemini simulator.
     pub async fn gemini() -> io::Result<Self> {
         Self::start(Protocol::Gemini).await
@@ -264,7 +275,7 @@ impl SimProvider {
     /// (`http://127.0.0.1:PORT/v1` for OpenAI-compatible).
     pub fn base_url(&self) -> String {
         match self.shared.protocol {
-            Protocol::OpenAi => format!("http://{}/v1", self.addr),
+            Protocol::OpenAi | Protocol::OpenAiResponses => format!("http://{}/v1", self.addr),
             Protocol::Gemini => format!("http://{}/v1beta", self.addr),
             Protocol::Anthropic => format!("http://{}", self.addr),
         }
@@ -590,7 +601,11 @@ async fn respond(
                 tokio::time::sleep(d).await;
                 reply = *inner;
             }
-            Reply::Thinking { then, .. } if protocol != Protocol::Anthropic => reply = *then,
+            Reply::Thinking { then, .. }
+                if !matches!(protocol, Protocol::Anthropic | Protocol::OpenAiResponses) =>
+            {
+                reply = *then
+            }
             _ => break,
         }
     }
@@ -642,6 +657,7 @@ async fn respond(
                 Protocol::OpenAi => openai::tool_calls_stream(&calls, req),
                 Protocol::Gemini => gemini::tool_calls_stream(&calls, req),
                 Protocol::Anthropic => anthropic::tool_calls_stream(&calls, req),
+                Protocol::OpenAiResponses => responses::tool_calls_stream(&calls, req),
             };
             Ok(stream_response(
                 shared_for_stream(req),
@@ -652,7 +668,10 @@ async fn respond(
         Reply::Thinking { thinking, then } if is_streamed(protocol, req) => Ok(stream_response(
             shared_for_stream(req),
             Duration::ZERO,
-            anthropic::thinking_stream(&thinking, *then, req),
+            match protocol {
+                Protocol::OpenAiResponses => responses::thinking_stream(&thinking, *then, req),
+                _ => anthropic::thinking_stream(&thinking, *then, req),
+            },
         )),
         Reply::Refuse(refusal)
             if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
@@ -661,6 +680,7 @@ async fn respond(
                 Protocol::OpenAi => openai::refusal_stream(&refusal, req),
                 Protocol::Gemini => gemini::refusal_stream(&refusal, req),
                 Protocol::Anthropic => anthropic::refusal_stream(&refusal, req),
+                Protocol::OpenAiResponses => responses::refusal_stream(&refusal, req),
             };
             Ok(stream_response(
                 shared_for_stream(req),
@@ -677,6 +697,7 @@ fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody>
         Protocol::OpenAi => openai::render(reply, req),
         Protocol::Gemini => gemini::render(reply, req),
         Protocol::Anthropic => anthropic::render(reply, req),
+        Protocol::OpenAiResponses => responses::render(reply, req),
     }
 }
 
@@ -685,6 +706,7 @@ fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
         Protocol::OpenAi => openai::stream(spec, req),
         Protocol::Gemini => gemini::stream(spec, req),
         Protocol::Anthropic => anthropic::stream(spec, req),
+        Protocol::OpenAiResponses => responses::stream(spec, req),
     }
 }
 
@@ -692,7 +714,7 @@ fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
 fn is_streamed(protocol: Protocol, req: &Received) -> bool {
     match protocol {
         Protocol::Gemini => req.path.contains(":streamGenerateContent"),
-        Protocol::OpenAi | Protocol::Anthropic => {
+        Protocol::OpenAi | Protocol::Anthropic | Protocol::OpenAiResponses => {
             req.json()["stream"] == serde_json::Value::Bool(true)
         }
     }

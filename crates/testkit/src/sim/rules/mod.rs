@@ -13,6 +13,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod responses;
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
@@ -57,6 +58,7 @@ pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     let verdict = match rules.protocol {
         Protocol::Anthropic => anthropic::check(req, limit, &|s| rules.minted(s)),
         Protocol::OpenAi => openai::check(req, limit),
+        Protocol::OpenAiResponses => responses::check(req, limit, &|s| rules.minted(s)),
         Protocol::Gemini => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
     };
     verdict.err()
@@ -79,6 +81,7 @@ impl Rules {
         let max_output_tokens = match protocol {
             Protocol::Anthropic => 64_000,
             Protocol::OpenAi => 16_384,
+            Protocol::OpenAiResponses => 128_000,
             Protocol::Gemini => 65_536,
         };
         Self {

@@ -1,0 +1,338 @@
+//! `/v1/responses` to targets that speak the Responses API themselves
+//! (`responses_api = true`), over real HTTP against the strict Responses
+//! simulator: the client's body goes byte for byte but for `model`; the
+//! answer and the events come back as the target sent them (reasoning ids
+//! tagged with the target); a reasoning item with `encrypted_content` goes
+//! back in the next turn only to the target that made it — never to
+//! another Responses target nor to a target of another protocol; the
+//! failover from a native target to a translated one (Anthropic); and a
+//! Responses target serving a translated client (Chat Completions).
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+mod common;
+
+use serde_json::{Value, json};
+use understudy_testkit::{Reply, SimProvider, StreamSpec, TestGateway};
+
+struct Gw {
+    url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// The server over `sims` (name, simulator), in that order.
+async fn gateway(sims: &[(&str, &SimProvider)]) -> Gw {
+    let mut builder = TestGateway::builder();
+    for (name, sim) in sims {
+        builder = builder.provider(name, sim);
+    }
+    let gw = builder.build().await.unwrap();
+    let (url, stop) = common::serve(gw.engine).await;
+    Gw { url, _stop: stop }
+}
+
+async fn post(gw: &Gw, path: &str, body: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let resp = understudy_testkit::http_client()
+        .post(format!("{}{path}", gw.url))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.text().await.unwrap())
+}
+
+/// The SSE body's `(event, data)` pairs.
+fn sse(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let mut name = String::new();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.to_owned();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                }
+            }
+            (!data.is_empty()).then(|| (name, serde_json::from_str(&data).unwrap()))
+        })
+        .collect()
+}
+
+/// `rs_us<8 hex>_rest` → `Some(rs_rest)`.
+fn untagged(id: &str) -> Option<String> {
+    let marked = id.strip_prefix("rs_us")?;
+    let (tag, rest) = marked.split_at_checked(8)?;
+    let rest = rest.strip_prefix('_')?;
+    tag.bytes()
+        .all(|b| b.is_ascii_hexdigit())
+        .then(|| format!("rs_{rest}"))
+}
+
+fn assert_clean(sims: &[&SimProvider]) {
+    for sim in sims {
+        assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_native_target_gets_the_body_as_sent_and_answers_as_it_sent() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    let answer = r#"{"id":"resp_abc","object":"response","status":"completed","model":"gpt-sim","output":[{"id":"rs_r1","type":"reasoning","summary":[]},{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi there","annotations":[]}]}],"usage":{"input_tokens":3,"output_tokens":2,"total_tokens":5},"custom_field":{"kept":true}}"#;
+    oai.push(Reply::Garbage(answer.into()));
+    let body = r#"{ "model":"default" , "input":[{"role":"user","content":"hi"}], "metadata": {"a": "b"}, "reasoning": {"effort": "low", "summary": "auto"}, "service_tier": "flex" }"#;
+    let (status, headers, text) = post(&gw, "/v1/responses", body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "oai");
+    let sent = std::str::from_utf8(&oai.received()[0].body)
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        sent,
+        body.replace(r#""model":"default""#, r#""model":"oai-model""#)
+    );
+    // As sent, but for the reasoning item's id, tagged with its target.
+    let got: Value = serde_json::from_str(&text).unwrap();
+    let tagged = got["output"][0]["id"].as_str().unwrap();
+    assert_eq!(untagged(tagged).as_deref(), Some("rs_r1"), "{tagged}");
+    assert_eq!(text.replace(tagged, "rs_r1"), answer);
+    assert_clean(&[&oai, &claude]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn native_events_come_back_as_the_target_sent_them() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    oai.push(Reply::Thinking {
+        thinking: "Let me see".into(),
+        then: Box::new(Reply::Stream(StreamSpec::new(&["Hello", " world"]))),
+    });
+    let body = json!({"model": "default", "input": "hi", "stream": true,
+        "include": ["reasoning.encrypted_content"], "store": false})
+    .to_string();
+    let (status, headers, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "oai");
+    let events = sse(&text);
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"response.created"));
+    assert_eq!(kinds.last(), Some(&"response.completed"));
+    assert!(
+        kinds.contains(&"response.reasoning_summary_text.delta"),
+        "{kinds:?}"
+    );
+    for (i, (kind, data)) in events.iter().enumerate() {
+        assert_eq!(data["type"], kind.as_str());
+        assert_eq!(data["sequence_number"], i, "the target's own numbers");
+    }
+    let done = &events.last().unwrap().1["response"];
+    assert_eq!(
+        done["id"], "resp_sim",
+        "the target's response, as it sent it"
+    );
+    let reasoning = &done["output"][0];
+    assert!(
+        untagged(reasoning["id"].as_str().unwrap()).is_some(),
+        "{reasoning}"
+    );
+    assert_eq!(done["output"][1]["content"][0]["text"], "Hello world");
+    assert_clean(&[&oai, &claude]);
+}
+
+/// Turn 1 from `first`, with its sealed reasoning item; returns the
+/// output items.
+async fn turn_one(gw: &Gw, first: &SimProvider) -> Vec<Value> {
+    first.push(Reply::Thinking {
+        thinking: "Think".into(),
+        then: Box::new(Reply::text("Four.")),
+    });
+    let body = json!({"model": "default", "input": "2+2?", "store": false,
+        "include": ["reasoning.encrypted_content"]});
+    let (status, _, text) = post(gw, "/v1/responses", &body.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    let got: Value = serde_json::from_str(&text).unwrap();
+    let output = got["output"].as_array().unwrap().clone();
+    assert_eq!(output[0]["type"], "reasoning");
+    assert!(output[0]["encrypted_content"].is_string(), "{got}");
+    output
+}
+
+fn turn_two(output: &[Value]) -> String {
+    let mut input = vec![json!({"role": "user", "content": "2+2?"})];
+    input.extend(output.iter().cloned());
+    input.push(json!({"role": "user", "content": "and 3+3?"}));
+    json!({"model": "default", "input": input, "store": false,
+        "include": ["reasoning.encrypted_content"]})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sealed_reasoning_item_goes_back_only_to_the_target_that_made_it() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let other = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("other", &other), ("claude", &claude)]).await;
+    let output = turn_one(&gw, &oai).await;
+    let tagged = output[0]["id"].as_str().unwrap();
+
+    // Turn 2 on the same target: the item goes back, its id as it made it.
+    oai.push(Reply::text("Six."));
+    let (status, _, text) = post(&gw, "/v1/responses", &turn_two(&output)).await;
+    assert_eq!(status, 200, "{text}");
+    let sent = oai.received()[1].json();
+    let items = sent["input"].as_array().unwrap();
+    let reasoning: Vec<&Value> = items.iter().filter(|i| i["type"] == "reasoning").collect();
+    assert_eq!(reasoning.len(), 1, "{sent}");
+    assert_eq!(reasoning[0]["id"].as_str(), untagged(tagged).as_deref());
+    assert_eq!(
+        reasoning[0]["encrypted_content"],
+        output[0]["encrypted_content"]
+    );
+
+    // The same turn when that target fails: another Responses target and
+    // an Anthropic one get the conversation without the item.
+    oai.push(Reply::status(500));
+    other.push(Reply::status(500));
+    claude.push(Reply::text("Six."));
+    let (status, headers, text) = post(&gw, "/v1/responses", &turn_two(&output)).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "claude");
+    let sent = other.received()[0].json();
+    assert!(
+        sent["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["type"] != "reasoning"),
+        "{sent}"
+    );
+    assert_eq!(sent["input"].as_array().unwrap().len(), 3, "{sent}");
+    let sent = std::str::from_utf8(&claude.received()[0].body)
+        .unwrap()
+        .to_owned();
+    let sealed = output[0]["encrypted_content"].as_str().unwrap();
+    assert!(!sent.contains(sealed) && !sent.contains("rs_"), "{sent}");
+    let got: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(got["output"][0]["content"][0]["text"], "Six.");
+    assert_clean(&[&oai, &other, &claude]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_native_primary_that_fails_falls_back_to_a_translated_stream() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    oai.push(Reply::status(500));
+    claude.push(Reply::stream(&["From", " Claude"]));
+    let body = json!({"model": "default", "input": "hi", "stream": true}).to_string();
+    let (status, headers, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "claude");
+    assert_eq!(headers["x-understudy-fell-back"], "true");
+    let events = sse(&text);
+    let done = &events.last().unwrap().1;
+    assert_eq!(done["type"], "response.completed", "{text}");
+    assert!(
+        done["response"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("resp_")
+    );
+    assert_eq!(
+        done["response"]["output"][0]["content"][0]["text"],
+        "From Claude"
+    );
+    assert_eq!(oai.received().len(), 1);
+    assert_clean(&[&oai, &claude]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_responses_target_serves_translated_clients() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let gw = gateway(&[("oai", &oai)]).await;
+    oai.push(Reply::text("Plain answer"));
+    let body = json!({"model": "default", "max_tokens": 100, "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"}
+    ]})
+    .to_string();
+    let (status, _, text) = post(&gw, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let got: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(got["choices"][0]["message"]["content"], "Plain answer");
+    let sent = oai.received()[0].clone();
+    assert_eq!(sent.path, "/v1/responses");
+    let sent = sent.json();
+    assert_eq!(sent["instructions"], "Be brief.");
+    assert_eq!(sent["input"][0]["content"][0]["text"], "hi");
+    assert_eq!(sent["max_output_tokens"], 100);
+
+    // Streamed, with a tool call.
+    oai.push(Reply::ToolCalls(vec![
+        understudy_testkit::SimToolCall::new("get_weather", json!({"city": "Oslo"})),
+    ]));
+    let body = json!({"model": "default", "stream": true,
+        "messages": [{"role": "user", "content": "weather?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})
+    .to_string();
+    let (status, _, text) = post(&gw, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("get_weather") && text.contains("tool_calls"),
+        "{text}"
+    );
+    assert_clean(&[&oai]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_simulator_refuses_what_openai_refuses() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let post_sim = |body: Value| {
+        let url = format!("{}/responses", oai.base_url());
+        async move {
+            let resp = understudy_testkit::http_client()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        }
+    };
+    let cases = [
+        (
+            json!({"input": "hi"}),
+            "Missing required parameter: 'model'.",
+        ),
+        (
+            json!({"model": "m", "input": [{"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "e"}]}),
+            "Item with id 'rs_x' not found",
+        ),
+        (
+            json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "c1", "output": "x"}]}),
+            "No tool call found for function call output with call_id c1.",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "previous_response_id": "resp_gw"}),
+            "Previous response with id 'resp_gw' not found.",
+        ),
+        (
+            json!({"model": "m", "input": "hi", "system": "x"}),
+            "Unknown parameter: 'system'.",
+        ),
+    ];
+    for (body, message) in cases {
+        let (status, text) = post_sim(body.clone()).await;
+        assert_eq!(status, 400, "{body}: {text}");
+        assert!(text.contains(message), "{body}: {text}");
+    }
+    assert_eq!(oai.violations().len(), 5);
+}
