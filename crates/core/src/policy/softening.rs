@@ -40,6 +40,9 @@ pub fn soften(original: &ChatRequest, provider_default_temperature: f32) -> Chat
 /// softened one. `None` (forward the neutral, softened request instead)
 /// when the body is not a JSON object.
 fn soften_native(native: &NativeRequest, temperature: Option<f32>) -> Option<NativeRequest> {
+    if native.kind == crate::settings::ProviderKind::Openai {
+        return soften_responses(native, temperature);
+    }
     let mut body: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&native.body).ok()?;
     let suffix = serde_json::json!({"type": "text", "text": SOFTENING_SUFFIX.trim_start()});
@@ -56,6 +59,28 @@ fn soften_native(native: &NativeRequest, temperature: Option<f32>) -> Option<Nat
     };
     body.insert("system".into(), system);
     if let Some(t) = temperature {
+        body.insert("temperature".into(), serde_json::json!(t));
+    }
+    Some(NativeRequest {
+        body: serde_json::to_string(&body).ok()?,
+        ..native.clone()
+    })
+}
+
+/// The softened form of a natively forwarded Responses API body: the
+/// suffix appended to its `instructions`; the temperature softened only
+/// where the client set one (reasoning models refuse any). `None` when
+/// `instructions` is not a string.
+fn soften_responses(native: &NativeRequest, temperature: Option<f32>) -> Option<NativeRequest> {
+    let mut body: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&native.body).ok()?;
+    let instructions = match body.remove("instructions") {
+        None | Some(serde_json::Value::Null) => SOFTENING_SUFFIX.trim_start().to_owned(),
+        Some(serde_json::Value::String(s)) => format!("{s}{SOFTENING_SUFFIX}"),
+        Some(_) => return None,
+    };
+    body.insert("instructions".into(), instructions.into());
+    if let (Some(t), true) = (temperature, body.contains_key("temperature")) {
         body.insert("temperature".into(), serde_json::json!(t));
     }
     Some(NativeRequest {
@@ -209,6 +234,39 @@ mod tests {
                 assert_eq!(v["temperature"], serde_json::json!(0.5), "{body}");
             }
             assert!(v["system"].to_string().contains("Keep it light"), "{body}");
+        }
+    }
+    #[test]
+    fn a_responses_body_gets_the_suffix_in_its_instructions() {
+        // (body, instructions after, temperature after)
+        for (body, instructions, temperature) in [
+            (
+                r#"{"model":"m","input":"hi","instructions":"Be kind.","temperature":0.7}"#,
+                format!("Be kind.{SOFTENING_SUFFIX}"),
+                Some(serde_json::json!(0.5)),
+            ),
+            (
+                r#"{"model":"m","input":"hi","reasoning":{"effort":"low"}}"#,
+                SOFTENING_SUFFIX.trim_start().to_owned(),
+                None,
+            ),
+        ] {
+            let req = ChatRequest {
+                native: Some(Arc::new(NativeRequest {
+                    kind: crate::settings::ProviderKind::Openai,
+                    body: body.into(),
+                    headers: Vec::new(),
+                    query: None,
+                })),
+                temperature: Some(0.7),
+                ..ChatRequest::user("hi")
+            };
+            let softened = soften(&req, 1.0);
+            let v: serde_json::Value =
+                serde_json::from_str(&softened.native.unwrap().body).unwrap();
+            assert_eq!(v["instructions"], instructions.as_str(), "{body}");
+            assert_eq!(v.get("temperature").cloned(), temperature, "{body}");
+            assert_eq!(v.get("system"), None, "{body}");
         }
     }
 }
