@@ -396,17 +396,17 @@ mod tests {
         // (messages, thinking turned off)
         let cases = [
             // Thinking at the turn's start only (no interleaved thinking).
-            (vec![user, signed, &result("t1"), bare, &result("t2")].join(","), false),
+            ([user, signed, &result("t1"), bare, &result("t2")].join(","), false),
             // Another provider started the turn; Anthropic went on.
-            (vec![user, bare, &result("t2"), signed, &result("t1")].join(","), true),
+            ([user, bare, &result("t2"), signed, &result("t1")].join(","), true),
             // A system message inside the loop takes no part.
-            (vec![user, bare, system, &result("t2")].join(","), true),
-            (vec![user, signed, system, &result("t1")].join(","), false),
+            ([user, bare, system, &result("t2")].join(","), true),
+            ([user, signed, system, &result("t1")].join(","), false),
             // A new user turn after a finished loop starts afresh.
-            (vec![user, bare, &result("t2"), r#"{"role": "assistant", "content": "done"}"#, user].join(","), false),
+            ([user, bare, &result("t2"), r#"{"role": "assistant", "content": "done"}"#, user].join(","), false),
             // A user message with more than results ends the earlier turn.
             (
-                vec![
+                [
                     user,
                     bare,
                     r#"{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "ok"}, {"type": "text", "text": "and?"}]}"#,
