@@ -336,3 +336,68 @@ async fn the_simulator_refuses_what_openai_refuses() {
     }
     assert_eq!(oai.violations().len(), 5);
 }
+
+/// The openai SDK's tool loop with `store: false` and sealed reasoning:
+/// turn 1 streamed and turn 2 by the native primary (its reasoning item
+/// goes back to it), turn 3 after the primary fails, by Anthropic (which
+/// gets the conversation without reasoning).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdk_loops_through_a_native_target_and_falls_back() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    let call =
+        |city: &str| understudy_testkit::SimToolCall::new("get_weather", json!({"city": city}));
+    for city in ["Oslo", "Paris"] {
+        oai.push(Reply::Thinking {
+            thinking: format!("I should look up {city}"),
+            then: Box::new(Reply::ToolCalls(vec![call(city)])),
+        });
+    }
+    oai.push(Reply::status(500));
+    claude.push(Reply::text("21 degrees in both"));
+    let v = common::run_sdk("openai", "openai_responses_native.py", &gw.url, "loop").await;
+    let turns = v["turns"].as_array().unwrap();
+    assert_eq!(
+        turns[0]["output_types"],
+        json!(["reasoning", "function_call"]),
+        "{v}"
+    );
+    let types = turns[0]["types"].as_array().unwrap();
+    assert!(
+        types.contains(&json!("response.reasoning_summary_text.delta")),
+        "{v}"
+    );
+    assert_eq!(types.last().unwrap(), "response.completed");
+    assert_eq!(turns[1]["provider"], "oai");
+    assert_eq!(turns[2]["provider"], "claude");
+    assert_eq!(turns[2]["text"], "21 degrees in both");
+    // Turn 2's reasoning item went back to its own target, as it made it.
+    let second = oai.received()[1].json();
+    let reasoning: Vec<&Value> = second["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "reasoning")
+        .collect();
+    assert_eq!(reasoning.len(), 1, "{second}");
+    let tagged = turns[0]["reasoning_ids"][0].as_str().unwrap();
+    assert_eq!(reasoning[0]["id"].as_str(), untagged(tagged).as_deref());
+    // The third turn: both reasoning items go to the native target, none
+    // to Anthropic.
+    let third = oai.received()[2].json();
+    let n = third["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "reasoning");
+    assert_eq!(n.count(), 2, "{third}");
+    let sent = std::str::from_utf8(&claude.received()[0].body)
+        .unwrap()
+        .to_owned();
+    assert!(
+        !sent.contains("rs_") && !sent.contains("I should look up"),
+        "{sent}"
+    );
+    assert_clean(&[&oai, &claude]);
+}
