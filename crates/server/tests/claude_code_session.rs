@@ -649,3 +649,31 @@ async fn ids_another_provider_minted_reach_anthropic_in_its_alphabet() {
         .collect();
     assert_ne!(ids[0], ids[1]);
 }
+
+#[tokio::test]
+async fn a_thinking_session_is_not_cut_by_the_first_token_timer() {
+    // First text only after the first-token timeout, but thinking flowing
+    // before it: the target is working, not down, and serves the turn.
+    let s = setup("[timeouts]\nfirst_token = 0.5\nstream_idle = 2").await;
+    s.openai.always(Reply::text("The fallback."));
+    s.claude.push(
+        understudy_testkit::StreamSpec::new(&["Thought", " it", " through."])
+            .every(std::time::Duration::from_millis(300))
+            .reply()
+            .thinking_first("Let me weigh every option before answering."),
+    );
+    let a = post(&s.url, TURN1.to_owned(), &[]).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.headers["x-understudy-provider"], "claude");
+    assert_eq!(s.openai.request_count(), 0);
+    // The thinking reached Claude Code as Anthropic sent it.
+    let thinking: String = common::anthropic_events(&a.body)
+        .iter()
+        .filter_map(|(_, d)| {
+            let v: Value = serde_json::from_str(d).ok()?;
+            v["delta"]["thinking"].as_str().map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(thinking, "Let me weigh every option before answering.");
+    assert!(a.body.contains("through."), "{}", a.body);
+}

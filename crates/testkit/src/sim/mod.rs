@@ -665,9 +665,14 @@ async fn respond(
                 pieces,
             ))
         }
+        // Paced like the answer it thinks before (a model that thinks at
+        // the pace it then writes).
         Reply::Thinking { thinking, then } if is_streamed(protocol, req) => Ok(stream_response(
             shared_for_stream(req),
-            Duration::ZERO,
+            match then.as_ref() {
+                Reply::Stream(spec) => spec.interval,
+                _ => Duration::ZERO,
+            },
             match protocol {
                 Protocol::OpenAiResponses => responses::thinking_stream(&thinking, *then, req),
                 _ => anthropic::thinking_stream(&thinking, *then, req),
