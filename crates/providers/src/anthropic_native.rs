@@ -84,6 +84,35 @@ pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> 
     })
 }
 
+/// A message as far as these checks read it: its role and its blocks'
+/// types and tool ids (everything else is skipped, not copied).
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+    #[serde(borrow)]
+    content: Option<Content<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    // Tried in order: blocks first (anything else holds none).
+    Blocks(#[serde(borrow)] Vec<Block<'a>>),
+    #[allow(dead_code, reason = "a string (or anything else) holds no blocks")]
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+}
+
 /// `body` with its top-level `model` set to `model`, every other byte as it
 /// was; `None` when the body is not a JSON object with one `model`.
 pub fn with_model(body: &str, model: &str) -> Option<String> {
@@ -122,26 +151,6 @@ fn thinking_on(thinking: &RawValue) -> bool {
 /// turn's first assistant message must start with a thinking block; a turn
 /// another provider started has none.
 pub(crate) fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
-    #[derive(Deserialize)]
-    struct Message<'a> {
-        #[serde(borrow)]
-        role: Cow<'a, str>,
-        #[serde(borrow)]
-        content: Option<Content<'a>>,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Content<'a> {
-        // Tried in order: blocks first (anything else holds none).
-        Blocks(#[serde(borrow)] Vec<Block<'a>>),
-        #[allow(dead_code, reason = "a string (or anything else) holds no blocks")]
-        Other(serde::de::IgnoredAny),
-    }
-    #[derive(Deserialize)]
-    struct Block<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-    }
     let blocks = |m: &Message<'_>| -> Vec<String> {
         match &m.content {
             Some(Content::Blocks(blocks)) => blocks.iter().map(|b| b.kind.to_string()).collect(),
@@ -190,27 +199,6 @@ pub(crate) fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
 /// never become one and a call and its result stay paired. `None` (the
 /// bytes as sent) when every id is already valid.
 fn messages_with_anthropic_ids(messages: &RawValue) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Message<'a> {
-        #[serde(borrow)]
-        content: Option<Content<'a>>,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Content<'a> {
-        Blocks(#[serde(borrow)] Vec<Block<'a>>),
-        #[allow(dead_code, reason = "a string (or anything else) holds no ids")]
-        Other(serde::de::IgnoredAny),
-    }
-    #[derive(Deserialize)]
-    struct Block<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        id: Option<Cow<'a, str>>,
-        #[serde(borrow)]
-        tool_use_id: Option<Cow<'a, str>>,
-    }
     let valid = |id: &str| {
         !id.is_empty()
             && id
