@@ -132,10 +132,9 @@ async fn native_events_come_back_as_the_target_sent_them() {
         assert_eq!(data["sequence_number"], i, "the target's own numbers");
     }
     let done = &events.last().unwrap().1["response"];
-    assert_eq!(
-        done["id"], "resp_sim",
-        "the target's response, as it sent it"
-    );
+    // The target's response, as it sent it (its id, not the gateway's).
+    assert_eq!(done["id"], events[0].1["response"]["id"]);
+    assert!(done["id"].as_str().unwrap().starts_with("resp_"), "{done}");
     let reasoning = &done["output"][0];
     assert!(
         untagged(reasoning["id"].as_str().unwrap()).is_some(),
@@ -399,5 +398,62 @@ async fn the_openai_sdk_loops_through_a_native_target_and_falls_back() {
         !sent.contains("rs_") && !sent.contains("I should look up"),
         "{sent}"
     );
+    assert_clean(&[&oai, &claude]);
+}
+
+/// `previous_response_id` with a native target: the target gets the stored
+/// conversation as its input (its own reasoning item back under the id it
+/// made), never the gateway's id; a later turn the target cannot serve
+/// goes translated to Anthropic.
+#[tokio::test(flavor = "multi_thread")]
+async fn previous_response_id_reaches_a_native_target_as_the_conversation() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    oai.push(Reply::Thinking {
+        thinking: "Hmm".into(),
+        then: Box::new(Reply::text("Noted: Oslo.")),
+    });
+    let body = json!({"model": "default", "input": "The city is Oslo."}).to_string();
+    let (status, _, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let first: Value = serde_json::from_str(&text).unwrap();
+    let first_id = first["id"].as_str().unwrap();
+
+    oai.push(Reply::text("Sunny in Oslo."));
+    let body = json!({"model": "default", "input": "Weather there?",
+        "previous_response_id": first_id, "metadata": {"turn": "2"}})
+    .to_string();
+    let (status, headers, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "oai");
+    let sent = oai.received()[1].json();
+    assert_eq!(sent.get("previous_response_id"), None, "{sent}");
+    assert_eq!(sent["metadata"]["turn"], "2");
+    assert_eq!(sent["model"], "oai-model");
+    let input = sent["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input
+        .iter()
+        .map(|i| i["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["message", "reasoning", "message", "message"],
+        "{sent}"
+    );
+    let tagged = first["output"][0]["id"].as_str().unwrap();
+    assert_eq!(input[1]["id"].as_str(), untagged(tagged).as_deref());
+    let second: Value = serde_json::from_str(&text).unwrap();
+
+    oai.push(Reply::status(500));
+    claude.push(Reply::text("Still sunny."));
+    let body = json!({"model": "default", "input": "Tomorrow?",
+        "previous_response_id": second["id"]})
+    .to_string();
+    let (status, headers, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "claude");
+    let sent = claude.received()[0].json();
+    assert_eq!(sent["messages"].as_array().unwrap().len(), 5, "{sent}");
     assert_clean(&[&oai, &claude]);
 }

@@ -6,10 +6,10 @@
 //! adapter, so that they go back only to the target that made them).
 //! Targets of other protocols get the translation (`request.rs`).
 //!
-//! The body goes natively only when it stands on its own: not with
-//! `previous_response_id` (the gateway's stored conversation, unknown to
-//! the provider) and not with hosted tools the translation leaves out (the
-//! operator's key does not run them).
+//! A body with `previous_response_id` (the gateway's stored conversation,
+//! unknown to the provider) goes with the stored items and its own as its
+//! `input` instead. A body with hosted tools the translation leaves out
+//! (the operator's key does not run them) goes translated to every target.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -30,22 +30,39 @@ use super::request::CreateRequest;
 use super::store::Stored;
 use super::stream::Head;
 
-/// The client's body for Responses API targets, when it can go as sent.
+/// The client's body for Responses API targets, when it can go as sent;
+/// `conversation`: the stored items `previous_response_id` names, then
+/// this request's input items.
 pub(crate) fn native_request(
     raw: Option<Bytes>,
     body: &CreateRequest,
     omitted_tools: bool,
+    conversation: [&[Value]; 2],
 ) -> Option<Arc<NativeRequest>> {
-    if body.previous_response_id.is_some() || omitted_tools || body.model.is_none() {
+    if omitted_tools || body.model.is_none() {
         return None;
     }
-    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    let mut text = String::from_utf8(raw?.to_vec()).ok()?;
+    if body.previous_response_id.is_some() {
+        text = with_conversation(&text, conversation)?;
+    }
+    let body = text;
     Some(Arc::new(NativeRequest {
         kind: ProviderKind::Openai,
         body,
         headers: Vec::new(),
         query: None,
     }))
+}
+
+/// `body` without `previous_response_id`, its `input` the whole
+/// conversation (the provider knows nothing of the gateway's store).
+fn with_conversation(body: &str, conversation: [&[Value]; 2]) -> Option<String> {
+    let mut top: serde_json::Map<String, Value> = serde_json::from_str(body).ok()?;
+    top.remove("previous_response_id");
+    let items: Vec<Value> = conversation.concat();
+    top.insert("input".into(), Value::Array(items));
+    serde_json::to_string(&top).ok()
 }
 
 /// Keeps a natively served `response` under its own id (the one the

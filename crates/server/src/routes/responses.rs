@@ -69,7 +69,8 @@ async fn create(
     let translated = body.translate(&history, &input)?;
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut chat = translated.chat;
-    chat.native = native_request(raw, &body, !translated.omitted.is_empty());
+    let conversation = [history.as_slice(), input.as_slice()];
+    chat.native = native_request(raw, &body, !translated.omitted.is_empty(), conversation);
     let mut request = GenerateRequest::new(chat).route(route);
     request.api = Api::Responses;
     request.omitted_tools = translated.omitted.clone();

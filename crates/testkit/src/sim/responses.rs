@@ -25,6 +25,7 @@ struct Output {
 
 /// The ids and texts of one answer, fixed before it is rendered.
 struct Answer {
+    id: String,
     model: String,
     items: Vec<Value>,
     input_tokens: usize,
@@ -84,6 +85,7 @@ impl Answer {
         }
         let input_tokens = asked["input"].to_string().split_whitespace().count();
         Self {
+            id: new_id("resp"),
             model,
             items,
             input_tokens,
@@ -94,7 +96,7 @@ impl Answer {
     /// The `response` object with `status` and these `output` items.
     fn object(&self, status: &str, output: &[Value], incomplete: Option<&str>) -> Value {
         json!({
-            "id": "resp_sim", "object": "response", "created_at": 1_733_000_000,
+            "id": self.id, "object": "response", "created_at": 1_733_000_000,
             "status": status, "error": null,
             "incomplete_details": incomplete.map(|r| json!({"reason": r})),
             "model": self.model, "output": output, "parallel_tool_calls": true,
