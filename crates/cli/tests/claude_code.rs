@@ -19,12 +19,13 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::{Gateway, Scratch, Turns, assert_no_violations, has_tool};
 
 use serde_json::{Value, json};
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
@@ -58,10 +59,10 @@ const CLAUDE_OUTPUT_LIMIT: u64 = 128_000;
 async fn claude_code_completes_a_task_on_an_anthropic_target() {
     let claude = SimProvider::anthropic().await.unwrap();
     claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
-    let scratch = Scratch::new("anthropic");
+    let scratch = scratch("anthropic");
     let claude_turns = Turns::default();
     claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
-    let gateway = Gateway::start(
+    let gateway = gateway(
         &scratch,
         &format!(
             "[routing]\ndefault = \"claude\"\norder = [\"claude\"]\n\n\
@@ -91,13 +92,13 @@ async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
     let openai = SimProvider::openai().await.unwrap();
     // GPT-4.1 takes 32 768 output tokens.
     openai.with_max_output_tokens(32_768);
-    let scratch = Scratch::new("anthropic-openai");
+    let scratch = scratch("anthropic-openai");
     let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (one tool result in the history) finds Anthropic
     // overloaded; the first and third it serves.
     claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
     openai.respond_with(openai_agent(&scratch.work, &openai_turns));
-    let gateway = Gateway::start(
+    let gateway = gateway(
         &scratch,
         &format!(
             "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"openai\"]\n\n\
@@ -123,13 +124,13 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
     let gemini = SimProvider::gemini().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
-    let scratch = Scratch::new("gemini-anthropic");
+    let scratch = scratch("gemini-anthropic");
     let (gemini_turns, claude_turns) = (Turns::default(), Turns::default());
     // Gemini serves the first and third turns; the second finds it down
     // and Anthropic serves it, over a history Gemini made.
     gemini.respond_with(gemini_agent(&scratch.work, &gemini_turns, &[1]));
     claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
-    let gateway = Gateway::start(
+    let gateway = gateway(
         &scratch,
         &format!(
             "[routing]\ndefault = \"gemini\"\norder = [\"gemini\", \"claude\"]\n\n\
@@ -149,22 +150,17 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
     assert_no_violations(&[("gemini", &gemini), ("claude", &claude)], &gateway);
 }
 
-// === the scripted agents ===
-
-/// The stage of each agent-loop request a simulator received (how many
-/// tool results its history held), in order.
-#[derive(Clone, Default)]
-struct Turns(Arc<Mutex<Vec<usize>>>);
-
-impl Turns {
-    fn push(&self, stage: usize) {
-        self.0.lock().unwrap().push(stage);
-    }
-
-    fn stages(&self) -> Vec<usize> {
-        self.0.lock().unwrap().clone()
-    }
+/// A scratch folder for `name`'s scenario.
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("claude-code", name)
 }
+
+/// The real gateway with `toml`, this agent's client key its one key.
+fn gateway(scratch: &Scratch, toml: &str) -> Gateway {
+    Gateway::start(scratch, toml, CLIENT_KEY)
+}
+
+// === the scripted agents ===
 
 /// What the agent does at `stage` (tool results so far), as tool calls, or
 /// `None` for the final answer.
@@ -264,10 +260,6 @@ fn gemini_agent(
     }
 }
 
-fn has_tool(tools: &Value, is_it: impl Fn(&Value) -> bool) -> bool {
-    tools.as_array().is_some_and(|ts| ts.iter().any(is_it))
-}
-
 /// How many content blocks of `kind` the messages hold.
 fn count_blocks(messages: &Value, kind: &str) -> usize {
     messages.as_array().map_or(0, |ms| {
@@ -278,110 +270,7 @@ fn count_blocks(messages: &Value, kind: &str) -> usize {
     })
 }
 
-fn assert_no_violations(sims: &[(&str, &SimProvider)], gateway: &Gateway) {
-    for (name, sim) in sims {
-        assert_eq!(
-            sim.violations(),
-            Vec::<String>::new(),
-            "{name} refused requests the gateway sent; gateway log:\n{}",
-            gateway.log()
-        );
-    }
-}
-
 // === the scratch folder, the gateway, Claude Code ===
-
-/// A fresh folder for one scenario: `home` (Claude Code's `HOME`), `work`
-/// (its working directory) and the gateway's configuration; removed when
-/// dropped.
-struct Scratch {
-    root: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
-}
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "understudy-claude-code-{}-{}-{name}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&root);
-        let (home, work) = (root.join("home"), root.join("work"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        Self { root, home, work }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// `understudy serve` on a free loopback port, with a client key; stopped
-/// when dropped.
-struct Gateway {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Gateway {
-    /// Starts the real binary with `toml` as its configuration and waits
-    /// for it to say where it listens.
-    fn start(scratch: &Scratch, toml: &str) -> Self {
-        let config = scratch.root.join("understudy.toml");
-        std::fs::write(&config, toml).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
-            .arg("--config")
-            .arg(&config)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        let url = loop {
-            let Some(Ok(line)) = lines.next() else {
-                let _ = child.kill();
-                panic!("serve exited before listening:\n{}", seen.join("\n"));
-            };
-            if let Some(url) = line.split("listening on ").nth(1) {
-                break url.trim().to_owned();
-            }
-            seen.push(line);
-        };
-        let log = Arc::new(Mutex::new(seen));
-        // Keep reading the log, so that the gateway never blocks on a full
-        // pipe and a failing test can show it.
-        let kept = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                kept.lock().unwrap().push(line);
-            }
-        });
-        Self { child, url, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Claude Code's binary: `$UNDERSTUDY_CLAUDE` (`cargo xtask test` sets it),
 /// else where `cargo xtask provision` installs it; fails the test with how

@@ -16,14 +16,15 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use common::{Gateway, Scratch, Turns, assert_no_violations, has_tool};
+
+use serde_json::json;
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
 
 /// The client key Codex sends (from the provider block's `env_key`).
@@ -54,10 +55,10 @@ const RUN_LIMIT: Duration = Duration::from_secs(180);
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_completes_a_task_on_an_openai_compatible_target() {
     let openai = SimProvider::openai().await.unwrap();
-    let scratch = Scratch::new("openai");
+    let scratch = scratch("openai");
     let turns = Turns::default();
     openai.respond_with(openai_agent(&scratch.work, &turns, &[]));
-    let gateway = Gateway::start(&scratch, &providers(&[("openai", "openai", &openai)]));
+    let gateway = gateway(&scratch, &providers(&[("openai", "openai", &openai)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
@@ -67,10 +68,10 @@ async fn codex_completes_a_task_on_an_openai_compatible_target() {
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_completes_a_task_on_an_anthropic_target() {
     let claude = SimProvider::anthropic().await.unwrap();
-    let scratch = Scratch::new("anthropic");
+    let scratch = scratch("anthropic");
     let turns = Turns::default();
     claude.respond_with(anthropic_agent(&scratch.work, &turns, &[]));
-    let gateway = Gateway::start(&scratch, &providers(&[("claude", "anthropic", &claude)]));
+    let gateway = gateway(&scratch, &providers(&[("claude", "anthropic", &claude)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
@@ -81,13 +82,13 @@ async fn codex_completes_a_task_on_an_anthropic_target() {
 async fn codex_survives_a_primary_failing_mid_task() {
     let claude = SimProvider::anthropic().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
-    let scratch = Scratch::new("anthropic-openai");
+    let scratch = scratch("anthropic-openai");
     let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (the tool's result in the history) finds Anthropic
     // overloaded; the OpenAI-compatible fallback serves it.
     claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
     openai.respond_with(openai_agent(&scratch.work, &openai_turns, &[]));
-    let gateway = Gateway::start(
+    let gateway = gateway(
         &scratch,
         &providers(&[
             ("claude", "anthropic", &claude),
@@ -113,10 +114,10 @@ fn the_readme_shows_this_configuration() {
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_completes_a_task_on_a_gemini_target() {
     let gemini = SimProvider::gemini().await.unwrap();
-    let scratch = Scratch::new("gemini");
+    let scratch = scratch("gemini");
     let turns = Turns::default();
     gemini.respond_with(gemini_agent(&scratch.work, &turns));
-    let gateway = Gateway::start(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
+    let gateway = gateway(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
@@ -165,22 +166,19 @@ fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
     toml
 }
 
-// === the scripted agents ===
-
-/// The stage of each agent-loop request a simulator received (how many
-/// tool results its history held), in order.
-#[derive(Clone, Default)]
-struct Turns(Arc<Mutex<Vec<usize>>>);
-
-impl Turns {
-    fn push(&self, stage: usize) {
-        self.0.lock().unwrap().push(stage);
-    }
-
-    fn stages(&self) -> Vec<usize> {
-        self.0.lock().unwrap().clone()
-    }
+/// A scratch folder for `name`'s scenario.
+fn scratch(name: &str) -> Scratch {
+    let s = Scratch::new("codex", name);
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    s
 }
+
+/// The real gateway with `toml`, this agent's client key its one key.
+fn gateway(scratch: &Scratch, toml: &str) -> Gateway {
+    Gateway::start(scratch, toml, CLIENT_KEY)
+}
+
+// === the scripted agents ===
 
 /// The scripted agent's reply at `stage` (tool results so far).
 fn agent_reply(work: &Path, stage: usize) -> Reply {
@@ -245,114 +243,7 @@ fn anthropic_agent(
     }
 }
 
-fn has_tool(tools: &Value, is_it: impl Fn(&Value) -> bool) -> bool {
-    tools.as_array().is_some_and(|ts| ts.iter().any(is_it))
-}
-
-fn assert_no_violations(sims: &[(&str, &SimProvider)], gateway: &Gateway) {
-    for (name, sim) in sims {
-        assert_eq!(
-            sim.violations(),
-            Vec::<String>::new(),
-            "{name} refused requests the gateway sent; gateway log:\n{}",
-            gateway.log()
-        );
-    }
-}
-
 // === the scratch folder, the gateway, Codex ===
-
-/// A fresh folder for one scenario: `home` (Codex's `HOME`, with
-/// `.codex/config.toml`), `work` (its working directory) and the gateway's
-/// configuration; removed when dropped.
-struct Scratch {
-    root: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
-}
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "understudy-codex-{}-{}-{name}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&root);
-        let (home, work) = (root.join("home"), root.join("work"));
-        std::fs::create_dir_all(home.join(".codex")).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        Self { root, home, work }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// `understudy serve` on a free loopback port, with a client key; stopped
-/// when dropped.
-struct Gateway {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Gateway {
-    /// Starts the real binary with `toml` as its configuration and waits
-    /// for it to say where it listens.
-    fn start(scratch: &Scratch, toml: &str) -> Self {
-        let config = scratch.root.join("understudy.toml");
-        std::fs::write(&config, toml).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
-            .arg("--config")
-            .arg(&config)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        let url = loop {
-            let Some(Ok(line)) = lines.next() else {
-                let _ = child.kill();
-                panic!("serve exited before listening:\n{}", seen.join("\n"));
-            };
-            if let Some(url) = line.split("listening on ").nth(1) {
-                break url.trim().to_owned();
-            }
-            seen.push(line);
-        };
-        let log = Arc::new(Mutex::new(seen));
-        // Keep reading the log, so that the gateway never blocks on a full
-        // pipe and a failing test can show it.
-        let kept = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                kept.lock().unwrap().push(line);
-            }
-        });
-        Self { child, url, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Codex's binary: `$UNDERSTUDY_CODEX` (`cargo xtask test` sets it), else
 /// where `cargo xtask provision` installs it; fails the test with how to
