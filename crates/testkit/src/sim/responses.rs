@@ -235,113 +235,118 @@ impl Events {
 
     /// One output item's events, its text in `chunks` (messages).
     fn item(&mut self, i: usize, item: &Value, chunks: &[String]) {
-        let id = item["id"].clone();
-        let mut added = item.clone();
-        added["status"] = json!("in_progress");
-        match item["type"].as_str() {
-            Some("message") => added["content"] = json!([]),
-            Some("function_call") => added["arguments"] = json!(""),
-            Some("reasoning") => added["summary"] = json!([]),
-            _ => {}
-        }
-        if item["type"] == "reasoning" {
-            if let Some(o) = added.as_object_mut() {
-                o.remove("status");
-            }
-        }
         self.push(
             "response.output_item.added",
-            json!({"output_index": i, "item": added}),
+            json!({"output_index": i, "item": in_progress(item)}),
             false,
         );
-        let at = json!({"item_id": id, "output_index": i});
-        let with = |extra: Value| {
-            let mut v = at.clone();
-            if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        let at = json!({"item_id": item["id"], "output_index": i});
+        for (kind, extra, paced) in inner_events(item, chunks) {
+            let mut data = at.clone();
+            if let (Some(o), Value::Object(e)) = (data.as_object_mut(), extra) {
                 o.extend(e);
             }
-            v
-        };
-        match item["type"].as_str() {
-            Some("message") => {
-                let part =
-                    json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
-                self.push(
-                    "response.content_part.added",
-                    with(json!({"content_index": 0, "part": part})),
-                    false,
-                );
-                for c in chunks {
-                    self.push(
-                        "response.output_text.delta",
-                        with(json!({"content_index": 0, "delta": c, "logprobs": []})),
-                        true,
-                    );
-                }
-                let text = item["content"][0]["text"].clone();
-                self.push(
-                    "response.output_text.done",
-                    with(json!({"content_index": 0, "text": text, "logprobs": []})),
-                    false,
-                );
-                self.push(
-                    "response.content_part.done",
-                    with(json!({"content_index": 0, "part": item["content"][0]})),
-                    false,
-                );
-            }
-            Some("function_call") => {
-                let args = item["arguments"].as_str().unwrap_or_default();
-                let mid = args.len() / 2;
-                let cut = (mid..=args.len())
-                    .find(|&k| args.is_char_boundary(k))
-                    .unwrap_or(0);
-                for piece in [&args[..cut], &args[cut..]] {
-                    if !piece.is_empty() {
-                        self.push(
-                            "response.function_call_arguments.delta",
-                            with(json!({"delta": piece})),
-                            true,
-                        );
-                    }
-                }
-                self.push(
-                    "response.function_call_arguments.done",
-                    with(json!({"arguments": args, "name": item["name"]})),
-                    false,
-                );
-            }
-            Some("reasoning") => {
-                let text = item["summary"][0]["text"].clone();
-                let part = json!({"type": "summary_text", "text": ""});
-                self.push(
-                    "response.reasoning_summary_part.added",
-                    with(json!({"summary_index": 0, "part": part})),
-                    false,
-                );
-                self.push(
-                    "response.reasoning_summary_text.delta",
-                    with(json!({"summary_index": 0, "delta": text})),
-                    true,
-                );
-                self.push(
-                    "response.reasoning_summary_text.done",
-                    with(json!({"summary_index": 0, "text": text})),
-                    false,
-                );
-                self.push(
-                    "response.reasoning_summary_part.done",
-                    with(json!({"summary_index": 0, "part": item["summary"][0]})),
-                    false,
-                );
-            }
-            _ => {}
+            self.push(kind, data, paced);
         }
         self.push(
             "response.output_item.done",
             json!({"output_index": i, "item": item}),
             false,
         );
+    }
+}
+
+/// `item` as `response.output_item.added` announces it: in progress, its
+/// content still empty.
+fn in_progress(item: &Value) -> Value {
+    let mut added = item.clone();
+    match item["type"].as_str() {
+        Some("message") => {
+            added["status"] = json!("in_progress");
+            added["content"] = json!([]);
+        }
+        Some("function_call") => {
+            added["status"] = json!("in_progress");
+            added["arguments"] = json!("");
+        }
+        Some("reasoning") => added["summary"] = json!([]),
+        _ => {}
+    }
+    added
+}
+
+/// One event inside an item: its type, its own fields, whether paced.
+type Inner = (&'static str, Value, bool);
+
+/// The events between an item's `added` and `done`.
+fn inner_events(item: &Value, chunks: &[String]) -> Vec<Inner> {
+    match item["type"].as_str() {
+        Some("message") => {
+            let part =
+                json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
+            let mut out = vec![(
+                "response.content_part.added",
+                json!({"content_index": 0, "part": part}),
+                false,
+            )];
+            for c in chunks {
+                let delta = json!({"content_index": 0, "delta": c, "logprobs": []});
+                out.push(("response.output_text.delta", delta, true));
+            }
+            let text = &item["content"][0]["text"];
+            let done = json!({"content_index": 0, "text": text, "logprobs": []});
+            out.push(("response.output_text.done", done, false));
+            let part = json!({"content_index": 0, "part": item["content"][0]});
+            out.push(("response.content_part.done", part, false));
+            out
+        }
+        Some("function_call") => {
+            let args = item["arguments"].as_str().unwrap_or_default();
+            let cut = (args.len() / 2..=args.len())
+                .find(|&k| args.is_char_boundary(k))
+                .unwrap_or(0);
+            let mut out: Vec<Inner> = [&args[..cut], &args[cut..]]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    (
+                        "response.function_call_arguments.delta",
+                        json!({"delta": p}),
+                        true,
+                    )
+                })
+                .collect();
+            let done = json!({"arguments": args, "name": item["name"]});
+            out.push(("response.function_call_arguments.done", done, false));
+            out
+        }
+        Some("reasoning") => {
+            let text = &item["summary"][0]["text"];
+            let empty = json!({"type": "summary_text", "text": ""});
+            vec![
+                (
+                    "response.reasoning_summary_part.added",
+                    json!({"summary_index": 0, "part": empty}),
+                    false,
+                ),
+                (
+                    "response.reasoning_summary_text.delta",
+                    json!({"summary_index": 0, "delta": text}),
+                    true,
+                ),
+                (
+                    "response.reasoning_summary_text.done",
+                    json!({"summary_index": 0, "text": text}),
+                    false,
+                ),
+                (
+                    "response.reasoning_summary_part.done",
+                    json!({"summary_index": 0, "part": item["summary"][0]}),
+                    false,
+                ),
+            ]
+        }
+        _ => Vec::new(),
     }
 }
 
