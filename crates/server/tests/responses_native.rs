@@ -457,3 +457,70 @@ async fn previous_response_id_reaches_a_native_target_as_the_conversation() {
     assert_eq!(sent["messages"].as_array().unwrap().len(), 5, "{sent}");
     assert_clean(&[&oai, &claude]);
 }
+
+/// A native stream that fails before any output (its `error` event after
+/// `response.created`) is not committed: Anthropic serves, translated.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_native_stream_that_fails_before_output_falls_back() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    oai.push(Reply::Stream(
+        StreamSpec::new(&[]).ending(understudy_testkit::StreamEnd::ErrorEvent),
+    ));
+    claude.push(Reply::stream(&["Saved", " by Claude"]));
+    let body = json!({"model": "default", "input": "hi", "stream": true}).to_string();
+    let (status, _, text) = post(&gw, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let events = sse(&text);
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "response.created").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"error"), "{kinds:?}");
+    let done = &events.last().unwrap().1;
+    assert_eq!(done["type"], "response.completed", "{text}");
+    assert_eq!(
+        done["response"]["output"][0]["content"][0]["text"],
+        "Saved by Claude"
+    );
+    assert_clean(&[&oai, &claude]);
+}
+
+/// A committed native stream that is cut ends with the gateway's
+/// `response.failed`, numbered after the target's last event; one that
+/// ends with the target's own `error` event ends there, as sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_committed_native_stream_that_breaks_ends_failed() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    let body = json!({"model": "default", "input": "hi", "stream": true}).to_string();
+    for (end, last) in [
+        (understudy_testkit::StreamEnd::Cut, "response.failed"),
+        (understudy_testkit::StreamEnd::ErrorEvent, "error"),
+    ] {
+        oai.push(Reply::Stream(
+            StreamSpec::new(&["Hello", " there"]).ending(end),
+        ));
+        let (status, _, text) = post(&gw, "/v1/responses", &body).await;
+        assert_eq!(status, 200, "{text}");
+        let events = sse(&text);
+        let (kind, data) = events.last().unwrap();
+        assert_eq!(kind, last, "{text}");
+        assert_eq!(data["sequence_number"], events.len() - 1, "{text}");
+        assert_eq!(
+            events.iter().filter(|(k, _)| k == last).count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("Hello"), "{text}");
+    }
+    assert!(
+        claude.received().is_empty(),
+        "never stitched to another target"
+    );
+    assert_clean(&[&oai, &claude]);
+}
