@@ -247,3 +247,50 @@ fn streams_that_fail_say_why() {
         }))
     ));
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Event-ish text: fragments of real events, JSON punctuation and noise.
+    fn eventish() -> impl Strategy<Value = String> {
+        let pieces = prop::sample::select(vec![
+            "event: response.output_text.delta\n",
+            "data: ",
+            "{\"type\":\"response.output_text.delta\",\"delta\":\"a\"}",
+            "{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\"}}",
+            "{\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{\"}",
+            "{\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"output\":[{\"type\":\"reasoning\",\"id\":\"rs_1\"}]}}",
+            "{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":null}}",
+            "{\"type\":\"error\",\"code\":7}",
+            "\"rs_1\"",
+            "\n\n",
+            "\n",
+            "{",
+            "}",
+            "[DONE]",
+            "é",
+        ]);
+        prop::collection::vec(pieces, 0..24).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn the_stream_parser_is_total(text in eventish(), native in any::<bool>()) {
+            let events = stream(native, text.as_bytes());
+            let ends = events.iter().filter(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::Reasoning(_) | StreamEvent::ToolCall(_) | StreamEvent::Native(_)))).count();
+            prop_assert_eq!(ends, 1, "{:?}", events);
+        }
+
+        #[test]
+        fn native_bodies_and_answers_never_panic(text in eventish(), raw in ".{0,64}") {
+            let tag = target_tag("p", "m");
+            let _ = prepare_native(&text, "m", &tag, Some(10));
+            let _ = prepare_native(&raw, "m", &tag, Some(10));
+            let body = format!("{{\"model\":\"x\",\"input\":[{text}]}}");
+            let _ = prepare_native(&body, "m", &tag, None);
+            let _ = parse_response(&received(200, &text), "m", &tag);
+            let _ = untagged_id(&raw, &tag);
+        }
+    }
+}
