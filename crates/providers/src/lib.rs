@@ -7,7 +7,8 @@
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
 //! - `openai_responses`: OpenAI's Responses API (`responses_api = true`), a
 //!   client's own Responses body forwarded natively, reasoning items only to
-//!   the target that made them.
+//!   the target that made them; `responses_native`: a body a client wrote
+//!   in it, made valid for the target that gets it.
 //! - [`gemini`]: Google's Generative Language API.
 //! - [`anthropic`]: Anthropic's Messages API; `anthropic_native`: a body a
 //!   client wrote in it, made valid for the target that gets it.
@@ -26,6 +27,7 @@ mod http;
 mod ids;
 pub mod openai_compat;
 mod openai_responses;
+mod responses_native;
 pub mod signature;
 pub mod sse;
 mod stray;

@@ -12,7 +12,7 @@
 //!   provider and model) and, when the client sends it back, restores the
 //!   id for that same target and drops the item for every other. An
 //!   untagged reasoning item with `encrypted_content` (its producer is
-//!   unknown) is dropped too.
+//!   unknown) is dropped too. (The splices are `responses_native`'s.)
 //! - Any other request (translated clients) is built from the neutral
 //!   [`ChatRequest`]: messages as input items, tool calls and results as
 //!   `function_call` / `function_call_output` items, tools as function
@@ -23,12 +23,10 @@
 //! or the semantic event stream. Errors are classified as Chat Completions
 //! errors are (the same error body).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use understudy_core::{
     ChatRequest, Completion, Failure, FailureKind, FinishReason, Message, NativeEvent, Part,
@@ -38,6 +36,7 @@ use understudy_core::{
 
 use crate::http::{HttpAdapter, Protocol, Received, StreamParser};
 use crate::openai_compat::{WireError, classify_error, classify_error_body};
+use crate::responses_native::prepare_native;
 use crate::sse::SseItem;
 
 /// A provider speaking the Responses API.
@@ -52,6 +51,8 @@ pub(crate) struct ResponsesProtocol {
     /// The provider's name: with the model, whose reasoning items are whose.
     provider: String,
     limits: crate::OutputLimits,
+    /// The hosted tools a native body may keep here.
+    passthrough: understudy_core::passthrough::GatedSet,
 }
 
 /// Builds the adapter for a Responses API provider.
@@ -74,6 +75,7 @@ impl ResponsesProtocol {
             headers,
             provider: settings.name.clone(),
             limits: crate::OutputLimits::of(settings),
+            passthrough: settings.capabilities.passthrough,
         })
     }
 }
@@ -95,7 +97,7 @@ impl Protocol for ResponsesProtocol {
             .as_deref()
             .filter(|_| self.forwards_native(request))
         {
-            if let Some(body) = prepare_native(&native.body, model, &tag, limit) {
+            if let Some(body) = prepare_native(&native.body, model, &tag, limit, self.passthrough) {
                 return Ok(crate::http::raw_post(
                     client,
                     self.url.clone(),
@@ -162,7 +164,7 @@ fn tagged_id(id: &str, tag: &str) -> Option<String> {
 /// The id a tagged reasoning item had at its target: `Ok(original)` when
 /// `tag` made it, `Err(true)` when another target did, `Err(false)` when
 /// it carries no tag.
-fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
+pub(crate) fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
     let Some(marked) = id.strip_prefix("rs_us") else {
         return Err(false);
     };
@@ -197,97 +199,6 @@ fn reasoning_ids(output: &[Value]) -> Vec<String> {
         .filter(|i| i.get("type").and_then(Value::as_str) == Some("reasoning"))
         .filter_map(|i| i.get("id").and_then(Value::as_str).map(str::to_owned))
         .collect()
-}
-
-// === the native body ===
-
-/// The client's Responses `body` for the target `model` tagged `tag`:
-/// `model` set, `max_output_tokens` clamped to `limit`, reasoning items
-/// kept only when this target made them (their ids restored); every other
-/// byte as sent. `None` when it is not a JSON object with a `model`.
-pub(crate) fn prepare_native(
-    body: &str,
-    model: &str,
-    tag: &str,
-    limit: Option<u32>,
-) -> Option<String> {
-    if !body.trim_start().starts_with('{') {
-        return None;
-    }
-    let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(body).ok()?;
-    let mut edits = vec![(
-        span(body, top.get("model")?)?,
-        serde_json::to_string(model).ok()?,
-    )];
-    if let (Some(raw), Some(limit)) = (top.get("max_output_tokens"), limit) {
-        if serde_json::from_str::<u64>(raw.get()).is_ok_and(|n| n > u64::from(limit)) {
-            edits.push((span(body, raw)?, limit.to_string()));
-        }
-    }
-    if let Some(input) = top.get("input") {
-        if let Some(kept) = input_for_target(input.get(), tag) {
-            edits.push((span(body, input)?, kept));
-        }
-    }
-    edits.sort_by_key(|((start, _), _)| *start);
-    let mut out = String::with_capacity(body.len() + 16);
-    let mut at = 0;
-    for ((start, end), with) in edits {
-        out.push_str(body.get(at..start)?);
-        out.push_str(&with);
-        at = end;
-    }
-    out.push_str(body.get(at..)?);
-    Some(out)
-}
-
-/// The `input` array with the reasoning items of other targets left out
-/// and this target's ids restored; `None` when nothing changes (a string
-/// input, or no reasoning item to change).
-fn input_for_target(input: &str, tag: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Item<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Option<Cow<'a, str>>,
-        #[serde(borrow)]
-        id: Option<Cow<'a, str>>,
-        encrypted_content: Option<&'a RawValue>,
-    }
-    let items: Vec<&RawValue> = serde_json::from_str(input).ok()?;
-    let mut changed = false;
-    let mut kept = Vec::with_capacity(items.len());
-    for raw in items {
-        let Ok(item) = serde_json::from_str::<Item<'_>>(raw.get()) else {
-            kept.push(Cow::Borrowed(raw.get()));
-            continue;
-        };
-        if item.kind.as_deref() != Some("reasoning") {
-            kept.push(Cow::Borrowed(raw.get()));
-            continue;
-        }
-        let sealed = item.encrypted_content.is_some_and(|e| e.get() != "null");
-        match item.id.as_deref().map(|id| (id, untagged_id(id, tag))) {
-            Some((id, Ok(original))) => {
-                changed = true;
-                let from = format!("\"{id}\"");
-                kept.push(Cow::Owned(
-                    raw.get().replace(&from, &format!("\"{original}\"")),
-                ));
-            }
-            Some((_, Err(true))) => changed = true,
-            _ if sealed => changed = true,
-            _ => kept.push(Cow::Borrowed(raw.get())),
-        }
-    }
-    changed.then(|| format!("[{}]", kept.join(",")))
-}
-
-/// Where `raw`, a slice of `body`, lies in it.
-fn span(body: &str, raw: &RawValue) -> Option<(usize, usize)> {
-    let raw = raw.get();
-    let start = (raw.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
-    let end = start.checked_add(raw.len())?;
-    (body.get(start..end) == Some(raw)).then_some((start, end))
 }
 
 // === the translated body ===

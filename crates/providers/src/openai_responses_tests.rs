@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
 use super::*;
+use crate::responses_native::prepare_native;
 use bytes::Bytes;
+use understudy_core::passthrough::{Gated, GatedSet};
 
 fn received(status: u16, body: &str) -> Received {
     Received {
@@ -32,12 +34,12 @@ fn the_native_body_changes_only_in_model_and_foreign_reasoning() {
     let other = target_tag("other", "gpt-5");
     let body =
         r#"{ "model" : "client-model",  "stream": true, "input": "hi", "max_output_tokens": 50 }"#;
-    let out = prepare_native(body, "gpt-5", &tag, Some(100)).unwrap();
+    let out = prepare_native(body, "gpt-5", &tag, Some(100), GatedSet::NONE).unwrap();
     assert_eq!(
         out,
         r#"{ "model" : "gpt-5",  "stream": true, "input": "hi", "max_output_tokens": 50 }"#
     );
-    let out = prepare_native(body, "gpt-5", &tag, Some(10)).unwrap();
+    let out = prepare_native(body, "gpt-5", &tag, Some(10), GatedSet::NONE).unwrap();
     assert!(out.ends_with(r#""max_output_tokens": 10 }"#), "{out}");
 
     let mine = tagged_id("rs_1", &tag).unwrap();
@@ -45,7 +47,7 @@ fn the_native_body_changes_only_in_model_and_foreign_reasoning() {
     let body = format!(
         r#"{{"model":"m","input":[ {{"role":"user","content":"q"}}, {{"type":"reasoning","id":"{mine}","summary":[],"encrypted_content":"E1"}}, {{"type":"reasoning","id":"{theirs}","summary":[],"encrypted_content":"E2"}}, {{"type":"reasoning","id":"rs_3","summary":[],"encrypted_content":"E3"}}, {{"type":"reasoning","id":"rs_4","summary":[]}}, {{"type":"function_call","call_id":"c","name":"f","arguments":"{{}}"}} ]}}"#
     );
-    let out = prepare_native(&body, "gpt-5", &tag, None).unwrap();
+    let out = prepare_native(&body, "gpt-5", &tag, None, GatedSet::NONE).unwrap();
     let v: Value = serde_json::from_str(&out).unwrap();
     let input = v["input"].as_array().unwrap();
     let ids: Vec<&str> = input.iter().filter_map(|i| i["id"].as_str()).collect();
@@ -55,11 +57,37 @@ fn the_native_body_changes_only_in_model_and_foreign_reasoning() {
     // Without reasoning items, the input is untouched byte for byte.
     let body = r#"{"model":"m","input":[ {"role":"user","content":"q"} ]}"#;
     assert_eq!(
-        prepare_native(body, "x", &tag, None).unwrap(),
+        prepare_native(body, "x", &tag, None, GatedSet::NONE).unwrap(),
         r#"{"model":"x","input":[ {"role":"user","content":"q"} ]}"#
     );
-    assert_eq!(prepare_native("[1]", "x", &tag, None), None);
-    assert_eq!(prepare_native(r#"{"input":"hi"}"#, "x", &tag, None), None);
+    assert_eq!(prepare_native("[1]", "x", &tag, None, GatedSet::NONE), None);
+    assert_eq!(
+        prepare_native(r#"{"input":"hi"}"#, "x", &tag, None, GatedSet::NONE),
+        None
+    );
+}
+
+#[test]
+fn hosted_tools_stay_only_where_the_operator_allows_them() {
+    let tag = target_tag("oai", "m");
+    let body = r#"{"model":"x","input":"hi","tools":[{"type":"function","name":"f"}, {"type":"web_search"},{"type":"image_generation"},{"type":"namespace","name":"n","tools":[]}]}"#;
+    let out = prepare_native(body, "m", &tag, None, GatedSet::NONE).unwrap();
+    assert_eq!(
+        out,
+        r#"{"model":"m","input":"hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"n","tools":[]}]}"#
+    );
+    let mut allowed = GatedSet::NONE;
+    allowed.insert(Gated::WebSearch);
+    let out = prepare_native(body, "m", &tag, None, allowed).unwrap();
+    assert!(out.contains(r#"{"type":"web_search"}"#), "{out}");
+    assert!(!out.contains("image_generation"), "{out}");
+    // Client-run tools only: the tools go byte for byte.
+    let body = r#"{"model":"x","tools":[ {"type":"function","name":"f"} ]}"#;
+    let out = prepare_native(body, "m", &tag, None, GatedSet::NONE).unwrap();
+    assert_eq!(
+        out,
+        r#"{"model":"m","tools":[ {"type":"function","name":"f"} ]}"#
+    );
 }
 
 #[test]
@@ -285,10 +313,10 @@ mod fuzz {
         #[test]
         fn native_bodies_and_answers_never_panic(text in eventish(), raw in ".{0,64}") {
             let tag = target_tag("p", "m");
-            let _ = prepare_native(&text, "m", &tag, Some(10));
-            let _ = prepare_native(&raw, "m", &tag, Some(10));
+            let _ = prepare_native(&text, "m", &tag, Some(10), GatedSet::NONE);
+            let _ = prepare_native(&raw, "m", &tag, Some(10), GatedSet::NONE);
             let body = format!("{{\"model\":\"x\",\"input\":[{text}]}}");
-            let _ = prepare_native(&body, "m", &tag, None);
+            let _ = prepare_native(&body, "m", &tag, None, GatedSet::NONE);
             let _ = parse_response(&received(200, &text), "m", &tag);
             let _ = untagged_id(&raw, &tag);
         }

@@ -524,3 +524,36 @@ async fn a_committed_native_stream_that_breaks_ends_failed() {
     );
     assert_clean(&[&oai, &claude]);
 }
+
+/// A Codex-shaped body (`store: false`, sealed reasoning asked for, a
+/// `namespace`, a hosted `web_search`) goes natively: the hosted tool is
+/// left out for a target whose `passthrough` does not allow it, kept for
+/// one that does; everything else byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn hosted_tools_reach_a_native_target_only_where_the_operator_allows() {
+    let body = r#"{"model":"default","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be a coder."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],"tools":[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{}},"strict":false},{"type":"web_search","external_web_access":false}],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"summary":"auto"},"store":false,"stream":true,"include":["reasoning.encrypted_content"],"prompt_cache_key":"k"}"#;
+    for (allow, kept) in [(false, false), (true, true)] {
+        let oai = SimProvider::openai_responses().await.unwrap();
+        let mut builder = TestGateway::builder().provider("oai", &oai);
+        if allow {
+            builder = builder.provider_option("oai", "passthrough = [\"web_search\"]");
+        }
+        let gw = builder.build().await.unwrap();
+        let (url, _stop) = common::serve(gw.engine).await;
+        let gw = Gw { url, _stop };
+        oai.push(Reply::stream(&["Done."]));
+        let (status, _, text) = post(&gw, "/v1/responses", body).await;
+        assert_eq!(status, 200, "{text}");
+        let sent = std::str::from_utf8(&oai.received()[0].body)
+            .unwrap()
+            .to_owned();
+        let web = r#",{"type":"web_search","external_web_access":false}"#;
+        let mut want = body.replace(r#""model":"default""#, r#""model":"oai-model""#);
+        if !kept {
+            want = want.replace(web, "");
+        }
+        assert_eq!(sent, want, "allowed: {allow}");
+        assert!(text.contains("response.completed"), "{text}");
+        assert_clean(&[&oai]);
+    }
+}

@@ -8,8 +8,8 @@
 //!
 //! A body with `previous_response_id` (the gateway's stored conversation,
 //! unknown to the provider) goes with the stored items and its own as its
-//! `input` instead. A body with hosted tools the translation leaves out
-//! (the operator's key does not run them) goes translated to every target.
+//! `input` instead. Hosted tools stay in it only for targets whose
+//! `passthrough` allows them (the provider adapter leaves the others out).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -36,12 +36,9 @@ use super::stream::Head;
 pub(crate) fn native_request(
     raw: Option<Bytes>,
     body: &CreateRequest,
-    omitted_tools: bool,
     conversation: [&[Value]; 2],
 ) -> Option<Arc<NativeRequest>> {
-    if omitted_tools || body.model.is_none() {
-        return None;
-    }
+    body.model.as_ref()?;
     let mut text = String::from_utf8(raw?.to_vec()).ok()?;
     if body.previous_response_id.is_some() {
         text = with_conversation(&text, conversation)?;

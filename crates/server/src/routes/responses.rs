@@ -70,7 +70,7 @@ async fn create(
     let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut chat = translated.chat;
     let conversation = [history.as_slice(), input.as_slice()];
-    chat.native = native_request(raw, &body, !translated.omitted.is_empty(), conversation);
+    chat.native = native_request(raw, &body, conversation);
     let mut request = GenerateRequest::new(chat).route(route);
     request.api = Api::Responses;
     request.omitted_tools = translated.omitted.clone();
