@@ -557,3 +557,37 @@ async fn hosted_tools_reach_a_native_target_only_where_the_operator_allows() {
         assert_clean(&[&oai]);
     }
 }
+
+/// A turn another protocol served (Anthropic's tool call, rendered by the
+/// gateway) goes back to the native target in the next turn as the client
+/// holds it, and the target accepts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_translated_turn_goes_back_to_the_native_target() {
+    let oai = SimProvider::openai_responses().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = gateway(&[("oai", &oai), ("claude", &claude)]).await;
+    let tools = json!([{"type": "function", "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    oai.push(Reply::status(500));
+    claude.push(Reply::ToolCalls(vec![
+        understudy_testkit::SimToolCall::new("get_weather", json!({"city": "Oslo"})),
+    ]));
+    let mut input = vec![json!({"role": "user", "content": "Weather in Oslo?"})];
+    let body = json!({"model": "default", "input": input, "tools": tools, "store": false});
+    let (status, headers, text) = post(&gw, "/v1/responses", &body.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "claude");
+    let first: Value = serde_json::from_str(&text).unwrap();
+    let call = first["output"][0].clone();
+    assert_eq!(call["type"], "function_call", "{first}");
+    input.push(call.clone());
+    input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "21"}));
+    oai.push(Reply::text("21 degrees."));
+    let body = json!({"model": "default", "input": input, "tools": tools, "store": false});
+    let (status, headers, text) = post(&gw, "/v1/responses", &body.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-understudy-provider"], "oai");
+    let sent = oai.received()[1].json();
+    assert_eq!(sent["input"][1], call, "as the client holds it");
+    assert_clean(&[&oai, &claude]);
+}

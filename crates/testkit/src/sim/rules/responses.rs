@@ -6,7 +6,8 @@
 //! keeps no responses: a gateway's own ids must not reach it); a `reasoning` input item only as this
 //! simulator produced it (its id known, its `encrypted_content` the one
 //! it minted for that id); every `function_call_output` answering a
-//! `function_call` earlier in the input.
+//! `function_call` earlier in the input; item ids with their type's
+//! prefix (`fc`, `msg`, `rs`).
 
 use std::collections::HashSet;
 
@@ -95,6 +96,23 @@ fn check_items(items: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), Vio
     let mut calls = HashSet::new();
     for (i, item) in items.iter().enumerate() {
         let param = |field: &str| Some(format!("input[{i}].{field}"));
+        let prefix = match item["type"].as_str() {
+            Some("function_call") => Some("fc"),
+            Some("message") => Some("msg"),
+            Some("reasoning") => Some("rs"),
+            _ => None,
+        };
+        if let (Some(prefix), Some(id)) = (prefix, item["id"].as_str()) {
+            if !id.starts_with(prefix) {
+                return Err(Violation::openai(
+                    format!(
+                        "Invalid 'input[{i}].id': '{id}'. Expected an ID that begins with '{prefix}'."
+                    ),
+                    param("id"),
+                    Some("invalid_value"),
+                ));
+            }
+        }
         match item["type"].as_str() {
             Some("reasoning") => {
                 let id = item["id"].as_str().unwrap_or_default();
