@@ -14,7 +14,10 @@ use clap::{Parser, Subcommand};
 /// Understudy: an LLM gateway that keeps answering when a provider fails,
 /// and knows a refusal from an outage.
 #[derive(Debug, Parser)]
-#[command(name = "understudy", version)]
+#[command(
+    name = "understudy",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("UNDERSTUDY_COMMIT"), ")")
+)]
 struct Cli {
     /// A TOML settings file (overrides UNDERSTUDY_CONFIG; the environment
     /// overrides the file).
