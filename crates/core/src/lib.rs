@@ -62,8 +62,8 @@ pub use error::Error;
 pub use event::GenerationEvent;
 pub use failure::{Disposition, Failure, FailureCode, FailureKind};
 pub use generation::{
-    Api, Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome, RouteSelector,
-    new_request_id,
+    Api, Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome,
+    RouteSelector, new_request_id,
 };
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
 pub use policy::refusal::RefusalPolicy;

@@ -615,7 +615,12 @@ impl Settings {
                 RawRouteSpec::Targets(t) => (t, None),
                 RawRouteSpec::Table(r) => (
                     r.targets,
-                    Some((r.refusal_policy, r.timeouts, r.stream_commit, r.continue_after_cut)),
+                    Some((
+                        r.refusal_policy,
+                        r.timeouts,
+                        r.stream_commit,
+                        r.continue_after_cut,
+                    )),
                 ),
             };
             if specs.is_empty() {
@@ -1540,8 +1545,10 @@ impl RawProvider {
             let mut allowed = crate::passthrough::GatedSet::NONE;
             for name in &names {
                 let Some(g) = crate::passthrough::Gated::parse(name) else {
-                    let known: Vec<&str> =
-                        crate::passthrough::Gated::ALL.iter().map(|g| g.name()).collect();
+                    let known: Vec<&str> = crate::passthrough::Gated::ALL
+                        .iter()
+                        .map(|g| g.name())
+                        .collect();
                     return Err((
                         format!("{at}.passthrough"),
                         format!("unknown feature `{name}` (known: {})", known.join(", ")),
