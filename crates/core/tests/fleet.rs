@@ -159,10 +159,18 @@ async fn one_probe_per_cooldown_across_the_fleet_and_recovery_for_all() {
     let (ta, tb) = (load(a), load(b));
     let (a, b) = (ta.await.unwrap(), tb.await.unwrap());
     let probes = groq.request_count() - before;
-    eprintln!("probes across the fleet in 2 s: {probes}");
-    // 2 s / 0.4 s cooldown = 5 windows: at most one probe each, fleet-wide
-    // (two instances probing on their own would make about 10).
-    assert!(probes <= 6, "{probes} probes in 2 s across two instances");
+    // The load ran 2 s and then some: a request started just before 2 s
+    // ends later, the more so on a busy machine.
+    let span = opened.elapsed();
+    let windows = (span.as_secs_f64() / 0.4).ceil() as usize;
+    eprintln!("probes across the fleet in {span:?}: {probes} ({windows} cooldown windows)");
+    // At most one probe per 0.4 s cooldown window, fleet-wide (plus the
+    // window the breaker opened in); two instances probing on their own
+    // would make twice as many.
+    assert!(
+        probes <= windows + 1,
+        "{probes} probes in {span:?} ({windows} windows) across two instances"
+    );
     assert!(probes >= 2, "the breaker kept probing ({probes})");
 
     // Groq recovers: one instance's probe closes it, and both follow.

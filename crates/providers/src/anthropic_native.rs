@@ -520,3 +520,72 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod id_properties {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+    use proptest::prelude::*;
+
+    use super::prepare;
+
+    /// Ids of every shape: Anthropic's own, other providers' (`.`, `:`),
+    /// any Unicode, empty.
+    fn id() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-zA-Z0-9_-]{0,12}",
+            "[a-z]{1,6}[.:][a-z0-9]{1,4}(:[0-9])?",
+            "\\PC{0,10}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// A conversation the client wrote natively, whatever its tool ids,
+        /// reaches Anthropic with ids in its alphabet, pairwise distinct when
+        /// the client's were, each call's id its result's.
+        #[test]
+        fn native_ids_stay_distinct_valid_and_paired(ids in prop::collection::hash_set(id(), 1..5)) {
+            let ids: Vec<String> = ids.into_iter().collect();
+            let calls: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|i| serde_json::json!({"type": "tool_use", "id": i, "name": "f", "input": {}}))
+                .collect();
+            let results: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|i| serde_json::json!({"type": "tool_result", "tool_use_id": i, "content": "ok"}))
+                .collect();
+            let body = serde_json::json!({
+                "model": "m", "max_tokens": 10,
+                "messages": [
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "content": calls},
+                    {"role": "user", "content": results}
+                ]
+            })
+            .to_string();
+            let sent: serde_json::Value =
+                serde_json::from_str(&prepare(&body, "m", None).unwrap().body).unwrap();
+            let got = |m: usize, field: &str| -> Vec<String> {
+                sent["messages"][m]["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b[field].as_str().unwrap().to_owned())
+                    .collect()
+            };
+            let (call_ids, result_ids) = (got(1, "id"), got(2, "tool_use_id"));
+            prop_assert_eq!(&call_ids, &result_ids);
+            let distinct: std::collections::HashSet<&String> = call_ids.iter().collect();
+            prop_assert_eq!(distinct.len(), ids.len());
+            for id in &call_ids {
+                prop_assert!(
+                    !id.is_empty()
+                        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                    "{}", id
+                );
+            }
+        }
+    }
+}
