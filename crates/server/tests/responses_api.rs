@@ -363,6 +363,8 @@ async fn errors_come_in_openai_s_shape() {
         "/v1/responses/resp_nope",
         "/v1/responses/resp_nope/input_items",
         "/v1/responses/a/b/c",
+        // An endpoint the gateway does not have, probed by an OpenAI client.
+        "/v1/embeddings",
     ] {
         let url = format!("{}{path}", t.url);
         let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;

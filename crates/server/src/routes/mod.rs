@@ -18,17 +18,18 @@ use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
 
-/// Any path that is not an endpoint (in Anthropic's shape under
-/// `/v1/messages/`, where Anthropic's clients call; in OpenAI's under
-/// `/v1/responses/`).
+/// Any path that is not an endpoint: in Anthropic's shape under
+/// `/v1/messages/`, where Anthropic's clients call; everywhere else in
+/// OpenAI's (`{"error": {"message", "type", "param", "code"}}`, which holds
+/// the neutral shape's `code` and `message` too), since OpenAI's clients
+/// (Codex, the Agents SDK) are the ones that probe endpoints a gateway may
+/// not have.
 pub(crate) async fn not_found(uri: Uri) -> Response {
     let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
     if uri.path().starts_with("/v1/messages/") {
         crate::AnthropicError(error).into_response()
-    } else if uri.path().starts_with("/v1/responses/") {
-        crate::OpenAiError(error).into_response()
     } else {
-        error.into_response()
+        crate::OpenAiError(error).into_response()
     }
 }
 
