@@ -9,7 +9,7 @@
 //! `vendor/` part, as OpenRouter-style names have), so dated snapshots
 //! (`claude-sonnet-4-5-20250929`) find their family.
 
-use crate::settings::ProviderKind;
+use crate::settings::{ProviderKind, ProviderSettings};
 
 /// `(model name prefix, max output tokens)` per protocol.
 const OPENAI: &[(&str, u32)] = &[
@@ -46,6 +46,15 @@ const GEMINI: &[(&str, u32)] = &[
     ("gemini-2.5", 65_536),
     ("gemini-3", 65_536),
 ];
+
+/// The output-token limit of `model` on provider `p`: configured (the
+/// model's, then the provider's capabilities), else built in for
+/// well-known models, else unknown.
+pub fn output_limit(p: &ProviderSettings, model: &str) -> Option<u32> {
+    p.capabilities_of(model)
+        .max_output_tokens
+        .or_else(|| builtin_output_limit(p.kind, model))
+}
 
 /// The documented output limit of `model` on a provider speaking `kind`,
 /// when the model is a well-known one.

@@ -244,7 +244,7 @@ pub struct Capabilities {
     /// The most output tokens a request may ask for; a client's larger
     /// `max_tokens` is clamped to it, and a request with none gets it.
     /// Unset: the built-in value for well-known models
-    /// ([`crate::limits::builtin_output_limit`]), else no clamp.
+    /// (`limits::output_limit`), else no clamp.
     pub max_output_tokens: Option<u32>,
     /// What a natively forwarded request may switch on at this provider on
     /// the operator's key (`passthrough = ["web_search", …]`; none by
@@ -1138,15 +1138,6 @@ impl ProviderSettings {
             Some(o) => self.capabilities.with(o),
             None => self.capabilities,
         }
-    }
-
-    /// The output-token limit of `model` on this provider: configured
-    /// (the model's, then the provider's), else built in for well-known
-    /// models, else unknown.
-    pub fn output_limit(&self, model: &str) -> Option<u32> {
-        self.capabilities_of(model)
-            .max_output_tokens
-            .or_else(|| crate::limits::builtin_output_limit(self.kind, model))
     }
 
     /// Whether the provider has what it needs to be called.

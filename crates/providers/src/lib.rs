@@ -110,7 +110,7 @@ pub(crate) fn arguments_object(
 }
 
 /// A provider's output-token limit per model (configured, else built in
-/// for well-known models; see [`ProviderSettings::output_limit`]), kept by
+/// for well-known models; see [`understudy_core::limits::output_limit`]), kept by
 /// each protocol so that a client's `max_tokens` meant for another model
 /// never makes this one answer 400.
 #[derive(Debug, Clone)]
@@ -132,7 +132,7 @@ impl OutputLimits {
 
     /// `model`'s limit, when known.
     pub(crate) fn limit(&self, model: &str) -> Option<u32> {
-        self.0.as_ref()?.output_limit(model)
+        understudy_core::limits::output_limit(self.0.as_ref()?, model)
     }
 
     /// `requested` clamped to `model`'s limit (a request with none keeps

@@ -161,19 +161,6 @@ fn tagged_id(id: &str, tag: &str) -> Option<String> {
     (!rest.starts_with("us")).then(|| format!("rs_us{tag}_{rest}"))
 }
 
-/// The id a tagged reasoning item had at its target: `Ok(original)` when
-/// `tag` made it, `Err(true)` when another target did, `Err(false)` when
-/// it carries no tag.
-pub(crate) fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
-    let Some(marked) = id.strip_prefix("rs_us") else {
-        return Err(false);
-    };
-    match marked.strip_prefix(tag).and_then(|r| r.strip_prefix('_')) {
-        Some(rest) => Ok(format!("rs_{rest}")),
-        None => Err(marked.len() > 9 && marked.as_bytes().get(8) == Some(&b'_')),
-    }
-}
-
 /// `text` (an answer or event as the provider sent it) with the id of every
 /// reasoning item in `ids` tagged; the ids are the provider's own (letters,
 /// digits, `_`), replaced where they appear as JSON strings.

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
 use super::*;
-use crate::responses_native::prepare_native;
+use crate::responses_native::{prepare_native, untagged_id};
 use bytes::Bytes;
 use understudy_core::passthrough::{Gated, GatedSet};
 

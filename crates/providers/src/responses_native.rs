@@ -21,8 +21,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use understudy_core::passthrough::{Gated, GatedSet};
 
-use crate::openai_responses::untagged_id;
-
 /// Tool types the client runs itself: they go as sent.
 const CLIENT_TOOLS: [&str; 8] = [
     "function",
@@ -166,4 +164,17 @@ fn tools_for_target(tools: &str, allowed: GatedSet) -> Option<String> {
         .map(RawValue::get)
         .collect();
     (kept.len() != n).then(|| format!("[{}]", kept.join(",")))
+}
+
+/// The id a tagged reasoning item had at its target: `Ok(original)` when
+/// `tag` made it, `Err(true)` when another target did, `Err(false)` when
+/// it carries no tag.
+pub(crate) fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
+    let Some(marked) = id.strip_prefix("rs_us") else {
+        return Err(false);
+    };
+    match marked.strip_prefix(tag).and_then(|r| r.strip_prefix('_')) {
+        Some(rest) => Ok(format!("rs_{rest}")),
+        None => Err(marked.len() > 9 && marked.as_bytes().get(8) == Some(&b'_')),
+    }
 }
