@@ -42,6 +42,33 @@ use crate::stream::{
 /// named.
 type Finish = (FinishReason, Option<Usage>, Option<String>);
 
+/// One item with the watch's verdict on it, as a pump acts on it: an event
+/// to pass on (`Ok(Some)`), nothing (`Ok(None)`: dropped), or the pump's
+/// end (`Err`: the finish, or the failure; the watch fails every other end
+/// of the body).
+fn judged(
+    step: Step,
+    next: Option<Result<StreamEvent, Failure>>,
+) -> Result<Option<StreamEvent>, Result<Finish, Failure>> {
+    match (step, next) {
+        (Step::Fail(f), _) => Err(Err(f)),
+        (Step::Drop, _) => Ok(None),
+        (
+            _,
+            Some(Ok(StreamEvent::Finish {
+                finish_reason,
+                usage,
+                model,
+            })),
+        ) => Err(Ok((finish_reason, usage, model))),
+        (_, Some(Ok(event))) => Ok(Some(event)),
+        (_, _) => Err(Err(Failure::new(
+            FailureKind::StreamInterrupted,
+            "the stream ended",
+        ))),
+    }
+}
+
 /// A target that committed.
 struct Committed {
     idx: usize,
@@ -546,25 +573,10 @@ impl Run {
             };
             last_data = Instant::now();
             let step = watch.on_item(next.as_ref());
-            let event = match (step, next) {
-                (Step::Fail(f), _) => return Err(f),
-                (Step::Drop, _) => continue,
-                (
-                    _,
-                    Some(Ok(StreamEvent::Finish {
-                        finish_reason,
-                        usage,
-                        model,
-                    })),
-                ) => return Ok((finish_reason, usage, model)),
-                (_, Some(Ok(event))) => event,
-                // The watch fails every other end.
-                (_, _) => {
-                    return Err(Failure::new(
-                        FailureKind::StreamInterrupted,
-                        "the stream ended",
-                    ));
-                }
+            let event = match judged(step, next) {
+                Ok(Some(event)) => event,
+                Ok(None) => continue,
+                Err(end) => return end,
             };
             let Some(item) = item_of(event) else { continue };
             sent.note(&item);
@@ -678,24 +690,10 @@ impl Run {
                 started.on_event(event);
             }
             let step = watch.on_item(next.as_ref());
-            let event = match (step, next) {
-                (Step::Fail(f), _) => return Err(f),
-                (Step::Drop, _) => continue,
-                (
-                    _,
-                    Some(Ok(StreamEvent::Finish {
-                        finish_reason,
-                        usage,
-                        model,
-                    })),
-                ) => return Ok((finish_reason, usage, model)),
-                (_, Some(Ok(event))) => event,
-                (_, _) => {
-                    return Err(Failure::new(
-                        FailureKind::StreamInterrupted,
-                        "the stream ended",
-                    ));
-                }
+            let event = match judged(step, next) {
+                Ok(Some(event)) => event,
+                Ok(None) => continue,
+                Err(end) => return end,
             };
             let event = match event {
                 StreamEvent::Delta(text) if trim_start => {
