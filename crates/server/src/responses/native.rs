@@ -13,7 +13,6 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -28,7 +27,7 @@ use understudy_core::{Generation, GenerationStream, NativeRequest, ProviderKind,
 
 use super::request::CreateRequest;
 use super::store::Stored;
-use super::stream::Head;
+use super::stream::{Head, Saving, owed};
 
 /// The client's body for Responses API targets, when it can go as sent;
 /// `conversation`: the stored items `previous_response_id` names, then
@@ -95,8 +94,6 @@ pub(crate) async fn answer(g: &Generation, head: &Head) -> Option<Response> {
     crate::routes::failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
     Some(response)
 }
-
-type Saving = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A native target's events, relayed as sent; the final `response` object
 /// is kept before its event goes out.
@@ -204,19 +201,9 @@ impl futures_core::Stream for NativeEvents {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Poll::Ready(Some(Ok(event)));
-            }
-            if let Some((saving, _)) = self.saving.as_mut() {
-                if saving.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                if let Some((_, event)) = self.saving.take() {
-                    return Poll::Ready(Some(Ok(event)));
-                }
-            }
-            if self.finished {
-                return Poll::Ready(None);
+            let this = &mut *self;
+            if let Some(owed) = owed(&mut this.pending, &mut this.saving, this.finished, cx) {
+                return owed;
             }
             match self.inner.poll_next(cx) {
                 Poll::Ready(Some(item)) => self.push(item),

@@ -99,7 +99,31 @@ enum Open {
     Call(u32, usize),
 }
 
-type Saving = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(super) type Saving = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What an event stream of this API owes before it polls its source again
+/// (shared by the translated and the native stream): a queued event, then
+/// the event that waits on its response being stored (`saving`), then the
+/// end once finished; `None` when it owes nothing.
+pub(super) fn owed(
+    pending: &mut VecDeque<Event>,
+    saving: &mut Option<(Saving, Event)>,
+    finished: bool,
+    cx: &mut Context<'_>,
+) -> Option<Poll<Option<Result<Event, Infallible>>>> {
+    if let Some(event) = pending.pop_front() {
+        return Some(Poll::Ready(Some(Ok(event))));
+    }
+    if let Some((store, _)) = saving.as_mut() {
+        if store.as_mut().poll(cx).is_pending() {
+            return Some(Poll::Pending);
+        }
+        if let Some((_, event)) = saving.take() {
+            return Some(Poll::Ready(Some(Ok(event))));
+        }
+    }
+    finished.then_some(Poll::Ready(None))
+}
 
 /// The event stream of one response.
 pub(crate) struct ResponseEvents {
@@ -491,19 +515,9 @@ impl futures_core::Stream for ResponseEvents {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Poll::Ready(Some(Ok(event)));
-            }
-            if let Some((saving, _)) = self.saving.as_mut() {
-                if saving.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                if let Some((_, event)) = self.saving.take() {
-                    return Poll::Ready(Some(Ok(event)));
-                }
-            }
-            if self.finished {
-                return Poll::Ready(None);
+            let this = &mut *self;
+            if let Some(owed) = owed(&mut this.pending, &mut this.saving, this.finished, cx) {
+                return owed;
             }
             let Some(inner) = self.inner.as_mut() else {
                 return Poll::Ready(None);
