@@ -22,10 +22,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{Gateway, Scratch, Turns, assert_no_violations, has_tool};
+use common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
 
 use serde_json::{Value, json};
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
@@ -45,9 +44,6 @@ const README_ROUTES: &str = r#"[routes]
 
 /// The task given to Claude Code (the scripted agent does it whatever it says).
 const TASK: &str = "Create hello.txt containing the line hello, then read it back.";
-
-/// How long one Claude Code run may take before the test gives up on it.
-const RUN_LIMIT: Duration = Duration::from_secs(180);
 
 /// The output-token limit of the Anthropic simulators: Claude Code asks
 /// for 128 000 (`max_tokens`), which the models it targets allow.
@@ -296,13 +292,6 @@ fn claude_binary() -> PathBuf {
     bin
 }
 
-/// What one Claude Code run printed.
-struct Run {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `claude -p` on the task in the scratch folder, through `gateway`,
 /// with nothing from this environment but `PATH`.
 async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
@@ -323,28 +312,8 @@ async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
             "--allowedTools",
             "Write,Read,Bash,Edit",
         ])
-        .current_dir(&scratch.work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let pid = child.id().to_string();
-    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-    let out = match tokio::time::timeout(RUN_LIMIT, waited).await {
-        Ok(out) => out.unwrap().unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", &pid]).status();
-            panic!(
-                "Claude Code did not finish within {RUN_LIMIT:?}; gateway log:\n{}",
-                gateway.log()
-            );
-        }
-    };
-    Run {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .current_dir(&scratch.work);
+    run_agent(cmd, "Claude Code", gateway).await
 }
 
 impl Run {

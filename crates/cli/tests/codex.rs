@@ -19,10 +19,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{Gateway, Scratch, Turns, assert_no_violations, has_tool};
+use common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
 
 use serde_json::json;
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
@@ -46,9 +45,6 @@ supports_websockets = false
 
 /// The task given to Codex (the scripted agent does it whatever it says).
 const TASK: &str = "Create hello.txt containing the line hello.";
-
-/// How long one Codex run may take before the test gives up on it.
-const RUN_LIMIT: Duration = Duration::from_secs(180);
 
 // === the scenarios ===
 
@@ -269,13 +265,6 @@ fn codex_binary() -> PathBuf {
     bin
 }
 
-/// What one Codex run printed.
-struct Run {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `codex exec` on the task in the scratch folder, through `gateway`
 /// (the README's config with its address), with nothing from this
 /// environment but `PATH`. The sandbox is off: the scratch folder is the
@@ -294,28 +283,8 @@ async fn codex(gateway: &Gateway, scratch: &Scratch) -> Run {
             "--dangerously-bypass-approvals-and-sandbox",
             TASK,
         ])
-        .current_dir(&scratch.work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let pid = child.id().to_string();
-    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-    let out = match tokio::time::timeout(RUN_LIMIT, waited).await {
-        Ok(out) => out.unwrap().unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", &pid]).status();
-            panic!(
-                "Codex did not finish within {RUN_LIMIT:?}; gateway log:\n{}",
-                gateway.log()
-            );
-        }
-    };
-    Run {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .current_dir(&scratch.work);
+    run_agent(cmd, "Codex", gateway).await
 }
 
 impl Run {

@@ -146,3 +146,39 @@ impl Drop for Gateway {
         let _ = self.child.wait();
     }
 }
+
+/// What one agent run printed.
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// How long one agent run may take before the test gives up on it.
+pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Runs `cmd` (an agent, its environment set) to the end with its output
+/// piped, killing it past [`RUN_LIMIT`]; `agent` names it in the failure.
+pub async fn run_agent(mut cmd: Command, agent: &str, gateway: &Gateway) -> Run {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id().to_string();
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let out = match tokio::time::timeout(RUN_LIMIT, waited).await {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!(
+                "{agent} did not finish within {RUN_LIMIT:?}; gateway log:\n{}",
+                gateway.log()
+            );
+        }
+    };
+    Run {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
