@@ -75,16 +75,24 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<OpenAiCompat, Strin
     HttpAdapter::new(settings, OpenAiProtocol::new(settings)?)
 }
 
+/// An OpenAI-style provider's request headers: its extra headers, JSON,
+/// and its key as `Authorization: Bearer` (marked sensitive); shared by
+/// the Chat Completions and the Responses protocols.
+pub(crate) fn bearer_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
+    let mut headers = crate::extra_headers(settings)?;
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(key) = &settings.api_key {
+        headers.insert(
+            AUTHORIZATION,
+            crate::sensitive(&format!("Bearer {}", key.expose()))?,
+        );
+    }
+    Ok(headers)
+}
+
 impl OpenAiProtocol {
     pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
-        let mut headers = crate::extra_headers(settings)?;
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(key) = &settings.api_key {
-            headers.insert(
-                AUTHORIZATION,
-                crate::sensitive(&format!("Bearer {}", key.expose()))?,
-            );
-        }
+        let headers = bearer_headers(settings)?;
         Ok(Self {
             url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
             headers,

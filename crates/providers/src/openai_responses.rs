@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use understudy_core::{
@@ -62,14 +62,7 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<OpenAiResponses, St
 
 impl ResponsesProtocol {
     pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
-        let mut headers = crate::extra_headers(settings)?;
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(key) = &settings.api_key {
-            headers.insert(
-                AUTHORIZATION,
-                crate::sensitive(&format!("Bearer {}", key.expose()))?,
-            );
-        }
+        let headers = crate::openai_compat::bearer_headers(settings)?;
         Ok(Self {
             url: crate::http::endpoint(&format!("{}/responses", settings.base_url))?,
             headers,
