@@ -74,25 +74,52 @@ async fn run() -> Result<(), Error> {
     std::fs::create_dir_all(&out_dir)?;
 
     let upstream = start_upstream().await?;
-    let gw = Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?;
-    let idle_rss = gw.rss_kib();
     // `UNDERSTUDY_BENCH_ONLY=streams` runs only the open-streams phase (for
     // profiling memory with `UNDERSTUDY_BENCH_WRAP=heaptrack`).
     let only = std::env::var("UNDERSTUDY_BENCH_ONLY").unwrap_or_default();
+    // `relay-closed:<concurrency>`: the do-nothing relay in the closed loop,
+    // started like the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
+    let relay_mode = only.strip_prefix("relay-closed:").map(str::to_owned);
+    let gw = match &relay_mode {
+        Some(_) => Relay::start_wrapped(upstream, gateway_cpu.as_deref()).await?,
+        None => Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?,
+    };
+    let idle_rss = gw.rss_kib();
     if let Some(c) = only
         .strip_prefix("closed:")
         .or(only.strip_prefix("fallback:"))
+        .or(relay_mode.as_deref())
     {
         // `closed:<concurrency>` (or `fallback:<concurrency>`, the 503-then-
-        // answer route): 10 s of one closed loop, for a profiler.
+        // answer route): 10 s of one closed loop, for a profiler; with
+        // `UNDERSTUDY_BENCH_COUNT=n`, n requests after 200 of warm-up (two
+        // counts under callgrind give the instructions of one request).
         let body = if only.starts_with("fallback:") {
             REQUEST.replace("\"default\"", "\"fallback\"")
         } else {
             REQUEST.to_owned()
         };
         let c: usize = c.parse()?;
-        let url = format!("http://{}/v1/chat/completions", gw.addr);
-        let s = closed_loop(gw.addr, &url, &body, c, Duration::from_secs(10)).await?;
+        let url = match relay_mode {
+            Some(_) => format!("http://{}/fast/v1/chat/completions", gw.addr),
+            None => format!("http://{}/v1/chat/completions", gw.addr),
+        };
+        let count = std::env::var("UNDERSTUDY_BENCH_COUNT")
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok());
+        let s = match count {
+            Some(n) => {
+                fixed_count(gw.addr, &url, &body, c, 200).await?;
+                let cpu0 = gw.cpu_seconds();
+                let s = fixed_count(gw.addr, &url, &body, c, n).await?;
+                say(&format!(
+                    "CPU {:.1} µs per request",
+                    (gw.cpu_seconds() - cpu0) * 1e6 / n as f64
+                ));
+                s
+            }
+            None => closed_loop(gw.addr, &url, &body, c, Duration::from_secs(10)).await?,
+        };
         say(&format!(
             "c={c}: {} requests, {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
             s.micros.len(),
@@ -647,6 +674,24 @@ impl Relay {
         wait_listening(addr, "the relay").await?;
         Ok(Gateway { child, addr })
     }
+
+    /// As [`Relay::start`], under `UNDERSTUDY_BENCH_WRAP` when it is set.
+    async fn start_wrapped(upstream: SocketAddr, cpu: Option<&str>) -> Result<Gateway, Error> {
+        let Ok(wrap) = std::env::var("UNDERSTUDY_BENCH_WRAP") else {
+            return Self::start(upstream, cpu).await;
+        };
+        let addr = free_addr()?;
+        let mut cmd = pinned(cpu, wrap);
+        cmd.arg(std::env::current_exe()?)
+            .arg("--relay")
+            .arg(upstream.to_string())
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn()?;
+        wait_listening(addr, "the relay").await?;
+        Ok(Gateway { child, addr })
+    }
 }
 
 /// `program`, pinned to `cpu` with `taskset` when one is given.
@@ -667,9 +712,9 @@ fn free_addr() -> Result<SocketAddr, Error> {
     Ok(l.local_addr()?)
 }
 
-/// Waits (at most 10 s) until `addr` accepts connections.
+/// Waits (at most 30 s: a profiler starts slowly) until `addr` accepts connections.
 async fn wait_listening(addr: SocketAddr, what: &str) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(addr).await.is_err() {
         if Instant::now() > deadline {
             return Err(format!("{what} did not start listening").into());
