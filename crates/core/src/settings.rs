@@ -226,7 +226,27 @@ pub struct ProviderSettings {
     /// (`responses_api = true`): called at `{base_url}/responses`, and a
     /// client's own Responses body is forwarded to it natively.
     pub responses_api: bool,
+    /// HTTP/1.1 only (`http1_only = true`): HTTP/2 is not offered when TLS
+    /// negotiates the protocol (ALPN). Plain `http://` is always HTTP/1.1.
+    pub http1_only: bool,
+    /// Certificate authorities this provider's client trusts beside the
+    /// system's roots (`ca_file`: a corporate egress proxy's CA).
+    pub ca_file: Option<CaFile>,
 }
+
+/// A PEM file of one or more CA certificates (`ca_file`), read when the
+/// settings load: a missing or unreadable file is a settings error, not a
+/// failure on the first request. Its `Debug` shows the path and size only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CaFile {
+    pub path: PathBuf,
+    /// The file's bytes (a certificate bundle; shared, not copied, when the
+    /// settings are cloned).
+    pub pem: std::sync::Arc<[u8]>,
+}
+
+/// The largest `ca_file` read (a full public root bundle is about 220 KB).
+const CA_FILE_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// What a target can serve beyond plain text. Built-in protocols default
 /// to everything; a provider or model that cannot is skipped (an attempt
@@ -1120,6 +1140,8 @@ fn builtin(name: &str, timeouts: Timeouts) -> ProviderSettings {
         price: None,
         prices: BTreeMap::new(),
         responses_api: false,
+        http1_only: false,
+        ca_file: None,
     }
 }
 
@@ -1196,6 +1218,8 @@ impl fmt::Debug for ProviderSettings {
             price,
             prices,
             responses_api,
+            http1_only,
+            ca_file,
         } = self;
         let header_names: Vec<(&str, &str)> =
             headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
@@ -1216,6 +1240,8 @@ impl fmt::Debug for ProviderSettings {
             .field("price", price)
             .field("prices", prices)
             .field("responses_api", responses_api)
+            .field("http1_only", http1_only)
+            .field("ca_file", ca_file)
             .finish()
     }
 }
@@ -1346,6 +1372,10 @@ struct RawProvider {
     passthrough: Option<Vec<String>>,
     /// The provider speaks OpenAI's Responses API (OpenAI-compatible only).
     responses_api: Option<bool>,
+    /// HTTP/1.1 only (no HTTP/2 by ALPN).
+    http1_only: Option<bool>,
+    /// A PEM file of extra CA certificates to trust.
+    ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1455,6 +1485,8 @@ impl RawProvider {
             price: None,
             prices: BTreeMap::new(),
             responses_api: false,
+            http1_only: false,
+            ca_file: None,
         };
         self.overlay(base, at)
     }
@@ -1558,7 +1590,54 @@ impl RawProvider {
             }
             p.responses_api = on;
         }
+        if let Some(on) = self.http1_only {
+            p.http1_only = on;
+        }
+        if let Some(path) = self.ca_file {
+            p.ca_file = Some(read_ca_file(path).map_err(|m| (format!("{at}.ca_file"), m))?);
+        }
         Ok(p)
+    }
+}
+
+/// Reads a `ca_file` (relative paths from the working directory): it must
+/// hold at least one PEM certificate. The certificates themselves are
+/// parsed when the provider's client is built.
+fn read_ca_file(path: PathBuf) -> Result<CaFile, String> {
+    use std::io::Read as _;
+    let shown = path.display().to_string();
+    let mut pem = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(CA_FILE_LIMIT + 1).read_to_end(&mut pem))
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if pem.len() as u64 > CA_FILE_LIMIT {
+        return Err(format!(
+            "`{shown}` is larger than {} MiB: not a CA bundle",
+            CA_FILE_LIMIT / (1024 * 1024)
+        ));
+    }
+    if !pem
+        .windows(CERT_MARKER.len())
+        .any(|w| w == CERT_MARKER.as_bytes())
+    {
+        return Err(format!(
+            "`{shown}` holds no PEM certificate (`{CERT_MARKER}`)"
+        ));
+    }
+    Ok(CaFile {
+        path,
+        pem: pem.into(),
+    })
+}
+
+const CERT_MARKER: &str = "-----BEGIN CERTIFICATE-----";
+
+impl fmt::Debug for CaFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaFile")
+            .field("path", &self.path)
+            .field("bytes", &self.pem.len())
+            .finish()
     }
 }
 

@@ -120,15 +120,16 @@ impl<P> fmt::Debug for HttpAdapter<P> {
 
 impl<P: Protocol> HttpAdapter<P> {
     pub(crate) fn new(settings: &ProviderSettings, protocol: P) -> Result<Self, String> {
+        let transport = Transport::of(settings)?;
         let others = settings
             .route_connect_timeouts
             .iter()
             .filter(|c| **c != settings.timeouts.connect)
-            .map(|c| Ok((*c, client(*c)?)))
+            .map(|c| Ok((*c, client(&transport, *c)?)))
             .collect::<Result<_, String>>()?;
         Ok(Self {
             name: settings.name.clone(),
-            client: client(settings.timeouts.connect)?,
+            client: client(&transport, settings.timeouts.connect)?,
             others,
             protocol,
             key: settings.api_key.clone(),
@@ -300,14 +301,107 @@ pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
     })
 }
 
+/// How a provider's clients connect: its `http1_only` and `ca_file`
+/// settings, the certificates parsed once for all of its clients.
+#[derive(Debug, Default)]
+pub(crate) struct Transport {
+    http1_only: bool,
+    roots: Vec<reqwest::Certificate>,
+}
+
+impl Transport {
+    pub(crate) fn of(settings: &ProviderSettings) -> Result<Self, String> {
+        let roots = match &settings.ca_file {
+            None => Vec::new(),
+            Some(ca) => {
+                let bad = |why: String| {
+                    format!(
+                        "`providers.{}.ca_file` (`{}`): {why}",
+                        settings.name,
+                        ca.path.display()
+                    )
+                };
+                // Parsed here, with rustls (as the verifier will), so that a
+                // bad file is named in the error rather than reported as a
+                // client that cannot be built.
+                use rustls::pki_types::CertificateDer;
+                use rustls::pki_types::pem::PemObject as _;
+                let mut roots = Vec::new();
+                for (i, der) in CertificateDer::pem_slice_iter(&ca.pem).enumerate() {
+                    let der = der.map_err(|e| bad(format!("certificate {}: {e}", i + 1)))?;
+                    rustls::RootCertStore::empty()
+                        .add(der.clone())
+                        .map_err(|e| {
+                            bad(format!("certificate {} is not a usable CA: {e}", i + 1))
+                        })?;
+                    roots.push(
+                        reqwest::Certificate::from_der(&der)
+                            .map_err(|e| bad(format!("certificate {}: {e}", i + 1)))?,
+                    );
+                }
+                if roots.is_empty() {
+                    return Err(bad("holds no PEM certificate".into()));
+                }
+                roots
+            }
+        };
+        Ok(Self {
+            http1_only: settings.http1_only,
+            roots,
+        })
+    }
+}
+
+/// How long a pooled connection may sit idle before it is closed: below
+/// the idle timeouts of the servers and load balancers in front of
+/// providers (60 s on AWS's, 75 s on nginx's), so that the gateway always
+/// closes first and never sends a request on a connection the other side
+/// is closing at that moment (reqwest's default is 90 s).
+const POOL_IDLE: Duration = Duration::from_secs(55);
+
+/// An HTTP/2 PING after this long without a frame from the provider (idle
+/// or not): a connection that died silently (a NAT or load balancer that
+/// dropped it) is found and closed in [`H2_PING_TIMEOUT`] more, instead of
+/// stalling every stream multiplexed on it until their own timeouts. An
+/// active stream receives frames, so it sends no pings.
+const H2_PING_EVERY: Duration = Duration::from_secs(20);
+
+/// How long a PING's acknowledgement may take before the connection is
+/// closed (its streams fail as transport errors and fall back).
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP keepalive probes on an idle socket (for HTTP/1.1, which has no
+/// PING): reqwest's defaults, pinned here (first probe after 15 s idle,
+/// then every 15 s; with `TCP_USER_TIMEOUT` of 30 s, reqwest's default on
+/// Linux, unacknowledged data closes the socket).
+const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
+
 /// One client per provider (and connect timeout), pooled; the engine
 /// applies attempt deadlines, so only the connect timeout is set here.
-pub(crate) fn client(connect: Duration) -> Result<reqwest::Client, String> {
+/// Over `https://` HTTP/2 is offered by ALPN (`h2`, then `http/1.1`) unless
+/// the provider is `http1_only`; HTTP/2 multiplexes every request to the
+/// provider over one connection, so one TLS handshake serves them all.
+pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest::Client, String> {
     crate::install_tls_provider();
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(connect)
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(POOL_IDLE)
         .tcp_nodelay(true)
+        .tcp_keepalive(TCP_KEEPALIVE)
+        .tcp_keepalive_interval(TCP_KEEPALIVE)
+        .http2_keep_alive_interval(H2_PING_EVERY)
+        .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+        // Pings on an idle pooled connection too, so that a dead one is
+        // dropped before a request is put on it.
+        .http2_keep_alive_while_idle(true);
+    if transport.http1_only {
+        builder = builder.http1_only();
+    }
+    if !transport.roots.is_empty() {
+        // Beside the system's roots (the platform verifier), not instead.
+        builder = builder.tls_certs_merge(transport.roots.iter().cloned());
+    }
+    builder
         // LLM APIs do not redirect; the redirect layer cost about 8 000
         // instructions a request in the profile.
         .redirect(reqwest::redirect::Policy::none())
