@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -88,10 +90,10 @@ pub(crate) trait StreamParser: Send + 'static {
 /// its headers.
 pub(crate) struct HttpAdapter<P> {
     name: String,
-    client: reqwest::Client,
-    /// `(connect timeout, client)` for the routes that set their own; a
+    client: Clients,
+    /// `(connect timeout, clients)` for the routes that set their own; a
     /// short list searched linearly (no lock, no map).
-    others: Vec<(Duration, reqwest::Client)>,
+    others: Vec<(Duration, Clients)>,
     protocol: P,
     /// Kept only to scrub it from any upstream message that echoes it.
     key: Option<Secret>,
@@ -125,24 +127,26 @@ impl<P: Protocol> HttpAdapter<P> {
             .route_connect_timeouts
             .iter()
             .filter(|c| **c != settings.timeouts.connect)
-            .map(|c| Ok((*c, client(&transport, *c)?)))
+            .map(|c| Ok((*c, Clients::new(&transport, *c)?)))
             .collect::<Result<_, String>>()?;
         Ok(Self {
             name: settings.name.clone(),
-            client: client(&transport, settings.timeouts.connect)?,
+            client: Clients::new(&transport, settings.timeouts.connect)?,
             others,
             protocol,
             key: settings.api_key.clone(),
         })
     }
 
-    /// The client whose connect timeout is `connect` (the provider's own
-    /// unless a route set another).
-    fn client(&self, connect: Duration) -> &reqwest::Client {
+    /// The client for a request whose connect timeout is `connect` (the
+    /// provider's own unless a route set another), and the request's place
+    /// in flight on it (held until the answer is read or the stream ends).
+    fn client(&self, connect: Duration) -> (&reqwest::Client, InFlight) {
         self.others
             .iter()
             .find(|(c, _)| *c == connect)
-            .map_or(&self.client, |(_, client)| client)
+            .map_or(&self.client, |(_, clients)| clients)
+            .pick()
     }
 
     fn redact(&self, failure: Failure) -> Failure {
@@ -162,13 +166,12 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
             input_tokens: u64,
         }
         Box::pin(async move {
-            let Some(sent) = self
-                .protocol
-                .count_request(self.client(connect), model, request)
-            else {
+            let (client, in_flight) = self.client(connect);
+            let Some(sent) = self.protocol.count_request(client, model, request) else {
                 return Ok(None);
             };
             let received = send(sent).await.map_err(|f| self.redact(f))?;
+            drop(in_flight);
             if !(200..300).contains(&received.status) {
                 return Err(self.redact(self.protocol.classify_error(
                     received.status,
@@ -194,10 +197,10 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
         connect: Duration,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
-            let sent = self
-                .protocol
-                .request(self.client(connect), model, request, false)?;
+            let (client, in_flight) = self.client(connect);
+            let sent = self.protocol.request(client, model, request, false)?;
             let received = send(sent).await.map_err(|f| self.redact(f))?;
+            drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             let mut completion = self
                 .protocol
@@ -222,9 +225,8 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
         connect: Duration,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async move {
-            let sent = self
-                .protocol
-                .request(self.client(connect), model, request, true)?;
+            let (client, in_flight) = self.client(connect);
+            let sent = self.protocol.request(client, model, request, true)?;
             let response = sent
                 .send()
                 .await
@@ -251,6 +253,7 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 done: false,
                 text_bytes: 0,
                 key: self.key.clone(),
+                _in_flight: in_flight,
             };
             Ok(Box::new(stream) as BoxEventStream)
         })
@@ -303,9 +306,11 @@ pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
 
 /// How a provider's clients connect: its `http1_only` and `ca_file`
 /// settings, the certificates parsed once for all of its clients.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Transport {
     http1_only: bool,
+    /// The provider is reached over TLS (only there is HTTP/2 negotiated).
+    https: bool,
     roots: Vec<reqwest::Certificate>,
 }
 
@@ -347,8 +352,85 @@ impl Transport {
         };
         Ok(Self {
             http1_only: settings.http1_only,
+            https: settings
+                .base_url
+                .get(..8)
+                .is_some_and(|s| s.eq_ignore_ascii_case("https://")),
             roots,
         })
+    }
+}
+
+/// Requests in flight on a provider's HTTP/2 connection past which the
+/// next ones go over HTTP/1.1 instead. hyper's client puts every request
+/// to a host on one HTTP/2 connection and never opens a second: past the
+/// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (100 on many frontends, the
+/// least RFC 9113 recommends) requests would wait for a stream to end —
+/// for an LLM stream, up to minutes. Over the limit, a request takes a
+/// keep-alive HTTP/1.1 connection, as every request did before HTTP/2.
+const H2_STREAMS: usize = 100;
+
+/// A provider's clients for one connect timeout: the main one (HTTP/2 by
+/// ALPN over TLS, unless `http1_only`) and, for an `https://` provider that
+/// may speak HTTP/2, the HTTP/1.1 overflow past [`H2_STREAMS`], built on
+/// first use.
+struct Clients {
+    main: reqwest::Client,
+    overflow: Option<Overflow>,
+}
+
+struct Overflow {
+    in_flight: Arc<AtomicUsize>,
+    client: OnceLock<Option<reqwest::Client>>,
+    transport: Transport,
+    connect: Duration,
+}
+
+/// A request counted in flight on a main client (nothing for one that is
+/// not counted); uncounted when dropped.
+pub(crate) struct InFlight(Option<Arc<AtomicUsize>>);
+
+impl Clients {
+    fn new(transport: &Transport, connect: Duration) -> Result<Self, String> {
+        let overflow = (transport.https && !transport.http1_only).then(|| Overflow {
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            client: OnceLock::new(),
+            transport: Transport {
+                http1_only: true,
+                ..transport.clone()
+            },
+            connect,
+        });
+        Ok(Self {
+            main: client(transport, connect)?,
+            overflow,
+        })
+    }
+
+    /// The main client while it has fewer than [`H2_STREAMS`] requests in
+    /// flight, else the overflow.
+    fn pick(&self) -> (&reqwest::Client, InFlight) {
+        let Some(overflow) = &self.overflow else {
+            return (&self.main, InFlight(None));
+        };
+        if overflow.in_flight.fetch_add(1, Ordering::Relaxed) < H2_STREAMS {
+            return (&self.main, InFlight(Some(Arc::clone(&overflow.in_flight))));
+        }
+        overflow.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let h1 = overflow.client.get_or_init(|| {
+            client(&overflow.transport, overflow.connect)
+                .inspect_err(|e| tracing::warn!("no HTTP/1.1 overflow client: {e}"))
+                .ok()
+        });
+        (h1.as_ref().unwrap_or(&self.main), InFlight(None))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(n) = &self.0 {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -490,6 +572,8 @@ struct SseStream<T> {
     done: bool,
     text_bytes: usize,
     key: Option<Secret>,
+    /// The stream's place on its client's HTTP/2 connection, until it ends.
+    _in_flight: InFlight,
 }
 
 impl<T: StreamParser> SseStream<T> {
