@@ -186,6 +186,9 @@ fn bench() -> Result<(), String> {
         "understudy-cli",
         "-p",
         "understudy-testkit",
+        // The bench's TLS phase uses the testkit's TLS simulator.
+        "--features",
+        "understudy-testkit/tls",
         "--bin",
         "understudy",
         "--bin",
