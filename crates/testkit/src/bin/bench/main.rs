@@ -28,6 +28,8 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+mod tls;
+
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1733000000,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"Benchmarks are jokes that take themselves seriously.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}"#;
@@ -41,6 +43,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let result = if args.get(1).map(String::as_str) == Some("--relay") {
         relay(args.get(2), args.get(3)).await
+    } else if args.get(1).map(String::as_str) == Some("--tls-relay") {
+        tls::relay(&args[2..]).await
     } else if args.get(1).map(String::as_str) == Some("--echo") {
         echo(args.get(2))
     } else {
@@ -77,6 +81,9 @@ async fn run() -> Result<(), Error> {
     // `UNDERSTUDY_BENCH_ONLY=streams` runs only the open-streams phase (for
     // profiling memory with `UNDERSTUDY_BENCH_WRAP=heaptrack`).
     let only = std::env::var("UNDERSTUDY_BENCH_ONLY").unwrap_or_default();
+    if only == "tls" {
+        return tls::only(&gateway_bin, &out_dir, gateway_cpu.as_deref()).await;
+    }
     // `relay-closed:<concurrency>`: the do-nothing relay in the closed loop,
     // started like the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
     let relay_mode = only.strip_prefix("relay-closed:").map(str::to_owned);
@@ -322,6 +329,14 @@ async fn run() -> Result<(), Error> {
         "RSS: idle {idle_rss} KiB; after 100 000 requests {after_load} KiB (before them {before_load} KiB); peak under request load {peak_load} KiB; peak overall {peak} KiB"
     ));
 
+    tls::phase(
+        &gateway_bin,
+        &out_dir,
+        gateway_cpu.as_deref(),
+        &mut rows,
+        &mut notes,
+    )
+    .await?;
     let table = render(&rows, &notes);
     let _ = std::io::stdout().write_all(table.as_bytes());
     let json = json!({
