@@ -1,8 +1,13 @@
 //! Test kit for failover tests: simulated LLM providers that are real HTTP
 //! servers speaking each provider's wire format, scripted per request, and
-//! a [`TestGateway`] that wires an engine to them in one call.
+//! a `TestGateway` that wires an engine to them in one call.
 //!
-//! It is a library for your own failover tests as much as ours:
+//! It is a library for your own failover tests as much as ours. Depend on
+//! it from `[dev-dependencies]` with the `test-support` feature:
+//!
+//! ```toml
+//! understudy-testkit = { path = "…/crates/testkit", features = ["test-support"] }
+//! ```
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,27 +28,43 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Features
+//! Without features the crate is what `understudy demo` needs and no more:
+//! the simulators and [`http_client`]. The CLI depends on it that way, so the
+//! shipped binary carries no test-only code. `test-support` adds what only
+//! tests use: `TestGateway`, `RedisServer`, `eventually`, and the
+//! simulators' request-rule checks (`SimProvider::violations`, `lenient`,
+//! `with_max_output_tokens`, `accept_signature`; without the feature a
+//! simulator checks nothing). `fault-injection` (implies `test-support`)
+//! passes core's on, for supervision tests.
+//!
 //! # Layout
 //! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
-//! - [`gateway`]: [`TestGateway`], an engine over simulators.
-//! - [`redis`]: [`RedisServer`], a real `redis-server` on a free port.
-//! - [`eventually`](mod@eventually): [`eventually()`], polling a condition until a
-//!   deadline instead of sleeping before an assertion.
+//! - `gateway` (`test-support`): `TestGateway`, an engine over simulators.
+//! - `redis` (`test-support`): `RedisServer`, a real `redis-server` on a free port.
+//! - `eventually` (`test-support`): polling a condition until a deadline
+//!   instead of sleeping before an assertion.
 
+#[cfg(feature = "test-support")]
 pub mod eventually;
+#[cfg(feature = "test-support")]
 pub mod gateway;
+#[cfg(feature = "test-support")]
 pub mod redis;
 pub mod sim;
 
+#[cfg(feature = "test-support")]
 pub use eventually::{Settled, eventually, eventually_within};
+#[cfg(feature = "test-support")]
 pub use gateway::{TestGateway, TestGatewayBuilder};
+#[cfg(feature = "test-support")]
 pub use redis::RedisServer;
 pub use sim::{
     Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
 };
 
-/// A plain HTTP client for tests that talk to a gateway (installs the TLS
-/// crypto provider reqwest is built to expect).
+/// A plain HTTP client for tests and the demo, which talk to a gateway
+/// (installs the TLS crypto provider reqwest is built to expect).
 pub fn http_client() -> reqwest::Client {
     understudy_providers::install_tls_provider();
     reqwest::Client::new()

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_core::{Engine, Settings};
 use understudy_providers::Providers;
-use understudy_testkit::{Received, Refusal, Reply, SimProvider, StreamSpec, TestGateway};
+use understudy_testkit::{Received, Refusal, Reply, SimProvider, StreamSpec};
 
 use super::{out, report};
 use crate::{EXIT_FAILED, EXIT_USAGE};
@@ -225,17 +225,33 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     0
 }
 
+/// The demo gateway's configuration: the three simulators in failover
+/// order, a quick breaker, and no response cache (the sample requests
+/// repeat, and every one should reach the providers). The environment is
+/// not read: the demo is the same wherever it runs.
 fn demo_settings(
     groq: &SimProvider,
     gemini: &SimProvider,
     claude: &SimProvider,
 ) -> Result<Settings, String> {
-    TestGateway::builder()
-        .provider("groq", groq)
-        .provider("gemini", gemini)
-        .provider("claude", claude)
-        .toml("[breaker]\nfailure_threshold = 3\ncooldown = 3\n[timeouts]\nattempt = 10\nrequest = 20\n[rate_limit]\nmax_wait = 1")
-        .settings()
+    let mut text = String::from(
+        "[routing]\ndefault = \"groq\"\norder = [\"groq\", \"gemini\", \"claude\"]\n\
+         [breaker]\nfailure_threshold = 3\ncooldown = 3\n\
+         [timeouts]\nattempt = 10\nrequest = 20\n\
+         [rate_limit]\nmax_wait = 1\n\
+         [cache]\nenabled = false\n",
+    );
+    for (name, kind, sim) in [
+        ("groq", "openai", groq),
+        ("gemini", "gemini", gemini),
+        ("claude", "anthropic", claude),
+    ] {
+        text.push_str(&format!(
+            "[providers.{name}]\nkind = {kind:?}\nbase_url = {:?}\nmodel = \"{name}-model\"\napi_key = \"demo-key-{name}\"\n",
+            sim.base_url()
+        ));
+    }
+    Settings::from_toml_str(&text, |_| None).map_err(|e| e.to_string())
 }
 
 fn system_prompt(r: &Received) -> String {

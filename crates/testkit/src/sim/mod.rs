@@ -9,9 +9,11 @@
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
 //! (`rules/`); a request that breaks one gets the provider's own 400 and is
-//! counted ([`SimProvider::violations`]), so a test proves that what the
-//! gateway sent would have been accepted. [`SimProvider::lenient`] turns the
-//! checks off for tests that send invalid input on purpose.
+//! counted (`SimProvider::violations`), so a test proves that what the
+//! gateway sent would have been accepted. `SimProvider::lenient` turns the
+//! checks off for tests that send invalid input on purpose. The checks are
+//! test-only (the `test-support` feature): without it, the simulators of
+//! `understudy demo` check nothing.
 
 mod anthropic;
 mod body;
@@ -338,6 +340,7 @@ impl SimProvider {
     /// Stops checking requests against the provider's rules: for tests
     /// that send invalid input on purpose (and assert what the gateway does
     /// with the provider's answer, scripted as usual).
+    #[cfg(feature = "test-support")]
     pub fn lenient(&self) -> &Self {
         self.shared.rules.set_strict(false);
         self
@@ -346,6 +349,7 @@ impl SimProvider {
     /// The largest output-token limit (`max_tokens`,
     /// `max_completion_tokens`) the simulated model accepts. Defaults:
     /// Anthropic 64 000, OpenAI-compatible 16 384 (gpt-4o-mini's).
+    #[cfg(feature = "test-support")]
     pub fn with_max_output_tokens(&self, limit: u64) -> &Self {
         self.shared.rules.set_max_output_tokens(limit);
         self
@@ -353,6 +357,7 @@ impl SimProvider {
 
     /// Treats `signature` as one this simulator minted (a thinking block
     /// recorded from the real provider, replayed in a test).
+    #[cfg(feature = "test-support")]
     pub fn accept_signature(&self, signature: &str) -> &Self {
         self.shared.rules.remember_signature(signature.to_owned());
         self
@@ -361,6 +366,7 @@ impl SimProvider {
     /// Every broken request rule so far, in order, one line each (the
     /// request's path and the provider's error message). Tests assert that
     /// it is empty.
+    #[cfg(feature = "test-support")]
     pub fn violations(&self) -> Vec<String> {
         self.shared.rules.violations()
     }
@@ -567,6 +573,7 @@ async fn serve(
         at: std::time::Instant::now(),
         shared: Some(Arc::clone(&shared)),
     };
+    #[cfg(feature = "test-support")]
     if let Some(violation) = rules::check(&shared.rules, &received) {
         // The provider refuses the request before any model sees it: the
         // scripted replies stay queued for the next one.

@@ -6,41 +6,61 @@
 //!
 //! The plumbing is protocol-independent: [`Rules`] holds the strict flag,
 //! the output-token limit, the signatures a simulator minted and the
-//! violations; [`check`] hands a request to its protocol's rules, each in
-//! its own file, which answer a [`Violation`] built with the protocol's
+//! violations; `check` hands a request to its protocol's rules, each in
+//! its own file, which answer a `Violation` built with the protocol's
 //! constructor.
+//!
+//! The checks are test-only: they exist with the `test-support` feature.
+//! Without it (the demo's simulators, in the shipped binary) [`Rules`]
+//! keeps only what the simulators' answers need — the signatures they mint
+//! and whether the model thinks — and nothing is checked.
 
+#[cfg(feature = "test-support")]
 mod anthropic;
+#[cfg(feature = "test-support")]
 mod gemini;
+#[cfg(feature = "test-support")]
 mod openai;
+#[cfg(feature = "test-support")]
 mod responses;
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "test-support")]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(feature = "test-support")]
 use serde_json::{Value, json};
 
-use super::{Protocol, Received, SimBody, lock, response};
+use super::{Protocol, Received, lock};
+#[cfg(feature = "test-support")]
+use super::{SimBody, response};
 
 /// A simulator's rules: whether they are checked, the settings they check
 /// against, and what broke them.
 pub(super) struct Rules {
-    protocol: Protocol,
-    strict: AtomicBool,
-    max_output_tokens: AtomicU64,
     /// Signatures this simulator minted (Anthropic thinking blocks; free
     /// for any protocol's signed blocks), so that a replayed one can be
     /// told from one another provider (or nobody) made.
     signatures: Mutex<HashSet<String>>,
-    violations: Mutex<Vec<String>>,
     /// Gemini: the model thinks, so it signs its function calls and wants
     /// the signatures back ([`super::SimProvider::thinking`]).
     thinking: AtomicBool,
+    // The checks' own state (test-only).
+    #[cfg(feature = "test-support")]
+    protocol: Protocol,
+    #[cfg(feature = "test-support")]
+    strict: AtomicBool,
+    #[cfg(feature = "test-support")]
+    max_output_tokens: AtomicU64,
+    #[cfg(feature = "test-support")]
+    violations: Mutex<Vec<String>>,
 }
 
 /// A broken rule: the provider's answer to the request.
+#[cfg(feature = "test-support")]
 pub(super) struct Violation {
     status: u16,
     body: Value,
@@ -50,6 +70,7 @@ pub(super) struct Violation {
 
 /// Checks `req` against its protocol's rules (none when the simulator is
 /// lenient).
+#[cfg(feature = "test-support")]
 pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     if !rules.strict.load(Ordering::SeqCst) {
         return None;
@@ -78,36 +99,29 @@ pub(super) fn mint_signature(req: &Received) -> String {
 
 impl Rules {
     pub(super) fn new(protocol: Protocol) -> Self {
+        #[cfg(feature = "test-support")]
         let max_output_tokens = match protocol {
             Protocol::Anthropic => 64_000,
             Protocol::OpenAi => 16_384,
             Protocol::OpenAiResponses => 128_000,
             Protocol::Gemini => 65_536,
         };
+        #[cfg(not(feature = "test-support"))]
+        let _ = protocol;
         Self {
+            signatures: Mutex::default(),
+            thinking: AtomicBool::new(false),
+            #[cfg(feature = "test-support")]
             protocol,
             // `UNDERSTUDY_SIM_LENIENT=1` turns every simulator's rules off:
             // a way to tell a failure the rules cause from any other.
+            #[cfg(feature = "test-support")]
             strict: AtomicBool::new(std::env::var_os("UNDERSTUDY_SIM_LENIENT").is_none()),
+            #[cfg(feature = "test-support")]
             max_output_tokens: AtomicU64::new(max_output_tokens),
-            signatures: Mutex::default(),
+            #[cfg(feature = "test-support")]
             violations: Mutex::default(),
-            thinking: AtomicBool::new(false),
         }
-    }
-
-    pub(super) fn set_strict(&self, strict: bool) {
-        self.strict.store(strict, Ordering::SeqCst);
-    }
-
-    pub(super) fn set_max_output_tokens(&self, limit: u64) {
-        self.max_output_tokens.store(limit, Ordering::SeqCst);
-    }
-
-    /// The simulator's output-token limit.
-    #[allow(dead_code, reason = "for the Gemini rules")]
-    pub(super) fn max_output_tokens(&self) -> u64 {
-        self.max_output_tokens.load(Ordering::SeqCst)
     }
 
     pub(super) fn set_thinking(&self, thinking: bool) {
@@ -121,6 +135,24 @@ impl Rules {
 
     pub(super) fn remember_signature(&self, signature: String) {
         lock(&self.signatures).insert(signature);
+    }
+}
+
+/// The checks' settings and record (test-only).
+#[cfg(feature = "test-support")]
+impl Rules {
+    pub(super) fn set_strict(&self, strict: bool) {
+        self.strict.store(strict, Ordering::SeqCst);
+    }
+
+    pub(super) fn set_max_output_tokens(&self, limit: u64) {
+        self.max_output_tokens.store(limit, Ordering::SeqCst);
+    }
+
+    /// The simulator's output-token limit.
+    #[allow(dead_code, reason = "for the Gemini rules")]
+    pub(super) fn max_output_tokens(&self) -> u64 {
+        self.max_output_tokens.load(Ordering::SeqCst)
     }
 
     /// Whether this simulator minted `signature`.
@@ -143,6 +175,7 @@ impl Rules {
 
 // === impl Violation ===
 
+#[cfg(feature = "test-support")]
 impl Violation {
     /// Anthropic's 400: `{"type": "error", "error": {"type":
     /// "invalid_request_error", "message"}, "request_id"}`.
@@ -220,6 +253,7 @@ fn random_signature() -> String {
 }
 
 /// Whether `id` matches `^[a-zA-Z0-9_-]+$` (Anthropic's tool-use ids).
+#[cfg(feature = "test-support")]
 fn is_tool_id(id: &str) -> bool {
     !id.is_empty()
         && id
