@@ -21,7 +21,16 @@ fn main() {
             .and_then(|o| String::from_utf8(o.stdout).ok())
             .map(|s| s.trim().to_owned())
     };
-    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+    // Only this checkout's own git: a source archive unpacked inside some
+    // other repository (a home directory kept in git) must not take its
+    // commit. `.git` is a folder in a clone, a file in a worktree.
+    let own_git = std::path::Path::new(root).join(".git").exists();
+    let hash = if own_git {
+        git(&["rev-parse", "--short=12", "HEAD"])
+    } else {
+        None
+    };
+    let commit = match hash {
         Some(hash) if !hash.is_empty() => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
                 .is_some_and(|s| !s.is_empty());
