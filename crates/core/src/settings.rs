@@ -1616,12 +1616,27 @@ fn read_ca_file(path: PathBuf) -> Result<CaFile, String> {
             CA_FILE_LIMIT / (1024 * 1024)
         ));
     }
-    if !pem
-        .windows(CERT_MARKER.len())
-        .any(|w| w == CERT_MARKER.as_bytes())
-    {
+    let text = String::from_utf8_lossy(&pem);
+    let mut count = 0;
+    let mut rest = text.as_ref();
+    while let Some(start) = rest.find(CERT_BEGIN) {
+        count += 1;
+        let body = &rest[start + CERT_BEGIN.len()..];
+        let Some(end) = body.find(CERT_END) else {
+            return Err(format!(
+                "`{shown}`: certificate {count} has no `{CERT_END}`"
+            ));
+        };
+        if !base64(&body[..end]).is_some_and(|der| is_der_sequence(&der)) {
+            return Err(format!(
+                "`{shown}`: certificate {count} is not a base64 DER certificate"
+            ));
+        }
+        rest = &body[end + CERT_END.len()..];
+    }
+    if count == 0 {
         return Err(format!(
-            "`{shown}` holds no PEM certificate (`{CERT_MARKER}`)"
+            "`{shown}` holds no PEM certificate (`{CERT_BEGIN}`)"
         ));
     }
     Ok(CaFile {
@@ -1630,7 +1645,61 @@ fn read_ca_file(path: PathBuf) -> Result<CaFile, String> {
     })
 }
 
-const CERT_MARKER: &str = "-----BEGIN CERTIFICATE-----";
+const CERT_BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+const CERT_END: &str = "-----END CERTIFICATE-----";
+
+/// Standard base64 (whitespace ignored, `=` padding), or `None`.
+fn base64(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits, mut padding) = (0u32, 0u32, 0usize);
+    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                padding += 1;
+                continue;
+            }
+            _ => return None,
+        };
+        if padding > 0 {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    (padding <= 2).then_some(out)
+}
+
+/// Whether `der` is exactly one DER SEQUENCE (what a certificate is): the
+/// structure only; the certificate itself is parsed when the provider's
+/// client is built.
+fn is_der_sequence(der: &[u8]) -> bool {
+    let [0x30, first, rest @ ..] = der else {
+        return false;
+    };
+    let (len, body) = if *first < 0x80 {
+        (usize::from(*first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return false;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |len, b| (len << 8) | usize::from(*b));
+        (len, &rest[n..])
+    };
+    len > 0 && body.len() == len
+}
 
 impl fmt::Debug for CaFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

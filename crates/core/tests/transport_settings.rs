@@ -33,7 +33,9 @@ impl Drop for TempFile {
     }
 }
 
-const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+/// A DER SEQUENCE (`30 03 02 01 00`): the structure a certificate has; the
+/// certificate itself is parsed when the provider's client is built.
+const PEM: &str = "-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n";
 
 #[test]
 fn http1_only_is_off_by_default_and_set_per_provider() {
@@ -83,6 +85,35 @@ fn a_missing_or_unusable_ca_file_names_the_setting_and_the_provider() {
     // The file's contents are never echoed.
     assert!(!err.contains("sk-secret"), "{err}");
 
+    for (name, text, says) in [
+        (
+            "not-base64.pem",
+            "-----BEGIN CERTIFICATE-----\n%%%\n-----END CERTIFICATE-----\n",
+            "certificate 1 is not a base64 DER certificate",
+        ),
+        (
+            "second-broken.pem",
+            &format!(
+                "{PEM}-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
+            ),
+            "certificate 2 is not a base64 DER certificate",
+        ),
+        (
+            "unterminated.pem",
+            "-----BEGIN CERTIFICATE-----\nMAMCAQA=\n",
+            "certificate 1 has no `-----END CERTIFICATE-----`",
+        ),
+    ] {
+        let file = TempFile::new(name, text);
+        let err = load(&format!(
+            "[providers.groq]\nca_file = {:?}\n",
+            file.0.display().to_string()
+        ))
+        .unwrap_err();
+        assert!(err.contains("providers.groq.ca_file"), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+
     let dir = std::env::temp_dir();
     let err = load(&format!(
         "[providers.groq]\nca_file = {:?}\n",
@@ -90,4 +121,15 @@ fn a_missing_or_unusable_ca_file_names_the_setting_and_the_provider() {
     ))
     .unwrap_err();
     assert!(err.contains("providers.groq.ca_file"), "{err}");
+}
+
+#[test]
+fn a_real_ca_bundle_is_accepted() {
+    // The system's bundle, where there is one: every certificate in it
+    // passes the structural check.
+    let bundle = "/etc/ssl/certs/ca-certificates.crt";
+    if std::path::Path::new(bundle).exists() {
+        let s = load(&format!("[providers.openai]\nca_file = {bundle:?}\n")).unwrap();
+        assert!(s.providers["openai"].ca_file.is_some());
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqwest::Version;
 use understudy_core::{ChatRequest, Error, FailureCode, GenerateRequest, Outcome, StreamItem};
 use understudy_testkit::{
-    Protocol, Reply, StreamSpec, TestGateway, TlsOptions, TlsSimProvider, eventually,
+    Protocol, Reply, StreamSpec, TestCerts, TestGateway, TlsOptions, TlsSimProvider, eventually,
 };
 
 /// A gateway whose only provider, `corp`, is `sim`, trusting its CA.
@@ -257,4 +257,74 @@ async fn past_a_connection_s_stream_limit_requests_overflow_to_http1_instead_of_
     );
     assert_eq!(versions.len() - h2, n - limit as usize);
     assert_eq!(sim.handshakes(), sim.connections());
+}
+
+#[tokio::test]
+async fn a_ca_file_may_hold_several_certificates_and_a_broken_one_is_named() {
+    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let other = TestCerts::generate().unwrap();
+    let dir = std::env::temp_dir();
+    let bundle = dir.join(format!("understudy-tls-bundle-{}.pem", std::process::id()));
+    std::fs::write(&bundle, format!("{}{}", other.ca_pem(), sim.ca_pem())).unwrap();
+    let gw = TestGateway::builder()
+        .provider("corp", &sim)
+        .provider_option(
+            "corp",
+            &format!("ca_file = {:?}", bundle.display().to_string()),
+        )
+        .build()
+        .await
+        .unwrap();
+    ask(&gw).await.unwrap();
+    let _ = std::fs::remove_file(&bundle);
+
+    // The PEM markers are there, the certificate inside is not.
+    let broken = dir.join(format!("understudy-tls-broken-{}.pem", std::process::id()));
+    std::fs::write(
+        &broken,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let err = TestGateway::builder()
+        .provider("corp", &sim)
+        .provider_option(
+            "corp",
+            &format!("ca_file = {:?}", broken.display().to_string()),
+        )
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
+    let _ = std::fs::remove_file(&broken);
+    assert!(err.contains("providers.corp.ca_file"), "{err}");
+    assert!(err.contains("understudy-tls-broken"), "{err}");
+    assert!(err.contains("certificate 1"), "{err}");
+    assert!(!err.contains(&TestGateway::key_for("corp")), "{err}");
+
+    // Shaped like a certificate (a DER SEQUENCE), so the settings load; the
+    // provider's client refuses it, naming the setting, when it is built.
+    std::fs::write(
+        &broken,
+        "-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let gw = TestGateway::builder()
+        .provider("corp", &sim)
+        .provider_option(
+            "corp",
+            &format!("ca_file = {:?}", broken.display().to_string()),
+        )
+        .build()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_file(&broken);
+    let Err(Error::ProvidersFailed { attempts, .. }) = ask(&gw).await else {
+        panic!("a broken CA was used");
+    };
+    let detail = attempts[0].detail.as_deref().unwrap_or_default();
+    assert!(detail.contains("providers.corp.ca_file"), "{detail}");
+    assert!(
+        detail.contains("certificate 1 is not a usable CA"),
+        "{detail}"
+    );
 }
