@@ -36,10 +36,14 @@
 //! simulators' request-rule checks (`SimProvider::violations`, `lenient`,
 //! `with_max_output_tokens`, `accept_signature`; without the feature a
 //! simulator checks nothing). `fault-injection` (implies `test-support`)
-//! passes core's on, for supervision tests.
+//! passes core's on, for supervision tests. `tls` adds the TLS simulator
+//! (and builds `rcgen`), for tests and the bench.
 //!
 //! # Layout
 //! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
+//! - `sim::tls` (`tls`): `TlsSimProvider`, a simulator behind TLS offering
+//!   HTTP/2 and HTTP/1.1 by ALPN, with a CA made at run time (`TestCerts`),
+//!   counting connections, handshakes and each request's HTTP version.
 //! - `gateway` (`test-support`): `TestGateway`, an engine over simulators.
 //! - `redis` (`test-support`): `RedisServer`, a real `redis-server` on a free port.
 //! - `eventually` (`test-support`): polling a condition until a deadline
@@ -59,6 +63,8 @@ pub use eventually::{Settled, eventually, eventually_within};
 pub use gateway::{TestGateway, TestGatewayBuilder};
 #[cfg(feature = "test-support")]
 pub use redis::RedisServer;
+#[cfg(feature = "tls")]
+pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
     Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
 };

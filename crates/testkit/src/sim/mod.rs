@@ -21,6 +21,8 @@ mod gemini;
 mod openai;
 mod responses;
 mod rules;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::fmt;
 use std::io;
@@ -199,6 +201,8 @@ pub struct Received {
     pub body: Bytes,
     /// When the request arrived.
     pub at: std::time::Instant,
+    /// The HTTP version it came over (HTTP/2 only from the TLS simulator).
+    pub version: hyper::Version,
     shared: Option<Arc<Shared>>,
 }
 
@@ -209,6 +213,8 @@ pub struct SimProvider {
     addr: SocketAddr,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
+    /// `http`, or `https` behind the TLS simulator.
+    scheme: &'static str,
 }
 
 struct Shared {
@@ -254,19 +260,15 @@ impl SimProvider {
     pub async fn start(protocol: Protocol) -> io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            protocol,
-            queue: Mutex::default(),
-            responder: Mutex::default(),
-            received: Mutex::default(),
-            open_connections: AtomicUsize::new(0),
-            streams_cancelled: AtomicUsize::new(0),
-            streams_open: AtomicUsize::new(0),
-            rules: rules::Rules::new(protocol),
-        });
+        let shared = Shared::new(protocol);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
-        Ok(Self { addr, shared, stop })
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            scheme: "http",
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -276,10 +278,11 @@ impl SimProvider {
     /// The base URL to configure for this simulator's provider
     /// (`http://127.0.0.1:PORT/v1` for OpenAI-compatible).
     pub fn base_url(&self) -> String {
+        let (scheme, addr) = (self.scheme, self.addr);
         match self.shared.protocol {
-            Protocol::OpenAi | Protocol::OpenAiResponses => format!("http://{}/v1", self.addr),
-            Protocol::Gemini => format!("http://{}/v1beta", self.addr),
-            Protocol::Anthropic => format!("http://{}", self.addr),
+            Protocol::OpenAi | Protocol::OpenAiResponses => format!("{scheme}://{addr}/v1"),
+            Protocol::Gemini => format!("{scheme}://{addr}/v1beta"),
+            Protocol::Anthropic => format!("{scheme}://{addr}"),
         }
     }
 
@@ -384,6 +387,23 @@ impl fmt::Debug for SimProvider {
 impl Drop for SimProvider {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+    }
+}
+
+// === impl Shared ===
+
+impl Shared {
+    fn new(protocol: Protocol) -> Arc<Self> {
+        Arc::new(Self {
+            protocol,
+            queue: Mutex::default(),
+            responder: Mutex::default(),
+            received: Mutex::default(),
+            open_connections: AtomicUsize::new(0),
+            streams_cancelled: AtomicUsize::new(0),
+            streams_open: AtomicUsize::new(0),
+            rules: rules::Rules::new(protocol),
+        })
     }
 }
 
@@ -546,6 +566,7 @@ async fn serve(
     req: Request<Incoming>,
 ) -> Result<Response<SimBody>, ResetConnection> {
     let method = req.method().to_string();
+    let version = req.version();
     let path = req
         .uri()
         .path_and_query()
@@ -571,6 +592,7 @@ async fn serve(
         headers,
         body,
         at: std::time::Instant::now(),
+        version,
         shared: Some(Arc::clone(&shared)),
     };
     #[cfg(feature = "test-support")]
