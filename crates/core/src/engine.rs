@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
-use crate::actor::router::{RouterActor, RouterArgs, RouterMsg};
+use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, View, current};
 use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
@@ -18,6 +19,7 @@ use crate::cache::ResponseCache;
 use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
 pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
+use crate::policy::decide::Mode;
 use crate::settings::{RoutingTable, RoutingUpdate, Settings};
 use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
@@ -35,6 +37,11 @@ pub struct Engine {
 
 struct Inner {
     router: ActorRef<RouterMsg>,
+    /// The router's view, that each request plans from.
+    view: Published,
+    /// Streamed runs (they outlive the call that started them), drained on
+    /// shutdown.
+    streams: std::sync::Mutex<JoinSet<()>>,
     supervisor: ActorRef<SupervisorMsg>,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
@@ -119,6 +126,7 @@ impl Engine {
         )
         .await
         .map_err(|e| Error::Engine(format!("supervisor failed to start: {e}")))?;
+        let view: Published = Arc::default();
         let router = Actor::spawn(
             None,
             RouterActor,
@@ -133,6 +141,7 @@ impl Engine {
                     .budget
                     .map(|b| Arc::new(SpendMeter::new(b, shared.clone()))),
                 shared: shared.clone(),
+                published: Arc::clone(&view),
             },
         )
         .await;
@@ -152,6 +161,8 @@ impl Engine {
         Ok(Self {
             inner: Arc::new(Inner {
                 router,
+                view,
+                streams: std::sync::Mutex::new(JoinSet::new()),
                 supervisor,
                 settings,
                 metrics,
@@ -163,35 +174,23 @@ impl Engine {
         })
     }
 
-    /// Runs one non-streamed generation through the decision table.
+    /// Runs one non-streamed generation through the decision table, on
+    /// the caller's task: dropping the future (the client left) stops the
+    /// walk.
     pub async fn generate(&self, request: GenerateRequest) -> GenerateResult {
         request.route.validate()?;
         request.chat.validate()?;
         // Compiling a client's schema is the caller's work, not the router's.
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
-        // A oneshot rather than an actor `call`: when this future is dropped
-        // (the client left) the run sees its port close and stops walking
-        // the plan.
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        self.inner
-            .router
-            .cast(RouterMsg::Generate {
-                request,
-                started,
-                reply,
-            })
-            .map_err(|_| Error::Engine("the router is not running".into()))?;
-        answer.await.unwrap_or_else(|_| {
-            Err(Error::Engine(
-                "the request's run ended without an answer".into(),
-            ))
-        })
+        let mut run = self.view()?.prepare(request, started, Mode::Answer)?;
+        run.answer().await
     }
 
     /// Runs one streamed generation (DESIGN §3). Returns once a provider
     /// has sent its first text (the stream is then committed to it), or
-    /// with the error when no target got that far.
+    /// with the error when no target got that far. The run goes on, on a
+    /// task of its own, feeding the stream.
     pub async fn generate_stream(
         &self,
         request: GenerateRequest,
@@ -200,15 +199,17 @@ impl Engine {
         request.chat.validate()?;
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
+        let run = self.view()?.prepare(request, started, Mode::Stream)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.inner
-            .router
-            .cast(RouterMsg::GenerateStream {
-                request,
-                started,
-                reply,
-            })
-            .map_err(|_| Error::Engine("the router is not running".into()))?;
+        {
+            let mut streams = self
+                .inner
+                .streams
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            while streams.try_join_next().is_some() {}
+            streams.spawn(run.stream(reply));
+        }
         answer.await.unwrap_or_else(|_| {
             Err(Error::Engine(
                 "the request's run ended without an answer".into(),
@@ -229,18 +230,15 @@ impl Engine {
     ) -> Result<Option<(u64, String)>, Error> {
         request.route.validate()?;
         request.chat.validate()?;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        self.inner
-            .router
-            .cast(RouterMsg::CountTokens {
-                request,
-                started: Instant::now(),
-                reply,
-            })
-            .map_err(|_| Error::Engine("the router is not running".into()))?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(Error::Engine("the count ended without an answer".into())))
+        let run = self
+            .view()?
+            .prepare(request, Instant::now(), Mode::Answer)?;
+        run.count_tokens().await
+    }
+
+    /// The router's view in force.
+    fn view(&self) -> Result<Arc<View>, Error> {
+        current(&self.inner.view).ok_or_else(|| Error::Engine("the router is not running".into()))
     }
 
     /// Every provider with its availability, sorted by routing order.
@@ -316,6 +314,20 @@ impl Engine {
     /// event sinks (bounded by `events.flush_timeout`).
     pub async fn shutdown(&self) {
         let _ = self.inner.router.stop_and_wait(None, None).await;
+        let mut streams = std::mem::take(
+            &mut *self
+                .inner
+                .streams
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let drain = async { while streams.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.inner.settings.timeouts.request, drain)
+            .await
+            .is_err()
+        {
+            streams.abort_all();
+        }
         let _ = self
             .inner
             .supervisor
@@ -388,7 +400,8 @@ impl Engine {
             )
             .await;
         match asked {
-            Ok(CallResult::Success(Ok(actor))) => actor
+            Ok(CallResult::Success(Ok(lease))) => lease
+                .actor
                 .cast(ProviderMsg::Panic)
                 .map_err(|_| Error::Engine("provider actor stopped".into())),
             _ => Err(Error::UnknownProvider(provider.to_owned())),

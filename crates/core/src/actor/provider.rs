@@ -1,59 +1,29 @@
 //! The provider actor: one per provider, owning its adapter (and through it
 //! the pooled HTTP clients) and the record of recent outcomes.
 //!
-//! `handle` never awaits the network: an attempt runs on a spawned task that
-//! replies and then casts `Completed` back, and the counts are updated from
-//! that message. Breakers are not kept here: admission and outcomes go
-//! through the one [`crate::breakers::BreakerBoard`], from the run.
+//! A request does not cross into this actor's task: the actor builds the
+//! adapter in `pre_start` (a bad configuration fails the spawn) and hands
+//! out a [`Lease`] — the adapter and its counters — which the run uses to
+//! make its attempts as plain async code on the request's own task. The
+//! actor answers for its counts and is what the supervisor restarts (a
+//! restart builds a fresh adapter and lease). Breakers are not kept here:
+//! admission and outcomes go through the one
+//! [`crate::breakers::BreakerBoard`], from the run.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
 
-use crate::adapter::{Adapter, AdapterFactory, BoxEventStream};
-use crate::chat::{ChatRequest, Completion};
+use crate::adapter::{Adapter, AdapterFactory, BoxFuture};
 use crate::failure::{Failure, FailureCode, FailureKind};
 use crate::info::ProviderStats;
 use crate::settings::ProviderSettings;
 
 /// Messages of [`ProviderActor`].
 pub(crate) enum ProviderMsg {
-    /// Run one attempt. The actor replies from a spawned task; `deadline`
-    /// bounds the attempt (the earlier of the attempt and request timeouts)
-    /// and `connect` the connection set-up.
-    Execute {
-        model: Arc<str>,
-        request: Arc<ChatRequest>,
-        deadline: Instant,
-        connect: Duration,
-        reply: RpcReplyPort<Result<Completion, Failure>>,
-    },
-    /// Open a streamed attempt: connect and read the response headers by
-    /// `deadline`. The caller reads the stream and sends `Completed` when
-    /// it ends.
-    OpenStream {
-        model: Arc<str>,
-        request: Arc<ChatRequest>,
-        deadline: Instant,
-        connect: Duration,
-        reply: RpcReplyPort<Result<BoxEventStream, Failure>>,
-    },
-    /// Count a request's input tokens (not an attempt: no counts change).
-    CountTokens {
-        model: Arc<str>,
-        request: Arc<ChatRequest>,
-        deadline: Instant,
-        connect: Duration,
-        reply: RpcReplyPort<Result<Option<u64>, Failure>>,
-    },
-    /// An attempt finished; sent by its task (or, for a stream, by the run
-    /// that read it).
-    Completed {
-        outcome: Result<(), FailureCode>,
-        latency: Duration,
-    },
     /// Counts of recent outcomes, for `understudy providers` and the API.
     Stats(RpcReplyPort<ProviderStats>),
     /// Panics inside `handle`, to exercise supervision.
@@ -61,17 +31,48 @@ pub(crate) enum ProviderMsg {
     Panic,
 }
 
+/// What a run needs to make attempts on a provider without a message to
+/// its actor per attempt: the adapter the actor built (its pooled clients)
+/// and the counters the actor reports. A restarted actor hands out a new
+/// lease; runs holding the old one finish with it.
+#[derive(Clone)]
+pub(crate) struct Lease {
+    pub actor: ActorRef<ProviderMsg>,
+    adapter: Arc<dyn Adapter>,
+    counts: Arc<Counts>,
+}
+
+/// The actor's record of recent outcomes, counted by the runs that make
+/// the attempts (atomics: no lock, no message).
+#[derive(Default)]
+struct Counts {
+    in_flight: AtomicU64,
+    ok: AtomicU64,
+    ok_latency_us: AtomicU64,
+    failed: [AtomicU64; FailureCode::ALL.len()],
+}
+
+/// One attempt counted in flight; counted as finished when it is dropped
+/// (an attempt abandoned mid-call leaves no count behind), with its outcome
+/// when one is recorded.
+pub(crate) struct InFlight {
+    counts: Arc<Counts>,
+    started: Instant,
+    finished: bool,
+}
+
 pub(crate) struct ProviderActor;
 
 pub(crate) struct ProviderArgs {
     pub settings: ProviderSettings,
     pub factory: Arc<dyn AdapterFactory>,
+    /// Where `pre_start` hands the new lease to the supervisor (which reads
+    /// it once the spawn returns, without a message round trip).
+    pub lease_to: tokio::sync::oneshot::Sender<Lease>,
 }
 
 pub(crate) struct ProviderState {
-    adapter: Arc<dyn Adapter>,
-    stats: ProviderStats,
-    ok_latency_total: Duration,
+    lease: Lease,
 }
 
 impl Actor for ProviderActor {
@@ -83,118 +84,31 @@ impl Actor for ProviderActor {
     /// `spawn` instead of on the first request.
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: ProviderArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let adapter = args
             .factory
             .build(&args.settings)
             .map_err(|e| format!("provider `{}`: {e}", args.settings.name))?;
-        Ok(ProviderState {
+        let lease = Lease {
+            actor: myself,
             adapter,
-            stats: ProviderStats::default(),
-            ok_latency_total: Duration::ZERO,
-        })
+            counts: Arc::new(Counts::default()),
+        };
+        let _ = args.lease_to.send(lease.clone());
+        Ok(ProviderState { lease })
     }
 
     async fn handle(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Self::Msg>,
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ProviderMsg::Execute {
-                model,
-                request,
-                deadline,
-                connect,
-                reply,
-            } => {
-                let adapter = state.start_attempt();
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    let result = by_deadline(
-                        deadline,
-                        started,
-                        "no answer",
-                        adapter.complete(&model, &request, connect),
-                    )
-                    .await;
-                    let outcome = result.as_ref().map(|_| ()).map_err(Failure::code);
-                    let _ = reply.send(result);
-                    let _ = myself.cast(ProviderMsg::Completed {
-                        outcome,
-                        latency: started.elapsed(),
-                    });
-                });
-            }
-            ProviderMsg::OpenStream {
-                model,
-                request,
-                deadline,
-                connect,
-                reply,
-            } => {
-                let adapter = state.start_attempt();
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    let opened = by_deadline(
-                        deadline,
-                        started,
-                        "no response",
-                        adapter.stream(&model, &request, connect),
-                    )
-                    .await;
-                    if let Err(f) = &opened {
-                        let _ = myself.cast(ProviderMsg::Completed {
-                            outcome: Err(f.code()),
-                            latency: started.elapsed(),
-                        });
-                    }
-                    if let Err(ractor::MessagingErr::SendErr(Ok(stream))) = reply.send(opened) {
-                        // The run gave up waiting: close the stream and say so.
-                        drop(stream);
-                        let _ = myself.cast(ProviderMsg::Completed {
-                            outcome: Ok(()),
-                            latency: started.elapsed(),
-                        });
-                    }
-                });
-            }
-            ProviderMsg::CountTokens {
-                model,
-                request,
-                deadline,
-                connect,
-                reply,
-            } => {
-                let adapter = Arc::clone(&state.adapter);
-                tokio::spawn(async move {
-                    let counted = by_deadline(
-                        deadline,
-                        Instant::now(),
-                        "no count",
-                        adapter.count_tokens(&model, &request, connect),
-                    )
-                    .await;
-                    let _ = reply.send(counted);
-                });
-            }
-            ProviderMsg::Completed { outcome, latency } => {
-                state.stats.in_flight = state.stats.in_flight.saturating_sub(1);
-                match outcome {
-                    Ok(()) => {
-                        state.stats.ok += 1;
-                        state.ok_latency_total += latency;
-                        state.stats.mean_ok_latency_ms =
-                            state.ok_latency_total.as_secs_f64() * 1000.0 / state.stats.ok as f64;
-                    }
-                    Err(code) => *state.stats.failed.entry(code.as_str()).or_default() += 1,
-                }
-            }
             ProviderMsg::Stats(reply) => {
-                let _ = reply.send(state.stats.clone());
+                let _ = reply.send(state.lease.counts.stats());
             }
             #[cfg(feature = "fault-injection")]
             ProviderMsg::Panic => panic!("fault injection: provider actor panics on purpose"),
@@ -204,15 +118,20 @@ impl Actor for ProviderActor {
 }
 
 /// Runs `attempt` until `deadline`; past it, a timeout failure that says
-/// how long it waited for `what`.
-async fn by_deadline<T>(
+/// how long it waited for `what`. A panic inside the adapter is this
+/// attempt's failure (`unavailable`), not the request task's end.
+pub(crate) async fn by_deadline<T>(
     deadline: Instant,
     started: Instant,
     what: &str,
-    attempt: impl std::future::Future<Output = Result<T, Failure>>,
+    attempt: BoxFuture<'_, Result<T, Failure>>,
 ) -> Result<T, Failure> {
-    match tokio::time::timeout_at(deadline, attempt).await {
-        Ok(result) => result,
+    match tokio::time::timeout_at(deadline, CatchUnwind(attempt)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(())) => Err(Failure::new(
+            FailureKind::Unavailable,
+            "the provider's adapter panicked during the attempt",
+        )),
         Err(_) => Err(Failure::new(
             FailureKind::Timeout,
             format!("{what} within {:.1} s", (deadline - started).as_secs_f64()),
@@ -220,12 +139,121 @@ async fn by_deadline<T>(
     }
 }
 
-// === impl ProviderState ===
+/// A boxed future whose panic becomes `Err(())`.
+struct CatchUnwind<'a, T>(BoxFuture<'a, T>);
 
-impl ProviderState {
-    /// Counts an attempt in flight and hands out the adapter for its task.
-    fn start_attempt(&mut self) -> Arc<dyn Adapter> {
-        self.stats.in_flight += 1;
-        Arc::clone(&self.adapter)
+impl<T> std::future::Future for CatchUnwind<'_, T> {
+    type Output = Result<T, ()>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
+}
+
+// === impl Lease ===
+
+impl Lease {
+    /// The provider's adapter, with an attempt counted in flight until the
+    /// guard is finished or dropped.
+    pub(crate) fn attempt(&self) -> (&dyn Adapter, InFlight) {
+        self.begin();
+        (
+            &*self.adapter,
+            InFlight {
+                counts: Arc::clone(&self.counts),
+                started: Instant::now(),
+                finished: false,
+            },
+        )
+    }
+
+    /// The adapter, for a call that is not an attempt (counting tokens).
+    pub(crate) fn adapter(&self) -> &dyn Adapter {
+        &*self.adapter
+    }
+
+    fn begin(&self) {
+        self.counts.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts how an attempt handed over by [`InFlight::hand_over`] ended.
+    pub(crate) fn end(&self, outcome: Result<(), FailureCode>, latency: Duration) {
+        self.counts.end(outcome, latency);
+    }
+}
+
+// === impl InFlight ===
+
+impl InFlight {
+    /// Records how the attempt ended.
+    pub(crate) fn finish(mut self, outcome: Result<(), FailureCode>) {
+        self.finished = true;
+        self.counts.end(outcome, self.started.elapsed());
+    }
+}
+
+impl InFlight {
+    /// Leaves the attempt counted in flight: an opened stream is counted
+    /// when it ends, by its run ([`Lease::end`]).
+    pub(crate) fn hand_over(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.counts.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+// === impl Counts ===
+
+impl Counts {
+    fn end(&self, outcome: Result<(), FailureCode>, latency: Duration) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+                self.ok_latency_us.fetch_add(
+                    u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+            }
+            Err(code) => {
+                if let Some(i) = FailureCode::ALL.iter().position(|c| *c == code) {
+                    self.failed[i].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn stats(&self) -> ProviderStats {
+        let ok = self.ok.load(Ordering::Relaxed);
+        let total_us = self.ok_latency_us.load(Ordering::Relaxed);
+        ProviderStats {
+            ok,
+            failed: FailureCode::ALL
+                .iter()
+                .zip(&self.failed)
+                .map(|(code, n)| (code.as_str(), n.load(Ordering::Relaxed)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            mean_ok_latency_ms: if ok == 0 {
+                0.0
+            } else {
+                total_us as f64 / 1000.0 / ok as f64
+            },
+        }
     }
 }

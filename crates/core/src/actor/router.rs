@@ -1,20 +1,23 @@
-//! The router: plans each request from its availability snapshot and runs
-//! the plan on a spawned task. Its `handle` never awaits anything slow, so
-//! one router serves any number of concurrent requests.
+//! The router: owns the routing state (the routing table, which provider
+//! actors run and their leases, which are down) and publishes it as a
+//! [`View`] each time it changes. A request plans itself from the view in
+//! force when it arrives (a pure read: no message, no lock held while it
+//! plans) and runs on its caller's task, so that a request crosses no task
+//! it does not need; changes (a routing update, a provider actor started or
+//! given up) go through the router's mailbox, one at a time.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::Lease;
 use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::generation::{GenerateRequest, GenerateResult};
+use crate::generation::GenerateRequest;
 use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::policy::decide::{Mode, Rules};
 use crate::policy::plan::{self, Target, Unavailable};
@@ -27,26 +30,6 @@ use crate::spend::SpendMeter;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
-    /// Plan and run one request; the spawned run replies (and stops
-    /// walking the plan when the caller is gone).
-    Generate {
-        request: GenerateRequest,
-        started: Instant,
-        reply: tokio::sync::oneshot::Sender<GenerateResult>,
-    },
-    /// Plan and run one streamed request; the run replies at the commit.
-    GenerateStream {
-        request: GenerateRequest,
-        started: Instant,
-        reply: tokio::sync::oneshot::Sender<Result<crate::GenerationStream, crate::Error>>,
-    },
-    /// Plan one request and count its input tokens through that plan's
-    /// breakers (`Engine::count_tokens`).
-    CountTokens {
-        request: GenerateRequest,
-        started: Instant,
-        reply: tokio::sync::oneshot::Sender<crate::run::CountResult>,
-    },
     /// From the supervisor: a provider actor (re)started (use this ref
     /// from now on), or its restart budget ran out (leave it out of plans).
     Provider(ProviderNotice),
@@ -73,26 +56,47 @@ pub(crate) struct RouterArgs {
     pub board: Arc<BreakerBoard>,
     pub spend: Option<Arc<SpendMeter>>,
     pub shared: Option<Arc<SharedState>>,
+    /// Where the router publishes its view (the engine reads it).
+    pub published: Published,
 }
 
-pub(crate) struct RouterState {
+/// The router's view in force, shared with the engine: replaced whole on
+/// each change, read (an `Arc` clone under a read lock) once per request;
+/// `None` before the router started and after it stopped.
+pub(crate) type Published = Arc<RwLock<Option<Arc<View>>>>;
+
+/// What a request is planned from: the router's state at one moment.
+#[derive(Clone)]
+pub(crate) struct View {
     settings: Arc<Settings>,
     supervisor: ActorRef<SupervisorMsg>,
     routing: Routing,
     default_route: Vec<Target>,
     routes: BTreeMap<String, Vec<Target>>,
-    actors: HashMap<Arc<str>, ActorRef<ProviderMsg>>,
+    /// The running provider actors' leases.
+    leases: HashMap<Arc<str>, Lease>,
     /// Reasons fixed at start: no key, no adapter.
     unavailable: HashMap<Arc<str>, Unavailable>,
     stopped: HashSet<Arc<str>>,
-    /// The running plans; reaped as they finish, drained on stop.
-    runs: JoinSet<()>,
     bus: Arc<EventBus>,
     cache: Arc<ResponseCache>,
     /// Every target's breaker: read inline to plan, shared with the runs.
     board: Arc<BreakerBoard>,
     spend: Option<Arc<SpendMeter>>,
     shared: Option<Arc<SharedState>>,
+}
+
+pub(crate) struct RouterState {
+    view: View,
+    published: Published,
+}
+
+/// The view in force, while the router runs.
+pub(crate) fn current(published: &Published) -> Option<Arc<View>> {
+    published
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 impl Actor for RouterActor {
@@ -120,22 +124,27 @@ impl Actor for RouterActor {
                 Some((Arc::from(p.name.as_str()), why))
             })
             .collect();
-        Ok(RouterState {
+        let view = View {
             routing: settings.routing.clone(),
             default_route: settings.default_route(),
             routes: settings.routes.clone(),
             supervisor: args.supervisor,
-            actors: HashMap::new(),
+            leases: HashMap::new(),
             unavailable,
             stopped: HashSet::new(),
-            runs: JoinSet::new(),
             bus: args.bus,
             cache: args.cache,
             board: args.board,
             spend: args.spend,
             shared: args.shared,
             settings,
-        })
+        };
+        let state = RouterState {
+            view,
+            published: args.published,
+        };
+        state.publish();
+        Ok(state)
     }
 
     async fn handle(
@@ -144,88 +153,51 @@ impl Actor for RouterActor {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        while state.runs.try_join_next().is_some() {}
+        let view = &mut state.view;
         match msg {
-            RouterMsg::Generate {
-                request,
-                started,
-                reply,
-            } => match state.prepare(request, started, Mode::Answer) {
-                Ok(run) => {
-                    state.runs.spawn(run.execute(reply));
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
-            RouterMsg::GenerateStream {
-                request,
-                started,
-                reply,
-            } => match state.prepare(request, started, Mode::Stream) {
-                Ok(run) => {
-                    state.runs.spawn(run.stream(reply));
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
-            RouterMsg::CountTokens {
-                request,
-                started,
-                reply,
-            } => match state.prepare(request, started, Mode::Answer) {
-                Ok(run) => {
-                    state.runs.spawn(run.count_tokens(reply));
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
-            RouterMsg::Provider(ProviderNotice::Started { provider, actor }) => {
-                state.stopped.remove(&provider);
-                state.actors.insert(provider, actor);
+            RouterMsg::Provider(ProviderNotice::Started { provider, lease }) => {
+                view.stopped.remove(&provider);
+                view.leases.insert(provider, lease);
             }
             RouterMsg::Provider(ProviderNotice::Stopped { provider }) => {
-                state.actors.remove(&provider);
-                state.stopped.insert(provider);
+                view.leases.remove(&provider);
+                view.stopped.insert(provider);
             }
             RouterMsg::Providers(reply) => {
-                let _ = reply.send(state.providers());
+                let _ = reply.send(view.providers());
+                return Ok(());
             }
             RouterMsg::GetRouting(reply) => {
-                let _ = reply.send(routing_table(&state.routing, &state.routes));
+                let _ = reply.send(routing_table(&view.routing, &view.routes));
+                return Ok(());
             }
             RouterMsg::SetRouting { update, reply } => {
                 let applied =
-                    state
-                        .settings
-                        .apply_routing_update(&state.routing, &state.routes, update);
+                    view.settings
+                        .apply_routing_update(&view.routing, &view.routes, update);
                 let _ = reply.send(applied.map(|(routing, routes)| {
                     tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
-                    state.default_route = state.settings.route_for(&routing);
-                    state.routing = routing;
-                    state.routes = routes;
-                    routing_table(&state.routing, &state.routes)
+                    view.default_route = view.settings.route_for(&routing);
+                    view.routing = routing;
+                    view.routes = routes;
+                    routing_table(&view.routing, &view.routes)
                 }));
             }
         }
+        state.publish();
         Ok(())
     }
 
-    /// Lets the runs in flight finish, bounded by the request timeout.
+    /// Requests arriving from now on find no router.
     async fn post_stop(
         &self,
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let drain = async { while state.runs.join_next().await.is_some() {} };
-        if tokio::time::timeout(state.settings.timeouts.request, drain)
-            .await
-            .is_err()
-        {
-            state.runs.abort_all();
-        }
+        *state
+            .published
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         Ok(())
     }
 }
@@ -233,7 +205,20 @@ impl Actor for RouterActor {
 // === impl RouterState ===
 
 impl RouterState {
-    fn prepare(
+    /// Makes the current view the one requests plan from.
+    fn publish(&self) {
+        *self
+            .published
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(self.view.clone()));
+    }
+}
+
+// === impl View ===
+
+impl View {
+    /// Plans `request` and gathers what its run needs.
+    pub(crate) fn prepare(
         &self,
         request: GenerateRequest,
         started: Instant,
@@ -262,10 +247,10 @@ impl RouterState {
             let p = self.settings.providers.get(&*t.provider)?;
             plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
         })?;
-        let actors = plan
+        let leases = plan
             .targets
             .iter()
-            .map(|t| self.actors.get(&t.provider).cloned())
+            .map(|t| self.leases.get(&t.provider).cloned())
             .collect();
         let prefill = plan
             .targets
@@ -325,7 +310,7 @@ impl RouterState {
             plan,
             chat: request.chat,
             settings: Arc::clone(&self.settings),
-            actors,
+            leases,
             supervisor: self.supervisor.clone(),
             started,
         })
@@ -364,7 +349,7 @@ impl RouterState {
                 ProviderInfo {
                     available: unavailable.is_none(),
                     unavailable_reason: unavailable.map(|u| u.as_str().to_owned()),
-                    started: self.actors.contains_key(&name),
+                    started: self.leases.contains_key(&name),
                     name: p.name.clone(),
                     kind: p.kind,
                     model: p.model.clone(),

@@ -16,7 +16,7 @@ use ractor::{
 };
 use tokio::time::Instant;
 
-use crate::actor::provider::{ProviderActor, ProviderArgs, ProviderMsg};
+use crate::actor::provider::{Lease, ProviderActor, ProviderArgs, ProviderMsg};
 use crate::adapter::AdapterFactory;
 use crate::policy::plan::Unavailable;
 use crate::settings::Settings;
@@ -28,13 +28,8 @@ pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// What the supervisor tells whoever attached: a provider's actor (re)started,
 /// or its restart budget ran out.
 pub(crate) enum ProviderNotice {
-    Started {
-        provider: Arc<str>,
-        actor: ActorRef<ProviderMsg>,
-    },
-    Stopped {
-        provider: Arc<str>,
-    },
+    Started { provider: Arc<str>, lease: Lease },
+    Stopped { provider: Arc<str> },
 }
 
 /// Where notices go (a cast to the router; never blocks).
@@ -44,10 +39,10 @@ pub(crate) type Notify = Box<dyn Fn(ProviderNotice) + Send + Sync>;
 pub(crate) enum SupervisorMsg {
     /// Tells the supervisor where to publish provider (re)starts.
     Attach(Notify),
-    /// Returns the provider's actor, starting it if needed.
+    /// Returns the provider's lease, starting its actor if needed.
     Ensure {
         provider: Arc<str>,
-        reply: RpcReplyPort<Result<ActorRef<ProviderMsg>, EnsureError>>,
+        reply: RpcReplyPort<Result<Lease, EnsureError>>,
     },
     /// Every running provider actor.
     Running(RpcReplyPort<Vec<(Arc<str>, ActorRef<ProviderMsg>)>>),
@@ -71,7 +66,7 @@ pub(crate) struct SupervisorState {
     settings: Arc<Settings>,
     factory: Arc<dyn AdapterFactory>,
     notify: Option<Notify>,
-    running: HashMap<Arc<str>, ActorRef<ProviderMsg>>,
+    running: HashMap<Arc<str>, Lease>,
     by_id: HashMap<ActorId, Arc<str>>,
     /// Recent restart times per provider, for the budget.
     restarts: HashMap<Arc<str>, VecDeque<Instant>>,
@@ -110,7 +105,7 @@ impl Actor for SupervisorActor {
             SupervisorMsg::Attach(notify) => state.notify = Some(notify),
             SupervisorMsg::Ensure { provider, reply } => {
                 let result = match state.running.get(&provider) {
-                    Some(actor) => Ok(actor.clone()),
+                    Some(lease) => Ok(lease.clone()),
                     None if state.stopped.contains_key(&provider) => {
                         Err(EnsureError::Unavailable(Unavailable::Stopped))
                     }
@@ -125,7 +120,7 @@ impl Actor for SupervisorActor {
                     state
                         .running
                         .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| (k.clone(), v.actor.clone()))
                         .collect(),
                 );
             }
@@ -181,11 +176,7 @@ impl Actor for SupervisorActor {
 // === impl SupervisorState ===
 
 impl SupervisorState {
-    async fn start(
-        &mut self,
-        name: &Arc<str>,
-        me: ActorCell,
-    ) -> Result<ActorRef<ProviderMsg>, EnsureError> {
+    async fn start(&mut self, name: &Arc<str>, me: ActorCell) -> Result<Lease, EnsureError> {
         let Some(settings) = self.settings.providers.get(&**name) else {
             return Err(EnsureError::StartFailed(format!(
                 "unknown provider `{name}`"
@@ -194,23 +185,32 @@ impl SupervisorState {
         if !self.factory.supports(settings.kind) {
             return Err(EnsureError::Unavailable(Unavailable::NoAdapter));
         }
+        let (lease_to, mut lease) = tokio::sync::oneshot::channel();
         let args = ProviderArgs {
             settings: settings.clone(),
             factory: Arc::clone(&self.factory),
+            lease_to,
         };
         // Unnamed: names live in a global registry and would collide
         // between engines in one process.
         let (actor, _join) = Actor::spawn_linked(None, ProviderActor, args, me)
             .await
             .map_err(|e| EnsureError::StartFailed(e.to_string()))?;
+        // `pre_start` sent it before the spawn returned.
+        let Ok(lease) = lease.try_recv() else {
+            actor.stop(None);
+            return Err(EnsureError::StartFailed(
+                "the provider actor started without its lease".into(),
+            ));
+        };
         self.by_id.insert(actor.get_id(), name.clone());
-        self.running.insert(name.clone(), actor.clone());
+        self.running.insert(name.clone(), lease.clone());
         if let Some(notify) = &self.notify {
             notify(ProviderNotice::Started {
                 provider: name.clone(),
-                actor: actor.clone(),
+                lease: lease.clone(),
             });
         }
-        Ok(actor)
+        Ok(lease)
     }
 }

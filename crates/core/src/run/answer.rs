@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::by_deadline;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::cache::KeyContext;
 use crate::chat::{ChatRequest, Completion};
@@ -15,34 +15,15 @@ use crate::generation::{GenerateResult, Generation};
 use crate::policy::decide::{Call, Decider, Input, Next};
 use crate::policy::output;
 use crate::policy::softening::soften;
-use crate::run::call::call_provider;
+use crate::run::call::lease;
 use crate::run::{Run, cost_usd, millis};
 
-/// How much longer than an attempt's own deadline the run waits for the
-/// provider actor's reply before it counts the actor as gone.
-const REPLY_GRACE: Duration = Duration::from_secs(1);
-
-/// Where the run's answer goes; closed when the caller has left.
-type Reply = tokio::sync::oneshot::Sender<GenerateResult>;
-
 impl Run {
-    /// Runs the plan (or answers from the cache), publishes the event, and
-    /// answers on `reply`. A caller that leaves stops the walk: no further
-    /// target is called for an answer nobody will read (as for a stream).
-    pub(crate) async fn execute(mut self, mut reply: Reply) {
-        let result = tokio::select! {
-            result = self.answer() => result,
-            () = reply.closed() => {
-                // Give back a half-open probe the call in flight took.
-                self.release_held_probe();
-                return;
-            }
-        };
-        let _ = reply.send(result);
-    }
-
     /// The answer, from the cache or the plan, with its event published.
-    async fn answer(&mut self) -> GenerateResult {
+    /// Runs on the caller's task: a caller that leaves drops the run, which
+    /// stops the walk (no further target is called for an answer nobody
+    /// will read) and gives back a half-open probe the call in flight took.
+    pub(crate) async fn answer(&mut self) -> GenerateResult {
         let ctx = self.event_context();
         let started = self.started;
         let key = if self.use_cache && self.cache.enabled() && !self.plan.targets.is_empty() {
@@ -178,7 +159,7 @@ impl Run {
         }
     }
 
-    /// Sends the attempt to the provider's actor.
+    /// Makes the attempt with the provider's adapter, on this task.
     async fn call(
         &mut self,
         idx: usize,
@@ -186,22 +167,19 @@ impl Run {
         deadline: Instant,
         connect: Duration,
     ) -> Result<Completion, crate::Failure> {
-        let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
         let target = &self.plan.targets[idx];
-        call_provider(
-            &mut self.actors[idx],
-            &self.supervisor,
-            &target.provider,
-            wait,
-            |reply| ProviderMsg::Execute {
-                model: Arc::clone(&target.model),
-                request: Arc::clone(chat),
-                deadline,
-                connect,
-                reply,
-            },
+        let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
+        let (adapter, in_flight) = lease.attempt();
+        let started = Instant::now();
+        let result = by_deadline(
+            deadline,
+            started,
+            "no answer",
+            adapter.complete(&target.model, chat, connect),
         )
-        .await
+        .await;
+        in_flight.finish(result.as_ref().map(|_| ()).map_err(crate::Failure::code));
+        result
     }
 
     fn served(

@@ -1,6 +1,5 @@
-//! Sending one message to a provider's actor and waiting for its reply,
-//! starting the actor through the supervisor when the run has no ref for it
-//! (providers start on first use).
+//! A provider's lease for a run: the one the router's view had, else asked
+//! of the supervisor, which starts the provider's actor on first use.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,60 +7,33 @@ use std::time::Duration;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::Lease;
 use crate::actor::supervisor::{EnsureError, SupervisorMsg};
 use crate::failure::{Failure, FailureKind};
 
-/// Sends a message built by `make` to the provider's actor and waits up to
-/// `wait` for the reply, starting the actor through the supervisor when
-/// `slot` is empty. A stale ref (the actor died before the message went
-/// out, so the provider never saw the request) is replaced once.
-pub(crate) async fn call_provider<T: Send + 'static>(
-    slot: &mut Option<ActorRef<ProviderMsg>>,
+/// The lease in `slot`, or the provider's (its actor started if needed),
+/// kept in `slot` for the run's next attempt on it.
+pub(crate) async fn lease<'a>(
+    slot: &'a mut Option<Lease>,
     supervisor: &ActorRef<SupervisorMsg>,
     provider: &Arc<str>,
-    wait: Duration,
-    mut make: impl FnMut(ractor::RpcReplyPort<Result<T, Failure>>) -> ProviderMsg,
-) -> Result<T, Failure> {
-    let failed = |kind, detail: &str| Err(Failure::new(kind, detail));
-    let mut fresh = false;
-    loop {
-        let actor = match slot {
-            Some(a) => a.clone(),
-            None => {
-                fresh = true;
-                let a = ensure(supervisor, provider).await?;
-                *slot = Some(a.clone());
-                a
-            }
-        };
-        return match actor.call(&mut make, Some(wait)).await {
-            Ok(CallResult::Success(result)) => result,
-            Ok(CallResult::Timeout) => failed(
-                FailureKind::Timeout,
-                "the provider actor did not answer in time",
-            ),
-            Ok(CallResult::SenderError) => failed(
-                FailureKind::Unavailable,
-                "the provider actor stopped during the attempt",
-            ),
-            Err(_) if !fresh => {
-                *slot = None;
-                continue;
-            }
-            Err(_) => failed(
-                FailureKind::Unavailable,
-                "the provider actor is not running",
-            ),
-        };
+) -> Result<&'a Lease, Failure> {
+    if slot.is_none() {
+        *slot = Some(ensure(supervisor, provider).await?);
     }
+    slot.as_ref().ok_or_else(|| {
+        Failure::new(
+            FailureKind::Unavailable,
+            "the provider actor is not running",
+        )
+    })
 }
 
-/// The provider's actor, started if needed.
+/// The provider's lease, its actor started if needed.
 async fn ensure(
     supervisor: &ActorRef<SupervisorMsg>,
     provider: &Arc<str>,
-) -> Result<ActorRef<ProviderMsg>, Failure> {
+) -> Result<Lease, Failure> {
     let asked = supervisor
         .call(
             |reply| SupervisorMsg::Ensure {
@@ -72,7 +44,7 @@ async fn ensure(
         )
         .await;
     match asked {
-        Ok(CallResult::Success(Ok(actor))) => Ok(actor),
+        Ok(CallResult::Success(Ok(lease))) => Ok(lease),
         Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
             Err(Failure::new(FailureKind::Unavailable, why.as_str()))
         }

@@ -6,41 +6,25 @@
 //! that answers does. A count never forces a call past an open breaker:
 //! with none admitted, the caller estimates.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::by_deadline;
 use crate::attempt::AttemptKind;
 use crate::error::Error;
 use crate::policy::decide::Call;
 use crate::run::Run;
-use crate::run::call::call_provider;
+use crate::run::call::lease;
 use crate::settings::ProviderKind;
 
 /// The count and the provider that made it; `None` when no target could.
 pub(crate) type CountResult = Result<Option<(u64, String)>, Error>;
 
-/// How much longer than the count's own deadline the run waits for the
-/// provider actor's reply.
-const REPLY_GRACE: Duration = Duration::from_secs(1);
-
 impl Run {
-    /// Counts, and answers on `reply`; a caller that leaves stops the walk
-    /// (and gives back a half-open probe the call in flight took).
-    pub(crate) async fn count_tokens(
-        mut self,
-        mut reply: tokio::sync::oneshot::Sender<CountResult>,
-    ) {
-        let result = tokio::select! {
-            result = self.count() => result,
-            () = reply.closed() => {
-                self.release_held_probe();
-                return;
-            }
-        };
-        let _ = reply.send(Ok(result));
+    /// Counts on the caller's task; a caller that leaves drops the run,
+    /// which stops the walk (and gives back a half-open probe the call in
+    /// flight took).
+    pub(crate) async fn count_tokens(mut self) -> CountResult {
+        Ok(self.count().await)
     }
 
     /// Asks the plan's Anthropic targets in order, each past its breaker.
@@ -67,22 +51,22 @@ impl Run {
             }
             let timeouts = self.timeouts(idx);
             let deadline = (Instant::now() + timeouts.attempt).min(self.deadline);
-            let wait = deadline.saturating_duration_since(Instant::now()) + REPLY_GRACE;
-            let chat = Arc::clone(&self.chat);
-            let counted = call_provider(
-                &mut self.actors[idx],
-                &self.supervisor,
-                &target.provider,
-                wait,
-                |reply| ProviderMsg::CountTokens {
-                    model: Arc::clone(&target.model),
-                    request: Arc::clone(&chat),
-                    deadline,
-                    connect: timeouts.connect,
-                    reply,
-                },
-            )
-            .await;
+            let counted = match lease(&mut self.leases[idx], &self.supervisor, &target.provider)
+                .await
+            {
+                Ok(lease) => {
+                    by_deadline(
+                        deadline,
+                        Instant::now(),
+                        "no count",
+                        lease
+                            .adapter()
+                            .count_tokens(&target.model, &self.chat, timeouts.connect),
+                    )
+                    .await
+                }
+                Err(f) => Err(f),
+            };
             match counted {
                 Ok(Some(n)) => {
                     self.outcome(idx, Ok(()));

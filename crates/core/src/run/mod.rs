@@ -1,5 +1,5 @@
-//! One request's run through its plan, on a task of its own (spawned by the
-//! router, never inside a `handle`): thin executors of the decision machine
+//! One request's run through its plan, on the caller's task (a stream's on
+//! a task of its own, which outlives the call): thin executors of the decision machine
 //! ([`crate::policy::decide`]). They make the calls it asks for, wait where
 //! it says, ask the spend meter when it asks, and report each outcome back;
 //! they hold no policy of their own.
@@ -10,8 +10,8 @@
 //!   breakers.
 //! - `validate.rs`: an answer checked against the request's schema off
 //!   the serving threads, within a time budget.
-//! - `call.rs`: sending a message to a provider's actor, starting it first
-//!   through the supervisor when needed.
+//! - `call.rs`: a provider's lease (its adapter and counts), asked of the
+//!   supervisor when the router's view has none yet.
 //!
 //! What both share is here: the request's context ([`Run`]), admission
 //! through the breaker board (and the fleet's probe lock), recording an
@@ -23,7 +23,6 @@ mod call;
 mod count;
 mod validate;
 
-pub(crate) use count::CountResult;
 mod stream;
 
 use std::sync::Arc;
@@ -33,7 +32,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::Lease;
 use crate::actor::supervisor::SupervisorMsg;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::breakers::{BreakerBoard, Change};
@@ -51,7 +50,7 @@ use crate::shared::{SharedState, unix_ms};
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
 
-/// Everything one run needs; built by the router from its state.
+/// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {
     pub request_id: String,
     pub plan: Plan,
@@ -60,8 +59,9 @@ pub(crate) struct Run {
     /// them.
     pub rules: Rules,
     pub settings: Arc<Settings>,
-    /// The provider actors the router knew of, aligned with `plan.targets`.
-    pub actors: Vec<Option<ActorRef<ProviderMsg>>>,
+    /// The providers' leases the router's view had, aligned with
+    /// `plan.targets` (a missing one is asked of the supervisor).
+    pub leases: Vec<Option<Lease>>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub started: Instant,
     /// `default`, a route name, or the pin, for events.
@@ -102,6 +102,15 @@ pub(crate) struct StreamRules {
     pub continue_after_cut: bool,
     /// Per plan target: it accepts an assistant prefill.
     pub prefill: Vec<bool>,
+}
+
+impl Drop for Run {
+    /// A run that stops before recording the outcome of a half-open probe
+    /// it took (its caller left mid-call) gives the probe back, so the
+    /// breaker is not left waiting for an outcome that never comes.
+    fn drop(&mut self) {
+        self.release_held_probe();
+    }
 }
 
 /// [`Run::probe_held`] when the run holds no probe.
@@ -184,12 +193,12 @@ impl Run {
         }
     }
 
-    /// A stream the provider actor opened has ended: record it, and tell
-    /// the actor (which only saw it open) for its counts.
+    /// A stream that was opened has ended: record it on the board and in
+    /// the provider's counts.
     fn stream_ended(&self, idx: usize, outcome: Result<(), FailureCode>, latency: Duration) {
         self.outcome(idx, outcome);
-        if let Some(actor) = &self.actors[idx] {
-            let _ = actor.cast(ProviderMsg::Completed { outcome, latency });
+        if let Some(lease) = &self.leases[idx] {
+            lease.end(outcome, latency);
         }
     }
 

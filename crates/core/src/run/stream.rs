@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::chat::{ChatRequest, FinishReason, Message, StreamEvent, Usage};
@@ -31,7 +31,7 @@ use crate::event::{EventContext, GenerationEvent};
 use crate::failure::{Failure, FailureKind};
 use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
 use crate::policy::stream::{HELD_BYTES, Step, Watch, may_continue, prefill};
-use crate::run::call::call_provider;
+use crate::run::call::lease;
 use crate::run::{Run, cost_usd, millis};
 use crate::settings::StreamCommit;
 use crate::stream::{
@@ -278,32 +278,33 @@ impl Run {
         Opened::Failed(failure, started.elapsed())
     }
 
-    /// Asks target `idx`'s actor to open a stream of `chat` (connect and
-    /// headers) by `first_token_by`.
+    /// Opens a stream of `chat` on target `idx` (connect and headers) by
+    /// `first_token_by`, counted in the provider's counts from here on (a
+    /// failure to open is counted at once; an opened stream when it ends,
+    /// by [`Run::stream_ended`]).
     async fn open(
         &mut self,
         idx: usize,
         chat: Arc<ChatRequest>,
         first_token_by: Instant,
     ) -> Result<BoxEventStream, Failure> {
-        let target = self.plan.targets[idx].clone();
-        let timeouts = self.timeouts(idx);
-        let wait =
-            first_token_by.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
-        call_provider(
-            &mut self.actors[idx],
-            &self.supervisor,
-            &target.provider,
-            wait,
-            |reply| ProviderMsg::OpenStream {
-                model: Arc::clone(&target.model),
-                request: Arc::clone(&chat),
-                deadline: first_token_by,
-                connect: timeouts.connect,
-                reply,
-            },
+        let connect = self.timeouts(idx).connect;
+        let target = &self.plan.targets[idx];
+        let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
+        let (adapter, in_flight) = lease.attempt();
+        let opened = by_deadline(
+            first_token_by,
+            Instant::now(),
+            "no response",
+            adapter.stream(&target.model, &chat, connect),
         )
-        .await
+        .await;
+        match &opened {
+            Err(f) => in_flight.finish(Err(f.code())),
+            // From here the run counts it, when the stream ends.
+            Ok(_) => in_flight.hand_over(),
+        }
+        opened
     }
 
     /// Reads an opened stream, holding its events, until the watch commits

@@ -117,11 +117,14 @@ async fn run() -> Result<(), Error> {
         let s = match count {
             Some(n) => {
                 fixed_count(gw.addr, &url, &body, c, 200).await?;
-                let cpu0 = gw.cpu_seconds();
+                let (user0, sys0) = gw.cpu_split();
                 let s = fixed_count(gw.addr, &url, &body, c, n).await?;
+                let (user, sys) = gw.cpu_split();
                 say(&format!(
-                    "CPU {:.1} µs per request",
-                    (gw.cpu_seconds() - cpu0) * 1e6 / n as f64
+                    "CPU {:.1} µs per request ({:.1} user, {:.1} system)",
+                    (user + sys - user0 - sys0) * 1e6 / n as f64,
+                    (user - user0) * 1e6 / n as f64,
+                    (sys - sys0) * 1e6 / n as f64
                 ));
                 s
             }
@@ -648,13 +651,18 @@ enabled = false
 
     /// User + system CPU seconds so far.
     fn cpu_seconds(&self) -> f64 {
+        let (user, sys) = self.cpu_split();
+        user + sys
+    }
+
+    /// User and system CPU seconds so far.
+    fn cpu_split(&self) -> (f64, f64) {
         let pid = gateway_pid(&self.child);
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
         let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
-            + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-        ticks / 100.0
+        let field = |i: usize| f.get(i).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0);
+        (field(11) / 100.0, field(12) / 100.0)
     }
 }
 
