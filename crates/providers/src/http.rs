@@ -458,6 +458,19 @@ const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Linux, unacknowledged data closes the socket).
 const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// HTTP/2 flow control: how much of one stream's answer may wait unread in
+/// the gateway (512 KiB: 5 MB/s at a 100 ms round trip, far above any
+/// model's pace, and an 8 MiB answer in under 2 s).
+const H2_STREAM_WINDOW: u32 = 512 * 1024;
+
+/// The connection's window: room for every stream's ([`H2_STREAMS`] ×
+/// [`H2_STREAM_WINDOW`], 50 MiB). Data waiting unread holds the
+/// connection's window too, so with hyper's default (5 MiB for streams of
+/// 2 MiB) three streams whose clients stopped reading froze every other
+/// stream on the connection; now a stalled stream holds only its own
+/// 512 KiB. A bound on credit, not memory allocated up front.
+const H2_CONNECTION_WINDOW: u32 = H2_STREAMS as u32 * H2_STREAM_WINDOW;
+
 /// One client per provider (and connect timeout), pooled; the engine
 /// applies attempt deadlines, so only the connect timeout is set here.
 /// Over `https://` HTTP/2 is offered by ALPN (`h2`, then `http/1.1`) unless
@@ -475,7 +488,9 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
         .http2_keep_alive_timeout(H2_PING_TIMEOUT)
         // Pings on an idle pooled connection too, so that a dead one is
         // dropped before a request is put on it.
-        .http2_keep_alive_while_idle(true);
+        .http2_keep_alive_while_idle(true)
+        .http2_initial_stream_window_size(H2_STREAM_WINDOW)
+        .http2_initial_connection_window_size(H2_CONNECTION_WINDOW);
     if transport.http1_only {
         builder = builder.http1_only();
     }

@@ -328,3 +328,34 @@ async fn a_ca_file_may_hold_several_certificates_and_a_broken_one_is_named() {
         "{detail}"
     );
 }
+
+#[tokio::test]
+async fn streams_whose_readers_stall_do_not_block_the_connection_for_the_others() {
+    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let gw = gateway(&sim, &[]).await;
+    ask(&gw).await.unwrap();
+    // Streams of 3 MB each that nobody reads: what the upstream sends piles
+    // up in the gateway's HTTP/2 buffers, as behind a stalled client.
+    let chunk = "x".repeat(1024);
+    let chunks: Vec<&str> = std::iter::repeat_n(chunk.as_str(), 3 * 1024).collect();
+    sim.push_n(4, StreamSpec::new(&chunks).reply());
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            gw.engine
+                .generate_stream(GenerateRequest::new(ChatRequest::user("stream")))
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another request on the same connection still gets its answer.
+    sim.push(Reply::text("still flowing"));
+    let g = tokio::time::timeout(Duration::from_secs(5), ask(&gw))
+        .await
+        .expect("the connection is blocked by the stalled streams")
+        .unwrap();
+    assert_eq!(g.text, "still flowing");
+    assert_eq!(sim.connections(), 1);
+    drop(held);
+}
