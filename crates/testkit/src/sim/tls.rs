@@ -401,6 +401,6 @@ mod tests {
         let lines: Vec<&str> = long.lines().collect();
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[1].len(), 64);
-        assert_eq!(lines[2], "AAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(lines[2], "A".repeat(16));
     }
 }
