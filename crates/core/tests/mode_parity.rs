@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use understudy_core::{ChatRequest, GenerateRequest, StreamItem};
-use understudy_testkit::{Reply, StreamSpec, TestGateway};
+use understudy_testkit::{Reply, StreamSpec, TestGateway, eventually};
 
 #[tokio::test]
 async fn whitespace_and_nameless_tool_calls_are_no_answer_in_either_mode() {
@@ -66,13 +66,19 @@ async fn a_client_that_leaves_stops_a_non_streamed_run_from_walking_fallbacks() 
     let (groq, openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.push(Reply::status(503).after(Duration::from_millis(400)));
     openai.always(Reply::text("nobody reads this"));
-    let asked = tokio::time::timeout(
-        Duration::from_millis(100),
-        gw.engine
-            .generate(GenerateRequest::new(ChatRequest::user("hi"))),
-    )
-    .await;
-    assert!(asked.is_err(), "the client gave up first");
+    // The client gives up while the primary's call is in flight.
+    let engine = gw.engine.clone();
+    let asked = tokio::spawn(async move {
+        engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi")))
+            .await
+    });
+    eventually("the primary's call", async || groq.request_count() == 1).await;
+    asked.abort();
+    assert!(
+        asked.await.is_err_and(|e| e.is_cancelled()),
+        "the client gave up first"
+    );
     // Past the primary's failure: a run still walking would call the
     // fallback now.
     tokio::time::sleep(Duration::from_millis(800)).await;

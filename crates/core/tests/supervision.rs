@@ -29,6 +29,14 @@ async fn a_panicking_provider_actor_is_restarted() {
     assert_eq!(g.provider, "groq");
 
     gw.engine.inject_provider_panic("groq").await.unwrap();
+    // The restart: the running actor is a new one, with fresh counts.
+    eventually("the restart", async || {
+        groq_info(&gw)
+            .await
+            .stats
+            .is_some_and(|s| s.ok == 0 && s.in_flight == 0)
+    })
+    .await;
     // The next requests are served by groq again, through the new actor.
     let mut served_since = 0;
     eventually("groq to serve again", async || {
@@ -59,8 +67,8 @@ async fn a_panicking_provider_actor_is_restarted() {
 
 #[tokio::test]
 async fn attempts_under_way_when_the_actor_crashes_still_answer() {
-    // An attempt runs on its own task, not in the actor's handler (the
-    // actor only starts it), so a crash does not cut requests whose
+    // An attempt runs on the request's own task with the actor's lease,
+    // not in the actor's handler, so a crash does not cut requests whose
     // provider call is already under way: each gets groq's answer, once.
     let (groq, _openai, gw) = TestGateway::groq_and_openai().await.unwrap();
     groq.always(Reply::text("slow").after(Duration::from_millis(300)));

@@ -39,7 +39,7 @@ impl Run {
             None
         };
         if let Some(key) = key {
-            if let Some(mut g) = self.cache.get(key).await {
+            if let Some(mut g) = Box::pin(self.cache.get(key)).await {
                 g.request_id = ctx.request_id.clone();
                 g.cached = true;
                 g.attempts.clear();

@@ -150,10 +150,11 @@ impl Run {
             Admission::No => false,
             Admission::Probe => {
                 let taken = match &self.shared {
+                    // Boxed, like every Redis call on a run's way: a rare
+                    // path must not enlarge the future of every request
+                    // (it is moved, and held for every open stream).
                     Some(shared) if !call.force => {
-                        shared
-                            .try_probe(target, self.settings.breaker.cooldown)
-                            .await
+                        Box::pin(shared.try_probe(target, self.settings.breaker.cooldown)).await
                     }
                     _ => true,
                 };
@@ -283,7 +284,7 @@ impl Run {
     /// Whether the spend cap allows another fallback now.
     async fn budget_allows(&self) -> bool {
         match &self.spend {
-            Some(spend) => spend.allows_fallback().await,
+            Some(spend) => Box::pin(spend.allows_fallback()).await,
             None => true,
         }
     }

@@ -52,7 +52,7 @@ pub(crate) async fn check(
         .await
         .map_err(|_| Failure::new(FailureKind::InvalidOutput, "the validation task failed"))?
     };
-    match tokio::time::timeout(BUDGET, work).await {
+    match tokio::time::timeout(BUDGET, Box::pin(work)).await {
         Ok(result) => result,
         Err(_) => Err(Failure::new(
             FailureKind::InvalidOutput,

@@ -240,17 +240,47 @@ async fn run() -> Result<(), Error> {
     // the gateway. What it adds is what any proxy process pays on this rig.
     let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
     let relay_url = format!("http://{}/fast/v1/chat/completions", relay.addr);
+    // The gateway against the relay, interleaved (relay, gateway, relay,
+    // gateway) so that both see the same machine: throughput, CPU per
+    // request (user + system, from /proc), added p50.
     let d = closed_loop(upstream, &direct_url, REQUEST, 1, Duration::from_secs(3)).await?;
-    let r = closed_loop(relay.addr, &relay_url, REQUEST, 1, Duration::from_secs(3)).await?;
-    rows.push(row(
-        "floor: do-nothing relay, concurrency 1".into(),
-        &r,
-        format!(
-            "added p50 {:.3} ms, p99 {:.3} ms",
-            r.p50() - d.p50(),
-            r.p99() - d.p99()
-        ),
-    ));
+    for c in [1usize, 64] {
+        let mut pairs = Vec::new();
+        for _ in 0..2 {
+            let r = with_cpu(
+                &relay,
+                closed_loop(relay.addr, &relay_url, REQUEST, c, Duration::from_secs(3)),
+            )
+            .await?;
+            let g = with_cpu(
+                &gw,
+                closed_loop(gw.addr, &gateway_url, REQUEST, c, Duration::from_secs(3)),
+            )
+            .await?;
+            pairs.push((r, g));
+        }
+        for (i, ((r, rcpu), (g, gcpu))) in pairs.iter().enumerate() {
+            rows.push(row(
+                format!("floor: do-nothing relay, concurrency {c} (pair {})", i + 1),
+                r,
+                format!(
+                    "added p50 {:.3} ms, p99 {:.3} ms; CPU {rcpu:.1} µs per request",
+                    r.p50() - d.p50(),
+                    r.p99() - d.p99()
+                ),
+            ));
+            rows.push(row(
+                format!("gateway beside it, concurrency {c} (pair {})", i + 1),
+                g,
+                format!(
+                    "{:.2}× the relay's req/s; CPU {gcpu:.1} µs per request ({:.2}× the relay's); added p50 {:+.3} ms over the relay's",
+                    g.rps() / r.rps(),
+                    gcpu / rcpu,
+                    g.p50() - r.p50()
+                ),
+            ));
+        }
+    }
     let relay_fallback = format!("http://{}/fallback/v1/chat/completions", relay.addr);
     let r2 = closed_loop(
         relay.addr,
@@ -357,6 +387,18 @@ async fn run() -> Result<(), Error> {
         serde_json::to_string_pretty(&json)?,
     )?;
     Ok(())
+}
+
+/// `load`'s samples and the CPU time (user + system) `gw` spent per
+/// request meanwhile, in µs.
+async fn with_cpu(
+    gw: &Gateway,
+    load: impl std::future::Future<Output = Result<Samples, Error>>,
+) -> Result<(Samples, f64), Error> {
+    let before = gw.cpu_seconds();
+    let s = load.await?;
+    let cpu = (gw.cpu_seconds() - before) * 1e6 / s.micros.len().max(1) as f64;
+    Ok((s, cpu))
 }
 
 /// One line on standard output.
