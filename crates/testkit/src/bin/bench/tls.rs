@@ -106,12 +106,14 @@ pub(crate) async fn phase(
     .await?;
 
     // Concurrency 64: the relay, then the gateway, each counted alone.
-    let before = counts.now();
+    let (before, cpu) = (counts.now(), relay.cpu_seconds());
     let r64 = closed_loop(relay.addr, &relay_url, REQUEST, 64, Duration::from_secs(3)).await?;
     let relay_new = delta(before, counts.now());
-    let before = counts.now();
+    let relay_cpu = per_request(relay.cpu_seconds() - cpu, &r64);
+    let (before, cpu) = (counts.now(), gw.cpu_seconds());
     let g64 = closed_loop(gw.addr, &gateway_url, REQUEST, 64, Duration::from_secs(3)).await?;
     let gateway_new = delta(before, counts.now());
+    let gateway_cpu = per_request(gw.cpu_seconds() - cpu, &g64);
     // Concurrency 1, interleaved: relay, gateway, relay, gateway.
     let mut r1 = Vec::new();
     let mut g1 = Vec::new();
@@ -146,7 +148,7 @@ pub(crate) async fn phase(
         "floor: TLS relay (HTTP/2 upstream), concurrency 64".into(),
         &r64,
         format!(
-            "one shared h2 connection; {} new TLS handshakes, {} new connections during the run",
+            "one shared h2 connection; {} new TLS handshakes, {} new connections during the run; CPU {relay_cpu:.1} µs per request",
             relay_new.1, relay_new.0
         ),
     ));
@@ -154,10 +156,11 @@ pub(crate) async fn phase(
         "gateway, TLS + HTTP/2 provider, concurrency 64".into(),
         &g64,
         format!(
-            "{:.2} of the TLS relay's req/s; {} new TLS handshakes, {} new connections after warm-up",
+            "{:.2} of the TLS relay's req/s; {} new TLS handshakes, {} new connections after warm-up; CPU {gateway_cpu:.1} µs per request ({:.2}× the relay's)",
             g64.rps() / r64.rps().max(1.0),
             gateway_new.1,
-            gateway_new.0
+            gateway_new.0,
+            gateway_cpu / relay_cpu.max(f64::MIN_POSITIVE)
         ),
     ));
     rows.push(row(
@@ -193,6 +196,11 @@ fn merge(runs: Vec<Samples>) -> Samples {
         all.elapsed += run.elapsed;
     }
     all
+}
+
+/// CPU seconds spent over a run, in µs per request of the run.
+fn per_request(cpu_seconds: f64, run: &Samples) -> f64 {
+    cpu_seconds * 1e6 / run.micros.len().max(1) as f64
 }
 
 /// `(connections, handshakes)` added between two readings.
