@@ -150,11 +150,11 @@ async fn sixty_four_concurrent_requests_share_one_connection_and_warm_ones_shake
 #[tokio::test]
 async fn concurrent_streams_are_multiplexed_over_one_connection() {
     let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
-    let words: Vec<String> = (0..10).map(|i| format!(" w{i}")).collect();
+    let words: Vec<String> = (0..20).map(|i| format!(" w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     sim.always(
         StreamSpec::new(&words)
-            .every(Duration::from_millis(30))
+            .every(Duration::from_millis(100))
             .reply(),
     );
     let gw = gateway(&sim, &[]).await;
@@ -182,7 +182,8 @@ async fn concurrent_streams_are_multiplexed_over_one_connection() {
             })
         })
         .collect();
-    // All of them open at once (each lasts about 300 ms), on one connection.
+    // All of them open at once (each lasts about 2 s, so that they overlap
+    // on a loaded machine too), on one connection.
     eventually("64 streams open at once", async || {
         match sim.streams_open() {
             open if open == n => Ok(()),
@@ -211,7 +212,7 @@ async fn past_a_connection_s_stream_limit_requests_overflow_to_http1_instead_of_
     .await
     .unwrap();
     sim.always(
-        StreamSpec::new(&[" a", " b", " c", " d"])
+        StreamSpec::new(&[" a", " b", " c", " d", " e", " f", " g", " h"])
             .every(Duration::from_millis(250))
             .reply(),
     );
