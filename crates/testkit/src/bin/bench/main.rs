@@ -88,7 +88,7 @@ async fn run() -> Result<(), Error> {
     // started like the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
     let relay_mode = only.strip_prefix("relay-closed:").map(str::to_owned);
     let gw = match &relay_mode {
-        Some(_) => Relay::start_wrapped(upstream, gateway_cpu.as_deref()).await?,
+        Some(_) => Relay::start(upstream, gateway_cpu.as_deref(), true).await?,
         None => Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?,
     };
     let idle_rss = gw.rss_kib();
@@ -141,7 +141,7 @@ async fn run() -> Result<(), Error> {
     }
     if only == "relay-streams" {
         drop(gw);
-        let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+        let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
         let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
         say(&format!(
             "relay, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
@@ -238,7 +238,7 @@ async fn run() -> Result<(), Error> {
     // The floor: a do-nothing HTTP/1.1 relay (hyper server and client, one
     // upstream connection per client connection, no parsing) pinned like
     // the gateway. What it adds is what any proxy process pays on this rig.
-    let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+    let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
     let relay_url = format!("http://{}/fast/v1/chat/completions", relay.addr);
     // The gateway against the relay, interleaved (relay, gateway, relay,
     // gateway) so that both see the same machine: throughput, CPU per
@@ -350,7 +350,7 @@ async fn run() -> Result<(), Error> {
     notes.push(held_streams(&gw).await?);
     let peak = gw.hwm_kib();
     drop(gw);
-    let relay = Relay::start(upstream, gateway_cpu.as_deref()).await?;
+    let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
     let idle_relay = relay.rss_kib();
     let relay_scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
     drop(relay);
@@ -645,28 +645,43 @@ enabled = false
 "#
             ),
         )?;
+        Self::spawn(bin, &serve_args(&config)?, cpu, true, "the gateway").await
+    }
+
+    /// `program args <a free address>` (it listens there), pinned to `cpu`,
+    /// its environment cleared but for `PATH` and `RUST_LOG=warn`, under
+    /// `UNDERSTUDY_BENCH_WRAP` (a profiler; the process's RSS and CPU
+    /// figures are then the wrapper's) when `wrapped` and that is set;
+    /// returned once it accepts connections. Every process the bench
+    /// measures — gateways and relays — starts here.
+    async fn spawn(
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[std::ffi::OsString],
+        cpu: Option<&str>,
+        wrapped: bool,
+        what: &str,
+    ) -> Result<Self, Error> {
         let addr = free_addr()?;
-        // `UNDERSTUDY_BENCH_WRAP` runs the gateway under a profiler (its
-        // RSS and CPU figures are then the wrapper's).
-        let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP").ok();
+        let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP")
+            .ok()
+            .filter(|_| wrapped);
         let mut cmd = match &wrap {
             Some(w) => {
                 let mut c = pinned(cpu, w);
-                c.arg(bin);
+                c.arg(program);
                 c
             }
-            None => pinned(cpu, bin),
+            None => pinned(cpu, program),
         };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("RUST_LOG", "warn")
-            .arg("--config")
-            .arg(&config)
-            .args(["serve", "--listen", &addr.to_string()])
+            .args(args)
+            .arg(addr.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = cmd.spawn()?;
-        wait_listening(addr, "the gateway").await?;
+        wait_listening(addr, what).await?;
         Ok(Self { child, addr })
     }
 
@@ -727,36 +742,27 @@ impl Drop for Gateway {
 struct Relay;
 
 impl Relay {
-    async fn start(upstream: SocketAddr, cpu: Option<&str>) -> Result<Gateway, Error> {
-        let addr = free_addr()?;
-        let mut cmd = pinned(cpu, std::env::current_exe()?);
-        cmd.arg("--relay")
-            .arg(upstream.to_string())
-            .arg(addr.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd.spawn()?;
-        wait_listening(addr, "the relay").await?;
-        Ok(Gateway { child, addr })
+    /// The relay, under `UNDERSTUDY_BENCH_WRAP` when `wrapped` (for
+    /// `relay-closed:<c>`).
+    async fn start(
+        upstream: SocketAddr,
+        cpu: Option<&str>,
+        wrapped: bool,
+    ) -> Result<Gateway, Error> {
+        let args = ["--relay".into(), upstream.to_string().into()];
+        Gateway::spawn(std::env::current_exe()?, &args, cpu, wrapped, "the relay").await
     }
+}
 
-    /// As [`Relay::start`], under `UNDERSTUDY_BENCH_WRAP` when it is set.
-    async fn start_wrapped(upstream: SocketAddr, cpu: Option<&str>) -> Result<Gateway, Error> {
-        let Ok(wrap) = std::env::var("UNDERSTUDY_BENCH_WRAP") else {
-            return Self::start(upstream, cpu).await;
-        };
-        let addr = free_addr()?;
-        let mut cmd = pinned(cpu, wrap);
-        cmd.arg(std::env::current_exe()?)
-            .arg("--relay")
-            .arg(upstream.to_string())
-            .arg(addr.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd.spawn()?;
-        wait_listening(addr, "the relay").await?;
-        Ok(Gateway { child, addr })
-    }
+/// `understudy --config <config> serve --listen` (the address follows, from
+/// [`Gateway::spawn`]).
+fn serve_args(config: &std::path::Path) -> Result<Vec<std::ffi::OsString>, Error> {
+    Ok(vec![
+        "--config".into(),
+        config.as_os_str().to_owned(),
+        "serve".into(),
+        "--listen".into(),
+    ])
 }
 
 /// `program`, pinned to `cpu` with `taskset` when one is given.

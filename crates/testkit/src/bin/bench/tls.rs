@@ -16,7 +16,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -31,8 +30,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use understudy_testkit::TestCerts;
 
 use super::{
-    ANSWER, Error, Gateway, REQUEST, Row, Samples, closed_loop, free_addr, pinned, row, say,
-    upstream_handle, wait_listening,
+    ANSWER, Error, Gateway, REQUEST, Row, Samples, closed_loop, row, say, serve_args,
+    upstream_handle,
 };
 
 /// Connections and handshakes the TLS upstream has accepted.
@@ -276,20 +275,7 @@ enabled = false
             ca_file = ca_file.display().to_string()
         ),
     )?;
-    let addr = free_addr()?;
-    let mut cmd = pinned(cpu, bin);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RUST_LOG", "warn")
-        .arg("--config")
-        .arg(&config)
-        .args(["serve", "--listen", &addr.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let child = cmd.spawn()?;
-    let gw = Gateway { child, addr };
-    wait_listening(addr, "the TLS gateway").await?;
-    Ok(gw)
+    Gateway::spawn(bin, &serve_args(&config)?, cpu, true, "the TLS gateway").await
 }
 
 /// The TLS relay as a child process, pinned like the gateway.
@@ -298,28 +284,22 @@ async fn start_relay(
     ca_file: &Path,
     cpu: Option<&str>,
 ) -> Result<Gateway, Error> {
-    let addr = free_addr()?;
-    let mut cmd = pinned(cpu, std::env::current_exe()?);
-    cmd.arg("--tls-relay")
-        .arg(upstream.to_string())
-        .arg(addr.to_string())
-        .arg(ca_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let child = cmd.spawn()?;
-    let relay = Gateway { child, addr };
-    wait_listening(addr, "the TLS relay").await?;
-    Ok(relay)
+    let args = [
+        "--tls-relay".into(),
+        upstream.to_string().into(),
+        ca_file.as_os_str().to_owned(),
+    ]; // the listen address follows
+    Gateway::spawn(std::env::current_exe()?, &args, cpu, false, "the TLS relay").await
 }
 
-/// `--tls-relay <upstream> <listen> <ca file>`: HTTP/1.1 in, every request
+/// `--tls-relay <upstream> <ca file> <listen>`: HTTP/1.1 in, every request
 /// forwarded over one HTTP/2 connection over TLS (trusting only the CA in
 /// the file), the answer's body passed through as it arrives.
 pub(crate) async fn relay(args: &[String]) -> Result<(), Error> {
-    const USAGE: &str = "--tls-relay <upstream> <listen> <ca file>";
+    const USAGE: &str = "--tls-relay <upstream> <ca file> <listen>";
     let upstream: SocketAddr = args.first().ok_or(USAGE)?.parse()?;
-    let listen: SocketAddr = args.get(1).ok_or(USAGE)?.parse()?;
-    let ca = std::fs::read(args.get(2).ok_or(USAGE)?)?;
+    let ca = std::fs::read(args.get(1).ok_or(USAGE)?)?;
+    let listen: SocketAddr = args.get(2).ok_or(USAGE)?.parse()?;
     let mut roots = rustls::RootCertStore::empty();
     {
         use rustls::pki_types::CertificateDer;
