@@ -164,7 +164,7 @@ impl Lease {
     /// The provider's adapter, with an attempt counted in flight until the
     /// guard is finished or dropped.
     pub(crate) fn attempt(&self) -> (&dyn Adapter, InFlight) {
-        self.begin();
+        self.counts.in_flight.fetch_add(1, Ordering::Relaxed);
         (
             &*self.adapter,
             InFlight {
@@ -178,10 +178,6 @@ impl Lease {
     /// The adapter, for a call that is not an attempt (counting tokens).
     pub(crate) fn adapter(&self) -> &dyn Adapter {
         &*self.adapter
-    }
-
-    fn begin(&self) {
-        self.counts.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts how an attempt handed over by [`InFlight::hand_over`] ended.

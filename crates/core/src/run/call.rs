@@ -20,24 +20,14 @@ pub(crate) async fn lease<'a>(
 ) -> Result<&'a Lease, Failure> {
     // A lease whose actor has stopped (it crashed; the supervisor is
     // restarting it) is replaced by the new actor's: a restart means fresh
-    // state, for the attempts that begin after it.
-    if slot
-        .as_ref()
-        .is_some_and(|l| l.actor.get_status() != ractor::ActorStatus::Running)
-    {
-        *slot = None;
-    }
-    if slot.is_none() {
-        // Boxed: once per provider and run at most, and only until the
-        // router's view has the lease.
-        *slot = Some(Box::pin(ensure(supervisor, provider)).await?);
-    }
-    slot.as_ref().ok_or_else(|| {
-        Failure::new(
-            FailureKind::Unavailable,
-            "the provider actor is not running",
-        )
-    })
+    // state, for the attempts that begin after it. Asking is boxed: once
+    // per provider and run at most, and only until the router's view has
+    // the lease.
+    let lease = match slot.take() {
+        Some(lease) if lease.actor.get_status() == ractor::ActorStatus::Running => lease,
+        _ => Box::pin(ensure(supervisor, provider)).await?,
+    };
+    Ok(slot.insert(lease))
 }
 
 /// The provider's lease, its actor started if needed.
