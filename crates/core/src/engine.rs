@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
-use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, View, current};
+use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, current};
 use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
@@ -183,7 +183,7 @@ impl Engine {
         // Compiling a client's schema is the caller's work, not the router's.
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
-        let mut run = self.view()?.prepare(request, started, Mode::Answer)?;
+        let mut run = self.prepare(request, started, Mode::Answer)?;
         run.answer().await
     }
 
@@ -199,7 +199,7 @@ impl Engine {
         request.chat.validate()?;
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
-        let run = self.view()?.prepare(request, started, Mode::Stream)?;
+        let run = self.prepare(request, started, Mode::Stream)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut streams = self
@@ -230,15 +230,20 @@ impl Engine {
     ) -> Result<Option<(u64, String)>, Error> {
         request.route.validate()?;
         request.chat.validate()?;
-        let run = self
-            .view()?
-            .prepare(request, Instant::now(), Mode::Answer)?;
+        let run = self.prepare(request, Instant::now(), Mode::Answer)?;
         run.count_tokens().await
     }
 
-    /// The router's view in force.
-    fn view(&self) -> Result<Arc<View>, Error> {
-        current(&self.inner.view).ok_or_else(|| Error::Engine("the router is not running".into()))
+    /// `request`'s run, planned from the router's view in force.
+    fn prepare(
+        &self,
+        request: GenerateRequest,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<crate::run::Run, Error> {
+        let view = current(&self.inner.view)
+            .ok_or_else(|| Error::Engine("the router is not running".into()))?;
+        crate::run::prepare(&view, request, started, mode)
     }
 
     /// Every provider with its availability, sorted by routing order.

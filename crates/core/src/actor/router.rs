@@ -17,12 +17,8 @@ use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::generation::GenerateRequest;
 use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
-use crate::policy::decide::{Mode, Rules};
-use crate::policy::plan::{self, Target, Unavailable};
-use crate::policy::timeouts::request_timeout;
-use crate::run::Run;
+use crate::policy::plan::{Target, Unavailable};
 use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
@@ -68,22 +64,22 @@ pub(crate) type Published = Arc<RwLock<Option<Arc<View>>>>;
 /// What a request is planned from: the router's state at one moment.
 #[derive(Clone)]
 pub(crate) struct View {
-    settings: Arc<Settings>,
-    supervisor: ActorRef<SupervisorMsg>,
-    routing: Routing,
-    default_route: Vec<Target>,
-    routes: BTreeMap<String, Vec<Target>>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    pub(crate) routing: Routing,
+    pub(crate) default_route: Vec<Target>,
+    pub(crate) routes: BTreeMap<String, Vec<Target>>,
     /// The running provider actors' leases.
-    leases: HashMap<Arc<str>, Lease>,
+    pub(crate) leases: HashMap<Arc<str>, Lease>,
     /// Reasons fixed at start: no key, no adapter.
-    unavailable: HashMap<Arc<str>, Unavailable>,
-    stopped: HashSet<Arc<str>>,
-    bus: Arc<EventBus>,
-    cache: Arc<ResponseCache>,
+    pub(crate) unavailable: HashMap<Arc<str>, Unavailable>,
+    pub(crate) stopped: HashSet<Arc<str>>,
+    pub(crate) bus: Arc<EventBus>,
+    pub(crate) cache: Arc<ResponseCache>,
     /// Every target's breaker: read inline to plan, shared with the runs.
-    board: Arc<BreakerBoard>,
-    spend: Option<Arc<SpendMeter>>,
-    shared: Option<Arc<SharedState>>,
+    pub(crate) board: Arc<BreakerBoard>,
+    pub(crate) spend: Option<Arc<SpendMeter>>,
+    pub(crate) shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct RouterState {
@@ -217,106 +213,9 @@ impl RouterState {
 // === impl View ===
 
 impl View {
-    /// Plans `request` and gathers what its run needs.
-    pub(crate) fn prepare(
-        &self,
-        request: GenerateRequest,
-        started: Instant,
-        mode: Mode,
-    ) -> Result<Run, crate::Error> {
-        let route_options = plan::route_name(&request.route, &self.routes)
-            .and_then(|name| self.settings.route_options.get(name).copied());
-        let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-        let route = plan::resolve(
-            &request.route,
-            &self.settings,
-            &self.default_route,
-            &self.routes,
-        )?;
-        let now = Instant::now();
-        let mut plan = plan::plan(route, |t| {
-            self.availability(&t.provider).or_else(|| {
-                self.board
-                    .is_open(t, now)
-                    .then_some(Unavailable::BreakerOpen)
-            })
-        })
-        .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
-        let needs = request.chat.needs();
-        plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
-            let p = self.settings.providers.get(&*t.provider)?;
-            plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
-        })?;
-        let leases = plan
-            .targets
-            .iter()
-            .map(|t| self.leases.get(&t.provider).cloned())
-            .collect();
-        let prefill = plan
-            .targets
-            .iter()
-            .map(|t| {
-                self.settings.providers.get(&*t.provider).is_some_and(|p| {
-                    p.kind == crate::settings::ProviderKind::Anthropic
-                        || p.capabilities_of(&t.model).assistant_prefill
-                })
-            })
-            .collect();
-        let streams = crate::run::StreamRules {
-            commit: request
-                .stream_commit
-                .or(route_options.and_then(|o| o.stream_commit))
-                .unwrap_or_default(),
-            continue_after_cut: request
-                .continue_after_cut
-                .or(route_options.and_then(|o| o.continue_after_cut))
-                .unwrap_or(false),
-            prefill,
-        };
-        let refusal = request
-            .refusal_policy
-            .or(route_options.and_then(|o| o.refusal_policy))
-            .unwrap_or(self.routing.refusal_policy);
-        Ok(Run {
-            route_label: request.route.to_string(),
-            api: request.api,
-            omitted_tools: request.omitted_tools.clone(),
-            bus: Arc::clone(&self.bus),
-            cache: Arc::clone(&self.cache),
-            use_cache: request.cache,
-            client: request.client,
-            spend: self.spend.clone(),
-            shared: self.shared.clone(),
-            board: Arc::clone(&self.board),
-            deadline: started
-                + request_timeout(
-                    self.settings.timeouts.request,
-                    &route_timeouts,
-                    request.timeout,
-                ),
-            route_timeouts,
-            streams,
-            probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
-            rules: Rules {
-                mode,
-                refusal,
-                rate_limit_max_wait: self.settings.rate_limit_max_wait,
-                no_fallback: request.no_fallback,
-                spend_cap: self.spend.is_some(),
-            },
-            request_id: request
-                .request_id
-                .unwrap_or_else(crate::generation::new_request_id),
-            plan,
-            chat: request.chat,
-            settings: Arc::clone(&self.settings),
-            leases,
-            supervisor: self.supervisor.clone(),
-            started,
-        })
-    }
-
-    fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {
+    /// Why `provider` is out of plans, if it is (no key, no adapter, its
+    /// restart budget spent).
+    pub(crate) fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {
         if let Some(why) = self.unavailable.get(provider) {
             return Some(*why);
         }

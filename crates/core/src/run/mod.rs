@@ -6,6 +6,7 @@
 //!
 //! - `answer.rs`: a non-streamed request (and the response cache).
 //! - `stream.rs`: a streamed request: the walk to the commit, then the pump.
+//! - `prepare.rs`: a run planned from the router's published view.
 //! - `count.rs`: counting input tokens (`count_tokens`) past the same
 //!   breakers.
 //! - `validate.rs`: an answer checked against the request's schema off
@@ -21,9 +22,12 @@
 mod answer;
 mod call;
 mod count;
+mod prepare;
 mod validate;
 
 mod stream;
+
+pub(crate) use prepare::prepare;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

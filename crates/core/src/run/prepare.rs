@@ -1,0 +1,115 @@
+//! A run planned from the router's published view: the route resolved (a
+//! client's model name included), the plan built — leaving out targets
+//! whose breaker the board shows open, and forcing the primary when every
+//! target is open — capabilities checked, and the run's context gathered.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::actor::router::View;
+use crate::generation::GenerateRequest;
+use crate::policy::decide::{Mode, Rules};
+use crate::policy::plan::{self, Unavailable};
+use crate::policy::timeouts::request_timeout;
+use crate::run::Run;
+
+/// Plans `request` from the router's `view` and gathers what its run
+/// needs: a pure read of the view, on the caller's task.
+pub(crate) fn prepare(
+    view: &View,
+    request: GenerateRequest,
+    started: Instant,
+    mode: Mode,
+) -> Result<Run, crate::Error> {
+    let route_options = plan::route_name(&request.route, &view.routes)
+        .and_then(|name| view.settings.route_options.get(name).copied());
+    let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
+    let route = plan::resolve(
+        &request.route,
+        &view.settings,
+        &view.default_route,
+        &view.routes,
+    )?;
+    let now = Instant::now();
+    let mut plan = plan::plan(route, |t| {
+        view.availability(&t.provider).or_else(|| {
+            view.board
+                .is_open(t, now)
+                .then_some(Unavailable::BreakerOpen)
+        })
+    })
+    .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+    let needs = request.chat.needs();
+    plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
+        let p = view.settings.providers.get(&*t.provider)?;
+        plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
+    })?;
+    let leases = plan
+        .targets
+        .iter()
+        .map(|t| view.leases.get(&t.provider).cloned())
+        .collect();
+    let prefill = plan
+        .targets
+        .iter()
+        .map(|t| {
+            view.settings.providers.get(&*t.provider).is_some_and(|p| {
+                p.kind == crate::settings::ProviderKind::Anthropic
+                    || p.capabilities_of(&t.model).assistant_prefill
+            })
+        })
+        .collect();
+    let streams = crate::run::StreamRules {
+        commit: request
+            .stream_commit
+            .or(route_options.and_then(|o| o.stream_commit))
+            .unwrap_or_default(),
+        continue_after_cut: request
+            .continue_after_cut
+            .or(route_options.and_then(|o| o.continue_after_cut))
+            .unwrap_or(false),
+        prefill,
+    };
+    let refusal = request
+        .refusal_policy
+        .or(route_options.and_then(|o| o.refusal_policy))
+        .unwrap_or(view.routing.refusal_policy);
+    Ok(Run {
+        route_label: request.route.to_string(),
+        api: request.api,
+        omitted_tools: request.omitted_tools.clone(),
+        bus: Arc::clone(&view.bus),
+        cache: Arc::clone(&view.cache),
+        use_cache: request.cache,
+        client: request.client,
+        spend: view.spend.clone(),
+        shared: view.shared.clone(),
+        board: Arc::clone(&view.board),
+        deadline: started
+            + request_timeout(
+                view.settings.timeouts.request,
+                &route_timeouts,
+                request.timeout,
+            ),
+        route_timeouts,
+        streams,
+        probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
+        rules: Rules {
+            mode,
+            refusal,
+            rate_limit_max_wait: view.settings.rate_limit_max_wait,
+            no_fallback: request.no_fallback,
+            spend_cap: view.spend.is_some(),
+        },
+        request_id: request
+            .request_id
+            .unwrap_or_else(crate::generation::new_request_id),
+        plan,
+        chat: request.chat,
+        settings: Arc::clone(&view.settings),
+        leases,
+        supervisor: view.supervisor.clone(),
+        started,
+    })
+}
