@@ -54,6 +54,40 @@ async fn wave(gw: &TestGateway, n: usize) {
     }
 }
 
+/// `n` streamed requests at once, each task returning its text.
+fn streams(gw: &TestGateway, n: usize) -> Vec<tokio::task::JoinHandle<String>> {
+    (0..n)
+        .map(|_| {
+            let engine = gw.engine.clone();
+            tokio::spawn(async move {
+                let mut s = engine
+                    .generate_stream(GenerateRequest::new(ChatRequest::user("stream")))
+                    .await
+                    .unwrap();
+                let mut text = String::new();
+                while let Some(item) = s.next().await {
+                    match item {
+                        StreamItem::Delta(t) => text.push_str(&t),
+                        StreamItem::Done(_) => return text,
+                        StreamItem::Error(e) => panic!("stream failed: {e:?}"),
+                        _ => {}
+                    }
+                }
+                panic!("the stream ended without Done");
+            })
+        })
+        .collect()
+}
+
+/// Waits until the simulator has `n` streams open at once.
+async fn all_open(sim: &TlsSimProvider, n: usize, what: &str) {
+    eventually(what, async || match sim.streams_open() {
+        open if open == n => Ok(()),
+        open => Err(format!("{open} open")),
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_provider_with_its_ca_file_is_reached_over_http2() {
     let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
@@ -161,36 +195,10 @@ async fn concurrent_streams_are_multiplexed_over_one_connection() {
     ask(&gw).await.unwrap();
 
     let n = 64;
-    let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let engine = gw.engine.clone();
-            tokio::spawn(async move {
-                let mut s = engine
-                    .generate_stream(GenerateRequest::new(ChatRequest::user("stream")))
-                    .await
-                    .unwrap();
-                let mut text = String::new();
-                while let Some(item) = s.next().await {
-                    match item {
-                        StreamItem::Delta(t) => text.push_str(&t),
-                        StreamItem::Done(_) => return text,
-                        StreamItem::Error(e) => panic!("stream failed: {e:?}"),
-                        _ => {}
-                    }
-                }
-                panic!("the stream ended without Done");
-            })
-        })
-        .collect();
+    let tasks = streams(&gw, n);
     // All of them open at once (each lasts about 2 s, so that they overlap
     // on a loaded machine too), on one connection.
-    eventually("64 streams open at once", async || {
-        match sim.streams_open() {
-            open if open == n => Ok(()),
-            open => Err(format!("{open} open")),
-        }
-    })
-    .await;
+    all_open(&sim, n, "64 streams open at once").await;
     assert_eq!(sim.connections(), 1);
     for t in tasks {
         assert_eq!(t.await.unwrap(), words.concat());
@@ -220,32 +228,9 @@ async fn past_a_connection_s_stream_limit_requests_overflow_to_http1_instead_of_
     ask(&gw).await.unwrap();
 
     let n = 150;
-    let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let engine = gw.engine.clone();
-            tokio::spawn(async move {
-                let mut s = engine
-                    .generate_stream(GenerateRequest::new(ChatRequest::user("stream")))
-                    .await
-                    .unwrap();
-                while let Some(item) = s.next().await {
-                    match item {
-                        StreamItem::Done(_) => return,
-                        StreamItem::Error(e) => panic!("stream failed: {e:?}"),
-                        _ => {}
-                    }
-                }
-            })
-        })
-        .collect();
+    let tasks = streams(&gw, n);
     // All open at once: none waits for a stream slot on the connection.
-    eventually("150 streams open at once", async || {
-        match sim.streams_open() {
-            open if open == n => Ok(()),
-            open => Err(format!("{open} open")),
-        }
-    })
-    .await;
+    all_open(&sim, n, "150 streams open at once").await;
     for t in tasks {
         t.await.unwrap();
     }
