@@ -1,0 +1,568 @@
+//! Providers: the built-ins and the environment variables that set them, a
+//! provider's settings, and a `[providers.NAME]` table of the file laid
+//! over a built-in or declaring a provider of its own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ca_file::{CaFile, read_ca_file};
+use super::capabilities::{Capabilities, CapabilityOverrides, Price};
+use super::secret::{Secret, redact_url};
+use super::source::{Blame, Env, FieldError, SettingsError};
+use super::timeouts::{RawTimeouts, Timeouts};
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and every compatible server (Groq, Ollama, vLLM, OpenRouter…).
+    Openai,
+    Gemini,
+    Anthropic,
+}
+
+/// One provider's settings. Its `Debug` shows the base URL without its
+/// userinfo and the extra headers without their values (secrets as much
+/// as the key is).
+#[derive(Clone)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Without a trailing slash.
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    /// The variable the key is read from, shown by `understudy providers`.
+    pub api_key_env: Option<String>,
+    /// Whether the provider needs a key to be available. Built-ins do; an
+    /// extra provider declared without `api_key`/`api_key_env` does not.
+    pub requires_key: bool,
+    /// The default model.
+    pub model: String,
+    /// Extra request headers (e.g. OpenRouter's `HTTP-Referer`).
+    pub headers: Vec<(String, String)>,
+    /// The temperature the provider uses when a request sets none; the
+    /// softened retry cools down from it.
+    pub default_temperature: f32,
+    pub timeouts: Timeouts,
+    /// Other connect timeouts that routes through this provider set; the
+    /// adapter keeps a pooled client for each (reqwest sets the connect
+    /// timeout per client, not per request).
+    pub route_connect_timeouts: Vec<Duration>,
+    /// What the provider's models can do (`capabilities = {…}`).
+    pub capabilities: Capabilities,
+    /// What particular models can do, where it differs
+    /// (`model_capabilities = { "model" = {…} }`; unset fields follow the
+    /// provider's).
+    pub model_capabilities: BTreeMap<String, CapabilityOverrides>,
+    /// The price of the default and any unlisted model.
+    pub price: Option<Price>,
+    /// Prices of particular models.
+    pub prices: BTreeMap<String, Price>,
+    /// An OpenAI-compatible provider that speaks OpenAI's Responses API
+    /// (`responses_api = true`): called at `{base_url}/responses`, and a
+    /// client's own Responses body is forwarded to it natively.
+    pub responses_api: bool,
+    /// HTTP/1.1 only (`http1_only = true`): HTTP/2 is not offered when TLS
+    /// negotiates the protocol (ALPN). Plain `http://` is always HTTP/1.1.
+    pub http1_only: bool,
+    /// Certificate authorities this provider's client trusts beside the
+    /// system's roots (`ca_file`: a corporate egress proxy's CA).
+    pub ca_file: Option<CaFile>,
+}
+
+/// The built-in providers, in the order `understudy providers` lists them
+/// (the names of `BUILTINS` below, which says what each one is).
+pub const BUILTIN_PROVIDERS: [&str; 4] = ["groq", "gemini", "claude", "openai"];
+
+/// A built-in provider: where it is, and the environment variables that
+/// set it over the file.
+struct Builtin {
+    name: &'static str,
+    kind: ProviderKind,
+    base_url: &'static str,
+    model: &'static str,
+    /// The variables its key is read from: the first one set wins, and the
+    /// first one is shown while none is.
+    key_vars: &'static [&'static str],
+    base_url_var: &'static str,
+    model_var: &'static str,
+}
+
+/// The built-ins, in the order their variables are read (so of two wrong
+/// ones, the first here is the one reported).
+const BUILTINS: [Builtin; 4] = [
+    Builtin {
+        name: "groq",
+        kind: ProviderKind::Openai,
+        base_url: "https://api.groq.com/openai/v1",
+        model: "llama-3.1-8b-instant",
+        key_vars: &["GROQ_API_KEY"],
+        base_url_var: "GROQ_BASE_URL",
+        model_var: "GROQ_MODEL",
+    },
+    Builtin {
+        name: "openai",
+        kind: ProviderKind::Openai,
+        base_url: "https://api.openai.com/v1",
+        model: "gpt-4o-mini",
+        key_vars: &["OPENAI_API_KEY"],
+        base_url_var: "OPENAI_BASE_URL",
+        model_var: "OPENAI_MODEL",
+    },
+    Builtin {
+        name: "gemini",
+        kind: ProviderKind::Gemini,
+        base_url: "https://generativelanguage.googleapis.com/v1beta",
+        model: "gemini-2.5-flash",
+        key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        base_url_var: "GEMINI_BASE_URL",
+        model_var: "GEMINI_MODEL",
+    },
+    Builtin {
+        name: "claude",
+        kind: ProviderKind::Anthropic,
+        base_url: "https://api.anthropic.com",
+        model: "claude-haiku-4-5",
+        key_vars: &["ANTHROPIC_API_KEY"],
+        base_url_var: "ANTHROPIC_BASE_URL",
+        model_var: "ANTHROPIC_MODEL",
+    },
+];
+
+/// A `[providers.NAME]` table of the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    kind: Option<ProviderKind>,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    api_key_env: Option<String>,
+    model: Option<String>,
+    /// Sorted by name, the order they are checked and sent in.
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    temperature: Option<f32>,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+    price: Option<Price>,
+    #[serde(default)]
+    prices: BTreeMap<String, Price>,
+    capabilities: Option<CapabilityOverrides>,
+    #[serde(default)]
+    model_capabilities: BTreeMap<String, CapabilityOverrides>,
+    /// What the native pass-through may switch on here (names of
+    /// [`crate::passthrough::Gated`]).
+    passthrough: Option<Vec<String>>,
+    /// The provider speaks OpenAI's Responses API (OpenAI-compatible only).
+    responses_api: Option<bool>,
+    /// HTTP/1.1 only (no HTTP/2 by ALPN).
+    http1_only: Option<bool>,
+    /// A PEM file of extra CA certificates to trust.
+    ca_file: Option<PathBuf>,
+}
+
+/// Every provider: the built-ins, the file's tables over them, then the
+/// environment over the file.
+pub(super) fn read(
+    raw: BTreeMap<String, RawProvider>,
+    timeouts: Timeouts,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
+    let mut providers = from_file(raw, timeouts, blame)?;
+    apply_env(&mut providers, env, blame)?;
+    Ok(providers)
+}
+
+/// The built-ins with the file's tables on top: a table named after a
+/// built-in changes it, any other declares a provider.
+fn from_file(
+    raw: BTreeMap<String, RawProvider>,
+    timeouts: Timeouts,
+    blame: &Blame,
+) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
+    let mut providers: BTreeMap<String, ProviderSettings> = BUILTINS
+        .iter()
+        .map(|b| (b.name.to_owned(), b.settings(timeouts)))
+        .collect();
+    for (name, rp) in raw {
+        let at = format!("providers.{name}");
+        if !valid_name(&name) {
+            return Err(blame.file(at, "a provider name uses only a-z, 0-9, `-` and `_`".into()));
+        }
+        let p = match providers.remove(&name) {
+            Some(existing) => rp.overlay(existing, &at),
+            None => rp.create(&name, timeouts, &at),
+        }
+        .map_err(|e| blame.field(e))?;
+        providers.insert(name, p);
+    }
+    Ok(providers)
+}
+
+/// The environment over the file: the built-ins' own variables, then the
+/// keys that `api_key_env` names.
+fn apply_env(
+    providers: &mut BTreeMap<String, ProviderSettings>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<(), SettingsError> {
+    for b in &BUILTINS {
+        let Some(p) = providers.get_mut(b.name) else {
+            continue;
+        };
+        if let Some((var, key)) = b.key_vars.iter().find_map(|v| env.get(v).map(|k| (*v, k))) {
+            p.api_key = Some(Secret::new(key.trim()));
+            p.api_key_env = Some(var.to_owned());
+        }
+        if let Some(url) = env.get(b.base_url_var) {
+            p.base_url = check_url(&url).map_err(|m| blame.env(b.base_url_var, m))?;
+        }
+        if let Some(model) = env.get(b.model_var) {
+            p.model = model.trim().to_owned();
+        }
+    }
+    for p in providers.values_mut() {
+        if p.api_key.is_none() {
+            if let Some(var) = &p.api_key_env {
+                p.api_key = env.get(var).map(|k| Secret::new(k.trim()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// `url` without surrounding white space or a trailing slash, if it is an
+/// `http://` or `https://` URL with a host.
+fn check_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    // Errors show the URL without its userinfo (a password, a token).
+    let shown = redact_url(url);
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{shown}` is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("`{shown}` has no host"));
+    }
+    if rest.contains(char::is_whitespace) {
+        return Err(format!("`{shown}` contains white space"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The features that `passthrough = [...]` names.
+fn passthrough(names: &[String]) -> Result<crate::passthrough::GatedSet, String> {
+    let mut allowed = crate::passthrough::GatedSet::NONE;
+    for name in names {
+        let Some(g) = crate::passthrough::Gated::parse(name) else {
+            let known: Vec<&str> = crate::passthrough::Gated::ALL
+                .iter()
+                .map(|g| g.name())
+                .collect();
+            return Err(format!(
+                "unknown feature `{name}` (known: {})",
+                known.join(", ")
+            ));
+        };
+        allowed.insert(g);
+    }
+    Ok(allowed)
+}
+
+// === impl ProviderKind ===
+
+impl ProviderKind {
+    /// Whether the protocol takes images by `https:` URL (Gemini takes them
+    /// only inline, and the gateway never fetches a URL itself).
+    pub fn takes_remote_images(self) -> bool {
+        self != Self::Gemini
+    }
+}
+
+// === impl ProviderSettings ===
+
+impl ProviderSettings {
+    /// The price of `model`: its own, else the provider's.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
+        self.prices.get(model).copied().or(self.price)
+    }
+
+    /// What `model` can do: the provider's capabilities with the model's
+    /// overrides.
+    pub fn capabilities_of(&self, model: &str) -> Capabilities {
+        match self.model_capabilities.get(model) {
+            Some(o) => self.capabilities.with(o),
+            None => self.capabilities,
+        }
+    }
+
+    /// Whether the provider has what it needs to be called.
+    pub fn has_key(&self) -> bool {
+        !self.requires_key || self.api_key.is_some()
+    }
+
+    /// A provider that needs no key, with every optional setting at its
+    /// default.
+    fn plain(
+        name: &str,
+        kind: ProviderKind,
+        base_url: &str,
+        model: &str,
+        timeouts: Timeouts,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            base_url: base_url.to_owned(),
+            api_key: None,
+            api_key_env: None,
+            requires_key: false,
+            model: model.to_owned(),
+            headers: Vec::new(),
+            // All four built-in APIs default to 1.0 when no temperature is
+            // sent.
+            default_temperature: 1.0,
+            timeouts,
+            route_connect_timeouts: Vec::new(),
+            capabilities: Capabilities::default(),
+            model_capabilities: BTreeMap::new(),
+            price: None,
+            prices: BTreeMap::new(),
+            responses_api: false,
+            http1_only: false,
+            ca_file: None,
+        }
+    }
+}
+
+impl fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Destructured, so that a new field cannot be added without being
+        // considered here.
+        let Self {
+            name,
+            kind,
+            base_url,
+            api_key,
+            api_key_env,
+            requires_key,
+            model,
+            headers,
+            default_temperature,
+            timeouts,
+            route_connect_timeouts,
+            capabilities,
+            model_capabilities,
+            price,
+            prices,
+            responses_api,
+            http1_only,
+            ca_file,
+        } = self;
+        let header_names: Vec<(&str, &str)> =
+            headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
+        f.debug_struct("ProviderSettings")
+            .field("name", name)
+            .field("kind", kind)
+            .field("base_url", &redact_url(base_url))
+            .field("api_key", api_key)
+            .field("api_key_env", api_key_env)
+            .field("requires_key", requires_key)
+            .field("model", model)
+            .field("headers", &header_names)
+            .field("default_temperature", default_temperature)
+            .field("timeouts", timeouts)
+            .field("route_connect_timeouts", route_connect_timeouts)
+            .field("capabilities", capabilities)
+            .field("model_capabilities", model_capabilities)
+            .field("price", price)
+            .field("prices", prices)
+            .field("responses_api", responses_api)
+            .field("http1_only", http1_only)
+            .field("ca_file", ca_file)
+            .finish()
+    }
+}
+
+// === impl Builtin ===
+
+impl Builtin {
+    /// The built-in as it is before the file and the environment.
+    fn settings(&self, timeouts: Timeouts) -> ProviderSettings {
+        ProviderSettings {
+            api_key_env: Some(self.key_vars[0].to_owned()),
+            requires_key: true,
+            ..ProviderSettings::plain(self.name, self.kind, self.base_url, self.model, timeouts)
+        }
+    }
+}
+
+// === impl RawProvider ===
+
+impl RawProvider {
+    /// The provider this table declares (one that is not a built-in).
+    fn create(
+        self,
+        name: &str,
+        timeouts: Timeouts,
+        at: &str,
+    ) -> Result<ProviderSettings, FieldError> {
+        let Some(base_url) = &self.base_url else {
+            return Err((
+                format!("{at}.base_url"),
+                "an extra provider needs a base_url".into(),
+            ));
+        };
+        let Some(model) = &self.model else {
+            return Err((
+                format!("{at}.model"),
+                "an extra provider needs a default model".into(),
+            ));
+        };
+        let kind = self.kind.unwrap_or(ProviderKind::Openai);
+        let mut base = ProviderSettings::plain(name, kind, base_url, model, timeouts);
+        base.requires_key = self.api_key.is_some() || self.api_key_env.is_some();
+        self.overlay(base, at)
+    }
+
+    /// `p` with what this table sets in place of its own, each setting
+    /// checked (in the order of the table's fields, which decides which
+    /// of several errors is reported).
+    fn overlay(self, mut p: ProviderSettings, at: &str) -> Result<ProviderSettings, FieldError> {
+        self.overlay_endpoint(&mut p, at)?;
+        self.overlay_models(&mut p, at)?;
+        self.overlay_transport(&mut p, at)?;
+        Ok(p)
+    }
+
+    /// Where and how the provider is called: its protocol, base URL, key,
+    /// default model and extra headers.
+    fn overlay_endpoint(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
+        if let Some(kind) = self.kind {
+            if kind != p.kind && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
+                return Err((
+                    format!("{at}.kind"),
+                    "a built-in provider's protocol cannot change".into(),
+                ));
+            }
+            p.kind = kind;
+        }
+        if let Some(url) = &self.base_url {
+            p.base_url = check_url(url).map_err(|m| (format!("{at}.base_url"), m))?;
+        }
+        if let Some(key) = &self.api_key {
+            p.api_key = Some(Secret::new(key.as_str()));
+            p.requires_key = true;
+        }
+        if let Some(var) = &self.api_key_env {
+            p.api_key_env = Some(var.clone());
+            p.requires_key = true;
+        }
+        if let Some(model) = &self.model {
+            if model.trim().is_empty() {
+                return Err((format!("{at}.model"), "the model name is empty".into()));
+            }
+            p.model = model.clone();
+        }
+        for (name, value) in &self.headers {
+            let ok_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !ok_name || value.contains(['\r', '\n']) {
+                return Err((
+                    format!("{at}.headers"),
+                    format!("`{name}` is not a valid header"),
+                ));
+            }
+        }
+        p.headers.extend(self.headers.clone());
+        Ok(())
+    }
+
+    /// What the provider's models are asked and can do: the default
+    /// temperature, timeouts, prices, capabilities and pass-through.
+    fn overlay_models(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
+        if let Some(t) = self.temperature {
+            if !t.is_finite() || !(0.0..=2.0).contains(&t) {
+                return Err((
+                    format!("{at}.temperature"),
+                    "must be between 0 and 2".into(),
+                ));
+            }
+            p.default_temperature = t;
+        }
+        p.timeouts = self.timeouts.apply(p.timeouts, &format!("{at}.timeouts"))?;
+        if let Some(price) = self.price {
+            if !price.is_valid() {
+                return Err((format!("{at}.price"), "prices must be zero or more".into()));
+            }
+            p.price = Some(price);
+        }
+        for (model, price) in &self.prices {
+            if !price.is_valid() {
+                return Err((
+                    format!("{at}.prices"),
+                    format!("the price of `{model}` must be zero or more"),
+                ));
+            }
+            p.prices.insert(model.clone(), *price);
+        }
+        if let Some(c) = &self.capabilities {
+            p.capabilities = p.capabilities.with(c);
+        }
+        p.model_capabilities.extend(self.model_capabilities.clone());
+        if let Some(names) = &self.passthrough {
+            p.capabilities.passthrough =
+                passthrough(names).map_err(|m| (format!("{at}.passthrough"), m))?;
+        }
+        Ok(())
+    }
+
+    /// How the provider is reached: the Responses API, HTTP/1.1 only, and
+    /// extra CA certificates.
+    fn overlay_transport(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
+        if let Some(on) = self.responses_api {
+            if on && p.kind != ProviderKind::Openai {
+                return Err((
+                    format!("{at}.responses_api"),
+                    "only an OpenAI-compatible provider speaks the Responses API".into(),
+                ));
+            }
+            p.responses_api = on;
+        }
+        if let Some(on) = self.http1_only {
+            p.http1_only = on;
+        }
+        if let Some(path) = &self.ca_file {
+            p.ca_file = Some(read_ca_file(path.clone()).map_err(|m| (format!("{at}.ca_file"), m))?);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The listing order and the table of what each built-in is name the
+    /// same providers.
+    #[test]
+    fn builtin_names_agree() {
+        let mut listed = super::BUILTIN_PROVIDERS.to_vec();
+        let mut table: Vec<&str> = super::BUILTINS.iter().map(|b| b.name).collect();
+        listed.sort_unstable();
+        table.sort_unstable();
+        assert_eq!(listed, table);
+    }
+}

@@ -1,0 +1,176 @@
+//! The `[server]` table: where the gateway listens, the keys its clients
+//! and its admin send, and the limits on connections and requests.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::secret::Secret;
+use super::source::{Blame, Env, SettingsError};
+use super::timeouts::seconds_or;
+
+/// The `[server]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    /// Keys clients must send as `Authorization: Bearer`; none means no
+    /// client auth (and then only loopback, unless explicitly insecure).
+    pub api_keys: Vec<Secret>,
+    /// Guards the admin routes; without it they are off.
+    pub admin_token: Option<Secret>,
+    /// How long a connection may go without a complete request head: a
+    /// client that sends one too slowly, or a keep-alive connection idle
+    /// between requests, is closed after it (`[server] idle_timeout`,
+    /// seconds, default 60).
+    pub idle_timeout: Duration,
+    /// How long a request's body may take to arrive in full; past it the
+    /// request gets a 408 and the connection closes (`[server]
+    /// body_timeout`, seconds, default 30).
+    pub body_timeout: Duration,
+    /// Connections served at once; more wait in the accept queue (`[server]
+    /// max_connections`, default 1024).
+    pub max_connections: usize,
+    /// Host names (with or without port) accepted besides the listen
+    /// address and `localhost`/`127.0.0.1`/`[::1]` when the gateway is open
+    /// on loopback (`[server] allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed to call the API from a browser (CORS); none by
+    /// default (`[server] cors_origins`).
+    pub cors_origins: Vec<String>,
+    /// Client-pinned targets (`provider:model` not in the configuration)
+    /// whose breaker and metric labels are kept; the least recently used
+    /// is forgotten beyond it (`[server] max_pinned_targets`, default 1024).
+    pub max_pinned_targets: usize,
+    /// The largest request body accepted, in bytes; a larger one is a 413
+    /// in the API's own error shape (`[server] max_body_bytes`, default
+    /// 32 MiB, Anthropic's own limit for the Messages API: a long agent
+    /// session with screenshots reaches several MB).
+    pub max_body_bytes: usize,
+}
+
+/// The default of `[server] max_body_bytes`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// The `[server]` table of the file. What it leaves out is the default:
+/// in its `Default` below, or (a duration) where it is read.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct RawServer {
+    listen: Option<String>,
+    api_keys: Vec<String>,
+    admin_token: Option<String>,
+    idle_timeout: Option<f64>,
+    body_timeout: Option<f64>,
+    max_connections: usize,
+    max_pinned_targets: usize,
+    max_body_bytes: usize,
+    allowed_hosts: Vec<String>,
+    cors_origins: Vec<String>,
+}
+
+/// The server's settings: the file's `[server]` with the environment over
+/// the keys and the listen address.
+pub(super) fn read(
+    raw: RawServer,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<ServerSettings, SettingsError> {
+    let (api_keys, admin_token) = keys(&raw, env, blame)?;
+    let listen = listen(raw.listen.as_deref(), env, blame)?;
+    let idle_timeout = seconds_or(raw.idle_timeout, Duration::from_secs(60))
+        .map_err(|m| blame.file("server.idle_timeout", m))?;
+    let body_timeout = seconds_or(raw.body_timeout, Duration::from_secs(30))
+        .map_err(|m| blame.file("server.body_timeout", m))?;
+    if raw.max_connections == 0 {
+        return Err(blame.file("server.max_connections", "must be at least 1".into()));
+    }
+    if raw.max_body_bytes == 0 {
+        return Err(blame.file("server.max_body_bytes", "must be at least 1".into()));
+    }
+    Ok(ServerSettings {
+        listen,
+        api_keys,
+        admin_token,
+        idle_timeout,
+        body_timeout,
+        max_connections: raw.max_connections,
+        allowed_hosts: raw.allowed_hosts,
+        cors_origins: raw.cors_origins,
+        max_pinned_targets: raw.max_pinned_targets,
+        max_body_bytes: raw.max_body_bytes,
+    })
+}
+
+/// The client keys (`UNDERSTUDY_API_KEYS`, comma-separated, over
+/// `api_keys`) and the admin token (`UNDERSTUDY_ADMIN_TOKEN` over
+/// `admin_token`), each at least 8 characters.
+fn keys(
+    raw: &RawServer,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<(Vec<Secret>, Option<Secret>), SettingsError> {
+    let api_keys: Vec<Secret> = match env.get("UNDERSTUDY_API_KEYS") {
+        Some(v) => v
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(Secret::new)
+            .collect(),
+        None => raw.api_keys.iter().map(|k| Secret::new(k.trim())).collect(),
+    };
+    if api_keys.iter().any(|k| k.expose().len() < 8) {
+        let message = "a client key must be at least 8 characters".to_owned();
+        return Err(match env.get("UNDERSTUDY_API_KEYS") {
+            Some(_) => blame.env("UNDERSTUDY_API_KEYS", message),
+            None => blame.file("server.api_keys", message),
+        });
+    }
+    let admin_token = env
+        .get("UNDERSTUDY_ADMIN_TOKEN")
+        .or_else(|| raw.admin_token.clone())
+        .map(|t| Secret::new(t.trim()));
+    if admin_token.as_ref().is_some_and(|t| t.expose().len() < 8) {
+        return Err(blame.env(
+            "UNDERSTUDY_ADMIN_TOKEN",
+            "the admin token must be at least 8 characters".into(),
+        ));
+    }
+    Ok((api_keys, admin_token))
+}
+
+/// The listen address: `UNDERSTUDY_LISTEN` over `listen`, else
+/// `127.0.0.1:8080`.
+fn listen(file: Option<&str>, env: &Env<'_>, blame: &Blame) -> Result<SocketAddr, SettingsError> {
+    Ok(match env.get("UNDERSTUDY_LISTEN") {
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|e| blame.env("UNDERSTUDY_LISTEN", format!("not a socket address: {e}")))?,
+        None => match file {
+            Some(v) => v
+                .parse()
+                .map_err(|e| blame.file("server.listen", format!("not a socket address: {e}")))?,
+            None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        },
+    })
+}
+
+// === impl RawServer ===
+
+impl Default for RawServer {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            api_keys: Vec::new(),
+            admin_token: None,
+            idle_timeout: None,
+            body_timeout: None,
+            max_connections: 1024,
+            max_pinned_targets: 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
+        }
+    }
+}
