@@ -28,6 +28,7 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+mod stack;
 mod tls;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -43,6 +44,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let result = if args.get(1).map(String::as_str) == Some("--relay") {
         relay(args.get(2), args.get(3)).await
+    } else if args.get(1).map(String::as_str) == Some("--stack-relay") {
+        stack::relay(&args[2..]).await
     } else if args.get(1).map(String::as_str) == Some("--tls-relay") {
         tls::relay(&args[2..]).await
     } else if args.get(1).map(String::as_str) == Some("--echo") {
@@ -84,18 +87,22 @@ async fn run() -> Result<(), Error> {
     if only == "tls" {
         return tls::only(&gateway_bin, &out_dir, gateway_cpu.as_deref()).await;
     }
-    // `relay-closed:<concurrency>`: the do-nothing relay in the closed loop,
-    // started like the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
-    let relay_mode = only.strip_prefix("relay-closed:").map(str::to_owned);
+    // `relay-closed:<concurrency>` (`stack-closed:`, `parsing-closed:`): a
+    // relay floor in the closed loop, started like the gateway (so
+    // `UNDERSTUDY_BENCH_WRAP` applies to it).
+    let relay_mode = Relay::ALL.iter().find_map(|&kind| {
+        let rest = only.strip_prefix(kind.mode())?.strip_prefix("-closed:")?;
+        Some((kind, rest.to_owned()))
+    });
     let gw = match &relay_mode {
-        Some(_) => Relay::start(upstream, gateway_cpu.as_deref(), true).await?,
+        Some((kind, _)) => Relay::start(*kind, upstream, gateway_cpu.as_deref(), true).await?,
         None => Gateway::start(&gateway_bin, &out_dir, upstream, gateway_cpu.as_deref()).await?,
     };
     let idle_rss = gw.rss_kib();
     if let Some(c) = only
         .strip_prefix("closed:")
         .or(only.strip_prefix("fallback:"))
-        .or(relay_mode.as_deref())
+        .or(relay_mode.as_ref().map(|(_, c)| c.as_str()))
     {
         // `closed:<concurrency>` (or `fallback:<concurrency>`, the 503-then-
         // answer route): 10 s of one closed loop, for a profiler; with
@@ -139,13 +146,21 @@ async fn run() -> Result<(), Error> {
         ));
         return Ok(());
     }
-    if only == "relay-streams" {
+    // `relay-streams` (`stack-streams`): a relay floor's memory per open
+    // stream (not the parsing relay's: it reads answers whole).
+    if let Some(&kind) = [Relay::Hyper, Relay::Stack]
+        .iter()
+        .find(|k| only.strip_prefix(k.mode()) == Some("-streams"))
+    {
         drop(gw);
-        let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
+        let relay = Relay::start(kind, upstream, gateway_cpu.as_deref(), false).await?;
         let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
         say(&format!(
-            "relay, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
-            scale.rss_kib, scale.per_stream_kb, scale.cpu_percent
+            "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
+            kind.mode(),
+            scale.rss_kib,
+            scale.per_stream_kb,
+            scale.cpu_percent
         ));
         return Ok(());
     }
@@ -238,30 +253,40 @@ async fn run() -> Result<(), Error> {
     // The floor: a do-nothing HTTP/1.1 relay (hyper server and client, one
     // upstream connection per client connection, no parsing) pinned like
     // the gateway. What it adds is what any proxy process pays on this rig.
-    let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
+    // Beside it the floor of the gateway's fixed shape: the same relay on
+    // axum and a pooled reqwest client, doing nothing else.
+    let relay = Relay::Hyper
+        .start(upstream, gateway_cpu.as_deref(), false)
+        .await?;
     let relay_url = format!("http://{}/fast/v1/chat/completions", relay.addr);
-    // The gateway against the relay, interleaved (relay, gateway, relay,
-    // gateway) so that both see the same machine: throughput, CPU per
-    // request (user + system, from /proc), added p50.
+    let stack = Relay::Stack
+        .start(upstream, gateway_cpu.as_deref(), false)
+        .await?;
+    let stack_url = format!("http://{}/fast/v1/chat/completions", stack.addr);
+    // The gateway against both, interleaved (relay, stack, gateway, relay,
+    // …) so that all see the same machine: throughput, CPU per request
+    // (user + system, from /proc), added p50.
     let d = closed_loop(upstream, &direct_url, REQUEST, 1, Duration::from_secs(3)).await?;
     for c in [1usize, 64] {
-        let mut pairs = Vec::new();
+        let mut rounds = Vec::new();
         for _ in 0..2 {
-            let r = with_cpu(
-                &relay,
-                closed_loop(relay.addr, &relay_url, REQUEST, c, Duration::from_secs(3)),
-            )
-            .await?;
-            let g = with_cpu(
-                &gw,
-                closed_loop(gw.addr, &gateway_url, REQUEST, c, Duration::from_secs(3)),
-            )
-            .await?;
-            pairs.push((r, g));
+            let mut round = Vec::new();
+            for (process, url) in [
+                (&relay, &relay_url),
+                (&stack, &stack_url),
+                (&gw, &gateway_url),
+            ] {
+                let load = closed_loop(process.addr, url, REQUEST, c, Duration::from_secs(3));
+                round.push(with_cpu(process, load).await?);
+            }
+            rounds.push(round);
         }
-        for (i, ((r, rcpu), (g, gcpu))) in pairs.iter().enumerate() {
+        for (i, round) in rounds.iter().enumerate() {
+            let [(r, rcpu), (s, scpu), (g, gcpu)] = &round[..] else {
+                continue;
+            };
             rows.push(row(
-                format!("floor: do-nothing relay, concurrency {c} (pair {})", i + 1),
+                format!("floor: do-nothing relay, concurrency {c} (round {})", i + 1),
                 r,
                 format!(
                     "added p50 {:.3} ms, p99 {:.3} ms; CPU {rcpu:.1} µs per request",
@@ -270,17 +295,30 @@ async fn run() -> Result<(), Error> {
                 ),
             ));
             rows.push(row(
-                format!("gateway beside it, concurrency {c} (pair {})", i + 1),
+                format!("floor: axum + reqwest relay, concurrency {c} (round {})", i + 1),
+                s,
+                format!(
+                    "{:.2}× the relay's req/s; CPU {scpu:.1} µs per request ({:.2}× the relay's); added p50 {:+.3} ms over the relay's",
+                    s.rps() / r.rps(),
+                    scpu / rcpu,
+                    s.p50() - r.p50()
+                ),
+            ));
+            rows.push(row(
+                format!("gateway beside them, concurrency {c} (round {})", i + 1),
                 g,
                 format!(
-                    "{:.2}× the relay's req/s; CPU {gcpu:.1} µs per request ({:.2}× the relay's); added p50 {:+.3} ms over the relay's",
+                    "{:.2}× the relay's req/s; CPU {gcpu:.1} µs per request ({:.2}× the relay's, {:.2}× the axum + reqwest relay's); added p50 {:+.3} ms over the relay's, {:+.3} ms over the axum + reqwest relay's",
                     g.rps() / r.rps(),
                     gcpu / rcpu,
-                    g.p50() - r.p50()
+                    gcpu / scpu,
+                    g.p50() - r.p50(),
+                    g.p50() - s.p50()
                 ),
             ));
         }
     }
+    drop(stack);
     let relay_fallback = format!("http://{}/fallback/v1/chat/completions", relay.addr);
     let r2 = closed_loop(
         relay.addr,
@@ -350,13 +388,24 @@ async fn run() -> Result<(), Error> {
     notes.push(held_streams(&gw).await?);
     let peak = gw.hwm_kib();
     drop(gw);
-    let relay = Relay::start(upstream, gateway_cpu.as_deref(), false).await?;
+    let relay = Relay::Hyper
+        .start(upstream, gateway_cpu.as_deref(), false)
+        .await?;
     let idle_relay = relay.rss_kib();
     let relay_scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
     drop(relay);
+    let stack = Relay::Stack
+        .start(upstream, gateway_cpu.as_deref(), false)
+        .await?;
+    let stack_scale = open_streams(&stack, "/slow/v1/chat/completions", 5000).await?;
+    drop(stack);
     notes.push(format!(
         "floor: the do-nothing relay with 5 000 open streams: RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
         relay_scale.rss_kib, idle_relay, relay_scale.per_stream_kb, relay_scale.cpu_percent
+    ));
+    notes.push(format!(
+        "floor: the axum + reqwest relay with 5 000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
+        stack_scale.rss_kib, stack_scale.per_stream_kb, stack_scale.cpu_percent
     ));
     notes.push(format!(
         "RSS: idle {idle_rss} KiB; after 100 000 requests {after_load} KiB (before them {before_load} KiB); peak under request load {peak_load} KiB; peak overall {peak} KiB"
@@ -380,6 +429,7 @@ async fn run() -> Result<(), Error> {
         "peak_rss_kib": peak,
         "open_streams": {"count": 5000, "rss_kib": scale.rss_kib, "kb_per_stream": scale.per_stream_kb, "cpu_percent": scale.cpu_percent},
         "relay_open_streams": {"count": 5000, "rss_kib": relay_scale.rss_kib, "kb_per_stream": relay_scale.per_stream_kb, "cpu_percent": relay_scale.cpu_percent},
+        "stack_relay_open_streams": {"count": 5000, "rss_kib": stack_scale.rss_kib, "kb_per_stream": stack_scale.per_stream_kb, "cpu_percent": stack_scale.cpu_percent},
         "pinned": gateway_cpu.is_some(),
     });
     std::fs::write(
@@ -737,20 +787,49 @@ impl Drop for Gateway {
 
 // === the floor: a do-nothing relay ===
 
-/// The relay as a child process (this binary with `--relay`), pinned like
-/// the gateway; measured through the same handle.
-struct Relay;
+/// A relay floor as a child process (this binary with `--relay` or
+/// `--stack-relay`), pinned like the gateway; measured through the same
+/// handle.
+#[derive(Debug, Clone, Copy)]
+enum Relay {
+    /// hyper's server and client, one upstream connection per client
+    /// connection, nothing parsed: what any proxy process pays.
+    Hyper,
+    /// The gateway's stack doing nothing: hyper's server, an axum router, a
+    /// pooled reqwest client (`stack.rs`).
+    Stack,
+    /// [`Relay::Stack`] reading both bodies as JSON and writing them again.
+    Parsing,
+}
 
 impl Relay {
+    const ALL: [Relay; 3] = [Relay::Hyper, Relay::Stack, Relay::Parsing];
+
+    /// The `UNDERSTUDY_BENCH_ONLY` prefix (`<mode>-closed:<c>`, `<mode>-streams`).
+    fn mode(self) -> &'static str {
+        match self {
+            Relay::Hyper => "relay",
+            Relay::Stack => "stack",
+            Relay::Parsing => "parsing",
+        }
+    }
+
     /// The relay, under `UNDERSTUDY_BENCH_WRAP` when `wrapped` (for
-    /// `relay-closed:<c>`).
+    /// `<mode>-closed:<c>`).
     async fn start(
+        self,
         upstream: SocketAddr,
         cpu: Option<&str>,
         wrapped: bool,
     ) -> Result<Gateway, Error> {
-        let args = ["--relay".into(), upstream.to_string().into()];
-        Gateway::spawn(std::env::current_exe()?, &args, cpu, wrapped, "the relay").await
+        let mut args: Vec<std::ffi::OsString> = match self {
+            Relay::Hyper => vec!["--relay".into()],
+            Relay::Stack => vec!["--stack-relay".into()],
+            Relay::Parsing => vec!["--stack-relay".into(), "--parse".into()],
+        };
+        args.push(upstream.to_string().into());
+        let what = format!("the {} relay", self.mode());
+        Gateway::spawn(std::env::current_exe()?, &args, cpu, wrapped, &what).await
     }
 }
 
