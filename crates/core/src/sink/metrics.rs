@@ -5,7 +5,9 @@
 //! are `true`/`false`, kinds and outcomes are the stable codes. A failed
 //! request is labelled with the route's primary, never an empty provider.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -87,7 +89,7 @@ pub struct Metrics {
     duration: Family<DurationLabels, Histogram, Buckets>,
     ttft: Family<ProviderLabels, Histogram, Buckets>,
     tokens: Family<TokenLabels, Counter>,
-    cost: Family<ProviderLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    cost: Family<ProviderLabels, Counter<f64, AtomicU64>>,
     pub(crate) provider_up: Family<ProviderLabels, Gauge>,
     pub(crate) breaker_open: Family<StateLabels, Gauge>,
     events_dropped: Family<SinkLabels, Counter>,
@@ -170,63 +172,6 @@ impl Metrics {
             .clone()
     }
 
-    /// Records one event.
-    pub fn record(&self, e: &GenerationEvent) {
-        let provider = e.label_provider().to_owned();
-        self.generations
-            .get_or_create(&GenerationLabels {
-                provider: provider.clone(),
-                success: e.success,
-                fell_back: e.fell_back,
-                content_filtered: e.content_filtered,
-            })
-            .inc();
-        for a in &e.attempts {
-            self.attempts
-                .get_or_create(&AttemptLabels {
-                    provider: a.provider.clone(),
-                    kind: a.kind.as_str(),
-                    outcome: a.outcome.as_str(),
-                })
-                .inc();
-        }
-        self.duration
-            .get_or_create(&DurationLabels {
-                provider: provider.clone(),
-                streamed: e.streamed,
-                api: e.api.as_str(),
-            })
-            .observe(e.latency_ms / 1000.0);
-        if let Some(ttft) = e.ttft_ms {
-            self.ttft
-                .get_or_create(&ProviderLabels {
-                    provider: provider.clone(),
-                })
-                .observe(ttft / 1000.0);
-        }
-        if let (Some(u), Some(served)) = (e.usage, &e.provider) {
-            self.tokens
-                .get_or_create(&TokenLabels {
-                    provider: served.clone(),
-                    direction: "input",
-                })
-                .inc_by(u.input_tokens);
-            self.tokens
-                .get_or_create(&TokenLabels {
-                    provider: served.clone(),
-                    direction: "output",
-                })
-                .inc_by(u.output_tokens);
-        }
-        if let (Some(cost), Some(served)) = (e.cost_usd, &e.provider) {
-            self.cost
-                .get_or_create(&ProviderLabels {
-                    provider: served.clone(),
-                })
-                .inc_by(cost);
-        }
-    }
-
     /// The OpenMetrics text exposition.
     pub fn openmetrics(&self) -> String {
         let mut out = String::new();
@@ -280,16 +225,282 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let mut recorder = Recorder::new(metrics);
     loop {
         tokio::select! {
             event = rx.recv() => match event {
-                Some(e) => metrics.record(&e),
+                Some(e) => recorder.record(&e),
                 None => return,
             },
             _ = stop.wait_for(|s| *s) => break,
         }
     }
     while let Ok(e) = rx.try_recv() {
-        metrics.record(&e);
+        recorder.record(&e);
+    }
+}
+
+/// Records events into [`Metrics`], keeping the handle of every series it
+/// has written: a family lookup hashes and clones its labels, so each
+/// series is looked up once, and an event then costs a lookup by provider
+/// name for its labelled provider and for each attempt. The map is bounded by the providers in the settings
+/// (events name no other).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    metrics: Arc<Metrics>,
+    providers: HashMap<String, Handles>,
+}
+
+/// One provider's series, filled as events need them.
+#[derive(Debug, Default)]
+struct Handles {
+    /// By `success`, `fell_back` and `content_filtered` (bits 0, 1, 2).
+    generations: [Option<Counter>; 8],
+    /// By `streamed` and API.
+    duration: Vec<((bool, &'static str), Histogram)>,
+    ttft: Option<Histogram>,
+    /// Input, output.
+    tokens: Option<[Counter; 2]>,
+    cost: Option<Counter<f64, AtomicU64>>,
+    /// By kind and outcome.
+    attempts: Vec<((&'static str, &'static str), Counter)>,
+}
+
+impl Recorder {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            metrics,
+            providers: HashMap::new(),
+        }
+    }
+
+    /// Records one event.
+    pub(crate) fn record(&mut self, e: &GenerationEvent) {
+        let m = &*self.metrics;
+        let provider = e.label_provider();
+        let Some(h) = handles(&mut self.providers, provider) else {
+            return;
+        };
+        let bits = usize::from(e.success)
+            | usize::from(e.fell_back) << 1
+            | usize::from(e.content_filtered) << 2;
+        h.generations[bits]
+            .get_or_insert_with(|| {
+                m.generations
+                    .get_or_create(&GenerationLabels {
+                        provider: provider.to_owned(),
+                        success: e.success,
+                        fell_back: e.fell_back,
+                        content_filtered: e.content_filtered,
+                    })
+                    .clone()
+            })
+            .inc();
+        let api = e.api.as_str();
+        find_or(&mut h.duration, (e.streamed, api), || {
+            m.duration
+                .get_or_create(&DurationLabels {
+                    provider: provider.to_owned(),
+                    streamed: e.streamed,
+                    api,
+                })
+                .clone()
+        })
+        .observe(e.latency_ms / 1000.0);
+        if let Some(ttft) = e.ttft_ms {
+            h.ttft
+                .get_or_insert_with(|| m.ttft.get_or_create(&labels(provider)).clone())
+                .observe(ttft / 1000.0);
+        }
+        // Tokens and cost are the serving provider's, which is `provider`
+        // whenever there is one.
+        if let (Some(u), Some(_)) = (e.usage, &e.provider) {
+            let [input, output] = h.tokens.get_or_insert_with(|| {
+                ["input", "output"].map(|direction| {
+                    m.tokens
+                        .get_or_create(&TokenLabels {
+                            provider: provider.to_owned(),
+                            direction,
+                        })
+                        .clone()
+                })
+            });
+            input.inc_by(u.input_tokens);
+            output.inc_by(u.output_tokens);
+        }
+        if let (Some(cost), Some(_)) = (e.cost_usd, &e.provider) {
+            h.cost
+                .get_or_insert_with(|| m.cost.get_or_create(&labels(provider)).clone())
+                .inc_by(cost);
+        }
+        for a in &e.attempts {
+            let (kind, outcome) = (a.kind.as_str(), a.outcome.as_str());
+            let Some(h) = handles(&mut self.providers, &a.provider) else {
+                continue;
+            };
+            find_or(&mut h.attempts, (kind, outcome), || {
+                m.attempts
+                    .get_or_create(&AttemptLabels {
+                        provider: a.provider.clone(),
+                        kind,
+                        outcome,
+                    })
+                    .clone()
+            })
+            .inc();
+        }
+    }
+}
+
+/// `provider`'s handles (created empty on its first event; `None` never
+/// happens, as the entry is made first).
+fn handles<'a>(
+    providers: &'a mut HashMap<String, Handles>,
+    provider: &str,
+) -> Option<&'a mut Handles> {
+    if !providers.contains_key(provider) {
+        providers.insert(provider.to_owned(), Handles::default());
+    }
+    providers.get_mut(provider)
+}
+
+/// The handle under `key` in a short list, made by `make` the first time.
+fn find_or<K: PartialEq, M>(list: &mut Vec<(K, M)>, key: K, make: impl FnOnce() -> M) -> &M {
+    let i = match list.iter().position(|(k, _)| *k == key) {
+        Some(i) => i,
+        None => {
+            list.push((key, make()));
+            list.len() - 1
+        }
+    };
+    &list[i].1
+}
+
+fn labels(provider: &str) -> ProviderLabels {
+    ProviderLabels {
+        provider: provider.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event from its JSON record (the fields every event has, then
+    /// `extra`).
+    fn event(extra: serde_json::Value) -> GenerationEvent {
+        let mut e = serde_json::json!({
+            "request_id": "r", "timestamp": "2026-12-01T00:00:00.000Z", "route": "default",
+            "api": "openai", "provider": null, "model": null, "primary": "a",
+            "success": true, "fell_back": false, "content_filtered": false,
+            "streamed": false, "cached": false, "error_code": null, "error_detail": null,
+            "attempts": [], "latency_ms": 250.0, "ttft_ms": null, "usage": null, "cost_usd": null,
+        });
+        if let (Some(e), Some(extra)) = (e.as_object_mut(), extra.as_object()) {
+            e.extend(extra.clone());
+        }
+        serde_json::from_value(e).expect("a valid event")
+    }
+
+    fn attempt(provider: &str, kind: &str, outcome: &str) -> serde_json::Value {
+        serde_json::json!({"provider": provider, "model": "m", "kind": kind, "outcome": outcome, "latency_ms": 1.0})
+    }
+
+    /// The sample lines of `text` (no comments), sorted.
+    fn samples(text: &str, prefix: &str) -> Vec<String> {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn cached_handles_count_each_series_apart() {
+        let metrics = Arc::new(Metrics::new());
+        let mut recorder = Recorder::new(Arc::clone(&metrics));
+        let served_by_a = event(serde_json::json!({
+            "provider": "a", "model": "m", "streamed": true, "ttft_ms": 100.0,
+            "usage": {"input_tokens": 12, "output_tokens": 9}, "cost_usd": 0.5,
+            "attempts": [attempt("a", "primary", "ok")],
+        }));
+        let refused_then_b = event(serde_json::json!({
+            "provider": "b", "model": "m", "fell_back": true, "content_filtered": true,
+            "api": "anthropic", "usage": {"input_tokens": 1, "output_tokens": 2},
+            "attempts": [attempt("a", "primary", "content_filter"), attempt("a", "softened", "content_filter"), attempt("b", "fallback", "ok")],
+        }));
+        let nobody = event(serde_json::json!({
+            "success": false, "error_code": "unavailable",
+            "attempts": [attempt("a", "primary", "unavailable")],
+        }));
+        let fell_back_only = event(serde_json::json!({
+            "provider": "b", "model": "m", "fell_back": true,
+            "attempts": [attempt("a", "primary", "unavailable"), attempt("b", "fallback", "ok")],
+        }));
+        let refused_then_served = event(serde_json::json!({
+            "provider": "a", "model": "m", "content_filtered": true,
+            "attempts": [attempt("a", "primary", "content_filter"), attempt("a", "softened", "ok")],
+        }));
+        for e in [
+            &served_by_a,
+            &refused_then_b,
+            &nobody,
+            &served_by_a,
+            &nobody,
+            &fell_back_only,
+            &refused_then_served,
+        ] {
+            recorder.record(e);
+        }
+        let text = metrics.openmetrics();
+        assert_eq!(
+            samples(&text, "understudy_generations_total"),
+            [
+                r#"understudy_generations_total{provider="a",success="false",fell_back="false",content_filtered="false"} 2"#,
+                r#"understudy_generations_total{provider="a",success="true",fell_back="false",content_filtered="false"} 2"#,
+                r#"understudy_generations_total{provider="a",success="true",fell_back="false",content_filtered="true"} 1"#,
+                r#"understudy_generations_total{provider="b",success="true",fell_back="true",content_filtered="false"} 1"#,
+                r#"understudy_generations_total{provider="b",success="true",fell_back="true",content_filtered="true"} 1"#,
+            ]
+        );
+        assert_eq!(
+            samples(&text, "understudy_attempts_total"),
+            [
+                r#"understudy_attempts_total{provider="a",kind="primary",outcome="content_filter"} 2"#,
+                r#"understudy_attempts_total{provider="a",kind="primary",outcome="ok"} 2"#,
+                r#"understudy_attempts_total{provider="a",kind="primary",outcome="unavailable"} 3"#,
+                r#"understudy_attempts_total{provider="a",kind="softened",outcome="content_filter"} 1"#,
+                r#"understudy_attempts_total{provider="a",kind="softened",outcome="ok"} 1"#,
+                r#"understudy_attempts_total{provider="b",kind="fallback",outcome="ok"} 2"#,
+            ]
+        );
+        assert_eq!(
+            samples(&text, "understudy_tokens_total"),
+            [
+                r#"understudy_tokens_total{provider="a",direction="input"} 24"#,
+                r#"understudy_tokens_total{provider="a",direction="output"} 18"#,
+                r#"understudy_tokens_total{provider="b",direction="input"} 1"#,
+                r#"understudy_tokens_total{provider="b",direction="output"} 2"#,
+            ]
+        );
+        assert_eq!(
+            samples(&text, "understudy_cost_usd_total"),
+            [r#"understudy_cost_usd_total{provider="a"} 1.0"#]
+        );
+        assert_eq!(
+            samples(&text, "understudy_request_duration_seconds_count"),
+            [
+                r#"understudy_request_duration_seconds_count{provider="a",streamed="false",api="openai"} 3"#,
+                r#"understudy_request_duration_seconds_count{provider="a",streamed="true",api="openai"} 2"#,
+                r#"understudy_request_duration_seconds_count{provider="b",streamed="false",api="anthropic"} 1"#,
+                r#"understudy_request_duration_seconds_count{provider="b",streamed="false",api="openai"} 1"#,
+            ]
+        );
+        assert_eq!(
+            samples(&text, "understudy_time_to_first_token_seconds_count"),
+            [r#"understudy_time_to_first_token_seconds_count{provider="a"} 2"#]
+        );
     }
 }
