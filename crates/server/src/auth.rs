@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 
 use axum::extract::{Request, State};
 use axum::http::header::{self, AUTHORIZATION};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
@@ -28,6 +28,9 @@ use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 #[derive(Debug, Clone)]
 pub(crate) struct RequestId(pub String);
 
+/// `x-request-id`, named once (a name given as text is parsed on each use).
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
 /// Gives every request an id (the caller's `x-request-id` when it is plain
 /// enough to echo), a tracing span carrying it, and the response header;
 /// refuses a foreign `Host` on an open loopback gateway; answers CORS
@@ -39,7 +42,7 @@ pub(crate) async fn request_context(
 ) -> Response {
     let id = req
         .headers()
-        .get("x-request-id")
+        .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|id| {
             !id.is_empty()
@@ -96,7 +99,7 @@ pub(crate) async fn request_context(
         );
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert("x-request-id", value);
+        response.headers_mut().insert(REQUEST_ID, value);
     }
     response
 }

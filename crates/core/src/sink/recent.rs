@@ -64,9 +64,14 @@ impl Recent {
         if let Some(s) = inner.seconds.back_mut() {
             s.total += 1;
             if e.success {
-                *s.served
-                    .entry(e.provider.clone().unwrap_or_default())
-                    .or_default() += 1;
+                // The provider's count, its name copied only the first time.
+                let name = e.provider.as_deref().unwrap_or_default();
+                match s.served.get_mut(name) {
+                    Some(n) => *n += 1,
+                    None => {
+                        s.served.insert(name.to_owned(), 1);
+                    }
+                }
             } else {
                 s.failed += 1;
             }

@@ -13,7 +13,7 @@ pub(crate) mod wit;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
@@ -128,6 +128,14 @@ pub(crate) fn apply_overrides(
     // Every engine request carries the client key's tag (set here because
     // every route passes through here).
     request.client = crate::auth::client_tag();
+    // Most requests carry none of these: one pass over the names instead
+    // of a lookup (a name parsed and hashed) for each.
+    if !headers
+        .keys()
+        .any(|name| name.as_str().starts_with("x-understudy-"))
+    {
+        return Ok(());
+    }
     let text = |name: &'static str| -> Result<Option<&str>, ApiError> {
         match headers.get(name) {
             None => Ok(None),
@@ -213,11 +221,14 @@ pub(crate) fn failover_headers(
     fell_back: bool,
     filtered: bool,
 ) {
+    const PROVIDER: HeaderName = HeaderName::from_static("x-understudy-provider");
+    const FELL_BACK: HeaderName = HeaderName::from_static("x-understudy-fell-back");
+    const FILTERED: HeaderName = HeaderName::from_static("x-understudy-content-filtered");
     let flag = |b: bool| HeaderValue::from_static(if b { "true" } else { "false" });
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(provider) {
-        headers.insert("x-understudy-provider", v);
+        headers.insert(PROVIDER, v);
     }
-    headers.insert("x-understudy-fell-back", flag(fell_back));
-    headers.insert("x-understudy-content-filtered", flag(filtered));
+    headers.insert(FELL_BACK, flag(fell_back));
+    headers.insert(FILTERED, flag(filtered));
 }
