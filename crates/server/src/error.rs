@@ -30,6 +30,10 @@ pub enum ApiError {
         message: String,
     },
     NotFound(String),
+    /// `previous_response_id` names no response this client key stored:
+    /// OpenAI's 400 `previous_response_not_found` (clients key their
+    /// recovery, a resend of the whole conversation, on that code).
+    PreviousResponseNotFound(String),
     /// The `model` names no route and no provider.
     ModelNotFound(String),
     /// A missing or wrong client key (or admin token).
@@ -57,7 +61,7 @@ impl ApiError {
     /// The HTTP status for this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Invalid { .. } => StatusCode::BAD_REQUEST,
+            Self::Invalid { .. } | Self::PreviousResponseNotFound(_) => StatusCode::BAD_REQUEST,
             Self::Body { status, .. } => *status,
             Self::NotFound(_) | Self::ModelNotFound(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -92,6 +96,12 @@ impl ApiError {
             ),
             Self::Body { message, .. } => ("invalid_request".into(), message.clone(), None, &[]),
             Self::NotFound(message) => ("not_found".into(), message.clone(), None, &[]),
+            Self::PreviousResponseNotFound(id) => (
+                "previous_response_not_found".into(),
+                format!("Previous response with id '{id}' not found."),
+                Some("previous_response_id".into()),
+                &[],
+            ),
             Self::ModelNotFound(model) => (
                 "model_not_found".into(),
                 format!(

@@ -332,10 +332,12 @@ async fn errors_come_in_openai_s_shape() {
             400,
             Some("tool_choice"),
         ),
+        // OpenAI's answer to an unknown `previous_response_id`: a 400
+        // with the code clients recover on (checked below).
         (
             json!({"input": "hi", "previous_response_id": "resp_nope"}),
-            404,
-            None,
+            400,
+            Some("previous_response_id"),
         ),
         (
             json!({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x"}}}),
@@ -357,6 +359,14 @@ async fn errors_come_in_openai_s_shape() {
         );
         if let Some(param) = param {
             assert_eq!(e["param"], param, "{v}");
+        }
+        if param == Some("previous_response_id") {
+            assert_eq!(e["code"], "previous_response_not_found", "{v}");
+            assert_eq!(e["type"], "invalid_request_error", "{v}");
+            assert_eq!(
+                e["message"], "Previous response with id 'resp_nope' not found.",
+                "{v}"
+            );
         }
     }
     for path in [
@@ -390,14 +400,16 @@ async fn a_client_key_sees_only_its_own_responses() {
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_B, None).await;
     assert_eq!(status, 404);
     let cont = json!({"input": "more", "previous_response_id": id});
-    let (status, _, _) = call(
+    let (status, _, text) = call(
         reqwest::Method::POST,
         &format!("{}/v1/responses", t.url),
         KEY_B,
         Some(cont),
     )
     .await;
-    assert_eq!(status, 404);
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"]["code"], "previous_response_not_found", "{v}");
     let (status, _, _) = call(reqwest::Method::DELETE, &url, KEY_B, None).await;
     assert_eq!(status, 404);
     let (status, _, items) = call(

@@ -58,7 +58,7 @@ async fn create(
                 .responses
                 .get(previous, &owner)
                 .await
-                .ok_or_else(|| not_found(previous))?;
+                .ok_or_else(|| ApiError::PreviousResponseNotFound(previous.clone()))?;
             let mut history = stored.context.clone();
             if let Some(out) = stored.response.get("output").and_then(Value::as_array) {
                 history.extend(out.iter().cloned());
