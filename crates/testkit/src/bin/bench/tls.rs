@@ -29,10 +29,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use understudy_testkit::TestCerts;
 
-use super::{
-    ANSWER, Error, Gateway, REQUEST, Row, Samples, closed_loop, row, say, serve_args,
-    upstream_handle,
-};
+use super::load::closed_loop;
+use super::process::{Gateway, serve_args};
+use super::report::{Row, Samples, render, row, say};
+use super::upstream::upstream_handle;
+use super::{ANSWER, Error, REQUEST};
 
 /// Connections and handshakes the TLS upstream has accepted.
 #[derive(Default)]
@@ -55,7 +56,7 @@ pub(crate) async fn only(bin: &Path, dir: &Path, cpu: Option<&str>) -> Result<()
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     phase(bin, dir, cpu, &mut rows, &mut notes).await?;
-    say(&super::render(&rows, &notes));
+    say(&render(&rows, &notes));
     Ok(())
 }
 
@@ -77,68 +78,11 @@ pub(crate) async fn phase(
     let gateway_url = format!("http://{}/v1/chat/completions", gw.addr);
     let relay_url = format!("http://{}/fast/v1/chat/completions", relay.addr);
 
-    // Warm-up: one request first (its connection is the one the rest
-    // share), then the load; the relay's one connection opens at start.
-    closed_loop(
-        gw.addr,
-        &gateway_url,
-        REQUEST,
-        1,
-        Duration::from_millis(300),
-    )
-    .await?;
-    closed_loop(
-        gw.addr,
-        &gateway_url,
-        REQUEST,
-        64,
-        Duration::from_millis(800),
-    )
-    .await?;
-    closed_loop(
-        relay.addr,
-        &relay_url,
-        REQUEST,
-        64,
-        Duration::from_millis(800),
-    )
-    .await?;
-
+    warm_up(&gw, &gateway_url, &relay, &relay_url).await?;
     // Concurrency 64: the relay, then the gateway, each counted alone.
-    let (before, cpu) = (counts.now(), relay.cpu_seconds());
-    let r64 = closed_loop(relay.addr, &relay_url, REQUEST, 64, Duration::from_secs(3)).await?;
-    let relay_new = delta(before, counts.now());
-    let relay_cpu = per_request(relay.cpu_seconds() - cpu, &r64);
-    let (before, cpu) = (counts.now(), gw.cpu_seconds());
-    let g64 = closed_loop(gw.addr, &gateway_url, REQUEST, 64, Duration::from_secs(3)).await?;
-    let gateway_new = delta(before, counts.now());
-    let gateway_cpu = per_request(gw.cpu_seconds() - cpu, &g64);
-    // Concurrency 1, interleaved: relay, gateway, relay, gateway.
-    let mut r1 = Vec::new();
-    let mut g1 = Vec::new();
-    for _ in 0..2 {
-        r1.push(
-            closed_loop(
-                relay.addr,
-                &relay_url,
-                REQUEST,
-                1,
-                Duration::from_millis(1500),
-            )
-            .await?,
-        );
-        g1.push(
-            closed_loop(
-                gw.addr,
-                &gateway_url,
-                REQUEST,
-                1,
-                Duration::from_millis(1500),
-            )
-            .await?,
-        );
-    }
-    let (r1, g1) = (merge(r1), merge(g1));
+    let (r64, relay_new, relay_cpu) = counted(&relay, &relay_url, &counts).await?;
+    let (g64, gateway_new, gateway_cpu) = counted(&gw, &gateway_url, &counts).await?;
+    let (r1, g1) = interleaved(&relay, &relay_url, &gw, &gateway_url).await?;
     let (connections, handshakes) = counts.now();
     drop(gw);
     drop(relay);
@@ -182,6 +126,66 @@ pub(crate) async fn phase(
     ));
     let _ = std::fs::remove_file(&ca_file);
     Ok(())
+}
+
+/// One request first (its connection is the one the rest share), then
+/// the load; the relay's one connection opens at start.
+async fn warm_up(
+    gw: &Gateway,
+    gateway_url: &str,
+    relay: &Gateway,
+    relay_url: &str,
+) -> Result<(), Error> {
+    closed_loop(gw.addr, gateway_url, REQUEST, 1, Duration::from_millis(300)).await?;
+    closed_loop(
+        gw.addr,
+        gateway_url,
+        REQUEST,
+        64,
+        Duration::from_millis(800),
+    )
+    .await?;
+    closed_loop(
+        relay.addr,
+        relay_url,
+        REQUEST,
+        64,
+        Duration::from_millis(800),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `process` at concurrency 64 for 3 s: its samples, the connections and
+/// handshakes the upstream saw meanwhile, and its CPU µs per request.
+async fn counted(
+    process: &Gateway,
+    url: &str,
+    counts: &Counts,
+) -> Result<(Samples, (usize, usize), f64), Error> {
+    let (before, cpu) = (counts.now(), process.cpu_seconds());
+    let s = closed_loop(process.addr, url, REQUEST, 64, Duration::from_secs(3)).await?;
+    let new = delta(before, counts.now());
+    let cpu = per_request(process.cpu_seconds() - cpu, &s);
+    Ok((s, new, cpu))
+}
+
+/// Concurrency 1, interleaved (relay, gateway, relay, gateway): the
+/// relay's samples and the gateway's.
+async fn interleaved(
+    relay: &Gateway,
+    relay_url: &str,
+    gw: &Gateway,
+    gateway_url: &str,
+) -> Result<(Samples, Samples), Error> {
+    let mut r1 = Vec::new();
+    let mut g1 = Vec::new();
+    for _ in 0..2 {
+        let d = Duration::from_millis(1500);
+        r1.push(closed_loop(relay.addr, relay_url, REQUEST, 1, d).await?);
+        g1.push(closed_loop(gw.addr, gateway_url, REQUEST, 1, d).await?);
+    }
+    Ok((merge(r1), merge(g1)))
 }
 
 /// Runs of one measurement as one set of samples.

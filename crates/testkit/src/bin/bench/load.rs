@@ -1,0 +1,343 @@
+//! The load generator: closed and open loops on persistent HTTP/1.1
+//! connections, time to first byte, and open streams with the memory they
+//! cost.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+use super::process::Gateway;
+use super::report::Samples;
+use super::{Error, GATEWAY_PATH, REQUEST};
+
+pub(crate) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+pub(crate) async fn connect(addr: SocketAddr) -> Result<Sender, Error> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+pub(crate) async fn one(sender: &mut Sender, url: &str, body: &'static str) -> Result<(), Error> {
+    sender.ready().await?;
+    let req = Request::post(url)
+        .header("content-type", "application/json")
+        .header("host", "bench")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let _ = resp.into_body().collect().await?;
+    if !status.is_success() {
+        return Err(format!("HTTP {status}").into());
+    }
+    Ok(())
+}
+
+pub(crate) fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+/// `c` connections, each sending requests back to back for `d`.
+pub(crate) async fn closed_loop(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    d: Duration,
+) -> Result<Samples, Error> {
+    back_to_back(addr, url, body, c, Until::Elapsed(d)).await
+}
+
+/// `n` requests over `c` connections, as fast as they go.
+pub(crate) async fn fixed_count(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    n: usize,
+) -> Result<Samples, Error> {
+    back_to_back(addr, url, body, c, Until::Sent(n)).await
+}
+
+/// When a back-to-back load stops.
+#[derive(Clone, Copy)]
+pub(crate) enum Until {
+    Elapsed(Duration),
+    Sent(usize),
+}
+
+pub(crate) async fn back_to_back(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    c: usize,
+    until: Until,
+) -> Result<Samples, Error> {
+    let body = leak(body);
+    let url = leak(url);
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(match until {
+        Until::Sent(n) => n,
+        Until::Elapsed(_) => usize::MAX,
+    }));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let mut sender = connect(addr).await?;
+        let left = Arc::clone(&left);
+        tasks.push(tokio::spawn(async move {
+            let mut micros = Vec::with_capacity(100_000);
+            let more = || match until {
+                Until::Elapsed(d) => started.elapsed() < d,
+                Until::Sent(_) => left
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1))
+                    .is_ok(),
+            };
+            while more() {
+                let t = Instant::now();
+                one(&mut sender, url, body).await?;
+                micros.push(t.elapsed().as_micros() as u32);
+            }
+            Ok::<_, Error>(micros)
+        }));
+    }
+    let mut micros = Vec::new();
+    for t in tasks {
+        micros.extend(t.await??);
+    }
+    Ok(Samples {
+        micros,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A fixed arrival rate for `d`, spread over 64 connections, so a slow
+/// response does not delay the next send (no coordinated omission).
+pub(crate) async fn open_loop(
+    addr: SocketAddr,
+    url: &str,
+    body: &str,
+    rate: u32,
+    d: Duration,
+) -> Result<Samples, Error> {
+    let body = leak(body);
+    let url = leak(url);
+    let pool = 64;
+    let (tx, rx) = async_channel(rate as usize * 2);
+    let mut tasks = Vec::new();
+    for _ in 0..pool {
+        let mut sender = connect(addr).await?;
+        let rx = Arc::clone(&rx);
+        tasks.push(tokio::spawn(async move {
+            let mut micros = Vec::new();
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some(_scheduled) = next else { break };
+                // Timed from the send: tokio's timer has a 1 ms resolution, so
+                // lateness against the schedule would be mostly timer noise;
+                // the 64 connections keep queueing out of the picture at this rate.
+                let t = Instant::now();
+                one(&mut sender, url, body).await?;
+                micros.push(t.elapsed().as_micros() as u32);
+            }
+            Ok::<_, Error>(micros)
+        }));
+    }
+    let started = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let mut i = 0u32;
+    while started.elapsed() < d {
+        let at = started + interval * i;
+        tokio::time::sleep_until(at.into()).await;
+        if tx.send(at).await.is_err() {
+            break;
+        }
+        i += 1;
+    }
+    drop(tx);
+    let mut micros = Vec::new();
+    for t in tasks {
+        micros.extend(t.await??);
+    }
+    Ok(Samples {
+        micros,
+        elapsed: started.elapsed(),
+    })
+}
+
+pub(crate) type Shared<T> = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<T>>>;
+
+pub(crate) fn async_channel<T>(n: usize) -> (tokio::sync::mpsc::Sender<T>, Shared<T>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(n);
+    (tx, Arc::new(tokio::sync::Mutex::new(rx)))
+}
+
+/// Time to the first streamed text, direct and through the gateway.
+pub(crate) async fn ttfb(
+    upstream: SocketAddr,
+    gateway: SocketAddr,
+    n: usize,
+) -> Result<(Samples, Samples), Error> {
+    let body = leak(&REQUEST.replace("\"messages\"", "\"stream\":true,\"messages\""));
+    let mut out = Vec::new();
+    for (addr, url) in [
+        (
+            upstream,
+            format!("http://{upstream}/fast/v1/chat/completions"),
+        ),
+        (gateway, format!("http://{gateway}/v1/chat/completions")),
+    ] {
+        let mut sender = connect(addr).await?;
+        let mut micros = Vec::new();
+        let started = Instant::now();
+        for _ in 0..n {
+            sender.ready().await?;
+            let req = Request::post(&url)
+                .header("content-type", "application/json")
+                .header("host", "bench")
+                .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+            let t = Instant::now();
+            let resp = sender.send_request(req).await?;
+            let mut body = resp.into_body();
+            let mut first = None;
+            while let Some(frame) = body.frame().await {
+                let frame = frame?;
+                if let Some(data) = frame.data_ref() {
+                    if first.is_none() && data.windows(3).any(|w| w == b" t0") {
+                        first = Some(t.elapsed());
+                    }
+                }
+            }
+            micros.push(first.unwrap_or_else(|| t.elapsed()).as_micros() as u32);
+        }
+        out.push(Samples {
+            micros,
+            elapsed: started.elapsed(),
+        });
+    }
+    let g = out.pop().ok_or("no samples")?;
+    let d = out.pop().ok_or("no samples")?;
+    Ok((d, g))
+}
+
+pub(crate) struct Scale {
+    pub(crate) rss_kib: u64,
+    pub(crate) per_stream_kb: f64,
+    pub(crate) cpu_percent: f64,
+}
+
+impl Scale {
+    /// Its `latest.json` entry (every phase opens 5 000 streams).
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "count": 5000,
+            "rss_kib": self.rss_kib,
+            "kb_per_stream": self.per_stream_kb,
+            "cpu_percent": self.cpu_percent,
+        })
+    }
+}
+
+/// Opens `n` streams through `gw` (the gateway, or the relay with `path`
+/// `/slow/v1/chat/completions`), a token every 100 ms each, and measures
+/// it while they are all open.
+pub(crate) async fn open_streams(gw: &Gateway, path: &str, n: usize) -> Result<Scale, Error> {
+    open_streams_with(gw, path, n, &[], Duration::ZERO).await
+}
+
+/// 1 000 streams held under `stream_commit = "complete"`, measured 10 s
+/// in, against the per-stream budget of held events.
+pub(crate) async fn held_streams(gw: &Gateway) -> Result<String, Error> {
+    pub(crate) const HELD: &[(&str, &str)] = &[("x-understudy-stream-commit", "complete")];
+    let n = 1000;
+    let scale = open_streams_with(gw, GATEWAY_PATH, n, HELD, Duration::from_secs(6)).await?;
+    Ok(format!(
+        "{n} streams held under stream_commit = \"complete\" (a token every 100 ms, measured 10 s in: about 100 tokens held each): gateway RSS {} KiB, {:.1} KB per held stream (budget of held events: {} KiB per stream), CPU {:.0}% of one core",
+        scale.rss_kib,
+        scale.per_stream_kb,
+        understudy_core::policy::stream::HELD_BYTES / 1024,
+        scale.cpu_percent
+    ))
+}
+
+/// As [`open_streams`], with extra request headers, measuring `hold` later
+/// (so that a held stream has held that much more of its answer).
+pub(crate) async fn open_streams_with(
+    gw: &Gateway,
+    path: &str,
+    n: usize,
+    headers: &'static [(&'static str, &'static str)],
+    hold: Duration,
+) -> Result<Scale, Error> {
+    let gateway = gw.addr;
+    let base = gw.rss_kib();
+    let body = leak(
+        &REQUEST
+            .replace("\"default\"", "\"slowstream\"")
+            .replace("\"messages\"", "\"stream\":true,\"messages\""),
+    );
+    let url = leak(&format!("http://{gateway}{path}"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(Semaphore::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let stop = Arc::clone(&stop);
+        let opened = Arc::clone(&opened);
+        tasks.push(tokio::spawn(async move {
+            let Ok(mut sender) = connect(gateway).await else {
+                return;
+            };
+            let mut req = Request::post(url)
+                .header("content-type", "application/json")
+                .header("host", "bench");
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let Ok(req) = req.body(Full::new(Bytes::from_static(body.as_bytes()))) else {
+                return;
+            };
+            let Ok(resp) = sender.send_request(req).await else {
+                return;
+            };
+            opened.add_permits(1);
+            let mut body = resp.into_body();
+            while !stop.load(Ordering::Relaxed) {
+                match tokio::time::timeout(Duration::from_millis(500), body.frame()).await {
+                    Ok(Some(Ok(_))) | Err(_) => {}
+                    _ => break,
+                }
+            }
+            let _ = i;
+        }));
+        if i % 200 == 199 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let all = opened.acquire_many(n as u32);
+    let _ = tokio::time::timeout(Duration::from_secs(30), all).await;
+    tokio::time::sleep(Duration::from_secs(1) + hold).await;
+    let cpu0 = gw.cpu_seconds();
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = (gw.cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    let rss = gw.rss_kib();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.abort();
+    }
+    let per = (rss.saturating_sub(base)) as f64 * 1.024 / n as f64;
+    Ok(Scale {
+        rss_kib: rss,
+        per_stream_kb: per,
+        cpu_percent: cpu,
+    })
+}

@@ -1,0 +1,261 @@
+//! The measured processes: the real gateway and the relay floors, each a
+//! child process pinned like the gateway, read through `/proc`.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+use super::Error;
+use super::report::Samples;
+
+pub(crate) struct Gateway {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Gateway {
+    pub(crate) async fn start(
+        bin: &std::path::Path,
+        dir: &std::path::Path,
+        upstream: SocketAddr,
+        cpu: Option<&str>,
+    ) -> Result<Self, Error> {
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"[server]
+# The load generator sends `Host: bench`; an open gateway on loopback
+# answers only hosts it knows.
+allowed_hosts = ["bench"]
+# 5 000 open streams are measured; the default cap (1 024) would keep the
+# rest waiting in the accept queue.
+max_connections = 10000
+
+[routing]
+default = "fast"
+order = ["fast"]
+
+[providers.fast]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
+[providers.fail]
+kind = "openai"
+base_url = "http://{upstream}/fail/v1"
+model = "bench-model"
+
+[providers.slow]
+kind = "openai"
+base_url = "http://{upstream}/slow/v1"
+model = "bench-model"
+
+[routes]
+fallback = ["fail", "fast"]
+slowstream = ["slow"]
+
+[breaker]
+failure_threshold = 0
+
+[timeouts]
+stream_idle = 60
+request = 120
+
+[cache]
+enabled = false
+"#
+            ),
+        )?;
+        Self::spawn(bin, &serve_args(&config)?, cpu, true, "the gateway").await
+    }
+
+    /// `program args <a free address>` (it listens there), pinned to `cpu`,
+    /// its environment cleared but for `PATH` and `RUST_LOG=warn`, under
+    /// `UNDERSTUDY_BENCH_WRAP` (a profiler; the process's RSS and CPU
+    /// figures are then the wrapper's) when `wrapped` and that is set;
+    /// returned once it accepts connections. Every process the bench
+    /// measures — gateways and relays — starts here.
+    pub(crate) async fn spawn(
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[std::ffi::OsString],
+        cpu: Option<&str>,
+        wrapped: bool,
+        what: &str,
+    ) -> Result<Self, Error> {
+        let addr = free_addr()?;
+        let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP")
+            .ok()
+            .filter(|_| wrapped);
+        let mut cmd = match &wrap {
+            Some(w) => {
+                let mut c = pinned(cpu, w);
+                c.arg(program);
+                c
+            }
+            None => pinned(cpu, program),
+        };
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "warn")
+            .args(args)
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn()?;
+        wait_listening(addr, what).await?;
+        Ok(Self { child, addr })
+    }
+
+    pub(crate) fn status_kib(&self, field: &str) -> u64 {
+        let pid = gateway_pid(&self.child);
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    pub(crate) fn hwm_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// User + system CPU seconds so far.
+    pub(crate) fn cpu_seconds(&self) -> f64 {
+        let (user, sys) = self.cpu_split();
+        user + sys
+    }
+
+    /// User and system CPU seconds so far.
+    pub(crate) fn cpu_split(&self) -> (f64, f64) {
+        let pid = gateway_pid(&self.child);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let field = |i: usize| f.get(i).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0);
+        (field(11) / 100.0, field(12) / 100.0)
+    }
+}
+
+/// The gateway's pid (taskset execs it, so the child's pid is the gateway's).
+pub(crate) fn gateway_pid(child: &Child) -> u32 {
+    child.id()
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// === the floor: a do-nothing relay ===
+
+/// A relay floor as a child process (this binary with `--relay` or
+/// `--stack-relay`), pinned like the gateway; measured through the same
+/// handle.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Relay {
+    /// hyper's server and client, one upstream connection per client
+    /// connection, nothing parsed: what any proxy process pays.
+    Hyper,
+    /// The gateway's stack doing nothing: hyper's server, an axum router, a
+    /// pooled reqwest client (`stack.rs`).
+    Stack,
+    /// [`Relay::Stack`] reading both bodies as JSON and writing them again.
+    Parsing,
+}
+
+impl Relay {
+    pub(crate) const ALL: [Relay; 3] = [Relay::Hyper, Relay::Stack, Relay::Parsing];
+
+    /// The `UNDERSTUDY_BENCH_ONLY` prefix (`<mode>-closed:<c>`, `<mode>-streams`).
+    pub(crate) fn mode(self) -> &'static str {
+        match self {
+            Relay::Hyper => "relay",
+            Relay::Stack => "stack",
+            Relay::Parsing => "parsing",
+        }
+    }
+
+    /// The relay, under `UNDERSTUDY_BENCH_WRAP` when `wrapped` (for
+    /// `<mode>-closed:<c>`).
+    pub(crate) async fn start(
+        self,
+        upstream: SocketAddr,
+        cpu: Option<&str>,
+        wrapped: bool,
+    ) -> Result<Gateway, Error> {
+        let mut args: Vec<std::ffi::OsString> = match self {
+            Relay::Hyper => vec!["--relay".into()],
+            Relay::Stack => vec!["--stack-relay".into()],
+            Relay::Parsing => vec!["--stack-relay".into(), "--parse".into()],
+        };
+        args.push(upstream.to_string().into());
+        let what = format!("the {} relay", self.mode());
+        Gateway::spawn(std::env::current_exe()?, &args, cpu, wrapped, &what).await
+    }
+}
+
+/// `understudy --config <config> serve --listen` (the address follows, from
+/// [`Gateway::spawn`]).
+pub(crate) fn serve_args(config: &std::path::Path) -> Result<Vec<std::ffi::OsString>, Error> {
+    Ok(vec![
+        "--config".into(),
+        config.as_os_str().to_owned(),
+        "serve".into(),
+        "--listen".into(),
+    ])
+}
+
+/// `program`, pinned to `cpu` with `taskset` when one is given.
+pub(crate) fn pinned(cpu: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// A loopback address with a port that was free a moment ago.
+pub(crate) fn free_addr() -> Result<SocketAddr, Error> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?)
+}
+
+/// Waits (at most 30 s: a profiler starts slowly) until `addr` accepts connections.
+pub(crate) async fn wait_listening(addr: SocketAddr, what: &str) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("{what} did not start listening").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// `load`'s samples and the CPU time (user + system) `gw` spent per
+/// request meanwhile, in µs.
+pub(crate) async fn with_cpu(
+    gw: &Gateway,
+    load: impl std::future::Future<Output = Result<Samples, Error>>,
+) -> Result<(Samples, f64), Error> {
+    let before = gw.cpu_seconds();
+    let s = load.await?;
+    let cpu = (gw.cpu_seconds() - before) * 1e6 / s.micros.len().max(1) as f64;
+    Ok((s, cpu))
+}
