@@ -20,12 +20,18 @@ fn rss_kib() -> u64 {
         .unwrap()
 }
 
+/// The tests of this file one at a time: the RSS is the whole process's,
+/// so the other test's gateway growing meanwhile (5 to 11 MB) would count
+/// against the one that measures it (about 1.3 MB alone).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn pinned(model: &str) -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::pin(&format!("groq:{model}")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_or_odd_model_names_are_refused_before_any_work() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let groq = SimProvider::openai().await.unwrap();
     let gw = TestGateway::builder()
         .provider("groq", &groq)
@@ -60,6 +66,7 @@ async fn huge_or_odd_model_names_are_refused_before_any_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_breakers_and_their_labels_are_bounded() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
     groq.always(Reply::status(503));
