@@ -1,18 +1,21 @@
 //! Anthropic's Messages API shapes that `POST /v1/messages` reads and
 //! writes, and their translation to and from the neutral types.
 //!
-//! Every target, Anthropic included, gets a translated request in this
-//! version: `cache_control` markers, `thinking` settings and thinking blocks
-//! are dropped (other providers cannot verify a thinking block's signature,
-//! and it is never forwarded as text), `top_k` has no neutral field and is
-//! dropped. Forwarding the client's body byte-identical to Anthropic targets
-//! is a later piece of work; [`crate::routes::messages`] keeps one function
-//! that renders an answer and one that renders a stream, where it plugs in.
+//! An Anthropic target gets the client's body as sent (only the key and
+//! the model change: see [`crate::routes::messages`]), so thinking with its
+//! signatures, prompt caching and betas keep working. The translation here
+//! is for targets of other protocols: thinking settings and blocks are
+//! dropped for them (they cannot verify a signature, and a thinking block
+//! is never forwarded as text), `cache_control` markers and `top_k` too.
+//! What the neutral types cannot carry at all (server tools, file ids,
+//! content block types only Anthropic knows) does not refuse the request:
+//! it is noted in the request's `native_only`, each target of another
+//! protocol is then an `unsupported` attempt, and a route with no Anthropic
+//! target a 400 that says so per target.
 //!
 //! Unknown request fields are ignored (SDKs and Claude Code send many);
-//! known ones are checked, and what the translation cannot carry (server
-//! tools, file ids, content block types it does not know) is refused with
-//! a 400 that says so.
+//! known ones are checked, and what no protocol could take (no `model`, no
+//! `max_tokens`, a malformed block) is a 400 that names the field.
 //!
 //! # Layout
 //! - [`request`]: the body's shapes, as the client sends them, and the

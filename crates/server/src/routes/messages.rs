@@ -9,7 +9,7 @@
 //! the model change; `anthropic-version` and `anthropic-beta` are
 //! forwarded), so extended thinking with its signatures, prompt caching and
 //! betas keep working, and its answer comes back as it sent it. Every other
-//! target gets the translated request (see `anthropic.rs`), and its answer
+//! target gets the translated request (see `anthropic/translate.rs`), and its answer
 //! is rendered in Anthropic's shape by [`answer`] and [`stream`].
 
 use axum::body::Bytes;
