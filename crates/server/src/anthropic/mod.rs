@@ -7,11 +7,13 @@
 //! is for targets of other protocols: thinking settings and blocks are
 //! dropped for them (they cannot verify a signature, and a thinking block
 //! is never forwarded as text), `cache_control` markers and `top_k` too.
-//! What the neutral types cannot carry at all (server tools, file ids,
-//! content block types only Anthropic knows) does not refuse the request:
-//! it is noted in the request's `native_only`, each target of another
-//! protocol is then an `unsupported` attempt, and a route with no Anthropic
-//! target a 400 that says so per target.
+//! What the neutral types cannot carry at all (content blocks, tools and
+//! roles only Anthropic knows) does not refuse the request: it is noted in
+//! the request's `native_only`, each target of another protocol is then an
+//! `unsupported` attempt, and a route with no Anthropic target a 400 that
+//! says so per target. Server tools that fetch URLs or run code, MCP,
+//! files and skills also need the provider's `passthrough` (`native_gated`,
+//! `understudy_core::passthrough`).
 //!
 //! Unknown request fields are ignored (SDKs and Claude Code send many);
 //! known ones are checked, and what no protocol could take (no `model`, no
