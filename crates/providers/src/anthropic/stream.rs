@@ -163,6 +163,65 @@ impl AnthropicStream {
             out.push_back(Ok(StreamEvent::Delta(text)));
         }
     }
+
+    /// `message_delta`: the output tokens so far and the stop reason; a
+    /// `refusal` stop fails the stream.
+    fn on_message_delta(
+        &mut self,
+        usage: Option<WireUsage>,
+        delta: Option<WireDelta>,
+        out: &mut VecDeque<Result<StreamEvent, Failure>>,
+    ) {
+        if let Some(u) = usage.and_then(|u| u.output_tokens) {
+            self.output_tokens = Some(u);
+        }
+        if let Some(delta) = delta {
+            if delta.stop_reason.as_deref() == Some("refusal") {
+                out.push_back(Err(Failure::new(
+                    FailureKind::ContentFilter,
+                    refusal_detail(delta.stop_details.as_ref()),
+                )));
+                return;
+            }
+            if delta.stop_reason.is_some() {
+                self.stop_reason = delta.stop_reason;
+            }
+        }
+    }
+
+    /// `message_stop`: the finish, once every tool call has arguments that
+    /// parse; a stream with neither text nor a call is empty.
+    fn on_message_stop(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
+        if !self.text_seen && self.tools.is_empty() {
+            out.push_back(Err(Failure::new(
+                FailureKind::EmptyResponse,
+                format!(
+                    "the stream carried no text (stop_reason {})",
+                    self.stop_reason.as_deref().unwrap_or("null")
+                ),
+            )));
+            return;
+        }
+        // A tool_use block never closed still gets arguments that parse.
+        for (i, tool) in self.tools.iter_mut().enumerate() {
+            let call = u32::try_from(i).unwrap_or(u32::MAX);
+            if let Some(e) = Self::close_tool(call, tool) {
+                out.push_back(Ok(e));
+            }
+        }
+        let usage = match (self.input_tokens, self.output_tokens) {
+            (None, None) => None,
+            (i, o) => Some(Usage {
+                input_tokens: i.unwrap_or(0),
+                output_tokens: o.unwrap_or(0),
+            }),
+        };
+        out.push_back(Ok(StreamEvent::Finish {
+            finish_reason: finish_reason(self.stop_reason.as_deref()),
+            usage,
+            model: Some(self.model.clone()),
+        }));
+    }
 }
 
 impl StreamParser for AnthropicStream {
@@ -213,54 +272,8 @@ impl StreamParser for AnthropicStream {
                     }
                 }
             }
-            "message_delta" => {
-                if let Some(u) = event.usage.and_then(|u| u.output_tokens) {
-                    self.output_tokens = Some(u);
-                }
-                if let Some(delta) = event.delta {
-                    if delta.stop_reason.as_deref() == Some("refusal") {
-                        out.push_back(Err(Failure::new(
-                            FailureKind::ContentFilter,
-                            refusal_detail(delta.stop_details.as_ref()),
-                        )));
-                        return;
-                    }
-                    if delta.stop_reason.is_some() {
-                        self.stop_reason = delta.stop_reason;
-                    }
-                }
-            }
-            "message_stop" => {
-                if !self.text_seen && self.tools.is_empty() {
-                    out.push_back(Err(Failure::new(
-                        FailureKind::EmptyResponse,
-                        format!(
-                            "the stream carried no text (stop_reason {})",
-                            self.stop_reason.as_deref().unwrap_or("null")
-                        ),
-                    )));
-                    return;
-                }
-                // A tool_use block never closed still gets arguments that parse.
-                for (i, tool) in self.tools.iter_mut().enumerate() {
-                    let call = u32::try_from(i).unwrap_or(u32::MAX);
-                    if let Some(e) = Self::close_tool(call, tool) {
-                        out.push_back(Ok(e));
-                    }
-                }
-                let usage = match (self.input_tokens, self.output_tokens) {
-                    (None, None) => None,
-                    (i, o) => Some(Usage {
-                        input_tokens: i.unwrap_or(0),
-                        output_tokens: o.unwrap_or(0),
-                    }),
-                };
-                out.push_back(Ok(StreamEvent::Finish {
-                    finish_reason: finish_reason(self.stop_reason.as_deref()),
-                    usage,
-                    model: Some(self.model.clone()),
-                }));
-            }
+            "message_delta" => self.on_message_delta(event.usage, event.delta, out),
+            "message_stop" => self.on_message_stop(out),
             "error" => {
                 let error = event.error.unwrap_or_default();
                 let mut f = classify_error_object(
