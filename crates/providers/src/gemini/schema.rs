@@ -103,93 +103,26 @@ impl Reducer<'_> {
     fn reduce_object(&mut self, s: &Map<String, Value>, depth: usize) -> Value {
         let mut out = Map::new();
         let mut nullable = s.get("nullable") == Some(&Value::Bool(true));
-
-        // `type`: one name, upper case; `null` in a union is `nullable`.
-        let mut any_of_types = Vec::new();
-        match s.get("type") {
-            Some(Value::String(t)) => match gemini_type(t) {
-                Some("NULL") => nullable = true,
-                Some(t) => {
-                    out.insert("type".into(), json!(t));
-                }
-                None => {}
-            },
-            Some(Value::Array(types)) => {
-                let named: Vec<&str> = types
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter_map(gemini_type)
-                    .collect();
-                nullable |= named.contains(&"NULL");
-                let named: Vec<&str> = named.into_iter().filter(|t| *t != "NULL").collect();
-                match named.as_slice() {
-                    [] => {}
-                    [one] => {
-                        out.insert("type".into(), json!(one));
-                    }
-                    many => any_of_types = many.to_vec(),
-                }
-            }
-            _ => {}
-        }
+        let any_of_types = reduce_type(s, &mut out, &mut nullable);
         let ty = out.get("type").and_then(Value::as_str).map(str::to_owned);
+        copy_keywords(s, &mut out, ty.as_deref());
+        reduce_enum(s, &mut out, &mut nullable, ty.as_deref());
+        self.reduce_children(s, &mut out, depth);
+        self.reduce_members(s, any_of_types, &mut out, &mut nullable, depth);
+        if nullable {
+            out.insert("nullable".into(), Value::Bool(true));
+        }
+        Value::Object(out)
+    }
 
-        for key in ["title", "description", "pattern"] {
-            if let Some(v @ Value::String(_)) = s.get(key) {
-                out.insert(key.into(), v.clone());
-            }
-        }
-        for key in [
-            "minimum",
-            "maximum",
-            "minItems",
-            "maxItems",
-            "minLength",
-            "maxLength",
-            "minProperties",
-            "maxProperties",
-        ] {
-            if let Some(v @ Value::Number(_)) = s.get(key) {
-                out.insert(key.into(), v.clone());
-            }
-        }
-        if let Some(v) = s.get("example") {
-            out.insert("example".into(), v.clone());
-        }
-        // Gemini accepts few formats and fails on others (Firebase's
-        // `Schema.format`: "must be either 'enum' or 'date-time'" for
-        // strings); the number formats are OpenAPI's.
-        if let Some(f) = s.get("format").and_then(Value::as_str) {
-            let known = match ty.as_deref() {
-                Some("STRING") => matches!(f, "enum" | "date-time"),
-                Some("NUMBER") => matches!(f, "float" | "double"),
-                Some("INTEGER") => matches!(f, "int32" | "int64"),
-                _ => false,
-            };
-            if known {
-                out.insert("format".into(), json!(f));
-            }
-        }
-
-        // `enum` (and `const`): strings only, on a string.
-        let values = match (s.get("enum"), s.get("const")) {
-            (Some(Value::Array(values)), _) => Some(values.clone()),
-            (None, Some(c)) => Some(vec![c.clone()]),
-            _ => None,
-        };
-        if let Some(values) = values {
-            nullable |= values.contains(&Value::Null);
-            let values: Vec<&Value> = values.iter().filter(|v| !v.is_null()).collect();
-            let strings = !values.is_empty() && values.iter().all(|v| v.is_string());
-            if strings && matches!(ty.as_deref(), None | Some("STRING")) {
-                out.insert("type".into(), json!("STRING"));
-                out.insert(
-                    "enum".into(),
-                    Value::Array(values.into_iter().cloned().collect()),
-                );
-            }
-        }
-
+    /// `properties` (with the `required` and `propertyOrdering` that name
+    /// them) and `items`, each reduced.
+    fn reduce_children(
+        &mut self,
+        s: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        depth: usize,
+    ) {
         if let Some(Value::Object(properties)) = s.get("properties") {
             let reduced: Map<String, Value> = properties
                 .iter()
@@ -221,9 +154,19 @@ impl Reducer<'_> {
             let reduced = self.reduce(items, depth + 1);
             out.insert("items".into(), reduced);
         }
+    }
 
-        // `anyOf` (and `oneOf`, which Gemini lacks): `null` members
-        // become `nullable`, and a single member left stands alone.
+    /// `anyOf` (and `oneOf`, which Gemini lacks), with the members a type
+    /// union left over: `null` members become `nullable`, and a single
+    /// member left stands alone.
+    fn reduce_members(
+        &mut self,
+        s: &Map<String, Value>,
+        any_of_types: Vec<&str>,
+        out: &mut Map<String, Value>,
+        nullable: &mut bool,
+        depth: usize,
+    ) {
         let mut members: Vec<Value> = any_of_types
             .into_iter()
             .map(|t| json!({ "type": t }))
@@ -235,9 +178,9 @@ impl Reducer<'_> {
                     && (m.get("type").and_then(Value::as_str) == Some("null")
                         || m.get("const") == Some(&Value::Null));
                 if null_only {
-                    nullable = true;
+                    *nullable = true;
                 } else {
-                    nullable |= reduced.get("nullable") == Some(&Value::Bool(true));
+                    *nullable |= reduced.get("nullable") == Some(&Value::Bool(true));
                     members.push(reduced);
                 }
             }
@@ -255,10 +198,112 @@ impl Reducer<'_> {
                 out.insert("anyOf".into(), Value::Array(members));
             }
         }
-        if nullable {
-            out.insert("nullable".into(), Value::Bool(true));
+    }
+}
+
+/// `type`: one name, upper case, into `out`; `null` in a union is
+/// `nullable`. The names of a union of several types are returned, to
+/// become `anyOf` members.
+fn reduce_type(
+    s: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+    nullable: &mut bool,
+) -> Vec<&'static str> {
+    let mut any_of_types = Vec::new();
+    match s.get("type") {
+        Some(Value::String(t)) => match gemini_type(t) {
+            Some("NULL") => *nullable = true,
+            Some(t) => {
+                out.insert("type".into(), json!(t));
+            }
+            None => {}
+        },
+        Some(Value::Array(types)) => {
+            let named: Vec<&str> = types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter_map(gemini_type)
+                .collect();
+            *nullable |= named.contains(&"NULL");
+            let named: Vec<&str> = named.into_iter().filter(|t| *t != "NULL").collect();
+            match named.as_slice() {
+                [] => {}
+                [one] => {
+                    out.insert("type".into(), json!(one));
+                }
+                many => any_of_types = many.to_vec(),
+            }
         }
-        Value::Object(out)
+        _ => {}
+    }
+    any_of_types
+}
+
+/// The keywords Gemini takes as they are: text, numeric bounds, `example`,
+/// and a `format` Gemini knows for the type `ty`.
+fn copy_keywords(s: &Map<String, Value>, out: &mut Map<String, Value>, ty: Option<&str>) {
+    for key in ["title", "description", "pattern"] {
+        if let Some(v @ Value::String(_)) = s.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    for key in [
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+    ] {
+        if let Some(v @ Value::Number(_)) = s.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(v) = s.get("example") {
+        out.insert("example".into(), v.clone());
+    }
+    // Gemini accepts few formats and fails on others (Firebase's
+    // `Schema.format`: "must be either 'enum' or 'date-time'" for
+    // strings); the number formats are OpenAPI's.
+    if let Some(f) = s.get("format").and_then(Value::as_str) {
+        let known = match ty {
+            Some("STRING") => matches!(f, "enum" | "date-time"),
+            Some("NUMBER") => matches!(f, "float" | "double"),
+            Some("INTEGER") => matches!(f, "int32" | "int64"),
+            _ => false,
+        };
+        if known {
+            out.insert("format".into(), json!(f));
+        }
+    }
+}
+
+/// `enum` (and `const`): strings only, on a string; a `null` among the
+/// values is `nullable`.
+fn reduce_enum(
+    s: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+    nullable: &mut bool,
+    ty: Option<&str>,
+) {
+    let values = match (s.get("enum"), s.get("const")) {
+        (Some(Value::Array(values)), _) => Some(values.clone()),
+        (None, Some(c)) => Some(vec![c.clone()]),
+        _ => None,
+    };
+    if let Some(values) = values {
+        *nullable |= values.contains(&Value::Null);
+        let values: Vec<&Value> = values.iter().filter(|v| !v.is_null()).collect();
+        let strings = !values.is_empty() && values.iter().all(|v| v.is_string());
+        if strings && matches!(ty, None | Some("STRING")) {
+            out.insert("type".into(), json!("STRING"));
+            out.insert(
+                "enum".into(),
+                Value::Array(values.into_iter().cloned().collect()),
+            );
+        }
     }
 }
 
