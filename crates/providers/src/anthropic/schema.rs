@@ -53,27 +53,7 @@ fn reduce_schema(schema: &Value, depth: usize) -> Option<Value> {
         out.insert("$ref".into(), reference);
         return Some(Value::Object(out));
     }
-    let mut shaped = false;
-    for key in ["enum", "const"] {
-        if let Some(v) = rest.remove(key) {
-            out.insert(key.into(), v);
-            shaped = true;
-        }
-    }
-    for (from, to) in [("anyOf", "anyOf"), ("oneOf", "anyOf"), ("allOf", "allOf")] {
-        if let Some(list) = rest.remove(from) {
-            if out.contains_key(to) {
-                return None;
-            }
-            let list = list
-                .as_array()?
-                .iter()
-                .map(|s| reduce_schema(s, depth + 1))
-                .collect::<Option<Vec<_>>>()?;
-            out.insert(to.into(), Value::Array(list));
-            shaped = true;
-        }
-    }
+    let mut shaped = reduce_alternatives(&mut rest, &mut out, depth)?;
     let kind = rest.remove("type");
     let is = |name: &str| match &kind {
         Some(Value::String(k)) => k == name,
@@ -97,20 +77,7 @@ fn reduce_schema(schema: &Value, depth: usize) -> Option<Value> {
         rest.remove(key);
     }
     if object {
-        let properties = match rest.remove("properties") {
-            Some(Value::Object(p)) => p
-                .iter()
-                .map(|(name, s)| Some((name.clone(), reduce_schema(s, depth + 1)?)))
-                .collect::<Option<Map<_, _>>>()?,
-            Some(_) => return None,
-            None => Map::new(),
-        };
-        out.insert("properties".into(), Value::Object(properties));
-        rest.remove("additionalProperties");
-        out.insert("additionalProperties".into(), Value::Bool(false));
-        if let Some(required) = rest.remove("required") {
-            out.insert("required".into(), required);
-        }
+        reduce_object(&mut rest, &mut out, depth)?;
     }
     if string {
         if let Some(format) = rest.remove("format") {
@@ -122,21 +89,94 @@ fn reduce_schema(schema: &Value, depth: usize) -> Option<Value> {
         }
     }
     if array {
-        match rest.remove("items") {
-            Some(items @ Value::Object(_)) => {
-                out.insert("items".into(), reduce_schema(&items, depth + 1)?);
-            }
-            Some(_) => return None,
-            None => {}
-        }
-        if let Some(min) = rest.remove("minItems") {
-            if matches!(min.as_u64(), Some(0 | 1)) {
-                out.insert("minItems".into(), min);
-            } else {
-                rest.insert("minItems".into(), min);
-            }
+        reduce_array(&mut rest, &mut out, depth)?;
+    }
+    describe_constraints(&rest, &mut out);
+    Some(Value::Object(out))
+}
+
+/// `enum`, `const` and the combinators (`oneOf` as `anyOf`), moved from
+/// `rest` to `out`: whether there was any, or `None` when one cannot be
+/// reduced.
+fn reduce_alternatives(
+    rest: &mut Map<String, Value>,
+    out: &mut Map<String, Value>,
+    depth: usize,
+) -> Option<bool> {
+    let mut shaped = false;
+    for key in ["enum", "const"] {
+        if let Some(v) = rest.remove(key) {
+            out.insert(key.into(), v);
+            shaped = true;
         }
     }
+    for (from, to) in [("anyOf", "anyOf"), ("oneOf", "anyOf"), ("allOf", "allOf")] {
+        if let Some(list) = rest.remove(from) {
+            if out.contains_key(to) {
+                return None;
+            }
+            let list = list
+                .as_array()?
+                .iter()
+                .map(|s| reduce_schema(s, depth + 1))
+                .collect::<Option<Vec<_>>>()?;
+            out.insert(to.into(), Value::Array(list));
+            shaped = true;
+        }
+    }
+    Some(shaped)
+}
+
+/// An object's properties, reduced, and the object closed with
+/// `additionalProperties: false`.
+fn reduce_object(
+    rest: &mut Map<String, Value>,
+    out: &mut Map<String, Value>,
+    depth: usize,
+) -> Option<()> {
+    let properties = match rest.remove("properties") {
+        Some(Value::Object(p)) => p
+            .iter()
+            .map(|(name, s)| Some((name.clone(), reduce_schema(s, depth + 1)?)))
+            .collect::<Option<Map<_, _>>>()?,
+        Some(_) => return None,
+        None => Map::new(),
+    };
+    out.insert("properties".into(), Value::Object(properties));
+    rest.remove("additionalProperties");
+    out.insert("additionalProperties".into(), Value::Bool(false));
+    if let Some(required) = rest.remove("required") {
+        out.insert("required".into(), required);
+    }
+    Some(())
+}
+
+/// An array's `items`, reduced (tuple `items` have no shape the API
+/// takes), and a `minItems` of 0 or 1.
+fn reduce_array(
+    rest: &mut Map<String, Value>,
+    out: &mut Map<String, Value>,
+    depth: usize,
+) -> Option<()> {
+    match rest.remove("items") {
+        Some(items @ Value::Object(_)) => {
+            out.insert("items".into(), reduce_schema(&items, depth + 1)?);
+        }
+        Some(_) => return None,
+        None => {}
+    }
+    if let Some(min) = rest.remove("minItems") {
+        if matches!(min.as_u64(), Some(0 | 1)) {
+            out.insert("minItems".into(), min);
+        } else {
+            rest.insert("minItems".into(), min);
+        }
+    }
+    Some(())
+}
+
+/// Every constraint left in `rest`, written into the description.
+fn describe_constraints(rest: &Map<String, Value>, out: &mut Map<String, Value>) {
     if !rest.is_empty() {
         let constraints = rest
             .iter()
@@ -149,5 +189,4 @@ fn reduce_schema(schema: &Value, depth: usize) -> Option<Value> {
         };
         out.insert("description".into(), Value::String(description));
     }
-    Some(Value::Object(out))
 }
