@@ -55,26 +55,7 @@ pub(crate) fn parse_response(
         )
         .with_status(*status));
     }
-    let tool_calls: Vec<ToolCall> = message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|call| {
-            let function = call.function?;
-            let name = function.name.filter(|n| !n.is_empty())?;
-            Some(ToolCall {
-                id: call
-                    .id
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(crate::mint_call_id),
-                name,
-                arguments: function
-                    .arguments
-                    .map(WireArguments::into_text)
-                    .unwrap_or_default(),
-            })
-        })
-        .collect();
+    let tool_calls = tool_calls_of(message.tool_calls);
     let text = message.content.unwrap_or_default();
     if text.trim().is_empty() && tool_calls.is_empty() {
         return Err(Failure::new(
@@ -100,6 +81,30 @@ pub(crate) fn parse_response(
             output_tokens: u.completion_tokens,
         }),
     })
+}
+
+/// An answer's `message.tool_calls` as tool calls: a call without a name
+/// is left out, one without an id gets a minted one.
+fn tool_calls_of(calls: Option<Vec<WireToolCall>>) -> Vec<ToolCall> {
+    calls
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|call| {
+            let function = call.function?;
+            let name = function.name.filter(|n| !n.is_empty())?;
+            Some(ToolCall {
+                id: call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(crate::mint_call_id),
+                name,
+                arguments: function
+                    .arguments
+                    .map(WireArguments::into_text)
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
