@@ -41,28 +41,7 @@ pub(super) fn wire_request<'a>(
         );
         (tools, choice)
     };
-    let (output_config, json_instruction) = match &request.response_format {
-        None | Some(ResponseFormat::Text) => (None, None),
-        Some(ResponseFormat::JsonObject) => (None, Some(Cow::Borrowed(JSON_INSTRUCTION))),
-        Some(ResponseFormat::JsonSchema { schema, .. }) => match structured_schema(schema) {
-            Some(schema) => (
-                Some(WireOutputConfig {
-                    format: WireOutputFormat {
-                        kind: "json_schema",
-                        schema,
-                    },
-                }),
-                None,
-            ),
-            None => (
-                None,
-                Some(Cow::Owned(format!(
-                    "Answer with only a JSON object that is valid against this JSON Schema: \
-                     no prose before or after it, no code fences.\n{schema}"
-                ))),
-            ),
-        },
-    };
+    let (output_config, json_instruction) = json_output(request.response_format.as_ref());
     let system = match (request.system.as_deref(), json_instruction) {
         (system, None) => system.map(Cow::Borrowed),
         (None | Some(""), Some(instruction)) => Some(instruction),
@@ -96,6 +75,35 @@ pub(super) fn wire_request<'a>(
             .map(|user_id| WireMetadata { user_id }),
         output_config,
     })
+}
+
+/// How a JSON answer is asked for: structured outputs when the schema
+/// reduces, else an instruction for the system prompt.
+fn json_output(
+    format: Option<&ResponseFormat>,
+) -> (Option<WireOutputConfig>, Option<Cow<'static, str>>) {
+    match format {
+        None | Some(ResponseFormat::Text) => (None, None),
+        Some(ResponseFormat::JsonObject) => (None, Some(Cow::Borrowed(JSON_INSTRUCTION))),
+        Some(ResponseFormat::JsonSchema { schema, .. }) => match structured_schema(schema) {
+            Some(schema) => (
+                Some(WireOutputConfig {
+                    format: WireOutputFormat {
+                        kind: "json_schema",
+                        schema,
+                    },
+                }),
+                None,
+            ),
+            None => (
+                None,
+                Some(Cow::Owned(format!(
+                    "Answer with only a JSON object that is valid against this JSON Schema: \
+                     no prose before or after it, no code fences.\n{schema}"
+                ))),
+            ),
+        },
+    }
 }
 
 /// For a request that offers no tools: the API refuses tool blocks without
