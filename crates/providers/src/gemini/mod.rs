@@ -1,0 +1,210 @@
+//! Google's Generative Language API (Gemini): `generateContent` and
+//! `streamGenerateContent?alt=sse`.
+//!
+//! Refusals all arrive as HTTP 200 (wire-formats §3.4): a prompt blocked
+//! (`promptFeedback.blockReason`, no candidates), a candidate stopped by a
+//! filter (`finishReason` SAFETY, RECITATION, …), or an answer with no usable
+//! text at all — which this project counts as a refusal too, with a detail
+//! that says which case it was. Gemini reports an invalid key as a 400
+//! (`API_KEY_INVALID`), which is `auth`, not `bad_request`.
+//!
+//! Tools: declarations go out as `functionDeclarations` whose `parameters`
+//! are reduced to the OpenAPI subset Gemini's `Schema` accepts (see
+//! [`schema`]); calls and results travel as `functionCall` /
+//! `functionResponse` parts. Gemini matches a result to its call by name, so
+//! the name of each result is recovered from the call with the same id in
+//! the history. Answers carry no usable ids, so each call gets a fresh
+//! `call_…` id; the finish reason is `STOP` even for calls, so an answer with
+//! calls finishes as `tool_calls`. A call's `thoughtSignature` rides in that
+//! id and goes back only to this provider and model ([`crate::signature`]).
+//!
+//! Layout: `request.rs` builds the `generateContent` body, `response.rs`
+//! reads an answer (refusals, calls, usage), `stream.rs` parses the
+//! `alt=sse` stream, `error.rs` classifies `google.rpc.Status` errors, and
+//! `schema.rs` reduces JSON Schema to what Gemini accepts.
+
+mod error;
+mod request;
+mod response;
+pub(crate) mod schema;
+mod stream;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::Value;
+use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings, ToolCall};
+
+use crate::classify;
+use crate::http::{HttpAdapter, Protocol, Received};
+use crate::signature::Target;
+
+use error::{WireError, classify_error_object, error_of};
+use request::wire_request;
+use response::{
+    MAX_TOOL_CALLS, WireResponse, assess, finish_reason, nothing_usable, too_many_calls, usage,
+};
+pub(crate) use stream::GeminiStream;
+
+/// A Gemini provider.
+pub(crate) type Gemini = HttpAdapter<GeminiProtocol>;
+
+/// The Gemini protocol bound to one provider's settings.
+#[derive(Debug)]
+pub(crate) struct GeminiProtocol {
+    base_url: String,
+    headers: HeaderMap,
+    /// Output limits per model, to clamp a client's `max_tokens`.
+    limits: crate::OutputLimits,
+    /// The provider's name: with the model, the target a thought
+    /// signature belongs to.
+    provider: String,
+}
+
+/// Builds the adapter for a Gemini provider.
+pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Gemini, String> {
+    let mut headers = crate::extra_headers(settings)?;
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(key) = &settings.api_key {
+        // In a header, never in the URL, so no logged URL can carry it.
+        headers.insert("x-goog-api-key", crate::sensitive(key.expose())?);
+    }
+    HttpAdapter::new(
+        settings,
+        GeminiProtocol {
+            base_url: settings.base_url.clone(),
+            headers,
+            limits: crate::OutputLimits::of(settings),
+            provider: settings.name.clone(),
+        },
+    )
+}
+
+impl GeminiProtocol {
+    /// The protocol without an endpoint or key, for parsing recorded bytes.
+    pub(crate) fn bare() -> Self {
+        GeminiProtocol {
+            base_url: String::new(),
+            headers: HeaderMap::new(),
+            limits: crate::OutputLimits::none(),
+            provider: String::new(),
+        }
+    }
+}
+
+impl Protocol for GeminiProtocol {
+    type Parser = GeminiStream;
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        if model.is_empty()
+            || !model
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+        {
+            return Err(Failure::new(
+                FailureKind::BadRequest,
+                format!("`{model}` is not a valid Gemini model name"),
+            ));
+        }
+        let url = if stream {
+            format!(
+                "{}/models/{model}:streamGenerateContent?alt=sse",
+                self.base_url
+            )
+        } else {
+            format!("{}/models/{model}:generateContent", self.base_url)
+        };
+        let target = Target::new(&self.provider, model);
+        let body = wire_request(
+            request,
+            self.limits.clamp(model, request.max_tokens),
+            &target,
+        )?;
+        crate::http::json_post(client, url, &self.headers, &body)
+    }
+
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        let Received {
+            status,
+            headers,
+            body,
+        } = received;
+        if !(200..300).contains(status) {
+            return Err(self.classify_error(*status, headers, body));
+        }
+        let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
+            Failure::new(
+                FailureKind::MalformedResponse,
+                format!("the body is not a Gemini response: {e}"),
+            )
+            .with_status(*status)
+        })?;
+        if let Some(error) = &parsed.error {
+            return Err(classify_error_object(None, headers, error));
+        }
+        let chunk = assess(&parsed).map_err(|f| f.with_status(*status))?;
+        if chunk.text.trim().is_empty() && chunk.calls.is_empty() {
+            return Err(nothing_usable(chunk.finish_reason.as_deref()).with_status(*status));
+        }
+        if chunk.calls.len() > MAX_TOOL_CALLS as usize {
+            return Err(too_many_calls().with_status(*status));
+        }
+        let target = Target::new(&self.provider, model);
+        let tool_calls: Vec<ToolCall> = chunk
+            .calls
+            .into_iter()
+            .map(|(name, arguments, signature)| ToolCall {
+                id: target.sign(crate::mint_call_id(), signature.as_deref()),
+                name,
+                arguments,
+            })
+            .collect();
+        Ok(Completion {
+            native: None,
+            finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
+            tool_calls,
+            text: chunk.text,
+            model: parsed
+                .model_version
+                .clone()
+                .unwrap_or_else(|| model.to_owned()),
+            usage: usage(&parsed),
+        })
+    }
+
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        let value: Option<Value> = serde_json::from_slice(body).ok();
+        let error = value
+            .as_ref()
+            .and_then(error_of)
+            .and_then(|e| serde_json::from_value::<WireError>(e.clone()).ok());
+        match error {
+            Some(error) => classify_error_object(Some(status), headers, &error),
+            None => classify::unreadable(status, headers, body),
+        }
+    }
+
+    fn parser(&self, model: &str, _native: bool) -> GeminiStream {
+        GeminiStream::for_model(model).with_target(Target::new(&self.provider, model))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_are_fresh_and_well_formed() {
+        let ids: std::collections::HashSet<String> =
+            (0..1000).map(|_| crate::mint_call_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in &ids {
+            let hex = id.strip_prefix("call_").unwrap_or_default();
+            assert_eq!(hex.len(), 24, "{id}");
+            assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! A Gemini answer read: refusal signals (a blocked prompt, a candidate
+//! stopped by a filter, an answer with nothing usable), the text, the
+//! function calls, the finish reason and the usage; with the wire types a
+//! response (or one streamed chunk) deserializes into.
+
+use serde::Deserialize;
+use serde_json::Value;
+use understudy_core::{Failure, FailureKind, FinishReason, Usage};
+
+use super::error::WireError;
+
+/// Finish reasons that mean a policy stopped the answer.
+const POLICY_FINISH_REASONS: [&str; 8] = [
+    "SAFETY",
+    "RECITATION",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+];
+
+/// Finish reasons that mean the model tried to call a tool and got it
+/// wrong (genai-py `FinishReason`): the answer is invalid output, not a
+/// refusal.
+const BROKEN_CALL_FINISH_REASONS: [&str; 3] = [
+    "MALFORMED_FUNCTION_CALL",
+    "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS",
+];
+
+/// The most tool calls one answer may carry; more is garbage.
+pub(super) const MAX_TOOL_CALLS: u32 = 1024;
+
+/// What one response (or one streamed chunk) says.
+pub(super) struct Chunk {
+    pub(super) text: String,
+    /// `(name, arguments as compact JSON text, thought signature)` of each
+    /// function call.
+    pub(super) calls: Vec<(String, String, Option<String>)>,
+    pub(super) finish_reason: Option<String>,
+}
+
+/// Reads a response: refusal signals become a content-filter failure; the
+/// text, the function calls and the finish reason otherwise.
+pub(super) fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
+    if let Some(feedback) = &response.prompt_feedback {
+        if let Some(reason) = &feedback.block_reason {
+            let why = feedback
+                .block_reason_message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            return Err(Failure::new(
+                FailureKind::ContentFilter,
+                format!("prompt blocked (blockReason {reason}){why}"),
+            ));
+        }
+    }
+    let Some(candidate) = response.candidates.as_ref().and_then(|c| c.first()) else {
+        return Ok(Chunk {
+            text: String::new(),
+            calls: Vec::new(),
+            finish_reason: None,
+        });
+    };
+    let finish = candidate.finish_reason.clone();
+    if let Some(reason) = finish
+        .as_deref()
+        .filter(|r| POLICY_FINISH_REASONS.contains(r))
+    {
+        let why = candidate
+            .finish_message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            format!("answer stopped by a filter (finishReason {reason}){why}"),
+        ));
+    }
+    let parts = candidate
+        .content
+        .as_ref()
+        .and_then(|c| c.parts.as_deref())
+        .unwrap_or_default();
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for p in parts.iter().filter(|p| p.thought != Some(true)) {
+        if let Some(t) = &p.text {
+            text.push_str(t);
+        }
+        if let Some(call) = &p.function_call {
+            // A call without a name cannot be made (it only appears in
+            // fragments of a protocol this adapter does not ask for).
+            let Some(name) = call.name.as_deref().filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let arguments = match &call.args {
+                None | Some(Value::Null) => "{}".to_owned(),
+                Some(args) => args.to_string(),
+            };
+            calls.push((name.to_owned(), arguments, p.thought_signature.clone()));
+        }
+    }
+    Ok(Chunk {
+        text,
+        calls,
+        finish_reason: finish,
+    })
+}
+
+/// An answer with neither text nor a call: a refusal by this project's
+/// rule, or invalid output when the model fumbled a tool call.
+pub(super) fn nothing_usable(reason: Option<&str>) -> Failure {
+    match reason.filter(|r| BROKEN_CALL_FINISH_REASONS.contains(r)) {
+        Some(reason) => Failure::new(
+            FailureKind::InvalidOutput,
+            format!("the model produced an invalid tool call (finishReason {reason})"),
+        ),
+        None => Failure::new(
+            FailureKind::ContentFilter,
+            format!(
+                "empty response: no usable text (finishReason {})",
+                reason.unwrap_or("absent")
+            ),
+        ),
+    }
+}
+
+pub(super) fn too_many_calls() -> Failure {
+    Failure::new(
+        FailureKind::MalformedResponse,
+        format!("more than {MAX_TOOL_CALLS} tool calls in one answer"),
+    )
+}
+
+pub(super) fn usage(response: &WireResponse) -> Option<Usage> {
+    let u = response.usage_metadata.as_ref()?;
+    Some(Usage {
+        input_tokens: u.prompt_token_count.unwrap_or(0),
+        output_tokens: u.candidates_token_count.unwrap_or(0) + u.thoughts_token_count.unwrap_or(0),
+    })
+}
+
+/// The neutral finish reason. Gemini says `STOP` for an answer made of
+/// function calls too.
+pub(super) fn finish_reason(reason: Option<&str>, called: bool) -> FinishReason {
+    match reason {
+        Some("STOP") | None if called => FinishReason::ToolCalls,
+        Some("STOP") | None => FinishReason::Stop,
+        Some("MAX_TOKENS") => FinishReason::Length,
+        Some(other) => FinishReason::Other(other.to_lowercase()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireResponse {
+    pub(super) candidates: Option<Vec<WireCandidate>>,
+    prompt_feedback: Option<WirePromptFeedback>,
+    usage_metadata: Option<WireUsage>,
+    pub(super) model_version: Option<String>,
+    pub(super) error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireCandidate {
+    pub(super) content: Option<WireCandidateContent>,
+    finish_reason: Option<String>,
+    finish_message: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireCandidateContent {
+    pub(super) parts: Option<Vec<WireResponsePart>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireResponsePart {
+    pub(super) text: Option<String>,
+    pub(super) thought: Option<bool>,
+    function_call: Option<WireResponseCall>,
+    /// On a part with a `functionCall`, carried in the call's id; on a text
+    /// part (an answer without calls) not carried: Google says those may be
+    /// left out.
+    thought_signature: Option<String>,
+}
+
+/// A call as Gemini answers it (its optional `id` is not used: the client
+/// gets a fresh id of the gateway's).
+#[derive(Deserialize)]
+struct WireResponseCall {
+    name: Option<String>,
+    args: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePromptFeedback {
+    block_reason: Option<String>,
+    block_reason_message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireUsage {
+    prompt_token_count: Option<u64>,
+    candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+}

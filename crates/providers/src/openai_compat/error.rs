@@ -1,0 +1,141 @@
+//! OpenAI-style error bodies classified into a [`FailureKind`]: an HTTP
+//! error's body, an error object in a 200 answer, and an error event
+//! mid-stream. The Responses protocol reads its errors with these too.
+
+use std::time::SystemTime;
+
+use reqwest::header::HeaderMap;
+use serde::Deserialize;
+use understudy_core::{Failure, FailureKind};
+
+use crate::classify;
+
+/// Error codes that mean the model's own output was unusable: Groq's
+/// malformed tool call and its JSON mode's invalid JSON (wire-formats §2.5;
+/// groq/groq-typescript#28, Bklieger/infinite-bookshelf#42). Not the
+/// client's fault, and another target may well succeed.
+const OUTPUT_FAILURE_CODES: [&str; 2] = ["tool_use_failed", "json_validate_failed"];
+
+/// Error codes that mean a content policy refused the request.
+const CONTENT_POLICY_CODES: [&str; 4] = [
+    "content_filter",
+    "content_policy_violation",
+    "ResponsibleAIPolicyViolation",
+    "moderation_blocked",
+];
+
+/// Classifies an error status with its body.
+pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+    match serde_json::from_slice::<WireErrorEnvelope>(body) {
+        Ok(WireErrorEnvelope { error: Some(error) }) => {
+            classify_error_body(status, headers, &error)
+        }
+        _ => classify::unreadable(status, headers, body),
+    }
+}
+
+pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
+    let (message, code, kind_field) = match error {
+        WireError::Text(message) => (message.as_str(), None, None),
+        WireError::Object {
+            message,
+            code,
+            kind,
+            innererror,
+        } => {
+            let code = code.as_ref().and_then(|c| c.as_str()).or_else(|| {
+                innererror
+                    .as_ref()
+                    .and_then(|i| i.get("code"))
+                    .and_then(|c| c.as_str())
+            });
+            (
+                message.as_deref().unwrap_or_default(),
+                code,
+                kind.as_deref(),
+            )
+        }
+    };
+    let lower = message.to_ascii_lowercase();
+    let is = |want: &str| code == Some(want) || kind_field == Some(want);
+    let kind = if CONTENT_POLICY_CODES.iter().any(|c| is(c)) {
+        FailureKind::ContentFilter
+    } else if OUTPUT_FAILURE_CODES.iter().any(|c| is(c)) {
+        FailureKind::InvalidOutput
+    } else if is("insufficient_quota") || is("billing_hard_limit_reached") {
+        FailureKind::QuotaExceeded
+    } else if is("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("context_length_exceeded")
+    {
+        FailureKind::ContextLength
+    } else if status == 413 && is("rate_limit_exceeded") {
+        // Groq: this one request is larger than the tokens-per-minute budget,
+        // so waiting cannot help; an unbounded wait makes the plan move on.
+        FailureKind::RateLimited {
+            retry_after: Some(std::time::Duration::MAX),
+        }
+    } else {
+        match classify::status(status) {
+            FailureKind::RateLimited { .. } => FailureKind::RateLimited {
+                retry_after: classify::retry_after(headers, SystemTime::now())
+                    .or_else(|| classify::hint_in_message(message)),
+            },
+            other => other,
+        }
+    };
+    let detail = match code {
+        Some(code) => format!("{code}: {message}"),
+        None => message.to_owned(),
+    };
+    Failure::new(kind, detail).with_status(status)
+}
+
+/// A raw JSON value seen mid-stream that may be an error object.
+pub(super) fn mid_stream_error(value: &serde_json::Value) -> Option<Failure> {
+    let error: WireError = serde_json::from_value(value.get("error")?.clone()).ok()?;
+    Some(mid_stream_error_body(&error))
+}
+
+/// An error object inside a 200 stream: classified as the status its type
+/// implies, so that a rate limit or an overload before any text still
+/// leads where it would have as an HTTP error.
+pub(super) fn mid_stream_error_body(error: &WireError) -> Failure {
+    let status = match error {
+        WireError::Object { code, kind, .. } => {
+            let code = code.as_ref().and_then(|c| c.as_str()).unwrap_or_default();
+            let kind = kind.as_deref().unwrap_or_default();
+            if code.contains("rate_limit") || kind.contains("rate_limit") {
+                429
+            } else if kind == "invalid_request_error" || CONTENT_POLICY_CODES.contains(&code) {
+                400
+            } else {
+                500
+            }
+        }
+        WireError::Text(_) => 500,
+    };
+    let mut f = classify_error_body(status, &HeaderMap::new(), error);
+    f.status = None;
+    f.detail = format!("error event mid-stream: {}", f.detail);
+    f
+}
+
+#[derive(Deserialize)]
+struct WireErrorEnvelope {
+    error: Option<WireError>,
+}
+
+/// Groq can send the error as a bare string (wire-formats §2.7).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum WireError {
+    Text(String),
+    Object {
+        message: Option<String>,
+        code: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        innererror: Option<serde_json::Value>,
+    },
+}

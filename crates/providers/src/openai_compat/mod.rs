@@ -1,0 +1,111 @@
+//! The OpenAI Chat Completions protocol, spoken by OpenAI, Groq and most
+//! self-hosted servers (Ollama, vLLM, llama.cpp, OpenRouter).
+//!
+//! Refusal signals (wire-formats §1.4, §1.8, §2.4): `finish_reason:
+//! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
+//! code is a content-policy code (Azure's `content_filter`).
+//!
+//! Tools, images and structured output pass through in OpenAI's own shapes
+//! (openai-python `types/chat/`): `tools`/`tool_choice`/`parallel_tool_calls`,
+//! `response_format`, content parts (`text`, `image_url`), assistant
+//! `tool_calls` and `tool` messages; answers carry `message.tool_calls` or
+//! streamed `delta.tool_calls` fragments keyed by `index`. Every field the
+//! neutral request leaves empty stays out of the body, so a plain request
+//! is serialised exactly as before tools existed.
+//!
+//! Layout: `request.rs` builds the request body and its wire shapes,
+//! `response.rs` reads a complete answer, `stream.rs` parses the event
+//! stream, and `error.rs` classifies error bodies (the Responses protocol
+//! reads its errors with it too).
+
+mod error;
+mod request;
+mod response;
+mod stream;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
+
+use crate::http::{HttpAdapter, Protocol, Received};
+
+pub(crate) use error::{WireError, classify_error, classify_error_body};
+use request::wire_request;
+pub(crate) use response::parse_response;
+pub(crate) use stream::OpenAiStream;
+
+/// An OpenAI-compatible provider.
+pub(crate) type OpenAiCompat = HttpAdapter<OpenAiProtocol>;
+
+/// The OpenAI Chat Completions protocol bound to one provider's settings.
+#[derive(Debug)]
+pub(crate) struct OpenAiProtocol {
+    url: reqwest::Url,
+    /// Extra headers and `Authorization`, the latter marked sensitive so
+    /// that no `Debug` output shows it.
+    headers: HeaderMap,
+    /// OpenAI itself wants `max_completion_tokens`; compatible servers
+    /// understand `max_tokens`.
+    max_completion_tokens: bool,
+    /// Output limits per model, to clamp a client's `max_tokens`.
+    limits: crate::OutputLimits,
+}
+
+/// Builds the adapter for an OpenAI-compatible provider.
+pub(crate) fn adapter(settings: &ProviderSettings) -> Result<OpenAiCompat, String> {
+    HttpAdapter::new(settings, OpenAiProtocol::new(settings)?)
+}
+
+/// An OpenAI-style provider's request headers: its extra headers, JSON,
+/// and its key as `Authorization: Bearer` (marked sensitive); shared by
+/// the Chat Completions and the Responses protocols.
+pub(crate) fn bearer_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
+    let mut headers = crate::extra_headers(settings)?;
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(key) = &settings.api_key {
+        headers.insert(
+            AUTHORIZATION,
+            crate::sensitive(&format!("Bearer {}", key.expose()))?,
+        );
+    }
+    Ok(headers)
+}
+
+impl OpenAiProtocol {
+    pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
+        let headers = bearer_headers(settings)?;
+        Ok(Self {
+            url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
+            headers,
+            max_completion_tokens: settings.name == "openai",
+            limits: crate::OutputLimits::of(settings),
+        })
+    }
+}
+
+impl Protocol for OpenAiProtocol {
+    type Parser = OpenAiStream;
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let limit = self.limits.clamp(model, request.max_tokens);
+        let body = wire_request(model, request, limit, self.max_completion_tokens, stream);
+        crate::http::json_post(client, self.url.clone(), &self.headers, &body)
+    }
+
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        parse_response(received, model)
+    }
+
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        classify_error(status, headers, body)
+    }
+
+    fn parser(&self, model: &str, _native: bool) -> OpenAiStream {
+        OpenAiStream::for_model(model)
+    }
+}

@@ -1,0 +1,396 @@
+//! A complete (non-streamed) Chat Completions answer read: refusals, the
+//! text, the tool calls, the finish reason and the usage; with the wire
+//! types an answer deserializes into (the tool-call, arguments and usage
+//! shapes are the stream's too).
+
+use serde::Deserialize;
+use understudy_core::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
+
+use super::error::{WireError, classify_error, classify_error_body};
+use crate::http::Received;
+
+/// Classifies a complete (non-streamed) response.
+pub(crate) fn parse_response(
+    received: &Received,
+    requested_model: &str,
+) -> Result<Completion, Failure> {
+    let Received {
+        status,
+        headers,
+        body,
+    } = received;
+    if !(200..300).contains(status) {
+        return Err(classify_error(*status, headers, body));
+    }
+    let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
+        Failure::new(
+            FailureKind::MalformedResponse,
+            format!("the body is not a chat completion: {e}"),
+        )
+        .with_status(*status)
+    })?;
+    if let Some(error) = parsed.error {
+        // Some proxies answer 200 with an error object.
+        return Err(classify_error_body(502, headers, &error));
+    }
+    let Some(choice) = parsed.choices.into_iter().next() else {
+        return Err(
+            Failure::new(FailureKind::EmptyResponse, "the response has no choices")
+                .with_status(*status),
+        );
+    };
+    let finish = choice.finish_reason.as_deref();
+    let message = choice.message.unwrap_or_default();
+    if finish == Some("content_filter") {
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            "finish_reason is content_filter",
+        )
+        .with_status(*status));
+    }
+    if let Some(refusal) = message.refusal.filter(|r| !r.trim().is_empty()) {
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            format!("the model refused: {refusal}"),
+        )
+        .with_status(*status));
+    }
+    let tool_calls = tool_calls_of(message.tool_calls);
+    let text = message.content.unwrap_or_default();
+    if text.trim().is_empty() && tool_calls.is_empty() {
+        return Err(Failure::new(
+            FailureKind::EmptyResponse,
+            format!(
+                "the answer has no text (finish_reason {})",
+                finish.unwrap_or("null")
+            ),
+        )
+        .with_status(*status));
+    }
+    Ok(Completion {
+        native: None,
+        finish_reason: finish_reason_with(finish, !tool_calls.is_empty()),
+        tool_calls,
+        text,
+        model: parsed
+            .model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| requested_model.to_owned()),
+        usage: parsed.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }),
+    })
+}
+
+/// An answer's `message.tool_calls` as tool calls: a call without a name
+/// is left out, one without an id gets a minted one.
+fn tool_calls_of(calls: Option<Vec<WireToolCall>>) -> Vec<ToolCall> {
+    calls
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|call| {
+            let function = call.function?;
+            let name = function.name.filter(|n| !n.is_empty())?;
+            Some(ToolCall {
+                id: call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(crate::mint_call_id),
+                name,
+                arguments: function
+                    .arguments
+                    .map(WireArguments::into_text)
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("stop") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some("tool_calls") => FinishReason::ToolCalls,
+        Some(other) => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// The finish reason of an answer that `called` tools or not. An answer of
+/// tool calls can end with `"stop"`: OpenAI's own with a named
+/// `tool_choice` (vllm-project/vllm#25054), and compatible servers' (older
+/// Ollama, ollama/ollama#5995; openvinotoolkit/model_server#3927). It is
+/// reported as `tool_calls` whoever served it, the signal agent loops
+/// branch on.
+pub(super) fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
+    match finish_reason(reason) {
+        FinishReason::Stop if called => FinishReason::ToolCalls,
+        other => other,
+    }
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: Option<WireAnswer>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireAnswer {
+    content: Option<String>,
+    refusal: Option<String>,
+    /// Absent, `null` or a list (openai-python `chat_completion_message.py`).
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// A tool call, whole (`message.tool_calls[]`) or a fragment of one
+/// (`delta.tool_calls[]`, where `index` says which call it continues and
+/// only the first fragment carries `id`, `type` and `function.name`;
+/// openai-python `chat_completion_chunk.py` `ChoiceDeltaToolCall`).
+#[derive(Deserialize)]
+pub(super) struct WireToolCall {
+    pub(super) index: Option<u32>,
+    pub(super) id: Option<String>,
+    pub(super) function: Option<WireFunctionCall>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireFunctionCall {
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<WireArguments>,
+}
+
+/// OpenAI sends the arguments as JSON text; a few compatible servers send
+/// the object itself, which is taken as its JSON text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum WireArguments {
+    Text(String),
+    Json(serde_json::Value),
+}
+
+impl WireArguments {
+    pub(super) fn into_text(self) -> String {
+        match self {
+            Self::Text(text) => text,
+            Self::Json(value) => value.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireUsage {
+    #[serde(default)]
+    pub(super) prompt_tokens: u64,
+    #[serde(default)]
+    pub(super) completion_tokens: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use reqwest::header::{HeaderMap, HeaderValue};
+    use std::time::Duration;
+
+    fn fixture(name: &str) -> Bytes {
+        let path = format!("{}/tests/data/openai/{name}", env!("CARGO_MANIFEST_DIR"));
+        Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+    }
+
+    fn check(
+        status: u16,
+        headers: &[(&'static str, &str)],
+        body: Bytes,
+        want: Result<&str, FailureKind>,
+    ) {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        let got = parse_response(
+            &Received {
+                status,
+                headers: h,
+                body,
+            },
+            "asked-model",
+        );
+        match (got, want) {
+            (Ok(c), Ok(text)) => assert_eq!(c.text, text),
+            (Err(f), Err(kind)) => assert_eq!(f.kind, kind, "{f}"),
+            (got, want) => panic!("got {got:?}, wanted {want:?}"),
+        }
+    }
+
+    #[test]
+    fn success_and_usage() {
+        let received = Received {
+            status: 200,
+            headers: HeaderMap::new(),
+            body: fixture("text.json"),
+        };
+        let c = parse_response(&received, "asked").unwrap();
+        assert_eq!(c.text, "Hello! How can I help you today?");
+        assert_eq!(c.model, "gpt-4o-mini-2024-07-18");
+        assert_eq!(
+            c.usage,
+            Some(Usage {
+                input_tokens: 19,
+                output_tokens: 10
+            })
+        );
+        assert_eq!(c.finish_reason, FinishReason::Stop);
+        check(
+            200,
+            &[],
+            fixture("groq_text.json"),
+            Ok("Fast inference is important because it lowers latency."),
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        check(
+            200,
+            &[],
+            fixture("refusal_message.json"),
+            Err(FailureKind::ContentFilter),
+        );
+        check(
+            200,
+            &[],
+            fixture("finish_content_filter.json"),
+            Err(FailureKind::ContentFilter),
+        );
+        check(
+            400,
+            &[],
+            fixture("azure_content_filter_400.json"),
+            Err(FailureKind::ContentFilter),
+        );
+    }
+
+    #[test]
+    fn errors() {
+        check(
+            401,
+            &[],
+            fixture("invalid_api_key_401.json"),
+            Err(FailureKind::Auth),
+        );
+        check(
+            429,
+            &[("retry-after", "2")],
+            fixture("rate_limit_429.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::from_secs(2)),
+            }),
+        );
+        check(
+            429,
+            &[],
+            fixture("rate_limit_429.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::from_millis(3890)),
+            }),
+        );
+        check(
+            429,
+            &[],
+            fixture("insufficient_quota_429.json"),
+            Err(FailureKind::QuotaExceeded),
+        );
+        check(
+            400,
+            &[],
+            fixture("context_length_400.json"),
+            Err(FailureKind::ContextLength),
+        );
+        check(
+            413,
+            &[],
+            fixture("groq_request_too_large_413.json"),
+            Err(FailureKind::RateLimited {
+                retry_after: Some(Duration::MAX),
+            }),
+        );
+        check(
+            503,
+            &[],
+            fixture("groq_over_capacity_503.json"),
+            Err(FailureKind::Unavailable),
+        );
+        check(
+            500,
+            &[],
+            fixture("server_error_500.json"),
+            Err(FailureKind::Unavailable),
+        );
+        check(498, &[], Bytes::from_static(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
+        // The model's malformed call: its output, not the client's request.
+        check(
+            400,
+            &[],
+            fixture("groq_tool_use_failed_400.json"),
+            Err(FailureKind::InvalidOutput),
+        );
+        check(
+            502,
+            &[],
+            Bytes::from_static(b"<html>Bad Gateway</html>"),
+            Err(FailureKind::Unavailable),
+        );
+        check(
+            400,
+            &[],
+            Bytes::from_static(b"{\"error\":\"model not found\"}"),
+            Err(FailureKind::BadRequest),
+        );
+    }
+
+    #[test]
+    fn garbage() {
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"not json at all"),
+            Err(FailureKind::MalformedResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"cut"),
+            Err(FailureKind::MalformedResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": []}"),
+            Err(FailureKind::EmptyResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(
+                b"{\"choices\": [{\"message\": {\"content\": \"\"}, \"finish_reason\": \"stop\"}]}",
+            ),
+            Err(FailureKind::EmptyResponse),
+        );
+        check(
+            200,
+            &[],
+            Bytes::from_static(b"{\"choices\": \"x\"}"),
+            Err(FailureKind::MalformedResponse),
+        );
+    }
+}
