@@ -131,10 +131,12 @@ fn keys(
         .or_else(|| raw.admin_token.clone())
         .map(|t| Secret::new(t.trim()));
     if admin_token.as_ref().is_some_and(|t| t.expose().len() < 8) {
-        return Err(blame.env(
-            "UNDERSTUDY_ADMIN_TOKEN",
-            "the admin token must be at least 8 characters".into(),
-        ));
+        let message = "the admin token must be at least 8 characters".to_owned();
+        // Blame where the token came from: the variable wins over the file.
+        return Err(match env.get("UNDERSTUDY_ADMIN_TOKEN") {
+            Some(_) => blame.env("UNDERSTUDY_ADMIN_TOKEN", message),
+            None => blame.file("server.admin_token", message),
+        });
     }
     Ok((api_keys, admin_token))
 }

@@ -131,6 +131,19 @@ fn check_err(text: &str, env_pairs: &[(&str, &str)], setting: &str, needle: &str
 
 #[test]
 fn errors_name_the_setting() {
+    // A short admin token is blamed where it came from.
+    check_err(
+        "[server]\nadmin_token = \"short\"",
+        &[],
+        "server.admin_token",
+        "at least 8 characters",
+    );
+    check_err(
+        "[server]\nadmin_token = \"long enough token\"",
+        &[("UNDERSTUDY_ADMIN_TOKEN", "short")],
+        "UNDERSTUDY_ADMIN_TOKEN",
+        "environment variable",
+    );
     check_err(
         "[routing]\norder = [\"groq\", \"nope\"]",
         &[],
