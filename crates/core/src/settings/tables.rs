@@ -127,10 +127,15 @@ pub(super) fn events(raw: RawEvents, blame: &Blame) -> Result<EventSettings, Set
     if raw.stream_key.is_empty() {
         return Err(blame.file("events.stream_key", "the stream key is empty".into()));
     }
+    // As `server.max_connections`: a zero that would be read as one is a
+    // mistake to say, not to mend.
+    if raw.redis_buffer == 0 {
+        return Err(blame.file("events.redis_buffer", "must be at least 1".into()));
+    }
     Ok(EventSettings {
         stream_key: raw.stream_key,
         stream_maxlen: raw.stream_maxlen,
-        redis_buffer: raw.redis_buffer.max(1),
+        redis_buffer: raw.redis_buffer,
         flush_timeout,
     })
 }

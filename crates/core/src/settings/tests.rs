@@ -131,6 +131,12 @@ fn check_err(text: &str, env_pairs: &[(&str, &str)], setting: &str, needle: &str
 
 #[test]
 fn errors_name_the_setting() {
+    check_err(
+        "[events]\nredis_buffer = 0",
+        &[],
+        "events.redis_buffer",
+        "at least 1",
+    );
     // A short admin token is blamed where it came from.
     check_err(
         "[server]\nadmin_token = \"short\"",
