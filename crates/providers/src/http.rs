@@ -268,6 +268,31 @@ pub(crate) fn malformed_event(e: &serde_json::Error) -> Failure {
     )
 }
 
+/// A whole answer's body as `T`: an error status is `classify`'s failure,
+/// and a body that does not parse is a malformed response ("the body is not
+/// `what`"). Every protocol's `parse` starts here.
+pub(crate) fn answer_body<T: serde::de::DeserializeOwned>(
+    received: &Received,
+    what: &str,
+    classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Failure,
+) -> Result<T, Failure> {
+    let Received {
+        status,
+        headers,
+        body,
+    } = received;
+    if !(200..300).contains(status) {
+        return Err(classify(*status, headers, body));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        Failure::new(
+            FailureKind::MalformedResponse,
+            format!("the body is not {what}: {e}"),
+        )
+        .with_status(*status)
+    })
+}
+
 /// A POST of `body` as JSON to `url` with the provider's headers.
 pub(crate) fn json_post(
     client: &reqwest::Client,

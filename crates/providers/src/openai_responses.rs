@@ -339,21 +339,9 @@ impl WireUsage {
 /// Classifies a complete `response` object; `native` holds it with its
 /// reasoning ids tagged (the adapter keeps it only for native requests).
 fn parse_response(received: &Received, model: &str, tag: &str) -> Result<Completion, Failure> {
-    let Received {
-        status,
-        headers,
-        body,
-    } = received;
-    if !(200..300).contains(status) {
-        return Err(classify_error(*status, headers, body));
-    }
-    let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-        Failure::new(
-            FailureKind::MalformedResponse,
-            format!("the body is not a Responses API response: {e}"),
-        )
-        .with_status(*status)
-    })?;
+    let Received { status, body, .. } = received;
+    let parsed: WireResponse =
+        crate::http::answer_body(received, "a Responses API response", classify_error)?;
     let finish = end_of(
         parsed.status.as_deref(),
         parsed.error.as_ref(),

@@ -130,20 +130,12 @@ impl Protocol for GeminiProtocol {
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
         let Received {
-            status,
-            headers,
-            body,
+            status, headers, ..
         } = received;
-        if !(200..300).contains(status) {
-            return Err(self.classify_error(*status, headers, body));
-        }
-        let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-            Failure::new(
-                FailureKind::MalformedResponse,
-                format!("the body is not a Gemini response: {e}"),
-            )
-            .with_status(*status)
-        })?;
+        let parsed: WireResponse =
+            crate::http::answer_body(received, "a Gemini response", |s, h, b| {
+                self.classify_error(s, h, b)
+            })?;
         if let Some(error) = &parsed.error {
             return Err(classify_error_object(None, headers, error));
         }

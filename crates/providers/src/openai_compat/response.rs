@@ -15,20 +15,10 @@ pub(crate) fn parse_response(
     requested_model: &str,
 ) -> Result<Completion, Failure> {
     let Received {
-        status,
-        headers,
-        body,
+        status, headers, ..
     } = received;
-    if !(200..300).contains(status) {
-        return Err(classify_error(*status, headers, body));
-    }
-    let parsed: WireResponse = serde_json::from_slice(body).map_err(|e| {
-        Failure::new(
-            FailureKind::MalformedResponse,
-            format!("the body is not a chat completion: {e}"),
-        )
-        .with_status(*status)
-    })?;
+    let parsed: WireResponse =
+        crate::http::answer_body(received, "a chat completion", classify_error)?;
     if let Some(error) = parsed.error {
         // Some proxies answer 200 with an error object.
         return Err(classify_error_body(502, headers, &error));
