@@ -30,7 +30,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use understudy_testkit::TestCerts;
 
 use super::load::closed_loop;
-use super::process::{Gateway, serve_args};
+use super::process::{Gateway, serve_args, with_cpu};
 use super::report::{Row, Samples, render, row, say};
 use super::upstream::upstream_handle;
 use super::{ANSWER, Error, REQUEST};
@@ -163,11 +163,10 @@ async fn counted(
     url: &str,
     counts: &Counts,
 ) -> Result<(Samples, (usize, usize), f64), Error> {
-    let (before, cpu) = (counts.now(), process.cpu_seconds());
-    let s = closed_loop(process.addr, url, REQUEST, 64, Duration::from_secs(3)).await?;
-    let new = delta(before, counts.now());
-    let cpu = per_request(process.cpu_seconds() - cpu, &s);
-    Ok((s, new, cpu))
+    let before = counts.now();
+    let load = closed_loop(process.addr, url, REQUEST, 64, Duration::from_secs(3));
+    let (s, cpu) = with_cpu(process, load).await?;
+    Ok((s, delta(before, counts.now()), cpu))
 }
 
 /// Concurrency 1, interleaved (relay, gateway, relay, gateway): the
@@ -199,11 +198,6 @@ fn merge(runs: Vec<Samples>) -> Samples {
         all.elapsed += run.elapsed;
     }
     all
-}
-
-/// CPU seconds spent over a run, in µs per request of the run.
-fn per_request(cpu_seconds: f64, run: &Samples) -> f64 {
-    cpu_seconds * 1e6 / run.micros.len().max(1) as f64
 }
 
 /// `(connections, handshakes)` added between two readings.
