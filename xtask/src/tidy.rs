@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod docs;
 mod purity;
 
 /// Returns every convention broken under `root`.
@@ -30,6 +31,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         }
     }
     problems.extend(purity_problems(root, &files));
+    problems.extend(docs::problems(root));
     if problems.is_empty() {
         Ok(())
     } else {
