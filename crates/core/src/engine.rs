@@ -1,5 +1,6 @@
-//! [`Engine`]: the handle every front end uses. Cheap to clone; all it holds
-//! are actor references. Dropping the last clone stops the actors.
+//! [`Engine`]: the handle every front end uses. Cheap to clone: one `Arc`
+//! over the actor references, the router's view, the event bus, the
+//! metrics and the sink writers. Dropping the last clone stops the actors.
 
 use std::fmt;
 use std::sync::Arc;

@@ -174,7 +174,9 @@ impl ClientTag {
         ))
     }
 
-    pub(crate) fn as_bytes(&self) -> &[u8; 32] {
+    /// The hash itself, for a front end that keys state of its own by it
+    /// (the server's stored Responses API conversations).
+    pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
 }

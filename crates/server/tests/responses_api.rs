@@ -433,6 +433,32 @@ async fn a_client_key_sees_only_its_own_responses() {
     assert_eq!(status, 404);
 }
 
+/// The owner of a stored response is the key the gateway accepted, however
+/// the client sent it: here a valid `x-api-key` beside a bearer token that
+/// is no client key (the bearer is not what owns the response).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_response_belongs_to_the_key_that_was_accepted() {
+    let t = two().await;
+    t.claude.always(Reply::text("mine"));
+    let resp = understudy_testkit::http_client()
+        .post(format!("{}/v1/responses", t.url))
+        .header("x-api-key", KEY_A)
+        .bearer_auth("not-a-client-key")
+        .header("content-type", "application/json")
+        .body(json!({"input": "hi"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    let id = body["id"].as_str().unwrap().to_owned();
+    let url = format!("{}/v1/responses/{id}", t.url);
+    let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, _) = call(reqwest::Method::GET, &url, KEY_B, None).await;
+    assert_eq!(status, 404);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_s_reasoning_streams_as_a_reasoning_item() {
     let t = two().await;

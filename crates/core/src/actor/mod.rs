@@ -1,7 +1,8 @@
 //! The actors. They own state; spawned tasks own I/O (STYLE §2): no
 //! `handle` here ever awaits a provider call or another actor's `call`.
 //!
-//! - [`router::RouterActor`] plans each request and spawns its run.
+//! - [`router::RouterActor`] owns the routing state and publishes it as the
+//!   view each request plans from (runs are not actors: see `crate::run`).
 //! - [`provider::ProviderActor`] owns one provider's adapter and outcomes.
 //! - [`supervisor::SupervisorActor`] starts provider actors lazily, linked to
 //!   itself, and restarts them with fresh state when they fail.

@@ -17,6 +17,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use understudy_core::ClientTag;
 use understudy_core::redis_link::RedisLink;
 
 /// What the memory tier holds at most, in bytes of JSON.
@@ -66,12 +67,13 @@ impl std::fmt::Debug for ResponseStore {
     }
 }
 
-/// The owner tag of a client key (a keyed hash, never the key; empty for
-/// an open gateway's requests).
-pub(crate) fn owner_of(key: Option<&str>) -> String {
-    match key {
+/// The owner of a stored response: derived from the [`ClientTag`] the
+/// auth middleware computed for the request's key (never the key itself;
+/// empty for an open gateway's requests).
+pub(crate) fn owner_of(client: Option<ClientTag>) -> String {
+    match client {
         None => String::new(),
-        Some(key) => blake3::derive_key("understudy 2026-12 responses owner", key.as_bytes())
+        Some(tag) => blake3::derive_key("understudy 2026-12 responses owner", tag.as_bytes())
             .iter()
             .take(16)
             .map(|b| format!("{b:02x}"))
@@ -235,8 +237,9 @@ mod tests {
         assert!(m.bytes <= MEMORY_BYTES);
         assert_eq!(m.entries.len(), 4);
         assert!(m.entries.contains_key("r9") && !m.entries.contains_key("r5"));
-        assert_eq!(owner_of(Some("k")), owner_of(Some("k")));
-        assert_ne!(owner_of(Some("k")), owner_of(Some("j")));
+        let tag = ClientTag::of_key;
+        assert_eq!(owner_of(Some(tag("k"))), owner_of(Some(tag("k"))));
+        assert_ne!(owner_of(Some(tag("k"))), owner_of(Some(tag("j"))));
         assert_eq!(owner_of(None), "");
     }
 }

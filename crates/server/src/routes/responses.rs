@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -50,7 +50,7 @@ async fn create(
     let mut body: CreateRequest = parse_json(body)?;
     body.check()?;
     let input = body.input_items()?;
-    let owner = owner(&state, &headers);
+    let owner = owner();
     let history = match &body.previous_response_id {
         None => Vec::new(),
         Some(previous) => {
@@ -211,11 +211,10 @@ async fn streamed(
 async fn retrieve(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, OpenAiError> {
     let stored = state
         .responses
-        .get(&id, &owner(&state, &headers))
+        .get(&id, &owner())
         .await
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(stored.response.clone()).into_response())
@@ -225,9 +224,8 @@ async fn retrieve(
 async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, OpenAiError> {
-    if !state.responses.delete(&id, &owner(&state, &headers)).await {
+    if !state.responses.delete(&id, &owner()).await {
         return Err(not_found(&id).into());
     }
     Ok(Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
@@ -239,7 +237,6 @@ async fn input_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
 ) -> Result<Response, OpenAiError> {
     let (mut desc, mut limit, mut after) = (true, 20usize, None::<String>);
     for pair in query.iter().flat_map(|q| q.split('&')) {
@@ -260,7 +257,7 @@ async fn input_items(
     }
     let stored = state
         .responses
-        .get(&id, &owner(&state, &headers))
+        .get(&id, &owner())
         .await
         .ok_or_else(|| not_found(&id))?;
     let mut items: Vec<&Value> = stored.context.iter().skip(stored.input_start).collect();
@@ -286,19 +283,11 @@ async fn input_items(
     Ok(Json(body).into_response())
 }
 
-/// The owner tag of this request's client key (empty on an open gateway).
-fn owner(state: &AppState, headers: &HeaderMap) -> String {
-    if state.api_keys.is_empty() {
-        return owner_of(None);
-    }
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    let key = bearer.or_else(|| headers.get("x-api-key")?.to_str().ok().map(str::trim));
-    owner_of(key)
+/// The owner of this request's stored responses: from the client key's
+/// tag that `client_auth` computed (empty on an open gateway), so that the
+/// key is read and matched in one place only.
+fn owner() -> String {
+    owner_of(crate::auth::client_tag())
 }
 
 fn not_found(id: &str) -> ApiError {
