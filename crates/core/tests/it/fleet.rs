@@ -149,6 +149,19 @@ async fn a_new_instance_honours_breakers_the_fleet_opened_before_it_started() {
     assert_eq!(groq_breaker(&b).await, BreakerState::Open);
 }
 
+/// The engine's `understudy_redis_degraded` gauge: its sample line (the
+/// HELP line says "1 while Redis is unreachable", so no substring test).
+async fn redis_degraded(engine: &Engine) -> bool {
+    let text = engine.metrics_text(false).await;
+    match text
+        .lines()
+        .find_map(|l| l.strip_prefix("understudy_redis_degraded "))
+    {
+        Some(v) => v == "1",
+        None => panic!("no understudy_redis_degraded gauge in:\n{text}"),
+    }
+}
+
 /// The probe test's breaker cooldown.
 const COOLDOWN: Duration = Duration::from_millis(400);
 
@@ -167,10 +180,7 @@ fn watch_degraded(engine: Engine, stop: Arc<AtomicBool>) -> tokio::task::JoinHan
         let mut last = Instant::now();
         loop {
             let done = stop.load(Ordering::Relaxed);
-            let degraded = engine
-                .metrics_text(false)
-                .await
-                .contains("understudy_redis_degraded 1");
+            let degraded = redis_degraded(&engine).await;
             let now = Instant::now();
             if degraded || now - last > BLIND {
                 since.get_or_insert(last);
@@ -356,16 +366,12 @@ async fn redis_lost_under_load_fails_nothing_and_sharing_resumes() {
         "Redis trouble slowed requests: {:?}",
         started.elapsed()
     );
-    let metrics = a.engine.metrics_text(false).await;
-    assert!(metrics.contains("understudy_redis_degraded 1"), "{metrics}");
+    assert!(redis_degraded(&a.engine).await, "A shows Redis degraded");
 
     // Redis is back: each instance returns to shared state by itself.
     redis.restart().unwrap();
     eventually("the degradation to clear", async || {
-        a.engine
-            .metrics_text(false)
-            .await
-            .contains("understudy_redis_degraded 0")
+        !redis_degraded(&a.engine).await
     })
     .await;
     groq.always(Reply::status(503));
@@ -376,6 +382,5 @@ async fn redis_lost_under_load_fails_nothing_and_sharing_resumes() {
         groq_breaker(&b).await == BreakerState::Open
     })
     .await;
-    let metrics = a.engine.metrics_text(false).await;
-    assert!(metrics.contains("understudy_redis_degraded 0"), "{metrics}");
+    assert!(!redis_degraded(&a.engine).await, "A shows Redis back");
 }
