@@ -1,8 +1,6 @@
 //! The softened retry: its exact prompt and temperature, and that
 //! fallbacks get the original request.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_core::{ChatRequest, GenerateRequest, RefusalPolicy};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};

@@ -4,8 +4,6 @@
 //! another protocol gets the neutral request, and the softened retry keeps
 //! the client's system blocks, adding one. Through real HTTP to simulators.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::sync::Arc;
 
 use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, ProviderKind, StreamItem};

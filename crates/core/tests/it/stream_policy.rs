@@ -2,8 +2,6 @@
 //! both): a streamed rate limit gets its one retry after `Retry-After`, and
 //! a route's own timeouts bound its targets' streams, through real HTTP.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::Duration;
 
 use understudy_core::{

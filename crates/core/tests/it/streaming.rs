@@ -1,11 +1,9 @@
 //! Streamed generation end to end (DESIGN §3) over all three protocols:
 //! commit on the first text, never stitch two providers together.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use understudy_core::stream::STREAM_BUFFER;
 use understudy_core::{
@@ -271,7 +269,8 @@ struct Endless {
 struct EndlessStream {
     pulled: Arc<AtomicUsize>,
     dropped: Arc<AtomicUsize>,
-    opened: Instant,
+    /// Tokio's, so the tests that use it run in paused time.
+    opened: tokio::time::Instant,
     finish_after: Option<Duration>,
 }
 
@@ -320,7 +319,7 @@ impl Adapter for Endless {
         let s = EndlessStream {
             pulled: Arc::clone(&self.pulled),
             dropped: Arc::clone(&self.dropped),
-            opened: Instant::now(),
+            opened: tokio::time::Instant::now(),
             finish_after: self.finish_after,
         };
         Box::pin(async move { Ok(Box::new(s) as BoxEventStream) })
@@ -344,7 +343,11 @@ impl AdapterFactory for EndlessFactory {
     }
 }
 
-#[tokio::test]
+// In paused time (no socket: the adapter is in process): the clock moves
+// only when every task waits, so "nothing more pulled over 50 ms" means
+// the run is parked on its full channel, not that a loaded machine did
+// not get to it.
+#[tokio::test(start_paused = true)]
 async fn a_slow_reader_does_not_make_the_gateway_buffer_everything() {
     let endless = Arc::new(Endless::default());
     let settings = Settings::from_toml_str(
@@ -439,7 +442,10 @@ async fn five_hundred_concurrent_streams_complete_intact() {
     assert_eq!(groq.request_count(), 500);
 }
 
-#[tokio::test]
+// In paused time (no socket: the adapter is in process), so the 0.3 s of
+// stream_idle and the reader's 0.8 s pause are exact: in real time a
+// loaded machine could stretch the 0.1 s answer past the idle bound.
+#[tokio::test(start_paused = true)]
 async fn time_spent_waiting_on_a_slow_reader_is_not_upstream_silence() {
     // stream_idle is 0.3 s. The reader takes one item and pauses 0.8 s, so
     // the run waits on its full channel; the first pull after the reader

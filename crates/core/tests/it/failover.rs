@@ -1,8 +1,6 @@
 //! The non-streamed decision table (DESIGN §2), row by row, through real
 //! HTTP to simulated OpenAI-compatible providers.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::Duration;
 
 use understudy_core::{ChatRequest, Error, GenerateRequest, RouteSelector};

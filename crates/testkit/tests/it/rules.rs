@@ -4,8 +4,6 @@
 //! anything; a signature the Anthropic simulator minted (streamed or not)
 //! is accepted back, any other refused.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall};
 

@@ -1,8 +1,6 @@
 //! Supervision and concurrency: a crashed provider actor comes back, and
 //! the router never serialises requests.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::{Duration, Instant};
 
 use understudy_core::{ChatRequest, GenerateRequest, ProviderInfo};

@@ -17,17 +17,13 @@
 //! turn has no thinking block; (c) a Gemini primary that fails (503) on the
 //! second turn, with an Anthropic fallback.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
-
 use serde_json::{Value, json};
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+
+use crate::common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
 
 /// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
 const CLIENT_KEY: &str = "sk-understudy-claude-code-test";
@@ -69,7 +65,7 @@ async fn claude_code_completes_a_task_on_an_anthropic_target() {
 
     let run = claude_code(&gateway, &scratch).await;
 
-    run.assert_done(&scratch, &gateway);
+    run.assert_claude_code_done(&scratch, &gateway);
     assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
     assert_no_violations(&[("claude", &claude)], &gateway);
     // `claude:*` served the model Claude Code picked itself, with its
@@ -107,7 +103,7 @@ async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
 
     let run = claude_code(&gateway, &scratch).await;
 
-    run.assert_done(&scratch, &gateway);
+    run.assert_claude_code_done(&scratch, &gateway);
     // Anthropic saw every turn (the second answered 529), the fallback
     // only the second.
     assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
@@ -140,7 +136,7 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
 
     let run = claude_code(&gateway, &scratch).await;
 
-    run.assert_done(&scratch, &gateway);
+    run.assert_claude_code_done(&scratch, &gateway);
     assert_eq!(gemini_turns.stages(), [0, 1, 2], "{}", gateway.log());
     assert_eq!(claude_turns.stages(), [1], "{}", gateway.log());
     assert_no_violations(&[("gemini", &gemini), ("claude", &claude)], &gateway);
@@ -319,7 +315,8 @@ async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
 impl Run {
     /// Claude Code finished without error, said the agent's last words, and
     /// the file holds what the agent wrote.
-    fn assert_done(&self, scratch: &Scratch, gateway: &Gateway) {
+    /// (Named for the agent: `codex` adds its own check to the same type.)
+    fn assert_claude_code_done(&self, scratch: &Scratch, gateway: &Gateway) {
         let shown = format!(
             "exit {}\nstdout: {}\nstderr: {}\ngateway log:\n{}",
             self.status,

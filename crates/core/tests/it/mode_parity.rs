@@ -5,8 +5,6 @@
 //! against the engine's public API only, so that it also runs on the code
 //! before the change, where it fails.)
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::Duration;
 
 use understudy_core::{ChatRequest, GenerateRequest, StreamItem};
@@ -79,9 +77,17 @@ async fn a_client_that_leaves_stops_a_non_streamed_run_from_walking_fallbacks() 
         asked.await.is_err_and(|e| e.is_cancelled()),
         "the client gave up first"
     );
-    // Past the primary's failure: a run still walking would call the
-    // fallback now.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The left client's run dropped its call to the primary, which closes
+    // that connection (a request dropped mid-flight leaves it unusable). A
+    // run still walking would instead read the 503 at 0.4 s, keep the
+    // connection for reuse (so this never settles) and call the fallback.
+    eventually("the primary's connection to close", async || {
+        match groq.open_connections() {
+            0 => Ok(()),
+            n => Err(format!("{n} open")),
+        }
+    })
+    .await;
     assert_eq!(groq.request_count(), 1);
     assert_eq!(
         openai.request_count(),

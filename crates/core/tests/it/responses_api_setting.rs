@@ -2,8 +2,6 @@
 //! OpenAI-compatible provider (built-in or extra), refused for any other
 //! protocol.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
-
 use understudy_core::Settings;
 
 fn load(toml: &str) -> Result<Settings, String> {

@@ -3,8 +3,6 @@
 //! target's breaker, and a target whose breaker is open is not called.
 //! Through real HTTP to a simulated Anthropic.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::sync::Arc;
 
 use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, ProviderKind};

@@ -1,8 +1,6 @@
 //! The default route `groq → gemini → claude` across three wire protocols,
 //! through real HTTP: each provider gets the request in its own format.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_core::{ChatRequest, GenerateRequest, Message, Role};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};

@@ -3,8 +3,6 @@
 //! that is missing, unreadable or holds no certificate is an error naming
 //! the setting and the provider).
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
-
 use std::path::PathBuf;
 
 use understudy_core::Settings;

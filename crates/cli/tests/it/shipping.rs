@@ -4,8 +4,6 @@
 //! need. Cheap checks of the manifests, through cargo itself: nothing is
 //! built.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

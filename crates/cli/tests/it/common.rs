@@ -1,13 +1,8 @@
-//! What the real-agent tests (`claude_code.rs`, `codex.rs`) share: a
+//! What the real-agent tests (`claude_code`, `codex`) share: a
 //! scratch folder per scenario, the real `understudy serve` on a free
 //! loopback port with its log kept, the record of which agent-loop stage
 //! each simulator served, and the check that no simulator refused a
 //! request the gateway sent.
-
-#![allow(
-    dead_code,
-    reason = "each test file uses the part of the harness it needs"
-)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -4,8 +4,6 @@
 //! JSON shape is `invalid_output` and the plan moves on; the response cache
 //! tells requests apart by every field. Through real HTTP to simulators.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use serde_json::json;
 use understudy_core::{
     Attempt, ChatRequest, Error, GenerateRequest, Message, Part, ResponseFormat, Tool,

@@ -5,8 +5,6 @@
 //! Failover Bench, reproduced with the testkit, and the client-visible text
 //! checked exactly.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

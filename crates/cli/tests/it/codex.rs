@@ -14,17 +14,13 @@
 //! 529 on the second turn, an OpenAI-compatible fallback serving it; (d) a
 //! Gemini target (Codex's tool schemas in Gemini's subset).
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
-
 use serde_json::json;
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+
+use crate::common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
 
 /// The client key Codex sends (from the provider block's `env_key`).
 const CLIENT_KEY: &str = "sk-understudy-codex-test";
@@ -56,7 +52,7 @@ async fn codex_completes_a_task_on_an_openai_compatible_target() {
     openai.respond_with(openai_agent(&scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("openai", "openai", &openai)]));
     let run = codex(&gateway, &scratch).await;
-    run.assert_done(&scratch, &gateway);
+    run.assert_codex_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
     assert_no_violations(&[("openai", &openai)], &gateway);
 }
@@ -69,7 +65,7 @@ async fn codex_completes_a_task_on_an_anthropic_target() {
     claude.respond_with(anthropic_agent(&scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("claude", "anthropic", &claude)]));
     let run = codex(&gateway, &scratch).await;
-    run.assert_done(&scratch, &gateway);
+    run.assert_codex_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
     assert_no_violations(&[("claude", &claude)], &gateway);
 }
@@ -92,7 +88,7 @@ async fn codex_survives_a_primary_failing_mid_task() {
         ]),
     );
     let run = codex(&gateway, &scratch).await;
-    run.assert_done(&scratch, &gateway);
+    run.assert_codex_done(&scratch, &gateway);
     assert_eq!(claude_turns.stages(), [0, 1], "{}", gateway.log());
     assert_eq!(openai_turns.stages(), [1], "{}", gateway.log());
     assert_no_violations(&[("claude", &claude), ("openai", &openai)], &gateway);
@@ -100,7 +96,7 @@ async fn codex_survives_a_primary_failing_mid_task() {
 
 #[test]
 fn the_readme_shows_this_configuration() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
     assert!(
         readme.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
         "the README's Codex block differs from the one tested here"
@@ -115,7 +111,7 @@ async fn codex_completes_a_task_on_a_gemini_target() {
     gemini.respond_with(gemini_agent(&scratch.work, &turns));
     let gateway = gateway(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
     let run = codex(&gateway, &scratch).await;
-    run.assert_done(&scratch, &gateway);
+    run.assert_codex_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
     assert_no_violations(&[("gemini", &gemini)], &gateway);
 }
@@ -290,7 +286,9 @@ async fn codex(gateway: &Gateway, scratch: &Scratch) -> Run {
 impl Run {
     /// Codex finished without error, said the agent's last words, and the
     /// file holds what the agent wrote.
-    fn assert_done(&self, scratch: &Scratch, gateway: &Gateway) {
+    /// (Named for the agent: `claude_code` adds its own check to the same
+    /// type.)
+    fn assert_codex_done(&self, scratch: &Scratch, gateway: &Gateway) {
         let shown = format!(
             "exit {}\nstdout: {}\nstderr: {}\ngateway log:\n{}",
             self.status,

@@ -1,0 +1,11 @@
+//! The `understudy` binary's integration tests, one binary (`it`) with a
+//! module per behaviour: the real binary against simulated providers, and
+//! the real Claude Code and Codex CLIs through `understudy serve`.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+mod claude_code;
+mod cli;
+mod codex;
+mod common;
+mod shipping;

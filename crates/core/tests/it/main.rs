@@ -1,0 +1,27 @@
+//! The engine's integration tests, one binary (`it`) with a module per
+//! behaviour: through `TestGateway` (the real engine, the real adapters,
+//! simulated providers over real HTTP), or an in-process adapter where the
+//! precise instrument is the adapter itself. One binary links the crate
+//! once instead of once per file, and runs every test in one process, so
+//! nothing here counts process-wide things (the RSS test is the `rss`
+//! binary) or sets the environment.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+mod bounded_state;
+mod capabilities;
+mod config_secrets;
+mod count_tokens;
+mod default_route;
+mod failover;
+mod fleet;
+mod mode_parity;
+mod native;
+mod refusal;
+mod resilience;
+mod responses_api_setting;
+mod stream_commit;
+mod stream_policy;
+mod streaming;
+mod supervision;
+mod transport_settings;
