@@ -3,11 +3,6 @@
 //! decoders, the exact request JSON a simulator receives, tool-call round
 //! trips through the simulator, and fuzzing of the new stream parsing.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
-use common::{adapter_for, split};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -20,6 +15,8 @@ use understudy_core::{
 };
 use understudy_providers::{decode_response, decode_stream};
 use understudy_testkit::{Reply, SimProvider, SimToolCall};
+
+use crate::common::{adapter_for, split};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/data/anthropic/{name}", env!("CARGO_MANIFEST_DIR"));

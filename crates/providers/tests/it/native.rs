@@ -4,17 +4,13 @@
 //! comes back as the provider sent it; other protocols get the neutral
 //! fields, translated. Through real HTTP to the testkit's simulators.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
-use common::adapter_for;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use understudy_core::{ChatRequest, NativeRequest, ProviderKind, StreamEvent};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+use crate::common::adapter_for;
 
 /// Odd spacing, key order, unicode and a thinking block with a signature:
 /// everything must arrive as written.

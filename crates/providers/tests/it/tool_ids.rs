@@ -4,10 +4,6 @@
 //! its result's, and Anthropic's are in its alphabet. Through real HTTP to
 //! the strict simulators, which refuse what the providers refuse.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -16,7 +12,7 @@ use serde_json::Value;
 use understudy_core::{ChatRequest, Message, Part, Role, Tool, ToolCall};
 use understudy_testkit::SimProvider;
 
-use common::adapter_for;
+use crate::common::adapter_for;
 
 /// A history in which the assistant called one tool per id, and each call
 /// got its result.

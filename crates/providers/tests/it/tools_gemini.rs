@@ -6,11 +6,6 @@
 //! the history's ids, `inlineData`, `generationConfig`); scripted calls
 //! through the simulator, streamed and not; and a fuzz of the new parsing.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
-use common::{adapter_for, split};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -23,6 +18,8 @@ use understudy_core::{
 };
 use understudy_providers::{decode_response, decode_stream};
 use understudy_testkit::{Protocol, Reply, SimProvider, SimToolCall};
+
+use crate::common::{adapter_for, split};
 
 const CONNECT: Duration = Duration::from_secs(5);
 

@@ -3,7 +3,6 @@
 //! the engine builds it, for a simulator.
 
 /// Splits `data` at the given cut points (each taken modulo its length).
-#[allow(dead_code, reason = "only the fuzz tests split")]
 pub fn split(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
     let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
     points.sort_unstable();
@@ -19,7 +18,6 @@ pub fn split(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 
 /// The adapter for provider `p` pointed at `sim`, built from settings as
 /// the engine builds it.
-#[allow(dead_code, reason = "the fuzz tests build no adapter")]
 pub async fn adapter_for(
     sim: &understudy_testkit::SimProvider,
 ) -> std::sync::Arc<dyn understudy_core::Adapter> {

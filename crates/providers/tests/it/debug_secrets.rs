@@ -3,8 +3,6 @@
 //! engine — shows no API key, no extra header's value and no password of a
 //! URL.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use understudy_core::{Engine, Settings};
 use understudy_providers::Providers;
 

@@ -4,8 +4,6 @@
 //! `thinking_delta`, OpenAI-compatible `reasoning_content` and `reasoning`
 //! deltas, Gemini's thought parts.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use understudy_core::{ProviderKind, StreamEvent};
 use understudy_providers::decode_stream;
 

@@ -5,8 +5,6 @@
 //! concurrent streams multiplexed over one connection, no TLS handshake
 //! after warm-up.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::Duration;
 
 use reqwest::Version;
@@ -334,7 +332,18 @@ async fn streams_whose_readers_stall_do_not_block_the_connection_for_the_others(
                 .unwrap(),
         );
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Until each stream has filled the window the gateway grants it (the
+    // providers' `H2_STREAM_WINDOW`, 512 KiB), a request could still pass
+    // a connection the stalled streams would block.
+    let filled = 4 * 512 * 1024;
+    eventually(
+        "the unread streams to fill their windows",
+        async || match sim.sim().streamed_bytes() {
+            sent if sent >= filled => Ok(()),
+            sent => Err(format!("{sent} of {filled} bytes sent")),
+        },
+    )
+    .await;
     // Another request on the same connection still gets its answer.
     sim.push(Reply::text("still flowing"));
     let g = tokio::time::timeout(Duration::from_secs(5), ask(&gw))

@@ -3,18 +3,15 @@
 //! bytes and on byte soups built from the protocols' own fragments.
 //!
 //! CI runs the default number of cases; for a long run:
-//! `PROPTEST_CASES=200000 cargo test --release -p understudy-providers --test fuzz`.
+//! `PROPTEST_CASES=200000 cargo test --release -p understudy-providers --test it fuzz::`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
-use common::split;
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use understudy_core::{ProviderKind, StreamEvent};
 use understudy_providers::sse::{SseDecoder, SseItem};
 use understudy_providers::{decode_response, decode_stream};
+
+use crate::common::split;
 
 const KINDS: [ProviderKind; 3] = [
     ProviderKind::Openai,

@@ -13,8 +13,6 @@
 //! - Fuzz: the streamed tool-call parser reassembles any fragmentation of
 //!   any calls, and never panics on soups of tool-call fragments.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,8 +1,6 @@
 //! Streamed mode of every adapter through real HTTP to the testkit's
 //! simulators: each way a stream can end, for each protocol.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::Duration;
 
 use understudy_core::{AdapterFactory, ChatRequest, StreamEvent};

@@ -2,8 +2,6 @@
 //! recorded payloads in `tests/data/<provider>/`: non-streamed bodies and
 //! streamed bytes, each to its failure code or its text.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
