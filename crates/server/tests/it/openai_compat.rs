@@ -1,24 +1,12 @@
 //! `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/providers`
 //! through a real HTTP client against the real server.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
 
-struct Server {
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
+use crate::common::TestServer;
 
-async fn serve(gw: TestGateway) -> Server {
-    let (url, stop) = common::serve(gw.engine).await;
-    Server { url, _stop: stop }
-}
-
-async fn setup() -> (SimProvider, SimProvider, Server) {
+async fn setup() -> (SimProvider, SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     let gw = TestGateway::builder()
@@ -28,21 +16,17 @@ async fn setup() -> (SimProvider, SimProvider, Server) {
         .build()
         .await
         .unwrap();
-    let s = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
     (groq, claude, s)
 }
 
-async fn post(s: &Server, body: impl Into<String>) -> (u16, reqwest::header::HeaderMap, String) {
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/chat/completions", s.url))
-        .header("content-type", "application/json")
-        .body(body.into())
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, headers, resp.text().await.unwrap())
+/// POSTs `body` to `/v1/chat/completions`: the status, headers and body.
+async fn post(
+    s: &TestServer,
+    body: impl Into<String>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let a = s.post("/v1/chat/completions", body).await;
+    (a.status, a.headers, a.body)
 }
 
 fn chat(model: &str, stream: bool) -> String {
@@ -302,7 +286,7 @@ async fn surfaced_refusals_are_content_filter_answers() {
         .build()
         .await
         .unwrap();
-    let s = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
     groq.push(Reply::Refuse(Refusal::FinishReason));
     let (status, headers, body) = post(&s, chat("default", false)).await;
     assert_eq!(status, 200, "{body}");
@@ -312,28 +296,16 @@ async fn surfaced_refusals_are_content_filter_answers() {
     assert_eq!(headers["x-understudy-content-filtered"], "true");
     // The neutral API says 422.
     groq.push(Reply::Refuse(Refusal::FinishReason));
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/generate", s.url))
-        .header("content-type", "application/json")
-        .body(json!({"prompt": "x"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 422);
+    let a = s
+        .post("/v1/generate", json!({"prompt": "x"}).to_string())
+        .await;
+    assert_eq!(a.status, 422);
 }
 
 #[tokio::test]
 async fn models_and_providers() {
     let (_groq, _claude, s) = setup().await;
-    let client = understudy_testkit::http_client();
-    let text = client
-        .get(format!("{}/v1/models", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.get("/v1/models").await.body;
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["object"], "list");
     let ids: Vec<&str> = v["data"]
@@ -361,14 +333,7 @@ async fn models_and_providers() {
         ]),
         "{fast}"
     );
-    let text = client
-        .get(format!("{}/v1/providers", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.get("/v1/providers").await.body;
     let v: Value = serde_json::from_str(&text).unwrap();
     let groq = v["providers"]
         .as_array()

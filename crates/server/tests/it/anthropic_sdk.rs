@@ -8,18 +8,15 @@
 //! and never reaches the OpenAI-compatible simulator when it does not. The
 //! Python is found as in `openai_sdk.rs` (`common::python_with`).
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+
+use crate::common::{self, TestServer};
 
 struct Two {
     claude: SimProvider,
     openai: SimProvider,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// An Anthropic simulator (the primary) and an OpenAI-compatible one, and
@@ -34,12 +31,11 @@ async fn two() -> Two {
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     Two {
         claude,
         openai,
-        url,
-        _stop: stop,
+        server,
     }
 }
 
@@ -68,7 +64,7 @@ async fn text_streamed_and_not_survives_an_anthropic_529() {
     }
     t.openai
         .always(Reply::text("The bar was down, so it fell back."));
-    let v = sdk(&t.url, "text").await;
+    let v = sdk(&t.server.url, "text").await;
     for mode in ["plain", "stream"] {
         let turns = &v[mode];
         assert_eq!(turns[0]["provider"], "claude", "{mode}: {v}");
@@ -136,7 +132,7 @@ async fn a_two_turn_tool_loop_survives_an_anthropic_529() {
     }
     t.openai
         .always(Reply::text("Oslo is 21 degrees, and so is Paris."));
-    let v = sdk(&t.url, "tools").await;
+    let v = sdk(&t.server.url, "tools").await;
     for mode in ["plain", "stream"] {
         let [first, second] = [&v[mode][0], &v[mode][1]];
         assert_eq!(first["provider"], "claude", "{mode}: {v}");
@@ -197,7 +193,7 @@ async fn an_image_survives_an_anthropic_529() {
         .push(Reply::text("A red pixel."))
         .push(Reply::status(529));
     t.openai.always(Reply::text("Red."));
-    let v = sdk(&t.url, "image").await;
+    let v = sdk(&t.server.url, "image").await;
     let turns = &v["turns"];
     assert_eq!(turns[0]["provider"], "claude", "{v}");
     assert_eq!(text_of(&turns[0]), "A red pixel.");
@@ -228,7 +224,7 @@ async fn the_sdk_raises_its_own_error_classes() {
     let t = two().await;
     t.claude.push(Reply::status(529));
     t.openai.push(Reply::status(503));
-    let v = sdk(&t.url, "errors").await;
+    let v = sdk(&t.server.url, "errors").await;
     assert_eq!(
         v,
         json!({
@@ -373,7 +369,7 @@ async fn a_signed_thinking_block_comes_back_to_anthropic_byte_identical() {
         t.claude
             .push(first_answer(mode))
             .push(Reply::text("It is 4077."));
-        let v = sdk(&t.url, mode).await;
+        let v = sdk(&t.server.url, mode).await;
         version = v["anthropic_version"].clone();
         let [first, second] = [&v["turns"][0], &v["turns"][1]];
         saw_the_thinking(mode, first);
@@ -443,7 +439,7 @@ async fn a_thinking_turn_falls_back_without_its_thinking() {
     for mode in modes {
         t.claude.push(first_answer(mode)).push(Reply::status(529));
         t.openai.push(Reply::text("It is 4077."));
-        let v = sdk(&t.url, mode).await;
+        let v = sdk(&t.server.url, mode).await;
         let [first, second] = [&v["turns"][0], &v["turns"][1]];
         saw_the_thinking(mode, first);
         assert_eq!(second["provider"], "openai", "{mode}: {v}");
@@ -519,7 +515,7 @@ async fn a_thinking_tool_loop_crosses_protocols_both_ways_without_an_upstream_40
         t.openai
             .push(call())
             .push(Reply::text("-3 degrees in Oslo."));
-        let v = sdk(&t.url, mode).await;
+        let v = sdk(&t.server.url, mode).await;
         assert_eq!(
             served(&v),
             [
@@ -549,7 +545,7 @@ async fn a_thinking_tool_loop_crosses_protocols_both_ways_without_an_upstream_40
             .push(Reply::status(529))
             .push(Reply::text("-3 degrees in Oslo."));
         t.openai.push(call());
-        let v = sdk(&t.url, mode).await;
+        let v = sdk(&t.server.url, mode).await;
         assert_eq!(
             served(&v),
             [

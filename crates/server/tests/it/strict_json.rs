@@ -3,16 +3,13 @@
 //! error names the offending field (`param`) when there is one, and no
 //! field (`param: null`, never `"?"`) when the body is not JSON at all.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
+use crate::common::TestServer;
+
 struct Server {
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
     groq: SimProvider,
 }
 
@@ -24,27 +21,18 @@ async fn setup() -> Server {
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
     Server {
-        url,
-        _stop: stop,
+        server: TestServer::start(gw.engine).await,
         groq,
     }
 }
 
 async fn post(s: &Server, path: &str, body: &str) -> (u16, Value) {
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}{path}", s.url))
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
-    (status, v)
+    let a = s
+        .server
+        .post_with(path, &[("anthropic-version", "2023-06-01")], body)
+        .await;
+    (a.status, a.json())
 }
 
 /// A valid body for each JSON route.

@@ -1,22 +1,16 @@
 //! Client auth, the admin routing API (changed live under load), and the
 //! `/v1/wit` endpoint, through a real HTTP client against the real server.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamSpec, TestGateway, eventually};
 
+use crate::common::TestServer;
+
 const CLIENT_KEY: &str = "sk-client-0123456789";
 const ADMIN_TOKEN: &str = "admin-token-0123456789";
-
-async fn serve(gw: TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
-    common::serve(gw.engine).await
-}
 
 async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
     let resp = req.send().await.unwrap();
@@ -40,7 +34,8 @@ async fn client_keys_guard_the_api() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
     let body = json!({"prompt": "hi"}).to_string();
 
@@ -98,7 +93,8 @@ async fn without_keys_the_api_is_open_and_admin_is_off() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
     let (status, _) = send(
         c.post(format!("{url}/v1/generate"))
@@ -128,7 +124,8 @@ async fn routing_changes_live_under_load() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
 
     // Admin auth and validation.
@@ -263,7 +260,8 @@ async fn wit_in_every_style_and_a_softened_roast() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
     for style in ["pun", "one-liner", "roast", "dad-joke", "limerick"] {
         let (status, v) = send(
@@ -345,7 +343,8 @@ async fn per_request_overrides_on_every_api() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
     let generate = || {
         c.post(format!("{url}/v1/generate"))
@@ -473,8 +472,8 @@ async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
-    let addr = url.trim_start_matches("http://").to_owned();
+    let s = TestServer::start(gw.engine).await;
+    let addr = s.addr().to_owned();
     let request = "GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n";
 
     // A keep-alive connection answers, stays usable for a second request
@@ -532,7 +531,8 @@ async fn answers_longer_than_the_idle_timeout_are_not_cut() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let c = understudy_testkit::http_client();
     let ask = |stream: bool| {
         c.post(format!("{url}/v1/chat/completions"))

@@ -1,25 +1,14 @@
 //! `POST /v1/generate` with `"stream": true` through a real HTTP client:
 //! `event: delta`…, then exactly one `event: done` or `event: error`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, StreamEnd, StreamSpec, TestGateway, eventually};
 
-async fn serve(gw: TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
-    common::serve(gw.engine).await
-}
+use crate::common::TestServer;
 
-async fn setup() -> (
-    SimProvider,
-    SimProvider,
-    String,
-    tokio::sync::oneshot::Sender<()>,
-) {
+async fn setup() -> (SimProvider, SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     let gw = TestGateway::builder()
@@ -29,8 +18,8 @@ async fn setup() -> (
         .build()
         .await
         .unwrap();
-    let (url, stop) = serve(gw).await;
-    (groq, claude, url, stop)
+    let s = TestServer::start(gw.engine).await;
+    (groq, claude, s)
 }
 
 /// Parses an SSE body into (event, data) pairs.
@@ -52,25 +41,17 @@ fn events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-async fn post(url: &str, body: Value) -> (u16, String, reqwest::header::HeaderMap) {
-    let resp = understudy_testkit::http_client()
-        .post(format!("{url}/v1/generate"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, resp.text().await.unwrap(), headers)
+async fn post(s: &TestServer, body: Value) -> (u16, String, reqwest::header::HeaderMap) {
+    let a = s.post("/v1/generate", body.to_string()).await;
+    (a.status, a.body, a.headers)
 }
 
 #[tokio::test]
 async fn a_stream_that_falls_back_before_text() {
-    let (groq, claude, url, _stop) = setup().await;
+    let (groq, claude, s) = setup().await;
     groq.push(Reply::status(503));
     claude.push(Reply::stream(&["Hello", " from", " Claude"]));
-    let (status, body, headers) = post(&url, json!({"prompt": "hi", "stream": true})).await;
+    let (status, body, headers) = post(&s, json!({"prompt": "hi", "stream": true})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(headers["content-type"], "text/event-stream");
     let evs = events(&body);
@@ -97,13 +78,13 @@ async fn a_stream_that_falls_back_before_text() {
 
 #[tokio::test]
 async fn a_failure_after_text_is_a_final_error_event() {
-    let (groq, claude, url, _stop) = setup().await;
+    let (groq, claude, s) = setup().await;
     groq.push(
         StreamSpec::new(&["Once", " upon"])
             .ending(StreamEnd::Cut)
             .reply(),
     );
-    let (status, body, _) = post(&url, json!({"prompt": "hi", "stream": true})).await;
+    let (status, body, _) = post(&s, json!({"prompt": "hi", "stream": true})).await;
     assert_eq!(status, 200);
     let evs = events(&body);
     let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
@@ -121,10 +102,10 @@ async fn a_failure_after_text_is_a_final_error_event() {
 
 #[tokio::test]
 async fn every_provider_failing_before_text_is_an_http_error() {
-    let (groq, claude, url, _stop) = setup().await;
+    let (groq, claude, s) = setup().await;
     groq.push(Reply::status(503));
     claude.push(Reply::status(529));
-    let (status, body, _) = post(&url, json!({"prompt": "hi", "stream": true})).await;
+    let (status, body, _) = post(&s, json!({"prompt": "hi", "stream": true})).await;
     assert_eq!(status, 502, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["code"], "unavailable");
@@ -133,7 +114,7 @@ async fn every_provider_failing_before_text_is_an_http_error() {
 
 #[tokio::test]
 async fn a_client_that_disconnects_closes_the_upstream_connection() {
-    let (groq, _claude, url, _stop) = setup().await;
+    let (groq, _claude, s) = setup().await;
     let words: Vec<String> = (0..500).map(|i| format!(" w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     groq.push(
@@ -141,13 +122,13 @@ async fn a_client_that_disconnects_closes_the_upstream_connection() {
             .every(Duration::from_millis(10))
             .reply(),
     );
-    let mut resp = understudy_testkit::http_client()
-        .post(format!("{url}/v1/generate"))
-        .header("content-type", "application/json")
-        .body(json!({"prompt": "hi", "stream": true}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let mut resp = s
+        .stream_with(
+            "/v1/generate",
+            &[],
+            json!({"prompt": "hi", "stream": true}).to_string(),
+        )
+        .await;
     let first = resp.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("event: delta"));
     drop(resp);

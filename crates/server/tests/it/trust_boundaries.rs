@@ -2,20 +2,17 @@
 //! response cache keeps each client key's entries to itself unless
 //! `[cache] shared`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+use crate::common::TestServer;
 
 const KEY_A: &str = "sk-client-a-for-trust-tests";
 const KEY_B: &str = "sk-client-b-for-trust-tests";
 
 /// A gateway over one simulated groq with two client keys and `toml`
-/// added; returns the simulator, the base URL and the sender whose drop
-/// stops it.
-async fn gateway(toml: &str) -> (SimProvider, String, tokio::sync::oneshot::Sender<()>) {
+/// added; returns the simulator and the server.
+async fn gateway(toml: &str) -> (SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     groq.respond_with(|_| Reply::text("ok"));
     let toml = format!("[server]\napi_keys = [\"{KEY_A}\", \"{KEY_B}\"]\n{toml}");
@@ -26,40 +23,30 @@ async fn gateway(toml: &str) -> (SimProvider, String, tokio::sync::oneshot::Send
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
-    (groq, url, stop)
+    (groq, TestServer::start(gw.engine).await)
 }
 
 /// POSTs `body` to `path` with client key `key`; the status and JSON body.
-async fn post(url: &str, path: &str, key: &str, body: &Value) -> (u16, Value) {
-    let r = understudy_testkit::http_client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {key}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+async fn post(s: &TestServer, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let auth = format!("Bearer {key}");
+    let a = s
+        .post_with(path, &[("authorization", &auth)], body.to_string())
+        .await;
+    (a.status, a.json_or_text())
 }
 
 /// (`[cache]` table, whether key B is answered from key A's entry)
 #[tokio::test]
 async fn a_client_key_never_reads_another_keys_cache_entry_unless_shared() {
     for (cache, b_hits) in [("", false), ("[cache]\nshared = true\n", true)] {
-        let (groq, url, _stop) = gateway(cache).await;
+        let (groq, s) = gateway(cache).await;
         let ask = json!({"prompt": "the same question"});
-        let (status, first) = post(&url, "/v1/generate", KEY_A, &ask).await;
+        let (status, first) = post(&s, "/v1/generate", KEY_A, &ask).await;
         assert_eq!(status, 200, "{first}");
         assert_eq!(first["cached"], false);
-        let (_, again) = post(&url, "/v1/generate", KEY_A, &ask).await;
+        let (_, again) = post(&s, "/v1/generate", KEY_A, &ask).await;
         assert_eq!(again["cached"], true, "A reads its own entry");
-        let (_, other) = post(&url, "/v1/generate", KEY_B, &ask).await;
+        let (_, other) = post(&s, "/v1/generate", KEY_B, &ask).await;
         assert_eq!(other["cached"], b_hits, "{cache:?}: {other}");
         let calls = if b_hits { 1 } else { 2 };
         assert_eq!(groq.request_count(), calls, "{cache:?}");
@@ -94,12 +81,12 @@ fn chat_with_schema(schema: &Value) -> Value {
 
 #[tokio::test]
 async fn schemas_that_would_be_weapons_are_400s_before_any_provider_is_called() {
-    let (groq, url, _stop) = gateway("").await;
+    let (groq, s) = gateway("").await;
     let backtracking =
         json!({"type": "array", "items": {"type": "string", "pattern": "^(a|aa)+\\1$"}});
     for schema in [nested_any_of(12), backtracking] {
         let (status, body) = post(
-            &url,
+            &s,
             "/v1/chat/completions",
             KEY_A,
             &chat_with_schema(&schema),
@@ -114,10 +101,10 @@ async fn schemas_that_would_be_weapons_are_400s_before_any_provider_is_called() 
 
 #[tokio::test]
 async fn an_answer_that_breaks_an_accepted_schema_is_the_target_s_invalid_output() {
-    let (groq, url, _stop) = gateway("").await;
+    let (groq, s) = gateway("").await;
     groq.respond_with(|_| Reply::text(r#"{"y": 1}"#));
     let (status, body) = post(
-        &url,
+        &s,
         "/v1/chat/completions",
         KEY_A,
         &chat_with_schema(&nested_any_of(5)),
@@ -130,14 +117,7 @@ async fn an_answer_that_breaks_an_accepted_schema_is_the_target_s_invalid_output
 
 /// A gateway over a simulated groq and claude with two client keys and
 /// `toml` added.
-async fn two_protocols(
-    toml: &str,
-) -> (
-    SimProvider,
-    SimProvider,
-    String,
-    tokio::sync::oneshot::Sender<()>,
-) {
+async fn two_protocols(toml: &str) -> (SimProvider, SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     groq.respond_with(|_| Reply::text("ok"));
     let claude = SimProvider::anthropic().await.unwrap();
@@ -150,32 +130,25 @@ async fn two_protocols(
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
-    (groq, claude, url, stop)
+    (groq, claude, TestServer::start(gw.engine).await)
 }
 
 /// POSTs `body` with extra headers; the status and JSON body.
-async fn post_with(url: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
-    let mut r = understudy_testkit::http_client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json")
-        .header("x-api-key", KEY_A)
-        .header("anthropic-version", "2023-06-01");
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let r = r.body(body.to_string()).send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+async fn post_with(
+    s: &TestServer,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, Value) {
+    let mut all = vec![("x-api-key", KEY_A), ("anthropic-version", "2023-06-01")];
+    all.extend_from_slice(headers);
+    let a = s.post_with(path, &all, body.to_string()).await;
+    (a.status, a.json_or_text())
 }
 
 #[tokio::test]
 async fn a_client_s_own_mistakes_are_400s_in_each_api_s_shape_on_every_route() {
-    let (groq, claude, url, _stop) = two_protocols("").await;
+    let (groq, claude, s) = two_protocols("").await;
     let bad_call = |arguments: &str| {
         json!([
             {"role": "user", "content": "weather?"},
@@ -192,7 +165,7 @@ async fn a_client_s_own_mistakes_are_400s_in_each_api_s_shape_on_every_route() {
     for model in ["groq", "claude"] {
         for arguments in ["[1, 2]", "\"Oslo\"", "{\"city\": "] {
             let body = json!({"model": model, "messages": bad_call(arguments), "tools": tools});
-            let (status, v) = post_with(&url, "/v1/chat/completions", &[], &body).await;
+            let (status, v) = post_with(&s, "/v1/chat/completions", &[], &body).await;
             assert_eq!(status, 400, "{model} {arguments}: {v}");
             assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
         }
@@ -204,7 +177,7 @@ async fn a_client_s_own_mistakes_are_400s_in_each_api_s_shape_on_every_route() {
                 {"type": "text", "text": "what is it?"},
                 {"type": "image_url", "image_url": {"url": image}}
             ]}]});
-            let (status, v) = post_with(&url, "/v1/chat/completions", &[], &body).await;
+            let (status, v) = post_with(&s, "/v1/chat/completions", &[], &body).await;
             assert_eq!(status, 400, "{model} {image}: {v}");
         }
     }
@@ -217,7 +190,7 @@ async fn a_client_s_own_mistakes_are_400s_in_each_api_s_shape_on_every_route() {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}
         ], "tools": [{"name": "w", "input_schema": {"type": "object"}}]});
         for path in ["/v1/messages", "/v1/messages/count_tokens"] {
-            let (status, v) = post_with(&url, path, &[], &body).await;
+            let (status, v) = post_with(&s, path, &[], &body).await;
             assert_eq!(status, 400, "{model} {path}: {v}");
             assert_eq!(v["type"], "error", "Anthropic's shape: {v}");
             assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
@@ -227,19 +200,19 @@ async fn a_client_s_own_mistakes_are_400s_in_each_api_s_shape_on_every_route() {
     // count_tokens takes a body without max_tokens, as Anthropic's does.
     claude.push(Reply::Garbage(r#"{"input_tokens": 7}"#.into()));
     let count = json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}]});
-    let (status, v) = post_with(&url, "/v1/messages/count_tokens", &[], &count).await;
+    let (status, v) = post_with(&s, "/v1/messages/count_tokens", &[], &count).await;
     assert_eq!((status, &v), (200, &json!({"input_tokens": 7})));
 }
 
 #[tokio::test]
 async fn repeated_anthropic_beta_headers_are_merged() {
-    let (_groq, claude, url, _stop) = two_protocols("").await;
+    let (_groq, claude, s) = two_protocols("").await;
     let body = json!({"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
     let betas = [
         ("anthropic-beta", "claude-code-20250219"),
         ("anthropic-beta", "interleaved-thinking-2025-05-14"),
     ];
-    let (status, v) = post_with(&url, "/v1/messages", &betas, &body).await;
+    let (status, v) = post_with(&s, "/v1/messages", &betas, &body).await;
     assert_eq!(status, 200, "{v}");
     let received = claude.received();
     let forwarded = received[0].header("anthropic-beta").unwrap_or_default();
@@ -254,8 +227,8 @@ async fn a_declared_body_over_the_limit_is_a_413_at_once_and_huge_headers_a_431(
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     // A body that never comes would be a 408 after body_timeout; the 413
     // comes from the declared length alone.
-    let (_groq, url, _stop) = gateway("max_body_bytes = 1024\nbody_timeout = 5\n").await;
-    let addr = url.trim_start_matches("http://");
+    let (_groq, s) = gateway("max_body_bytes = 1024\nbody_timeout = 5\n").await;
+    let addr = s.addr();
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {KEY_A}\r\n\
@@ -270,7 +243,7 @@ async fn a_declared_body_over_the_limit_is_a_413_at_once_and_huge_headers_a_431(
     // One header value over 16 KiB.
     let long = "x".repeat(17 * 1024);
     let (status, v) = post_with(
-        &url,
+        &s,
         "/v1/chat/completions",
         &[("x-padding", &long)],
         &json!({"model": "groq", "messages": [{"role": "user", "content": "hi"}]}),

@@ -1,12 +1,10 @@
 //! `GET /v1/providers` shows base URLs without their userinfo (issue 17,
 //! item 4): a password in `base_url` stays in the configuration.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::Value;
 use understudy_testkit::{SimProvider, TestGateway};
+
+use crate::common::TestServer;
 
 #[tokio::test]
 async fn providers_route_shows_no_userinfo() {
@@ -23,14 +21,10 @@ async fn providers_route_shows_no_userinfo() {
         .build()
         .await
         .unwrap();
-    let (server, _stop) = common::serve(gw.engine).await;
-    let resp = understudy_testkit::http_client()
-        .get(format!("{server}/v1/providers"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let text = resp.text().await.unwrap();
+    let s = TestServer::start(gw.engine).await;
+    let a = s.get("/v1/providers").await;
+    assert_eq!(a.status, 200);
+    let text = a.body;
     assert!(!text.contains(PASSWORD), "the URL's password shows: {text}");
     let v: Value = serde_json::from_str(&text).unwrap();
     let locked = v

@@ -4,14 +4,12 @@
 //! test` sets it to the venv it provisions in `target/test-venv`), else that
 //! venv when a previous run made it, else `python3`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::process::Command;
 
 use serde_json::Value;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+use crate::common::{self, TestServer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_openai_sdk_works_against_the_server() {
@@ -27,7 +25,8 @@ async fn the_official_openai_sdk_works_against_the_server() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let s = TestServer::start(gw.engine).await;
+    let url = s.url.clone();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk.py");
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python).arg(script).arg(url).output().unwrap()

@@ -8,40 +8,28 @@
 //! failover from a native target to a translated one (Anthropic); and a
 //! Responses target serving a translated client (Chat Completions).
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, StreamSpec, TestGateway};
 
-struct Gw {
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
+use crate::common::{self, TestServer};
 
 /// The server over `sims` (name, simulator), in that order.
-async fn gateway(sims: &[(&str, &SimProvider)]) -> Gw {
+async fn gateway(sims: &[(&str, &SimProvider)]) -> TestServer {
     let mut builder = TestGateway::builder();
     for (name, sim) in sims {
         builder = builder.provider(name, sim);
     }
     let gw = builder.build().await.unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
-    Gw { url, _stop: stop }
+    TestServer::start(gw.engine).await
 }
 
-async fn post(gw: &Gw, path: &str, body: &str) -> (u16, reqwest::header::HeaderMap, String) {
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}{path}", gw.url))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, headers, resp.text().await.unwrap())
+async fn post(
+    gw: &TestServer,
+    path: &str,
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let a = gw.post(path, body).await;
+    (a.status, a.headers, a.body)
 }
 
 /// The SSE body's `(event, data)` pairs.
@@ -146,7 +134,7 @@ async fn native_events_come_back_as_the_target_sent_them() {
 
 /// Turn 1 from `first`, with its sealed reasoning item; returns the
 /// output items.
-async fn turn_one(gw: &Gw, first: &SimProvider) -> Vec<Value> {
+async fn turn_one(gw: &TestServer, first: &SimProvider) -> Vec<Value> {
     first.push(Reply::Thinking {
         thinking: "Think".into(),
         then: Box::new(Reply::text("Four.")),
@@ -539,8 +527,7 @@ async fn hosted_tools_reach_a_native_target_only_where_the_operator_allows() {
             builder = builder.provider_option("oai", "passthrough = [\"web_search\"]");
         }
         let gw = builder.build().await.unwrap();
-        let (url, _stop) = common::serve(gw.engine).await;
-        let gw = Gw { url, _stop };
+        let gw = TestServer::start(gw.engine).await;
         oai.push(Reply::stream(&["Done."]));
         let (status, _, text) = post(&gw, "/v1/responses", body).await;
         assert_eq!(status, 200, "{text}");

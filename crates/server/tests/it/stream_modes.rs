@@ -5,32 +5,22 @@
 //! Messages API client as one `error` event, not two; a primary cut after
 //! 40 of 60 words is invisible to a held stream's client.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
 
+use crate::common::{self, TestServer};
+
 /// POSTs `body` to `path` with `headers`; (status, headers, body).
 async fn post(
-    url: &str,
+    s: &TestServer,
     path: &str,
     headers: &[(&str, &str)],
     body: Value,
 ) -> (u16, reqwest::header::HeaderMap, String) {
-    let mut req = understudy_testkit::http_client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.body(body.to_string()).send().await.unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, headers, resp.text().await.unwrap())
+    let a = s.post_with(path, headers, body.to_string()).await;
+    (a.status, a.headers, a.body)
 }
 
 /// The `data:` payloads of an SSE body, in order (comments left out).
@@ -50,13 +40,13 @@ async fn a_surfaced_refusal_is_a_refusal_streamed_or_not() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let s = TestServer::start(gw.engine).await;
     for stream in [false, true] {
         groq.push(Reply::Refuse(Refusal::Message(
             "I can't help with that.".into(),
         )));
         let body = json!({"model": "default", "stream": stream, "messages": [{"role": "user", "content": "x"}]});
-        let (status, headers, body) = post(&url, "/v1/chat/completions", &[], body).await;
+        let (status, headers, body) = post(&s, "/v1/chat/completions", &[], body).await;
         assert_eq!(status, 200, "stream {stream}: {body}");
         assert_eq!(headers["x-understudy-content-filtered"], "true");
         let (finish, refusal) = if stream {
@@ -101,7 +91,7 @@ async fn a_mid_stream_upstream_error_is_one_error_event() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let s = TestServer::start(gw.engine).await;
     claude.push(
         StreamSpec::new(&["Hello", " there"])
             .ending(StreamEnd::ErrorEvent)
@@ -109,7 +99,7 @@ async fn a_mid_stream_upstream_error_is_one_error_event() {
     );
     let body = json!({"model": "default", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "x"}]});
     let (status, _, body) = post(
-        &url,
+        &s,
         "/v1/messages",
         &[("anthropic-version", "2023-06-01")],
         body,
@@ -153,11 +143,11 @@ async fn a_held_stream_hides_a_cut_primary_byte_for_byte() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let s = TestServer::start(gw.engine).await;
     let body =
         json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "x"}]});
     let (status, headers, body) = post(
-        &url,
+        &s,
         "/v1/chat/completions",
         &[("x-understudy-stream-commit", "complete")],
         body,
@@ -189,7 +179,7 @@ async fn a_held_stream_hides_a_cut_primary_byte_for_byte() {
     assert_eq!(values[0]["model"], "claude-model");
     // An unknown commit mode is the client's error.
     let (status, _, _) = post(
-        &url,
+        &s,
         "/v1/chat/completions",
         &[("x-understudy-stream-commit", "sometimes")],
         json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "x"}]}),

@@ -3,10 +3,6 @@
 //! `redis-server`; Redis killed under load loses nothing; overflow is
 //! counted exactly; the response cache.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,9 +12,7 @@ use understudy_testkit::{
     RedisServer, Refusal, Reply, SimProvider, TestGateway, eventually_within,
 };
 
-async fn serve(gw: &TestGateway) -> (String, tokio::sync::oneshot::Sender<()>) {
-    common::serve(gw.engine.clone()).await
-}
+use crate::common::TestServer;
 
 async fn stream_entries(url: &str, key: &str) -> Vec<GenerationEvent> {
     let client = redis::Client::open(url).unwrap();
@@ -95,15 +89,14 @@ async fn metrics_after_a_scripted_mix() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(&gw).await;
+    let s = TestServer::start(gw.engine.clone()).await;
     mix(&gw, &groq, &claude).await;
     assert_eq!(groq.request_count(), 6, "the cache hit reached no provider");
-    let client = understudy_testkit::http_client();
     let text = eventually_within(
         SINK_PATIENCE,
         "the metrics writer",
         async || {
-            let text = client.get(format!("{url}/metrics")).send().await.ok()?.text().await.ok()?;
+            let text = s.client().get(s.at("/metrics")).send().await.ok()?.text().await.ok()?;
             text.contains(r#"understudy_generations_total{provider="groq",success="true",fell_back="false",content_filtered="false"} 3"#).then_some(text)
         },
     )
@@ -139,19 +132,16 @@ async fn metrics_after_a_scripted_mix() {
     );
     assert!(!text.contains("# EOF"));
     // OpenMetrics when asked.
-    let om = client
-        .get(format!("{url}/metrics"))
-        .header("accept", "application/openmetrics-text")
-        .send()
-        .await
-        .unwrap();
+    let om = s
+        .get_with("/metrics", &[("accept", "application/openmetrics-text")])
+        .await;
     assert!(
-        om.headers()["content-type"]
+        om.headers["content-type"]
             .to_str()
             .unwrap()
             .starts_with("application/openmetrics-text")
     );
-    assert!(om.text().await.unwrap().ends_with("# EOF\n"));
+    assert!(om.body.ends_with("# EOF\n"));
 }
 
 #[tokio::test]
@@ -272,7 +262,7 @@ async fn overflow_beyond_the_buffer_is_counted_exactly() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = serve(&gw).await;
+    let s = TestServer::start(gw.engine.clone()).await;
     let mut ids = Vec::new();
     for i in 0..80 {
         ids.push(
@@ -283,11 +273,11 @@ async fn overflow_beyond_the_buffer_is_counted_exactly() {
                 .request_id,
         );
     }
-    let client = understudy_testkit::http_client();
     let line = r#"understudy_events_dropped_total{sink="redis"} 30"#;
     eventually_within(SINK_PATIENCE, "30 dropped events", async || {
-        let text = client
-            .get(format!("{url}/metrics"))
+        let text = s
+            .client()
+            .get(s.at("/metrics"))
             .send()
             .await
             .ok()?
@@ -308,14 +298,7 @@ async fn overflow_beyond_the_buffer_is_counted_exactly() {
         ids[30..].iter().map(String::as_str).collect::<Vec<_>>(),
         "the newest 50, in order"
     );
-    let text = client
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.get("/metrics").await.body;
     assert!(text.lines().any(|l| l == line), "still exactly 30");
 }
 
@@ -355,17 +338,16 @@ async fn the_response_cache() {
     }
     assert_eq!(groq.request_count(), 5);
     // Over HTTP: Cache-Control: no-cache and "cache": false.
-    let (url, _stop) = serve(&gw).await;
-    let client = understudy_testkit::http_client();
+    let s = TestServer::start(gw.engine.clone()).await;
     let post = async |body: Value, no_cache: bool| -> Value {
-        let mut r = client
-            .post(format!("{url}/v1/generate"))
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if no_cache {
-            r = r.header("cache-control", "no-cache");
-        }
-        serde_json::from_str(&r.send().await.unwrap().text().await.unwrap()).unwrap()
+        let headers: &[(&str, &str)] = if no_cache {
+            &[("cache-control", "no-cache")]
+        } else {
+            &[]
+        };
+        s.post_with("/v1/generate", headers, body.to_string())
+            .await
+            .json()
     };
     let v = post(json!({"prompt": "same"}), false).await;
     assert_eq!(v["cached"], true);

@@ -1,29 +1,15 @@
-//! Shared by the server's integration tests: the real server on a free
-//! loopback port, stopped when the returned sender is dropped.
+//! Shared by the server's integration tests: [`TestServer`] (the real
+//! server on a free loopback port, and the answers it gives), the Python
+//! SDK scripts' runner, and the Anthropic event parser.
 
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use understudy_core::Engine;
+mod server;
 
-/// Serves `engine` on `127.0.0.1:0`; returns its base URL and the sender
-/// whose drop shuts it down.
-pub async fn serve(engine: Engine) -> (String, oneshot::Sender<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a free loopback port");
-    let url = format!("http://{}", listener.local_addr().expect("a bound address"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(understudy_server::serve(listener, engine, async move {
-        let _ = stopped.await;
-    }));
-    (url, stop)
-}
+pub use server::{Answer, TestServer};
 
 /// The Python interpreter that has `package` (and fails the test with how to
 /// get one when it has not): `$UNDERSTUDY_PYTHON` (`cargo xtask test` sets
 /// it to the venv it provisions in `target/test-venv`), else that venv when
 /// a previous run made it, else `python3`.
-#[allow(dead_code, reason = "only the SDK tests call it")]
 pub fn python_with(package: &str) -> String {
     let python = std::env::var("UNDERSTUDY_PYTHON").unwrap_or_else(|_| {
         let venv = concat!(
@@ -51,7 +37,6 @@ pub fn python_with(package: &str) -> String {
 /// Runs the SDK script `script` (in this crate's `tests/`) with a Python
 /// that has `package`, against `url`, in `mode`; returns the one JSON
 /// object it prints, failing the test with its stderr when it fails.
-#[allow(dead_code, reason = "only the SDK tests call it")]
 pub async fn run_sdk(package: &str, script: &str, url: &str, mode: &str) -> serde_json::Value {
     let python = python_with(package);
     let script = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
@@ -77,7 +62,6 @@ pub async fn run_sdk(package: &str, script: &str, url: &str, mode: &str) -> serd
 /// The `(event, data)` pairs of an Anthropic-style SSE body, data as sent,
 /// `ping`s left out (the server adds its own to keep an idle stream alive);
 /// every data's `type` must be its event's name.
-#[allow(dead_code, reason = "only the Anthropic API tests call it")]
 pub fn anthropic_events(sse: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut name = None;
@@ -100,7 +84,6 @@ pub fn anthropic_events(sse: &str) -> Vec<(String, String)> {
 }
 
 /// `v` without `null` members (the adapters may omit or send them).
-#[allow(dead_code, reason = "only the Anthropic API tests call it")]
 pub fn strip_nulls(v: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match v {

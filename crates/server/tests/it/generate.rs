@@ -1,29 +1,12 @@
 //! `POST /v1/generate` and `GET /healthz` through a real HTTP client against
 //! the real server, over simulated providers.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
-struct Server {
-    url: String,
-    client: reqwest::Client,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
+use crate::common::TestServer;
 
-async fn server(gw: TestGateway) -> Server {
-    let (url, stop) = common::serve(gw.engine).await;
-    Server {
-        url,
-        client: understudy_testkit::http_client(),
-        _stop: stop,
-    }
-}
-
-async fn two_providers() -> (SimProvider, SimProvider, Server) {
+async fn two_providers() -> (SimProvider, SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
     let gw = TestGateway::builder()
@@ -33,29 +16,15 @@ async fn two_providers() -> (SimProvider, SimProvider, Server) {
         .build()
         .await
         .unwrap();
-    let s = server(gw).await;
+    let s = TestServer::start(gw.engine).await;
     (groq, openai, s)
 }
 
-impl Server {
-    async fn post(
-        &self,
-        body: impl Into<reqwest::Body>,
-    ) -> (u16, Value, reqwest::header::HeaderMap) {
-        let resp = self
-            .client
-            .post(format!("{}/v1/generate", self.url))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let text = resp.text().await.unwrap();
-        let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
-        (status, json, headers)
-    }
+/// POSTs `body` to `/v1/generate`: the status, the JSON answer, the
+/// headers.
+async fn post(s: &TestServer, body: impl Into<String>) -> (u16, Value, reqwest::header::HeaderMap) {
+    let a = s.post("/v1/generate", body).await;
+    (a.status, a.json(), a.headers)
 }
 
 #[tokio::test]
@@ -64,7 +33,7 @@ async fn a_fallback_is_visible_in_the_answer() {
     groq.push(Reply::Refuse(Refusal::FinishReason))
         .push(Reply::Refuse(Refusal::FinishReason));
     let body = json!({"system": "Be funny.", "messages": [{"role": "user", "content": "roast me"}], "temperature": 0.9});
-    let (status, v, headers) = s.post(body.to_string()).await;
+    let (status, v, headers) = post(&s, body.to_string()).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["success"], true);
     assert_eq!(v["provider"], "openai");
@@ -102,25 +71,23 @@ async fn a_fallback_is_visible_in_the_answer() {
 #[tokio::test]
 async fn a_caller_request_id_is_echoed() {
     let (_groq, _openai, s) = two_providers().await;
-    let resp = s
-        .client
-        .post(format!("{}/v1/generate", s.url))
-        .header("content-type", "application/json")
-        .header("x-request-id", "abc-123")
-        .body(json!({"prompt": "hi"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.headers()["x-request-id"], "abc-123");
+    let a = s
+        .post_with(
+            "/v1/generate",
+            &[("x-request-id", "abc-123")],
+            json!({"prompt": "hi"}).to_string(),
+        )
+        .await;
+    assert_eq!(a.headers["x-request-id"], "abc-123");
 }
 
 async fn check_error(
-    s: &Server,
-    body: impl Into<reqwest::Body>,
+    s: &TestServer,
+    body: impl Into<String>,
     want_status: u16,
     want_code: &str,
 ) -> Value {
-    let (status, v, _) = s.post(body).await;
+    let (status, v, _) = post(s, body).await;
     assert_eq!(status, want_status, "{v}");
     assert_eq!(v["error"]["code"], want_code, "{v}");
     assert!(
@@ -282,7 +249,7 @@ async fn no_provider_available_is_503() {
         .build()
         .await
         .unwrap();
-    let s = server(gw).await;
+    let s = TestServer::start(gw.engine).await;
     check_error(
         &s,
         json!({"prompt": "x"}).to_string(),
@@ -295,32 +262,13 @@ async fn no_provider_available_is_503() {
 #[tokio::test]
 async fn health_and_unknown_paths() {
     let (_groq, _openai, s) = two_providers().await;
-    let text = s
-        .client
-        .get(format!("{}/healthz", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.get("/healthz").await.body;
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["status"], "ok");
     assert_eq!(v["available_providers"], json!(["groq", "openai"]));
-    let resp = s
-        .client
-        .get(format!("{}/nope", s.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 404);
-    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    let a = s.get("/nope").await;
+    assert_eq!(a.status, 404);
+    let v: Value = serde_json::from_str(&a.body).unwrap();
     assert_eq!(v["error"]["code"], "not_found");
-    let resp = s
-        .client
-        .get(format!("{}/v1/generate", s.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 405);
+    assert_eq!(s.get("/v1/generate").await.status, 405);
 }

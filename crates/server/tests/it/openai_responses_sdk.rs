@@ -9,21 +9,17 @@
 //! the schema), an image; and `previous_response_id` answered by the other
 //! instance of a two-instance fleet sharing a real `redis-server`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
-use understudy_core::{Api, Engine};
+use understudy_core::Api;
 use understudy_testkit::{RedisServer, Reply, SimProvider, SimToolCall, TestGateway, eventually};
+
+use crate::common::{self, TestServer};
 
 struct Three {
     claude: SimProvider,
     gemini: SimProvider,
     openai: SimProvider,
-    engine: Engine,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// Anthropic (the primary), Gemini and OpenAI-compatible simulators, and
@@ -41,15 +37,12 @@ async fn three_with(redis: Option<&RedisServer>) -> Three {
         builder = builder.env("REDIS_URL", &redis.url());
     }
     let gw = builder.build().await.unwrap();
-    let engine = gw.engine.clone();
-    let (url, stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     Three {
         claude,
         gemini,
         openai,
-        engine,
-        url,
-        _stop: stop,
+        server,
     }
 }
 
@@ -130,7 +123,7 @@ async fn create_text_falls_back_to_another_protocol() {
     let t = three().await;
     t.claude.always(Reply::status(529));
     t.gemini.always(Reply::text("Hello!"));
-    let v = sdk(&t.url, "text").await;
+    let v = sdk(&t.server.url, "text").await;
     assert_eq!(v["provider"], "gemini", "{v}");
     assert_eq!(v["fell_back"], "true");
     assert_eq!(v["text"], "Hello!");
@@ -140,7 +133,7 @@ async fn create_text_falls_back_to_another_protocol() {
     let body = t.gemini.received()[0].json();
     assert!(body.to_string().contains("Be brief."), "{body}");
     let event = eventually("the event", async || {
-        t.engine.recent().events().into_iter().next()
+        t.server.engine.recent().events().into_iter().next()
     })
     .await;
     assert_eq!(event.api, Api::Responses);
@@ -152,7 +145,7 @@ async fn the_stream_helper_accumulates_a_streamed_answer() {
     let t = three().await;
     t.claude.always(Reply::status(529));
     t.gemini.always(Reply::stream(&["Hel", "lo ", "there"]));
-    let v = sdk(&t.url, "stream").await;
+    let v = sdk(&t.server.url, "stream").await;
     assert_eq!(v["text"], "Hello there", "{v}");
     assert_eq!(v["deltas"], "Hello there");
     assert_eq!(v["status"], "completed");
@@ -182,7 +175,7 @@ async fn the_stream_helper_accumulates_a_streamed_answer() {
 async fn a_tool_loop_survives_two_provider_changes() {
     let t = three().await;
     script_loop(&t);
-    let v = sdk(&t.url, "loop").await;
+    let v = sdk(&t.server.url, "loop").await;
     let providers: Vec<&str> = (0..3)
         .map(|i| v["turns"][i]["provider"].as_str().unwrap())
         .collect();
@@ -194,7 +187,7 @@ async fn a_tool_loop_survives_two_provider_changes() {
 async fn a_streamed_tool_loop_survives_two_provider_changes() {
     let t = three().await;
     script_loop(&t);
-    let v = sdk(&t.url, "loop-stream").await;
+    let v = sdk(&t.server.url, "loop-stream").await;
     check_loop(&t, &v);
     let types: Vec<&str> = v["turns"][0]["types"]
         .as_array()
@@ -217,7 +210,7 @@ async fn a_streamed_tool_loop_survives_two_provider_changes() {
 async fn previous_response_id_continues_on_another_provider() {
     let t = three().await;
     script_loop(&t);
-    let v = sdk(&t.url, "previous").await;
+    let v = sdk(&t.server.url, "previous").await;
     let providers: Vec<&str> = (0..3)
         .map(|i| v["turns"][i]["provider"].as_str().unwrap())
         .collect();
@@ -258,7 +251,7 @@ async fn parse_with_a_pydantic_model_falls_back_on_a_broken_schema() {
     t.claude.always(Reply::text(r#"{"city": "Oslo"}"#));
     t.gemini
         .always(Reply::text(r#"{"city": "Oslo", "celsius": -3.5}"#));
-    let v = sdk(&t.url, "parse").await;
+    let v = sdk(&t.server.url, "parse").await;
     assert_eq!(v["provider"], "gemini", "{v}");
     assert_eq!(v["fell_back"], "true");
     assert_eq!(v["city"], "Oslo");
@@ -275,7 +268,7 @@ async fn an_image_reaches_the_fallback_in_its_format() {
     let t = three().await;
     t.claude.always(Reply::status(529));
     t.gemini.always(Reply::text("a red pixel"));
-    let v = sdk(&t.url, "image").await;
+    let v = sdk(&t.server.url, "image").await;
     assert_eq!(v["provider"], "gemini", "{v}");
     assert_eq!(v["text"], "a red pixel");
     let claude = t.claude.received()[0].json();
@@ -307,9 +300,9 @@ async fn previous_response_id_works_across_a_fleet() {
     a.claude.always(Reply::text("Noted: Oslo."));
     b.claude.always(Reply::status(529));
     b.gemini.always(Reply::text("Snow in Oslo tomorrow."));
-    let first = sdk(&a.url, "first").await;
+    let first = sdk(&a.server.url, "first").await;
     let id = first["id"].as_str().unwrap();
-    let second = sdk(&b.url, &format!("second={id}")).await;
+    let second = sdk(&b.server.url, &format!("second={id}")).await;
     assert_eq!(second["provider"], "gemini", "{second}");
     assert_eq!(second["text"], "Snow in Oslo tomorrow.");
     // Instance b's fallback got instance a's turn from Redis.

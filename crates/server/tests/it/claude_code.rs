@@ -11,17 +11,15 @@
 //! client still gets Anthropic's events. Requests Claude Code 2.1.328
 //! really sent, recorded through a logging upstream, are in
 //! `tests/data/claude_code/` and drive `claude_code_session.rs`; the real
-//! CLI itself runs in the cli crate's `tests/claude_code.rs`.
-
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
+//! CLI itself runs in the cli crate's `claude_code` tests.
 
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
 
+use crate::common::{self, Answer, TestServer};
+
 /// The body as Claude Code sends it.
-const REQUEST: &str = include_str!("data/claude_code_request.json");
+const REQUEST: &str = include_str!("../data/claude_code_request.json");
 
 /// The signature of the recorded request's thinking block.
 const SIGNATURE: &str = "ErUBCkYIBxgCIkDq3mZ0v1yQhFh8/8nJc2Q0pLr+TgW4y1Yb0Wm7eH9kSxA5uVn3cQ2tGz6dJfR1oP8aLs0XbV4yU7iE9wCk1MnEgzT2+Zs/yq0d8RkQGEaDF7nV2pYwZQ4t3Lj9hIwK8s";
@@ -55,8 +53,7 @@ const MODEL: &str = "claude-sonnet-4-5-20250929";
 struct Setup {
     claude: SimProvider,
     openai: SimProvider,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// An Anthropic simulator and an OpenAI-compatible one behind a route
@@ -79,35 +76,17 @@ async fn setup() -> Setup {
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
     Setup {
         claude,
         openai,
-        url,
-        _stop: stop,
+        server: TestServer::start(gw.engine).await,
     }
-}
-
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
 }
 
 /// Posts the recorded request with Claude Code's headers.
-async fn post(url: &str) -> Answer {
-    let mut req = understudy_testkit::http_client()
-        .post(format!("{url}/v1/messages?beta=true"))
-        .header("content-type", "application/json");
-    for (k, v) in HEADERS {
-        req = req.header(*k, *v);
-    }
-    let resp = req.body(REQUEST).send().await.unwrap();
-    Answer {
-        status: resp.status().as_u16(),
-        headers: resp.headers().clone(),
-        body: resp.text().await.unwrap(),
-    }
+async fn post(s: &TestServer) -> Answer {
+    s.post_with("/v1/messages?beta=true", HEADERS, REQUEST)
+        .await
 }
 
 /// What Anthropic streams for Claude Code's next step: a thinking block
@@ -176,7 +155,7 @@ async fn claude_code_s_request_reaches_anthropic_byte_identical() {
     // event stream whatever its content type.
     let sent = anthropic_answer();
     s.claude.push(Reply::Garbage(sent.clone()));
-    let a = post(&s.url).await;
+    let a = post(&s.server).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["content-type"], "text/event-stream");
     assert_eq!(a.headers["x-understudy-provider"], "claude");
@@ -237,7 +216,7 @@ async fn claude_code_s_request_is_translated_for_an_openai_compatible_fallback()
         s.openai.push(Reply::ToolCalls(vec![
             SimToolCall::new("Edit", edit.clone()).with_id("call_edit_1"),
         ]));
-        let a = post(&s.url).await;
+        let a = post(&s.server).await;
         assert_eq!(a.status, 200, "{status}: {}", a.body);
         assert_eq!(a.headers["content-type"], "text/event-stream");
         assert_eq!(a.headers["x-understudy-provider"], "openai", "{status}");

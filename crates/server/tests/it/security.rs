@@ -6,10 +6,6 @@
 //! CORS headers only for `server.cors_origins`; the status page's CSP and
 //! `X-Frame-Options`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -17,12 +13,14 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
+use crate::common::TestServer;
+
 const ADMIN_TOKEN: &str = "admin-token-for-security-tests";
 const CLIENT_KEY: &str = "sk-client-key-for-security-tests";
 
 /// A gateway over one healthy simulated groq, with `toml` added; returns
-/// its `host:port` and the sender whose drop stops it.
-async fn gateway(toml: &str) -> (SimProvider, String, tokio::sync::oneshot::Sender<()>) {
+/// its `host:port` and the server, which stops when dropped.
+async fn gateway(toml: &str) -> (SimProvider, String, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     groq.respond_with(|_| Reply::text("ok"));
     let gw = TestGateway::builder()
@@ -32,8 +30,8 @@ async fn gateway(toml: &str) -> (SimProvider, String, tokio::sync::oneshot::Send
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
-    (groq, url.trim_start_matches("http://").to_owned(), stop)
+    let s = TestServer::start(gw.engine).await;
+    (groq, s.addr().to_owned(), s)
 }
 
 /// One answer read off the wire.

@@ -4,34 +4,16 @@
 //! an Anthropic request, the answer and event shapes, errors and statuses
 //! in Anthropic's shape, `x-api-key`, and the refusal and failover tables.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{
     Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec, TestGateway, eventually,
 };
 
-struct Server {
-    url: String,
-    engine: understudy_core::Engine,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn serve(gw: TestGateway) -> Server {
-    let engine = gw.engine.clone();
-    let (url, stop) = common::serve(gw.engine).await;
-    Server {
-        url,
-        engine,
-        _stop: stop,
-    }
-}
+use crate::common::{self, Answer, TestServer};
 
 /// An OpenAI-compatible `groq` (the primary) and an Anthropic `claude`,
 /// with short timeouts.
-async fn setup() -> (SimProvider, SimProvider, Server) {
+async fn setup() -> (SimProvider, SimProvider, TestServer) {
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     let gw = TestGateway::builder()
@@ -41,23 +23,18 @@ async fn setup() -> (SimProvider, SimProvider, Server) {
         .build()
         .await
         .unwrap();
-    let s = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
     (groq, claude, s)
 }
 
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
-    }
-
+/// An [`Answer`]'s Anthropic events.
+trait Events {
     /// The `(event, data)` pairs of an SSE body, `ping`s left out; each
     /// data's `type` must be its event's name.
+    fn events(&self) -> Vec<(String, Value)>;
+}
+
+impl Events for Answer {
     fn events(&self) -> Vec<(String, Value)> {
         common::anthropic_events(&self.body)
             .into_iter()
@@ -66,38 +43,26 @@ impl Answer {
     }
 }
 
-async fn post_to(url: &str, path: &str, headers: &[(&str, &str)], body: String) -> Answer {
-    let mut req = understudy_testkit::http_client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.body(body).send().await.unwrap();
-    Answer {
-        status: resp.status().as_u16(),
-        headers: resp.headers().clone(),
-        body: resp.text().await.unwrap(),
-    }
+/// POSTs `body` to `path` as JSON with `anthropic-version`, then `headers`.
+async fn post_to(s: &TestServer, path: &str, headers: &[(&str, &str)], body: String) -> Answer {
+    let mut all = vec![("anthropic-version", "2023-06-01")];
+    all.extend_from_slice(headers);
+    s.post_with(path, &all, body).await
 }
 
 /// `GET /v1/models`, with or without `anthropic-version`.
-async fn models(s: &Server, anthropic: bool) -> (u16, Value) {
-    let mut req = understudy_testkit::http_client().get(format!("{}/v1/models", s.url));
-    if anthropic {
-        req = req.header("anthropic-version", "2023-06-01");
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (
-        status,
-        serde_json::from_str(&resp.text().await.unwrap()).unwrap(),
-    )
+async fn models(s: &TestServer, anthropic: bool) -> (u16, Value) {
+    let headers: &[(&str, &str)] = if anthropic {
+        &[("anthropic-version", "2023-06-01")]
+    } else {
+        &[]
+    };
+    let a = s.get_with("/v1/models", headers).await;
+    (a.status, serde_json::from_str(&a.body).unwrap())
 }
 
-async fn post(s: &Server, body: Value) -> Answer {
-    post_to(&s.url, "/v1/messages", &[], body.to_string()).await
+async fn post(s: &TestServer, body: Value) -> Answer {
+    post_to(s, "/v1/messages", &[], body.to_string()).await
 }
 
 /// A plain request to `model`.
@@ -224,7 +189,7 @@ async fn an_anthropic_target_receives_the_body_as_sent() {
     claude.push(Reply::text("Snow."));
     let sent = everything("claude").to_string();
     let a = post_to(
-        &s.url,
+        &s,
         "/v1/messages",
         &[("anthropic-beta", "interleaved-thinking-2025-05-14")],
         sent.clone(),
@@ -533,8 +498,8 @@ async fn a_stream_broken_after_the_commit_ends_with_an_error_event_and_no_messag
 
 /// One error case: the request, the status and Anthropic error type it
 /// gets, and a word its message must contain.
-async fn check(s: &Server, body: String, status: u16, kind: &str, says: &str) {
-    let a = post_to(&s.url, "/v1/messages", &[], body.clone()).await;
+async fn check(s: &TestServer, body: String, status: u16, kind: &str, says: &str) {
+    let a = post_to(s, "/v1/messages", &[], body.clone()).await;
     assert_eq!(a.status, status, "{body}: {}", a.body);
     let v = a.json();
     assert_eq!(v["type"], "error", "{}", a.body);
@@ -608,7 +573,7 @@ async fn errors_in_anthropic_s_shape_and_statuses() {
         let mut body = serde_json::from_str::<Value>(&with(extra)).unwrap();
         body["model"] = json!("groq");
         let a = post_to(
-            &s.url,
+            &s,
             "/v1/messages",
             &[("x-understudy-no-fallback", "true")],
             body.to_string(),
@@ -651,7 +616,7 @@ async fn errors_in_anthropic_s_shape_and_statuses() {
     check(&s, body.to_string(), 529, "overloaded_error", "unavailable").await;
 
     // An unknown path under /v1/messages/ answers in the same shape.
-    let a = post_to(&s.url, "/v1/messages/batches", &[], "{}".into()).await;
+    let a = post_to(&s, "/v1/messages/batches", &[], "{}".into()).await;
     assert_eq!(a.status, 404);
     assert_eq!(a.json()["error"]["type"], "not_found_error");
 }
@@ -746,7 +711,7 @@ async fn the_refusal_table_holds_on_this_api() {
     groq.push(Reply::Refuse(Refusal::FinishReason));
     let headers = [("x-understudy-refusal-policy", "surface")];
     let a = post_to(
-        &s.url,
+        &s,
         "/v1/messages",
         &headers,
         ask("default", false).to_string(),
@@ -760,7 +725,7 @@ async fn the_refusal_table_holds_on_this_api() {
     assert_eq!(a.headers["x-understudy-content-filtered"], "true");
     groq.push(Reply::Refuse(Refusal::FinishReason));
     let a = post_to(
-        &s.url,
+        &s,
         "/v1/messages",
         &headers,
         ask("default", true).to_string(),
@@ -783,7 +748,7 @@ async fn x_api_key_and_bearer_both_authenticate() {
         .build()
         .await
         .unwrap();
-    let s = serve(gw).await;
+    let s = TestServer::start(gw.engine).await;
     let body = ask("default", false).to_string();
     for (headers, status) in [
         (vec![], 401),
@@ -800,7 +765,7 @@ async fn x_api_key_and_bearer_both_authenticate() {
             200,
         ),
     ] {
-        let a = post_to(&s.url, "/v1/messages", &headers, body.clone()).await;
+        let a = post_to(&s, "/v1/messages", &headers, body.clone()).await;
         assert_eq!(a.status, status, "{headers:?}: {}", a.body);
         if status == 401 {
             assert_eq!(a.json()["type"], "error");
@@ -834,9 +799,9 @@ async fn count_tokens_asks_an_anthropic_target_or_estimates() {
     let (groq, claude, s) = setup().await;
     // The thinking blocks of the histories below are this Anthropic's own.
     claude.accept_signature("s");
-    let count = |body: Value| {
-        let url = s.url.clone();
-        async move { post_to(&url, "/v1/messages/count_tokens", &[], body.to_string()).await }
+    let s = &s;
+    let count = |body: Value| async move {
+        post_to(s, "/v1/messages/count_tokens", &[], body.to_string()).await
     };
     // The route's Anthropic target counts, given the body as sent.
     claude.push(Reply::Garbage(r#"{"input_tokens": 4242}"#.into()));

@@ -7,21 +7,16 @@
 //! protocol and a fallback on a schema-breaking answer; a `data:` image in
 //! each protocol's own format. The Python is found as in `openai_sdk.rs`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
-use understudy_core::Engine;
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway, eventually};
+
+use crate::common::{self, TestServer};
 
 struct Three {
     claude: SimProvider,
     gemini: SimProvider,
     openai: SimProvider,
-    engine: Engine,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// Anthropic, Gemini and OpenAI-compatible simulators, in that order, and
@@ -38,15 +33,12 @@ async fn three() -> Three {
         .build()
         .await
         .unwrap();
-    let engine = gw.engine.clone();
-    let (url, stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     Three {
         claude,
         gemini,
         openai,
-        engine,
-        url,
-        _stop: stop,
+        server,
     }
 }
 
@@ -78,7 +70,7 @@ async fn tool_loop(stream: bool) {
     t.gemini.always(Reply::status(503));
     t.openai
         .always(Reply::ToolCalls(vec![weather("Berlin"), weather("Lisbon")]));
-    let v = sdk(&t.url, if stream { "loop-stream" } else { "loop" }).await;
+    let v = sdk(&t.server.url, if stream { "loop-stream" } else { "loop" }).await;
     let providers: Vec<&str> = (0..3)
         .map(|i| v["turns"][i]["provider"].as_str().unwrap())
         .collect();
@@ -151,7 +143,7 @@ async fn parse_with_a_pydantic_model_through_each_protocol_and_a_fallback() {
     t.claude.push(Reply::text(r#"{"city": "Oslo"}"#));
     t.gemini.always(Reply::text(valid));
     t.openai.always(Reply::text(valid));
-    let v = sdk(&t.url, "parse").await;
+    let v = sdk(&t.server.url, "parse").await;
     for model in ["claude", "gemini", "openai"] {
         assert_eq!(v[model]["provider"], model, "{v}");
         assert_eq!(v[model]["city"], "Oslo");
@@ -171,7 +163,12 @@ async fn parse_with_a_pydantic_model_through_each_protocol_and_a_fallback() {
     assert_eq!(openai_body["response_format"]["type"], "json_schema");
     // The fallback's reason is in the event and the metrics.
     let event = eventually("the fallback's event", async || {
-        t.engine.recent().events().into_iter().find(|e| e.fell_back)
+        t.server
+            .engine
+            .recent()
+            .events()
+            .into_iter()
+            .find(|e| e.fell_back)
     })
     .await;
     let outcomes: Vec<String> = event
@@ -181,7 +178,7 @@ async fn parse_with_a_pydantic_model_through_each_protocol_and_a_fallback() {
         .collect();
     assert_eq!(outcomes, ["invalid_output", "ok"]);
     let metrics = eventually("the invalid_output attempt in the metrics", async || {
-        let text = t.engine.metrics_text(false).await;
+        let text = t.server.engine.metrics_text(false).await;
         text.lines()
             .any(|l| {
                 l.starts_with("understudy_attempts_total")
@@ -200,7 +197,7 @@ async fn a_data_url_image_arrives_in_each_protocol_s_format() {
     t.claude.always(Reply::text("a red pixel"));
     t.gemini.always(Reply::text("a red pixel"));
     t.openai.always(Reply::text("a red pixel"));
-    let v = sdk(&t.url, "image").await;
+    let v = sdk(&t.server.url, "image").await;
     for model in ["claude", "gemini", "openai"] {
         assert_eq!(v[model], "a red pixel", "{v}");
     }

@@ -11,20 +11,18 @@
 //! can take, the body limit, and Claude model names served without a route
 //! per name.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
 
+use crate::common::{self, Answer, TestServer};
+
 /// Turn one as Claude Code sent it: the user's task, then a `system`
 /// message (the environment, the agent list).
-const TURN1: &str = include_str!("data/claude_code/turn1.json");
+const TURN1: &str = include_str!("../data/claude_code/turn1.json");
 /// Turn two: the assistant's signed thinking and `Write` call, the result.
-const TURN2: &str = include_str!("data/claude_code/turn2.json");
+const TURN2: &str = include_str!("../data/claude_code/turn2.json");
 /// The request line and headers of turn one.
-const TURN1_HEADERS: &str = include_str!("data/claude_code/turn1.headers.txt");
+const TURN1_HEADERS: &str = include_str!("../data/claude_code/turn1.headers.txt");
 
 const CLIENT_KEY: &str = "sk-understudy-claude-code";
 
@@ -46,23 +44,14 @@ fn recorded_headers() -> Vec<(String, String)> {
         .collect()
 }
 
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-}
-
 /// Posts `body` as Claude Code does (`?beta=true`, its headers, the client
 /// key as `x-api-key`), or with `extra` headers.
-async fn post(url: &str, body: String, extra: &[(&str, &str)]) -> Answer {
-    let mut req = understudy_testkit::http_client()
-        .post(format!("{url}/v1/messages?beta=true"))
+async fn post(s: &TestServer, body: String, extra: &[(&str, &str)]) -> Answer {
+    // Its own request: the recorded headers carry the content type, so
+    // `TestServer::post_with` (which adds one) would send it twice.
+    let mut req = s
+        .client()
+        .post(s.at("/v1/messages?beta=true"))
         .header("x-api-key", CLIENT_KEY);
     for (k, v) in recorded_headers() {
         req = req.header(k, v);
@@ -70,20 +59,14 @@ async fn post(url: &str, body: String, extra: &[(&str, &str)]) -> Answer {
     for (k, v) in extra {
         req = req.header(*k, *v);
     }
-    let resp = req.body(body).send().await.unwrap();
-    Answer {
-        status: resp.status().as_u16(),
-        headers: resp.headers().clone(),
-        body: resp.text().await.unwrap(),
-    }
+    Answer::read(req.body(body).send().await.unwrap()).await
 }
 
 struct Setup {
     claude: SimProvider,
     openai: SimProvider,
     gemini: SimProvider,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// Anthropic, OpenAI-compatible and Gemini simulators; every Claude model
@@ -106,7 +89,7 @@ async fn setup(extra: &str) -> Setup {
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     // Claude Code's model takes 128 000 output tokens, and its recorded
     // turn two replays a signature Anthropic made.
     claude
@@ -116,8 +99,7 @@ async fn setup(extra: &str) -> Setup {
         claude,
         openai,
         gemini,
-        url,
-        _stop: stop,
+        server,
     }
 }
 
@@ -132,7 +114,7 @@ fn answer_everywhere(s: &Setup, text: &str) {
 async fn claude_code_s_first_request_reaches_anthropic_as_sent() {
     let s = setup("").await;
     answer_everywhere(&s, "Done.");
-    let a = post(&s.url, TURN1.to_owned(), &[]).await;
+    let a = post(&s.server, TURN1.to_owned(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     let received = s.claude.received();
@@ -160,7 +142,7 @@ async fn an_openai_compatible_fallback_gets_a_request_it_accepts() {
     let s = setup("").await;
     s.claude.always(Reply::status(529));
     s.openai.always(Reply::text("Done."));
-    let a = post(&s.url, TURN1.to_owned(), &[]).await;
+    let a = post(&s.server, TURN1.to_owned(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "openai");
     let sent = s.openai.received()[0].json();
@@ -194,7 +176,7 @@ async fn an_openai_compatible_fallback_gets_a_request_it_accepts() {
         s.openai.violations()
     );
     // The same user id the next time.
-    let again = post(&s.url, TURN1.to_owned(), &[]).await;
+    let again = post(&s.server, TURN1.to_owned(), &[]).await;
     assert_eq!(again.status, 200);
     assert_eq!(s.openai.received()[1].json()["user"], sent["user"]);
 }
@@ -205,7 +187,7 @@ async fn gemini_gets_the_system_message_as_marked_user_text() {
     s.claude.always(Reply::status(529));
     s.openai.always(Reply::status(503));
     s.gemini.always(Reply::text("Done."));
-    let a = post(&s.url, TURN1.to_owned(), &[]).await;
+    let a = post(&s.server, TURN1.to_owned(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "gemini");
     let sent = s.gemini.received()[0].json();
@@ -233,7 +215,7 @@ async fn thinking_is_turned_off_only_for_a_turn_another_provider_served() {
     answer_everywhere(&s, "Done.");
     // Turn two as recorded: the final assistant turn holds Anthropic's
     // signed thinking, so it goes as sent.
-    let a = post(&s.url, TURN2.to_owned(), &[]).await;
+    let a = post(&s.server, TURN2.to_owned(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(
         std::str::from_utf8(&s.claude.received()[0].body).unwrap(),
@@ -253,7 +235,7 @@ async fn thinking_is_turned_off_only_for_a_turn_another_provider_served() {
         .unwrap()
         .retain(|b| b["type"] != "thinking");
     let foreign = v.to_string();
-    let a = post(&s.url, foreign.clone(), &[]).await;
+    let a = post(&s.server, foreign.clone(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let sent = s.claude.received()[1].json();
     assert_eq!(sent["thinking"], json!({"type": "disabled"}));
@@ -292,7 +274,7 @@ async fn anthropic_structured_output_carries_over_and_prose_is_invalid_output() 
             "messages": [{"role": "user", "content": "Weather in Oslo as JSON"}],
             field: if field == "output_config" { json!({"format": format}) } else { format },
         });
-        let a = post(&s.url, body.to_string(), &[]).await;
+        let a = post(&s.server, body.to_string(), &[]).await;
         assert_eq!(a.status, 200, "{}", a.body);
         assert_eq!(a.headers["x-understudy-provider"], "gemini");
         let to_openai = s.openai.received().last().unwrap().json();
@@ -313,14 +295,7 @@ async fn anthropic_structured_output_carries_over_and_prose_is_invalid_output() 
     }
     // The prose answer was `invalid_output`, not a 200 the client cannot
     // parse.
-    let metrics = understudy_testkit::http_client()
-        .get(format!("{}/metrics", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = s.server.get("/metrics").await.body;
     assert!(
         metrics
             .lines()
@@ -338,7 +313,7 @@ async fn output_limits_are_clamped_and_a_request_without_one_gets_the_target_s()
         "model": "claude-sonnet-4-5", "max_tokens": 32000,
         "messages": [{"role": "user", "content": "hi"}],
     });
-    let a = post(&s.url, body.to_string(), &[]).await;
+    let a = post(&s.server, body.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     // 32 000 for claude-sonnet-4-5 (64 000 allowed) goes as sent; the
     // fallback gets 16 384.
@@ -351,7 +326,7 @@ async fn output_limits_are_clamped_and_a_request_without_one_gets_the_target_s()
     // Through the OpenAI API without a limit: the Anthropic target gets its
     // own (128 000 as configured), not 1 024.
     let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/chat/completions", s.url))
+        .post(s.server.at("/v1/chat/completions"))
         .bearer_auth(CLIENT_KEY)
         .header("content-type", "application/json")
         .body(
@@ -381,13 +356,13 @@ async fn what_only_anthropic_can_take_goes_to_anthropic_and_is_unsupported_elsew
             {"type": "text", "text": "Summarise."}
         ]}],
     });
-    let a = post(&s.url, body.to_string(), &[]).await;
+    let a = post(&s.server, body.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     // With Anthropic down, the others cannot carry a document: one 529
     // then two `unsupported` attempts, never called.
     s.claude.push(Reply::status(529));
-    let a = post(&s.url, body.to_string(), &[]).await;
+    let a = post(&s.server, body.to_string(), &[]).await;
     assert_eq!(s.openai.request_count() + s.gemini.request_count(), 0);
     assert!(a.status >= 500, "{}: {}", a.status, a.body);
     assert!(a.body.contains("unsupported"), "{}", a.body);
@@ -406,7 +381,7 @@ async fn claude_model_names_need_no_route_each() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     claude.push(Reply::text("Opus here."));
     claude.push(Reply::status(529));
     openai.push(Reply::text("Fallback here."));
@@ -415,7 +390,7 @@ async fn claude_model_names_need_no_route_each() {
         ("claude-haiku-4-5-20251001", "openai"),
     ] {
         let body = json!({"model": model, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
-        let a = post(&url, body.to_string(), &[]).await;
+        let a = post(&server, body.to_string(), &[]).await;
         assert_eq!(a.status, 200, "{}", a.body);
         assert_eq!(a.headers["x-understudy-provider"], served);
     }
@@ -430,7 +405,7 @@ async fn claude_model_names_need_no_route_each() {
     );
     // Any other unknown name is still a 404.
     let body = json!({"model": "gpt-99", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
-    assert_eq!(post(&url, body.to_string(), &[]).await.status, 404);
+    assert_eq!(post(&server, body.to_string(), &[]).await.status, 404);
 }
 
 #[tokio::test]
@@ -444,12 +419,12 @@ async fn long_sessions_fit_and_a_body_over_the_limit_is_a_413_in_anthropic_s_sha
     })
     .to_string();
     assert!(big.len() > 5_000_000);
-    let a = post(&s.url, big.clone(), &[]).await;
+    let a = post(&s.server, big.clone(), &[]).await;
     assert_eq!(a.status, 200, "{}", &a.body[..a.body.len().min(300)]);
 
     // Over a configured limit: Anthropic's error shape.
     let small = setup("[server]\nmax_body_bytes = 1000000").await;
-    let a = post(&small.url, big, &[]).await;
+    let a = post(&small.server, big, &[]).await;
     assert_eq!(a.status, 413);
     let v = a.json();
     assert_eq!(v["type"], "error");
@@ -468,7 +443,7 @@ async fn a_turn_served_elsewhere_then_by_anthropic_keeps_the_tool_loop_valid() {
     )]));
     let mut conv: Value = serde_json::from_str(TURN1).unwrap();
     conv["stream"] = json!(false);
-    let a = post(&s.url, conv.to_string(), &[]).await;
+    let a = post(&s.server, conv.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let turn = a.json();
     let call = turn["content"]
@@ -496,7 +471,7 @@ async fn a_turn_served_elsewhere_then_by_anthropic_keeps_the_tool_loop_valid() {
         "Bash",
         json!({"command": "cat /tmp/a.txt"}),
     )]));
-    let a = post(&s.url, conv.to_string(), &[]).await;
+    let a = post(&s.server, conv.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "openai");
     let turn = a.json();
@@ -514,7 +489,7 @@ async fn a_turn_served_elsewhere_then_by_anthropic_keeps_the_tool_loop_valid() {
     );
 
     s.claude.push(Reply::text("The file says hello."));
-    let a = post(&s.url, conv.to_string(), &[]).await;
+    let a = post(&s.server, conv.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     let last = s.claude.received().last().unwrap().json();
@@ -561,7 +536,7 @@ async fn what_fetches_urls_or_runs_code_on_the_operator_s_key_needs_the_operator
         ),
     ];
     for (extra, headers, feature) in cases {
-        let a = post(&s.url, ask(extra.clone()), headers).await;
+        let a = post(&s.server, ask(extra.clone()), headers).await;
         assert_eq!(a.status, 400, "{extra}: {}", a.body);
         let v = a.json();
         assert_eq!(v["error"]["type"], "invalid_request_error");
@@ -580,7 +555,7 @@ async fn what_fetches_urls_or_runs_code_on_the_operator_s_key_needs_the_operator
         "messages": [{"role": "user", "content": "hi"}],
     });
     let a = post(
-        &only.url,
+        &only.server,
         body.to_string(),
         &[("anthropic-beta", "files-api-2025-04-14")],
     )
@@ -598,10 +573,10 @@ async fn what_fetches_urls_or_runs_code_on_the_operator_s_key_needs_the_operator
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     claude.lenient().always(Reply::text("Searched."));
     let body = ask(json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
-    let a = post(&url, body.clone(), &[]).await;
+    let a = post(&server, body.clone(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(
         std::str::from_utf8(&claude.received()[0].body).unwrap(),
@@ -632,7 +607,7 @@ async fn ids_another_provider_minted_reach_anthropic_in_its_alphabet() {
         ],
         "tools": [{"name": "get", "input_schema": {"type": "object"}}]
     });
-    let a = post(&s.url, body.to_string(), &[]).await;
+    let a = post(&s.server, body.to_string(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     assert!(
@@ -662,7 +637,7 @@ async fn a_thinking_session_is_not_cut_by_the_first_token_timer() {
             .reply()
             .thinking_first("Let me weigh every option before answering."),
     );
-    let a = post(&s.url, TURN1.to_owned(), &[]).await;
+    let a = post(&s.server, TURN1.to_owned(), &[]).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["x-understudy-provider"], "claude");
     assert_eq!(s.openai.request_count(), 0);

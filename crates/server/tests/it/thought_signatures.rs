@@ -12,17 +12,15 @@
 //! - Another Gemini model, or another Gemini provider, serves turn 2: it
 //!   gets Google's dummy, not the first one's signature.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+
+use crate::common::TestServer;
 
 const DUMMY: &str = "skip_thought_signature_validator";
 
 struct Setup {
-    url: String,
+    server: TestServer,
     /// `gemini`: a thinking Gemini, as `gemini-3-flash` and `gemini-3-pro`.
     gemini: SimProvider,
     /// `vertex`: another thinking Gemini provider.
@@ -31,7 +29,6 @@ struct Setup {
     openai: SimProvider,
     /// `claude`: Anthropic.
     claude: SimProvider,
-    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 async fn setup() -> Setup {
@@ -58,14 +55,12 @@ async fn setup() -> Setup {
         .build()
         .await
         .unwrap();
-    let (url, stop) = common::serve(gw.engine).await;
     Setup {
-        url,
+        server: TestServer::start(gw.engine).await,
         gemini,
         vertex,
         openai,
         claude,
-        _stop: stop,
     }
 }
 
@@ -96,15 +91,15 @@ async fn post(s: &Setup, api: Api, body: Value) -> (u16, String) {
         Api::OpenAi => "/v1/chat/completions",
         Api::Anthropic => "/v1/messages",
     };
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}{path}", s.url))
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.text().await.unwrap())
+    let a = s
+        .server
+        .post_with(
+            path,
+            &[("anthropic-version", "2023-06-01")],
+            body.to_string(),
+        )
+        .await;
+    (a.status, a.body)
 }
 
 fn tools(api: Api) -> Value {

@@ -3,12 +3,10 @@
 //! server: the primary (Anthropic) asks for the tool and then fails, and
 //! Gemini finishes the run with the tool's result in its history.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::json;
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+
+use crate::common::{self, TestServer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_with_a_tool_runs_through_a_failing_primary() {
@@ -21,14 +19,14 @@ async fn an_agent_with_a_tool_runs_through_a_failing_primary() {
         .build()
         .await
         .unwrap();
-    let (url, _stop) = common::serve(gw.engine).await;
+    let s = TestServer::start(gw.engine).await;
     claude.push(Reply::ToolCalls(vec![SimToolCall::new(
         "get_weather",
         json!({"city": "Oslo"}),
     )]));
     claude.always(Reply::status(529));
     gemini.always(Reply::text("It is 21 degrees and sunny in Oslo."));
-    let v = common::run_sdk("agents", "openai_agents.py", &url, "weather").await;
+    let v = common::run_sdk("agents", "openai_agents.py", &s.url, "weather").await;
     assert_eq!(v["final"], "It is 21 degrees and sunny in Oslo.", "{v}");
     assert_eq!(v["tool_calls"], json!(["Oslo"]));
     assert_eq!(v["responses"].as_array().unwrap().len(), 2, "{v}");

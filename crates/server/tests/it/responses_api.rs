@@ -6,14 +6,12 @@
 //! left out and named in `x-understudy-omitted-tools`); errors in OpenAI's
 //! shape; stored responses kept apart by client key; `store: false`.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
-
-mod common;
-
 use serde_json::{Value, json};
 use understudy_testkit::{
     Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec, TestGateway,
 };
+
+use crate::common::TestServer;
 
 const KEY_A: &str = "sk-understudy-a";
 const KEY_B: &str = "sk-understudy-b";
@@ -21,9 +19,7 @@ const KEY_B: &str = "sk-understudy-b";
 struct Two {
     claude: SimProvider,
     openai: SimProvider,
-    engine: understudy_core::Engine,
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    server: TestServer,
 }
 
 /// Anthropic (the primary) and OpenAI-compatible simulators, two client
@@ -38,14 +34,11 @@ async fn two() -> Two {
         .build()
         .await
         .unwrap();
-    let engine = gw.engine.clone();
-    let (url, stop) = common::serve(gw.engine).await;
+    let server = TestServer::start(gw.engine).await;
     Two {
         claude,
         openai,
-        engine,
-        url,
-        _stop: stop,
+        server,
     }
 }
 
@@ -70,7 +63,7 @@ async fn call(
 }
 
 async fn create(t: &Two, body: Value) -> (u16, reqwest::header::HeaderMap, String) {
-    let url = format!("{}/v1/responses", t.url);
+    let url = format!("{}/v1/responses", t.server.url);
     call(reqwest::Method::POST, &url, KEY_A, Some(body)).await
 }
 
@@ -142,7 +135,7 @@ async fn streamed_text_follows_the_documented_sequence() {
     );
     assert!(done["usage"]["output_tokens"].is_u64(), "{done}");
     // Stored by default: readable back.
-    let url = format!("{}/v1/responses/{id}", t.url);
+    let url = format!("{}/v1/responses/{id}", t.server.url);
     let (status, _, stored) = call(reqwest::Method::GET, &url, KEY_A, None).await;
     assert_eq!(status, 200, "{stored}");
     let stored: Value = serde_json::from_str(&stored).unwrap();
@@ -269,7 +262,7 @@ async fn a_codex_request_is_translated_and_its_tools_mapped_back() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(headers["x-understudy-omitted-tools"], "web_search");
     let event = understudy_testkit::eventually("the event", async || {
-        t.engine.recent().events().into_iter().next()
+        t.server.engine.recent().events().into_iter().next()
     })
     .await;
     assert_eq!(event.omitted_tools, ["web_search"]);
@@ -307,7 +300,11 @@ async fn a_codex_request_is_translated_and_its_tools_mapped_back() {
         "reasoning items are dropped"
     );
     // store: false keeps nothing.
-    let url = format!("{}/v1/responses/{}", t.url, v["id"].as_str().unwrap());
+    let url = format!(
+        "{}/v1/responses/{}",
+        t.server.url,
+        v["id"].as_str().unwrap()
+    );
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_A, None).await;
     assert_eq!(status, 404);
 }
@@ -376,7 +373,7 @@ async fn errors_come_in_openai_s_shape() {
         // An endpoint the gateway does not have, probed by an OpenAI client.
         "/v1/embeddings",
     ] {
-        let url = format!("{}{path}", t.url);
+        let url = format!("{}{path}", t.server.url);
         let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;
         assert_eq!(status, 404, "{path}");
         let v: Value = serde_json::from_str(&text).unwrap();
@@ -396,13 +393,13 @@ async fn a_client_key_sees_only_its_own_responses() {
         .as_str()
         .unwrap()
         .to_owned();
-    let url = format!("{}/v1/responses/{id}", t.url);
+    let url = format!("{}/v1/responses/{id}", t.server.url);
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_B, None).await;
     assert_eq!(status, 404);
     let cont = json!({"input": "more", "previous_response_id": id});
     let (status, _, text) = call(
         reqwest::Method::POST,
-        &format!("{}/v1/responses", t.url),
+        &format!("{}/v1/responses", t.server.url),
         KEY_B,
         Some(cont),
     )
@@ -457,7 +454,7 @@ async fn refusals_end_incomplete_with_content_filter() {
     let surface = |stream: bool| {
         let body = json!({"input": "hi", "stream": stream});
         understudy_testkit::http_client()
-            .post(format!("{}/v1/responses", t.url))
+            .post(format!("{}/v1/responses", t.server.url))
             .bearer_auth(KEY_A)
             .header("content-type", "application/json")
             .header("x-understudy-refusal-policy", "surface")
@@ -510,7 +507,7 @@ async fn input_items_are_listed_in_pages() {
         .unwrap()
         .to_owned();
     let list = async |query: &str| {
-        let url = format!("{}/v1/responses/{id}/input_items?{query}", t.url);
+        let url = format!("{}/v1/responses/{id}/input_items?{query}", t.server.url);
         let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;
         assert_eq!(status, 200, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
@@ -532,7 +529,7 @@ async fn input_items_are_listed_in_pages() {
     let (all, v) = list("order=asc").await;
     assert_eq!(all, ["m0", "m1", "m2", "m3", "m4"]);
     assert_eq!(v["has_more"], false);
-    let url = format!("{}/v1/responses/{id}/input_items?limit=0", t.url);
+    let url = format!("{}/v1/responses/{id}/input_items?limit=0", t.server.url);
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_A, None).await;
     assert_eq!(status, 400);
 }
