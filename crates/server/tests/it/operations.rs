@@ -422,7 +422,6 @@ async fn per_request_overrides_on_every_api() {
 #[tokio::test]
 async fn shutdown_lets_requests_in_flight_finish_then_stops() {
     let groq = SimProvider::openai().await.unwrap();
-    groq.always(Reply::text("late but whole").after(Duration::from_millis(400)));
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .build()
@@ -434,6 +433,19 @@ async fn shutdown_lets_requests_in_flight_finish_then_stops() {
     let server = tokio::spawn(understudy_server::serve(listener, gw.engine, async move {
         let _ = stopped.await;
     }));
+    // The server is signalled by the upstream itself, when the request
+    // reaches it and before it answers (400 ms later): the request is in
+    // flight when the signal comes, however slow the machine.
+    let stop = std::sync::Mutex::new(Some(stop));
+    let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signalled_by_groq = std::sync::Arc::clone(&signalled);
+    groq.respond_with(move |_| {
+        if let Some(stop) = stop.lock().unwrap().take() {
+            let sent = stop.send(()).is_ok();
+            signalled_by_groq.store(sent, std::sync::atomic::Ordering::SeqCst);
+        }
+        Reply::text("late but whole").after(Duration::from_millis(400))
+    });
     let c = understudy_testkit::http_client();
     let in_flight = tokio::spawn(
         c.post(format!("http://{addr}/v1/chat/completions"))
@@ -441,17 +453,15 @@ async fn shutdown_lets_requests_in_flight_finish_then_stops() {
             .body(json!({"messages": [{"role": "user", "content": "hi"}]}).to_string())
             .send(),
     );
-    // Signal while the upstream is still thinking.
-    eventually("the request to reach groq", async || {
-        groq.request_count() == 1
-    })
-    .await;
-    assert!(!in_flight.is_finished(), "signalled too late");
-    stop.send(()).unwrap();
     let resp = in_flight.await.unwrap().unwrap();
+    assert!(
+        signalled.load(std::sync::atomic::Ordering::SeqCst),
+        "the server was not signalled while the request was in flight"
+    );
     assert_eq!(resp.status(), 200);
     let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "late but whole");
+    assert_eq!(groq.request_count(), 1, "signalled by that one request");
     // `serve` returns once the connection is drained, and nothing is
     // accepted any more.
     tokio::time::timeout(Duration::from_secs(5), server)
@@ -491,12 +501,15 @@ async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
         .expect("an idle connection was kept open");
     assert_eq!(closed.unwrap_or(0), 0, "expected the server to close");
 
-    // A client that never finishes its request head is closed too.
+    // A client that never finishes its request head is closed too. The
+    // clock starts before the connection exists, so the server's timer
+    // (started once it accepts) cannot have run longer than it has,
+    // however long this task waits to be scheduled.
+    let started = std::time::Instant::now();
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
     slow.write_all(b"GET /healthz HTTP/1.1\r\nhost:")
         .await
         .unwrap();
-    let started = std::time::Instant::now();
     let n = tokio::time::timeout(Duration::from_secs(3), slow.read(&mut buf))
         .await
         .expect("a half-sent request head held the connection open");
