@@ -67,9 +67,13 @@ pub(super) fn stream_response(
                             _ = tx.closed() => { cancelled = true; break; }
                         }
                     }
+                    let len = bytes.len();
                     if tx.send(Ok(bytes)).await.is_err() {
                         cancelled = true;
                         break;
+                    }
+                    if let Some(s) = &shared {
+                        s.streamed_bytes.fetch_add(len, Ordering::SeqCst);
                     }
                 }
                 Piece::Cut => {

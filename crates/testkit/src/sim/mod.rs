@@ -227,6 +227,8 @@ struct Shared {
     streams_cancelled: AtomicUsize,
     /// Streams currently being sent.
     streams_open: AtomicUsize,
+    /// Bytes of streamed answers handed to the connection so far.
+    streamed_bytes: AtomicUsize,
     /// The request rules, their settings and what broke them.
     rules: rules::Rules,
 }
@@ -340,6 +342,13 @@ impl SimProvider {
         self.shared.streams_open.load(Ordering::SeqCst)
     }
 
+    /// Bytes of streamed answers handed to the connection so far, all
+    /// streams together: it stops growing when the client stops reading
+    /// and the flow-control windows between them are full.
+    pub fn streamed_bytes(&self) -> usize {
+        self.shared.streamed_bytes.load(Ordering::SeqCst)
+    }
+
     /// Stops checking requests against the provider's rules: for tests
     /// that send invalid input on purpose (and assert what the gateway does
     /// with the provider's answer, scripted as usual).
@@ -402,6 +411,7 @@ impl Shared {
             open_connections: AtomicUsize::new(0),
             streams_cancelled: AtomicUsize::new(0),
             streams_open: AtomicUsize::new(0),
+            streamed_bytes: AtomicUsize::new(0),
             rules: rules::Rules::new(protocol),
         })
     }

@@ -1,0 +1,33 @@
+//! The server's integration tests, one binary (`cargo test -p
+//! understudy-server --test it`): the real server on a free loopback port
+//! (`common::TestServer`) over simulated providers, reached by a real HTTP
+//! client, raw TCP, or the official Python SDKs (the scripts sit in
+//! `tests/`, the recorded requests in `tests/data/`). One module per
+//! behaviour; one binary links once instead of once per file, which on a
+//! busy two-core machine is most of the build.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+
+mod common;
+
+mod anthropic_api;
+mod anthropic_sdk;
+mod claude_code;
+mod claude_code_session;
+mod events;
+mod generate;
+mod openai_agents;
+mod openai_compat;
+mod openai_responses_sdk;
+mod openai_sdk;
+mod openai_sdk_tools;
+mod operations;
+mod responses_api;
+mod responses_native;
+mod security;
+mod stream_modes;
+mod streaming;
+mod strict_json;
+mod thought_signatures;
+mod trust_boundaries;
+mod url_userinfo;
