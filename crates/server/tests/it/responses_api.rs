@@ -438,7 +438,7 @@ async fn a_response_belongs_to_the_key_that_was_accepted() {
     let t = two().await;
     t.claude.always(Reply::text("mine"));
     let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/responses", t.url))
+        .post(format!("{}/v1/responses", t.server.url))
         .header("x-api-key", KEY_A)
         .bearer_auth("not-a-client-key")
         .header("content-type", "application/json")
@@ -449,7 +449,7 @@ async fn a_response_belongs_to_the_key_that_was_accepted() {
     assert_eq!(resp.status(), 200);
     let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     let id = body["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/responses/{id}", t.url);
+    let url = format!("{}/v1/responses/{id}", t.server.url);
     let (status, _, text) = call(reqwest::Method::GET, &url, KEY_A, None).await;
     assert_eq!(status, 200, "{text}");
     let (status, _, _) = call(reqwest::Method::GET, &url, KEY_B, None).await;
