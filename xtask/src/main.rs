@@ -12,7 +12,9 @@
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
 //!   `-D warnings`, then the tests as `test` runs them (without the browser).
 //! - `tidy`: repository conventions (every Rust file opens with `//!`, no
-//!   `should_panic`, no ignored tests); also a `#[test]`.
+//!   `should_panic`, no ignored tests, the docs name every setting and
+//!   metric, commit subjects of at most 72 characters, at most two
+//!   integration-test binaries per crate); also a `#[test]`.
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 mod docs;
+mod history;
 mod purity;
 
 /// Returns every convention broken under `root`.
@@ -32,6 +33,8 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     }
     problems.extend(purity_problems(root, &files));
     problems.extend(docs::problems(root));
+    problems.extend(history::long_subjects(root));
+    problems.extend(history::test_binaries(root));
     if problems.is_empty() {
         Ok(())
     } else {
