@@ -22,7 +22,9 @@ async fn check(primary: &[Reply], fallback: &[Reply], want: Want<'_>) {
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .provider("openai", &openai)
-        .toml("[timeouts]\nattempt = 0.5\n[rate_limit]\nmax_wait = 1")
+        // Under the 3 s of the late answer, and long enough for an
+        // immediate failure to arrive in time on a loaded machine.
+        .toml("[timeouts]\nattempt = 2\n[rate_limit]\nmax_wait = 1")
         .build()
         .await
         .unwrap();
@@ -416,7 +418,9 @@ async fn the_request_deadline_bounds_the_whole_plan() {
     let gw = TestGateway::builder()
         .provider("groq", &groq)
         .provider("openai", &openai)
-        .toml("[timeouts]\nattempt = 0.3\nrequest = 0.5")
+        // The deadline falls half a second into the second attempt, and
+        // half a second before that attempt's own timeout.
+        .toml("[timeouts]\nattempt = 1\nrequest = 1.5")
         .build()
         .await
         .unwrap();

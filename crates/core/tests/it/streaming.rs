@@ -42,7 +42,10 @@ async fn pair(protocol: Protocol) -> (SimProvider, SimProvider, TestGateway) {
     let gw = TestGateway::builder()
         .provider(name(protocol), &primary)
         .provider(fallback_name, &fallback)
-        .toml("[timeouts]\nfirst_token = 0.3\nstream_idle = 0.3")
+        // Short enough for the cases that wait them out (a first token
+        // after 2 s, a hang, a stall), long enough that a failure sent at
+        // once reaches the gateway in time on a loaded machine.
+        .toml("[timeouts]\nfirst_token = 1.5\nstream_idle = 1")
         .build()
         .await
         .unwrap();
