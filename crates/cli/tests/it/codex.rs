@@ -97,10 +97,13 @@ async fn codex_survives_a_primary_failing_mid_task() {
 #[test]
 fn the_readme_shows_this_configuration() {
     let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-    assert!(
-        readme.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
-        "the README's Codex block differs from the one tested here"
-    );
+    let guide = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/clients.md"));
+    for (name, text) in [("README.md", readme), ("docs/clients.md", guide)] {
+        assert!(
+            text.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
+            "{name}'s Codex block differs from the one tested here"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
