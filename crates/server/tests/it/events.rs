@@ -14,19 +14,30 @@ use understudy_testkit::{
 
 use crate::common::TestServer;
 
-async fn stream_entries(url: &str, key: &str) -> Vec<GenerationEvent> {
+/// The entries of stream `key`, or what went wrong reading them (which
+/// [`at_least`] takes as "not yet"). The reader's timeouts are generous:
+/// redis-rs gives up on an answer after 500 ms by default, which a loaded
+/// machine can miss reading a thousand entries.
+async fn stream_entries(url: &str, key: &str) -> Result<Vec<GenerationEvent>, String> {
     let client = redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let patient = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(5)));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&patient)
+        .await
+        .map_err(|e| format!("cannot connect to Redis: {e}"))?;
     let raw: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
         .arg("+")
         .query_async(&mut conn)
         .await
-        .unwrap();
-    raw.into_iter()
+        .map_err(|e| format!("cannot read the stream: {e}"))?;
+    Ok(raw
+        .into_iter()
         .map(|(_, fields)| from_fields(&fields).unwrap())
-        .collect()
+        .collect())
 }
 
 /// How long to wait for the sinks, which write in the background: longer
@@ -36,7 +47,7 @@ const SINK_PATIENCE: Duration = Duration::from_secs(20);
 
 /// The stream's entries once there are at least `n`.
 async fn at_least(url: &str, n: usize) -> Result<Vec<GenerationEvent>, String> {
-    let e = stream_entries(url, "understudy:events").await;
+    let e = stream_entries(url, "understudy:events").await?;
     if e.len() >= n {
         Ok(e)
     } else {
