@@ -97,7 +97,10 @@ async fn codex_survives_a_primary_failing_mid_task() {
 #[test]
 fn the_readme_shows_this_configuration() {
     let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-    let guide = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/clients.md"));
+    let guide = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/clients.md"
+    ));
     for (name, text) in [("README.md", readme), ("docs/clients.md", guide)] {
         assert!(
             text.contains(&format!("```toml\n{README_CODEX_CONFIG}```")),
