@@ -17,7 +17,7 @@ use understudy_core::{
 };
 
 use crate::classify;
-use crate::sse::{SseDecoder, SseItem};
+use understudy_wire::sse::{SseDecoder, SseItem};
 
 /// The largest non-streamed answer accepted; a bigger body is garbage.
 pub(crate) const BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -71,18 +71,7 @@ pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// Turns decoded SSE items into neutral stream events.
-pub(crate) trait StreamParser: Send + 'static {
-    /// Handles one item, pushing any events it yields. Pushing a
-    /// `Finish` or an `Err` ends the stream.
-    fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>);
-
-    /// The connection ended cleanly; push the final event.
-    fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>);
-
-    /// The model the stream named so far (the requested one until then).
-    fn model(&self) -> &str;
-}
+pub(crate) use understudy_wire::StreamParser;
 
 /// An adapter made of a protocol and its pooled client (one more for each
 /// other connect timeout a route sets for this provider). Its `Debug`
@@ -260,13 +249,7 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     }
 }
 
-/// A stream event that is not the JSON its protocol promises.
-pub(crate) fn malformed_event(e: &serde_json::Error) -> Failure {
-    Failure::new(
-        FailureKind::MalformedResponse,
-        format!("a malformed stream event: {e}"),
-    )
-}
+pub(crate) use understudy_wire::malformed_event;
 
 /// A whole answer's body as `T`: an error status is `classify`'s failure,
 /// and a body that does not parse is a malformed response ("the body is not

@@ -24,13 +24,16 @@ mod anthropic_native;
 pub mod classify;
 pub mod gemini;
 mod http;
-mod ids;
 pub mod openai_compat;
 mod openai_responses;
 mod responses_native;
-pub mod signature;
-pub mod sse;
-mod stray;
+
+// The protocol-shared pieces that now live in the wire crate, under the
+// names this crate's protocols use.
+pub(crate) use understudy_wire::{
+    OutputLimits, arguments_object, fitted_user, ids, mint_call_id, stray, text_of,
+};
+pub use understudy_wire::{signature, sse};
 
 use http::Protocol as _;
 
@@ -69,101 +72,6 @@ impl AdapterFactory for Providers {
             ProviderKind::Gemini => Arc::new(gemini::adapter(settings)?),
             ProviderKind::Anthropic => Arc::new(anthropic::adapter(settings)?),
         })
-    }
-}
-
-/// A fresh tool-call id for a provider that sends none (Gemini) or a
-/// compatible server that omits it: `call_` and 24 hex digits (96 random
-/// bits).
-pub(crate) fn mint_call_id() -> String {
-    format!("call_{:024x}", fastrand::u128(..) >> 32)
-}
-
-/// A tool call's arguments as the JSON object the Anthropic and Gemini
-/// protocols take: no arguments (or `null`) is `{}`; arguments that are not
-/// a JSON object cannot be sent, and say which call.
-pub(crate) fn arguments_object(
-    call: &understudy_core::ToolCall,
-) -> Result<serde_json::Value, understudy_core::Failure> {
-    use understudy_core::{Failure, FailureKind};
-    if call.arguments.trim().is_empty() {
-        return Ok(serde_json::Value::Object(serde_json::Map::new()));
-    }
-    match serde_json::from_str::<serde_json::Value>(&call.arguments) {
-        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
-        Ok(serde_json::Value::Null) => Ok(serde_json::Value::Object(serde_json::Map::new())),
-        Ok(_) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not a JSON object",
-                call.id
-            ),
-        )),
-        Err(e) => Err(Failure::new(
-            FailureKind::BadRequest,
-            format!(
-                "the arguments of tool call `{}` are not valid JSON: {e}",
-                call.id
-            ),
-        )),
-    }
-}
-
-/// A provider's output-token limit per model (configured, else built in
-/// for well-known models; see [`understudy_core::limits::output_limit`]), kept by
-/// each protocol so that a client's `max_tokens` meant for another model
-/// never makes this one answer 400.
-#[derive(Debug, Clone)]
-pub(crate) struct OutputLimits(Option<Arc<ProviderSettings>>);
-
-impl OutputLimits {
-    pub(crate) fn of(settings: &ProviderSettings) -> Self {
-        let mut settings = settings.clone();
-        // Only the limits are read: the key stays with the adapter.
-        settings.api_key = None;
-        settings.headers.clear();
-        Self(Some(Arc::new(settings)))
-    }
-
-    /// No limits known (a protocol that only parses recorded bytes).
-    pub(crate) fn none() -> Self {
-        Self(None)
-    }
-
-    /// `model`'s limit, when known.
-    pub(crate) fn limit(&self, model: &str) -> Option<u32> {
-        understudy_core::limits::output_limit(self.0.as_ref()?, model)
-    }
-
-    /// `requested` clamped to `model`'s limit (a request with none keeps
-    /// none: the provider's own default is its maximum).
-    pub(crate) fn clamp(&self, model: &str, requested: Option<u32>) -> Option<u32> {
-        match (requested, self.limit(model)) {
-            (Some(n), Some(limit)) => Some(n.min(limit)),
-            (requested, _) => requested,
-        }
-    }
-}
-
-/// A client's end-user id as a provider that takes at most `max` characters
-/// accepts it: as it is when it fits, else `u-` and a stable hash of it
-/// (BLAKE3, hex), so one user keeps one id for the provider's abuse
-/// monitoring and the id itself is not cut into something ambiguous.
-pub(crate) fn fitted_user(user: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if user.chars().count() <= max {
-        return std::borrow::Cow::Borrowed(user);
-    }
-    let hash = blake3::hash(user.as_bytes()).to_hex();
-    let mut fitted = format!("u-{hash}");
-    fitted.truncate(max);
-    std::borrow::Cow::Owned(fitted)
-}
-
-/// A message's text, borrowed when it is one text part.
-pub(crate) fn text_of(m: &understudy_core::Message) -> std::borrow::Cow<'_, str> {
-    match m.content.as_slice() {
-        [understudy_core::Part::Text { text }] => std::borrow::Cow::Borrowed(text),
-        _ => std::borrow::Cow::Owned(m.text_content()),
     }
 }
 

@@ -18,16 +18,11 @@
 //! calls finishes as `tool_calls`. A call's `thoughtSignature` rides in that
 //! id and goes back only to this provider and model ([`crate::signature`]).
 //!
-//! Layout: `request.rs` builds the `generateContent` body, `response.rs`
-//! reads an answer (refusals, calls, usage), `stream.rs` parses the
-//! `alt=sse` stream, `error.rs` classifies `google.rpc.Status` errors, and
-//! `schema.rs` reduces JSON Schema to what Gemini accepts.
+//! The protocol itself (its bodies both ways, its stream, its error table,
+//! its schema reduction) is `understudy_wire::generate_content`; this is
+//! its transport: the endpoint, the key header, the pooled client.
 
-mod error;
-mod request;
-mod response;
-pub(crate) mod schema;
-mod stream;
+use understudy_wire::generate_content::{error, request, response, stream};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;

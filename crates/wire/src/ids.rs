@@ -35,7 +35,7 @@ const SIGNED: &str = "-g";
 const DIGEST_HEX: usize = 32;
 
 /// `id` in Anthropic's id alphabet (`^[a-zA-Z0-9_-]+$`), injectively.
-pub(crate) fn anthropic(id: &str) -> Cow<'_, str> {
+pub fn anthropic(id: &str) -> Cow<'_, str> {
     let base = crate::signature::unsigned(id);
     if base.len() != id.len() {
         let mut out = escape(base).into_owned();
@@ -51,7 +51,7 @@ pub(crate) fn anthropic(id: &str) -> Cow<'_, str> {
 
 /// The id that [`anthropic`] maps to `wire` (an id no mapping produced, or
 /// a signed id's digest form, is returned as it is).
-pub(crate) fn from_anthropic(wire: &str) -> Cow<'_, str> {
+pub fn from_anthropic(wire: &str) -> Cow<'_, str> {
     if !wire.as_bytes().contains(&ESCAPE) {
         return Cow::Borrowed(wire);
     }
@@ -63,7 +63,7 @@ pub(crate) fn from_anthropic(wire: &str) -> Cow<'_, str> {
 
 /// `id` as an OpenAI-compatible server takes it: as it is when it fits in
 /// `max` bytes and carries no Gemini signature, else a digest id.
-pub(crate) fn openai(id: &str, max: usize) -> Cow<'_, str> {
+pub fn openai(id: &str, max: usize) -> Cow<'_, str> {
     let signed = crate::signature::unsigned(id).len() != id.len();
     if !signed && id.len() <= max {
         return Cow::Borrowed(id);

@@ -30,7 +30,7 @@ const MAX_NODES: usize = 10_000;
 
 /// A function's `parameters`, or `None` when the function takes none
 /// (Gemini rejects an `OBJECT` whose `properties` are empty).
-pub(crate) fn parameters(schema: &Value) -> Option<Value> {
+pub fn parameters(schema: &Value) -> Option<Value> {
     let mut reducer = Reducer {
         root: schema,
         refs: Vec::new(),
@@ -409,7 +409,7 @@ fn merge_all_of(s: &Map<String, Value>, all: &[Value], root: &Value) -> Map<Stri
 /// A JSON answer's schema for `responseJsonSchema`: JSON Schema, with
 /// the keywords Gemini does not support removed (`const` becomes
 /// `enum`, `definitions` becomes `$defs`).
-pub(crate) fn response_json_schema(schema: &Value) -> Value {
+pub fn response_json_schema(schema: &Value) -> Value {
     response_node(schema, 0)
 }
 
@@ -480,7 +480,7 @@ fn response_node(schema: &Value, depth: usize) -> Value {
 mod tests {
     use serde_json::json;
 
-    use crate::gemini::schema;
+    use crate::generate_content::schema;
 
     #[test]
     fn parameters_reduce_to_the_schema_subset() {

@@ -31,20 +31,21 @@ const BROKEN_CALL_FINISH_REASONS: [&str; 3] = [
 ];
 
 /// The most tool calls one answer may carry; more is garbage.
-pub(super) const MAX_TOOL_CALLS: u32 = 1024;
+pub const MAX_TOOL_CALLS: u32 = 1024;
 
 /// What one response (or one streamed chunk) says.
-pub(super) struct Chunk {
-    pub(super) text: String,
+#[derive(Debug)]
+pub struct Chunk {
+    pub text: String,
     /// `(name, arguments as compact JSON text, thought signature)` of each
     /// function call.
-    pub(super) calls: Vec<(String, String, Option<String>)>,
-    pub(super) finish_reason: Option<String>,
+    pub calls: Vec<(String, String, Option<String>)>,
+    pub finish_reason: Option<String>,
 }
 
 /// Reads a response: refusal signals become a content-filter failure; the
 /// text, the function calls and the finish reason otherwise.
-pub(super) fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
+pub fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
     if let Some(feedback) = &response.prompt_feedback {
         if let Some(reason) = &feedback.block_reason {
             let why = feedback
@@ -113,7 +114,7 @@ pub(super) fn assess(response: &WireResponse) -> Result<Chunk, Failure> {
 
 /// An answer with neither text nor a call: a refusal by this project's
 /// rule, or invalid output when the model fumbled a tool call.
-pub(super) fn nothing_usable(reason: Option<&str>) -> Failure {
+pub fn nothing_usable(reason: Option<&str>) -> Failure {
     match reason.filter(|r| BROKEN_CALL_FINISH_REASONS.contains(r)) {
         Some(reason) => Failure::new(
             FailureKind::InvalidOutput,
@@ -129,14 +130,14 @@ pub(super) fn nothing_usable(reason: Option<&str>) -> Failure {
     }
 }
 
-pub(super) fn too_many_calls() -> Failure {
+pub fn too_many_calls() -> Failure {
     Failure::new(
         FailureKind::MalformedResponse,
         format!("more than {MAX_TOOL_CALLS} tool calls in one answer"),
     )
 }
 
-pub(super) fn usage(response: &WireResponse) -> Option<Usage> {
+pub fn usage(response: &WireResponse) -> Option<Usage> {
     let u = response.usage_metadata.as_ref()?;
     Some(Usage {
         input_tokens: u.prompt_token_count.unwrap_or(0),
@@ -146,7 +147,7 @@ pub(super) fn usage(response: &WireResponse) -> Option<Usage> {
 
 /// The neutral finish reason. Gemini says `STOP` for an answer made of
 /// function calls too.
-pub(super) fn finish_reason(reason: Option<&str>, called: bool) -> FinishReason {
+pub fn finish_reason(reason: Option<&str>, called: bool) -> FinishReason {
     match reason {
         Some("STOP") | None if called => FinishReason::ToolCalls,
         Some("STOP") | None => FinishReason::Stop,
@@ -155,34 +156,34 @@ pub(super) fn finish_reason(reason: Option<&str>, called: bool) -> FinishReason 
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireResponse {
-    pub(super) candidates: Option<Vec<WireCandidate>>,
+pub struct WireResponse {
+    pub candidates: Option<Vec<WireCandidate>>,
     prompt_feedback: Option<WirePromptFeedback>,
     usage_metadata: Option<WireUsage>,
-    pub(super) model_version: Option<String>,
-    pub(super) error: Option<WireError>,
+    pub model_version: Option<String>,
+    pub error: Option<WireError>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireCandidate {
-    pub(super) content: Option<WireCandidateContent>,
+pub struct WireCandidate {
+    pub content: Option<WireCandidateContent>,
     finish_reason: Option<String>,
     finish_message: Option<String>,
 }
 
-#[derive(Deserialize)]
-pub(super) struct WireCandidateContent {
-    pub(super) parts: Option<Vec<WireResponsePart>>,
+#[derive(Debug, Deserialize)]
+pub struct WireCandidateContent {
+    pub parts: Option<Vec<WireResponsePart>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireResponsePart {
-    pub(super) text: Option<String>,
-    pub(super) thought: Option<bool>,
+pub struct WireResponsePart {
+    pub text: Option<String>,
+    pub thought: Option<bool>,
     function_call: Option<WireResponseCall>,
     /// On a part with a `functionCall`, carried in the call's id; on a text
     /// part (an answer without calls) not carried: Google says those may be
@@ -192,20 +193,20 @@ pub(super) struct WireResponsePart {
 
 /// A call as Gemini answers it (its optional `id` is not used: the client
 /// gets a fresh id of the gateway's).
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct WireResponseCall {
     name: Option<String>,
     args: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WirePromptFeedback {
     block_reason: Option<String>,
     block_reason_message: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
     prompt_token_count: Option<u64>,

@@ -11,7 +11,7 @@ use super::response::{
     Chunk, MAX_TOOL_CALLS, WireResponse, assess, finish_reason, nothing_usable, too_many_calls,
     usage,
 };
-use crate::http::StreamParser;
+use crate::StreamParser;
 use crate::signature::Target;
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
@@ -22,7 +22,7 @@ use crate::stray::StrayJson;
 /// [`StreamEvent::ToolCall`] with the next index, a fresh id, the name and
 /// all of its arguments.
 #[derive(Debug, Default)]
-pub(crate) struct GeminiStream {
+pub struct GeminiStream {
     model: String,
     text_seen: bool,
     /// Tool calls emitted so far (the next one's index).
@@ -36,7 +36,7 @@ pub(crate) struct GeminiStream {
 impl GeminiStream {
     /// A parser for one streamed answer from `model` (of an unnamed
     /// provider).
-    pub(crate) fn for_model(model: &str) -> Self {
+    pub fn for_model(model: &str) -> Self {
         Self {
             model: model.to_owned(),
             target: Target::new("", model),
@@ -46,7 +46,7 @@ impl GeminiStream {
 
     /// This parser, its calls' ids carrying thought signatures for
     /// `target`.
-    pub(super) fn with_target(self, target: Target) -> Self {
+    pub fn with_target(self, target: Target) -> Self {
         Self { target, ..self }
     }
 }
@@ -59,7 +59,7 @@ impl StreamParser for GeminiStream {
         let value: Value = match serde_json::from_str(&data) {
             Ok(v) => v,
             Err(e) => {
-                out.push_back(Err(crate::http::malformed_event(&e)));
+                out.push_back(Err(crate::malformed_event(&e)));
                 return;
             }
         };

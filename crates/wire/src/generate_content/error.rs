@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 use understudy_core::{Failure, FailureKind};
@@ -13,7 +13,7 @@ use understudy_core::{Failure, FailureKind};
 use crate::classify;
 
 /// The `error` object of a body, also inside a one-element array.
-pub(super) fn error_of(value: &Value) -> Option<&Value> {
+pub fn error_of(value: &Value) -> Option<&Value> {
     match value {
         Value::Array(items) if items.len() == 1 => items[0].get("error"),
         other => other.get("error"),
@@ -22,7 +22,7 @@ pub(super) fn error_of(value: &Value) -> Option<&Value> {
 
 /// Classifies a `google.rpc.Status` error object; `status` is the HTTP
 /// status when there was one (not mid-stream).
-pub(super) fn classify_error_object(
+pub fn classify_error_object(
     status: Option<u16>,
     headers: &HeaderMap,
     error: &WireError,
@@ -94,15 +94,15 @@ pub(super) fn classify_error_object(
     f
 }
 
-pub(super) fn mid_stream_error(value: &Value) -> Option<Failure> {
+pub fn mid_stream_error(value: &Value) -> Option<Failure> {
     let error: WireError = serde_json::from_value(error_of(value)?.clone()).ok()?;
     let mut f = classify_error_object(None, &HeaderMap::new(), &error);
     f.detail = format!("error mid-stream: {}", f.detail);
     Some(f)
 }
 
-#[derive(Deserialize)]
-pub(super) struct WireError {
+#[derive(Debug, Deserialize)]
+pub struct WireError {
     code: Option<u16>,
     message: Option<String>,
     status: Option<String>,

@@ -17,7 +17,7 @@ const STRAY_LIMIT: usize = 64 * 1024;
 
 /// Accumulated stray lines.
 #[derive(Debug, Default)]
-pub(crate) struct StrayJson {
+pub struct StrayJson {
     buf: String,
     overflowed: bool,
 }
@@ -25,7 +25,7 @@ pub(crate) struct StrayJson {
 impl StrayJson {
     /// An SSE item as `(event name, data)`; a stray line is kept here
     /// instead, and the error it completes (if any) goes to `out`.
-    pub(crate) fn event(
+    pub fn event(
         &mut self,
         item: SseItem,
         classify: impl Fn(&serde_json::Value) -> Option<Failure>,
@@ -44,7 +44,7 @@ impl StrayJson {
 
     /// Adds a line; returns the failure once the lines so far form a JSON
     /// value that `classify` recognises as an error.
-    pub(crate) fn push(
+    pub fn push(
         &mut self,
         line: &str,
         classify: impl Fn(&serde_json::Value) -> Option<Failure>,
@@ -69,7 +69,7 @@ impl StrayJson {
     }
 
     /// At the end of the stream: the error the strays spelled, if any.
-    pub(crate) fn take_failure(
+    pub fn take_failure(
         &mut self,
         classify: impl Fn(&serde_json::Value) -> Option<Failure>,
     ) -> Option<Failure> {
@@ -80,7 +80,7 @@ impl StrayJson {
 
     /// The stream ended before its terminal marker (`missing`): the error
     /// the strays spelled, or an interruption.
-    pub(crate) fn failure_at_eof(
+    pub fn failure_at_eof(
         &mut self,
         classify: impl Fn(&serde_json::Value) -> Option<Failure>,
         missing: &str,

@@ -23,7 +23,7 @@ use crate::signature::{self, Target};
 const FOREIGN_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// The whole `generateContent` body for `request`.
-pub(super) fn wire_request<'a>(
+pub fn wire_request<'a>(
     request: &'a ChatRequest,
     max_output_tokens: Option<u32>,
     target: &Target,
@@ -208,9 +208,9 @@ fn tool_response(text: &str) -> Value {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireRequest<'a> {
+pub struct WireRequest<'a> {
     contents: Vec<WireContent<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_instruction: Option<WireSystem<'a>>,
@@ -222,19 +222,19 @@ pub(super) struct WireRequest<'a> {
     generation_config: Option<WireGenerationConfig<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireContent<'a> {
     role: &'static str,
     parts: Vec<WirePart<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireSystem<'a> {
     parts: [WirePart<'a>; 1],
 }
 
 /// One part of a turn: exactly one of its data fields is set.
-#[derive(Serialize, Default)]
+#[derive(Debug, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WirePart<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,7 +258,7 @@ impl<'a> WirePart<'a> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireBlob<'a> {
     mime_type: &'a str,
@@ -268,27 +268,27 @@ struct WireBlob<'a> {
 /// A call as the history holds it; the `id` is optional on the Gemini
 /// Developer API (ai.google.dev/api/caching#FunctionCall) and is the
 /// client's own, so a result pairs with its call by id as well as by name.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireFunctionCall<'a> {
     id: &'a str,
     name: &'a str,
     args: Value,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireFunctionResponse<'a> {
     id: &'a str,
     name: &'a str,
     response: Value,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireTool<'a> {
     function_declarations: Vec<WireFunctionDeclaration<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireFunctionDeclaration<'a> {
     name: &'a str,
     description: &'a str,
@@ -296,13 +296,13 @@ struct WireFunctionDeclaration<'a> {
     parameters: Option<Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireToolConfig<'a> {
     function_calling_config: WireFunctionCallingConfig<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireFunctionCallingConfig<'a> {
     mode: &'static str,
@@ -319,7 +319,7 @@ impl WireFunctionCallingConfig<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireGenerationConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,190 @@
+//! What HTTP statuses and rate-limit hints mean, shared by every protocol
+//! (transport errors are the providers' `classify::transport`). Protocol-specific signals (refusal shapes, error codes in
+//! bodies) are read by each adapter and fall back on these rules.
+
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use understudy_core::{Failure, FailureKind};
+
+/// The class of an HTTP error status when the body says nothing more
+/// specific (wire-formats §6).
+pub fn status(status: u16) -> FailureKind {
+    match status {
+        401 | 403 => FailureKind::Auth,
+        402 => FailureKind::QuotaExceeded,
+        408 | 504 => FailureKind::Timeout,
+        429 => FailureKind::RateLimited { retry_after: None },
+        // Groq's flex-tier "capacity exceeded" is an outage despite the 4xx.
+        498 => FailureKind::Unavailable,
+        // The upstream saw the client go away: not a statement about the request.
+        499 => FailureKind::Connection,
+        400..=499 => FailureKind::BadRequest,
+        _ => FailureKind::Unavailable,
+    }
+}
+
+/// The wait a rate-limited response asks for: `retry-after-ms`, then
+/// `retry-after` in seconds or as an HTTP date.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let value = text("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && (0.0..1e9).contains(&secs))
+            .then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An error status whose body is not the provider's error shape (an HTML
+/// page from a proxy, an empty body): classified by status alone, with the
+/// start of the body as the detail.
+pub fn unreadable(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+    let mut kind = self::status(status);
+    if let FailureKind::RateLimited { retry_after } = &mut kind {
+        *retry_after = self::retry_after(headers, SystemTime::now());
+    }
+    let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
+        .trim()
+        .to_owned();
+    let detail = if snippet.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        snippet
+    };
+    Failure::new(kind, detail).with_status(status)
+}
+
+/// A Go-style duration as OpenAI and Groq write them: `6m0s`, `1.57s`,
+/// `399ms`, `9m38.016s`, `2h1m`.
+pub fn go_duration(s: &str) -> Option<Duration> {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0_f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" | "µs" => 0.000_001,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    (total.is_finite() && total < 1e9).then(|| Duration::from_secs_f64(total))
+}
+
+/// The "Please try again in 3.89s" hint some rate-limit messages carry.
+pub fn hint_in_message(message: &str) -> Option<Duration> {
+    let at = message.find("try again in ")? + "try again in ".len();
+    let tail = &message[at..];
+    let end = tail
+        .find(|c: char| c.is_whitespace() || c == ',' || c == ')')
+        .unwrap_or(tail.len());
+    go_duration(tail[..end].trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        for (pairs, want) in [
+            (vec![("retry-after", "2")], Some(Duration::from_secs(2))),
+            (
+                vec![("retry-after", "0.5")],
+                Some(Duration::from_millis(500)),
+            ),
+            (
+                vec![("retry-after-ms", "1500"), ("retry-after", "9")],
+                Some(Duration::from_millis(1500)),
+            ),
+            (
+                vec![("retry-after", later.as_str())],
+                Some(Duration::from_secs(7)),
+            ),
+            (
+                vec![("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")],
+                Some(Duration::ZERO),
+            ),
+            (vec![("retry-after", "soon")], None),
+            (vec![("retry-after", "-3")], None),
+            (vec![], None),
+        ] {
+            assert_eq!(retry_after(&headers(&pairs), now), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn go_durations() {
+        for (s, ms) in [
+            ("6m0s", Some(360_000)),
+            ("1.57s", Some(1570)),
+            ("399ms", Some(399)),
+            ("9m38.016s", Some(578_016)),
+            ("2h", Some(7_200_000)),
+            ("", None),
+            ("5x", None),
+            ("s", None),
+        ] {
+            assert_eq!(go_duration(s).map(|d| d.as_millis()), ms, "{s}");
+        }
+        assert_eq!(
+            hint_in_message("Rate limit reached ... Please try again in 3.89s. Visit")
+                .map(|d| d.as_millis()),
+            Some(3890)
+        );
+        assert_eq!(
+            hint_in_message("Please try again in 399ms."),
+            Some(Duration::from_millis(399))
+        );
+        assert_eq!(hint_in_message("no hint"), None);
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(status(401), FailureKind::Auth);
+        assert_eq!(status(498), FailureKind::Unavailable);
+        assert_eq!(status(529), FailureKind::Unavailable);
+        assert_eq!(status(504), FailureKind::Timeout);
+        assert_eq!(status(404), FailureKind::BadRequest);
+    }
+}

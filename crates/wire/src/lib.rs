@@ -1,0 +1,149 @@
+//! Understudy's wire protocols, one folder per protocol, with no I/O: the
+//! serde types of each protocol in both directions, the translation
+//! between them and the neutral types of `understudy-core`, their stream
+//! events parsed (and rendered), their stop-reason and error tables, and
+//! the editing of a body a client wrote natively in one.
+//!
+//! The providers crate sends what this crate builds and hands back what it
+//! receives (transport, pooled clients, signing); the server's front ends
+//! read clients' requests and write their answers with it. Nothing here
+//! opens a socket, reads a clock for a deadline, or logs.
+//!
+//! # Layout
+//! - [`generate_content`]: Google's Generative Language API (Gemini).
+//! - [`classify`]: what HTTP statuses and rate-limit hints mean.
+//! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
+//! - [`stray`]: raw JSON errors that arrive inside a stream without SSE framing.
+//! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints.
+//! - [`ids`]: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
+//! - [`StreamParser`]: decoded SSE items in, neutral stream events out.
+
+pub mod classify;
+pub mod generate_content;
+pub mod ids;
+pub mod signature;
+pub mod sse;
+pub mod stray;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use understudy_core::{Failure, FailureKind, ProviderSettings, StreamEvent};
+
+use crate::sse::SseItem;
+
+/// Turns decoded SSE items into neutral stream events.
+pub trait StreamParser: Send + 'static {
+    /// Handles one item, pushing any events it yields. Pushing a
+    /// `Finish` or an `Err` ends the stream.
+    fn on_item(&mut self, item: SseItem, out: &mut VecDeque<Result<StreamEvent, Failure>>);
+
+    /// The connection ended cleanly; push the final event.
+    fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>);
+
+    /// The model the stream named so far (the requested one until then).
+    fn model(&self) -> &str;
+}
+
+/// A fresh tool-call id for a provider that sends none (Gemini) or a
+/// compatible server that omits it: `call_` and 24 hex digits (96 random
+/// bits).
+pub fn mint_call_id() -> String {
+    format!("call_{:024x}", fastrand::u128(..) >> 32)
+}
+
+/// A tool call's arguments as the JSON object the Anthropic and Gemini
+/// protocols take: no arguments (or `null`) is `{}`; arguments that are not
+/// a JSON object cannot be sent, and say which call.
+pub fn arguments_object(
+    call: &understudy_core::ToolCall,
+) -> Result<serde_json::Value, understudy_core::Failure> {
+    use understudy_core::{Failure, FailureKind};
+    if call.arguments.trim().is_empty() {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(serde_json::Value::Null) => Ok(serde_json::Value::Object(serde_json::Map::new())),
+        Ok(_) => Err(Failure::new(
+            FailureKind::BadRequest,
+            format!(
+                "the arguments of tool call `{}` are not a JSON object",
+                call.id
+            ),
+        )),
+        Err(e) => Err(Failure::new(
+            FailureKind::BadRequest,
+            format!(
+                "the arguments of tool call `{}` are not valid JSON: {e}",
+                call.id
+            ),
+        )),
+    }
+}
+
+/// A provider's output-token limit per model (configured, else built in
+/// for well-known models; see [`understudy_core::limits::output_limit`]), kept by
+/// each protocol so that a client's `max_tokens` meant for another model
+/// never makes this one answer 400.
+#[derive(Debug, Clone)]
+pub struct OutputLimits(Option<Arc<ProviderSettings>>);
+
+impl OutputLimits {
+    pub fn of(settings: &ProviderSettings) -> Self {
+        let mut settings = settings.clone();
+        // Only the limits are read: the key stays with the adapter.
+        settings.api_key = None;
+        settings.headers.clear();
+        Self(Some(Arc::new(settings)))
+    }
+
+    /// No limits known (a protocol that only parses recorded bytes).
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// `model`'s limit, when known.
+    pub fn limit(&self, model: &str) -> Option<u32> {
+        understudy_core::limits::output_limit(self.0.as_ref()?, model)
+    }
+
+    /// `requested` clamped to `model`'s limit (a request with none keeps
+    /// none: the provider's own default is its maximum).
+    pub fn clamp(&self, model: &str, requested: Option<u32>) -> Option<u32> {
+        match (requested, self.limit(model)) {
+            (Some(n), Some(limit)) => Some(n.min(limit)),
+            (requested, _) => requested,
+        }
+    }
+}
+
+/// A client's end-user id as a provider that takes at most `max` characters
+/// accepts it: as it is when it fits, else `u-` and a stable hash of it
+/// (BLAKE3, hex), so one user keeps one id for the provider's abuse
+/// monitoring and the id itself is not cut into something ambiguous.
+pub fn fitted_user(user: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if user.chars().count() <= max {
+        return std::borrow::Cow::Borrowed(user);
+    }
+    let hash = blake3::hash(user.as_bytes()).to_hex();
+    let mut fitted = format!("u-{hash}");
+    fitted.truncate(max);
+    std::borrow::Cow::Owned(fitted)
+}
+
+/// A message's text, borrowed when it is one text part.
+pub fn text_of(m: &understudy_core::Message) -> std::borrow::Cow<'_, str> {
+    match m.content.as_slice() {
+        [understudy_core::Part::Text { text }] => std::borrow::Cow::Borrowed(text),
+        _ => std::borrow::Cow::Owned(m.text_content()),
+    }
+}
+
+/// A stream event that is not the JSON its protocol promises.
+pub fn malformed_event(e: &serde_json::Error) -> Failure {
+    Failure::new(
+        FailureKind::MalformedResponse,
+        format!("a malformed stream event: {e}"),
+    )
+}
