@@ -178,6 +178,41 @@ pub struct NativeRequest {
     /// The query string to forward (Claude Code's `beta=true`): only
     /// parameters the protocol defines, never the client's whole query.
     pub query: Option<String>,
+    /// The protocol forbids changing this body's sampling (Anthropic with
+    /// extended thinking on takes only temperature 1): a softened retry
+    /// leaves the temperature as the client set it. Set by the front end,
+    /// which reads the body in its protocol.
+    pub fixed_sampling: bool,
+    /// This is the softened retry's body: the adapter that forwards it puts
+    /// the softening suffix into the protocol's system prompt and this
+    /// temperature (when set) into its sampling, where the protocol keeps
+    /// them (the wire crate knows; core never edits a body).
+    pub softened: Option<Softened>,
+}
+
+/// The softened retry of a natively written body, for the adapter to apply
+/// (see [`NativeRequest::softened`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Softened {
+    /// The softened temperature, or `None` to leave the sampling alone.
+    pub temperature: Option<f32>,
+}
+
+impl Eq for Softened {}
+
+impl NativeRequest {
+    /// A body written in `kind`'s protocol, with no headers or query to
+    /// forward.
+    pub fn new(kind: crate::settings::ProviderKind, body: impl Into<String>) -> Self {
+        Self {
+            kind,
+            body: body.into(),
+            headers: Vec::new(),
+            query: None,
+            fixed_sampling: false,
+            softened: None,
+        }
+    }
 }
 
 /// One server-sent event exactly as a provider sent it, for a client that

@@ -55,7 +55,7 @@ mod run;
 pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
 pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
-    ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 pub use engine::Engine;
 pub use error::Error;

@@ -152,6 +152,8 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
         #[derive(serde::Deserialize)]
         struct Counted {
+            // Anthropic's `input_tokens`, Gemini's `totalTokens`.
+            #[serde(alias = "totalTokens")]
             input_tokens: u64,
         }
         Box::pin(async move {
@@ -187,7 +189,9 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
             let (client, in_flight) = self.client(connect);
-            let sent = self.protocol.request(client, model, request, false)?;
+            // A softened retry of a native body: the body carries it.
+            let request = understudy_wire::softening::apply(request);
+            let sent = self.protocol.request(client, model, &request, false)?;
             let received = send(sent).await.map_err(|f| self.redact(f))?;
             drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
@@ -195,7 +199,7 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 .protocol
                 .parse(&received, model)
                 .map_err(|f| self.redact(f))?;
-            if !self.protocol.forwards_native(request) {
+            if !self.protocol.forwards_native(&request) {
                 completion.native = None;
             } else if completion.native.is_none() {
                 // The answer goes back to a client of the same protocol as
@@ -215,7 +219,9 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async move {
             let (client, in_flight) = self.client(connect);
-            let sent = self.protocol.request(client, model, request, true)?;
+            // A softened retry of a native body: the body carries it.
+            let request = understudy_wire::softening::apply(request);
+            let sent = self.protocol.request(client, model, &request, true)?;
             let response = sent
                 .send()
                 .await
@@ -236,7 +242,7 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
                 decoder: SseDecoder::new(),
                 parser: self
                     .protocol
-                    .parser(model, self.protocol.forwards_native(request)),
+                    .parser(model, self.protocol.forwards_native(&request)),
                 pending: VecDeque::new(),
                 items: Vec::new(),
                 done: false,

@@ -15,6 +15,7 @@
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - [`stray`]: raw JSON errors that arrive inside a stream without SSE framing.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints.
+//! - [`softening`]: the softened retry written into a native body, in its protocol.
 //! - [`ids`]: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
 //! - [`StreamParser`]: decoded SSE items in, neutral stream events out.
 
@@ -22,6 +23,7 @@ pub mod classify;
 pub mod generate_content;
 pub mod ids;
 pub mod signature;
+pub mod softening;
 pub mod sse;
 pub mod stray;
 

@@ -118,6 +118,8 @@ fn native() -> impl Strategy<Value = NativeRequest> {
         opt(s()),
     )
         .prop_map(|(kind, body, headers, query)| NativeRequest {
+            fixed_sampling: false,
+            softened: None,
             kind,
             body,
             headers,
@@ -235,6 +237,8 @@ fn mutate(mut input: Input, field: u8, text: String) -> Input {
         10 => chat.user = Some(chat.user.take().unwrap_or_default() + "u"),
         11 => {
             let mut n = chat.native.as_deref().cloned().unwrap_or(NativeRequest {
+                fixed_sampling: false,
+                softened: None,
                 kind: ProviderKind::Anthropic,
                 body: String::new(),
                 headers: Vec::new(),

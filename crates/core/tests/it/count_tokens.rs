@@ -14,6 +14,8 @@ const BODY: &str =
 fn count_request() -> GenerateRequest {
     GenerateRequest::new(ChatRequest {
         native: Some(Arc::new(NativeRequest {
+            fixed_sampling: false,
+            softened: None,
             kind: ProviderKind::Anthropic,
             body: BODY.into(),
             headers: vec![("anthropic-version".into(), "2023-06-01".into())],

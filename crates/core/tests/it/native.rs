@@ -14,6 +14,8 @@ const BODY: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":100,"stream":tru
 fn native(body: &str) -> GenerateRequest {
     GenerateRequest::new(ChatRequest {
         native: Some(Arc::new(NativeRequest {
+            fixed_sampling: false,
+            softened: None,
             kind: ProviderKind::Anthropic,
             body: body.into(),
             headers: vec![("anthropic-version".into(), "2023-06-01".into())],

@@ -36,6 +36,8 @@ fn native_request(stream: bool) -> ChatRequest {
     };
     ChatRequest {
         native: Some(Arc::new(NativeRequest {
+            fixed_sampling: false,
+            softened: None,
             kind: ProviderKind::Anthropic,
             body,
             headers: vec![

@@ -44,6 +44,8 @@ pub(crate) fn native_request(
     }
     let body = text;
     Some(Arc::new(NativeRequest {
+        fixed_sampling: false,
+        softened: None,
         kind: ProviderKind::Openai,
         body,
         headers: Vec::new(),

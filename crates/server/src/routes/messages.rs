@@ -225,6 +225,10 @@ fn native_request(
         .collect::<Vec<_>>()
         .join("&");
     Some(Arc::new(NativeRequest {
+        // Extended thinking takes only temperature 1: a softened retry
+        // leaves the sampling alone.
+        fixed_sampling: understudy_wire::softening::messages_fixes_sampling(&body),
+        softened: None,
         kind: ProviderKind::Anthropic,
         body,
         query: (!query.is_empty()).then_some(query),
