@@ -34,6 +34,58 @@ use understudy_core::{Failure, FailureKind, ProviderSettings, StreamEvent};
 
 use crate::sse::SseItem;
 
+/// A request a client wrote that its protocol does not allow: the front
+/// end answers it as its API's 400, naming `field` where there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The offending field, as a path into the body (`contents[2].role`).
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Invalid {
+    /// A fault in `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+}
+
+/// One frame of a streamed answer in a client's protocol: the SSE event
+/// name where the protocol names its events, and the JSON data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub event: Option<&'static str>,
+    pub data: String,
+}
+
+impl Frame {
+    /// An unnamed frame holding `value` as JSON.
+    pub fn json(value: &impl serde::Serialize) -> Self {
+        Self {
+            event: None,
+            // Serializing the gateway's own types cannot fail; an empty
+            // object keeps the stream well-formed if it ever did.
+            data: serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned()),
+        }
+    }
+}
+
+/// Writes a committed stream in a client's protocol: the engine's items
+/// in, the protocol's frames out. The front end frames them (SSE, a JSON
+/// array) and sends them; an encoder is pure.
+pub trait Encoder: Send + 'static {
+    /// The frames for one item (none for an item the protocol does not
+    /// carry). The last item is a `Done` or an `Error`.
+    fn item(&mut self, item: understudy_core::StreamItem, out: &mut Vec<Frame>);
+
+    /// The frames of a refusal the policy surfaced before anything was
+    /// sent, in the protocol's own form for one.
+    fn refusal(&mut self, model: &str, out: &mut Vec<Frame>);
+}
+
 /// Turns decoded SSE items into neutral stream events.
 pub trait StreamParser: Send + 'static {
     /// Handles one item, pushing any events it yields. Pushing a

@@ -12,6 +12,32 @@ use understudy_core::{Failure, FailureKind};
 
 use crate::classify;
 
+/// HTTP statuses and the `google.rpc.Code` names Google's errors carry
+/// with them, both ways (aip.dev/193, google/rpc/code.proto).
+const STATUSES: [(u16, &str); 12] = [
+    (400, "INVALID_ARGUMENT"),
+    (401, "UNAUTHENTICATED"),
+    (403, "PERMISSION_DENIED"),
+    (404, "NOT_FOUND"),
+    (409, "ABORTED"),
+    (412, "FAILED_PRECONDITION"),
+    (429, "RESOURCE_EXHAUSTED"),
+    (499, "CANCELLED"),
+    (500, "INTERNAL"),
+    (501, "UNIMPLEMENTED"),
+    (503, "UNAVAILABLE"),
+    (504, "DEADLINE_EXCEEDED"),
+];
+
+/// The status name Google gives HTTP `code` (`UNKNOWN` for one it has
+/// none for).
+pub fn status_name(code: u16) -> &'static str {
+    STATUSES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("UNKNOWN", |(_, name)| name)
+}
+
 /// The `error` object of a body, also inside a one-element array.
 pub fn error_of(value: &Value) -> Option<&Value> {
     match value {

@@ -18,12 +18,17 @@
 //! calls finishes as `tool_calls`. A call's `thoughtSignature` rides in that
 //! id and goes back only to this provider and model ([`crate::signature`]).
 //!
-//! Layout: `request.rs` builds the `generateContent` body, `response.rs`
+//! Layout, for requests to Gemini: `request.rs` builds the `generateContent` body, `response.rs`
 //! reads an answer (refusals, calls, usage), `stream.rs` parses the
 //! `alt=sse` stream, `error.rs` classifies `google.rpc.Status` errors, and
-//! `schema.rs` reduces JSON Schema to what Gemini accepts.
+//! `schema.rs` reduces JSON Schema to what Gemini accepts (and reads
+//! Google's schemas back). For the Gemini front end: `inbound.rs` reads a
+//! client's body into the neutral request, `answer.rs` writes answers,
+//! stream chunks and errors.
 
+pub mod answer;
 pub mod error;
+pub mod inbound;
 pub mod request;
 pub mod response;
 pub mod schema;

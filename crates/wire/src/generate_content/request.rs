@@ -20,7 +20,7 @@ use crate::signature::{self, Target};
 /// signature (ai.google.dev/gemini-api/docs/thought-signatures). A call
 /// turn this target made carries its own signature back (kept in the call's
 /// id, see [`crate::signature`]); any other call turn carries this one.
-const FOREIGN_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
+pub const FOREIGN_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// The whole `generateContent` body for `request`.
 pub fn wire_request<'a>(

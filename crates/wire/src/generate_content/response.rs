@@ -156,6 +156,39 @@ pub fn finish_reason(reason: Option<&str>, called: bool) -> FinishReason {
     }
 }
 
+/// Gemini's name for a neutral finish reason, for the Gemini front end: the
+/// other direction of [`finish_reason`]. A call answer is `STOP`, as Gemini
+/// says; a content filter or refusal anywhere is `SAFETY`; another
+/// provider's reason Gemini has no name for is `OTHER`.
+pub fn finish_reason_name(reason: &FinishReason) -> &'static str {
+    const GEMINI: [&str; 12] = [
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "IMAGE_SAFETY",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "MISSING_THOUGHT_SIGNATURE",
+    ];
+    match reason {
+        FinishReason::Stop | FinishReason::ToolCalls => "STOP",
+        FinishReason::Length => "MAX_TOKENS",
+        FinishReason::Other(other) => match other.as_str() {
+            "content_filter" | "refusal" => "SAFETY",
+            other => GEMINI
+                .iter()
+                .find(|name| name.eq_ignore_ascii_case(other))
+                .copied()
+                .unwrap_or("OTHER"),
+        },
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WireResponse {

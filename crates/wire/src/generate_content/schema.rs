@@ -46,6 +46,54 @@ pub fn parameters(schema: &Value) -> Option<Value> {
         .then_some(reduced)
 }
 
+/// Google's OpenAPI subset (a client's `parameters` or `responseSchema`)
+/// as the JSON Schema the neutral request carries: type names in lower
+/// case (`OBJECT` is `object`), `nullable` as a union with `null`, and the
+/// keywords JSON Schema lacks (`propertyOrdering`, `example`) left out.
+pub fn to_json_schema(schema: &Value) -> Value {
+    to_json_node(schema, 0)
+}
+
+fn to_json_node(schema: &Value, depth: usize) -> Value {
+    let Value::Object(s) = schema else {
+        return schema.clone();
+    };
+    if depth > MAX_DEPTH {
+        return json!({});
+    }
+    let nullable = s.get("nullable").and_then(Value::as_bool) == Some(true);
+    let mut out = Map::new();
+    for (key, value) in s {
+        let value = match key.as_str() {
+            "nullable" | "propertyOrdering" | "example" => continue,
+            "type" => match value.as_str().map(str::to_ascii_lowercase) {
+                Some(t) if nullable && t != "null" => json!([t, "null"]),
+                Some(t) => Value::String(t),
+                None => value.clone(),
+            },
+            "properties" => match value {
+                Value::Object(props) => Value::Object(
+                    props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), to_json_node(v, depth + 1)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            },
+            "items" => to_json_node(value, depth + 1),
+            "anyOf" => match value {
+                Value::Array(all) => {
+                    Value::Array(all.iter().map(|v| to_json_node(v, depth + 1)).collect())
+                }
+                other => other.clone(),
+            },
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), value);
+    }
+    Value::Object(out)
+}
+
 /// Reduces one schema (with `root` as the document `$ref`s point into)
 /// to the OpenAPI subset of Gemini's `Schema`.
 struct Reducer<'a> {
@@ -577,6 +625,34 @@ mod tests {
                 "$defs": {"item": {"type": ["integer", "null"]}},
                 "required": ["name"],
                 "additionalProperties": false
+            })
+        );
+    }
+
+    #[test]
+    fn google_schema_reads_as_json_schema() {
+        let google = json!({
+            "type": "OBJECT",
+            "properties": {
+                "city": {"type": "STRING", "description": "where"},
+                "days": {"type": "INTEGER", "nullable": true},
+                "tags": {"type": "ARRAY", "items": {"type": "STRING", "enum": ["a", "b"]}},
+                "either": {"anyOf": [{"type": "NUMBER"}, {"type": "BOOLEAN"}]}
+            },
+            "required": ["city"],
+            "propertyOrdering": ["city", "days"]
+        });
+        assert_eq!(
+            schema::to_json_schema(&google),
+            json!({
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "where"},
+                    "days": {"type": ["integer", "null"]},
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+                    "either": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}
+                },
+                "required": ["city"]
             })
         );
     }
