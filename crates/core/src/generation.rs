@@ -46,6 +46,8 @@ pub enum Api {
     Anthropic,
     /// OpenAI's Responses API.
     Responses,
+    /// Google's Gemini API (`generateContent`).
+    Gemini,
 }
 
 impl Api {
@@ -55,6 +57,7 @@ impl Api {
             Self::Openai => "openai",
             Self::Anthropic => "anthropic",
             Self::Responses => "responses",
+            Self::Gemini => "gemini",
         }
     }
 }

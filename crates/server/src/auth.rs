@@ -162,16 +162,22 @@ pub(crate) async fn client_auth(
         return json_only(req, next).await;
     }
     // Anthropic's clients send the key as `x-api-key` (Claude Code's
-    // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN).
-    let matched = [bearer(&req), x_api_key(&req)]
-        .into_iter()
-        .flatten()
-        .find_map(|given| {
-            state
-                .api_keys
-                .iter()
-                .find(|k| constant_time_eq(k.expose(), given))
-        });
+    // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN);
+    // Google's as `x-goog-api-key`, or as `?key=` in the URL.
+    let matched = [
+        bearer(&req),
+        x_api_key(&req),
+        goog_api_key(&req),
+        query_key(&req),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|given| {
+        state
+            .api_keys
+            .iter()
+            .find(|k| constant_time_eq(k.expose(), given))
+    });
     if let Some(key) = matched {
         // The handler runs inside this future: it reads the tag through
         // `client_tag()` when it builds the engine request.
@@ -179,7 +185,7 @@ pub(crate) async fn client_auth(
         return CLIENT.scope(tag, json_only(req, next)).await;
     }
     let error = ApiError::Unauthorized(
-        "a valid client key is required: Authorization: Bearer <key> or x-api-key: <key>".into(),
+        "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
     );
     in_shape(&req, error)
 }
@@ -202,6 +208,7 @@ fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
     match Shape::of(req) {
         Shape::OpenAi => OpenAiError(error).into_response(),
         Shape::Anthropic => AnthropicError(error).into_response(),
+        Shape::Gemini => crate::GeminiError(error).into_response(),
         Shape::Neutral => error.into_response(),
     }
 }
@@ -264,12 +271,41 @@ fn x_api_key(req: &Request) -> Option<&str> {
     Some(req.headers().get("x-api-key")?.to_str().ok()?.trim())
 }
 
+fn goog_api_key(req: &Request) -> Option<&str> {
+    Some(req.headers().get("x-goog-api-key")?.to_str().ok()?.trim())
+}
+
+/// Google's `?key=` (never logged: the request span carries the path
+/// alone, without the query).
+fn query_key(req: &Request) -> Option<&str> {
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+        .filter(|k| !k.is_empty())
+}
+
+/// Whether a request comes from one of Google's clients: its key header,
+/// its `x-goog-api-client`, or `?key=` (what tells a Gemini model list
+/// from OpenAI's at `/v1/models`).
+pub(crate) fn from_google<B>(req: &axum::http::Request<B>) -> bool {
+    google_headers(req.headers(), req.uri().query())
+}
+
+/// [`from_google`] on a request's parts.
+pub(crate) fn google_headers(headers: &HeaderMap, query: Option<&str>) -> bool {
+    headers.contains_key("x-goog-api-key")
+        || headers.contains_key("x-goog-api-client")
+        || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
+}
+
 /// The shape a route's errors take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
     Neutral = 0,
     OpenAi = 1,
     Anthropic = 2,
+    Gemini = 3,
 }
 
 impl Shape {
@@ -278,6 +314,12 @@ impl Shape {
     /// OpenAI-compatible routes in OpenAI's.
     pub(crate) fn of<B>(req: &axum::http::Request<B>) -> Self {
         let path = req.uri().path();
+        if path.starts_with("/v1beta/")
+            || path.starts_with("/v1/models/")
+            || (path == "/v1/models" && from_google(req))
+        {
+            return Self::Gemini;
+        }
         let anthropic_models =
             path == "/v1/models" && req.headers().contains_key("anthropic-version");
         if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
@@ -298,6 +340,7 @@ impl Shape {
         match n {
             1 => Self::OpenAi,
             2 => Self::Anthropic,
+            3 => Self::Gemini,
             _ => Self::Neutral,
         }
     }

@@ -1,8 +1,9 @@
-//! The one place where errors become HTTP responses, in three shapes: the
+//! The one place where errors become HTTP responses, in four shapes: the
 //! neutral API's `{"error": {"code", "message", "attempts"}}`, the
 //! OpenAI-compatible `{"error": {"message", "type", "param", "code"}}` and
 //! Anthropic's `{"type": "error", "error": {"type", "message"}}` (with
-//! Anthropic's statuses, see [`AnthropicError::status_and_type`]).
+//! Anthropic's statuses, see [`AnthropicError::status_and_type`]) and
+//! Google's `{"error": {"code", "message", "status"}}` ([`GeminiError`]).
 //! Never a 500 for anything a client did.
 
 use axum::Json;
@@ -47,6 +48,11 @@ pub struct OpenAiError(pub ApiError);
 /// The same error in Anthropic's shape, for `/v1/messages`.
 #[derive(Debug)]
 pub struct AnthropicError(pub ApiError);
+
+/// The same error in Google's shape (`{"error": {"code", "message",
+/// "status"}}`), for the Gemini API.
+#[derive(Debug)]
+pub struct GeminiError(pub ApiError);
 
 // === impl ApiError ===
 
@@ -126,6 +132,21 @@ impl ApiError {
                 None,
                 e.attempts(),
             ),
+        }
+    }
+}
+
+impl From<understudy_wire::Invalid> for ApiError {
+    fn from(e: understudy_wire::Invalid) -> Self {
+        match e.field {
+            Some(field) => Self::Invalid {
+                field,
+                message: e.message,
+            },
+            None => Self::Body {
+                status: StatusCode::BAD_REQUEST,
+                message: e.message,
+            },
         }
     }
 }
@@ -255,5 +276,59 @@ impl IntoResponse for AnthropicError {
         let (code, message, _, _) = self.0.parts();
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
         (status, Json(ErrorOut::new(kind, &message))).into_response()
+    }
+}
+
+// === impl GeminiError ===
+
+impl GeminiError {
+    /// Google's status for the error. When every target failed, the last
+    /// failure decides, as Google's clients read it: an outage (5xx,
+    /// connection) is 503 `UNAVAILABLE` and a rate limit 429
+    /// `RESOURCE_EXHAUSTED` (the Gemini CLI and the SDKs retry both), a
+    /// timeout or the deadline 504 `DEADLINE_EXCEEDED`, anything the
+    /// request caused (an upstream 400, context length, a missing
+    /// capability, a content filter) 400 `INVALID_ARGUMENT`, anything else
+    /// 500 `INTERNAL`. A spent fallback budget or no available provider is
+    /// 503.
+    pub fn status(&self) -> StatusCode {
+        let code = match &self.0 {
+            ApiError::Engine(e) => match e {
+                Error::ProvidersFailed { code, .. } => match code {
+                    FailureCode::RateLimited => 429,
+                    FailureCode::Unavailable | FailureCode::Connection => 503,
+                    FailureCode::Timeout | FailureCode::DeadlineExceeded => 504,
+                    FailureCode::BadRequest
+                    | FailureCode::ContextLength
+                    | FailureCode::Unsupported
+                    | FailureCode::ContentFilter
+                    | FailureCode::InvalidRequest => 400,
+                    _ => 500,
+                },
+                Error::DeadlineExceeded { .. } => 504,
+                Error::FallbackBudgetExceeded { .. } | Error::NoProviderAvailable(_) => 503,
+                Error::Engine(_) => 500,
+                Error::Refused { .. } | Error::InvalidRequest { .. } => 400,
+                Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => 404,
+            },
+            other => other.status().as_u16(),
+        };
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl<E: Into<ApiError>> From<E> for GeminiError {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for GeminiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let (code, message, _, _) = self.0.parts();
+        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
+        let body = understudy_wire::generate_content::answer::error_body(status.as_u16(), &message);
+        (status, Json(body)).into_response()
     }
 }

@@ -10,19 +10,22 @@
 //! - `openai`: the OpenAI Chat Completions shapes.
 //! - `anthropic`: Anthropic's Messages shapes, their translation to the
 //!   neutral types, and its event stream.
-//! - `error`: the only place errors become HTTP statuses (three shapes).
+//! - `error`: the only place errors become HTTP statuses (four shapes).
+//! - `frames`: one stream writer for a protocol's encoder (SSE, or a JSON array).
 //! - `auth`: client keys and the admin token; request ids and log spans;
 //!   the browser checks (`Host` on an open loopback gateway, CORS, JSON
 //!   content type).
 //! - `responses`: OpenAI's Responses API: its shapes, their translation,
 //!   its event stream and the stored responses.
-//! - `routes`: one module per endpoint group.
+//! - `routes`: one module per endpoint group (`routes/gemini.rs`: the
+//!   Gemini API, a thin user of `understudy_wire::generate_content`).
 //! - `sse`: engine streams as server-sent events (neutral and OpenAI).
 
 mod anthropic;
 pub mod api;
 mod auth;
 mod error;
+mod frames;
 mod openai;
 mod responses;
 mod routes;
@@ -49,7 +52,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 use understudy_core::{Engine, Secret};
 
-pub use error::{AnthropicError, ApiError, OpenAiError};
+pub use error::{AnthropicError, ApiError, GeminiError, OpenAiError};
 
 /// How long requests in flight may run on after a shutdown signal.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
@@ -94,6 +97,7 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
         .merge(routes::generate::router())
         .merge(routes::chat::router())
         .merge(routes::messages::router())
+        .merge(routes::gemini::router())
         .merge(routes::responses::router())
         .merge(routes::models::router())
         .merge(routes::wit::router())
@@ -293,6 +297,7 @@ fn body_timed_out(shape: u8, handled: Response, timeout: Duration) -> Response {
     let mut response = match auth::Shape::from_u8(shape - 1) {
         auth::Shape::OpenAi => OpenAiError(error).into_response(),
         auth::Shape::Anthropic => AnthropicError(error).into_response(),
+        auth::Shape::Gemini => GeminiError(error).into_response(),
         auth::Shape::Neutral => error.into_response(),
     };
     let headers = response.headers_mut();

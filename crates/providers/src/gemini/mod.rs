@@ -85,6 +85,29 @@ impl GeminiProtocol {
     }
 }
 
+impl GeminiProtocol {
+    /// `{base}/models/{model}:{method}`.
+    fn url(&self, model: &str, method: &str) -> String {
+        format!("{}/models/{model}:{method}", self.base_url)
+    }
+}
+
+/// `model` without a `models/` prefix, when it can stand in a URL path.
+fn valid_model(model: &str) -> Result<&str, Failure> {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    if model.is_empty()
+        || !model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+    {
+        return Err(Failure::new(
+            FailureKind::BadRequest,
+            format!("`{model}` is not a valid Gemini model name"),
+        ));
+    }
+    Ok(model)
+}
+
 impl Protocol for GeminiProtocol {
     type Parser = GeminiStream;
 
@@ -95,25 +118,28 @@ impl Protocol for GeminiProtocol {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
-        let model = model.strip_prefix("models/").unwrap_or(model);
-        if model.is_empty()
-            || !model
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+        let model = valid_model(model)?;
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        if let Some(native) = request
+            .native
+            .as_deref()
+            .filter(|_| self.forwards_native(request))
         {
-            return Err(Failure::new(
-                FailureKind::BadRequest,
-                format!("`{model}` is not a valid Gemini model name"),
+            // The client's own body as it wrote it (thought signatures
+            // intact): only the model, which is in the URL, changes (and
+            // an unsigned call turn gets Google's dummy signature).
+            return Ok(crate::http::raw_post(
+                client,
+                self.url(model, method),
+                self.headers.clone(),
+                understudy_wire::generate_content::native::prepare(&native.body).into_owned(),
             ));
         }
-        let url = if stream {
-            format!(
-                "{}/models/{model}:streamGenerateContent?alt=sse",
-                self.base_url
-            )
-        } else {
-            format!("{}/models/{model}:generateContent", self.base_url)
-        };
+        let url = self.url(model, method);
         let target = Target::new(&self.provider, model);
         let body = wire_request(
             request,
@@ -176,8 +202,37 @@ impl Protocol for GeminiProtocol {
         }
     }
 
-    fn parser(&self, model: &str, _native: bool) -> GeminiStream {
-        GeminiStream::for_model(model).with_target(Target::new(&self.provider, model))
+    fn parser(&self, model: &str, native: bool) -> GeminiStream {
+        GeminiStream::for_model(model)
+            .with_target(Target::new(&self.provider, model))
+            .with_native(native)
+    }
+
+    fn count_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+    ) -> Option<reqwest::RequestBuilder> {
+        let native = request
+            .native
+            .as_deref()
+            .filter(|_| self.forwards_native(request))?;
+        let model = valid_model(model).ok()?;
+        let body = understudy_wire::generate_content::native::count_body(&native.body, model)?;
+        Some(crate::http::raw_post(
+            client,
+            self.url(model, "countTokens"),
+            self.headers.clone(),
+            body,
+        ))
+    }
+
+    fn forwards_native(&self, request: &ChatRequest) -> bool {
+        request
+            .native
+            .as_deref()
+            .is_some_and(|n| n.kind == understudy_core::ProviderKind::Gemini)
     }
 }
 

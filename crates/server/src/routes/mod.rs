@@ -2,6 +2,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod chat;
+pub(crate) mod gemini;
 pub(crate) mod generate;
 pub(crate) mod health;
 pub(crate) mod messages;
@@ -28,6 +29,8 @@ pub(crate) async fn not_found(uri: Uri) -> Response {
     let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
     if uri.path().starts_with("/v1/messages/") {
         crate::AnthropicError(error).into_response()
+    } else if uri.path().starts_with("/v1beta/") {
+        crate::GeminiError(error).into_response()
     } else {
         crate::OpenAiError(error).into_response()
     }

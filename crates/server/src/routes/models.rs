@@ -1,9 +1,10 @@
-//! `GET /v1/models` (the routes, in OpenAI's list shape, or in Anthropic's
+//! `GET /v1/models` (the routes, in OpenAI's list shape, in Anthropic's
 //! when the request carries an `anthropic-version` header, as Anthropic's
-//! SDKs and Claude Code send) and `GET /v1/providers` (every provider and
+//! SDKs and Claude Code send, or in Gemini's when it comes from Google's
+//! clients: `x-goog-api-key`, `x-goog-api-client` or `?key=`) and `GET /v1/providers` (every provider and
 //! its state).
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -21,8 +22,16 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/providers", get(providers))
 }
 
-async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if headers.contains_key("anthropic-version") {
+async fn models(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    if crate::auth::google_headers(&headers, query.as_deref()) {
+        crate::routes::gemini::models(State(state))
+            .await
+            .into_response()
+    } else if headers.contains_key("anthropic-version") {
         anthropic_models(&state)
             .await
             .map_err(AnthropicError::from)
@@ -42,6 +51,25 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
 /// display name lists its targets; `created_at` is the epoch, as
 /// `created` is 0 in OpenAI's list.
 async fn anthropic_models(state: &AppState) -> Result<Json<Value>, ApiError> {
+    let entries = entries(state).await?;
+    let data: Vec<Value> = entries
+        .iter()
+        .map(|(id, name)| {
+            json!({"type": "model", "id": id, "display_name": name, "created_at": "1970-01-01T00:00:00Z"})
+        })
+        .collect();
+    Ok(Json(json!({
+        "data": data,
+        "has_more": false,
+        "first_id": entries.first().map(|e| &e.0),
+        "last_id": entries.last().map(|e| &e.0),
+    })))
+}
+
+/// Every name a client may ask for, with a display name: `default`, the
+/// routes (each with its targets), each available provider's
+/// `provider:model`. Anthropic's and Gemini's lists show these.
+pub(crate) async fn entries(state: &AppState) -> Result<Vec<(String, String)>, ApiError> {
     let routing = state.engine.routing().await?;
     let providers = state.engine.providers().await?;
     let mut entries: Vec<(String, String)> = Vec::new();
@@ -60,18 +88,7 @@ async fn anthropic_models(state: &AppState) -> Result<Json<Value>, ApiError> {
         let id = format!("{}:{}", p.name, p.model);
         entries.push((id.clone(), id));
     }
-    let data: Vec<Value> = entries
-        .iter()
-        .map(|(id, name)| {
-            json!({"type": "model", "id": id, "display_name": name, "created_at": "1970-01-01T00:00:00Z"})
-        })
-        .collect();
-    Ok(Json(json!({
-        "data": data,
-        "has_more": false,
-        "first_id": entries.first().map(|e| &e.0),
-        "last_id": entries.last().map(|e| &e.0),
-    })))
+    Ok(entries)
 }
 
 async fn openai_models(state: &AppState) -> Result<Json<Value>, ApiError> {

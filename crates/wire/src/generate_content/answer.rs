@@ -274,7 +274,9 @@ impl Encoder for ChunkEncoder {
             }
             _ if self.native => {}
             StreamItem::Delta(text) => out.push(self.text(&text, false)),
-            StreamItem::Reasoning(text) if self.include_thoughts => out.push(self.text(&text, true)),
+            StreamItem::Reasoning(text) if self.include_thoughts => {
+                out.push(self.text(&text, true))
+            }
             StreamItem::Reasoning(_) | StreamItem::Native(_) => {}
             StreamItem::ToolCall(delta) => self.call(*delta),
             StreamItem::Done(done) => {
@@ -402,7 +404,10 @@ mod tests {
             ],
         );
         assert_eq!(out.len(), 3, "{out:?}");
-        assert_eq!(out[0]["candidates"][0]["content"]["parts"][0]["text"], "Hel");
+        assert_eq!(
+            out[0]["candidates"][0]["content"]["parts"][0]["text"],
+            "Hel"
+        );
         assert_eq!(out[1]["candidates"][0]["content"]["parts"][0]["text"], "lo");
         let last = &out[2]["candidates"][0];
         assert_eq!(last["finishReason"], "STOP");
@@ -427,7 +432,8 @@ mod tests {
     #[test]
     fn a_native_stream_relays_geminis_chunks_and_a_cut_is_an_error() {
         let mut e = ChunkEncoder::new("m", false, true);
-        let native = r#"{"candidates":[{"content":{"parts":[{"text":"hi","thoughtSignature":"sig"}]}}]}"#;
+        let native =
+            r#"{"candidates":[{"content":{"parts":[{"text":"hi","thoughtSignature":"sig"}]}}]}"#;
         let out = frames(
             &mut e,
             vec![
@@ -451,10 +457,7 @@ mod tests {
             ],
         );
         assert_eq!(out.len(), 2);
-        assert_eq!(
-            out[0],
-            serde_json::from_str::<Value>(native).expect("json")
-        );
+        assert_eq!(out[0], serde_json::from_str::<Value>(native).expect("json"));
         assert_eq!(
             out[1],
             json!({"error": {"code": 503, "message": "the upstream went away", "status": "UNAVAILABLE"}})

@@ -29,13 +29,14 @@ const STATUSES: [(u16, &str); 12] = [
     (504, "DEADLINE_EXCEEDED"),
 ];
 
-/// The status name Google gives HTTP `code` (`UNKNOWN` for one it has
-/// none for).
+/// The status name Google gives HTTP `code` (another client error is
+/// `INVALID_ARGUMENT`, another server error `INTERNAL`).
 pub fn status_name(code: u16) -> &'static str {
-    STATUSES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map_or("UNKNOWN", |(_, name)| name)
+    match STATUSES.iter().find(|(c, _)| *c == code) {
+        Some((_, name)) => name,
+        None if code < 500 => "INVALID_ARGUMENT",
+        None => "INTERNAL",
+    }
 }
 
 /// The `error` object of a body, also inside a one-element array.

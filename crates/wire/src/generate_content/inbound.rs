@@ -512,8 +512,7 @@ fn tools(tools: &[ToolIn], foreign: &mut Foreign) -> Result<Vec<Tool>, Invalid> 
                         "`parameters` and `parametersJsonSchema` exclude each other",
                     ));
                 }
-                (Some(p), None) => Some(schema::to_json_schema(p)),
-                (None, Some(p)) => Some(p.clone()),
+                (Some(p), None) | (None, Some(p)) => Some(schema::to_json_schema(p)),
                 (None, None) => None,
             };
             out.push(Tool {
@@ -525,7 +524,9 @@ fn tools(tools: &[ToolIn], foreign: &mut Foreign) -> Result<Vec<Tool>, Invalid> 
         }
         for name in tool.other.keys() {
             match name.as_str() {
-                "googleSearch" | "google_search" | "googleSearchRetrieval"
+                "googleSearch"
+                | "google_search"
+                | "googleSearchRetrieval"
                 | "google_search_retrieval" => foreign.gate(Gated::WebSearch),
                 "urlContext" | "url_context" => foreign.gate(Gated::WebFetch),
                 "codeExecution" | "code_execution" => foreign.gate(Gated::CodeExecution),
@@ -542,20 +543,27 @@ fn tool_choice(config: &ToolConfig) -> Result<Option<ToolChoice>, Invalid> {
     let Some(calling) = &config.function_calling_config else {
         return Ok(None);
     };
-    Ok(match calling.mode.as_deref().map(str::to_ascii_uppercase).as_deref() {
-        None | Some("MODE_UNSPECIFIED" | "AUTO" | "VALIDATED") => Some(ToolChoice::Auto),
-        Some("NONE") => Some(ToolChoice::None),
-        Some("ANY") => match calling.allowed_function_names.as_slice() {
-            [one] => Some(ToolChoice::Function(one.clone())),
-            _ => Some(ToolChoice::Required),
+    Ok(
+        match calling
+            .mode
+            .as_deref()
+            .map(str::to_ascii_uppercase)
+            .as_deref()
+        {
+            None | Some("MODE_UNSPECIFIED" | "AUTO" | "VALIDATED") => Some(ToolChoice::Auto),
+            Some("NONE") => Some(ToolChoice::None),
+            Some("ANY") => match calling.allowed_function_names.as_slice() {
+                [one] => Some(ToolChoice::Function(one.clone())),
+                _ => Some(ToolChoice::Required),
+            },
+            Some(other) => {
+                return Err(Invalid::new(
+                    "toolConfig.functionCallingConfig.mode",
+                    format!("`{other}` is not a mode: expected AUTO, ANY, NONE or VALIDATED"),
+                ));
+            }
         },
-        Some(other) => {
-            return Err(Invalid::new(
-                "toolConfig.functionCallingConfig.mode",
-                format!("`{other}` is not a mode: expected AUTO, ANY, NONE or VALIDATED"),
-            ));
-        }
-    })
+    )
 }
 
 /// `generationConfig` into the neutral request.
@@ -581,11 +589,14 @@ fn generation(
         .response_mime_type
         .as_deref()
         .is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
-    let schema = match (&config.response_json_schema, &config.response_schema) {
-        (Some(s), _) => Some(s.clone()),
-        (None, Some(s)) => Some(schema::to_json_schema(s)),
-        (None, None) => None,
-    };
+    // Google's types are upper case in its own schemas, and the Gemini
+    // CLI writes them so in `responseJsonSchema` too: both are read as
+    // JSON Schema (lower-case types are left as they are).
+    let schema = config
+        .response_json_schema
+        .as_ref()
+        .or(config.response_schema.as_ref())
+        .map(schema::to_json_schema);
     chat.response_format = match (json, schema) {
         (true, Some(schema)) => Some(ResponseFormat::JsonSchema {
             name: "response".into(),

@@ -66,7 +66,10 @@ fn the_sdks_two_round_loop_pairs_results_by_order_and_name() {
         chat.tools[0].parameters,
         Some(json!({"type": "object", "properties": {"city": {"type": "string"}}}))
     );
-    assert_eq!(chat.tool_choice, Some(ToolChoice::Function("weather".into())));
+    assert_eq!(
+        chat.tool_choice,
+        Some(ToolChoice::Function("weather".into()))
+    );
     assert_eq!(chat.temperature, Some(0.2));
     assert_eq!(chat.max_tokens, Some(100));
     assert_eq!(chat.stop, ["END"]);
@@ -94,7 +97,11 @@ fn the_clis_ids_and_signatures_are_its_own() {
     assert!(t.include_thoughts);
     assert_eq!(t.chat.system.as_deref(), Some("You are an agent."));
     assert_eq!(t.chat.messages[1].tool_calls[0].id, "cli-1");
-    assert_eq!(t.chat.messages[1].content, Vec::<Part>::new(), "no thoughts");
+    assert_eq!(
+        t.chat.messages[1].content,
+        Vec::<Part>::new(),
+        "no thoughts"
+    );
     assert_eq!(t.chat.messages[2], Message::tool_result("cli-1", "ok"));
 }
 
@@ -198,7 +205,11 @@ fn what_only_gemini_carries_is_named_and_gated() {
     for (body, only, gated) in cases {
         let t = read(body.clone()).expect("valid");
         assert_eq!(t.chat.native_only, only, "{body}");
-        assert_eq!(gated.is_some_and(|g| t.chat.native_gated.contains(g)), gated.is_some(), "{body}");
+        assert_eq!(
+            gated.is_some_and(|g| t.chat.native_gated.contains(g)),
+            gated.is_some(),
+            "{body}"
+        );
     }
 }
 

@@ -29,6 +29,7 @@
 pub mod answer;
 pub mod error;
 pub mod inbound;
+pub mod native;
 pub mod request;
 pub mod response;
 pub mod schema;

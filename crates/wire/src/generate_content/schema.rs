@@ -65,7 +65,7 @@ fn to_json_node(schema: &Value, depth: usize) -> Value {
     let mut out = Map::new();
     for (key, value) in s {
         let value = match key.as_str() {
-            "nullable" | "propertyOrdering" | "example" => continue,
+            "nullable" | "propertyOrdering" | "property_ordering" | "example" => continue,
             "type" => match value.as_str().map(str::to_ascii_lowercase) {
                 Some(t) if nullable && t != "null" => json!([t, "null"]),
                 Some(t) => Value::String(t),

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
+use understudy_core::{Failure, FailureKind, NativeEvent, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::mid_stream_error;
 use super::response::{
@@ -31,6 +31,9 @@ pub struct GeminiStream {
     stray: StrayJson,
     /// The target whose thought signatures the calls' ids carry.
     target: Target,
+    /// Every chunk is passed on as Gemini sent it too (a natively
+    /// forwarded request), ahead of the neutral events parsed from it.
+    native: bool,
 }
 
 impl GeminiStream {
@@ -49,6 +52,11 @@ impl GeminiStream {
     pub fn with_target(self, target: Target) -> Self {
         Self { target, ..self }
     }
+
+    /// This parser, also passing every chunk on as it came (`native`).
+    pub fn with_native(self, native: bool) -> Self {
+        Self { native, ..self }
+    }
 }
 
 impl StreamParser for GeminiStream {
@@ -66,6 +74,14 @@ impl StreamParser for GeminiStream {
         if let Some(failure) = mid_stream_error(&value) {
             out.push_back(Err(failure));
             return;
+        }
+        if self.native {
+            // Relayed as Gemini sent it (an error is the front end's to
+            // write, in its own place in the stream).
+            out.push_back(Ok(StreamEvent::Native(NativeEvent {
+                event: String::new(),
+                data,
+            })));
         }
         let chunk: WireResponse = match serde_json::from_value(value) {
             Ok(c) => c,

@@ -1,0 +1,243 @@
+//! Google's Gemini API over the same engine, under `/v1beta/` and `/v1/`
+//! (google-genai calls `/v1`, the Gemini CLI `/v1beta`):
+//! `models/{model}:generateContent`, `:streamGenerateContent` (server-sent
+//! events with `?alt=sse`, else the JSON array Google streams),
+//! `:countTokens`, and `GET models` / `models/{model}`. The model in the
+//! path is a route, a pattern route or a `provider:model` pin, as on the
+//! other APIs; the failover shows in `x-understudy-*` headers and in
+//! `modelVersion`, which names the model that answered.
+//!
+//! A Gemini target gets the client's body as sent (thought signatures
+//! intact; see `understudy_wire::generate_content::native`); every other
+//! target gets the translation (`inbound.rs` there), and its answer is
+//! written in Gemini's shapes (`answer.rs` there).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use understudy_core::{Api, Error, GenerateRequest, NativeRequest, ProviderKind};
+use understudy_wire::generate_content::answer::{self, ChunkEncoder};
+use understudy_wire::generate_content::inbound::{GenerateContentRequest, Translated};
+
+use super::{failover_headers, parse_json};
+use crate::auth::RequestId;
+use crate::frames::{Framed, Framing};
+use crate::{ApiError, AppState, GeminiError};
+
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1beta/models", get(models))
+        .route("/v1beta/models/{target}", get(model).post(method))
+        .route("/v1/models/{target}", get(model).post(method))
+}
+
+/// `POST models/{model}:{method}`.
+async fn method(
+    State(state): State<AppState>,
+    Extension(RequestId(id)): Extension<RequestId>,
+    Path(target): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GeminiError> {
+    let Some((model, method)) = target.rsplit_once(':') else {
+        return Err(ApiError::NotFound(format!(
+            "no method in `models/{target}`: expected `{target}:generateContent`"
+        ))
+        .into());
+    };
+    match method {
+        "generateContent" => generate(state, id, model, None, &headers, body).await,
+        "streamGenerateContent" => {
+            let sse = query
+                .as_deref()
+                .is_some_and(|q| q.split('&').any(|p| p == "alt=sse"));
+            let framing = if sse {
+                Framing::Sse
+            } else {
+                Framing::JsonArray
+            };
+            generate(state, id, model, Some(framing), &headers, body).await
+        }
+        "countTokens" => count_tokens(state, model, body).await,
+        other => Err(ApiError::NotFound(format!(
+            "`{other}` is not a method of the Gemini API here: expected generateContent, \
+             streamGenerateContent or countTokens"
+        ))
+        .into()),
+    }
+}
+
+/// `generateContent`, or `streamGenerateContent` in `framing`.
+async fn generate(
+    state: AppState,
+    id: String,
+    model: &str,
+    framing: Option<Framing>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GeminiError> {
+    // The bytes as sent, for Gemini targets (`Bytes` shares its buffer).
+    let raw = body.as_ref().ok().cloned();
+    let body: GenerateContentRequest = parse_json(body)?;
+    let Translated {
+        mut chat,
+        include_thoughts,
+    } = body.translate().map_err(ApiError::from)?;
+    chat.native = native(raw);
+    let mut request = GenerateRequest::new(chat).route(super::model_route(model));
+    request.api = Api::Gemini;
+    request.request_id = Some(id.clone());
+    request.cache = !super::no_cache(headers);
+    super::apply_overrides(headers, &mut request)?;
+
+    if let Some(framing) = framing {
+        return match state.engine.generate_stream(request).await {
+            Ok(s) => {
+                let (provider, fell_back, filtered) =
+                    (s.provider.clone(), s.fell_back, s.content_filtered);
+                let held = s.held;
+                let encoder = ChunkEncoder::new(&s.model, include_thoughts, s.native);
+                let mut response = Framed::new(s, encoder, framing).into_response();
+                // A held stream starts before anyone served.
+                if !held {
+                    failover_headers(&mut response, &provider, fell_back, filtered);
+                }
+                Ok(response)
+            }
+            // A refusal surfaced by policy, before anything was sent:
+            // Gemini's own form, a candidate that SAFETY stopped.
+            Err(Error::Refused { attempts }) => {
+                let refused = attempts.last();
+                let model = refused.map_or("", |a| a.model.as_str());
+                let provider = refused.map_or("", |a| a.provider.as_str());
+                let encoder = ChunkEncoder::new(model, include_thoughts, false);
+                let mut response = Framed::refusal(encoder, model, framing).into_response();
+                failover_headers(&mut response, provider, false, true);
+                Ok(response)
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
+
+    match state.engine.generate(request).await {
+        Ok(g) => {
+            let mut response = match &g.native {
+                Some(native) => (
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                    native.clone(),
+                )
+                    .into_response(),
+                None => Json(answer::answer(
+                    &g.text,
+                    &g.tool_calls,
+                    &g.finish_reason,
+                    g.usage,
+                    &g.model,
+                    Some(&id),
+                ))
+                .into_response(),
+            };
+            failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+            Ok(response)
+        }
+        Err(Error::Refused { attempts }) => {
+            let refused = attempts.last();
+            let model = refused.map_or("", |a| a.model.as_str());
+            let provider = refused.map_or("", |a| a.provider.as_str());
+            let mut response = Json(answer::refusal(model, Some(&id))).into_response();
+            failover_headers(&mut response, provider, false, true);
+            Ok(response)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The client's body as sent, for Gemini targets.
+fn native(raw: Option<Bytes>) -> Option<Arc<NativeRequest>> {
+    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    Some(Arc::new(NativeRequest::new(ProviderKind::Gemini, body)))
+}
+
+/// `countTokens`: `{"totalTokens": n}`, counted by the first available
+/// Gemini target of the route (the body forwarded as sent, the response
+/// naming it in `x-understudy-provider`), else an estimate that says so in
+/// `x-understudy-estimate: true`.
+async fn count_tokens(
+    state: AppState,
+    model: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GeminiError> {
+    let raw = body.as_ref().ok().cloned();
+    let body: GenerateContentRequest = parse_json(body)?;
+    let counted = body.counted();
+    let estimate = counted.estimate_input_tokens();
+    let Translated { mut chat, .. } = counted.translate().map_err(ApiError::from)?;
+    chat.native = native(raw);
+    let request = GenerateRequest::new(chat).route(super::model_route(model));
+    let (total, counted_by) = match state.engine.count_tokens(request).await? {
+        Some((n, provider)) => (n, Some(provider)),
+        None => (estimate, None),
+    };
+    let mut response = Json(json!({ "totalTokens": total })).into_response();
+    match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        Some(provider) => {
+            response
+                .headers_mut()
+                .insert("x-understudy-provider", provider);
+        }
+        None => {
+            response
+                .headers_mut()
+                .insert("x-understudy-estimate", HeaderValue::from_static("true"));
+        }
+    }
+    Ok(response)
+}
+
+/// `GET models`: the same names as the other lists (`default`, the
+/// routes, each available provider's `provider:model`) as `models/<name>`,
+/// all on one page.
+pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, GeminiError> {
+    let models: Vec<Value> = super::models::entries(&state)
+        .await?
+        .iter()
+        .map(|(name, display)| model_entry(name, display))
+        .collect();
+    Ok(Json(json!({ "models": models })))
+}
+
+/// `GET models/{model}`: one entry of the list.
+async fn model(
+    State(state): State<AppState>,
+    Path(target): Path<String>,
+) -> Result<Json<Value>, GeminiError> {
+    let name = target.strip_prefix("models/").unwrap_or(&target);
+    let entries = super::models::entries(&state).await?;
+    match entries.iter().find(|(n, _)| n == name) {
+        Some((name, display)) => Ok(Json(model_entry(name, display))),
+        None => Err(ApiError::ModelNotFound(name.to_owned()).into()),
+    }
+}
+
+/// A `Model` resource.
+fn model_entry(name: &str, display: &str) -> Value {
+    json!({
+        "name": format!("models/{name}"),
+        "baseModelId": name,
+        "version": "understudy",
+        "displayName": display,
+        "description": format!("served by Understudy: {display}"),
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
