@@ -2,11 +2,12 @@
 //!
 //! - `test`: the README's test command. Provisions what the suites need
 //!   (`redis-server`, Chromium, a Python venv in `target/test-venv` with the
-//!   `openai`, `anthropic` and `openai-agents` SDKs, Claude Code and Codex
-//!   from npm in `target/test-npm`; see `provision.rs`), then runs
-//!   `cargo test --workspace` with `UNDERSTUDY_PYTHON` set to the venv's
-//!   Python and `UNDERSTUDY_CLAUDE`, `UNDERSTUDY_CODEX` to the agents'
-//!   binaries, then `browser-test`.
+//!   `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, Claude
+//!   Code, Codex and the Gemini CLI from npm in `target/test-npm`; see
+//!   `provision.rs`), then runs `cargo test --workspace` with
+//!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
+//!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
+//!   `browser-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with

@@ -2,14 +2,14 @@
 //! `cargo xtask test` (and `cargo xtask ci`) run them: `redis-server` on
 //! `PATH`, Chromium for the browser test, a private Python venv in
 //! `target/test-venv` holding the packages of [`PYTHON_PACKAGES`] (the
-//! `openai`, `anthropic` and `openai-agents` SDKs), and the agent CLIs of
-//! [`NPM_PACKAGES`] (Claude Code, Codex) installed with the machine's npm
-//! into `target/test-npm`.
+//! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs), and the
+//! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
+//! with the machine's npm into `target/test-npm`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
-//! venv's packages are installed only when they cannot be imported, and the
-//! npm packages only when their binary does not print the pinned version, so
+//! venv's packages are installed only when they cannot be imported (or, when
+//! pinned, their installed version is another), and the npm packages only when their binary does not print the pinned version, so
 //! a second run touches neither apt, PyPI nor npm and works offline.
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,8 @@ use std::process::{Command, Output};
 use crate::note;
 
 /// The Python packages the tests import, installed into the venv. To add
-/// one, add a line: the next run installs it.
+/// one, add a line: the next run installs it. A requirement pinned with
+/// `==` is reinstalled when the venv holds another version.
 pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
     PythonPackage {
         requirement: "openai",
@@ -31,6 +32,12 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
     PythonPackage {
         requirement: "openai-agents",
         import: "agents",
+    },
+    // Pinned: the Gemini front end's tests check the exact requests this
+    // version sends (`v1` paths, snake_case `parameters_json_schema`).
+    PythonPackage {
+        requirement: "google-genai==3.6.1",
+        import: "google.genai",
     },
 ];
 
@@ -56,6 +63,14 @@ pub(crate) const NPM_PACKAGES: &[NpmPackage] = &[
         bin: "node_modules/.bin/codex",
         env: "UNDERSTUDY_CODEX",
     },
+    // The Gemini CLI is one bundled script (`bundle/gemini.js`, linked as
+    // `.bin/gemini`) for node >= 20, with no native dependency.
+    NpmPackage {
+        name: "@google/gemini-cli",
+        version: "0.61.0",
+        bin: "node_modules/.bin/gemini",
+        env: "UNDERSTUDY_GEMINI",
+    },
 ];
 
 /// One package of [`NPM_PACKAGES`].
@@ -72,7 +87,7 @@ pub(crate) struct NpmPackage {
 
 /// One package of [`PYTHON_PACKAGES`].
 pub(crate) struct PythonPackage {
-    /// What `pip install` is given (a name, or a name with a version).
+    /// What `pip install` is given (a name, or a name pinned with `==`).
     pub(crate) requirement: &'static str,
     /// The module whose import proves it is installed.
     pub(crate) import: &'static str,
@@ -222,11 +237,12 @@ fn make_venv(venv: &Path) -> Result<(), String> {
     run_quietly(Command::new("python3").arg("-m").arg("venv").arg(venv))
 }
 
-/// Installs the packages of [`PYTHON_PACKAGES`] that the venv cannot import.
+/// Installs the packages of [`PYTHON_PACKAGES`] that the venv cannot import,
+/// or holds in another version than the pinned one.
 fn install_python_packages(python: &Path) -> Result<(), String> {
     let missing: Vec<&str> = PYTHON_PACKAGES
         .iter()
-        .filter(|p| !succeeds(Command::new(python).args(["-c", &format!("import {}", p.import)])))
+        .filter(|p| !succeeds(Command::new(python).args(["-c", &python_check(p)])))
         .map(|p| p.requirement)
         .collect();
     if missing.is_empty() {
@@ -245,6 +261,20 @@ fn install_python_packages(python: &Path) -> Result<(), String> {
             ])
             .args(&missing),
     )
+}
+
+/// The Python code that exits with success when `package` is installed: it
+/// imports the module and, for a requirement pinned with `==`, compares the
+/// distribution's version.
+fn python_check(package: &PythonPackage) -> String {
+    let import = format!("import {}", package.import);
+    match package.requirement.split_once("==") {
+        Some((name, version)) => format!(
+            "{import}\nimport importlib.metadata, sys\n\
+             sys.exit(importlib.metadata.version({name:?}) != {version:?})"
+        ),
+        None => import,
+    }
 }
 
 /// Installs the packages of [`NPM_PACKAGES`] whose binary is missing or

@@ -1,4 +1,4 @@
-//! What the real-agent tests (`claude_code`, `codex`) share: a
+//! What the real-agent tests (`claude_code`, `codex`, `gemini_cli`) share: a
 //! scratch folder per scenario, the real `understudy serve` on a free
 //! loopback port with its log kept, the record of which agent-loop stage
 //! each simulator served, and the check that no simulator refused a
@@ -56,7 +56,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// A folder named after the agent (`claude-code`, `codex`) and the
+    /// A folder named after the agent (`claude-code`, `codex`, `gemini-cli`) and the
     /// scenario.
     pub fn new(agent: &str, name: &str) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);

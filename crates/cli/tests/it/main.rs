@@ -1,6 +1,6 @@
 //! The `understudy` binary's integration tests, one binary (`it`) with a
 //! module per behaviour: the real binary against simulated providers, and
-//! the real Claude Code and Codex CLIs through `understudy serve`.
+//! the real Claude Code, Codex and Gemini CLIs through `understudy serve`.
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
@@ -8,4 +8,5 @@ mod claude_code;
 mod cli;
 mod codex;
 mod common;
+mod gemini_cli;
 mod shipping;

@@ -16,6 +16,7 @@ mod claude_code;
 mod claude_code_session;
 mod events;
 mod generate;
+mod google_genai;
 mod openai_agents;
 mod openai_compat;
 mod openai_responses_sdk;

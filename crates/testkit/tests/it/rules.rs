@@ -2,7 +2,10 @@
 //! provider's own 400 (status, error shape, message) and is counted in
 //! `violations()`; a valid request is answered; a lenient simulator takes
 //! anything; a signature the Anthropic simulator minted (streamed or not)
-//! is accepted back, any other refused.
+//! is accepted back, any other refused; the Gemini simulator refuses
+//! unanswered function calls, a declaration with both parameter forms and
+//! foreign signatures, in either field spelling, and mints signatures the
+//! google-genai SDK can decode.
 
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall};
@@ -419,4 +422,171 @@ async fn a_lenient_simulator_takes_anything() {
     )
     .await;
     assert!(claude.violations().is_empty() && openai.violations().is_empty());
+}
+
+// === Gemini ===
+
+/// Posts a `generateContent` body to a Gemini simulator; returns the status
+/// and the JSON answer.
+async fn gemini_post(sim: &SimProvider, body: &Value) -> (u16, Value) {
+    let resp = understudy_testkit::http_client()
+        .post(format!(
+            "{}/models/gemini-sim:generateContent",
+            sim.base_url()
+        ))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&resp.text().await.unwrap()).unwrap(),
+    )
+}
+
+fn weather_call(city: &str) -> Value {
+    json!({"functionCall": {"name": "get_weather", "args": {"city": city}}})
+}
+
+fn weather_response(name: &str) -> Value {
+    json!({"functionResponse": {"name": name, "response": {"celsius": 21}}})
+}
+
+#[tokio::test]
+async fn gemini_refuses_what_generate_content_refuses() {
+    let sim = SimProvider::gemini().await.unwrap();
+    let user = json!({"role": "user", "parts": [{"text": "Weather in Oslo and Paris?"}]});
+    let model = |parts: Value| json!({"role": "model", "parts": parts});
+    let answers = |parts: Value| json!({"role": "user", "parts": parts});
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let count =
+        "the number of function response parts is equal to the number of function call parts";
+    let cases = [
+        // Two calls, one response.
+        (
+            json!({"contents": [user, model(json!([weather_call("Oslo"), weather_call("Paris")])),
+                answers(json!([weather_response("get_weather")]))]}),
+            count,
+        ),
+        // A call answered by text.
+        (
+            json!({"contents": [user, model(json!([weather_call("Oslo")])),
+                answers(json!([{"text": "never mind"}]))]}),
+            count,
+        ),
+        // A call followed by another model turn.
+        (
+            json!({"contents": [user, model(json!([weather_call("Oslo")])),
+                model(json!([{"text": "It is sunny."}]))]}),
+            count,
+        ),
+        // As many responses as calls, but one answers another function.
+        (
+            json!({"contents": [user,
+                {"role": "model", "parts": [weather_call("Oslo"),
+                    {"functionCall": {"name": "get_time", "args": {}}}]},
+                answers(json!([weather_response("get_weather"), weather_response("get_weather")]))]}),
+            "no response to `get_time`",
+        ),
+        // The same in snake_case, as Google's parser also reads it.
+        (
+            json!({"contents": [user,
+                model(json!([{"function_call": {"name": "get_weather", "args": {}}}])),
+                answers(json!([{"function_response": {"name": "get_time", "response": {}}}]))]}),
+            "no call of `get_time`",
+        ),
+        (
+            json!({"contents": [user, {"role": "system", "parts": [{"text": "hi"}]}]}),
+            "Please use a valid role: user, model.",
+        ),
+        (
+            json!({"contents": [user, {"role": "model", "parts": [
+                {"function_call": {"name": "get_weather", "args": {}}, "thought_signature": "bm90LW1pbnRlZA=="}]},
+                answers(json!([weather_response("get_weather")]))]}),
+            "Corrupted thought signature.",
+        ),
+        (
+            json!({"contents": [user], "tools": [{"functionDeclarations": [
+                {"name": "get_weather", "parameters": schema, "parametersJsonSchema": schema}]}]}),
+            "parameters_json_schema is mutually exclusive with parameters",
+        ),
+        (
+            json!({"contents": [user], "tools": [{"function_declarations": [
+                {"name": "ok", "parameters": schema},
+                {"name": "get_weather", "parameters": schema, "parameters_json_schema": schema}]}]}),
+            "function_declarations[1]: parameters_json_schema is mutually exclusive",
+        ),
+    ];
+    for (i, (body, message)) in cases.iter().enumerate() {
+        let (status, answer) = gemini_post(&sim, body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], 400, "{answer}");
+        assert_eq!(answer["error"]["status"], "INVALID_ARGUMENT", "{answer}");
+        let got = answer["error"]["message"].as_str().unwrap();
+        assert!(got.contains(message), "{body}: {got}");
+        let violations = sim.violations();
+        assert_eq!(violations.len(), i + 1, "{violations:?}");
+    }
+    // Accepted: either parameter form alone (either spelling), every call
+    // answered in any order, a role left unset, the dummy signature, and a
+    // call turn that ends the contents.
+    let ok = [
+        json!({"contents": [{"parts": [{"text": "hi"}]}], "tools": [{"functionDeclarations": [
+            {"name": "a", "parameters": schema},
+            {"name": "b", "parametersJsonSchema": schema},
+            {"name": "c", "parameters_json_schema": schema}]}]}),
+        json!({"contents": [user,
+            {"role": "model", "parts": [weather_call("Oslo"),
+                {"functionCall": {"name": "get_time", "args": {}}, "thoughtSignature": "skip_thought_signature_validator"}]},
+            answers(json!([weather_response("get_time"), weather_response("get_weather")]))]}),
+        json!({"contents": [user, model(json!([weather_call("Oslo")]))]}),
+    ];
+    for body in ok {
+        sim.push(Reply::text("fine"));
+        let (status, answer) = gemini_post(&sim, &body).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+    }
+    assert_eq!(sim.violations().len(), cases.len());
+}
+
+#[tokio::test]
+async fn gemini_signatures_are_canonical_base64_and_come_back() {
+    let sim = SimProvider::gemini().await.unwrap();
+    sim.thinking();
+    let user = json!({"role": "user", "parts": [{"text": "Weather in Oslo?"}]});
+    for _ in 0..20 {
+        sim.push(Reply::ToolCalls(vec![SimToolCall::new(
+            "get_weather",
+            json!({"city": "Oslo"}),
+        )]));
+        let (status, answer) = gemini_post(&sim, &json!({"contents": [user]})).await;
+        assert_eq!(status, 200, "{answer}");
+        let part = &answer["candidates"][0]["content"]["parts"][0];
+        let signature = part["thoughtSignature"].as_str().unwrap();
+        // 64 bytes: 86 characters, two of padding, and the last character
+        // before the padding with its 4 low bits zero (A, Q, g or w).
+        assert_eq!(signature.len(), 88, "{signature}");
+        let (body, padding) = signature.split_at(86);
+        assert_eq!(padding, "==");
+        assert!(
+            body.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+        );
+        assert!(body.ends_with(['A', 'Q', 'g', 'w']), "{signature}");
+        // Replayed exactly, it is taken; altered, it is refused.
+        sim.push(Reply::text("fine"));
+        let replay = |signature: &str| {
+            json!({"contents": [user,
+                {"role": "model", "parts": [{"functionCall": part["functionCall"], "thoughtSignature": signature}]},
+                {"role": "user", "parts": [weather_response("get_weather")]}]})
+        };
+        let (status, answer) = gemini_post(&sim, &replay(signature)).await;
+        assert_eq!(status, 200, "{answer}");
+        let altered = format!("{}B==", &signature[..85]);
+        let (status, answer) = gemini_post(&sim, &replay(&altered)).await;
+        assert_eq!(status, 400, "{answer}");
+    }
+    assert_eq!(sim.violations().len(), 20);
 }

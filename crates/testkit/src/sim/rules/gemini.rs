@@ -1,12 +1,25 @@
 //! Gemini's `generateContent` request rules (wire-formats §3, §7), with the
-//! API's own messages: roles `user` and `model` only; a `functionResponse`
-//! only in the turn right after a model turn that called a function of
-//! that name; every `thoughtSignature` one this simulator minted or
-//! Google's documented dummy; and for a thinking model (Gemini 3), the
-//! first `functionCall` part of each model turn in the current tool loop
-//! signed (ai.google.dev/gemini-api/docs/thought-signatures: "strict
-//! validation on all function calls within the current turn … we don't
-//! validate on previous turns").
+//! API's own messages:
+//! - roles `user` and `model` only (a content's role may be left unset:
+//!   "can be left blank or unset" for single-turn requests);
+//! - a `functionResponse` only in the turn right after a model turn that
+//!   called a function of that name, and every model turn with
+//!   `functionCall` parts followed by a turn answering each of them: "the
+//!   number of function response parts is equal to the number of function
+//!   call parts of the function call turn", names matching;
+//! - every `thoughtSignature` one this simulator minted, as it minted it,
+//!   or Google's documented dummy; and for a thinking model (Gemini 3), the
+//!   first `functionCall` part of each model turn in the current tool loop
+//!   signed (ai.google.dev/gemini-api/docs/thought-signatures: "strict
+//!   validation on all function calls within the current turn … we don't
+//!   validate on previous turns");
+//! - a function declaration's parameters given as `parameters` (OpenAPI)
+//!   or `parametersJsonSchema` (JSON Schema), not both: the API reference
+//!   says the latter "is mutually exclusive with parameters".
+//!
+//! Google's JSON parser takes a field in camelCase or in snake_case (the
+//! google-genai Python SDK sends `parameters_json_schema`), so every rule
+//! reads both spellings.
 
 use serde_json::Value;
 
@@ -46,20 +59,53 @@ pub(super) fn check(
     roles(contents)?;
     signatures(contents, minted)?;
     responses_follow_calls(contents)?;
+    calls_answered(contents)?;
+    declarations(&body)?;
     if thinking {
         current_loop_signed(contents)?;
     }
     Ok(())
 }
 
+/// The member `camel` of `v`, or its snake_case spelling `snake`.
+fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
+    v.get(camel).or_else(|| v.get(snake))
+}
+
 fn parts(content: &Value) -> &[Value] {
     content["parts"].as_array().map_or(&[], Vec::as_slice)
 }
 
+fn function_call(part: &Value) -> Option<&Value> {
+    field(part, "functionCall", "function_call")
+}
+
+fn function_response(part: &Value) -> Option<&Value> {
+    field(part, "functionResponse", "function_response")
+}
+
+/// The names of the functions a content calls, in order.
+fn called(content: &Value) -> Vec<&str> {
+    parts(content)
+        .iter()
+        .filter_map(function_call)
+        .map(|f| f["name"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The names of the functions a content answers, in order.
+fn answered(content: &Value) -> Vec<&str> {
+    parts(content)
+        .iter()
+        .filter_map(function_response)
+        .map(|r| r["name"].as_str().unwrap_or_default())
+        .collect()
+}
+
 fn roles(contents: &[Value]) -> Result<(), Violation> {
     for c in contents {
-        match c["role"].as_str() {
-            Some("user" | "model") => {}
+        match c.get("role").map(Value::as_str) {
+            None | Some(Some("user" | "model")) => {}
             _ => {
                 return Err(Violation::gemini(
                     "Please use a valid role: user, model.".into(),
@@ -76,7 +122,7 @@ fn signatures(contents: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), V
     let signed = contents
         .iter()
         .flat_map(parts)
-        .filter_map(|p| p.get("thoughtSignature"));
+        .filter_map(|p| field(p, "thoughtSignature", "thought_signature"));
     for signature in signed {
         match signature.as_str() {
             Some(s) if s == DUMMY_SIGNATURE || minted(s) => {}
@@ -90,11 +136,7 @@ fn signatures(contents: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), V
 /// each of those functions.
 fn responses_follow_calls(contents: &[Value]) -> Result<(), Violation> {
     for (i, c) in contents.iter().enumerate() {
-        let responses: Vec<&str> = parts(c)
-            .iter()
-            .filter_map(|p| p.get("functionResponse"))
-            .map(|r| r["name"].as_str().unwrap_or_default())
-            .collect();
+        let responses = answered(c);
         if responses.is_empty() {
             continue;
         }
@@ -104,16 +146,63 @@ fn responses_follow_calls(contents: &[Value]) -> Result<(), Violation> {
                 "Please ensure that function response turn comes immediately after a function call turn.".into(),
             ));
         };
-        let called: Vec<&str> = parts(previous)
-            .iter()
-            .filter_map(|p| p.get("functionCall"))
-            .map(|f| f["name"].as_str().unwrap_or_default())
-            .collect();
+        let called = called(previous);
         if let Some(name) = responses.iter().find(|n| !called.contains(n)) {
             return Err(Violation::gemini(format!(
                 "Please ensure that the function response turn answers the function calls of the function call turn: no call of `{name}` in contents[{}].",
                 i - 1
             )));
+        }
+    }
+    Ok(())
+}
+
+/// A model turn with `functionCall` parts is followed by a user turn with
+/// as many `functionResponse` parts, one per call, names matching. (A call
+/// turn that ends the contents is not checked: nothing answers it yet.)
+fn calls_answered(contents: &[Value]) -> Result<(), Violation> {
+    for (i, pair) in contents.windows(2).enumerate() {
+        let calls = called(&pair[0]);
+        if calls.is_empty() {
+            continue;
+        }
+        let mut responses = answered(&pair[1]);
+        if pair[1]["role"] == "model" || responses.len() != calls.len() {
+            return Err(Violation::gemini(
+                "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.".into(),
+            ));
+        }
+        for name in calls {
+            let Some(at) = responses.iter().position(|r| *r == name) else {
+                return Err(Violation::gemini(format!(
+                    "Please ensure that the function response turn answers the function calls of the function call turn: no response to `{name}` in contents[{}].",
+                    i + 1
+                )));
+            };
+            responses.swap_remove(at);
+        }
+    }
+    Ok(())
+}
+
+/// No function declaration gives its parameters both ways.
+fn declarations(body: &Value) -> Result<(), Violation> {
+    let tools = body["tools"].as_array().map_or(&[][..], Vec::as_slice);
+    for (t, tool) in tools.iter().enumerate() {
+        let declared = field(tool, "functionDeclarations", "function_declarations")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for (d, declaration) in declared.iter().enumerate() {
+            let json_schema = field(
+                declaration,
+                "parametersJsonSchema",
+                "parameters_json_schema",
+            );
+            if declaration.get("parameters").is_some() && json_schema.is_some() {
+                return Err(Violation::gemini(format!(
+                    "* GenerateContentRequest.tools[{t}].function_declarations[{d}]: parameters_json_schema is mutually exclusive with parameters\n"
+                )));
+            }
         }
     }
     Ok(())
@@ -126,7 +215,7 @@ fn current_loop_signed(contents: &[Value]) -> Result<(), Violation> {
     let start = contents
         .iter()
         .rposition(|c| {
-            c["role"] == "user" && parts(c).iter().any(|p| p.get("functionResponse").is_none())
+            c["role"] != "model" && parts(c).iter().any(|p| function_response(p).is_none())
         })
         .map_or(0, |i| i + 1);
     for (i, c) in contents.iter().enumerate().skip(start) {
@@ -136,10 +225,10 @@ fn current_loop_signed(contents: &[Value]) -> Result<(), Violation> {
         let first_call = parts(c)
             .iter()
             .enumerate()
-            .find(|(_, p)| p.get("functionCall").is_some());
-        if let Some((position, part)) = first_call {
-            if part.get("thoughtSignature").is_none() {
-                let name = part["functionCall"]["name"].as_str().unwrap_or_default();
+            .find_map(|(at, p)| function_call(p).map(|call| (at, p, call)));
+        if let Some((position, part, call)) = first_call {
+            if field(part, "thoughtSignature", "thought_signature").is_none() {
+                let name = call["name"].as_str().unwrap_or_default();
                 return Err(Violation::gemini(format!(
                     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position {} of contents[{i}]. Please refer to {SIGNATURE_DOCS} for more details.",
                     position + 1

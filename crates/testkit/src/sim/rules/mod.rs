@@ -233,8 +233,11 @@ impl Violation {
     }
 }
 
-/// A fresh random signature: 64 bytes' worth of base64 text, from the
-/// standard library's per-process random hash keys.
+/// A fresh random signature: 64 bytes as canonical base64 text, from the
+/// standard library's per-process random hash keys. Canonical: the last
+/// character before the padding carries 4 zero bits, as a real encoder
+/// writes it; the google-genai SDK decodes `thoughtSignature` strictly and
+/// refuses a whole answer whose signature has stray bits there.
 fn random_signature() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(88);
@@ -248,6 +251,14 @@ fn random_signature() -> String {
         }
     }
     out.truncate(86);
+    // 86 characters hold 516 bits, 64 bytes and 4 more: those must be zero.
+    if let Some(last) = out.pop() {
+        let index = ALPHABET
+            .iter()
+            .position(|&c| char::from(c) == last)
+            .unwrap_or(0);
+        out.push(char::from(ALPHABET[index & !0b1111]));
+    }
     out.push_str("==");
     out
 }
