@@ -116,6 +116,24 @@ fn roles(contents: &[Value]) -> Result<(), Violation> {
     Ok(())
 }
 
+/// `s` in the standard base64 alphabet, padded (proto3 JSON takes either
+/// alphabet, with or without padding).
+fn standard_base64(s: &str) -> String {
+    let mut out: String = s
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while out.len() % 4 != 0 {
+        out.push('=');
+    }
+    out
+}
+
 /// Every `thoughtSignature` must be one this model made (here: this
 /// simulator) or the dummy.
 fn signatures(contents: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), Violation> {
@@ -125,7 +143,10 @@ fn signatures(contents: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), V
         .filter_map(|p| field(p, "thoughtSignature", "thought_signature"));
     for signature in signed {
         match signature.as_str() {
-            Some(s) if s == DUMMY_SIGNATURE || minted(s) => {}
+            // Google reads `bytes` as base64 in either alphabet, and the
+            // Python SDK sends back a signature it decoded in the URL-safe
+            // one: the same bytes are the same signature.
+            Some(s) if s == DUMMY_SIGNATURE || minted(s) || minted(&standard_base64(s)) => {}
             _ => return Err(Violation::gemini("Corrupted thought signature.".into())),
         }
     }
