@@ -40,6 +40,12 @@ pub fn apply(request: &ChatRequest) -> Cow<'_, ChatRequest> {
     Cow::Owned(edited)
 }
 
+/// A temperature as the decimal it is meant to be (`0.7`, not the
+/// `0.699999988` an `f32` widens to).
+fn decimal(t: f32) -> Value {
+    json!((f64::from(t) * 100.0).round() / 100.0)
+}
+
 /// Whether a Messages body turns extended thinking on (`thinking` of any
 /// type but `disabled`): the API then refuses any temperature but 1, so
 /// the front end marks it [`NativeRequest::fixed_sampling`].
@@ -85,7 +91,7 @@ fn messages(body: &mut Map<String, Value>, temperature: Option<f32>) -> Option<(
     };
     body.insert("system".into(), system);
     if let Some(t) = temperature {
-        body.insert("temperature".into(), json!(t));
+        body.insert("temperature".into(), decimal(t));
     }
     Some(())
 }
@@ -99,7 +105,7 @@ fn responses(body: &mut Map<String, Value>, temperature: Option<f32>) -> Option<
     };
     body.insert("instructions".into(), instructions.into());
     if let (Some(t), true) = (temperature, body.contains_key("temperature")) {
-        body.insert("temperature".into(), json!(t));
+        body.insert("temperature".into(), decimal(t));
     }
     Some(())
 }
@@ -139,7 +145,7 @@ fn generate_content(body: &mut Map<String, Value>, temperature: Option<f32>) -> 
             };
         match body.entry(key).or_insert_with(|| Value::Object(Map::new())) {
             Value::Object(config) => {
-                config.insert("temperature".into(), json!(t));
+                config.insert("temperature".into(), decimal(t));
             }
             _ => return None,
         }

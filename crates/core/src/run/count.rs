@@ -14,7 +14,6 @@ use crate::error::Error;
 use crate::policy::decide::Call;
 use crate::run::Run;
 use crate::run::call::lease;
-use crate::settings::ProviderKind;
 
 /// The count and the provider that made it; `None` when no target could.
 pub(crate) type CountResult = Result<Option<(u64, String)>, Error>;
@@ -27,7 +26,8 @@ impl Run {
         Ok(self.count().await)
     }
 
-    /// Asks the plan's Anthropic targets in order, each past its breaker.
+    /// Asks the plan's targets of the body's protocol in order, each past
+    /// its breaker.
     async fn count(&mut self) -> Option<(u64, String)> {
         for idx in 0..self.plan.targets.len() {
             if self.plan.unsupported.get(idx).copied().flatten().is_some() {
@@ -37,7 +37,9 @@ impl Run {
             let Some(p) = self.settings.providers.get(&*target.provider) else {
                 continue;
             };
-            if p.kind != ProviderKind::Anthropic {
+            // Only a target of the protocol the client wrote in can count
+            // its body (Anthropic's count_tokens, Gemini's countTokens).
+            if self.chat.native.as_ref().map(|n| n.kind) != Some(p.kind) {
                 continue;
             }
             let name = p.name.clone();

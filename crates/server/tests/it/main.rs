@@ -15,6 +15,7 @@ mod anthropic_sdk;
 mod claude_code;
 mod claude_code_session;
 mod events;
+mod gemini_api;
 mod generate;
 mod google_genai;
 mod openai_agents;

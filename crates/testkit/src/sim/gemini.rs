@@ -70,6 +70,8 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
     let prompt = prompt_tokens(req);
     let json_ct = [("content-type", "application/json; charset=UTF-8")];
     let body = match reply {
+        // `countTokens` counts the words of the texts it was given.
+        Reply::Text(_) if req.path.contains(":countTokens") => json!({"totalTokens": prompt}),
         Reply::Text(text) => json!({
             "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}],
             "usageMetadata": usage(prompt, Some(text.split_whitespace().count())),
