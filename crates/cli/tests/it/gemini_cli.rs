@@ -50,6 +50,21 @@ const TASK: &str = "Create hello.txt containing the line hello, then read it bac
 
 // === the scenarios ===
 
+#[test]
+fn the_readme_shows_these_settings() {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let guide = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/clients.md"
+    ));
+    for (name, text) in [("README.md", readme), ("docs/clients.md", guide)] {
+        assert!(
+            text.contains(&format!("```json\n{README_SETTINGS}```")),
+            "{name}'s Gemini CLI settings differ from the ones tested here"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn gemini_cli_completes_a_task_on_a_gemini_target() {
     let gemini = SimProvider::gemini().await.unwrap();

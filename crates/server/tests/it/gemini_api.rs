@@ -114,7 +114,8 @@ async fn keys_come_from_the_header_or_the_query_and_errors_are_googles() {
     );
 
     // (path, headers, status, Google's status name)
-    let cases: [(&str, &[(&str, &str)], u16, &str); 4] = [
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], u16, &'a str);
+    let cases: [Case<'_>; 4] = [
         (
             "/v1beta/models/gem:generateContent?key=wrong",
             &[],
