@@ -26,7 +26,7 @@ pub(crate) const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// The most text one stream may carry before it counts as endless garbage.
-pub(crate) const STREAM_TEXT_LIMIT: usize = 16 * 1024 * 1024;
+pub(crate) use understudy_wire::STREAM_TEXT_LIMIT;
 
 /// One wire protocol: how to build a request and read what comes back.
 pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {

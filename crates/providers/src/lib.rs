@@ -10,8 +10,8 @@
 //!   the target that made them; `responses_native`: a body a client wrote
 //!   in it, made valid for the target that gets it.
 //! - [`gemini`]: Google's Generative Language API.
-//! - [`anthropic`]: Anthropic's Messages API; `anthropic_native`: a body a
-//!   client wrote in it, made valid for the target that gets it.
+//! - [`anthropic`]: Anthropic's Messages API (the protocol is
+//!   `understudy_wire::messages`).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
@@ -20,7 +20,6 @@
 //! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
 pub mod anthropic;
-mod anthropic_native;
 pub mod classify;
 pub mod gemini;
 mod http;
@@ -30,9 +29,7 @@ mod responses_native;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
-pub(crate) use understudy_wire::{
-    OutputLimits, arguments_object, fitted_user, ids, mint_call_id, stray, text_of,
-};
+pub(crate) use understudy_wire::{OutputLimits, fitted_user, ids, mint_call_id, stray, text_of};
 pub use understudy_wire::{signature, sse};
 
 use http::Protocol as _;

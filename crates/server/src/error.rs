@@ -11,8 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::{Attempt, Error, FailureCode};
-
-use crate::anthropic::ErrorOut;
+use understudy_wire::messages::error::{WireErrorEnvelope, error_type, status_of};
 
 /// An error on its way to the client (rendered in the neutral shape; wrap
 /// it in [`OpenAiError`] for the OpenAI-compatible routes).
@@ -219,48 +218,38 @@ impl AnthropicError {
     /// 500. A spent fallback budget is 529 (the primary failed and nothing
     /// else may serve now); no available provider at all is 500.
     pub fn status_and_type(&self) -> (StatusCode, &'static str) {
-        let overloaded = (
-            StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-            "overloaded_error",
-        );
-        let api = (StatusCode::INTERNAL_SERVER_ERROR, "api_error");
-        let timeout = (StatusCode::GATEWAY_TIMEOUT, "timeout_error");
-        let invalid = (StatusCode::BAD_REQUEST, "invalid_request_error");
-        match &self.0 {
+        // The status is the one Anthropic gives the type.
+        let typed = |kind: &'static str| {
+            let status = StatusCode::from_u16(status_of(kind));
+            (status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), kind)
+        };
+        let kind = match &self.0 {
             ApiError::Engine(e) => match e {
                 Error::ProvidersFailed { code, .. } => match code {
-                    FailureCode::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
-                    FailureCode::Unavailable | FailureCode::Connection => overloaded,
-                    FailureCode::Timeout | FailureCode::DeadlineExceeded => timeout,
+                    FailureCode::RateLimited => "rate_limit_error",
+                    FailureCode::Unavailable | FailureCode::Connection => "overloaded_error",
+                    FailureCode::Timeout | FailureCode::DeadlineExceeded => "timeout_error",
                     FailureCode::BadRequest
                     | FailureCode::ContextLength
                     | FailureCode::Unsupported
                     | FailureCode::ContentFilter
-                    | FailureCode::InvalidRequest => invalid,
-                    _ => api,
+                    | FailureCode::InvalidRequest => "invalid_request_error",
+                    _ => "api_error",
                 },
-                Error::DeadlineExceeded { .. } => timeout,
-                Error::FallbackBudgetExceeded { .. } => overloaded,
-                Error::NoProviderAvailable(_) | Error::Engine(_) => api,
-                Error::Refused { .. } | Error::InvalidRequest { .. } => invalid,
+                Error::DeadlineExceeded { .. } => "timeout_error",
+                Error::FallbackBudgetExceeded { .. } => "overloaded_error",
+                Error::NoProviderAvailable(_) | Error::Engine(_) => "api_error",
+                Error::Refused { .. } | Error::InvalidRequest { .. } => "invalid_request_error",
                 Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
-                    (StatusCode::NOT_FOUND, "not_found_error")
+                    "not_found_error"
                 }
             },
             other => {
                 let status = other.status();
-                let kind = match status.as_u16() {
-                    401 => "authentication_error",
-                    403 => "permission_error",
-                    404 => "not_found_error",
-                    413 => "request_too_large",
-                    429 => "rate_limit_error",
-                    500.. => "api_error",
-                    _ => "invalid_request_error",
-                };
-                (status, kind)
+                return (status, error_type(status.as_u16()));
             }
-        }
+        };
+        typed(kind)
     }
 }
 
@@ -275,7 +264,7 @@ impl IntoResponse for AnthropicError {
         let (status, kind) = self.status_and_type();
         let (code, message, _, _) = self.0.parts();
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        (status, Json(ErrorOut::new(kind, &message))).into_response()
+        (status, Json(WireErrorEnvelope::new(kind, &message))).into_response()
     }
 }
 

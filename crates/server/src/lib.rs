@@ -8,8 +8,8 @@
 //!   and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
 //! - `openai`: the OpenAI Chat Completions shapes.
-//! - `anthropic`: Anthropic's Messages shapes, their translation to the
-//!   neutral types, and its event stream.
+//! - `anthropic`: Anthropic's Messages API (the protocol is
+//!   `understudy_wire::messages`), its event stream as axum's.
 //! - `error`: the only place errors become HTTP statuses (four shapes).
 //! - `frames`: one stream writer for a protocol's encoder (SSE, or a JSON array).
 //! - `auth`: client keys and the admin token; request ids and log spans;

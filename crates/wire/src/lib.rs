@@ -11,6 +11,7 @@
 //!
 //! # Layout
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
+//! - [`messages`]: Anthropic's Messages API.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - [`stray`]: raw JSON errors that arrive inside a stream without SSE framing.
@@ -22,6 +23,7 @@
 pub mod classify;
 pub mod generate_content;
 pub mod ids;
+pub mod messages;
 pub mod signature;
 pub mod softening;
 pub mod sse;
@@ -85,6 +87,11 @@ pub trait Encoder: Send + 'static {
     /// sent, in the protocol's own form for one.
     fn refusal(&mut self, model: &str, out: &mut Vec<Frame>);
 }
+
+/// The most text one stream may carry before it counts as endless garbage
+/// (the transport counts a stream's text, a parser the arguments of its
+/// tool calls).
+pub const STREAM_TEXT_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Turns decoded SSE items into neutral stream events.
 pub trait StreamParser: Send + 'static {

@@ -1,66 +1,24 @@
 //! Anthropic's Messages API (`claude`).
 //!
-//! Refusals (wire-formats §4.4): `stop_reason: "refusal"` on a 200, with or
-//! without partial text and `stop_details`; and "Output blocked by content
-//! filtering policy", which arrives as a 400 `invalid_request_error` (or as
-//! an `error` event mid-stream) but is a content filter, not a bad request.
-//!
-//! Tools, images and JSON output (issue 15), as the API takes them
-//! (anthropic-sdk-python `types/`: `tool_param`, `tool_choice_*_param`,
-//! `tool_use_block_param`, `tool_result_block_param`, `*_image_source_param`,
-//! `metadata_param`, `output_config_param`):
-//! - `tools` become `{name, description, input_schema}`; `tool_choice`
-//!   becomes `auto` / `none` / `any` / `{"type":"tool","name"}`, with
-//!   `disable_parallel_tool_use` for `parallel_tool_calls: false`.
-//! - Assistant tool calls become `tool_use` blocks (`input` is the parsed
-//!   arguments object); tool messages become `tool_result` blocks in a user
-//!   turn. Consecutive turns of one role are merged, and in a user turn the
-//!   tool results come first, as the API requires.
-//! - Tool-call ids are sent with every character outside `[a-zA-Z0-9_-]`
-//!   mapped to `_`, the same way in `tool_use.id` and
-//!   `tool_result.tool_use_id`: a history whose ids another provider minted
-//!   is accepted, and the ids the client sees never change.
-//! - A history with tool calls but no `tools` declares the called tools with
-//!   an empty schema and `tool_choice: none`: the API refuses tool blocks
-//!   without tool definitions.
-//! - `json_schema` output uses structured outputs (`output_config.format`),
-//!   with the schema reduced to the subset the API accepts (as the SDK's
-//!   `transform_schema` does); `json_object`, and a schema that cannot be
-//!   reduced, get an instruction in the system prompt instead.
-//! - Answers: `tool_use` blocks become tool calls (arguments: the compact
-//!   JSON of `input`), `stop_reason: "tool_use"` is
-//!   [`FinishReason::ToolCalls`]; streamed, each `tool_use` block is one
-//!   tool call (numbered 0, 1, … in order) and its `input_json_delta`
-//!   fragments are its arguments. `thinking` blocks are left out.
-//!
-//! Layout: `request.rs` builds the Messages body, `schema.rs` reduces a JSON
-//! Schema for structured outputs, `response.rs` reads an answer,
-//! `stream.rs` parses the event stream, and `error.rs` classifies error
-//! objects.
-
-mod error;
-mod request;
-mod response;
-mod schema;
-mod stream;
+//! The protocol itself (its bodies both ways, its stream, its error table,
+//! its schema reduction, native-body editing) is
+//! `understudy_wire::messages`; this is its transport: the endpoint, the
+//! version and key headers, the client's own `anthropic-*` headers and
+//! query for a native body, the pooled client.
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
+use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
+use understudy_wire::messages::error::{WireErrorEnvelope, classify_error_object};
+use understudy_wire::messages::response::{WireResponse, completion};
+use understudy_wire::messages::{max_tokens, native, request::wire_request};
 
-pub use crate::anthropic_native::with_model;
 use crate::classify;
 use crate::http::{HttpAdapter, Protocol, Received};
 
-use error::{WireErrorEnvelope, classify_error_object};
-pub use request::JSON_INSTRUCTION;
-use request::wire_request;
-use response::{WireResponse, WireUsage, finish_reason, refusal_detail, tool_call_of};
-pub(crate) use stream::AnthropicStream;
-
-/// Sent when the request sets no `max_tokens` and the model's output limit
-/// is unknown (neither configured nor built in): the Messages API requires
-/// one, and every current Claude model allows at least this many.
-pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+pub use understudy_wire::messages::DEFAULT_MAX_TOKENS;
+pub use understudy_wire::messages::native::with_model;
+pub use understudy_wire::messages::request::JSON_INSTRUCTION;
+pub(crate) use understudy_wire::messages::stream::AnthropicStream;
 
 /// The API version this adapter speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -147,7 +105,7 @@ impl Protocol for AnthropicProtocol {
             .filter(|_| self.forwards_native(request))
         {
             let limit = self.limits.limit(model);
-            if let Some(prepared) = crate::anthropic_native::prepare(&native.body, model, limit) {
+            if let Some(prepared) = native::prepare(&native.body, model, limit) {
                 if prepared.thinking_off {
                     tracing::debug!(
                         model,
@@ -170,14 +128,7 @@ impl Protocol for AnthropicProtocol {
                 ));
             }
         }
-        // A client's limit meant for a larger model is clamped; a request
-        // with none gets the model's own (the API requires one).
-        let max_tokens = match (request.max_tokens, self.limits.limit(model)) {
-            (Some(n), Some(limit)) => n.min(limit),
-            (Some(n), None) => n,
-            (None, Some(limit)) => limit,
-            (None, None) => DEFAULT_MAX_TOKENS,
-        };
+        let max_tokens = max_tokens(request.max_tokens, self.limits.limit(model));
         let body = wire_request(model, request, stream, max_tokens)?;
         crate::http::json_post(client, self.url.clone(), &self.headers, &body)
     }
@@ -192,9 +143,8 @@ impl Protocol for AnthropicProtocol {
             .native
             .as_deref()
             .filter(|_| self.forwards_native(request))?;
-        let body = crate::signature::unsigned_json_owned(
-            crate::anthropic_native::prepare(&native.body, model, None)?.body,
-        );
+        let body =
+            crate::signature::unsigned_json_owned(native::prepare(&native.body, model, None)?.body);
         let mut url = self.url.clone();
         url.set_path(&format!(
             "{}/count_tokens",
@@ -223,55 +173,14 @@ impl Protocol for AnthropicProtocol {
             crate::http::answer_body(received, "an Anthropic message", |s, h, b| {
                 self.classify_error(s, h, b)
             })?;
-        if let Some(error) = &parsed.error {
-            return Err(classify_error_object(500, headers, error));
-        }
-        let blocks = parsed.content.as_deref().unwrap_or_default();
-        let text: String = blocks
-            .iter()
-            .filter(|b| b.kind == "text")
-            .filter_map(|b| b.text.as_deref())
-            .collect();
-        let stop = parsed.stop_reason.as_deref();
-        if stop == Some("refusal") {
-            return Err(Failure::new(
-                FailureKind::ContentFilter,
-                refusal_detail(parsed.stop_details.as_ref()),
-            )
-            .with_status(*status));
-        }
-        let tool_calls = blocks
-            .iter()
-            .filter(|b| b.kind == "tool_use")
-            .enumerate()
-            .map(|(i, b)| tool_call_of(i, b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|f| f.with_status(*status))?;
-        if text.trim().is_empty() && tool_calls.is_empty() {
-            return Err(Failure::new(
-                FailureKind::EmptyResponse,
-                format!(
-                    "the answer has no text (stop_reason {})",
-                    stop.unwrap_or("null")
-                ),
-            )
-            .with_status(*status));
-        }
-        Ok(Completion {
-            native: None,
-            tool_calls,
-            text,
-            model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
-            finish_reason: finish_reason(stop),
-            usage: parsed.usage.as_ref().map(WireUsage::to_usage),
-        })
+        completion(&parsed, model, *status, headers)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
         match serde_json::from_slice::<WireErrorEnvelope>(body) {
-            Ok(WireErrorEnvelope { error: Some(error) }) => {
-                classify_error_object(status, headers, &error)
-            }
+            Ok(WireErrorEnvelope {
+                error: Some(error), ..
+            }) => classify_error_object(status, headers, &error),
             _ => classify::unreadable(status, headers, body),
         }
     }

@@ -16,7 +16,7 @@ pub const JSON_INSTRUCTION: &str =
     "Answer with only a JSON object: no prose before or after it, no code fences.";
 
 /// The request body for `model`.
-pub(super) fn wire_request<'a>(
+pub fn wire_request<'a>(
     model: &'a str,
     request: &'a ChatRequest,
     stream: bool,
@@ -177,7 +177,7 @@ fn wire_tool_id(id: &str) -> Cow<'_, str> {
 
 /// The conversation as alternating user and assistant turns.
 fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> {
-    let mut turns: Vec<(&'static str, Vec<WireBlockOut<'_>>)> = Vec::with_capacity(messages.len());
+    let mut turns: Vec<(&'static str, Vec<BlockOut<'_>>)> = Vec::with_capacity(messages.len());
     for m in messages {
         let role = match m.role {
             Role::User | Role::Tool | Role::System => "user",
@@ -188,11 +188,11 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
             // A translated request has no mid-conversation system turn (a
             // beta): the message's text, marked as the system's, joins the
             // user turn it sits by.
-            blocks.push(WireBlockOut::Text {
+            blocks.push(BlockOut::Text {
                 text: Cow::Owned(m.marked_system_text()),
             });
         } else if m.role == Role::Tool {
-            blocks.push(WireBlockOut::ToolResult {
+            blocks.push(BlockOut::ToolResult {
                 tool_use_id: wire_tool_id(m.tool_call_id.as_deref().unwrap_or_default()),
                 content: tool_result_content(m),
             });
@@ -200,7 +200,7 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
             blocks.extend(content_blocks(m));
             if m.role == Role::Assistant {
                 for call in &m.tool_calls {
-                    blocks.push(WireBlockOut::ToolUse {
+                    blocks.push(BlockOut::ToolUse {
                         id: wire_tool_id(&call.id),
                         name: &call.name,
                         input: crate::arguments_object(call)?,
@@ -221,11 +221,11 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
         .map(|(role, mut blocks)| {
             if role == "user" {
                 // Tool results first, then anything else (stable).
-                blocks.sort_by_key(|b| !matches!(b, WireBlockOut::ToolResult { .. }));
+                blocks.sort_by_key(|b| !matches!(b, BlockOut::ToolResult { .. }));
             }
             let content = match blocks.as_slice() {
-                [WireBlockOut::Text { .. }] => match blocks.pop() {
-                    Some(WireBlockOut::Text { text }) => WireContent::Text(text),
+                [BlockOut::Text { .. }] => match blocks.pop() {
+                    Some(BlockOut::Text { text }) => WireContent::Text(text),
                     _ => WireContent::Blocks(blocks),
                 },
                 _ => WireContent::Blocks(blocks),
@@ -237,13 +237,13 @@ fn wire_messages(messages: &[Message]) -> Result<Vec<WireMessage<'_>>, Failure> 
 
 /// A turn's text and images as blocks; blank text is left out (the API
 /// refuses text blocks without non-whitespace text).
-fn content_blocks(m: &Message) -> impl Iterator<Item = WireBlockOut<'_>> {
+fn content_blocks(m: &Message) -> impl Iterator<Item = BlockOut<'_>> {
     m.content.iter().filter_map(|p| match p {
         Part::Text { text } if text.trim().is_empty() => None,
-        Part::Text { text } => Some(WireBlockOut::Text {
+        Part::Text { text } => Some(BlockOut::Text {
             text: Cow::Borrowed(text),
         }),
-        Part::Image { url, .. } => Some(WireBlockOut::Image {
+        Part::Image { url, .. } => Some(BlockOut::Image {
             source: image_source(url),
         }),
     })
@@ -267,8 +267,9 @@ fn tool_result_content(m: &Message) -> Option<WireContent<'_>> {
     (!text.trim().is_empty()).then_some(WireContent::Text(text))
 }
 
-#[derive(Serialize)]
-pub(super) struct WireRequest<'a> {
+/// The Messages body a provider gets.
+#[derive(Debug, Serialize)]
+pub struct WireRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -292,23 +293,25 @@ pub(super) struct WireRequest<'a> {
     output_config: Option<WireOutputConfig>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
     content: WireContent<'a>,
 }
 
 /// A string (one text block) or a list of blocks.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum WireContent<'a> {
+pub enum WireContent<'a> {
     Text(Cow<'a, str>),
-    Blocks(Vec<WireBlockOut<'a>>),
+    Blocks(Vec<BlockOut<'a>>),
 }
 
-#[derive(Serialize)]
+/// A content block as written, to a provider (a turn of the request) or
+/// to a client (an answer's blocks, a streamed block's start).
+#[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum WireBlockOut<'a> {
+pub enum BlockOut<'a> {
     Text {
         text: Cow<'a, str>,
     },
@@ -327,14 +330,14 @@ enum WireBlockOut<'a> {
     },
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum WireImageSource<'a> {
+pub enum WireImageSource<'a> {
     Base64 { media_type: &'a str, data: &'a str },
     Url { url: &'a str },
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireTool<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,7 +345,7 @@ struct WireTool<'a> {
     input_schema: Cow<'a, Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireToolChoice<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -362,17 +365,17 @@ impl WireToolChoice<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireMetadata<'a> {
     user_id: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireOutputConfig {
     format: WireOutputFormat,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireOutputFormat {
     #[serde(rename = "type")]
     kind: &'static str,

@@ -6,8 +6,8 @@ use serde_json::Value;
 use understudy_core::passthrough::Gated;
 use understudy_core::{ChatRequest, FinishReason, Role, ToolChoice};
 
-use super::answer::stop_reason;
-use super::request::MessagesRequest;
+use super::client::MessagesRequest;
+use super::stop_reason;
 
 fn chat(body: Value) -> Result<ChatRequest, String> {
     let mut req: MessagesRequest = serde_json::from_value(body).map_err(|e| e.to_string())?;

@@ -2,15 +2,70 @@
 //! as tool calls, the finish reason; with the wire types an answer
 //! deserializes into (a content block and the usage are the stream's too).
 
+use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind, FinishReason, ToolCall, Usage};
+use understudy_core::{Completion, Failure, FailureKind, ToolCall, Usage};
 
-use super::error::WireError;
+use super::error::{WireError, classify_error_object};
+use super::finish_reason;
+
+/// A provider's answer (its body read as [`WireResponse`], a 2xx `status`)
+/// as a completion of `model`: a refusal, an error object, tool input that
+/// is not an object or an answer with neither text nor calls is a failure.
+pub fn completion(
+    parsed: &WireResponse,
+    model: &str,
+    status: u16,
+    headers: &HeaderMap,
+) -> Result<Completion, Failure> {
+    if let Some(error) = &parsed.error {
+        return Err(classify_error_object(500, headers, error));
+    }
+    let blocks = parsed.content.as_deref().unwrap_or_default();
+    let text: String = blocks
+        .iter()
+        .filter(|b| b.kind == "text")
+        .filter_map(|b| b.text.as_deref())
+        .collect();
+    let stop = parsed.stop_reason.as_deref();
+    if stop == Some("refusal") {
+        return Err(Failure::new(
+            FailureKind::ContentFilter,
+            refusal_detail(parsed.stop_details.as_ref()),
+        )
+        .with_status(status));
+    }
+    let tool_calls = blocks
+        .iter()
+        .filter(|b| b.kind == "tool_use")
+        .enumerate()
+        .map(|(i, b)| tool_call_of(i, b))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|f| f.with_status(status))?;
+    if text.trim().is_empty() && tool_calls.is_empty() {
+        return Err(Failure::new(
+            FailureKind::EmptyResponse,
+            format!(
+                "the answer has no text (stop_reason {})",
+                stop.unwrap_or("null")
+            ),
+        )
+        .with_status(status));
+    }
+    Ok(Completion {
+        native: None,
+        tool_calls,
+        text,
+        model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
+        finish_reason: finish_reason(stop),
+        usage: parsed.usage.as_ref().map(WireUsage::to_usage),
+    })
+}
 
 /// A `tool_use` block of an answer as a tool call. Its `input` is always an
 /// object; anything else is output the client cannot use.
-pub(super) fn tool_call_of(position: usize, block: &WireBlock) -> Result<ToolCall, Failure> {
+fn tool_call_of(position: usize, block: &WireBlock) -> Result<ToolCall, Failure> {
     let arguments = match &block.input {
         None => "{}".to_owned(),
         Some(input @ Value::Object(_)) => input.to_string(),
@@ -62,27 +117,19 @@ pub(super) fn refusal_detail(details: Option<&Value>) -> String {
     }
 }
 
-pub(super) fn finish_reason(reason: Option<&str>) -> FinishReason {
-    match reason {
-        Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
-        Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
-        Some("tool_use") => FinishReason::ToolCalls,
-        Some(other) => FinishReason::Other(other.to_owned()),
-    }
-}
-
-#[derive(Deserialize)]
-pub(super) struct WireResponse {
-    pub(super) model: Option<String>,
-    pub(super) content: Option<Vec<WireBlock>>,
-    pub(super) stop_reason: Option<String>,
-    pub(super) stop_details: Option<Value>,
-    pub(super) usage: Option<WireUsage>,
-    pub(super) error: Option<WireError>,
+/// A provider's answer.
+#[derive(Debug, Deserialize)]
+pub struct WireResponse {
+    model: Option<String>,
+    content: Option<Vec<WireBlock>>,
+    stop_reason: Option<String>,
+    stop_details: Option<Value>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
 }
 
 /// A content block of an answer (or a streamed `content_block_start`).
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 pub(super) struct WireBlock {
     #[serde(rename = "type")]
     pub(super) kind: String,
@@ -92,7 +139,7 @@ pub(super) struct WireBlock {
     pub(super) input: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 pub(super) struct WireUsage {
     input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,

@@ -1,18 +1,23 @@
 //! What a Messages answer is written as: the `message` object with its
 //! `text` and `tool_use` blocks and usage (also the skeleton that
-//! `message_start` carries), and Anthropic's `stop_reason` for the neutral
-//! finish reason.
+//! `message_start` carries), its stop reason from the table in
+//! [`super`].
 //!
 //! Typed and borrowed, serialised straight to bytes, like the OpenAI shapes.
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
 use understudy_core::{FinishReason, ToolCall, Usage};
 
+use super::request::BlockOut;
+use super::stop_reason;
+
 /// A non-streamed `message` (and, with no content and no stop reason, the
 /// one `message_start` carries).
 #[derive(Debug, Serialize)]
-pub(crate) struct MessageOut<'a> {
+pub struct MessageOut<'a> {
     pub id: &'a str,
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -24,25 +29,9 @@ pub(crate) struct MessageOut<'a> {
     pub usage: UsageOut,
 }
 
-/// A content block of an answer.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum BlockOut<'a> {
-    Text {
-        text: &'a str,
-    },
-    /// `input` is the call's arguments, parsed (the engine has checked that
-    /// they parse).
-    ToolUse {
-        id: &'a str,
-        name: &'a str,
-        input: Value,
-    },
-}
-
 /// Anthropic's usage object.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub(crate) struct UsageOut {
+pub struct UsageOut {
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
@@ -59,7 +48,7 @@ impl From<Usage> for UsageOut {
 impl<'a> MessageOut<'a> {
     /// The answer: its text as one block (when there is any), then one
     /// `tool_use` block per call.
-    pub(crate) fn answer(
+    pub fn answer(
         id: &'a str,
         model: &'a str,
         text: &'a str,
@@ -69,35 +58,41 @@ impl<'a> MessageOut<'a> {
     ) -> Self {
         let mut content = Vec::with_capacity(calls.len() + 1);
         if !text.is_empty() {
-            content.push(BlockOut::Text { text });
+            content.push(BlockOut::Text {
+                text: Cow::Borrowed(text),
+            });
         }
         content.extend(calls.iter().map(|c| BlockOut::ToolUse {
-            id: &c.id,
+            id: Cow::Borrowed(&c.id),
             name: &c.name,
             input: tool_input(&c.arguments),
         }));
         Self {
-            id,
-            kind: "message",
-            role: "assistant",
-            model,
             content,
             stop_reason: Some(stop_reason(finish)),
-            stop_sequence: None,
             usage: usage.map(UsageOut::from).unwrap_or_default(),
+            ..Self::start(id, model)
         }
     }
 
     /// A refusal returned by the `surface` policy: Anthropic's own shape
     /// for one, no content and `stop_reason: "refusal"`.
-    pub(crate) fn refusal(id: &'a str, model: &'a str) -> Self {
+    pub fn refusal(id: &'a str, model: &'a str) -> Self {
+        Self {
+            stop_reason: Some("refusal"),
+            ..Self::start(id, model)
+        }
+    }
+
+    /// The skeleton `message_start` carries: no content, no stop reason.
+    pub fn start(id: &'a str, model: &'a str) -> Self {
         Self {
             id,
             kind: "message",
             role: "assistant",
             model,
             content: Vec::new(),
-            stop_reason: Some("refusal"),
+            stop_reason: None,
             stop_sequence: None,
             usage: UsageOut::default(),
         }
@@ -110,21 +105,4 @@ fn tool_input(arguments: &str) -> Value {
         return Value::Object(serde_json::Map::new());
     }
     serde_json::from_str(arguments).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
-}
-
-/// Anthropic's `stop_reason` for ours. A stop sequence the provider named
-/// as such stays one; reasons Anthropic has no word for are `end_turn`.
-pub(crate) fn stop_reason(reason: &FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "end_turn",
-        FinishReason::Length => "max_tokens",
-        FinishReason::ToolCalls => "tool_use",
-        FinishReason::Other(other) => match other.as_str() {
-            "stop_sequence" => "stop_sequence",
-            "pause_turn" => "pause_turn",
-            "refusal" => "refusal",
-            "model_context_window_exceeded" => "model_context_window_exceeded",
-            _ => "end_turn",
-        },
-    }
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 /// The body of `POST /v1/messages` (and of `/v1/messages/count_tokens`,
 /// which needs no `max_tokens`).
 #[derive(Debug, Deserialize)]
-pub(crate) struct MessagesRequest {
+pub struct MessagesRequest {
     pub model: Option<String>,
     pub messages: Vec<MessageIn>,
     pub system: Option<TextOrBlocks<SystemBlock>>,
@@ -25,21 +25,15 @@ pub(crate) struct MessagesRequest {
     pub stream: bool,
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
-    /// No neutral field: accepted and dropped.
-    #[allow(
-        dead_code,
-        reason = "accepted so that its shape is checked; not translated"
-    )]
+    /// No neutral field: accepted (so that its shape is checked) and
+    /// dropped.
     pub top_k: Option<u32>,
     pub metadata: Option<MetadataIn>,
     pub tools: Option<Vec<ToolIn>>,
     pub tool_choice: Option<ToolChoiceIn>,
     /// Extended thinking (`enabled`, `adaptive`): Anthropic targets get
-    /// it as sent; the translation for other protocols drops it.
-    #[allow(
-        dead_code,
-        reason = "accepted so that its shape is checked; not translated"
-    )]
+    /// it as sent; the translation for other protocols drops it (it is
+    /// read so that its shape is checked).
     pub thinking: Option<Value>,
     /// `effort` (dropped in translation) and `format`, Anthropic's
     /// structured output, which becomes the neutral `response_format`.
@@ -54,13 +48,13 @@ pub(crate) struct MessagesRequest {
 
 /// `output_config`: only `format` is translated.
 #[derive(Debug, Deserialize)]
-pub(crate) struct OutputConfigIn {
+pub struct OutputConfigIn {
     pub format: Option<FormatIn>,
 }
 
 /// `{"type": "json_schema", "schema": {…}}`.
 #[derive(Debug, Deserialize)]
-pub(crate) struct FormatIn {
+pub struct FormatIn {
     #[serde(rename = "type")]
     pub kind: String,
     pub schema: Option<Value>,
@@ -68,7 +62,7 @@ pub(crate) struct FormatIn {
 
 /// One turn: `user` or `assistant`, content a string or blocks.
 #[derive(Debug, Deserialize)]
-pub(crate) struct MessageIn {
+pub struct MessageIn {
     pub role: String,
     pub content: TextOrBlocks<Block>,
 }
@@ -76,7 +70,7 @@ pub(crate) struct MessageIn {
 /// A string, or an array of content blocks. (Written by hand rather than
 /// as an untagged enum so that an error inside a block names its path.)
 #[derive(Debug)]
-pub(crate) enum TextOrBlocks<T> {
+pub enum TextOrBlocks<T> {
     Text(String),
     Blocks(Vec<T>),
 }
@@ -85,7 +79,7 @@ pub(crate) enum TextOrBlocks<T> {
 /// block may carry are ignored.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum Block {
+pub enum Block {
     Text {
         text: String,
     },
@@ -120,7 +114,7 @@ pub(crate) enum Block {
 /// A block inside a `tool_result`'s content.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum ResultBlock {
+pub enum ResultBlock {
     Text {
         text: String,
     },
@@ -138,7 +132,7 @@ pub(crate) enum ResultBlock {
 /// An image's `source`.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum ImageSource {
+pub enum ImageSource {
     Base64 {
         media_type: String,
         data: String,
@@ -153,21 +147,21 @@ pub(crate) enum ImageSource {
 
 /// A block of the `system` array; `cache_control` is ignored.
 #[derive(Debug, Deserialize)]
-pub(crate) struct SystemBlock {
+pub struct SystemBlock {
     #[serde(rename = "type")]
     pub kind: String,
     pub text: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct MetadataIn {
+pub struct MetadataIn {
     pub user_id: Option<String>,
 }
 
 /// A tool: a custom one (`type` absent or `custom`) with an
 /// `input_schema`, or a server tool (`web_search_…`, `bash_…`), refused.
 #[derive(Debug, Deserialize)]
-pub(crate) struct ToolIn {
+pub struct ToolIn {
     #[serde(rename = "type")]
     pub kind: Option<String>,
     pub name: String,
@@ -178,7 +172,7 @@ pub(crate) struct ToolIn {
 
 /// `{"type": "auto"|"any"|"tool"|"none", "name"?, "disable_parallel_tool_use"?}`.
 #[derive(Debug, Deserialize)]
-pub(crate) struct ToolChoiceIn {
+pub struct ToolChoiceIn {
     #[serde(rename = "type")]
     pub kind: String,
     pub name: Option<String>,
@@ -225,7 +219,7 @@ impl MessagesRequest {
     /// text (system, blocks, thinking, tool inputs and results, tool
     /// definitions), rounded up, plus [`IMAGE_TOKENS`] per image. No
     /// tokenizer is involved; it is an estimate and says so.
-    pub(crate) fn estimate_input_tokens(&self) -> u64 {
+    pub fn estimate_input_tokens(&self) -> u64 {
         let mut chars = 0usize;
         let mut images = 0u64;
         let mut text = |s: &str| chars += s.chars().count();
@@ -285,4 +279,4 @@ impl MessagesRequest {
 
 /// What one image counts for in the token estimate: about what Anthropic
 /// charges for an image of 1.15 megapixels, the largest it keeps unscaled.
-pub(crate) const IMAGE_TOKENS: u64 = 1_600;
+pub const IMAGE_TOKENS: u64 = 1_600;

@@ -4,21 +4,21 @@
 
 use std::collections::VecDeque;
 
-use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 use understudy_core::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
 
-use super::error::{WireError, classify_error_object, mid_stream_error, status_of};
-use super::response::{WireBlock, WireUsage, fallback_id, finish_reason, refusal_detail};
-use crate::http::StreamParser;
+use super::error::{WireError, mid_stream_error, stream_error};
+use super::finish_reason;
+use super::response::{WireBlock, WireUsage, fallback_id, refusal_detail};
+use crate::StreamParser;
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
 
 /// Parses the Messages event sequence: `message_start`,
 /// `content_block_*`, `message_delta`, `message_stop`, `ping`, `error`.
 #[derive(Debug, Default)]
-pub(crate) struct AnthropicStream {
+pub struct AnthropicStream {
     model: String,
     /// Pass every event on as sent, too (a natively forwarded request).
     native: bool,
@@ -49,7 +49,7 @@ struct StreamedTool {
 
 impl AnthropicStream {
     /// A parser for one streamed answer from `model`.
-    pub(crate) fn for_model(model: &str) -> Self {
+    pub fn for_model(model: &str) -> Self {
         Self {
             model: model.to_owned(),
             ..Self::default()
@@ -58,7 +58,7 @@ impl AnthropicStream {
 
     /// This parser, passing every event on as sent too when `native` (a
     /// natively forwarded request).
-    pub(super) fn with_native(self, native: bool) -> Self {
+    pub fn with_native(self, native: bool) -> Self {
         Self { native, ..self }
     }
 
@@ -129,7 +129,7 @@ impl AnthropicStream {
                 return;
             };
             self.argument_bytes += fragment.len();
-            if self.argument_bytes > crate::http::STREAM_TEXT_LIMIT {
+            if self.argument_bytes > crate::STREAM_TEXT_LIMIT {
                 out.push_back(Err(Failure::new(
                     FailureKind::MalformedResponse,
                     "the stream never ends",
@@ -238,7 +238,7 @@ impl StreamParser for AnthropicStream {
         let event: WireEvent = match serde_json::from_str(&data) {
             Ok(e) => e,
             Err(e) => {
-                out.push_back(Err(crate::http::malformed_event(&e)));
+                out.push_back(Err(crate::malformed_event(&e)));
                 return;
             }
         };
@@ -275,13 +275,7 @@ impl StreamParser for AnthropicStream {
             "message_delta" => self.on_message_delta(event.usage, event.delta, out),
             "message_stop" => self.on_message_stop(out),
             "error" => {
-                let error = event.error.unwrap_or_default();
-                let mut f = classify_error_object(
-                    status_of(error.kind.as_deref().unwrap_or_default()),
-                    &HeaderMap::new(),
-                    &error,
-                );
-                f.status = None;
+                let mut f = stream_error(&event.error.unwrap_or_default());
                 f.detail = format!("error event mid-stream: {}", f.detail);
                 out.push_back(Err(f));
             }
@@ -300,7 +294,7 @@ impl StreamParser for AnthropicStream {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct WireEvent {
     #[serde(rename = "type")]
     kind: Option<String>,
@@ -312,13 +306,13 @@ struct WireEvent {
     error: Option<WireError>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct WireStartMessage {
     model: Option<String>,
     usage: Option<WireUsage>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct WireDelta {
     #[serde(rename = "type")]
     kind: Option<String>,

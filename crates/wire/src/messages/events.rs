@@ -1,22 +1,22 @@
-//! A committed [`GenerationStream`] as Anthropic's server-sent events
-//! ([`MessageEvents`]): blocks opened, fed and closed as the neutral items
-//! arrive, or, for a natively forwarded request, the provider's own events
-//! relayed as they came; the small event shapes it writes, and [`event`],
-//! which the route also uses for the events it writes itself.
+//! A committed stream as Anthropic's server-sent events ([`MessageEvents`]),
+//! as data: blocks opened, fed and closed as the neutral items arrive, or,
+//! for a natively forwarded request, the provider's own events relayed as
+//! they came; the small event shapes it writes, and [`event`], for the
+//! events a front end writes itself. The server sends what it yields.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use axum::response::sse::Event;
 use serde::Serialize;
-use understudy_core::{FailureCode, GenerationStream, StreamItem, ToolCallDelta, Usage};
+use serde_json::Value;
+use understudy_core::{FailureCode, NativeEvent, StreamItem, ToolCallDelta, Usage};
 
-use super::answer::{MessageOut, UsageOut, stop_reason};
-use super::error::ErrorOut;
+use super::answer::MessageOut;
+use super::error::WireErrorEnvelope;
+use super::request::BlockOut;
+use super::stop_reason;
 
-/// A committed [`GenerationStream`] as Anthropic's server-sent events:
+/// A committed stream's items as Anthropic's server-sent events:
 /// `message_start`; for the text a `text` block (`content_block_start`,
 /// `text_delta`s, `content_block_stop`); for each tool call a `tool_use`
 /// block (`input: {}`, then `input_json_delta`s), each block with the next
@@ -24,14 +24,12 @@ use super::error::ErrorOut;
 /// usage) and `message_stop`. A failure past the commit ends with an
 /// `error` event and no `message_stop`, so that no client mistakes a cut
 /// answer for a complete one; a refusal past the commit ends the way
-/// Anthropic ends one, `stop_reason: "refusal"`.
-///
-/// Dropping this stream (hyper does when the client disconnects) drops the
-/// engine's stream, which closes the upstream connection.
-pub(crate) struct MessageEvents {
-    inner: Option<GenerationStream>,
+/// Anthropic ends one, `stop_reason: "refusal"`. Each event is a
+/// [`NativeEvent`]: its name and its data.
+#[derive(Debug)]
+pub struct MessageEvents {
     id: String,
-    pending: VecDeque<Event>,
+    pending: VecDeque<NativeEvent>,
     finished: bool,
     /// The index the next content block gets.
     next_index: u32,
@@ -53,8 +51,9 @@ enum OpenBlock {
 }
 
 impl MessageEvents {
-    /// The events of a committed stream.
-    pub(crate) fn new(inner: GenerationStream, id: String) -> Self {
+    /// The events of a stream committed to `model`; `native` when the
+    /// provider's own events come (see [`Self::push`]).
+    pub fn new(id: String, model: &str, native: bool) -> Self {
         let mut this = Self {
             id,
             pending: VecDeque::new(),
@@ -62,33 +61,41 @@ impl MessageEvents {
             next_index: 0,
             open: None,
             tool_blocks: Vec::new(),
-            inner: None,
-            native: inner.native,
+            native,
         };
-        if !this.native {
-            this.message_start(&inner.model);
+        if !native {
+            this.message_start(model);
         }
-        this.inner = Some(inner);
         this
     }
 
     /// A refusal returned by the `surface` policy before anything was
     /// sent: Anthropic's own shape for one (`message_start`, a
     /// `message_delta` with `stop_reason: "refusal"`, `message_stop`).
-    pub(crate) fn refusal(id: String, model: &str) -> Self {
-        let mut this = Self {
-            id,
-            pending: VecDeque::new(),
-            finished: true,
-            next_index: 0,
-            open: None,
-            tool_blocks: Vec::new(),
-            inner: None,
-            native: false,
-        };
-        this.message_start(model);
+    pub fn refusal(id: String, model: &str) -> Self {
+        let mut this = Self::new(id, model, false);
         this.message_end("refusal", None);
         this
+    }
+
+    /// The next event to send.
+    pub fn pop(&mut self) -> Option<NativeEvent> {
+        self.pending.pop_front()
+    }
+
+    /// The stream is over: once [`Self::pop`] has nothing left, nothing
+    /// more comes.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The engine's stream just stopped, without its `Done` or `Error`: it
+    /// was cut, and says so.
+    pub fn cut(&mut self) {
+        self.fail(
+            "api_error",
+            "stream_interrupted: the stream ended without a result",
+        );
     }
 
     fn message_start(&mut self, model: &str) {
@@ -100,16 +107,7 @@ impl MessageEvents {
         }
         let start = Start {
             kind: "message_start",
-            message: MessageOut {
-                id: &self.id,
-                kind: "message",
-                role: "assistant",
-                model,
-                content: Vec::new(),
-                stop_reason: None,
-                stop_sequence: None,
-                usage: UsageOut::default(),
-            },
+            message: MessageOut::start(&self.id, model),
         };
         let e = event("message_start", &start);
         self.pending.push_back(e);
@@ -174,13 +172,13 @@ impl MessageEvents {
     }
 
     /// Closes the open block and starts a new one.
-    fn start_block(&mut self, block: BlockStart<'_>) -> u32 {
+    fn start_block(&mut self, block: BlockOut<'_>) -> u32 {
         #[derive(Serialize)]
         struct Start<'a> {
             #[serde(rename = "type")]
             kind: &'static str,
             index: u32,
-            content_block: BlockStart<'a>,
+            content_block: BlockOut<'a>,
         }
         self.close_block();
         let index = self.next_index;
@@ -221,7 +219,9 @@ impl MessageEvents {
         let index = match self.open {
             Some(OpenBlock::Text(i)) => i,
             _ => {
-                let i = self.start_block(BlockStart::Text { text: "" });
+                let i = self.start_block(BlockOut::Text {
+                    text: Cow::Borrowed(""),
+                });
                 self.open = Some(OpenBlock::Text(i));
                 i
             }
@@ -246,10 +246,10 @@ impl MessageEvents {
                             &minted
                         }
                     };
-                    let i = self.start_block(BlockStart::ToolUse {
-                        id,
+                    let i = self.start_block(BlockOut::ToolUse {
+                        id: Cow::Borrowed(id),
                         name: call.name.as_deref().unwrap_or(""),
-                        input: Empty {},
+                        input: Value::Object(serde_json::Map::new()),
                     });
                     self.open = Some(OpenBlock::Tool(call.index, i));
                     self.tool_blocks.push((call.index, i));
@@ -267,7 +267,11 @@ impl MessageEvents {
         }
     }
 
-    fn push(&mut self, item: StreamItem) {
+    /// Writes the events for one item of the engine's stream. For a
+    /// native stream the provider's own events are relayed as they came (a
+    /// natively forwarded request served by an Anthropic target) and the
+    /// neutral items only say how it ended.
+    pub fn push(&mut self, item: StreamItem) {
         if self.native {
             return self.relay(item);
         }
@@ -302,15 +306,10 @@ impl MessageEvents {
     fn relay(&mut self, item: StreamItem) {
         match item {
             StreamItem::Native(e) => {
-                // `event:` before `data:`, as the provider wrote them.
-                let mut out = Event::default();
                 // The provider's own `error` event ends the stream: the
                 // engine's error item that follows would be a second one.
                 self.finished |= e.event == "error";
-                if !e.event.is_empty() {
-                    out = out.event(e.event);
-                }
-                self.pending.push_back(out.data(e.data));
+                self.pending.push_back(*e);
             }
             StreamItem::Delta(_) | StreamItem::Reasoning(_) | StreamItem::ToolCall(_) => {}
             // `message_stop` came as the provider's own event.
@@ -335,56 +334,10 @@ impl MessageEvents {
     /// The `error` event that ends a broken stream (no `message_stop`).
     fn fail(&mut self, kind: &str, message: &str) {
         self.pending
-            .push_back(event("error", &ErrorOut::new(kind, message)));
+            .push_back(event("error", &WireErrorEnvelope::new(kind, message)));
         self.finished = true;
     }
 }
-
-impl futures_core::Stream for MessageEvents {
-    type Item = Result<Event, Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Poll::Ready(Some(Ok(event)));
-            }
-            if self.finished {
-                return Poll::Ready(None);
-            }
-            let Some(inner) = self.inner.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match inner.poll_next(cx) {
-                Poll::Ready(Some(item)) => self.push(item),
-                // The engine always ends with Done or Error; a stream that
-                // just stops was cut, and says so.
-                Poll::Ready(None) => self.fail(
-                    "api_error",
-                    "stream_interrupted: the stream ended without a result",
-                ),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-/// The `content_block` of a `content_block_start`.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockStart<'a> {
-    Text {
-        text: &'a str,
-    },
-    ToolUse {
-        id: &'a str,
-        name: &'a str,
-        input: Empty,
-    },
-}
-
-/// `{}`.
-#[derive(Debug, Serialize)]
-struct Empty {}
 
 /// The `delta` of a `content_block_delta`.
 #[derive(Debug, Serialize)]
@@ -396,13 +349,13 @@ enum DeltaOut<'a> {
 
 /// An event whose data is only its type (`message_stop`, `ping`).
 #[derive(Debug, Serialize)]
-pub(crate) struct Typed {
+pub struct Typed {
     #[serde(rename = "type")]
     kind: &'static str,
 }
 
 impl Typed {
-    pub(crate) fn new(kind: &'static str) -> Self {
+    pub fn new(kind: &'static str) -> Self {
         Self { kind }
     }
 }
@@ -410,9 +363,12 @@ impl Typed {
 /// A named event whose data is `value` as JSON; these shapes always
 /// serialise (plain structs with string keys), so the empty object is only
 /// a formality.
-pub(crate) fn event(name: &'static str, value: &impl Serialize) -> Event {
+pub fn event(name: &'static str, value: &impl Serialize) -> NativeEvent {
     let data = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
-    Event::default().event(name).data(data)
+    NativeEvent {
+        event: name.to_owned(),
+        data,
+    }
 }
 
 /// `id` (a message id made of the client's `x-request-id`, which may hold

@@ -150,7 +150,7 @@ fn thinking_on(thinking: &RawValue) -> bool {
 /// thinking Claude thinks only at the start of the turn, so only the
 /// turn's first assistant message must start with a thinking block; a turn
 /// another provider started has none.
-pub(crate) fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
+fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
     let blocks = |m: &Message<'_>| -> Vec<String> {
         match &m.content {
             Some(Content::Blocks(blocks)) => blocks.iter().map(|b| b.kind.to_string()).collect(),

@@ -2,8 +2,12 @@
 //! other protocols: the checks every protocol needs, the system prompt,
 //! each turn's blocks sorted into neutral messages, `output_config.format`,
 //! tools and `tool_choice`. What only Anthropic can take is noted in
-//! `native_only` (and, for what needs the operator's word, `native_gated`)
-//! rather than refused.
+//! `native_only` (and, for what needs the operator's word, `native_gated`:
+//! server tools that fetch URLs or run code, MCP, files, skills) rather
+//! than refused. Thinking settings and blocks are dropped (no other
+//! protocol can verify a signature, and a thinking block is never sent as
+//! text), `cache_control` markers and `top_k` too; unknown fields are
+//! ignored (SDKs and Claude Code send many).
 
 use serde_json::Value;
 use understudy_core::passthrough::{Gated, GatedSet};
@@ -11,8 +15,8 @@ use understudy_core::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
-use super::request::{Block, ImageSource, MessageIn, MessagesRequest, ResultBlock, TextOrBlocks};
-use crate::ApiError;
+use super::client::{Block, ImageSource, MessageIn, MessagesRequest, ResultBlock, TextOrBlocks};
+use crate::Invalid;
 
 // === impl MessagesRequest ===
 
@@ -25,7 +29,7 @@ impl MessagesRequest {
     /// `native_only` names what the others lack (each is then an
     /// `unsupported` attempt, and a route with no Anthropic target a 400
     /// that says so per target).
-    pub(crate) fn take_chat(&mut self) -> Result<ChatRequest, ApiError> {
+    pub fn take_chat(&mut self) -> Result<ChatRequest, Invalid> {
         let max_tokens = self.check()?;
         let mut foreign = Foreign::default();
         let mut gated = self.take_gated(&mut foreign);
@@ -54,7 +58,15 @@ impl MessagesRequest {
         // the body as sent. `native` is set by the caller, so the check is
         // made here as if it were.)
         if chat.native_only.is_none() {
-            chat.validate()?;
+            chat.validate().map_err(|e| match e {
+                understudy_core::Error::InvalidRequest { field, message } => {
+                    Invalid::new(field, message)
+                }
+                other => Invalid {
+                    field: None,
+                    message: other.to_string(),
+                },
+            })?;
         }
         Ok(chat)
     }
@@ -62,19 +74,19 @@ impl MessagesRequest {
     /// What every protocol would refuse: no `model`, no `max_tokens`
     /// (returned: the Messages API has no default), a `temperature` out of
     /// Anthropic's range.
-    fn check(&self) -> Result<u32, ApiError> {
+    fn check(&self) -> Result<u32, Invalid> {
         if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
-            return Err(ApiError::invalid("model", "model is required"));
+            return Err(Invalid::new("model", "model is required"));
         }
         let Some(max_tokens) = self.max_tokens else {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "max_tokens",
                 "max_tokens is required (the Messages API has no default)",
             ));
         };
         if let Some(t) = self.temperature {
             if !t.is_finite() || !(0.0..=1.0).contains(&t) {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     "temperature",
                     "temperature must be between 0 and 1",
                 ));
@@ -130,7 +142,7 @@ impl MessagesRequest {
         &mut self,
         chat: &mut ChatRequest,
         foreign: &mut Foreign,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Invalid> {
         let Some(choice) = self.tool_choice.take() else {
             return Ok(());
         };
@@ -139,7 +151,7 @@ impl MessagesRequest {
             "any" => Some(ToolChoice::Required),
             "none" => Some(ToolChoice::None),
             "tool" => Some(ToolChoice::Function(choice.name.ok_or_else(|| {
-                ApiError::invalid("tool_choice.name", "tool_choice `tool` needs a `name`")
+                Invalid::new("tool_choice.name", "tool_choice `tool` needs a `name`")
             })?)),
             _ => {
                 foreign.note("a tool_choice type only Anthropic knows");
@@ -153,7 +165,7 @@ impl MessagesRequest {
     }
 
     /// The system prompt: a string, or text blocks joined with blank lines.
-    fn take_system(&mut self) -> Result<Option<String>, ApiError> {
+    fn take_system(&mut self) -> Result<Option<String>, Invalid> {
         let system = match self.system.take() {
             None => None,
             Some(TextOrBlocks::Text(text)) => Some(text),
@@ -163,7 +175,7 @@ impl MessagesRequest {
                     match (b.kind.as_str(), b.text) {
                         ("text", Some(text)) => texts.push(text),
                         (kind, _) => {
-                            return Err(ApiError::invalid(
+                            return Err(Invalid::new(
                                 format!("system[{i}]"),
                                 format!("system blocks must be text blocks, not `{kind}`"),
                             ));
@@ -180,7 +192,7 @@ impl MessagesRequest {
     /// neutral `response_format`: every target is then asked for JSON
     /// valid against the schema, and an answer that is not is
     /// `invalid_output` (the next target is tried).
-    fn take_format(&mut self) -> Result<Option<ResponseFormat>, ApiError> {
+    fn take_format(&mut self) -> Result<Option<ResponseFormat>, Invalid> {
         let (format, field) = match (
             self.output_config.take().and_then(|c| c.format),
             self.output_format.take(),
@@ -197,11 +209,11 @@ impl MessagesRequest {
                     strict: false,
                 }))
             }
-            ("json_schema", _) => Err(ApiError::invalid(
+            ("json_schema", _) => Err(Invalid::new(
                 format!("{field}.schema"),
                 "a json_schema format needs a JSON Schema object in `schema`",
             )),
-            (other, _) => Err(ApiError::invalid(
+            (other, _) => Err(Invalid::new(
                 format!("{field}.type"),
                 format!("unknown format type `{other}` (expected json_schema)"),
             )),
@@ -234,7 +246,7 @@ fn translate_message(
     m: MessageIn,
     out: &mut Vec<Message>,
     foreign: &mut Foreign,
-) -> Result<(), ApiError> {
+) -> Result<(), Invalid> {
     let role = match m.role.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
@@ -286,7 +298,7 @@ impl Turn {
         role: Role,
         at: impl Fn() -> String,
         foreign: &mut Foreign,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Invalid> {
         match (block, role) {
             (Block::Text { text }, _) => self.parts.push(Part::Text { text }),
             (Block::Image { source }, Role::User) => self.parts.extend(image(source, foreign)),
@@ -306,19 +318,19 @@ impl Turn {
             }
             (Block::Thinking { .. } | Block::RedactedThinking {}, _) => {}
             (Block::Image { .. }, _) => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     at(),
                     "images are accepted in user messages only",
                 ));
             }
             (Block::ToolUse { .. }, _) => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     at(),
                     "tool_use blocks belong in assistant messages",
                 ));
             }
             (Block::ToolResult { .. }, _) => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     at(),
                     "tool_result blocks belong in user messages",
                 ));
@@ -365,12 +377,12 @@ fn tool_call(
     name: String,
     input: Value,
     at: impl Fn() -> String,
-) -> Result<ToolCall, ApiError> {
+) -> Result<ToolCall, Invalid> {
     // Anthropic takes only an object; so does every other
     // protocol once translated: the client's mistake, a 400 on
     // every route alike.
     if !(input.is_object() || input.is_null()) {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             at(),
             "the input of a tool_use block must be a JSON object",
         ));
