@@ -96,6 +96,13 @@ pub(crate) struct Received {
     pub body: Bytes,
 }
 
+impl Received {
+    /// Status, headers and body, as the wire crate reads an answer.
+    pub(crate) fn parts(&self) -> (u16, &HeaderMap, &[u8]) {
+        (self.status, &self.headers, &self.body)
+    }
+}
+
 // === impl HttpAdapter ===
 
 impl<P> fmt::Debug for HttpAdapter<P> {
@@ -255,8 +262,6 @@ impl<P: Protocol> Adapter for HttpAdapter<P> {
     }
 }
 
-pub(crate) use understudy_wire::malformed_event;
-
 /// A whole answer's body as `T`: an error status is `classify`'s failure,
 /// and a body that does not parse is a malformed response ("the body is not
 /// `what`"). Every protocol's `parse` starts here.
@@ -265,21 +270,7 @@ pub(crate) fn answer_body<T: serde::de::DeserializeOwned>(
     what: &str,
     classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Failure,
 ) -> Result<T, Failure> {
-    let Received {
-        status,
-        headers,
-        body,
-    } = received;
-    if !(200..300).contains(status) {
-        return Err(classify(*status, headers, body));
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        Failure::new(
-            FailureKind::MalformedResponse,
-            format!("the body is not {what}: {e}"),
-        )
-        .with_status(*status)
-    })
+    understudy_wire::classify::answer_body(received.parts(), what, classify)
 }
 
 /// A POST of `body` as JSON to `url` with the provider's headers.
@@ -724,61 +715,4 @@ impl<T: StreamParser> EventStream for SseStream<T> {
     }
 }
 
-/// Runs a parser over raw bytes as they would arrive; for tests and fuzzing.
-pub(crate) fn parse_stream_bytes<T: StreamParser>(
-    mut parser: T,
-    chunks: &[&[u8]],
-) -> Vec<Result<StreamEvent, Failure>> {
-    let mut decoder = SseDecoder::new();
-    let mut items = Vec::new();
-    let mut out = VecDeque::new();
-    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| {
-        out.iter().any(|e| {
-            !matches!(
-                e,
-                Ok(StreamEvent::Delta(_)
-                    | StreamEvent::Reasoning(_)
-                    | StreamEvent::ToolCall(_)
-                    | StreamEvent::Native(_))
-            )
-        })
-    };
-    for chunk in chunks {
-        if decoder.feed(chunk, &mut items).is_err() {
-            out.push_back(Err(Failure::new(
-                FailureKind::MalformedResponse,
-                "an event larger than 1 MiB",
-            )));
-            return out.into();
-        }
-        for item in items.drain(..) {
-            if terminal(&out) {
-                break;
-            }
-            parser.on_item(item, &mut out);
-        }
-    }
-    let _ = decoder.finish(&mut items);
-    for item in items.drain(..) {
-        if terminal(&out) {
-            break;
-        }
-        parser.on_item(item, &mut out);
-    }
-    if !terminal(&out) {
-        parser.on_eof(&mut out);
-    }
-    let mut events: Vec<_> = out.into();
-    if let Some(end) = events.iter().position(|e| {
-        !matches!(
-            e,
-            Ok(StreamEvent::Delta(_)
-                | StreamEvent::Reasoning(_)
-                | StreamEvent::ToolCall(_)
-                | StreamEvent::Native(_))
-        )
-    }) {
-        events.truncate(end + 1);
-    }
-    events
-}
+pub(crate) use understudy_wire::sse::parse_stream_bytes;

@@ -7,8 +7,7 @@
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
 //! - `openai_responses`: OpenAI's Responses API (`responses_api = true`), a
 //!   client's own Responses body forwarded natively, reasoning items only to
-//!   the target that made them; `responses_native`: a body a client wrote
-//!   in it, made valid for the target that gets it.
+//!   the target that made them.
 //! - [`gemini`]: Google's Generative Language API.
 //! - [`anthropic`]: Anthropic's Messages API (the protocol is
 //!   `understudy_wire::messages`).
@@ -25,11 +24,10 @@ pub mod gemini;
 mod http;
 pub mod openai_compat;
 mod openai_responses;
-mod responses_native;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
-pub(crate) use understudy_wire::{OutputLimits, fitted_user, ids, mint_call_id, stray, text_of};
+pub(crate) use understudy_wire::{OutputLimits, mint_call_id};
 pub use understudy_wire::{signature, sse};
 
 use http::Protocol as _;
@@ -108,7 +106,7 @@ pub fn decode_response(
         body: bytes::Bytes::copy_from_slice(body),
     };
     match kind {
-        ProviderKind::Openai => openai_compat::parse_response(&received, model),
+        ProviderKind::Openai => openai_compat::parse_response(received.parts(), model),
         ProviderKind::Gemini => gemini::GeminiProtocol::bare().parse(&received, model),
         ProviderKind::Anthropic => anthropic::AnthropicProtocol::bare().parse(&received, model),
     }

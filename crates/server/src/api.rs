@@ -26,10 +26,10 @@ pub struct GenerateBody {
     pub stop: Vec<String>,
     /// Tools, tool choice and response format in OpenAI's shapes (see
     /// `POST /v1/chat/completions`).
-    pub tools: Option<Vec<crate::openai::ToolIn>>,
-    pub tool_choice: Option<crate::openai::ToolChoiceIn>,
+    pub tools: Option<Vec<understudy_wire::chat_completions::inbound::ToolIn>>,
+    pub tool_choice: Option<understudy_wire::chat_completions::inbound::ToolChoiceIn>,
     pub parallel_tool_calls: Option<bool>,
-    pub response_format: Option<crate::openai::ResponseFormatIn>,
+    pub response_format: Option<understudy_wire::chat_completions::inbound::ResponseFormatIn>,
     pub seed: Option<i64>,
     pub top_p: Option<f32>,
     pub presence_penalty: Option<f32>,
@@ -55,7 +55,7 @@ pub struct GenerateBody {
 /// One message of a [`GenerateBody`]: OpenAI's message shape (`content`
 /// a string or parts, `tool_calls`, `tool_call_id`), roles `user`,
 /// `assistant` and `tool` (the system prompt is the top-level `system`).
-pub type MessageBody = crate::openai::ChatMessage;
+pub type MessageBody = understudy_wire::chat_completions::inbound::ChatMessage;
 
 /// What `POST /v1/generate` and `understudy ask --json` return.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ impl GenerateBody {
                     format!("messages[{i}]: put the system prompt in the top-level `system` field"),
                 ));
             }
-            messages.push(crate::openai::message(i, m)?);
+            messages.push(understudy_wire::chat_completions::inbound::message(i, m)?);
         }
         if let Some(prompt) = self.prompt {
             messages.push(Message::user(prompt));
@@ -119,7 +119,7 @@ impl GenerateBody {
             stop: self.stop,
             ..ChatRequest::default()
         };
-        crate::openai::Extras {
+        understudy_wire::chat_completions::inbound::Extras {
             tools: self.tools,
             tool_choice: self.tool_choice,
             parallel_tool_calls: self.parallel_tool_calls,

@@ -188,12 +188,7 @@ impl IntoResponse for OpenAiError {
             code = "model_not_found".into();
         }
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let kind = match status.as_u16() {
-            401 => "authentication_error",
-            429 => "rate_limit_error",
-            500.. => "server_error",
-            _ => "invalid_request_error",
-        };
+        let kind = understudy_wire::chat_completions::error::error_type(status.as_u16());
         let body =
             json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
         (status, Json(body)).into_response()

@@ -7,7 +7,6 @@
 //!   connections at once, each request body within `server.body_timeout`),
 //!   and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
-//! - `openai`: the OpenAI Chat Completions shapes.
 //! - `anthropic`: Anthropic's Messages API (the protocol is
 //!   `understudy_wire::messages`), its event stream as axum's.
 //! - `error`: the only place errors become HTTP statuses (four shapes).
@@ -26,7 +25,6 @@ pub mod api;
 mod auth;
 mod error;
 mod frames;
-mod openai;
 mod responses;
 mod routes;
 mod sse;

@@ -66,6 +66,26 @@ pub fn unreadable(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
     Failure::new(kind, detail).with_status(status)
 }
 
+/// A whole answer's body as `T`: an error status is `classify`'s failure,
+/// and a body that does not parse is a malformed response ("the body is not
+/// `what`"). Every protocol's answer is read from here.
+pub fn answer_body<T: serde::de::DeserializeOwned>(
+    (status, headers, body): (u16, &HeaderMap, &[u8]),
+    what: &str,
+    classify: impl FnOnce(u16, &HeaderMap, &[u8]) -> Failure,
+) -> Result<T, Failure> {
+    if !(200..300).contains(&status) {
+        return Err(classify(status, headers, body));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        Failure::new(
+            FailureKind::MalformedResponse,
+            format!("the body is not {what}: {e}"),
+        )
+        .with_status(status)
+    })
+}
+
 /// A Go-style duration as OpenAI and Groq write them: `6m0s`, `1.57s`,
 /// `399ms`, `9m38.016s`, `2h1m`.
 pub fn go_duration(s: &str) -> Option<Duration> {

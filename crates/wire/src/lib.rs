@@ -10,6 +10,8 @@
 //! opens a socket, reads a clock for a deadline, or logs.
 //!
 //! # Layout
+//! - [`chat_completions`]: OpenAI's Chat Completions and compatible servers.
+//! - [`responses`]: OpenAI's Responses API.
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
 //! - [`messages`]: Anthropic's Messages API.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
@@ -20,10 +22,12 @@
 //! - [`ids`]: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
 //! - [`StreamParser`]: decoded SSE items in, neutral stream events out.
 
+pub mod chat_completions;
 pub mod classify;
 pub mod generate_content;
 pub mod ids;
 pub mod messages;
+pub mod responses;
 pub mod signature;
 pub mod softening;
 pub mod sse;

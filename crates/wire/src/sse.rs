@@ -10,6 +10,13 @@
 //! leading BOM) and hands every non-field line back as [`SseItem::Stray`].
 //!
 //! It never panics on any input and bounds how much it buffers.
+//! [`parse_stream_bytes`] runs a protocol's parser over recorded bytes.
+
+use std::collections::VecDeque;
+
+use understudy_core::{Failure, FailureKind, StreamEvent};
+
+use crate::StreamParser;
 
 /// The most bytes one event (or one stray run) may hold before the stream
 /// counts as garbage.
@@ -137,6 +144,65 @@ impl SseDecoder {
             data: std::mem::take(&mut self.data),
         });
     }
+}
+
+/// Runs a parser over raw bytes as they would arrive; for tests and fuzzing.
+pub fn parse_stream_bytes<T: StreamParser>(
+    mut parser: T,
+    chunks: &[&[u8]],
+) -> Vec<Result<StreamEvent, Failure>> {
+    let mut decoder = SseDecoder::new();
+    let mut items = Vec::new();
+    let mut out = VecDeque::new();
+    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| {
+        out.iter().any(|e| {
+            !matches!(
+                e,
+                Ok(StreamEvent::Delta(_)
+                    | StreamEvent::Reasoning(_)
+                    | StreamEvent::ToolCall(_)
+                    | StreamEvent::Native(_))
+            )
+        })
+    };
+    for chunk in chunks {
+        if decoder.feed(chunk, &mut items).is_err() {
+            out.push_back(Err(Failure::new(
+                FailureKind::MalformedResponse,
+                "an event larger than 1 MiB",
+            )));
+            return out.into();
+        }
+        for item in items.drain(..) {
+            if terminal(&out) {
+                break;
+            }
+            parser.on_item(item, &mut out);
+        }
+    }
+    let _ = decoder.finish(&mut items);
+    for item in items.drain(..) {
+        if terminal(&out) {
+            break;
+        }
+        parser.on_item(item, &mut out);
+    }
+    if !terminal(&out) {
+        parser.on_eof(&mut out);
+    }
+    let mut events: Vec<_> = out.into();
+    if let Some(end) = events.iter().position(|e| {
+        !matches!(
+            e,
+            Ok(StreamEvent::Delta(_)
+                | StreamEvent::Reasoning(_)
+                | StreamEvent::ToolCall(_)
+                | StreamEvent::Native(_))
+        )
+    }) {
+        events.truncate(end + 1);
+    }
+    events
 }
 
 #[cfg(test)]

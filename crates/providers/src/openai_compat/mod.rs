@@ -1,37 +1,19 @@
 //! The OpenAI Chat Completions protocol, spoken by OpenAI, Groq and most
 //! self-hosted servers (Ollama, vLLM, llama.cpp, OpenRouter).
 //!
-//! Refusal signals (wire-formats §1.4, §1.8, §2.4): `finish_reason:
-//! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
-//! code is a content-policy code (Azure's `content_filter`).
-//!
-//! Tools, images and structured output pass through in OpenAI's own shapes
-//! (openai-python `types/chat/`): `tools`/`tool_choice`/`parallel_tool_calls`,
-//! `response_format`, content parts (`text`, `image_url`), assistant
-//! `tool_calls` and `tool` messages; answers carry `message.tool_calls` or
-//! streamed `delta.tool_calls` fragments keyed by `index`. Every field the
-//! neutral request leaves empty stays out of the body, so a plain request
-//! is serialised exactly as before tools existed.
-//!
-//! Layout: `request.rs` builds the request body and its wire shapes,
-//! `response.rs` reads a complete answer, `stream.rs` parses the event
-//! stream, and `error.rs` classifies error bodies (the Responses protocol
-//! reads its errors with it too).
-
-mod error;
-mod request;
-mod response;
-mod stream;
+//! The protocol itself (its bodies both ways, its stream, its error table)
+//! is `understudy_wire::chat_completions`; this is its transport: the
+//! endpoint, the bearer key, the pooled client.
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
 
 use crate::http::{HttpAdapter, Protocol, Received};
 
-pub(crate) use error::{WireError, classify_error, classify_error_body};
-use request::wire_request;
-pub(crate) use response::parse_response;
-pub(crate) use stream::OpenAiStream;
+use understudy_wire::chat_completions::error::classify_error;
+use understudy_wire::chat_completions::request::wire_request;
+pub(crate) use understudy_wire::chat_completions::response::parse_response;
+pub(crate) use understudy_wire::chat_completions::stream::OpenAiStream;
 
 /// An OpenAI-compatible provider.
 pub(crate) type OpenAiCompat = HttpAdapter<OpenAiProtocol>;
@@ -98,7 +80,7 @@ impl Protocol for OpenAiProtocol {
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
-        parse_response(received, model)
+        parse_response(received.parts(), model)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {

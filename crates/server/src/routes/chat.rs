@@ -14,11 +14,12 @@ use understudy_core::{Error, GenerateRequest};
 
 use super::parse_json;
 use crate::auth::RequestId;
-use crate::openai::{
-    ChatCompletionRequest, ChoiceOut, CompletionOut, MessageOut, UsageOut, finish_reason, now,
-};
-use crate::sse::OpenAiEvents;
+use crate::sse::{OpenAiEvents, now};
 use crate::{ApiError, AppState, OpenAiError};
+use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
+use understudy_wire::chat_completions::finish_reason_name as finish_reason;
+use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
+use understudy_wire::chat_completions::response::WireUsage as UsageOut;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/v1/chat/completions", post(completions))

@@ -24,13 +24,15 @@ use understudy_core::{Api, Error, GenerateRequest};
 
 use super::{failover_headers, parse_json};
 use crate::auth::RequestId;
-use crate::openai::now;
-use crate::responses::answer::{Echo, OutputItem, output, status};
 use crate::responses::native::{self, NativeEvents, native_request};
-use crate::responses::request::CreateRequest;
 use crate::responses::store::owner_of;
-use crate::responses::stream::{Ending, Head, ResponseEvents, Save};
+use crate::responses::stream::{Head, ResponseEvents, Save};
+use crate::sse::now;
 use crate::{ApiError, AppState, OpenAiError};
+use understudy_wire::responses::answer::{Echo, OutputItem, output};
+use understudy_wire::responses::events::Ending;
+use understudy_wire::responses::inbound::CreateRequest;
+use understudy_wire::responses::response::status;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()

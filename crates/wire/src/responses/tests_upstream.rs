@@ -3,17 +3,28 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
-use super::*;
-use crate::responses_native::{prepare_native, untagged_id};
-use bytes::Bytes;
+use http::HeaderMap;
+use serde_json::{Value, json};
 use understudy_core::passthrough::{Gated, GatedSet};
+use understudy_core::{
+    ChatRequest, Completion, Failure, FailureKind, FinishReason, Message, NativeEvent, Part,
+    ResponseFormat, Role, StreamEvent, ToolCall,
+};
+
+use super::native::{prepare_native, tagged_id, target_tag, untagged_id};
+use super::request::translate;
+use super::stream::ResponsesStream;
+
+/// An answer as the provider sent it: its status and body.
+struct Received(u16, String);
 
 fn received(status: u16, body: &str) -> Received {
-    Received {
-        status,
-        headers: HeaderMap::new(),
-        body: Bytes::copy_from_slice(body.as_bytes()),
-    }
+    Received(status, body.to_owned())
+}
+
+fn parse_response(received: &Received, model: &str, tag: &str) -> Result<Completion, Failure> {
+    let headers = HeaderMap::new();
+    super::response::parse_response((received.0, &headers, received.1.as_bytes()), model, tag)
 }
 
 #[test]
@@ -190,13 +201,8 @@ fn sse(events: &[Value]) -> Vec<u8> {
 }
 
 fn stream(native: bool, bytes: &[u8]) -> Vec<Result<StreamEvent, Failure>> {
-    let parser = ResponsesStream {
-        model: "gpt-5".into(),
-        native,
-        tag: target_tag("oai", "gpt-5"),
-        ..ResponsesStream::default()
-    };
-    crate::http::parse_stream_bytes(parser, &[bytes])
+    let parser = ResponsesStream::new("gpt-5", native, target_tag("oai", "gpt-5"));
+    crate::sse::parse_stream_bytes(parser, &[bytes])
 }
 
 #[test]

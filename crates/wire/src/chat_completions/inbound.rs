@@ -1,21 +1,20 @@
-//! The OpenAI Chat Completions shapes the compatible API reads and writes.
-//! Unknown request fields are ignored (SDKs send many); known ones are
+//! The Chat Completions request a client sends the gateway, read into the
+//! neutral [`ChatRequest`]. Unknown request fields are ignored (SDKs send many); known ones are
 //! checked, and what Understudy cannot honour (n > 1, the legacy
 //! `functions`) is refused. The neutral API takes the same message, tool and
 //! response-format shapes ([`message`], [`Extras`]).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use understudy_core::{
-    ChatRequest, FinishReason, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
-    Usage,
+    ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
-use crate::ApiError;
+use crate::Invalid;
 
 /// The body of `POST /v1/chat/completions`.
 #[derive(Debug, Deserialize)]
-pub(crate) struct ChatCompletionRequest {
+pub struct ChatCompletionRequest {
     pub model: Option<String>,
     pub messages: Vec<ChatMessage>,
     pub temperature: Option<f32>,
@@ -133,13 +132,13 @@ pub struct JsonSchemaIn {
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum Stop {
+pub enum Stop {
     One(String),
     Many(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct StreamOptions {
+pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
@@ -160,10 +159,10 @@ pub struct Extras {
 
 impl Extras {
     /// Sets these fields on `chat`, rejecting shapes no provider takes.
-    pub fn apply(self, chat: &mut ChatRequest) -> Result<(), ApiError> {
+    pub fn apply(self, chat: &mut ChatRequest) -> Result<(), Invalid> {
         for (i, t) in self.tools.into_iter().flatten().enumerate() {
             let (true, Some(f)) = (t.kind == "function", t.function) else {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     format!("tools[{i}]"),
                     "only tools of type `function` (with a `function` object) are supported",
                 ));
@@ -182,7 +181,7 @@ impl Extras {
                 "none" => ToolChoice::None,
                 "required" => ToolChoice::Required,
                 other => {
-                    return Err(ApiError::invalid(
+                    return Err(Invalid::new(
                         "tool_choice",
                         format!(
                             "unknown tool_choice `{other}` (expected auto, none, required or a named function)"
@@ -201,18 +200,18 @@ impl Extras {
                 ("json_schema", Some(s)) => ResponseFormat::JsonSchema {
                     name: s.name.unwrap_or_else(|| "response".to_owned()),
                     schema: s.schema.ok_or_else(|| {
-                        ApiError::invalid("response_format", "json_schema needs a `schema`")
+                        Invalid::new("response_format", "json_schema needs a `schema`")
                     })?,
                     strict: s.strict.unwrap_or(false),
                 },
                 ("json_schema", None) => {
-                    return Err(ApiError::invalid(
+                    return Err(Invalid::new(
                         "response_format",
                         "type `json_schema` needs a `json_schema` object",
                     ));
                 }
                 (other, _) => {
-                    return Err(ApiError::invalid(
+                    return Err(Invalid::new(
                         "response_format",
                         format!(
                             "unknown type `{other}` (expected text, json_object or json_schema)"
@@ -232,13 +231,13 @@ impl Extras {
 
 /// A conversation message in the neutral types. `role` must already be
 /// one of user, assistant or tool.
-pub fn message(i: usize, m: ChatMessage) -> Result<Message, ApiError> {
+pub fn message(i: usize, m: ChatMessage) -> Result<Message, Invalid> {
     let role = match m.role.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "tool" => Role::Tool,
         other => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 format!("messages[{i}].role"),
                 format!(
                     "unknown or unsupported role `{other}` (expected system, developer, user, assistant or tool)"
@@ -259,13 +258,13 @@ pub fn message(i: usize, m: ChatMessage) -> Result<Message, ApiError> {
                         detail: image.detail,
                     },
                     ("image_url", _, Some(_)) => {
-                        return Err(ApiError::invalid(
+                        return Err(Invalid::new(
                             format!("messages[{i}].content"),
                             "images are accepted in user messages only",
                         ));
                     }
                     (kind, _, _) => {
-                        return Err(ApiError::invalid(
+                        return Err(Invalid::new(
                             format!("messages[{i}].content"),
                             format!(
                                 "content part of type `{kind}` is not supported or lacks its field (expected text or image_url)"
@@ -295,8 +294,22 @@ pub fn message(i: usize, m: ChatMessage) -> Result<Message, ApiError> {
     })
 }
 
+/// The neutral request's own checks (`ChatRequest::validate`), which name
+/// the field they refuse.
+impl From<understudy_core::Error> for Invalid {
+    fn from(e: understudy_core::Error) -> Self {
+        match e {
+            understudy_core::Error::InvalidRequest { field, message } => Self::new(field, message),
+            other => Self {
+                field: None,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 /// The text of a system or developer message.
-fn system_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
+fn system_text(i: usize, content: Option<Content>) -> Result<String, Invalid> {
     match content {
         None => Ok(String::new()),
         Some(Content::Text(t)) => Ok(t),
@@ -306,7 +319,7 @@ fn system_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
                 match (p.kind.as_str(), p.text) {
                     ("text", Some(t)) => text.push_str(&t),
                     (kind, _) => {
-                        return Err(ApiError::invalid(
+                        return Err(Invalid::new(
                             format!("messages[{i}].content"),
                             format!("a system message takes text parts only, not `{kind}`"),
                         ));
@@ -321,12 +334,12 @@ fn system_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
 impl ChatCompletionRequest {
     /// The neutral request: system and developer messages become the system
     /// prompt (joined in order).
-    pub(crate) fn take_chat(&mut self) -> Result<ChatRequest, ApiError> {
+    pub fn take_chat(&mut self) -> Result<ChatRequest, Invalid> {
         if self.n.is_some_and(|n| n != 1) {
-            return Err(ApiError::invalid("n", "only n = 1 is supported"));
+            return Err(Invalid::new("n", "only n = 1 is supported"));
         }
         if self.functions.as_ref().is_some_and(|f| !f.is_null()) {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "functions",
                 "the legacy `functions` API is not supported: send `tools`",
             ));
@@ -368,187 +381,10 @@ impl ChatCompletionRequest {
         Ok(chat)
     }
 
-    pub(crate) fn include_usage(&self) -> bool {
+    pub fn include_usage(&self) -> bool {
         self.stream_options
             .as_ref()
             .and_then(|o| o.include_usage)
             .unwrap_or(false)
     }
-}
-
-/// OpenAI's `finish_reason` for ours.
-pub(crate) fn finish_reason(reason: &FinishReason) -> &str {
-    match reason {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::ToolCalls => "tool_calls",
-        FinishReason::Other(other) => other.as_str(),
-    }
-}
-
-// === what the compatible API writes ===
-//
-// Typed and borrowed, serialised straight to bytes: building a
-// `serde_json::Value` first and dropping it cost about 20 000 instructions
-// a response in the profile, a tenth of the gateway's work per request.
-
-/// A non-streamed `chat.completion`.
-#[derive(Debug, Serialize)]
-pub(crate) struct CompletionOut<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub choices: [ChoiceOut<'a>; 1],
-    pub usage: Option<UsageOut>,
-    pub system_fingerprint: Option<()>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct ChoiceOut<'a> {
-    pub index: u32,
-    pub message: MessageOut<'a>,
-    pub logprobs: Option<()>,
-    pub finish_reason: &'a str,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct MessageOut<'a> {
-    pub role: &'static str,
-    pub content: Option<&'a str>,
-    pub refusal: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<ToolCallOut<'a>>>,
-}
-
-/// A tool call in an answer: `{"id","type":"function","function":{"name","arguments"}}`.
-#[derive(Debug, Serialize)]
-pub(crate) struct ToolCallOut<'a> {
-    pub id: &'a str,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: FunctionOut<'a>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct FunctionOut<'a> {
-    pub name: &'a str,
-    pub arguments: &'a str,
-}
-
-impl<'a> MessageOut<'a> {
-    /// The assistant's message: its text (null when it only called tools)
-    /// and its tool calls.
-    pub(crate) fn answer(text: &'a str, calls: &'a [ToolCall]) -> Self {
-        Self {
-            role: "assistant",
-            content: (!text.is_empty() || calls.is_empty()).then_some(text),
-            refusal: None,
-            tool_calls: (!calls.is_empty()).then(|| {
-                calls
-                    .iter()
-                    .map(|c| ToolCallOut {
-                        id: &c.id,
-                        kind: "function",
-                        function: FunctionOut {
-                            name: &c.name,
-                            arguments: &c.arguments,
-                        },
-                    })
-                    .collect()
-            }),
-        }
-    }
-}
-
-/// OpenAI's usage object.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct UsageOut {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-impl From<Usage> for UsageOut {
-    fn from(u: Usage) -> Self {
-        Self {
-            prompt_tokens: u.input_tokens,
-            completion_tokens: u.output_tokens,
-            total_tokens: u.input_tokens + u.output_tokens,
-        }
-    }
-}
-
-/// One `chat.completion.chunk`.
-#[derive(Debug, Serialize)]
-pub(crate) struct ChunkOut<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub choices: [ChunkChoiceOut<'a>; 1],
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct ChunkChoiceOut<'a> {
-    pub index: u32,
-    pub delta: DeltaOut<'a>,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'a str>,
-}
-
-/// A chunk's `delta`: `{}` when all are absent.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct DeltaOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<&'a str>,
-    /// The model's reasoning, in the field reasoning models' compatible
-    /// APIs use (DeepSeek, vLLM, Groq); clients that do not know it ignore it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_content: Option<&'a str>,
-    /// A surfaced refusal's words (OpenAI's own streamed `delta.refusal`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<[ToolCallDeltaOut<'a>; 1]>,
-}
-
-/// One fragment of a streamed tool call: the first of each `index` names
-/// its `id` and function; the rest carry argument text.
-#[derive(Debug, Serialize)]
-pub(crate) struct ToolCallDeltaOut<'a> {
-    pub index: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<&'a str>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<&'static str>,
-    pub function: FunctionDeltaOut<'a>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct FunctionDeltaOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<&'a str>,
-    pub arguments: &'a str,
-}
-
-/// The usage chunk sent last when `stream_options.include_usage` is set.
-#[derive(Debug, Serialize)]
-pub(crate) struct UsageChunkOut<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub choices: [(); 0],
-    pub usage: Option<UsageOut>,
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }

@@ -4,16 +4,16 @@
 //! the API does. The same shapes go into the stream's events and into the
 //! store.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use understudy_core::{FinishReason, ToolCall, Usage};
+use understudy_core::{ToolCall, Usage};
 
-use super::request::{CreateRequest, ToolNames};
+use super::inbound::{CreateRequest, ToolNames};
 
 /// One output item.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum OutputItem {
+pub enum OutputItem {
     Message {
         id: String,
         status: &'static str,
@@ -49,7 +49,7 @@ pub(crate) enum OutputItem {
 /// A content part of an output item.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum Content {
+pub enum Content {
     OutputText {
         text: String,
         annotations: Vec<Value>,
@@ -65,7 +65,7 @@ pub(crate) enum Content {
 
 /// The request's settings, echoed in every `response` object.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Echo {
+pub struct Echo {
     pub instructions: Value,
     pub max_output_tokens: Option<u32>,
     pub metadata: Value,
@@ -84,7 +84,7 @@ pub(crate) struct Echo {
 
 /// A `response` object.
 #[derive(Debug, Serialize)]
-pub(crate) struct ResponseOut<'a> {
+pub struct ResponseOut<'a> {
     pub id: &'a str,
     pub object: &'static str,
     pub created_at: u64,
@@ -98,9 +98,11 @@ pub(crate) struct ResponseOut<'a> {
     pub echo: &'a Echo,
 }
 
-/// The Responses API's usage object.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct UsageOut {
+/// The Responses API's usage object, written to a client and read from a
+/// provider (which may leave any of it out).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UsageOut {
     pub input_tokens: u64,
     pub input_tokens_details: CachedOut,
     pub output_tokens: u64,
@@ -108,14 +110,25 @@ pub(crate) struct UsageOut {
     pub total_tokens: u64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct CachedOut {
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CachedOut {
+    #[serde(default)]
     pub cached_tokens: u64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct ReasoningOut {
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ReasoningOut {
+    #[serde(default)]
     pub reasoning_tokens: u64,
+}
+
+impl From<UsageOut> for Usage {
+    fn from(u: UsageOut) -> Self {
+        Self {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        }
+    }
 }
 
 impl From<Usage> for UsageOut {
@@ -135,7 +148,7 @@ impl From<Usage> for UsageOut {
 // === impl Echo ===
 
 impl Echo {
-    pub(crate) fn new(body: &CreateRequest) -> Self {
+    pub fn new(body: &CreateRequest) -> Self {
         Self {
             instructions: body.instructions.clone().unwrap_or(Value::Null),
             max_output_tokens: body.max_output_tokens,
@@ -162,7 +175,7 @@ impl OutputItem {
     /// The item for a tool call the model made, in the client's terms
     /// (a custom tool's call carries its `input`; a namespaced tool its
     /// own name and its namespace).
-    pub(crate) fn call(call: &ToolCall, names: &ToolNames, status: &'static str) -> Self {
+    pub fn call(call: &ToolCall, names: &ToolNames, status: &'static str) -> Self {
         let origin = names.origin(&call.name);
         if origin.custom {
             return Self::CustomToolCall {
@@ -185,7 +198,7 @@ impl OutputItem {
     }
 
     /// The assistant's text as a message item.
-    pub(crate) fn text(text: &str, status: &'static str) -> Self {
+    pub fn text(text: &str, status: &'static str) -> Self {
         Self::Message {
             id: super::new_id("msg"),
             status,
@@ -199,7 +212,7 @@ impl OutputItem {
     }
 
     /// A refusal as a message item.
-    pub(crate) fn refusal(refusal: &str) -> Self {
+    pub fn refusal(refusal: &str) -> Self {
         Self::Message {
             id: super::new_id("msg"),
             status: "incomplete",
@@ -210,7 +223,7 @@ impl OutputItem {
         }
     }
 
-    pub(crate) fn id(&self) -> &str {
+    pub fn id(&self) -> &str {
         match self {
             Self::Message { id, .. }
             | Self::FunctionCall { id, .. }
@@ -220,7 +233,7 @@ impl OutputItem {
     }
 
     /// Marks an item the answer ended in the middle of.
-    pub(crate) fn set_status(&mut self, to: &'static str) {
+    pub fn set_status(&mut self, to: &'static str) {
         match self {
             Self::Message { status, .. }
             | Self::FunctionCall { status, .. }
@@ -232,7 +245,7 @@ impl OutputItem {
 
 /// A custom tool's free text from the `{"input": …}` arguments the model
 /// wrote (the arguments themselves if they are not that shape).
-pub(crate) fn custom_input(arguments: &str) -> String {
+pub fn custom_input(arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(mut o)) => match o.remove("input") {
             Some(Value::String(s)) => s,
@@ -243,7 +256,7 @@ pub(crate) fn custom_input(arguments: &str) -> String {
 }
 
 /// The output items of a whole answer: its text, then its tool calls.
-pub(crate) fn output(
+pub fn output(
     text: &str,
     calls: &[ToolCall],
     names: &ToolNames,
@@ -259,15 +272,4 @@ pub(crate) fn output(
             .map(|c| OutputItem::call(c, names, "completed")),
     );
     items
-}
-
-/// `status` and `incomplete_details` for how the answer ended.
-pub(crate) fn status(reason: &FinishReason) -> (&'static str, Option<Value>) {
-    match reason {
-        FinishReason::Length => ("incomplete", Some(json!({"reason": "max_output_tokens"}))),
-        FinishReason::Other(r) if r == "content_filter" => {
-            ("incomplete", Some(json!({"reason": "content_filter"})))
-        }
-        _ => ("completed", None),
-    }
 }

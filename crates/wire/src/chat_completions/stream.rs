@@ -9,7 +9,7 @@ use understudy_core::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::{WireError, mid_stream_error, mid_stream_error_body};
 use super::response::{WireArguments, WireToolCall, WireUsage, finish_reason_with};
-use crate::http::StreamParser;
+use crate::StreamParser;
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
 
@@ -23,7 +23,7 @@ const MAX_REFUSAL: usize = 4096;
 /// Parses `data: {chunk}` events up to `data: [DONE]` (wire-formats §1.3,
 /// §2.3, §1.7, §2.7).
 #[derive(Debug, Default)]
-pub(crate) struct OpenAiStream {
+pub struct OpenAiStream {
     model: String,
     finish: Option<String>,
     usage: Option<Usage>,
@@ -143,7 +143,7 @@ impl OpenAiStream {
 
 impl OpenAiStream {
     /// A parser for one streamed answer from `model`.
-    pub(crate) fn for_model(model: &str) -> Self {
+    pub fn for_model(model: &str) -> Self {
         Self {
             model: model.to_owned(),
             ..Self::default()
@@ -163,7 +163,7 @@ impl StreamParser for OpenAiStream {
         let chunk: WireChunk = match serde_json::from_str(&data) {
             Ok(c) => c,
             Err(e) => {
-                out.push_back(Err(crate::http::malformed_event(&e)));
+                out.push_back(Err(crate::malformed_event(&e)));
                 return;
             }
         };
@@ -182,10 +182,7 @@ impl StreamParser for OpenAiStream {
             self.model = model;
         }
         if let Some(u) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
-            self.usage = Some(Usage {
-                input_tokens: u.prompt_tokens,
-                output_tokens: u.completion_tokens,
-            });
+            self.usage = Some(Usage::from(u));
         }
         let Some(choice) = chunk.choices.into_iter().next() else {
             return;

@@ -5,7 +5,7 @@
 //!
 //! - `model`: the target's; `max_output_tokens`: clamped to its limit.
 //! - `input`: reasoning items only when this target made them (their ids
-//!   tagged by `openai_responses` on the way out, restored here); another
+//!   tagged on the way out, below, and restored here); another
 //!   target's, or an untagged one with `encrypted_content`, left out.
 //! - `tools`: tools the client runs (`function`, `custom`, `namespace`,
 //!   `shell`, `local_shell`, `apply_patch`, `computer_use_preview`) as
@@ -13,13 +13,75 @@
 //!   provider's `passthrough` allows them (`web_search*` → `web_search`,
 //!   `code_interpreter` → `code_execution`, `mcp`, `file_search` →
 //!   `files`); any other hosted tool left out, as the translation does.
+//!
+//! A body with `previous_response_id` (the gateway's stored conversation,
+//! unknown to the provider) goes with the stored items and its own as its
+//! `input` instead ([`with_conversation`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 use understudy_core::passthrough::{Gated, GatedSet};
+
+/// `body` without `previous_response_id`, its `input` the whole
+/// conversation (the provider knows nothing of the gateway's store).
+pub fn with_conversation(body: &str, conversation: [&[Value]; 2]) -> Option<String> {
+    let mut top: serde_json::Map<String, Value> = serde_json::from_str(body).ok()?;
+    top.remove("previous_response_id");
+    let items: Vec<Value> = conversation.concat();
+    top.insert("input".into(), Value::Array(items));
+    serde_json::to_string(&top).ok()
+}
+
+// === reasoning items: whose they are ===
+
+/// Eight hex digits naming a target (FNV-1a of provider and model): the
+/// mark in the reasoning-item ids the gateway hands out.
+pub fn target_tag(provider: &str, model: &str) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in provider.bytes().chain([0]).chain(model.bytes()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{h:08x}")
+}
+
+/// `rs_X` as the gateway hands it out from the target tagged `tag`.
+pub fn tagged_id(id: &str, tag: &str) -> Option<String> {
+    let rest = id.strip_prefix("rs_")?;
+    // Already tagged (the provider echoed a tagged id): as it is.
+    (!rest.starts_with("us")).then(|| format!("rs_us{tag}_{rest}"))
+}
+
+/// `text` (an answer or event as the provider sent it) with the id of every
+/// reasoning item in `ids` tagged; the ids are the provider's own (letters,
+/// digits, `_`), replaced where they appear as JSON strings.
+pub fn tag_ids(text: &str, ids: &[String], tag: &str) -> Option<String> {
+    let mut out: Option<String> = None;
+    for id in ids {
+        let Some(tagged) = tagged_id(id, tag) else {
+            continue;
+        };
+        let from = format!("\"{id}\"");
+        let current = out.as_deref().unwrap_or(text);
+        if current.contains(&from) {
+            out = Some(current.replace(&from, &format!("\"{tagged}\"")));
+        }
+    }
+    out
+}
+
+/// The ids of reasoning items in a `response` object's `output`.
+pub fn reasoning_ids(output: &[Value]) -> Vec<String> {
+    output
+        .iter()
+        .filter(|i| i.get("type").and_then(Value::as_str) == Some("reasoning"))
+        .filter_map(|i| i.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
 
 /// Tool types the client runs itself: they go as sent.
 const CLIENT_TOOLS: [&str; 8] = [
@@ -38,7 +100,7 @@ const CLIENT_TOOLS: [&str; 8] = [
 /// kept only when this target made them (their ids restored), hosted tools
 /// only where `allowed`; every other byte as sent. `None` when it is not a
 /// JSON object with a `model`.
-pub(crate) fn prepare_native(
+pub fn prepare_native(
     body: &str,
     model: &str,
     tag: &str,
@@ -169,7 +231,7 @@ fn tools_for_target(tools: &str, allowed: GatedSet) -> Option<String> {
 /// The id a tagged reasoning item had at its target: `Ok(original)` when
 /// `tag` made it, `Err(true)` when another target did, `Err(false)` when
 /// it carries no tag.
-pub(crate) fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
+pub fn untagged_id(id: &str, tag: &str) -> Result<String, bool> {
     let Some(marked) = id.strip_prefix("rs_us") else {
         return Err(false);
     };

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use understudy_core::{ResponseFormat, Role, ToolCall, ToolChoice};
 
 use super::answer::{OutputItem, custom_input, output};
-use super::request::{CreateRequest, Translated, flat_name};
+use super::inbound::{CreateRequest, Translated, flat_name};
 
 /// The translation of `body` (its `input` as this request's items).
 fn translate(body: Value) -> Result<Translated, String> {

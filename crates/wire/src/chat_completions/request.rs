@@ -19,7 +19,7 @@ const MAX_TOOL_CALL_ID: usize = 40;
 /// The Chat Completions body for `request` to `model`: `limit` goes out as
 /// `max_completion_tokens` when the provider wants that, else as
 /// `max_tokens`.
-pub(super) fn wire_request<'a>(
+pub fn wire_request<'a>(
     model: &'a str,
     request: &'a ChatRequest,
     limit: Option<u32>,
@@ -73,8 +73,8 @@ pub(super) fn wire_request<'a>(
     }
 }
 
-#[derive(Serialize)]
-pub(super) struct WireRequest<'a> {
+#[derive(Debug, Serialize)]
+pub struct WireRequest<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,13 +108,13 @@ pub(super) struct WireRequest<'a> {
     stream_options: Option<StreamOptions>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct StreamOptions {
     include_usage: bool,
 }
 
 /// One message (openai-python `chat_completion_*_message_param.py`).
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
     content: WireContent<'a>,
@@ -167,6 +167,7 @@ impl<'a> WireMessage<'a> {
 }
 
 /// A message's `content`.
+#[derive(Debug)]
 enum WireContent<'a> {
     Text(Cow<'a, str>),
     /// `[{"type":"text","text"}, {"type":"image_url","image_url":{"url","detail"?}}]`.
@@ -176,13 +177,13 @@ enum WireContent<'a> {
 
 impl Serialize for WireContent<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         #[serde(tag = "type", rename_all = "snake_case")]
         enum WirePart<'a> {
             Text { text: &'a str },
             ImageUrl { image_url: WireImage<'a> },
         }
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct WireImage<'a> {
             url: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +207,7 @@ impl Serialize for WireContent<'_> {
 
 /// An assistant turn's `tool_calls`:
 /// `[{"id","type":"function","function":{"name","arguments"}}]`.
+#[derive(Debug)]
 struct WireToolCalls<'a>(&'a [ToolCall]);
 
 impl WireToolCalls<'_> {
@@ -216,14 +218,14 @@ impl WireToolCalls<'_> {
 
 impl Serialize for WireToolCalls<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct Call<'a> {
             id: Cow<'a, str>,
             #[serde(rename = "type")]
             kind: &'static str,
             function: Function<'a>,
         }
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct Function<'a> {
             name: &'a str,
             arguments: &'a str,
@@ -256,6 +258,7 @@ fn wire_id(id: &str) -> Cow<'_, str> {
 }
 
 /// `tools: [{"type":"function","function":{name, description?, parameters?, strict?}}]`.
+#[derive(Debug)]
 struct WireTools<'a>(&'a [Tool]);
 
 impl WireTools<'_> {
@@ -266,13 +269,13 @@ impl WireTools<'_> {
 
 impl Serialize for WireTools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct WireTool<'a> {
             #[serde(rename = "type")]
             kind: &'static str,
             function: Function<'a>,
         }
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct Function<'a> {
             name: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -295,17 +298,18 @@ impl Serialize for WireTools<'_> {
 }
 
 /// `"auto" | "none" | "required" | {"type":"function","function":{"name"}}`.
+#[derive(Debug)]
 struct WireToolChoice<'a>(&'a ToolChoice);
 
 impl Serialize for WireToolChoice<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct Named<'a> {
             #[serde(rename = "type")]
             kind: &'static str,
             function: Name<'a>,
         }
-        #[derive(Serialize)]
+        #[derive(Debug, Serialize)]
         struct Name<'a> {
             name: &'a str,
         }
@@ -324,7 +328,7 @@ impl Serialize for WireToolChoice<'_> {
 
 /// `{"type":"text"}`, `{"type":"json_object"}` or
 /// `{"type":"json_schema","json_schema":{name, schema, strict}}`.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireResponseFormat<'a> {
     Text,
@@ -332,7 +336,7 @@ enum WireResponseFormat<'a> {
     JsonSchema { json_schema: WireJsonSchema<'a> },
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct WireJsonSchema<'a> {
     name: &'a str,
     schema: &'a serde_json::Value,

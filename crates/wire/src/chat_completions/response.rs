@@ -3,22 +3,22 @@
 //! types an answer deserializes into (the tool-call, arguments and usage
 //! shapes are the stream's too).
 
-use serde::Deserialize;
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
 use understudy_core::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
 
 use super::error::{WireError, classify_error, classify_error_body};
-use crate::http::Received;
 
-/// Classifies a complete (non-streamed) response.
-pub(crate) fn parse_response(
-    received: &Received,
+/// Classifies a complete (non-streamed) response: its status, headers and
+/// body.
+pub fn parse_response(
+    received: (u16, &HeaderMap, &[u8]),
     requested_model: &str,
 ) -> Result<Completion, Failure> {
-    let Received {
-        status, headers, ..
-    } = received;
+    let (status, headers, _) = received;
+    let status = &status;
     let parsed: WireResponse =
-        crate::http::answer_body(received, "a chat completion", classify_error)?;
+        crate::classify::answer_body(received, "a chat completion", classify_error)?;
     if let Some(error) = parsed.error {
         // Some proxies answer 200 with an error object.
         return Err(classify_error_body(502, headers, &error));
@@ -66,10 +66,7 @@ pub(crate) fn parse_response(
             .model
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| requested_model.to_owned()),
-        usage: parsed.usage.map(|u| Usage {
-            input_tokens: u.prompt_tokens,
-            output_tokens: u.completion_tokens,
-        }),
+        usage: parsed.usage.map(Usage::from),
     })
 }
 
@@ -97,23 +94,14 @@ fn tool_calls_of(calls: Option<Vec<WireToolCall>>) -> Vec<ToolCall> {
         .collect()
 }
 
-pub(crate) fn finish_reason(reason: Option<&str>) -> FinishReason {
-    match reason {
-        Some("stop") | None => FinishReason::Stop,
-        Some("length") => FinishReason::Length,
-        Some("tool_calls") => FinishReason::ToolCalls,
-        Some(other) => FinishReason::Other(other.to_owned()),
-    }
-}
-
 /// The finish reason of an answer that `called` tools or not. An answer of
 /// tool calls can end with `"stop"`: OpenAI's own with a named
 /// `tool_choice` (vllm-project/vllm#25054), and compatible servers' (older
 /// Ollama, ollama/ollama#5995; openvinotoolkit/model_server#3927). It is
 /// reported as `tool_calls` whoever served it, the signal agent loops
 /// branch on.
-pub(super) fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
-    match finish_reason(reason) {
+pub fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
+    match super::finish_reason(reason) {
         FinishReason::Stop if called => FinishReason::ToolCalls,
         other => other,
     }
@@ -147,29 +135,29 @@ struct WireAnswer {
 /// only the first fragment carries `id`, `type` and `function.name`;
 /// openai-python `chat_completion_chunk.py` `ChoiceDeltaToolCall`).
 #[derive(Deserialize)]
-pub(super) struct WireToolCall {
-    pub(super) index: Option<u32>,
-    pub(super) id: Option<String>,
-    pub(super) function: Option<WireFunctionCall>,
+pub(crate) struct WireToolCall {
+    pub index: Option<u32>,
+    pub id: Option<String>,
+    pub function: Option<WireFunctionCall>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct WireFunctionCall {
-    pub(super) name: Option<String>,
-    pub(super) arguments: Option<WireArguments>,
+pub(crate) struct WireFunctionCall {
+    pub name: Option<String>,
+    pub arguments: Option<WireArguments>,
 }
 
 /// OpenAI sends the arguments as JSON text; a few compatible servers send
 /// the object itself, which is taken as its JSON text.
 #[derive(Deserialize)]
 #[serde(untagged)]
-pub(super) enum WireArguments {
+pub(crate) enum WireArguments {
     Text(String),
     Json(serde_json::Value),
 }
 
 impl WireArguments {
-    pub(super) fn into_text(self) -> String {
+    pub(crate) fn into_text(self) -> String {
         match self {
             Self::Text(text) => text,
             Self::Json(value) => value.to_string(),
@@ -177,24 +165,61 @@ impl WireArguments {
     }
 }
 
-#[derive(Deserialize)]
-pub(super) struct WireUsage {
+/// OpenAI's usage object, read from a provider and written to a client.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+pub struct WireUsage {
     #[serde(default)]
-    pub(super) prompt_tokens: u64,
+    pub prompt_tokens: u64,
     #[serde(default)]
-    pub(super) completion_tokens: u64,
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+impl From<Usage> for WireUsage {
+    fn from(u: Usage) -> Self {
+        Self {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.input_tokens + u.output_tokens,
+        }
+    }
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Self {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use reqwest::header::{HeaderMap, HeaderValue};
+    use http::HeaderValue;
     use std::time::Duration;
 
+    type Bytes = Vec<u8>;
+
+    /// The recorded answers live with the providers' tests, which replay them too.
     fn fixture(name: &str) -> Bytes {
-        let path = format!("{}/tests/data/openai/{name}", env!("CARGO_MANIFEST_DIR"));
-        Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+        let path = format!(
+            "{}/../providers/tests/data/openai/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    struct Received {
+        status: u16,
+        headers: HeaderMap,
+        body: Bytes,
+    }
+
+    fn parse_response(received: &Received, model: &str) -> Result<Completion, Failure> {
+        super::parse_response((received.status, &received.headers, &received.body), model)
     }
 
     fn check(
@@ -326,7 +351,7 @@ mod tests {
             fixture("server_error_500.json"),
             Err(FailureKind::Unavailable),
         );
-        check(498, &[], Bytes::from_static(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
+        check(498, &[], Bytes::from(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
         // The model's malformed call: its output, not the client's request.
         check(
             400,
@@ -337,13 +362,13 @@ mod tests {
         check(
             502,
             &[],
-            Bytes::from_static(b"<html>Bad Gateway</html>"),
+            Bytes::from(b"<html>Bad Gateway</html>"),
             Err(FailureKind::Unavailable),
         );
         check(
             400,
             &[],
-            Bytes::from_static(b"{\"error\":\"model not found\"}"),
+            Bytes::from(b"{\"error\":\"model not found\"}"),
             Err(FailureKind::BadRequest),
         );
     }
@@ -353,25 +378,25 @@ mod tests {
         check(
             200,
             &[],
-            Bytes::from_static(b"not json at all"),
+            Bytes::from(b"not json at all"),
             Err(FailureKind::MalformedResponse),
         );
         check(
             200,
             &[],
-            Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \"cut"),
+            Bytes::from(b"{\"choices\": [{\"message\": {\"content\": \"cut"),
             Err(FailureKind::MalformedResponse),
         );
         check(
             200,
             &[],
-            Bytes::from_static(b"{\"choices\": []}"),
+            Bytes::from(b"{\"choices\": []}"),
             Err(FailureKind::EmptyResponse),
         );
         check(
             200,
             &[],
-            Bytes::from_static(
+            Bytes::from(
                 b"{\"choices\": [{\"message\": {\"content\": \"\"}, \"finish_reason\": \"stop\"}]}",
             ),
             Err(FailureKind::EmptyResponse),
@@ -379,7 +404,7 @@ mod tests {
         check(
             200,
             &[],
-            Bytes::from_static(b"{\"choices\": \"x\"}"),
+            Bytes::from(b"{\"choices\": \"x\"}"),
             Err(FailureKind::MalformedResponse),
         );
     }

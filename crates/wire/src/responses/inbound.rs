@@ -21,12 +21,12 @@ use understudy_core::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
-use crate::ApiError;
+use crate::Invalid;
 
 /// The body of `POST /v1/responses`. Unknown fields are ignored (clients
 /// send many: `client_metadata`, `prompt_cache_key`, `include`…).
 #[derive(Debug, Deserialize)]
-pub(crate) struct CreateRequest {
+pub struct CreateRequest {
     pub model: Option<String>,
     pub input: Option<Input>,
     pub instructions: Option<Value>,
@@ -52,21 +52,21 @@ pub(crate) struct CreateRequest {
 /// `input`: a string (one user message) or a list of items.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum Input {
+pub enum Input {
     Text(String),
     Items(Vec<Value>),
 }
 
 /// `text`: the answer's format (`verbosity` is accepted and ignored).
 #[derive(Debug, Deserialize)]
-pub(crate) struct TextConfig {
+pub struct TextConfig {
     pub format: Option<Value>,
 }
 
 /// Where a tool the model sees came from: the name the client knows it
 /// by, its namespace, and whether it is a freeform (`custom`) tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Origin {
+pub struct Origin {
     pub name: String,
     pub namespace: Option<String>,
     pub custom: bool,
@@ -74,12 +74,12 @@ pub(crate) struct Origin {
 
 /// The tools of one request by the name the model sees (flattened).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ToolNames(HashMap<String, Origin>);
+pub struct ToolNames(HashMap<String, Origin>);
 
 /// The request in neutral terms, and what the answer needs to be told
 /// back in the client's terms.
 #[derive(Debug)]
-pub(crate) struct Translated {
+pub struct Translated {
     pub chat: ChatRequest,
     pub names: ToolNames,
     /// Hosted tools left out (no target here can run them).
@@ -133,7 +133,7 @@ const DROPPED_ITEMS: &[&str] = &[
 
 impl ToolNames {
     /// The client's view of the tool the model called by `flat`.
-    pub(crate) fn origin(&self, flat: &str) -> Origin {
+    pub fn origin(&self, flat: &str) -> Origin {
         self.0.get(flat).cloned().unwrap_or_else(|| Origin {
             name: flat.to_owned(),
             namespace: None,
@@ -163,7 +163,7 @@ impl ToolNames {
 /// that is a valid function name (letters, digits, `_`, `-`, at most 64),
 /// else a readable prefix and a hash of both (the same every time, so the
 /// history of an earlier turn maps to the same name).
-pub(crate) fn flat_name(namespace: Option<&str>, name: &str) -> String {
+pub fn flat_name(namespace: Option<&str>, name: &str) -> String {
     let Some(ns) = namespace else {
         return name.to_owned();
     };
@@ -191,9 +191,9 @@ pub(crate) fn flat_name(namespace: Option<&str>, name: &str) -> String {
 impl CreateRequest {
     /// This request's input as normalised items (each with a `type`, and
     /// an `id` where the API gives one), for translation and the store.
-    pub(crate) fn input_items(&mut self) -> Result<Vec<Value>, ApiError> {
+    pub fn input_items(&mut self) -> Result<Vec<Value>, Invalid> {
         let items = match self.input.take() {
-            None => return Err(ApiError::invalid("input", "input is required")),
+            None => return Err(Invalid::new("input", "input is required")),
             Some(Input::Text(text)) => vec![json!({
                 "type": "message",
                 "role": "user",
@@ -210,15 +210,15 @@ impl CreateRequest {
 
     /// Refuses what the gateway does not do (background responses, the
     /// Conversations API).
-    pub(crate) fn check(&self) -> Result<(), ApiError> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if self.background == Some(true) {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "background",
                 "background responses are not supported: send the request in the foreground",
             ));
         }
         if self.conversation.as_ref().is_some_and(|c| !c.is_null()) {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "conversation",
                 "the Conversations API is not supported: use previous_response_id",
             ));
@@ -231,11 +231,7 @@ impl CreateRequest {
 
     /// The neutral request over `history` (earlier turns' items) and
     /// `input` (this request's).
-    pub(crate) fn translate(
-        &self,
-        history: &[Value],
-        input: &[Value],
-    ) -> Result<Translated, ApiError> {
+    pub fn translate(&self, history: &[Value], input: &[Value]) -> Result<Translated, Invalid> {
         let mut names = ToolNames::default();
         let mut omitted = Vec::new();
         let mut tools = Vec::new();
@@ -258,7 +254,7 @@ impl CreateRequest {
             Some(Value::String(s)) if s.is_empty() => Vec::new(),
             Some(Value::String(s)) => vec![s.clone()],
             Some(_) => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     "instructions",
                     "instructions must be a string",
                 ));
@@ -288,7 +284,7 @@ impl CreateRequest {
         &self,
         tools: &mut Vec<Tool>,
         names: &ToolNames,
-    ) -> Result<Option<ToolChoice>, ApiError> {
+    ) -> Result<Option<ToolChoice>, Invalid> {
         let Some(choice) = &self.tool_choice else {
             return Ok(None);
         };
@@ -296,7 +292,7 @@ impl CreateRequest {
             "auto" => Ok(ToolChoice::Auto),
             "none" => Ok(ToolChoice::None),
             "required" => Ok(ToolChoice::Required),
-            other => Err(ApiError::invalid(
+            other => Err(Invalid::new(
                 "tool_choice",
                 format!("unknown tool_choice `{other}` (expected auto, none or required)"),
             )),
@@ -325,7 +321,7 @@ impl CreateRequest {
                 mode(choice.get("mode").and_then(Value::as_str).unwrap_or("auto"))?
             }
             (_, Some(hosted), _) if HOSTED.contains(&hosted) => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     "tool_choice",
                     format!(
                         "tool_choice forces the hosted tool `{hosted}`, which no target of this \
@@ -334,7 +330,7 @@ impl CreateRequest {
                 ));
             }
             _ => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     "tool_choice",
                     "expected auto, none, required, {\"type\": \"function\", \"name\"} or allowed_tools",
                 ));
@@ -343,7 +339,7 @@ impl CreateRequest {
     }
 
     /// `text.format` as the neutral response format.
-    fn format(&self) -> Result<Option<ResponseFormat>, ApiError> {
+    fn format(&self) -> Result<Option<ResponseFormat>, Invalid> {
         let Some(format) = self.text.as_ref().and_then(|t| t.format.as_ref()) else {
             return Ok(None);
         };
@@ -361,16 +357,14 @@ impl CreateRequest {
                     .get("schema")
                     .filter(|s| s.is_object())
                     .cloned()
-                    .ok_or_else(|| {
-                        ApiError::invalid(field, "json_schema needs a `schema` object")
-                    })?,
+                    .ok_or_else(|| Invalid::new(field, "json_schema needs a `schema` object"))?,
                 strict: format
                     .get("strict")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
             },
             _ => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     field,
                     "expected a format of type text, json_object or json_schema",
                 ));
@@ -380,19 +374,21 @@ impl CreateRequest {
 }
 
 /// A validation error naming this API's field for the neutral one.
-fn in_our_terms(e: understudy_core::Error) -> ApiError {
-    match e {
-        understudy_core::Error::InvalidRequest { field, message } => {
-            let field = match field {
-                "messages" => "input",
-                "max_tokens" => "max_output_tokens",
-                "response_format" => "text.format",
-                other => other,
-            };
-            ApiError::invalid(field, message.replace("max_tokens", "max_output_tokens"))
+fn in_our_terms(e: understudy_core::Error) -> Invalid {
+    let mut e = Invalid::from(e);
+    if let Some(field) = &mut e.field {
+        let ours = match field.as_str() {
+            "messages" => "input",
+            "max_tokens" => "max_output_tokens",
+            "response_format" => "text.format",
+            _ => "",
+        };
+        if !ours.is_empty() {
+            *field = ours.to_owned();
         }
-        other => other.into(),
+        e.message = e.message.replace("max_tokens", "max_output_tokens");
     }
+    e
 }
 
 /// One tool of `tools`, added to the neutral list (hosted ones to
@@ -403,14 +399,13 @@ fn tool(
     tools: &mut Vec<Tool>,
     names: &mut ToolNames,
     omitted: &mut Vec<String>,
-) -> Result<(), ApiError> {
+) -> Result<(), Invalid> {
     let field = || format!("tools[{i}]");
     let kind = t.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "function" | "custom" => {
-            let (flat, origin, tool) = function(t, None).ok_or_else(|| {
-                ApiError::invalid(field(), format!("a `{kind}` tool needs a `name`"))
-            })?;
+            let (flat, origin, tool) = function(t, None)
+                .ok_or_else(|| Invalid::new(field(), format!("a `{kind}` tool needs a `name`")))?;
             names.insert(flat, origin);
             tools.push(tool);
         }
@@ -418,7 +413,7 @@ fn tool(
             let ns = t
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| ApiError::invalid(field(), "a namespace needs a `name`"))?;
+                .ok_or_else(|| Invalid::new(field(), "a namespace needs a `name`"))?;
             for inner in t
                 .get("tools")
                 .and_then(Value::as_array)
@@ -426,7 +421,7 @@ fn tool(
                 .flatten()
             {
                 let (flat, origin, mut tool) = function(inner, Some(ns)).ok_or_else(|| {
-                    ApiError::invalid(field(), "every tool of a namespace needs a `name`")
+                    Invalid::new(field(), "every tool of a namespace needs a `name`")
                 })?;
                 if let Some(about) = t.get("description").and_then(Value::as_str) {
                     let own = tool.description.take().unwrap_or_default();
@@ -439,7 +434,7 @@ fn tool(
         }
         hosted if HOSTED.contains(&hosted) => omitted.push(hosted.to_owned()),
         other => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 field(),
                 format!("tools of type `{other}` are not supported"),
             ));
@@ -502,9 +497,9 @@ fn function(t: &Value, namespace: Option<&str>) -> Option<(String, Origin, Tool)
 
 /// An input item with its `type` (a message may omit it), an `id` and its
 /// text as a part (as `input_items` lists them), or a 400 naming it.
-fn normalise(i: usize, mut item: Value) -> Result<Value, ApiError> {
+fn normalise(i: usize, mut item: Value) -> Result<Value, Invalid> {
     let Some(obj) = item.as_object_mut() else {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             format!("input[{i}]"),
             "an input item must be an object",
         ));
@@ -516,7 +511,7 @@ fn normalise(i: usize, mut item: Value) -> Result<Value, ApiError> {
             "message".to_owned()
         }
         None => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 format!("input[{i}].type"),
                 "an input item needs a `type`",
             ));
@@ -555,7 +550,7 @@ fn item_into(
     names: &ToolNames,
     system: &mut Vec<String>,
     messages: &mut Vec<Message>,
-) -> Result<(), ApiError> {
+) -> Result<(), Invalid> {
     let kind = item
         .get("type")
         .and_then(Value::as_str)
@@ -586,14 +581,14 @@ fn item_into(
             messages.push(output_item(field, kind, item)?);
         }
         "item_reference" => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 field,
                 "item_reference items are not supported: send the item, or use previous_response_id",
             ));
         }
         dropped if DROPPED_ITEMS.contains(&dropped) => {}
         other => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 format!("{field}.type"),
                 format!("input items of type `{other}` are not supported"),
             ));
@@ -603,13 +598,13 @@ fn item_into(
 }
 
 /// A `message` item (a system or developer message as [`Role::System`]).
-fn message_item(field: &str, item: &Value) -> Result<Message, ApiError> {
+fn message_item(field: &str, item: &Value) -> Result<Message, Invalid> {
     let role = match item.get("role").and_then(Value::as_str).unwrap_or("") {
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "system" | "developer" => Role::System,
         other => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 format!("{field}.role"),
                 format!("unknown role `{other}` (expected user, assistant, system or developer)"),
             ));
@@ -631,10 +626,10 @@ fn call_item(
     kind: &str,
     item: &Value,
     names: &ToolNames,
-) -> Result<ToolCall, ApiError> {
+) -> Result<ToolCall, Invalid> {
     let str_of = |key: &str| item.get(key).and_then(Value::as_str);
     let (Some(call_id), Some(name)) = (str_of("call_id"), str_of("name")) else {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             field,
             format!("a {kind} item needs `call_id` and `name`"),
         ));
@@ -652,9 +647,9 @@ fn call_item(
 }
 
 /// A tool's output item as a tool result (the text of its parts).
-fn output_item(field: &str, kind: &str, item: &Value) -> Result<Message, ApiError> {
+fn output_item(field: &str, kind: &str, item: &Value) -> Result<Message, Invalid> {
     let Some(call_id) = item.get("call_id").and_then(Value::as_str) else {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             field,
             format!("a {kind} item needs a `call_id`"),
         ));
@@ -672,13 +667,13 @@ fn output_item(field: &str, kind: &str, item: &Value) -> Result<Message, ApiErro
 }
 
 /// A message's content: a string or a list of parts.
-fn content(field: &str, content: Option<&Value>, role: Role) -> Result<Vec<Part>, ApiError> {
+fn content(field: &str, content: Option<&Value>, role: Role) -> Result<Vec<Part>, Invalid> {
     let parts = match content {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::String(text)) => return Ok(vec![Part::Text { text: text.clone() }]),
         Some(Value::Array(parts)) => parts,
         Some(_) => {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 format!("{field}.content"),
                 "content must be a string or a list of parts",
             ));
@@ -699,20 +694,20 @@ fn content(field: &str, content: Option<&Value>, role: Role) -> Result<Vec<Part>
                     detail: text("detail").filter(|d| d != "auto"),
                 }),
                 None => {
-                    return Err(ApiError::invalid(
+                    return Err(Invalid::new(
                         format!("{field}.content[{j}]"),
                         "an input_image needs an `image_url` (a data: or https: URL); file ids are not supported",
                     ));
                 }
             },
             "input_image" => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     format!("{field}.content[{j}]"),
                     "images are accepted in user messages only",
                 ));
             }
             other => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     format!("{field}.content[{j}]"),
                     format!(
                         "content parts of type `{other}` are not supported (expected input_text, input_image or output_text)"
@@ -723,7 +718,7 @@ fn content(field: &str, content: Option<&Value>, role: Role) -> Result<Vec<Part>
         match part {
             Some(part) => out.push(part),
             None => {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     format!("{field}.content[{j}]"),
                     format!("a `{kind}` part lacks its text"),
                 ));

@@ -1,10 +1,11 @@
 //! OpenAI-style error bodies classified into a [`FailureKind`]: an HTTP
 //! error's body, an error object in a 200 answer, and an error event
-//! mid-stream. The Responses protocol reads its errors with these too.
+//! mid-stream. The Responses protocol reads its errors with these too;
+//! [`error_type`] names a status the other way, for the gateway's own errors.
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use http::HeaderMap;
 use serde::Deserialize;
 use understudy_core::{Failure, FailureKind};
 
@@ -24,8 +25,18 @@ const CONTENT_POLICY_CODES: [&str; 4] = [
     "moderation_blocked",
 ];
 
+/// The error `type` OpenAI gives a status (its clients branch on it).
+pub fn error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        429 => "rate_limit_error",
+        500.. => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
 /// Classifies an error status with its body.
-pub(crate) fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+pub fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
     match serde_json::from_slice::<WireErrorEnvelope>(body) {
         Ok(WireErrorEnvelope { error: Some(error) }) => {
             classify_error_body(status, headers, &error)
@@ -92,7 +103,7 @@ pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &Wire
 }
 
 /// A raw JSON value seen mid-stream that may be an error object.
-pub(super) fn mid_stream_error(value: &serde_json::Value) -> Option<Failure> {
+pub(crate) fn mid_stream_error(value: &serde_json::Value) -> Option<Failure> {
     let error: WireError = serde_json::from_value(value.get("error")?.clone()).ok()?;
     Some(mid_stream_error_body(&error))
 }
@@ -100,7 +111,7 @@ pub(super) fn mid_stream_error(value: &serde_json::Value) -> Option<Failure> {
 /// An error object inside a 200 stream: classified as the status its type
 /// implies, so that a rate limit or an overload before any text still
 /// leads where it would have as an HTTP error.
-pub(super) fn mid_stream_error_body(error: &WireError) -> Failure {
+pub(crate) fn mid_stream_error_body(error: &WireError) -> Failure {
     let status = match error {
         WireError::Object { code, kind, .. } => {
             let code = code.as_ref().and_then(|c| c.as_str()).unwrap_or_default();
