@@ -278,17 +278,9 @@ impl GeminiError {
     pub fn status(&self) -> StatusCode {
         let code = match &self.0 {
             ApiError::Engine(e) => match e {
-                Error::ProvidersFailed { code, .. } => match code {
-                    FailureCode::RateLimited => 429,
-                    FailureCode::Unavailable | FailureCode::Connection => 503,
-                    FailureCode::Timeout | FailureCode::DeadlineExceeded => 504,
-                    FailureCode::BadRequest
-                    | FailureCode::ContextLength
-                    | FailureCode::Unsupported
-                    | FailureCode::ContentFilter
-                    | FailureCode::InvalidRequest => 400,
-                    _ => 500,
-                },
+                Error::ProvidersFailed { code, .. } => {
+                    understudy_wire::generate_content::answer::status_of(*code)
+                }
                 Error::DeadlineExceeded { .. } => 504,
                 Error::FallbackBudgetExceeded { .. } | Error::NoProviderAvailable(_) => 503,
                 Error::Engine(_) => 500,

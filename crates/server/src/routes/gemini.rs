@@ -189,20 +189,7 @@ async fn count_tokens(
         Some((n, provider)) => (n, Some(provider)),
         None => (estimate, None),
     };
-    let mut response = Json(json!({ "totalTokens": total })).into_response();
-    match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
-        Some(provider) => {
-            response
-                .headers_mut()
-                .insert("x-understudy-provider", provider);
-        }
-        None => {
-            response
-                .headers_mut()
-                .insert("x-understudy-estimate", HeaderValue::from_static("true"));
-        }
-    }
-    Ok(response)
+    Ok(super::counted(json!({ "totalTokens": total }), counted_by))
 }
 
 /// `GET models`: the same names as the other lists (`default`, the

@@ -173,20 +173,7 @@ async fn count_tokens(
         Some((n, provider)) => (n, Some(provider)),
         None => (estimate, None),
     };
-    let mut response = Json(Count { input_tokens }).into_response();
-    match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
-        Some(provider) => {
-            response
-                .headers_mut()
-                .insert("x-understudy-provider", provider);
-        }
-        None => {
-            response
-                .headers_mut()
-                .insert("x-understudy-estimate", HeaderValue::from_static("true"));
-        }
-    }
-    Ok(response)
+    Ok(super::counted(Count { input_tokens }, counted_by))
 }
 
 /// Betas that make the provider fetch URLs, run code or read the account's

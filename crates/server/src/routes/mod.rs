@@ -216,6 +216,25 @@ pub(crate) fn model_route(name: &str) -> understudy_core::RouteSelector {
     understudy_core::RouteSelector::Model(name.to_owned())
 }
 
+/// A token count's answer: `body`, with `x-understudy-provider` naming the
+/// target that counted, or `x-understudy-estimate: true` when none could.
+pub(crate) fn counted(body: impl serde::Serialize, counted_by: Option<String>) -> Response {
+    let mut response = axum::Json(body).into_response();
+    match counted_by.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        Some(provider) => {
+            response
+                .headers_mut()
+                .insert("x-understudy-provider", provider);
+        }
+        None => {
+            response
+                .headers_mut()
+                .insert("x-understudy-estimate", HeaderValue::from_static("true"));
+        }
+    }
+    response
+}
+
 /// The failover headers every answer carries: who served, whether it fell
 /// back, whether any attempt was refused.
 pub(crate) fn failover_headers(

@@ -152,9 +152,11 @@ pub fn error_body(code: u16, message: &str) -> Value {
     }})
 }
 
-/// The HTTP status a failure past the commit stands for, in an error
-/// object inside the stream.
-fn stream_error_code(code: FailureCode) -> u16 {
+/// The HTTP status Google's clients read a failure as (the front end's
+/// status when every target failed, and the code of an error object
+/// inside a stream): an outage 503, a rate limit 429, a timeout 504,
+/// anything the request caused 400, anything else 500.
+pub fn status_of(code: FailureCode) -> u16 {
     match code {
         FailureCode::RateLimited => 429,
         FailureCode::Timeout | FailureCode::DeadlineExceeded => 504,
@@ -269,7 +271,7 @@ impl Encoder for ChunkEncoder {
                 out.push(Frame { event: None, data });
             }
             StreamItem::Error(e) => {
-                let code = stream_error_code(e.code);
+                let code = status_of(e.code);
                 out.push(Frame::json(&error_body(code, &e.message)));
             }
             _ if self.native => {}
