@@ -46,25 +46,6 @@ fn decimal(t: f32) -> Value {
     json!((f64::from(t) * 100.0).round() / 100.0)
 }
 
-/// Whether a Messages body turns extended thinking on (`thinking` of any
-/// type but `disabled`): the API then refuses any temperature but 1, so
-/// the front end marks it [`NativeRequest::fixed_sampling`].
-pub fn messages_fixes_sampling(body: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Body {
-        thinking: Option<Thinking>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Thinking {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    }
-    serde_json::from_str::<Body>(body)
-        .ok()
-        .and_then(|b| b.thinking)
-        .is_some_and(|t| t.kind.as_deref() != Some("disabled"))
-}
-
 /// The softened body, in `native`'s protocol.
 fn soften_body(native: &NativeRequest, softened: Softened) -> Option<String> {
     let mut body: Map<String, Value> = serde_json::from_str(&native.body).ok()?;
@@ -214,21 +195,6 @@ mod tests {
         let v = softened(ProviderKind::Anthropic, body, None).expect("softened");
         assert_eq!(v.get("temperature"), None);
         assert!(v["system"].to_string().contains("Keep it light"));
-    }
-
-    #[test]
-    fn thinking_fixes_the_sampling() {
-        for (body, fixed) in [
-            (
-                r#"{"thinking":{"type":"enabled","budget_tokens":2048}}"#,
-                true,
-            ),
-            (r#"{"thinking":{"type":"adaptive"}}"#, true),
-            (r#"{"thinking":{"type":"disabled"}}"#, false),
-            (r#"{"model":"m"}"#, false),
-        ] {
-            assert_eq!(messages_fixes_sampling(body), fixed, "{body}");
-        }
     }
 
     #[test]

@@ -214,7 +214,7 @@ fn native_request(
     Some(Arc::new(NativeRequest {
         // Extended thinking takes only temperature 1: a softened retry
         // leaves the sampling alone.
-        fixed_sampling: understudy_wire::softening::messages_fixes_sampling(&body),
+        fixed_sampling: understudy_wire::messages::native::fixes_sampling(&body),
         softened: None,
         kind: ProviderKind::Anthropic,
         body,

@@ -130,6 +130,25 @@ pub fn with_model(body: &str, model: &str) -> Option<String> {
     apply(body, vec![edit])
 }
 
+/// Whether a Messages body turns extended thinking on (`thinking` of any
+/// type but `disabled`): the API then refuses any temperature but 1, so
+/// the front end marks it `NativeRequest::fixed_sampling`.
+pub fn fixes_sampling(body: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        thinking: Option<Thinking>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Thinking {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    serde_json::from_str::<Body>(body)
+        .ok()
+        .and_then(|b| b.thinking)
+        .is_some_and(|t| t.kind.as_deref() != Some("disabled"))
+}
+
 /// Whether `thinking` turns thinking on (`enabled` or `adaptive`).
 fn thinking_on(thinking: &RawValue) -> bool {
     #[derive(Deserialize)]
@@ -326,6 +345,21 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
     use super::*;
+
+    #[test]
+    fn thinking_fixes_the_sampling() {
+        for (body, fixed) in [
+            (
+                r#"{"thinking":{"type":"enabled","budget_tokens":2048}}"#,
+                true,
+            ),
+            (r#"{"thinking":{"type":"adaptive"}}"#, true),
+            (r#"{"thinking":{"type":"disabled"}}"#, false),
+            (r#"{"model":"m"}"#, false),
+        ] {
+            assert_eq!(fixes_sampling(body), fixed, "{body}");
+        }
+    }
 
     fn body(thinking: &str, last_assistant: &str, extra: &str) -> String {
         format!(
