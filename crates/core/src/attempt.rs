@@ -41,6 +41,11 @@ pub struct Attempt {
     /// Why it failed, bounded and free of keys; `None` on success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The upstream HTTP status of a failure that came as an HTTP error
+    /// (`None` for one inside a 200, a transport failure, or a success): a
+    /// surfaced refusal keeps the form the provider gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 // === impl AttemptKind ===

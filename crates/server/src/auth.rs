@@ -152,10 +152,18 @@ fn oversized(req: &Request, max_body_bytes: usize) -> Option<Response> {
     None
 }
 
-/// Requires a configured client key on the API routes.
+/// The client whose key a request came with, set by [`client_auth`] as a
+/// request extension (absent on an open gateway): the engine keeps the
+/// request's stored state (the response cache, stored responses) apart by
+/// its tag. Never the key itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Client(pub ClientTag);
+
+/// Requires a configured client key on the API routes; the key is read
+/// and matched here only, and what the handlers learn of it is [`Client`].
 pub(crate) async fn client_auth(
     State(state): State<AppState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     if state.api_keys.is_empty() {
@@ -179,28 +187,14 @@ pub(crate) async fn client_auth(
             .find(|k| constant_time_eq(k.expose(), given))
     });
     if let Some(key) = matched {
-        // The handler runs inside this future: it reads the tag through
-        // `client_tag()` when it builds the engine request.
         let tag = ClientTag::of_key(key.expose());
-        return CLIENT.scope(tag, json_only(req, next)).await;
+        req.extensions_mut().insert(Client(tag));
+        return json_only(req, next).await;
     }
     let error = ApiError::Unauthorized(
         "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
     );
     in_shape(&req, error)
-}
-
-tokio::task_local! {
-    /// The tag of the client key the request being served came with, set
-    /// by [`client_auth`] around the handler.
-    static CLIENT: ClientTag;
-}
-
-/// The tag of the client key the current request came with (none on an
-/// open gateway): the engine keeps the request's stored state (the
-/// response cache) apart by it. Never the key itself.
-pub(crate) fn client_tag() -> Option<ClientTag> {
-    CLIENT.try_with(|tag| *tag).ok()
 }
 
 /// `error` in the shape of the route `req` asked for.

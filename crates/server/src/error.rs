@@ -38,6 +38,14 @@ pub enum ApiError {
     ModelNotFound(String),
     /// A missing or wrong client key (or admin token).
     Unauthorized(String),
+    /// A refusal the policy surfaced that the provider gave as an HTTP
+    /// error (a 400 content-policy error): the client gets its API's error
+    /// with that status, streamed or not, rather than an answer.
+    Refused {
+        status: StatusCode,
+        message: String,
+        attempts: Vec<Attempt>,
+    },
 }
 
 /// The same error in OpenAI's shape.
@@ -67,7 +75,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Invalid { .. } | Self::PreviousResponseNotFound(_) => StatusCode::BAD_REQUEST,
-            Self::Body { status, .. } => *status,
+            Self::Body { status, .. } | Self::Refused { status, .. } => *status,
             Self::NotFound(_) | Self::ModelNotFound(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Engine(e) => match e {
@@ -116,6 +124,9 @@ impl ApiError {
                 &[],
             ),
             Self::Unauthorized(message) => ("invalid_api_key".into(), message.clone(), None, &[]),
+            Self::Refused {
+                message, attempts, ..
+            } => ("content_filter".into(), message.clone(), None, attempts),
             Self::Engine(Error::InvalidRequest { field, message }) => (
                 "invalid_request".into(),
                 format!("{field}: {message}"),

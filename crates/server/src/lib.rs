@@ -7,24 +7,27 @@
 //!   connections at once, each request body within `server.body_timeout`),
 //!   and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
-//! - `anthropic`: Anthropic's Messages API (the protocol is
-//!   `understudy_wire::messages`), its event stream as axum's.
 //! - `error`: the only place errors become HTTP statuses (four shapes).
-//! - `frames`: one stream writer for a protocol's encoder (SSE, or a JSON array).
+//! - `front`: the one front-end handler ([`front::Front`] is what a
+//!   protocol's front end supplies: its answer, its refusal, its stream
+//!   encoder, its error shape) and the preamble every API route reads.
+//! - `frames`: the one stream writer for an encoder (SSE with the
+//!   protocol's keep-alive, or a JSON array).
 //! - `auth`: client keys and the admin token; request ids and log spans;
 //!   the browser checks (`Host` on an open loopback gateway, CORS, JSON
 //!   content type).
-//! - `responses`: OpenAI's Responses API: its shapes, their translation,
-//!   its event stream and the stored responses.
-//! - `routes`: one module per endpoint group (`routes/gemini.rs`: the
-//!   Gemini API, a thin user of `understudy_wire::generate_content`).
-//! - `sse`: engine streams as server-sent events (neutral and OpenAI).
+//! - `responses`: OpenAI's Responses API's front end (kept answers) and
+//!   the stored responses.
+//! - `routes`: one module per endpoint group; each API's route reads its
+//!   request into the neutral one (with `understudy_wire`) and hands it to
+//!   `front::serve` with its [`front::Front`].
+//! - `sse`: the neutral API's stream encoder.
 
-mod anthropic;
 pub mod api;
 mod auth;
 mod error;
 mod frames;
+mod front;
 mod responses;
 mod routes;
 mod sse;

@@ -33,6 +33,7 @@ pub mod softening;
 pub mod sse;
 pub mod stray;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -60,22 +61,28 @@ impl Invalid {
 }
 
 /// One frame of a streamed answer in a client's protocol: the SSE event
-/// name where the protocol names its events, and the JSON data.
+/// name where the protocol names its events (empty where it does not; a
+/// relayed provider's own names are its own), and the JSON data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
-    pub event: Option<&'static str>,
+    pub event: Cow<'static, str>,
     pub data: String,
 }
 
 impl Frame {
+    /// An unnamed frame holding `data`.
+    pub fn data(data: String) -> Self {
+        Self {
+            event: Cow::Borrowed(""),
+            data,
+        }
+    }
+
     /// An unnamed frame holding `value` as JSON.
     pub fn json(value: &impl serde::Serialize) -> Self {
-        Self {
-            event: None,
-            // Serializing the gateway's own types cannot fail; an empty
-            // object keeps the stream well-formed if it ever did.
-            data: serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned()),
-        }
+        // Serializing the gateway's own types cannot fail; an empty
+        // object keeps the stream well-formed if it ever did.
+        Self::data(serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned()))
     }
 }
 
@@ -84,12 +91,28 @@ impl Frame {
 /// array) and sends them; an encoder is pure.
 pub trait Encoder: Send + 'static {
     /// The frames for one item (none for an item the protocol does not
-    /// carry). The last item is a `Done` or an `Error`.
-    fn item(&mut self, item: understudy_core::StreamItem, out: &mut Vec<Frame>);
+    /// carry), from `model`, the model answering as the stream names it
+    /// now. The last item is a `Done` or an `Error`.
+    fn item(&mut self, item: understudy_core::StreamItem, model: &str, out: &mut Vec<Frame>);
 
     /// The frames of a refusal the policy surfaced before anything was
-    /// sent, in the protocol's own form for one.
-    fn refusal(&mut self, model: &str, out: &mut Vec<Frame>);
+    /// sent, in the protocol's own form for one: `model` refused, in the
+    /// provider's words `refusal` (empty when it gave none).
+    fn refusal(&mut self, model: &str, refusal: &str, out: &mut Vec<Frame>);
+
+    /// The stream is over before the engine's last item: what follows is
+    /// not written (a relayed provider's own final event came first).
+    fn finished(&self) -> bool {
+        false
+    }
+
+    /// The final frame, held back until the front end has kept the answer
+    /// beside it (the Responses API stores a response before its last
+    /// event goes out, so that a client sending the next turn at once
+    /// finds it). Taken once; none by default.
+    fn held(&mut self) -> Option<(Frame, serde_json::Value)> {
+        None
+    }
 }
 
 /// The most text one stream may carry before it counts as endless garbage

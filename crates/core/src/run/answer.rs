@@ -145,11 +145,11 @@ impl Run {
         };
         let latency = started.elapsed();
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
-        let (outcome, detail) = match &result {
+        let (outcome, failure) = match &result {
             Ok(_) => (Outcome::Ok, None),
-            Err(f) => (Outcome::Failed(f.code()), Some(f.describe())),
+            Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        attempts.push(self.attempt_record(idx, call.kind, outcome, latency, detail));
+        attempts.push(self.attempt_record(idx, call.kind, outcome, latency, failure));
         match result {
             Ok(c) => {
                 *answer = Some(c);

@@ -44,6 +44,7 @@ use crate::cache::ResponseCache;
 use crate::chat::{ChatRequest, Usage};
 use crate::error::Error;
 use crate::event::EventContext;
+use crate::failure::Failure;
 use crate::failure::FailureCode;
 use crate::policy::breaker::Admission;
 use crate::policy::decide::{Call, Rules, Verdict};
@@ -214,7 +215,7 @@ impl Run {
         kind: AttemptKind,
         outcome: Outcome,
         latency: Duration,
-        detail: Option<String>,
+        failure: Option<&Failure>,
     ) -> Attempt {
         let target = &self.plan.targets[idx];
         Attempt {
@@ -223,7 +224,8 @@ impl Run {
             kind,
             outcome,
             latency_ms: millis(latency),
-            detail,
+            detail: failure.map(Failure::describe),
+            status: failure.and_then(|f| f.status),
         }
     }
 
@@ -245,13 +247,15 @@ impl Run {
             .copied()
             .flatten()
             .unwrap_or("a capability");
-        self.attempt_record(
+        let mut record = self.attempt_record(
             call.target,
             call.kind,
             Outcome::Failed(FailureCode::Unsupported),
             Duration::ZERO,
-            Some(format!("not called: the target lacks {lacks}")),
-        )
+            None,
+        );
+        record.detail = Some(format!("not called: the target lacks {lacks}"));
+        record
     }
 
     /// The request's error for the machine's verdict.

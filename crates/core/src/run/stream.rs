@@ -212,7 +212,7 @@ impl Run {
                         call.kind,
                         Outcome::Failed(failure.code()),
                         latency,
-                        Some(failure.describe()),
+                        Some(&failure),
                     ));
                     Input::Failed(failure.kind)
                 }
@@ -459,7 +459,7 @@ impl Run {
                     kind,
                     Outcome::Failed(code),
                     latency,
-                    Some(f.describe()),
+                    Some(&f),
                 ));
                 match self.continuation(idx, &sent.text, &tx, &mut attempts).await {
                     Ok((by, finish)) => {
@@ -484,7 +484,7 @@ impl Run {
                         kind,
                         Outcome::Failed(after_commit(&f.kind)),
                         latency,
-                        Some(f.describe()),
+                        Some(f),
                     ),
                 };
                 attempts.push(record);
@@ -648,11 +648,11 @@ impl Run {
                 Err(f)
             }
         };
-        let (outcome, detail) = match &result {
+        let (outcome, failure) = match &result {
             Ok(_) => (Outcome::Ok, None),
-            Err(f) => (Outcome::Failed(f.code()), Some(f.describe())),
+            Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        attempts.push(self.attempt_record(idx, call.kind, outcome, started.elapsed(), detail));
+        attempts.push(self.attempt_record(idx, call.kind, outcome, started.elapsed(), failure));
         match result {
             Ok(finish) => Ok((provider, finish)),
             Err(f) => Err(Failure::new(

@@ -4,22 +4,22 @@
 //! actually answered.
 
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{Error, GenerateRequest};
-
-use super::parse_json;
-use crate::auth::RequestId;
-use crate::sse::{OpenAiEvents, now};
-use crate::{ApiError, AppState, OpenAiError};
+use understudy_core::{Api, Generation};
 use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
+use understudy_wire::chat_completions::events::Chunks;
 use understudy_wire::chat_completions::finish_reason_name as finish_reason;
 use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
 use understudy_wire::chat_completions::response::WireUsage as UsageOut;
+
+use super::parse_json;
+use crate::front::{Front, Preamble, serve};
+use crate::sse::now;
+use crate::{AppState, OpenAiError};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/v1/chat/completions", post(completions))
@@ -27,116 +27,76 @@ pub(crate) fn router() -> Router<AppState> {
 
 async fn completions(
     State(state): State<AppState>,
-    Extension(RequestId(id)): Extension<RequestId>,
-    headers: axum::http::HeaderMap,
+    preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     let mut body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.take_chat()?;
-    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
-    let mut request = GenerateRequest::new(chat).route(route);
-    request.api = understudy_core::Api::Openai;
-    request.request_id = Some(id.clone());
-    request.cache = !super::no_cache(&headers);
-    super::apply_overrides(&headers, &mut request)?;
-
-    if body.stream {
-        let stream = match state.engine.generate_stream(request).await {
-            Ok(stream) => stream,
-            // A refusal surfaced by policy means what it means unstreamed:
-            // an answer refused by the content filter.
-            Err(Error::Refused { attempts }) => {
-                let refused = attempts.last();
-                let events = crate::sse::refusal_events(
-                    &format!("chatcmpl-{id}"),
-                    now(),
-                    refused.map_or("", |a| a.model.as_str()),
-                    refused.and_then(|a| a.detail.as_deref()).unwrap_or(""),
-                );
-                let mut response = Sse::new(events).into_response();
-                let provider = refused.map_or("", |a| a.provider.as_str());
-                super::failover_headers(&mut response, provider, false, true);
-                return Ok(response);
-            }
-            Err(e) => return Err(refusal_is_an_error(e)),
-        };
-        let (provider, fell_back, filtered, held) = (
-            stream.provider.clone(),
-            stream.fell_back,
-            stream.content_filtered,
-            stream.held,
-        );
-        let events = OpenAiEvents::new(
-            stream,
-            format!("chatcmpl-{id}"),
-            now(),
-            body.include_usage(),
-        );
-        let mut response = Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response();
-        // A held stream starts before anyone served: its final event, not
-        // its headers, says who did.
-        if !held {
-            super::failover_headers(&mut response, &provider, fell_back, filtered);
-        }
-        return Ok(response);
-    }
-
-    let id = format!("chatcmpl-{id}");
-    match state.engine.generate(request).await {
-        Ok(g) => {
-            let body = CompletionOut {
-                id: &id,
-                object: "chat.completion",
-                created: now(),
-                model: &g.model,
-                choices: [ChoiceOut {
-                    index: 0,
-                    message: MessageOut::answer(&g.text, &g.tool_calls),
-                    logprobs: None,
-                    finish_reason: finish_reason(&g.finish_reason),
-                }],
-                usage: g.usage.map(UsageOut::from),
-                system_fingerprint: None,
-            };
-            let mut response = Json(body).into_response();
-            super::failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
-            Ok(response)
-        }
-        // A refusal surfaced by policy is an answer in OpenAI's terms.
-        Err(Error::Refused { attempts }) => {
-            let refused = attempts.last();
-            let body = CompletionOut {
-                id: &id,
-                object: "chat.completion",
-                created: now(),
-                model: refused.map_or("", |a| a.model.as_str()),
-                choices: [ChoiceOut {
-                    index: 0,
-                    message: MessageOut {
-                        role: "assistant",
-                        content: None,
-                        refusal: refused.and_then(|a| a.detail.as_deref()),
-                        tool_calls: None,
-                    },
-                    logprobs: None,
-                    finish_reason: "content_filter",
-                }],
-                usage: None,
-                system_fingerprint: None,
-            };
-            let mut response = Json(body).into_response();
-            let provider = refused.map_or("", |a| a.provider.as_str());
-            super::failover_headers(&mut response, provider, false, true);
-            Ok(response)
-        }
-        Err(e) => Err(e.into()),
-    }
+    let model = body.model.as_deref().unwrap_or("default");
+    let request = preamble.request(chat, model, Api::Openai)?;
+    let front = ChatCompletions {
+        id: format!("chatcmpl-{}", preamble.id),
+        created: now(),
+        include_usage: body.include_usage(),
+    };
+    serve(&state, front, request, body.stream).await
 }
 
-/// An error before a stream began: nothing was sent yet, so it is an
-/// ordinary error response.
-fn refusal_is_an_error(e: Error) -> OpenAiError {
-    OpenAiError(ApiError::Engine(e))
+/// The Chat Completions front end.
+struct ChatCompletions {
+    id: String,
+    created: u64,
+    include_usage: bool,
+}
+
+impl Front for ChatCompletions {
+    type Error = OpenAiError;
+    type Encoder = Chunks;
+
+    async fn answer(&self, g: &Generation) -> Response {
+        let body = CompletionOut {
+            id: &self.id,
+            object: "chat.completion",
+            created: self.created,
+            model: &g.model,
+            choices: [ChoiceOut {
+                index: 0,
+                message: MessageOut::answer(&g.text, &g.tool_calls),
+                logprobs: None,
+                finish_reason: finish_reason(&g.finish_reason),
+            }],
+            usage: g.usage.map(UsageOut::from),
+            system_fingerprint: None,
+        };
+        Json(body).into_response()
+    }
+
+    /// A refusal is an answer in OpenAI's terms: `message.refusal` and
+    /// `finish_reason: "content_filter"`.
+    fn refusal(&self, model: &str, refusal: &str) -> Response {
+        let body = CompletionOut {
+            id: &self.id,
+            object: "chat.completion",
+            created: self.created,
+            model,
+            choices: [ChoiceOut {
+                index: 0,
+                message: MessageOut {
+                    role: "assistant",
+                    content: None,
+                    refusal: (!refusal.is_empty()).then_some(refusal),
+                    tool_calls: None,
+                },
+                logprobs: None,
+                finish_reason: "content_filter",
+            }],
+            usage: None,
+            system_fingerprint: None,
+        };
+        Json(body).into_response()
+    }
+
+    fn encoder(&self, _: &str, _: bool) -> Chunks {
+        Chunks::new(self.id.clone(), self.created, self.include_usage)
+    }
 }

@@ -16,19 +16,18 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::{Api, Error, GenerateRequest, NativeRequest, ProviderKind};
+use understudy_core::{Api, GenerateRequest, Generation, NativeRequest, ProviderKind};
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
 use understudy_wire::generate_content::inbound::{GenerateContentRequest, Translated};
 
-use super::{failover_headers, parse_json};
-use crate::auth::RequestId;
-use crate::frames::{Framed, Framing};
+use super::parse_json;
+use crate::frames::{Framing, KeepAlive};
+use crate::front::{Front, Preamble, native_json, serve};
 use crate::{ApiError, AppState, GeminiError};
 
 pub(crate) fn router() -> Router<AppState> {
@@ -41,10 +40,9 @@ pub(crate) fn router() -> Router<AppState> {
 /// `POST models/{model}:{method}`.
 async fn method(
     State(state): State<AppState>,
-    Extension(RequestId(id)): Extension<RequestId>,
+    preamble: Preamble,
     Path(target): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
     let Some((model, method)) = target.rsplit_once(':') else {
@@ -54,17 +52,18 @@ async fn method(
         .into());
     };
     match method {
-        "generateContent" => generate(state, id, model, None, &headers, body).await,
+        "generateContent" => generate(state, preamble, model, None, body).await,
         "streamGenerateContent" => {
             let sse = query
                 .as_deref()
                 .is_some_and(|q| q.split('&').any(|p| p == "alt=sse"));
             let framing = if sse {
-                Framing::Sse
+                // Google's own server sends no keep-alive.
+                Framing::Sse(KeepAlive::Silent)
             } else {
                 Framing::JsonArray
             };
-            generate(state, id, model, Some(framing), &headers, body).await
+            generate(state, preamble, model, Some(framing), body).await
         }
         "countTokens" => count_tokens(state, model, body).await,
         other => Err(ApiError::NotFound(format!(
@@ -78,10 +77,9 @@ async fn method(
 /// `generateContent`, or `streamGenerateContent` in `framing`.
 async fn generate(
     state: AppState,
-    id: String,
+    preamble: Preamble,
     model: &str,
     framing: Option<Framing>,
-    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
     // The bytes as sent, for Gemini targets (`Bytes` shares its buffer).
@@ -92,74 +90,52 @@ async fn generate(
         include_thoughts,
     } = body.translate().map_err(ApiError::from)?;
     chat.native = native(raw);
-    let mut request = GenerateRequest::new(chat).route(super::model_route(model));
-    request.api = Api::Gemini;
-    request.request_id = Some(id.clone());
-    request.cache = !super::no_cache(headers);
-    super::apply_overrides(headers, &mut request)?;
+    let request = preamble.request(chat, model, Api::Gemini)?;
+    let front = GenerateContent {
+        id: preamble.id,
+        include_thoughts,
+        framing: framing.unwrap_or(Framing::JsonArray),
+    };
+    serve(&state, front, request, framing.is_some()).await
+}
 
-    if let Some(framing) = framing {
-        return match state.engine.generate_stream(request).await {
-            Ok(s) => {
-                let (provider, fell_back, filtered) =
-                    (s.provider.clone(), s.fell_back, s.content_filtered);
-                let held = s.held;
-                let encoder = ChunkEncoder::new(&s.model, include_thoughts, s.native);
-                let mut response = Framed::new(s, encoder, framing).into_response();
-                // A held stream starts before anyone served.
-                if !held {
-                    failover_headers(&mut response, &provider, fell_back, filtered);
-                }
-                Ok(response)
-            }
-            // A refusal surfaced by policy, before anything was sent:
-            // Gemini's own form, a candidate that SAFETY stopped.
-            Err(Error::Refused { attempts }) => {
-                let refused = attempts.last();
-                let model = refused.map_or("", |a| a.model.as_str());
-                let provider = refused.map_or("", |a| a.provider.as_str());
-                let encoder = ChunkEncoder::new(model, include_thoughts, false);
-                let mut response = Framed::refusal(encoder, model, framing).into_response();
-                failover_headers(&mut response, provider, false, true);
-                Ok(response)
-            }
-            Err(e) => Err(e.into()),
-        };
+/// The Gemini front end.
+struct GenerateContent {
+    id: String,
+    include_thoughts: bool,
+    framing: Framing,
+}
+
+impl Front for GenerateContent {
+    type Error = GeminiError;
+    type Encoder = ChunkEncoder;
+
+    async fn answer(&self, g: &Generation) -> Response {
+        if let Some(native) = &g.native {
+            return native_json(native);
+        }
+        Json(answer::answer(
+            &g.text,
+            &g.tool_calls,
+            &g.finish_reason,
+            g.usage,
+            &g.model,
+            Some(&self.id),
+        ))
+        .into_response()
     }
 
-    match state.engine.generate(request).await {
-        Ok(g) => {
-            let mut response = match &g.native {
-                Some(native) => (
-                    [(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    )],
-                    native.clone(),
-                )
-                    .into_response(),
-                None => Json(answer::answer(
-                    &g.text,
-                    &g.tool_calls,
-                    &g.finish_reason,
-                    g.usage,
-                    &g.model,
-                    Some(&id),
-                ))
-                .into_response(),
-            };
-            failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
-            Ok(response)
-        }
-        Err(Error::Refused { attempts }) => {
-            let refused = attempts.last();
-            let model = refused.map_or("", |a| a.model.as_str());
-            let provider = refused.map_or("", |a| a.provider.as_str());
-            let mut response = Json(answer::refusal(model, Some(&id))).into_response();
-            failover_headers(&mut response, provider, false, true);
-            Ok(response)
-        }
-        Err(e) => Err(e.into()),
+    /// Gemini's own form: a candidate that SAFETY stopped.
+    fn refusal(&self, model: &str, _: &str) -> Response {
+        Json(answer::refusal(model, Some(&self.id))).into_response()
+    }
+
+    fn encoder(&self, _: &str, native: bool) -> ChunkEncoder {
+        ChunkEncoder::new(self.include_thoughts, native)
+    }
+
+    fn framing(&self) -> Framing {
+        self.framing
     }
 }
 

@@ -1,18 +1,17 @@
 //! `POST /v1/generate`: the neutral API.
 
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 
 use super::parse_json;
 use crate::api::{GenerateBody, GenerateResponse};
-use crate::auth::RequestId;
-use crate::sse::NeutralEvents;
+use crate::frames::{Framed, Framing, KeepAlive};
+use crate::front::Preamble;
+use crate::sse::Neutral;
 use crate::{ApiError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
@@ -21,25 +20,18 @@ pub(crate) fn router() -> Router<AppState> {
 
 async fn generate(
     State(state): State<AppState>,
-    Extension(RequestId(id)): Extension<RequestId>,
-    headers: HeaderMap,
+    preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: GenerateBody = parse_json(body)?;
     let streamed = body.stream;
     let mut request = body.into_request()?;
-    request.request_id = Some(id);
-    if super::no_cache(&headers) {
-        request.cache = false;
-    }
-    super::apply_overrides(&headers, &mut request)?;
+    preamble.apply(&mut request)?;
     if streamed {
         // A failure before the first text is an ordinary HTTP error: the
         // client has been sent nothing yet.
         let stream = state.engine.generate_stream(request).await?;
-        return Ok(Sse::new(NeutralEvents { inner: stream })
-            .keep_alive(KeepAlive::default())
-            .into_response());
+        return Ok(Framed::new(stream, Neutral, Framing::Sse(KeepAlive::Comment)).into_response());
     }
     let result = state.engine.generate(request).await;
     match &result {

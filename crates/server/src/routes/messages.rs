@@ -14,21 +14,21 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::sse::{KeepAlive, Sse};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{
-    Error, GenerateRequest, Generation, GenerationStream, NativeRequest, ProviderKind,
-};
+use understudy_core::{Api, GenerateRequest, Generation, NativeRequest, ProviderKind};
+use understudy_wire::messages::answer::MessageOut;
+use understudy_wire::messages::client::MessagesRequest;
+use understudy_wire::messages::events::MessageEvents;
 
-use super::{failover_headers, parse_json};
-use crate::anthropic::{MessageEvents, MessageOut, MessagesRequest, Typed, event};
-use crate::auth::RequestId;
+use super::parse_json;
+use crate::frames::{Framing, KeepAlive};
+use crate::front::{Front, Preamble, native_json, serve};
 use crate::{AnthropicError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
@@ -39,9 +39,8 @@ pub(crate) fn router() -> Router<AppState> {
 
 async fn messages(
     State(state): State<AppState>,
-    Extension(RequestId(id)): Extension<RequestId>,
+    preamble: Preamble,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
     // The bytes as sent, for Anthropic targets (a cheap clone: `Bytes`
@@ -49,95 +48,55 @@ async fn messages(
     let raw = body.as_ref().ok().cloned();
     let mut body: MessagesRequest = parse_json(body)?;
     let mut chat = body.take_chat()?;
-    gate_betas(&headers, &mut chat);
-    chat.native = native_request(raw, &headers, query.as_deref());
-    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
-    let mut request = GenerateRequest::new(chat).route(route);
-    request.api = understudy_core::Api::Anthropic;
-    request.request_id = Some(id.clone());
-    request.cache = !super::no_cache(&headers);
-    super::apply_overrides(&headers, &mut request)?;
-    let id = format!("msg_{id}");
+    gate_betas(&preamble.headers, &mut chat);
+    chat.native = native_request(raw, &preamble.headers, query.as_deref());
+    let model = body.model.as_deref().unwrap_or("default");
+    let request = preamble.request(chat, model, Api::Anthropic)?;
+    let front = Messages {
+        id: format!("msg_{}", preamble.id),
+    };
+    serve(&state, front, request, body.stream).await
+}
 
-    if body.stream {
-        return match state.engine.generate_stream(request).await {
-            Ok(s) => Ok(stream(s, id)),
-            // A refusal surfaced by policy, before anything was sent: the
-            // stream Anthropic sends for one.
-            Err(Error::Refused { attempts }) => {
-                let refused = attempts.last();
-                let model = refused.map_or("", |a| a.model.as_str());
-                let provider = refused.map_or("", |a| a.provider.as_str());
-                let mut response = sse(MessageEvents::refusal(id, model));
-                failover_headers(&mut response, provider, false, true);
-                Ok(response)
-            }
-            Err(e) => Err(e.into()),
-        };
-    }
+/// The Messages front end.
+struct Messages {
+    id: String,
+}
 
-    match state.engine.generate(request).await {
-        Ok(g) => Ok(answer(&g, &id)),
-        // A refusal surfaced by policy is an answer in Anthropic's terms:
-        // a 200 with `stop_reason: "refusal"`.
-        Err(Error::Refused { attempts }) => {
-            let refused = attempts.last();
-            let model = refused.map_or("", |a| a.model.as_str());
-            let provider = refused.map_or("", |a| a.provider.as_str());
-            let mut response = Json(MessageOut::refusal(&id, model)).into_response();
-            failover_headers(&mut response, provider, false, true);
-            Ok(response)
+impl Front for Messages {
+    type Error = AnthropicError;
+    type Encoder = MessageEvents;
+
+    /// As an Anthropic target sent it, or rendered from the neutral answer.
+    async fn answer(&self, g: &Generation) -> Response {
+        if let Some(native) = &g.native {
+            return native_json(native);
         }
-        Err(e) => Err(e.into()),
+        let body = MessageOut::answer(
+            &self.id,
+            &g.model,
+            &g.text,
+            &g.tool_calls,
+            &g.finish_reason,
+            g.usage,
+        );
+        Json(body).into_response()
     }
-}
 
-/// A served answer in Anthropic's shape, with the failover headers: as an
-/// Anthropic target sent it, or rendered from the neutral answer.
-fn answer(g: &Generation, id: &str) -> Response {
-    if let Some(native) = &g.native {
-        let mut response = (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            native.clone(),
-        )
-            .into_response();
-        failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
-        return response;
+    /// A refusal is an answer in Anthropic's terms: a 200 with
+    /// `stop_reason: "refusal"`.
+    fn refusal(&self, model: &str, _: &str) -> Response {
+        Json(MessageOut::refusal(&self.id, model)).into_response()
     }
-    let body = MessageOut::answer(
-        id,
-        &g.model,
-        &g.text,
-        &g.tool_calls,
-        &g.finish_reason,
-        g.usage,
-    );
-    let mut response = Json(body).into_response();
-    failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
-    response
-}
 
-/// A committed stream as Anthropic's events, with the failover headers.
-fn stream(s: GenerationStream, id: String) -> Response {
-    let (provider, fell_back, filtered) = (s.provider.clone(), s.fell_back, s.content_filtered);
-    let held = s.held;
-    let mut response = sse(MessageEvents::new(s, id));
-    // A held stream (`stream_commit = "complete"`) starts before anyone
-    // served: no failover headers to give yet.
-    if !held {
-        failover_headers(&mut response, &provider, fell_back, filtered);
+    fn encoder(&self, model: &str, native: bool) -> MessageEvents {
+        MessageEvents::new(self.id.clone(), model, native)
     }
-    response
-}
 
-/// Server-sent events, kept alive with Anthropic's `ping` event.
-fn sse(events: MessageEvents) -> Response {
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().event(event("ping", &Typed::new("ping"))))
-        .into_response()
+    /// Kept alive with Anthropic's `ping` event.
+    fn framing(&self) -> Framing {
+        Framing::Sse(KeepAlive::Ping)
+    }
 }
 
 /// `{"input_tokens": n}`: counted by the first available Anthropic target

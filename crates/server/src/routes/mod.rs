@@ -128,9 +128,6 @@ pub(crate) fn apply_overrides(
     headers: &axum::http::HeaderMap,
     request: &mut understudy_core::GenerateRequest,
 ) -> Result<(), ApiError> {
-    // Every engine request carries the client key's tag (set here because
-    // every route passes through here).
-    request.client = crate::auth::client_tag();
     // Most requests carry none of these: one pass over the names instead
     // of a lookup (a name parsed and hashed) for each.
     if !headers

@@ -14,25 +14,23 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{KeepAlive, Sse};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::{Api, Error, GenerateRequest};
+use understudy_core::Api;
+use understudy_wire::responses::answer::Echo;
+use understudy_wire::responses::events::Head;
+use understudy_wire::responses::inbound::CreateRequest;
 
-use super::{failover_headers, parse_json};
-use crate::auth::RequestId;
-use crate::responses::native::{self, NativeEvents, native_request};
+use super::parse_json;
+use crate::auth::Client;
+use crate::front::{Preamble, serve};
+use crate::responses::front::{Responses, Save, native_request};
 use crate::responses::store::owner_of;
-use crate::responses::stream::{Head, ResponseEvents, Save};
 use crate::sse::now;
 use crate::{ApiError, AppState, OpenAiError};
-use understudy_wire::responses::answer::{Echo, OutputItem, output};
-use understudy_wire::responses::events::Ending;
-use understudy_wire::responses::inbound::CreateRequest;
-use understudy_wire::responses::response::status;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -43,8 +41,7 @@ pub(crate) fn router() -> Router<AppState> {
 
 async fn create(
     State(state): State<AppState>,
-    Extension(RequestId(request_id)): Extension<RequestId>,
-    headers: HeaderMap,
+    preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     // The bytes as sent, for Responses API targets (a cheap clone).
@@ -52,7 +49,7 @@ async fn create(
     let mut body: CreateRequest = parse_json(body)?;
     body.check()?;
     let input = body.input_items()?;
-    let owner = owner();
+    let owner = owner_of(preamble.client);
     let history = match &body.previous_response_id {
         None => Vec::new(),
         Some(previous) => {
@@ -69,39 +66,31 @@ async fn create(
         }
     };
     let translated = body.translate(&history, &input)?;
-    let route = super::model_route(body.model.as_deref().unwrap_or("default"));
     let mut chat = translated.chat;
     let conversation = [history.as_slice(), input.as_slice()];
     chat.native = native_request(raw, &body, conversation);
-    let mut request = GenerateRequest::new(chat).route(route);
-    request.api = Api::Responses;
+    let model = body.model.as_deref().unwrap_or("default");
+    let mut request = preamble.request(chat, model, Api::Responses)?;
     request.omitted_tools = translated.omitted.clone();
-    request.request_id = Some(request_id);
-    request.cache = !super::no_cache(&headers);
-    super::apply_overrides(&headers, &mut request)?;
     let save = body.store.unwrap_or(true).then(|| {
         let input_start = history.len();
         let mut context = history;
         context.extend(input);
-        Save {
+        Arc::new(Save {
             store: Arc::clone(&state.responses),
             owner,
             context,
             input_start,
-        }
+        })
     });
     let head = Arc::new(Head {
         id: crate::responses::new_id("resp"),
         created_at: now(),
         echo: Echo::new(&body),
         names: translated.names,
-        save,
+        kept: save.is_some(),
     });
-    let mut response = if body.stream {
-        streamed(&state, request, head).await?
-    } else {
-        answered(&state, request, head).await?
-    };
+    let mut response = serve(&state, Responses { head, save }, request, body.stream).await?;
     if !translated.omitted.is_empty() {
         let omitted = translated.omitted.join(", ");
         tracing::info!(%omitted, "hosted tools left out: no target can run them");
@@ -114,109 +103,15 @@ async fn create(
     Ok(response)
 }
 
-/// A non-streamed answer, kept when the request asked to.
-async fn answered(
-    state: &AppState,
-    request: GenerateRequest,
-    head: Arc<Head>,
-) -> Result<Response, OpenAiError> {
-    match state.engine.generate(request).await {
-        Ok(g) if g.native.is_some() => Ok(native::answer(&g, &head)
-            .await
-            .unwrap_or_else(|| StatusCode::INTERNAL_SERVER_ERROR.into_response())),
-        Ok(g) => {
-            let (status, incomplete_details) = status(&g.finish_reason);
-            let item_status = if status == "completed" {
-                "completed"
-            } else {
-                "incomplete"
-            };
-            let items = output(&g.text, &g.tool_calls, &head.names, item_status);
-            let end = Ending {
-                status,
-                incomplete_details,
-                usage: g.usage,
-                error: None,
-            };
-            let body = head.response(&g.model, &items, &end);
-            head.keep(&body).await;
-            let mut response = Json(body).into_response();
-            failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
-            Ok(response)
-        }
-        // A refusal surfaced by policy is an answer: an incomplete
-        // response whose message is the refusal.
-        Err(Error::Refused { attempts }) => {
-            let refused = attempts.last();
-            let items = [OutputItem::refusal(
-                refused.and_then(|a| a.detail.as_deref()).unwrap_or(""),
-            )];
-            let end = Ending {
-                status: "incomplete",
-                incomplete_details: Some(json!({"reason": "content_filter"})),
-                ..Ending::default()
-            };
-            let model = refused.map_or("", |a| a.model.as_str());
-            let mut response = Json(head.response(model, &items, &end)).into_response();
-            let provider = refused.map_or("", |a| a.provider.as_str());
-            failover_headers(&mut response, provider, false, true);
-            Ok(response)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A streamed answer: the semantic events of the committed stream.
-async fn streamed(
-    state: &AppState,
-    request: GenerateRequest,
-    head: Arc<Head>,
-) -> Result<Response, OpenAiError> {
-    let stream = match state.engine.generate_stream(request).await {
-        Ok(stream) => stream,
-        Err(Error::Refused { attempts }) => {
-            let refused = attempts.last();
-            let model = refused.map_or("", |a| a.model.as_str());
-            let detail = refused.and_then(|a| a.detail.as_deref()).unwrap_or("");
-            let events = ResponseEvents::refused(head, model, detail);
-            let mut response = Sse::new(events).into_response();
-            let provider = refused.map_or("", |a| a.provider.as_str());
-            failover_headers(&mut response, provider, false, true);
-            return Ok(response);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let (provider, fell_back, filtered, held) = (
-        stream.provider.clone(),
-        stream.fell_back,
-        stream.content_filtered,
-        stream.held,
-    );
-    let mut response = if stream.native {
-        Sse::new(NativeEvents::new(stream, head))
-            .keep_alive(KeepAlive::default())
-            .into_response()
-    } else {
-        Sse::new(ResponseEvents::new(stream, head))
-            .keep_alive(KeepAlive::default())
-            .into_response()
-    };
-    // A held stream starts before anyone served: its final event, not its
-    // headers, says who did.
-    if !held {
-        failover_headers(&mut response, &provider, fell_back, filtered);
-    }
-    Ok(response)
-}
-
 /// `GET /v1/responses/{id}`: the stored response.
 async fn retrieve(
     State(state): State<AppState>,
+    client: Option<Extension<Client>>,
     Path(id): Path<String>,
 ) -> Result<Response, OpenAiError> {
     let stored = state
         .responses
-        .get(&id, &owner())
+        .get(&id, &owner(client))
         .await
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(stored.response.clone()).into_response())
@@ -225,9 +120,10 @@ async fn retrieve(
 /// `DELETE /v1/responses/{id}`.
 async fn delete(
     State(state): State<AppState>,
+    client: Option<Extension<Client>>,
     Path(id): Path<String>,
 ) -> Result<Response, OpenAiError> {
-    if !state.responses.delete(&id, &owner()).await {
+    if !state.responses.delete(&id, &owner(client)).await {
         return Err(not_found(&id).into());
     }
     Ok(Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
@@ -237,6 +133,7 @@ async fn delete(
 /// `limit`, 1 to 100, default 20; `after`, an item id).
 async fn input_items(
     State(state): State<AppState>,
+    client: Option<Extension<Client>>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, OpenAiError> {
@@ -259,7 +156,7 @@ async fn input_items(
     }
     let stored = state
         .responses
-        .get(&id, &owner())
+        .get(&id, &owner(client))
         .await
         .ok_or_else(|| not_found(&id))?;
     let mut items: Vec<&Value> = stored.context.iter().skip(stored.input_start).collect();
@@ -288,8 +185,8 @@ async fn input_items(
 /// The owner of this request's stored responses: from the client key's
 /// tag that `client_auth` computed (empty on an open gateway), so that the
 /// key is read and matched in one place only.
-fn owner() -> String {
-    owner_of(crate::auth::client_tag())
+fn owner(client: Option<Extension<Client>>) -> String {
+    owner_of(client.map(|Extension(Client(tag))| tag))
 }
 
 fn not_found(id: &str) -> ApiError {

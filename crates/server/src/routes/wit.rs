@@ -4,9 +4,8 @@
 //! this endpoint answering.
 
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -15,8 +14,9 @@ use serde_json::json;
 use understudy_core::{ChatRequest, GenerateRequest};
 
 use super::parse_json;
-use crate::auth::RequestId;
-use crate::sse::NeutralEvents;
+use crate::frames::{Framed, Framing, KeepAlive};
+use crate::front::Preamble;
+use crate::sse::Neutral;
 use crate::{ApiError, AppState};
 
 /// The longest topic or audience accepted, in characters.
@@ -81,8 +81,7 @@ impl Style {
 
 async fn wit(
     State(state): State<AppState>,
-    Extension(RequestId(id)): Extension<RequestId>,
-    headers: axum::http::HeaderMap,
+    preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: WitBody = parse_json(body)?;
@@ -114,13 +113,10 @@ async fn wit(
         .with_system(body.style.system_prompt())
         .with_temperature(0.9);
     let mut request = GenerateRequest::new(chat);
-    request.request_id = Some(id);
-    super::apply_overrides(&headers, &mut request)?;
+    preamble.apply(&mut request)?;
     if body.stream {
         let stream = state.engine.generate_stream(request).await?;
-        return Ok(Sse::new(NeutralEvents { inner: stream })
-            .keep_alive(KeepAlive::default())
-            .into_response());
+        return Ok(Framed::new(stream, Neutral, Framing::Sse(KeepAlive::Comment)).into_response());
     }
     let g = state.engine.generate(request).await?;
     tracing::info!(style = body.style.as_str(), provider = %g.provider, fell_back = g.fell_back, content_filtered = g.content_filtered, "wit served");

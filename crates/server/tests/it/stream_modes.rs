@@ -187,3 +187,33 @@ async fn a_held_stream_hides_a_cut_primary_byte_for_byte() {
     .await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn a_surfaced_400_refusal_is_the_api_s_400_error_streamed_or_not() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("claude", &claude)
+        .env("UNDERSTUDY_REFUSAL_POLICY", "surface")
+        .build()
+        .await
+        .unwrap();
+    let s = TestServer::start(gw.engine).await;
+    for stream in [false, true] {
+        claude.push(Reply::Refuse(Refusal::Status400));
+        let body = json!({"model": "default", "max_tokens": 100, "stream": stream, "messages": [{"role": "user", "content": "x"}]});
+        let version = [("anthropic-version", "2023-06-01")];
+        let (status, _, body) = post(&s, "/v1/messages", &version, body).await;
+        assert_eq!(status, 400, "messages, stream {stream}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["type"], "error", "{body}");
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
+
+        claude.push(Reply::Refuse(Refusal::Status400));
+        let body = json!({"model": "default", "stream": stream, "messages": [{"role": "user", "content": "x"}]});
+        let (status, _, body) = post(&s, "/v1/chat/completions", &[], body).await;
+        assert_eq!(status, 400, "chat, stream {stream}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["code"], "content_filter", "{body}");
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
+    }
+}

@@ -5,8 +5,6 @@
 //! `{"error": …}` and no `[DONE]`, so that no client mistakes a truncated
 //! answer for a complete one. The server frames each as an SSE event.
 
-use std::collections::VecDeque;
-
 use serde_json::json;
 use understudy_core::{FailureCode, StreamItem};
 
@@ -14,17 +12,15 @@ use super::answer::{
     ChunkChoiceOut, ChunkOut, DeltaOut, FunctionDeltaOut, ToolCallDeltaOut, UsageChunkOut,
 };
 use super::response::WireUsage;
+use crate::{Encoder, Frame};
 
-/// The chunks of one streamed answer, queued as their `data:` text.
+/// The chunks of one streamed answer, as an [`Encoder`]: each frame
+/// unnamed, its data a chunk's text (or `[DONE]`).
 #[derive(Debug)]
 pub struct Chunks {
     id: String,
     created: u64,
     include_usage: bool,
-    /// Events written and not yet taken.
-    pub pending: VecDeque<String>,
-    /// The last event is written: nothing follows what is pending.
-    pub finished: bool,
     /// The role chunk has gone out. It goes just before the first item's,
     /// so that a held stream's names the model that served.
     started: bool,
@@ -36,22 +32,20 @@ impl Chunks {
             id,
             created,
             include_usage,
-            pending: VecDeque::new(),
-            finished: false,
             started: false,
         }
     }
 
-    fn chunk(&mut self, model: &str, delta: DeltaOut<'_>, finish: Option<&str>) {
-        let data = chunk(&self.id, self.created, model, delta, finish);
-        self.pending.push_back(data);
+    fn chunk(&self, model: &str, delta: DeltaOut<'_>, finish: Option<&str>) -> Frame {
+        Frame::data(chunk(&self.id, self.created, model, delta, finish))
     }
+}
 
-    /// Writes the events for one item of the stream, from `model`.
-    pub fn push(&mut self, item: StreamItem, model: &str) {
+impl Encoder for Chunks {
+    fn item(&mut self, item: StreamItem, model: &str, out: &mut Vec<Frame>) {
         if !self.started && !matches!(item, StreamItem::Error(_) | StreamItem::Native(_)) {
             self.started = true;
-            self.chunk(model, role_delta(), None);
+            out.push(self.chunk(model, role_delta(), None));
         }
         match item {
             StreamItem::Reasoning(text) => {
@@ -59,14 +53,14 @@ impl Chunks {
                     reasoning_content: Some(&text),
                     ..DeltaOut::default()
                 };
-                self.chunk(model, delta, None);
+                out.push(self.chunk(model, delta, None));
             }
             StreamItem::Delta(text) => {
                 let delta = DeltaOut {
                     content: Some(&text),
                     ..DeltaOut::default()
                 };
-                self.chunk(model, delta, None);
+                out.push(self.chunk(model, delta, None));
             }
             // A provider's own events, for clients of its protocol only.
             StreamItem::Native(_) => {}
@@ -83,11 +77,11 @@ impl Chunks {
                     }]),
                     ..DeltaOut::default()
                 };
-                self.chunk(model, delta, None);
+                out.push(self.chunk(model, delta, None));
             }
             StreamItem::Done(done) => {
                 let finish = super::finish_reason_name(&done.finish_reason);
-                self.chunk(model, DeltaOut::default(), Some(finish));
+                out.push(self.chunk(model, DeltaOut::default(), Some(finish)));
                 if self.include_usage {
                     let usage = UsageChunkOut {
                         id: &self.id,
@@ -97,10 +91,9 @@ impl Chunks {
                         choices: [],
                         usage: done.usage.map(WireUsage::from),
                     };
-                    self.pending.push_back(to_json(&usage));
+                    out.push(Frame::json(&usage));
                 }
-                self.pending.push_back("[DONE]".to_owned());
-                self.finished = true;
+                out.push(Frame::data("[DONE]".to_owned()));
             }
             StreamItem::Error(error) => {
                 let kind = if error.code == FailureCode::ContentFilter {
@@ -109,34 +102,26 @@ impl Chunks {
                     "server_error"
                 };
                 let body = json!({"error": {"message": error.message, "type": kind, "param": null, "code": error.code}});
-                self.pending.push_back(body.to_string());
-                self.finished = true;
+                out.push(Frame::data(body.to_string()));
             }
         }
     }
-}
 
-/// A refusal surfaced by policy before anything was sent, streamed as OpenAI
-/// streams one (the same answer as the non-streamed `content_filter`
-/// completion): the role chunk, `delta.refusal`, the `content_filter`
-/// finish, `[DONE]`.
-pub fn refusal_chunks(id: &str, created: u64, model: &str, refusal: &str) -> [String; 4] {
-    let refusal = DeltaOut {
-        refusal: Some(refusal),
-        ..DeltaOut::default()
-    };
-    [
-        chunk(id, created, model, role_delta(), None),
-        chunk(id, created, model, refusal, None),
-        chunk(
-            id,
-            created,
-            model,
-            DeltaOut::default(),
-            Some("content_filter"),
-        ),
-        "[DONE]".to_owned(),
-    ]
+    /// A refusal surfaced by policy before anything was sent, streamed as
+    /// OpenAI streams one (the same answer as the non-streamed
+    /// `content_filter` completion): the role chunk, `delta.refusal`, the
+    /// `content_filter` finish, `[DONE]`.
+    fn refusal(&mut self, model: &str, refusal: &str, out: &mut Vec<Frame>) {
+        let refusal = DeltaOut {
+            refusal: Some(refusal),
+            ..DeltaOut::default()
+        };
+        self.started = true;
+        out.push(self.chunk(model, role_delta(), None));
+        out.push(self.chunk(model, refusal, None));
+        out.push(self.chunk(model, DeltaOut::default(), Some("content_filter")));
+        out.push(Frame::data("[DONE]".to_owned()));
+    }
 }
 
 /// The first chunk's delta: the assistant's role and empty content.

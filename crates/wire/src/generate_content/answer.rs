@@ -178,7 +178,6 @@ pub fn status_of(code: FailureCode) -> u16 {
 /// forwarded request, Gemini's own chunks are relayed as they came.
 #[derive(Debug)]
 pub struct ChunkEncoder {
-    model: String,
     include_thoughts: bool,
     native: bool,
     /// The calls so far, by their neutral index.
@@ -186,18 +185,17 @@ pub struct ChunkEncoder {
 }
 
 impl ChunkEncoder {
-    /// The encoder for a stream answered by `model`; `native`: the
-    /// provider's own chunks arrive as native events.
-    pub fn new(model: &str, include_thoughts: bool, native: bool) -> Self {
+    /// The encoder for a stream; `native`: the provider's own chunks
+    /// arrive as native events.
+    pub fn new(include_thoughts: bool, native: bool) -> Self {
         Self {
-            model: model.to_owned(),
             include_thoughts,
             native,
             calls: Vec::new(),
         }
     }
 
-    fn text(&self, text: &str, thought: bool) -> Frame {
+    fn text(text: &str, thought: bool, model: &str) -> Frame {
         let chunk = ResponseOut {
             candidates: [CandidateOut {
                 content: Some(ContentOut {
@@ -212,7 +210,7 @@ impl ChunkEncoder {
                 index: 0,
             }],
             usage_metadata: None,
-            model_version: &self.model,
+            model_version: model,
             response_id: None,
         };
         Frame::json(&chunk)
@@ -264,20 +262,20 @@ impl ChunkEncoder {
 }
 
 impl Encoder for ChunkEncoder {
-    fn item(&mut self, item: StreamItem, out: &mut Vec<Frame>) {
+    fn item(&mut self, item: StreamItem, model: &str, out: &mut Vec<Frame>) {
         match item {
             StreamItem::Native(event) if self.native => {
                 let NativeEvent { data, .. } = *event;
-                out.push(Frame { event: None, data });
+                out.push(Frame::data(data));
             }
             StreamItem::Error(e) => {
                 let code = status_of(e.code);
                 out.push(Frame::json(&error_body(code, &e.message)));
             }
             _ if self.native => {}
-            StreamItem::Delta(text) => out.push(self.text(&text, false)),
+            StreamItem::Delta(text) => out.push(Self::text(&text, false, model)),
             StreamItem::Reasoning(text) if self.include_thoughts => {
-                out.push(self.text(&text, true))
+                out.push(Self::text(&text, true, model))
             }
             StreamItem::Reasoning(_) | StreamItem::Native(_) => {}
             StreamItem::ToolCall(delta) => self.call(*delta),
@@ -287,7 +285,7 @@ impl Encoder for ChunkEncoder {
         }
     }
 
-    fn refusal(&mut self, model: &str, out: &mut Vec<Frame>) {
+    fn refusal(&mut self, model: &str, _: &str, out: &mut Vec<Frame>) {
         out.push(Frame::json(&refusal(model, None)));
     }
 }
@@ -301,7 +299,7 @@ mod tests {
     fn frames(encoder: &mut ChunkEncoder, items: Vec<StreamItem>) -> Vec<Value> {
         let mut out = Vec::new();
         for item in items {
-            encoder.item(item, &mut out);
+            encoder.item(item, "m", &mut out);
         }
         out.iter()
             .map(|f| serde_json::from_str(&f.data).expect("a frame is JSON"))
@@ -385,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_stream_sends_text_as_it_comes_and_calls_whole_at_the_end() {
-        let mut e = ChunkEncoder::new("m", false, false);
+        let mut e = ChunkEncoder::new(false, false);
         let delta = |index, id: Option<&str>, name: Option<&str>, args: &str| {
             StreamItem::ToolCall(Box::new(ToolCallDelta {
                 index,
@@ -423,7 +421,7 @@ mod tests {
 
     #[test]
     fn thoughts_go_out_only_when_asked_for() {
-        let mut e = ChunkEncoder::new("m", true, false);
+        let mut e = ChunkEncoder::new(true, false);
         let out = frames(&mut e, vec![StreamItem::Reasoning("hmm".into())]);
         assert_eq!(
             out[0]["candidates"][0]["content"]["parts"][0],
@@ -433,7 +431,7 @@ mod tests {
 
     #[test]
     fn a_native_stream_relays_geminis_chunks_and_a_cut_is_an_error() {
-        let mut e = ChunkEncoder::new("m", false, true);
+        let mut e = ChunkEncoder::new(false, true);
         let native =
             r#"{"candidates":[{"content":{"parts":[{"text":"hi","thoughtSignature":"sig"}]}}]}"#;
         let out = frames(

@@ -15,6 +15,7 @@ use super::answer::MessageOut;
 use super::error::WireErrorEnvelope;
 use super::request::BlockOut;
 use super::stop_reason;
+use crate::{Encoder, Frame};
 
 /// A committed stream's items as Anthropic's server-sent events:
 /// `message_start`; for the text a `text` block (`content_block_start`,
@@ -67,35 +68,6 @@ impl MessageEvents {
             this.message_start(model);
         }
         this
-    }
-
-    /// A refusal returned by the `surface` policy before anything was
-    /// sent: Anthropic's own shape for one (`message_start`, a
-    /// `message_delta` with `stop_reason: "refusal"`, `message_stop`).
-    pub fn refusal(id: String, model: &str) -> Self {
-        let mut this = Self::new(id, model, false);
-        this.message_end("refusal", None);
-        this
-    }
-
-    /// The next event to send.
-    pub fn pop(&mut self) -> Option<NativeEvent> {
-        self.pending.pop_front()
-    }
-
-    /// The stream is over: once [`Self::pop`] has nothing left, nothing
-    /// more comes.
-    pub fn finished(&self) -> bool {
-        self.finished
-    }
-
-    /// The engine's stream just stopped, without its `Done` or `Error`: it
-    /// was cut, and says so.
-    pub fn cut(&mut self) {
-        self.fail(
-            "api_error",
-            "stream_interrupted: the stream ended without a result",
-        );
     }
 
     fn message_start(&mut self, model: &str) {
@@ -357,6 +329,38 @@ pub struct Typed {
 impl Typed {
     pub fn new(kind: &'static str) -> Self {
         Self { kind }
+    }
+}
+
+impl Encoder for MessageEvents {
+    fn item(&mut self, item: StreamItem, _: &str, out: &mut Vec<Frame>) {
+        if !self.finished {
+            self.push(item);
+        }
+        self.drain(out);
+    }
+
+    /// A refusal returned by the `surface` policy before anything was
+    /// sent (the encoder made with `native` false): Anthropic's own shape
+    /// for one (`message_start`, a `message_delta` with `stop_reason:
+    /// "refusal"`, `message_stop`).
+    fn refusal(&mut self, _: &str, _: &str, out: &mut Vec<Frame>) {
+        self.message_end("refusal", None);
+        self.drain(out);
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl MessageEvents {
+    /// The events written so far, as frames.
+    fn drain(&mut self, out: &mut Vec<Frame>) {
+        out.extend(self.pending.drain(..).map(|e| Frame {
+            event: Cow::Owned(e.event),
+            data: e.data,
+        }));
     }
 }
 

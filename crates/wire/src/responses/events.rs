@@ -15,28 +15,28 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use understudy_core::{FailureCode, StreamItem, ToolCall, ToolCallDelta, Usage};
 
+use crate::Encoder;
+
 use super::answer::{Content, Echo, OutputItem, ResponseOut, UsageOut, custom_input};
 use super::inbound::ToolNames;
+use super::relay::Relay;
 use super::response::{COMPLETED, CONTENT_FILTER, FAILED, INCOMPLETE, incomplete, status};
 
 /// One event as it goes out: its name (none when empty) and its JSON text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub name: Cow<'static, str>,
-    pub data: String,
-}
+pub type Event = crate::Frame;
 
 /// What every `response` object of one request shares.
-#[derive(Debug, Clone, Copy)]
-pub struct Frame<'a> {
-    pub id: &'a str,
+#[derive(Debug)]
+pub struct Head {
+    pub id: String,
     pub created_at: u64,
-    pub echo: &'a Echo,
-    pub names: &'a ToolNames,
+    pub echo: Echo,
+    pub names: ToolNames,
     /// The response is stored when it ends.
     pub kept: bool,
 }
@@ -50,13 +50,13 @@ pub struct Ending {
     pub usage: Option<Usage>,
 }
 
-// === impl Frame ===
+// === impl Head ===
 
-impl Frame<'_> {
+impl Head {
     /// The `response` object.
     pub fn response(&self, model: &str, output: &[OutputItem], end: &Ending) -> Value {
         let out = ResponseOut {
-            id: self.id,
+            id: &self.id,
             object: "response",
             created_at: self.created_at,
             status: end.status,
@@ -65,7 +65,7 @@ impl Frame<'_> {
             model,
             output,
             usage: end.usage.map(UsageOut::from),
-            echo: self.echo,
+            echo: &self.echo,
         };
         serde_json::to_value(&out).unwrap_or(Value::Null)
     }
@@ -112,7 +112,7 @@ pub struct Events {
 
 impl Events {
     /// The events of a committed stream from `model`, begun.
-    pub fn new(head: &Frame<'_>, model: String) -> Self {
+    pub fn new(head: &Head, model: String) -> Self {
         let mut this = Self::empty(model);
         this.start(head);
         this
@@ -120,7 +120,7 @@ impl Events {
 
     /// A refusal surfaced by policy before anything was sent: a message
     /// with the refusal, and `response.incomplete` (`content_filter`).
-    pub fn refused(head: &Frame<'_>, model: &str, refusal: &str) -> Self {
+    pub fn refused(head: &Head, model: &str, refusal: &str) -> Self {
         let mut this = Self::empty(model.to_owned());
         this.start(head);
         let mut item = OutputItem::refusal("");
@@ -172,7 +172,7 @@ impl Events {
         }
     }
 
-    fn start(&mut self, head: &Frame<'_>) {
+    fn start(&mut self, head: &Head) {
         let end = Ending {
             status: "in_progress",
             ..Ending::default()
@@ -196,7 +196,7 @@ impl Events {
         }
         self.seq += 1;
         Event {
-            name: kind.into(),
+            event: Cow::Borrowed(kind),
             data: data.to_string(),
         }
     }
@@ -394,7 +394,7 @@ impl Events {
 
     /// The final event (held for the store write when `keep` and the
     /// response is kept).
-    fn end(&mut self, head: &Frame<'_>, kind: &'static str, end: &Ending, keep: bool) {
+    fn end(&mut self, head: &Head, kind: &'static str, end: &Ending, keep: bool) {
         let response = head.response(&self.model, &self.items, end);
         let mut data = json!({"response": response});
         let event = self.event(kind, &mut data);
@@ -407,11 +407,11 @@ impl Events {
     }
 
     /// Writes the events for one item of the stream.
-    pub fn push(&mut self, item: StreamItem, head: &Frame<'_>) {
+    pub fn push(&mut self, item: StreamItem, head: &Head) {
         match item {
             StreamItem::Delta(text) => self.text(&text, false),
             StreamItem::Reasoning(text) => self.text(&text, true),
-            StreamItem::ToolCall(call) => self.tool_call(&call, head.names),
+            StreamItem::ToolCall(call) => self.tool_call(&call, &head.names),
             // Only natively forwarded requests carry these; this API is
             // always translated.
             StreamItem::Native(_) => {}
@@ -448,7 +448,7 @@ impl Events {
     }
 
     /// `response.failed`: the items so far, marked incomplete.
-    pub fn fail(&mut self, head: &Frame<'_>, message: &str) {
+    pub fn fail(&mut self, head: &Head, message: &str) {
         self.open = None;
         for item in &mut self.items {
             if matches!(
@@ -476,5 +476,72 @@ impl Events {
             ..Ending::default()
         };
         self.end(head, "response.failed", &end, false);
+    }
+}
+
+/// A committed stream as this API's events, as an [`Encoder`]: written
+/// from the neutral items ([`Events`]), or a Responses target's own events
+/// relayed ([`Relay`]). The final event of a kept response is held beside
+/// it ([`Encoder::held`]).
+#[derive(Debug)]
+pub struct ResponseStream {
+    head: Arc<Head>,
+    written: Written,
+}
+
+#[derive(Debug)]
+enum Written {
+    Translated(Events),
+    Relayed(Relay),
+}
+
+impl ResponseStream {
+    /// The events of a stream from `model`; `native`: a Responses target's
+    /// own events arrive.
+    pub fn new(head: Arc<Head>, model: &str, native: bool) -> Self {
+        let written = match native {
+            true => Written::Relayed(Relay::default()),
+            false => Written::Translated(Events::new(&head, model.to_owned())),
+        };
+        Self { head, written }
+    }
+}
+
+impl Encoder for ResponseStream {
+    fn item(&mut self, item: StreamItem, _: &str, out: &mut Vec<Event>) {
+        match &mut self.written {
+            Written::Translated(events) => {
+                if !events.finished {
+                    events.push(item, &self.head);
+                }
+                out.extend(events.pending.drain(..));
+            }
+            Written::Relayed(relay) => {
+                if !relay.finished {
+                    relay.push(item, &self.head.id, self.head.created_at);
+                }
+                out.extend(relay.pending.drain(..));
+            }
+        }
+    }
+
+    fn refusal(&mut self, model: &str, refusal: &str, out: &mut Vec<Event>) {
+        let mut events = Events::refused(&self.head, model, refusal);
+        out.extend(events.pending.drain(..));
+        self.written = Written::Translated(events);
+    }
+
+    fn finished(&self) -> bool {
+        match &self.written {
+            Written::Translated(events) => events.finished,
+            Written::Relayed(relay) => relay.finished,
+        }
+    }
+
+    fn held(&mut self) -> Option<(Event, Value)> {
+        match &mut self.written {
+            Written::Translated(events) => events.held.take(),
+            Written::Relayed(relay) => relay.held.take(),
+        }
     }
 }

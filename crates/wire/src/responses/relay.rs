@@ -48,7 +48,7 @@ impl Relay {
             StreamItem::Native(e) => {
                 let peek = serde_json::from_str::<Peek>(&e.data).ok();
                 let out = Event {
-                    name: e.event.into(),
+                    event: e.event.into(),
                     data: e.data,
                 };
                 let Some(peek) = peek else {
@@ -97,7 +97,7 @@ impl Relay {
             },
         });
         self.pending.push_back(Event {
-            name: "response.failed".into(),
+            event: "response.failed".into(),
             data: data.to_string(),
         });
         self.finished = true;
