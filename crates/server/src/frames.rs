@@ -84,15 +84,7 @@ impl<E: Encoder + Unpin> Framed<E> {
     pub(crate) fn new(inner: GenerationStream, encoder: E, framing: Framing) -> Self {
         Self {
             inner: Some(inner),
-            encoder,
-            framing,
-            keeper: None,
-            pending: VecDeque::new(),
-            keeping: None,
-            scratch: Vec::new(),
-            idle: None,
-            written: 0,
-            finished: false,
+            ..Self::without_stream(encoder, framing)
         }
     }
 
@@ -101,7 +93,14 @@ impl<E: Encoder + Unpin> Framed<E> {
     pub(crate) fn refusal(mut encoder: E, model: &str, refusal: &str, framing: Framing) -> Self {
         let mut frames = Vec::new();
         encoder.refusal(model, refusal, &mut frames);
-        let mut this = Self {
+        let mut this = Self::without_stream(encoder, framing);
+        this.push(frames.drain(..));
+        this.finish();
+        this
+    }
+
+    fn without_stream(encoder: E, framing: Framing) -> Self {
+        Self {
             inner: None,
             encoder,
             framing,
@@ -112,10 +111,7 @@ impl<E: Encoder + Unpin> Framed<E> {
             idle: None,
             written: 0,
             finished: false,
-        };
-        this.push(frames.drain(..));
-        this.finish();
-        this
+        }
     }
 
     /// Keeps held answers with `keeper` (none: a held frame goes at once).
