@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, Completion, StreamEvent};
 use crate::error::Failure;
-use crate::settings::{ProviderKind, ProviderSettings};
+use crate::protocol::Protocol;
+use crate::settings::ProviderSettings;
 
 /// A boxed, sendable future (object-safe async trait methods).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -80,7 +81,7 @@ pub type BoxEventStream = Box<dyn EventStream>;
 /// Builds adapters. The engine asks it once per provider actor start.
 pub trait AdapterFactory: Send + Sync + fmt::Debug + 'static {
     /// Whether an adapter for `kind` is compiled in.
-    fn supports(&self, kind: ProviderKind) -> bool;
+    fn supports(&self, kind: Protocol) -> bool;
 
     /// Builds the adapter for one provider.
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String>;

@@ -27,9 +27,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::chat::ChatRequest;
-use crate::generation::{Api, ClientTag, Generation};
+use crate::generation::{ClientTag, Generation};
 use crate::policy::plan::Target;
 use crate::policy::refusal::RefusalPolicy;
+use crate::protocol::Protocol;
 use crate::redis_link::RedisLink;
 use crate::settings::CacheSettings;
 
@@ -49,7 +50,7 @@ pub(crate) struct CacheKey([u8; 32]);
 /// that shapes its answer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeyContext<'a> {
-    pub api: Api,
+    pub api: Option<Protocol>,
     /// The route or pin as the client named it (`default`, a route name,
     /// `provider:model`).
     pub route: &'a str,
@@ -95,7 +96,8 @@ enum Scope<'a> {
 struct Material<'a> {
     version: u32,
     scope: Scope<'a>,
-    api: Api,
+    #[serde(with = "crate::protocol::api_serde")]
+    api: Option<Protocol>,
     route: &'a str,
     policy: &'a str,
     targets: Vec<(&'a str, &'a str)>,
@@ -107,7 +109,7 @@ struct Material<'a> {
 /// A natively forwarded body, as the target of its protocol receives it.
 #[derive(Serialize)]
 struct Native<'a> {
-    kind: crate::settings::ProviderKind,
+    kind: crate::protocol::Protocol,
     body: &'a str,
     headers: &'a [(String, String)],
     query: Option<&'a str>,

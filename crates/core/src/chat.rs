@@ -169,7 +169,7 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NativeRequest {
     /// The protocol it is written in.
-    pub kind: crate::settings::ProviderKind,
+    pub kind: crate::protocol::Protocol,
     /// The JSON body, as received.
     pub body: String,
     /// The protocol's own headers to forward (`anthropic-version`,
@@ -203,7 +203,7 @@ impl Eq for Softened {}
 impl NativeRequest {
     /// A body written in `kind`'s protocol, with no headers or query to
     /// forward.
-    pub fn new(kind: crate::settings::ProviderKind, body: impl Into<String>) -> Self {
+    pub fn new(kind: crate::protocol::Protocol, body: impl Into<String>) -> Self {
         Self {
             kind,
             body: body.into(),
@@ -239,10 +239,10 @@ pub struct Needs {
     /// Part of the request only its own protocol can carry (the client
     /// wrote it natively): only targets speaking that protocol can serve
     /// it, and the others lack what is named.
-    pub native_only: Option<(crate::settings::ProviderKind, &'static str)>,
+    pub native_only: Option<(crate::protocol::Protocol, &'static str)>,
     /// What the natively written request would switch on at a provider of
     /// its protocol (see [`ChatRequest::native_gated`]).
-    pub gated: Option<(crate::settings::ProviderKind, crate::passthrough::GatedSet)>,
+    pub gated: Option<(crate::protocol::Protocol, crate::passthrough::GatedSet)>,
 }
 
 /// Why a provider stopped generating.

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::Usage;
 use crate::error::{Error, FailureCode, bounded};
-use crate::generation::{Api, Attempt, Generation, Outcome};
+use crate::generation::{Attempt, Generation, Outcome};
+use crate::protocol::Protocol;
 use crate::stream::{StreamDone, StreamError};
 
 /// One generation, as recorded.
@@ -18,9 +19,10 @@ pub struct GenerationEvent {
     pub timestamp: String,
     /// `default`, a named route, or `provider:model` for a pin.
     pub route: String,
-    /// The API the request came through: `neutral`, `openai`, `anthropic`.
-    #[serde(default)]
-    pub api: Api,
+    /// The API the request came through: `neutral`, `openai`, `responses`,
+    /// `anthropic`, `gemini`.
+    #[serde(default, with = "crate::protocol::api_serde")]
+    pub api: Option<Protocol>,
     /// Who served, or `None` when nobody did.
     pub provider: Option<String>,
     pub model: Option<String>,
@@ -52,7 +54,7 @@ pub(crate) struct EventContext {
     pub request_id: String,
     pub route: String,
     pub primary: String,
-    pub api: Api,
+    pub api: Option<Protocol>,
     pub omitted_tools: Vec<String>,
 }
 

@@ -33,35 +33,6 @@ pub enum RouteSelector {
     },
 }
 
-/// The API a request came through, for events and the latency metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    /// The neutral API, the CLI, the demo.
-    #[default]
-    Neutral,
-    /// OpenAI's Chat Completions.
-    Openai,
-    /// Anthropic's Messages API.
-    Anthropic,
-    /// OpenAI's Responses API.
-    Responses,
-    /// Google's Gemini API (`generateContent`).
-    Gemini,
-}
-
-impl Api {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Neutral => "neutral",
-            Self::Openai => "openai",
-            Self::Anthropic => "anthropic",
-            Self::Responses => "responses",
-            Self::Gemini => "gemini",
-        }
-    }
-}
-
 /// Which client key sent a request: a keyed hash of the key, never the key
 /// itself, so that stored state (the response cache) can belong to the
 /// client that made it. Its `Debug` shows a short prefix of the hash.
@@ -83,8 +54,9 @@ pub struct GenerateRequest {
     pub no_fallback: bool,
     /// Overrides the request timeout (the whole plan's deadline).
     pub timeout: Option<std::time::Duration>,
-    /// The API it came through.
-    pub api: Api,
+    /// The API it came through (`None`: the neutral API, the CLI, the
+    /// demo).
+    pub api: Option<crate::protocol::Protocol>,
     /// The client key it came with (none on an open gateway): the response
     /// cache answers it only from its own entries unless `[cache] shared`.
     pub client: Option<ClientTag>,
@@ -147,7 +119,7 @@ impl GenerateRequest {
             cache: true,
             no_fallback: false,
             timeout: None,
-            api: Api::Neutral,
+            api: None,
             client: None,
             stream_commit: None,
             continue_after_cut: None,

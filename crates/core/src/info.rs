@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::policy::breaker::BreakerState;
-use crate::settings::ProviderKind;
+use crate::protocol::Protocol;
 
 /// One provider as `understudy providers` and `GET /v1/providers` show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderInfo {
     pub name: String,
-    pub kind: ProviderKind,
+    pub kind: Protocol,
     pub model: String,
     pub base_url: String,
     pub key: KeyStatus,

@@ -40,6 +40,7 @@ pub mod info;
 pub mod limits;
 pub mod passthrough;
 pub mod policy;
+pub mod protocol;
 pub mod redis_link;
 pub mod settings;
 pub mod shared;
@@ -62,13 +63,14 @@ pub use error::Error;
 pub use event::GenerationEvent;
 pub use failure::{Disposition, Failure, FailureCode, FailureKind};
 pub use generation::{
-    Api, Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome,
+    Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome,
     RouteSelector, new_request_id,
 };
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
 pub use policy::refusal::RefusalPolicy;
+pub use protocol::Protocol;
 pub use settings::{
-    ProviderKind, ProviderSettings, RoutingTable, RoutingUpdate, Secret, Settings, SettingsError,
+    ProviderSettings, RoutingTable, RoutingUpdate, Secret, Settings, SettingsError,
 };
 pub use stream::{GenerationStream, StreamDone, StreamError, StreamItem};
 pub use target::Target;

@@ -9,7 +9,8 @@
 //! `vendor/` part, as OpenRouter-style names have), so dated snapshots
 //! (`claude-sonnet-4-5-20250929`) find their family.
 
-use crate::settings::{ProviderKind, ProviderSettings};
+use crate::protocol::Protocol;
+use crate::settings::ProviderSettings;
 
 /// `(model name prefix, max output tokens)` per protocol.
 const OPENAI: &[(&str, u32)] = &[
@@ -58,11 +59,11 @@ pub fn output_limit(p: &ProviderSettings, model: &str) -> Option<u32> {
 
 /// The documented output limit of `model` on a provider speaking `kind`,
 /// when the model is a well-known one.
-pub fn builtin_output_limit(kind: ProviderKind, model: &str) -> Option<u32> {
+pub fn builtin_output_limit(kind: Protocol, model: &str) -> Option<u32> {
     let table = match kind {
-        ProviderKind::Openai => OPENAI,
-        ProviderKind::Anthropic => ANTHROPIC,
-        ProviderKind::Gemini => GEMINI,
+        Protocol::ChatCompletions | Protocol::Responses => OPENAI,
+        Protocol::Messages => ANTHROPIC,
+        Protocol::GenerateContent => GEMINI,
     };
     let name = model.rsplit('/').next().unwrap_or(model);
     table
@@ -79,26 +80,27 @@ mod tests {
     #[test]
     fn the_longest_prefix_wins() {
         let cases = [
-            (ProviderKind::Openai, "gpt-4o-mini", Some(16_384)),
-            (ProviderKind::Openai, "gpt-4o-2024-08-06", Some(16_384)),
-            (ProviderKind::Openai, "openai/gpt-4.1-mini", Some(32_768)),
-            (ProviderKind::Openai, "o1-mini-2024-09-12", Some(65_536)),
-            (ProviderKind::Openai, "my-local-model", None),
+            (Protocol::ChatCompletions, "gpt-4o-mini", Some(16_384)),
+            (Protocol::ChatCompletions, "gpt-4o-2024-08-06", Some(16_384)),
             (
-                ProviderKind::Anthropic,
-                "claude-opus-4-1-20250805",
-                Some(32_000),
+                Protocol::ChatCompletions,
+                "openai/gpt-4.1-mini",
+                Some(32_768),
             ),
             (
-                ProviderKind::Anthropic,
-                "claude-opus-4-5-20251101",
-                Some(64_000),
+                Protocol::ChatCompletions,
+                "o1-mini-2024-09-12",
+                Some(65_536),
             ),
-            (ProviderKind::Anthropic, "claude-haiku-4-5", Some(64_000)),
-            (ProviderKind::Anthropic, "claude-unknown", None),
-            (ProviderKind::Gemini, "gemini-2.5-flash", Some(65_536)),
+            (Protocol::ChatCompletions, "my-local-model", None),
+            (Protocol::Responses, "gpt-5-codex", Some(128_000)),
+            (Protocol::Messages, "claude-opus-4-1-20250805", Some(32_000)),
+            (Protocol::Messages, "claude-opus-4-5-20251101", Some(64_000)),
+            (Protocol::Messages, "claude-haiku-4-5", Some(64_000)),
+            (Protocol::Messages, "claude-unknown", None),
+            (Protocol::GenerateContent, "gemini-2.5-flash", Some(65_536)),
             // A table is per protocol.
-            (ProviderKind::Gemini, "gpt-4o", None),
+            (Protocol::GenerateContent, "gpt-4o", None),
         ];
         for (kind, model, want) in cases {
             assert_eq!(builtin_output_limit(kind, model), want, "{kind:?} {model}");

@@ -1,5 +1,5 @@
 //! The pieces every adapter shares: the pooled client, the generic
-//! [`HttpAdapter`] over a [`Protocol`], bounded body reading, and the SSE
+//! [`HttpAdapter`] over an [`Upstream`], bounded body reading, and the SSE
 //! event stream.
 
 use std::collections::VecDeque;
@@ -29,7 +29,7 @@ pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 pub(crate) use understudy_wire::STREAM_TEXT_LIMIT;
 
 /// One wire protocol: how to build a request and read what comes back.
-pub(crate) trait Protocol: Send + Sync + fmt::Debug + 'static {
+pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
     type Parser: StreamParser;
 
     /// The request for `model`; `stream` selects the streamed form.
@@ -116,7 +116,7 @@ impl<P> fmt::Debug for HttpAdapter<P> {
     }
 }
 
-impl<P: Protocol> HttpAdapter<P> {
+impl<P: Upstream> HttpAdapter<P> {
     pub(crate) fn new(settings: &ProviderSettings, protocol: P) -> Result<Self, String> {
         let transport = Transport::of(settings)?;
         let others = settings
@@ -150,7 +150,7 @@ impl<P: Protocol> HttpAdapter<P> {
     }
 }
 
-impl<P: Protocol> Adapter for HttpAdapter<P> {
+impl<P: Upstream> Adapter for HttpAdapter<P> {
     fn count_tokens<'a>(
         &'a self,
         model: &'a str,

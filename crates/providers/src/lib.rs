@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
-//! - `openai_responses`: OpenAI's Responses API (`responses_api = true`), a
+//! - `openai_responses`: OpenAI's Responses API (`kind = "responses"`), a
 //!   client's own Responses body forwarded natively, reasoning items only to
 //!   the target that made them.
 //! - [`gemini`]: Google's Generative Language API.
@@ -30,13 +30,13 @@ mod openai_responses;
 pub(crate) use understudy_wire::{OutputLimits, mint_call_id};
 pub use understudy_wire::{signature, sse};
 
-use http::Protocol as _;
+use http::Upstream as _;
 
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use understudy_core::{
-    Adapter, AdapterFactory, Failure, ProviderKind, ProviderSettings, Secret, StreamEvent,
+    Adapter, AdapterFactory, Failure, Protocol, ProviderSettings, Secret, StreamEvent,
 };
 
 /// The factory the engine uses to build adapters for every compiled-in protocol.
@@ -51,21 +51,16 @@ impl Providers {
 }
 
 impl AdapterFactory for Providers {
-    fn supports(&self, kind: ProviderKind) -> bool {
-        matches!(
-            kind,
-            ProviderKind::Openai | ProviderKind::Gemini | ProviderKind::Anthropic
-        )
+    fn supports(&self, kind: Protocol) -> bool {
+        Protocol::ALL.contains(&kind)
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         Ok(match settings.kind {
-            ProviderKind::Openai if settings.responses_api => {
-                Arc::new(openai_responses::adapter(settings)?)
-            }
-            ProviderKind::Openai => Arc::new(openai_compat::adapter(settings)?),
-            ProviderKind::Gemini => Arc::new(gemini::adapter(settings)?),
-            ProviderKind::Anthropic => Arc::new(anthropic::adapter(settings)?),
+            Protocol::Responses => Arc::new(openai_responses::adapter(settings)?),
+            Protocol::ChatCompletions => Arc::new(openai_compat::adapter(settings)?),
+            Protocol::GenerateContent => Arc::new(gemini::adapter(settings)?),
+            Protocol::Messages => Arc::new(anthropic::adapter(settings)?),
         })
     }
 }
@@ -74,18 +69,22 @@ impl AdapterFactory for Providers {
 /// in `chunks`, and returns every event up to the terminal one. For tests
 /// and fuzzing: the same code path as a live stream, minus the socket.
 pub fn decode_stream(
-    kind: ProviderKind,
+    kind: Protocol,
     model: &str,
     chunks: &[&[u8]],
 ) -> Vec<Result<StreamEvent, Failure>> {
     match kind {
-        ProviderKind::Openai => {
+        Protocol::ChatCompletions => {
             http::parse_stream_bytes(openai_compat::OpenAiStream::for_model(model), chunks)
         }
-        ProviderKind::Gemini => {
+        Protocol::Responses => http::parse_stream_bytes(
+            understudy_wire::responses::stream::ResponsesStream::new(model, false, String::new()),
+            chunks,
+        ),
+        Protocol::GenerateContent => {
             http::parse_stream_bytes(gemini::GeminiStream::for_model(model), chunks)
         }
-        ProviderKind::Anthropic => {
+        Protocol::Messages => {
             http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks)
         }
     }
@@ -94,7 +93,7 @@ pub fn decode_stream(
 /// Classifies a complete non-streamed response of `kind` (any status).
 /// For tests and fuzzing.
 pub fn decode_response(
-    kind: ProviderKind,
+    kind: Protocol,
     model: &str,
     status: u16,
     headers: HeaderMap,
@@ -106,9 +105,12 @@ pub fn decode_response(
         body: bytes::Bytes::copy_from_slice(body),
     };
     match kind {
-        ProviderKind::Openai => openai_compat::parse_response(received.parts(), model),
-        ProviderKind::Gemini => gemini::GeminiProtocol::bare().parse(&received, model),
-        ProviderKind::Anthropic => anthropic::AnthropicProtocol::bare().parse(&received, model),
+        Protocol::ChatCompletions => openai_compat::parse_response(received.parts(), model),
+        Protocol::Responses => {
+            understudy_wire::responses::response::parse_response(received.parts(), model, "")
+        }
+        Protocol::GenerateContent => gemini::GeminiProtocol::bare().parse(&received, model),
+        Protocol::Messages => anthropic::AnthropicProtocol::bare().parse(&received, model),
     }
 }
 

@@ -1,8 +1,9 @@
 //! OpenAI's Responses API (`POST {base_url}/responses`), for
-//! OpenAI-compatible providers configured with `responses_api = true`.
+//! OpenAI-compatible providers of `kind = "responses"` (or
+//! `responses_api = true`).
 //!
 //! - A client's own Responses body ([`NativeRequest`] of kind
-//!   [`ProviderKind::Openai`], which the `/v1/responses` route sets) goes as
+//!   [`Protocol::Responses`], which the `/v1/responses` route sets) goes as
 //!   sent but for `model` (the target's) and `max_output_tokens` (clamped
 //!   to the target's limit), spliced in place like `anthropic_native`.
 //! - Any other request (translated clients) is built from the neutral
@@ -13,14 +14,14 @@
 //! transport: the endpoint, the bearer key, the pooled client.
 
 use reqwest::header::HeaderMap;
-use understudy_core::{ChatRequest, Completion, Failure, ProviderKind, ProviderSettings};
+use understudy_core::{ChatRequest, Completion, Failure, Protocol, ProviderSettings};
 use understudy_wire::chat_completions::error::classify_error;
 use understudy_wire::responses::native::{prepare_native, target_tag};
 use understudy_wire::responses::request::translate;
 use understudy_wire::responses::response::parse_response;
 use understudy_wire::responses::stream::ResponsesStream;
 
-use crate::http::{HttpAdapter, Protocol, Received};
+use crate::http::{HttpAdapter, Received, Upstream};
 
 /// A provider speaking the Responses API.
 pub(crate) type OpenAiResponses = HttpAdapter<ResponsesProtocol>;
@@ -56,7 +57,7 @@ impl ResponsesProtocol {
     }
 }
 
-impl Protocol for ResponsesProtocol {
+impl Upstream for ResponsesProtocol {
     type Parser = ResponsesStream;
 
     fn request(
@@ -108,6 +109,6 @@ impl Protocol for ResponsesProtocol {
         request
             .native
             .as_deref()
-            .is_some_and(|n| n.kind == ProviderKind::Openai)
+            .is_some_and(|n| n.kind == Protocol::Responses)
     }
 }

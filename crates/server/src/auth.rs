@@ -19,8 +19,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
-use understudy_core::ClientTag;
 use understudy_core::settings::ServerSettings;
+use understudy_core::{ClientTag, Protocol};
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 
@@ -199,11 +199,17 @@ pub(crate) async fn client_auth(
 
 /// `error` in the shape of the route `req` asked for.
 fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
-    match Shape::of(req) {
-        Shape::OpenAi => OpenAiError(error).into_response(),
-        Shape::Anthropic => AnthropicError(error).into_response(),
-        Shape::Gemini => crate::GeminiError(error).into_response(),
-        Shape::Neutral => error.into_response(),
+    error_in(protocol_of(req), error)
+}
+
+/// `error` in `api`'s error shape (`None`: the neutral API's). OpenAI's two
+/// APIs share one.
+pub(crate) fn error_in(api: Option<Protocol>, error: ApiError) -> Response {
+    match api {
+        Some(Protocol::ChatCompletions | Protocol::Responses) => OpenAiError(error).into_response(),
+        Some(Protocol::Messages) => AnthropicError(error).into_response(),
+        Some(Protocol::GenerateContent) => crate::GeminiError(error).into_response(),
+        None => error.into_response(),
     }
 }
 
@@ -293,51 +299,47 @@ pub(crate) fn google_headers(headers: &HeaderMap, query: Option<&str>) -> bool {
         || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
 }
 
-/// The shape a route's errors take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Shape {
-    Neutral = 0,
-    OpenAi = 1,
-    Anthropic = 2,
-    Gemini = 3,
+/// The protocol a route speaks, for the shape its errors take (`None`:
+/// the neutral API). The Messages routes, and `/v1/models` asked with an
+/// `anthropic-version` header, are Anthropic's; Google's paths, and
+/// `/v1/models` asked by a Google client, Gemini's; the other
+/// OpenAI-compatible routes OpenAI's.
+pub(crate) fn protocol_of<B>(req: &axum::http::Request<B>) -> Option<Protocol> {
+    let path = req.uri().path();
+    if path.starts_with("/v1beta/")
+        || path.starts_with("/v1/models/")
+        || (path == "/v1/models" && from_google(req))
+    {
+        return Some(Protocol::GenerateContent);
+    }
+    let anthropic_models = path == "/v1/models" && req.headers().contains_key("anthropic-version");
+    if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
+        Some(Protocol::Messages)
+    } else if path == "/v1/responses" || path.starts_with("/v1/responses/") {
+        Some(Protocol::Responses)
+    } else if path == "/v1/chat/completions" || path == "/v1/models" {
+        Some(Protocol::ChatCompletions)
+    } else {
+        None
+    }
 }
 
-impl Shape {
-    /// The Messages routes, and `/v1/models` asked with an
-    /// `anthropic-version` header, answer in Anthropic's shape; the other
-    /// OpenAI-compatible routes in OpenAI's.
-    pub(crate) fn of<B>(req: &axum::http::Request<B>) -> Self {
-        let path = req.uri().path();
-        if path.starts_with("/v1beta/")
-            || path.starts_with("/v1/models/")
-            || (path == "/v1/models" && from_google(req))
-        {
-            return Self::Gemini;
-        }
-        let anthropic_models =
-            path == "/v1/models" && req.headers().contains_key("anthropic-version");
-        if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
-            Self::Anthropic
-        } else if path == "/v1/chat/completions"
-            || path == "/v1/models"
-            || path == "/v1/responses"
-            || path.starts_with("/v1/responses/")
-        {
-            Self::OpenAi
-        } else {
-            Self::Neutral
-        }
+/// `api` as one byte, for a flag shared with a connection's body
+/// (0: the neutral API).
+pub(crate) fn protocol_code(api: Option<Protocol>) -> u8 {
+    match api {
+        None => 0,
+        Some(Protocol::ChatCompletions) => 1,
+        Some(Protocol::Responses) => 2,
+        Some(Protocol::Messages) => 3,
+        Some(Protocol::GenerateContent) => 4,
     }
+}
 
-    /// The inverse of `shape as u8`.
-    pub(crate) fn from_u8(n: u8) -> Self {
-        match n {
-            1 => Self::OpenAi,
-            2 => Self::Anthropic,
-            3 => Self::Gemini,
-            _ => Self::Neutral,
-        }
-    }
+/// The inverse of [`protocol_code`].
+pub(crate) fn protocol_from_code(code: u8) -> Option<Protocol> {
+    code.checked_sub(1)
+        .and_then(|i| Protocol::ALL.get(usize::from(i)).copied())
 }
 
 /// The browser checks' settings, fixed at start.

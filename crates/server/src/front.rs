@@ -19,7 +19,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use understudy_core::{
-    Api, Attempt, ChatRequest, ClientTag, Error, GenerateRequest, Generation, GenerationStream,
+    Attempt, ChatRequest, ClientTag, Error, GenerateRequest, Generation, GenerationStream, Protocol,
 };
 use understudy_wire::Encoder;
 
@@ -62,10 +62,10 @@ impl Preamble {
         &self,
         chat: ChatRequest,
         model: &str,
-        api: Api,
+        api: Protocol,
     ) -> Result<GenerateRequest, ApiError> {
         let mut request = GenerateRequest::new(chat).route(model_route(model));
-        request.api = api;
+        request.api = Some(api);
         self.apply(&mut request)?;
         Ok(request)
     }

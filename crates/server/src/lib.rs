@@ -46,7 +46,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -189,7 +189,7 @@ pub async fn serve(
                     if req.body().is_end_stream() {
                         return req.map(Body::new);
                     }
-                    let shape = auth::Shape::of(&req) as u8;
+                    let shape = auth::protocol_code(auth::protocol_of(&req));
                     let late = Arc::clone(&body_late);
                     req.map(|body| Body::new(Deadline::new(body, body_timeout, late, shape)))
                 })
@@ -227,8 +227,8 @@ struct Deadline {
     inner: Incoming,
     deadline: tokio::time::Instant,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// The connection's flag: the request's [`auth::Shape`] (as `u8`, plus
-    /// one) once the deadline has passed.
+    /// The connection's flag: the request's protocol (its
+    /// [`auth::protocol_code`], plus one) once the deadline has passed.
     late: Arc<AtomicU8>,
     shape: u8,
 }
@@ -295,12 +295,7 @@ fn body_timed_out(shape: u8, handled: Response, timeout: Duration) -> Response {
             timeout.as_secs_f64()
         ),
     };
-    let mut response = match auth::Shape::from_u8(shape - 1) {
-        auth::Shape::OpenAi => OpenAiError(error).into_response(),
-        auth::Shape::Anthropic => AnthropicError(error).into_response(),
-        auth::Shape::Gemini => GeminiError(error).into_response(),
-        auth::Shape::Neutral => error.into_response(),
-    };
+    let mut response = auth::error_in(auth::protocol_from_code(shape - 1), error);
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     if let Some(id) = handled.headers().get("x-request-id") {

@@ -122,18 +122,10 @@ impl TestGatewayBuilder {
             );
         }
         for (name, protocol, url, with_key) in &self.providers {
-            let kind = match protocol {
-                Protocol::OpenAi | Protocol::OpenAiResponses => "openai",
-                Protocol::Gemini => "gemini",
-                Protocol::Anthropic => "anthropic",
-            };
             let _ = writeln!(
                 text,
-                "[providers.{name}]\nkind = {kind:?}\nbase_url = {url:?}\nmodel = \"{name}-model\""
+                "[providers.{name}]\nkind = \"{protocol}\"\nbase_url = {url:?}\nmodel = \"{name}-model\""
             );
-            if *protocol == Protocol::OpenAiResponses {
-                let _ = writeln!(text, "responses_api = true");
-            }
             if *with_key {
                 let _ = writeln!(text, "api_key = {:?}", TestGateway::key_for(name));
             } else {

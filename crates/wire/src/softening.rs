@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_core::{ChatRequest, NativeRequest, ProviderKind, Softened};
+use understudy_core::{ChatRequest, NativeRequest, Protocol, Softened};
 
 /// `request` as its adapter forwards it: unchanged unless it is a softened
 /// retry of a native body, whose body then carries the softening. A body
@@ -51,9 +51,11 @@ fn soften_body(native: &NativeRequest, softened: Softened) -> Option<String> {
     let mut body: Map<String, Value> = serde_json::from_str(&native.body).ok()?;
     let t = softened.temperature;
     match native.kind {
-        ProviderKind::Anthropic => messages(&mut body, t)?,
-        ProviderKind::Openai => responses(&mut body, t)?,
-        ProviderKind::Gemini => generate_content(&mut body, t)?,
+        Protocol::Messages => messages(&mut body, t)?,
+        Protocol::Responses => responses(&mut body, t)?,
+        Protocol::GenerateContent => generate_content(&mut body, t)?,
+        // No front end forwards a Chat Completions body natively.
+        Protocol::ChatCompletions => return None,
     }
     serde_json::to_string(&body).ok()
 }
@@ -139,7 +141,7 @@ mod tests {
     use super::*;
 
     /// The body `apply` forwards for `body` in `kind`, softened with `t`.
-    fn softened(kind: ProviderKind, body: &str, t: Option<f32>) -> Option<Value> {
+    fn softened(kind: Protocol, body: &str, t: Option<f32>) -> Option<Value> {
         let req = ChatRequest {
             native: Some(Arc::new(NativeRequest {
                 headers: vec![("anthropic-beta".into(), "x".into())],
@@ -183,7 +185,7 @@ mod tests {
             ),
         ];
         for (body, want) in cases {
-            let v = softened(ProviderKind::Anthropic, body, Some(0.5)).expect(body);
+            let v = softened(Protocol::Messages, body, Some(0.5)).expect(body);
             assert_eq!(v["system"], want, "{body}");
             assert_eq!(v["temperature"], json!(0.5));
         }
@@ -192,7 +194,7 @@ mod tests {
     #[test]
     fn sampling_is_left_alone_where_the_protocol_fixes_it() {
         let body = r#"{"model":"m","thinking":{"type":"enabled","budget_tokens":2048},"messages":[],"max_tokens":4096}"#;
-        let v = softened(ProviderKind::Anthropic, body, None).expect("softened");
+        let v = softened(Protocol::Messages, body, None).expect("softened");
         assert_eq!(v.get("temperature"), None);
         assert!(v["system"].to_string().contains("Keep it light"));
     }
@@ -212,7 +214,7 @@ mod tests {
                 None,
             ),
         ] {
-            let v = softened(ProviderKind::Openai, body, Some(0.5)).expect(body);
+            let v = softened(Protocol::Responses, body, Some(0.5)).expect(body);
             assert_eq!(v["instructions"], instructions.as_str(), "{body}");
             assert_eq!(v.get("temperature").cloned(), temperature, "{body}");
             assert_eq!(v.get("system"), None, "{body}");
@@ -235,14 +237,14 @@ mod tests {
                 json!({"temperature": 0.5}),
             ),
         ] {
-            let v = softened(ProviderKind::Gemini, body, Some(0.5)).expect(body);
+            let v = softened(Protocol::GenerateContent, body, Some(0.5)).expect(body);
             assert_eq!(v["systemInstruction"], system, "{body}");
             assert_eq!(v["generationConfig"], config, "{body}");
             assert_eq!(v.get("system"), None, "never Anthropic's field: {body}");
         }
         // Google's snake_case spelling is kept, not doubled.
         let v = softened(
-            ProviderKind::Gemini,
+            Protocol::GenerateContent,
             r#"{"contents":[],"system_instruction":{"parts":[{"text":"x"}]}}"#,
             None,
         )
@@ -255,10 +257,11 @@ mod tests {
     #[test]
     fn a_body_that_cannot_take_it_goes_neutral() {
         for (kind, body) in [
-            (ProviderKind::Anthropic, r#"{"system":3}"#),
-            (ProviderKind::Openai, r#"{"instructions":[1]}"#),
-            (ProviderKind::Gemini, r#"{"systemInstruction":"x"}"#),
-            (ProviderKind::Gemini, "not json"),
+            (Protocol::Messages, r#"{"system":3}"#),
+            (Protocol::Responses, r#"{"instructions":[1]}"#),
+            (Protocol::ChatCompletions, r#"{"messages":[]}"#),
+            (Protocol::GenerateContent, r#"{"systemInstruction":"x"}"#),
+            (Protocol::GenerateContent, "not json"),
         ] {
             assert_eq!(softened(kind, body, Some(0.5)), None, "{body}");
         }

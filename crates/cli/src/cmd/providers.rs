@@ -72,7 +72,7 @@ fn table(infos: &[ProviderInfo]) -> String {
                 ),
                 KeyStatus::NotNeeded => "not needed".to_owned(),
             };
-            let kind = format!("{:?}", p.kind).to_lowercase();
+            let kind = p.kind.as_str().to_owned();
             let open: Vec<String> = p
                 .breakers
                 .iter()

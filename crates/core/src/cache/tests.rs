@@ -10,13 +10,13 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::chat::{Message, NativeRequest, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice};
-use crate::settings::ProviderKind;
+use crate::protocol::Protocol;
 
 /// Everything a key is made of, owned, so that two can be compared.
 #[derive(Debug, Clone, PartialEq)]
 struct Input {
     chat: ChatRequest,
-    api: Api,
+    api: Option<Protocol>,
     route: String,
     policy: RefusalPolicy,
     targets: Vec<Target>,
@@ -107,9 +107,9 @@ fn tool() -> impl Strategy<Value = Tool> {
 
 fn native() -> impl Strategy<Value = NativeRequest> {
     let kind = prop_oneof![
-        Just(ProviderKind::Anthropic),
-        Just(ProviderKind::Openai),
-        Just(ProviderKind::Gemini)
+        Just(Protocol::Messages),
+        Just(Protocol::ChatCompletions),
+        Just(Protocol::GenerateContent)
     ];
     (
         kind,
@@ -190,7 +190,11 @@ fn chat() -> impl Strategy<Value = ChatRequest> {
 }
 
 fn input() -> impl Strategy<Value = Input> {
-    let api = prop_oneof![Just(Api::Neutral), Just(Api::Openai), Just(Api::Anthropic)];
+    let api = prop_oneof![
+        Just(None),
+        Just(Some(Protocol::ChatCompletions)),
+        Just(Some(Protocol::Messages))
+    ];
     let policy = prop_oneof![
         Just(RefusalPolicy::SoftenThenFallback),
         Just(RefusalPolicy::Surface)
@@ -239,7 +243,7 @@ fn mutate(mut input: Input, field: u8, text: String) -> Input {
             let mut n = chat.native.as_deref().cloned().unwrap_or(NativeRequest {
                 fixed_sampling: false,
                 softened: None,
-                kind: ProviderKind::Anthropic,
+                kind: Protocol::Messages,
                 body: String::new(),
                 headers: Vec::new(),
                 query: None,
@@ -248,10 +252,10 @@ fn mutate(mut input: Input, field: u8, text: String) -> Input {
             chat.native = Some(Arc::new(n));
         }
         12 => {
-            input.api = if input.api == Api::Openai {
-                Api::Anthropic
+            input.api = if input.api == Some(Protocol::ChatCompletions) {
+                Some(Protocol::Messages)
             } else {
-                Api::Openai
+                Some(Protocol::ChatCompletions)
             }
         }
         13 => input.route.push('r'),
@@ -329,7 +333,7 @@ async fn a_client_key_reads_only_its_own_entries_unless_shared() {
         let cache = cache(shared);
         let targets = [Target::new("groq", "llama")];
         let ctx = |client: Option<ClientTag>| KeyContext {
-            api: Api::Openai,
+            api: Some(Protocol::ChatCompletions),
             route: "default",
             policy: RefusalPolicy::SoftenThenFallback,
             targets: &targets,
@@ -364,7 +368,7 @@ async fn entries_expire_and_the_memory_tier_is_bounded() {
     let cache = cache(false);
     let targets = [Target::new("groq", "llama")];
     let ctx = KeyContext {
-        api: Api::Neutral,
+        api: None,
         route: "default",
         policy: RefusalPolicy::SoftenThenFallback,
         targets: &targets,

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use crate::chat::Needs;
 use crate::error::Error;
 use crate::generation::RouteSelector;
-use crate::settings::{Capabilities, ProviderKind, ProviderSettings, Settings};
+use crate::protocol::Protocol;
+use crate::settings::{Capabilities, ProviderSettings, Settings};
 pub use crate::target::Target;
 
 /// Why a target is left out of a plan.
@@ -184,7 +185,7 @@ fn claude_provider<'s>(name: &str, settings: &'s Settings) -> Option<&'s str> {
     if !name.starts_with("claude-") {
         return None;
     }
-    let anthropic = |p: &&ProviderSettings| p.kind == ProviderKind::Anthropic;
+    let anthropic = |p: &&ProviderSettings| p.kind == Protocol::Messages;
     settings
         .providers
         .get("claude")
@@ -244,7 +245,7 @@ pub fn plan(
 /// needs `needs` (`None`: it can serve it). A protocol that takes images
 /// only inline cannot serve a remote URL: the gateway never fetches URLs on
 /// a client's behalf.
-pub fn lacks(caps: Capabilities, kind: ProviderKind, needs: Needs) -> Option<&'static str> {
+pub fn lacks(caps: Capabilities, kind: Protocol, needs: Needs) -> Option<&'static str> {
     if let Some((_, what)) = needs.native_only.filter(|(native, _)| *native != kind) {
         Some(what)
     } else if let Some(refused) = needs

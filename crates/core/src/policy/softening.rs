@@ -88,7 +88,7 @@ mod tests {
                 native: Some(Arc::new(NativeRequest {
                     headers: vec![("anthropic-beta".into(), "x".into())],
                     fixed_sampling: fixed,
-                    ..NativeRequest::new(crate::settings::ProviderKind::Anthropic, "{}")
+                    ..NativeRequest::new(crate::protocol::Protocol::Messages, "{}")
                 })),
                 temperature: Some(0.7),
                 ..ChatRequest::user("hi")

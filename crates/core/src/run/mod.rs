@@ -72,7 +72,7 @@ pub(crate) struct Run {
     /// `default`, a route name, or the pin, for events.
     pub route_label: String,
     /// The API the request came through, for events.
-    pub api: crate::generation::Api,
+    pub api: Option<crate::protocol::Protocol>,
     /// Hosted tools the front end left out, for events.
     pub omitted_tools: Vec<String>,
     pub bus: Arc<EventBus>,

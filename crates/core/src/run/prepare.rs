@@ -55,7 +55,7 @@ pub(crate) fn prepare(
         .iter()
         .map(|t| {
             view.settings.providers.get(&*t.provider).is_some_and(|p| {
-                p.kind == crate::settings::ProviderKind::Anthropic
+                p.kind == crate::protocol::Protocol::Messages
                     || p.capabilities_of(&t.model).assistant_prefill
             })
         })

@@ -44,7 +44,7 @@ mod timeouts;
 
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
-pub use provider::{BUILTIN_PROVIDERS, ProviderKind, ProviderSettings};
+pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};
 pub use secret::{Secret, redact_url};

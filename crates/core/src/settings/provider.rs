@@ -9,21 +9,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::protocol::Protocol;
+
 use super::ca_file::{CaFile, read_ca_file};
 use super::capabilities::{Capabilities, CapabilityOverrides, Price};
 use super::secret::{Secret, redact_url};
 use super::source::{Blame, Env, FieldError, SettingsError};
 use super::timeouts::{RawTimeouts, Timeouts};
-
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// OpenAI Chat Completions and every compatible server (Groq, Ollama, vLLM, OpenRouter…).
-    Openai,
-    Gemini,
-    Anthropic,
-}
 
 /// One provider's settings. Its `Debug` shows the base URL without its
 /// userinfo and the extra headers without their values (secrets as much
@@ -31,7 +23,8 @@ pub enum ProviderKind {
 #[derive(Clone)]
 pub struct ProviderSettings {
     pub name: String,
-    pub kind: ProviderKind,
+    /// The wire protocol it speaks.
+    pub kind: Protocol,
     /// Without a trailing slash.
     pub base_url: String,
     pub api_key: Option<Secret>,
@@ -62,10 +55,6 @@ pub struct ProviderSettings {
     pub price: Option<Price>,
     /// Prices of particular models.
     pub prices: BTreeMap<String, Price>,
-    /// An OpenAI-compatible provider that speaks OpenAI's Responses API
-    /// (`responses_api = true`): called at `{base_url}/responses`, and a
-    /// client's own Responses body is forwarded to it natively.
-    pub responses_api: bool,
     /// HTTP/1.1 only (`http1_only = true`): HTTP/2 is not offered when TLS
     /// negotiates the protocol (ALPN). Plain `http://` is always HTTP/1.1.
     pub http1_only: bool,
@@ -82,7 +71,7 @@ pub const BUILTIN_PROVIDERS: [&str; 4] = ["groq", "gemini", "claude", "openai"];
 /// set it over the file.
 struct Builtin {
     name: &'static str,
-    kind: ProviderKind,
+    kind: Protocol,
     base_url: &'static str,
     model: &'static str,
     /// The variables its key is read from: the first one set wins, and the
@@ -97,7 +86,7 @@ struct Builtin {
 const BUILTINS: [Builtin; 4] = [
     Builtin {
         name: "groq",
-        kind: ProviderKind::Openai,
+        kind: Protocol::ChatCompletions,
         base_url: "https://api.groq.com/openai/v1",
         model: "llama-3.1-8b-instant",
         key_vars: &["GROQ_API_KEY"],
@@ -106,7 +95,7 @@ const BUILTINS: [Builtin; 4] = [
     },
     Builtin {
         name: "openai",
-        kind: ProviderKind::Openai,
+        kind: Protocol::ChatCompletions,
         base_url: "https://api.openai.com/v1",
         model: "gpt-4o-mini",
         key_vars: &["OPENAI_API_KEY"],
@@ -115,7 +104,7 @@ const BUILTINS: [Builtin; 4] = [
     },
     Builtin {
         name: "gemini",
-        kind: ProviderKind::Gemini,
+        kind: Protocol::GenerateContent,
         base_url: "https://generativelanguage.googleapis.com/v1beta",
         model: "gemini-2.5-flash",
         key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
@@ -124,7 +113,7 @@ const BUILTINS: [Builtin; 4] = [
     },
     Builtin {
         name: "claude",
-        kind: ProviderKind::Anthropic,
+        kind: Protocol::Messages,
         base_url: "https://api.anthropic.com",
         model: "claude-haiku-4-5",
         key_vars: &["ANTHROPIC_API_KEY"],
@@ -137,7 +126,7 @@ const BUILTINS: [Builtin; 4] = [
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
-    kind: Option<ProviderKind>,
+    kind: Option<Protocol>,
     base_url: Option<String>,
     api_key: Option<String>,
     api_key_env: Option<String>,
@@ -281,16 +270,6 @@ fn passthrough(names: &[String]) -> Result<crate::passthrough::GatedSet, String>
     Ok(allowed)
 }
 
-// === impl ProviderKind ===
-
-impl ProviderKind {
-    /// Whether the protocol takes images by `https:` URL (Gemini takes them
-    /// only inline, and the gateway never fetches a URL itself).
-    pub fn takes_remote_images(self) -> bool {
-        self != Self::Gemini
-    }
-}
-
 // === impl ProviderSettings ===
 
 impl ProviderSettings {
@@ -315,13 +294,7 @@ impl ProviderSettings {
 
     /// A provider that needs no key, with every optional setting at its
     /// default.
-    fn plain(
-        name: &str,
-        kind: ProviderKind,
-        base_url: &str,
-        model: &str,
-        timeouts: Timeouts,
-    ) -> Self {
+    fn plain(name: &str, kind: Protocol, base_url: &str, model: &str, timeouts: Timeouts) -> Self {
         Self {
             name: name.to_owned(),
             kind,
@@ -340,7 +313,6 @@ impl ProviderSettings {
             model_capabilities: BTreeMap::new(),
             price: None,
             prices: BTreeMap::new(),
-            responses_api: false,
             http1_only: false,
             ca_file: None,
         }
@@ -367,7 +339,6 @@ impl fmt::Debug for ProviderSettings {
             model_capabilities,
             price,
             prices,
-            responses_api,
             http1_only,
             ca_file,
         } = self;
@@ -389,7 +360,6 @@ impl fmt::Debug for ProviderSettings {
             .field("model_capabilities", model_capabilities)
             .field("price", price)
             .field("prices", prices)
-            .field("responses_api", responses_api)
             .field("http1_only", http1_only)
             .field("ca_file", ca_file)
             .finish()
@@ -431,7 +401,7 @@ impl RawProvider {
                 "an extra provider needs a default model".into(),
             ));
         };
-        let kind = self.kind.unwrap_or(ProviderKind::Openai);
+        let kind = self.kind.unwrap_or(Protocol::ChatCompletions);
         let mut base = ProviderSettings::plain(name, kind, base_url, model, timeouts);
         base.requires_key = self.api_key.is_some() || self.api_key_env.is_some();
         self.overlay(base, at)
@@ -451,7 +421,9 @@ impl RawProvider {
     /// default model and extra headers.
     fn overlay_endpoint(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
         if let Some(kind) = self.kind {
-            if kind != p.kind && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
+            // OpenAI's servers speak both of its APIs; nothing else changes.
+            let openai_both = kind.is_openai() && p.kind.is_openai();
+            if kind != p.kind && !openai_both && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
                 return Err((
                     format!("{at}.kind"),
                     "a built-in provider's protocol cannot change".into(),
@@ -534,14 +506,22 @@ impl RawProvider {
     /// How the provider is reached: the Responses API, HTTP/1.1 only, and
     /// extra CA certificates.
     fn overlay_transport(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
-        if let Some(on) = self.responses_api {
-            if on && p.kind != ProviderKind::Openai {
+        // The older spelling of `kind = "responses"`.
+        match self.responses_api {
+            Some(true) if !p.kind.is_openai() => {
                 return Err((
                     format!("{at}.responses_api"),
                     "only an OpenAI-compatible provider speaks the Responses API".into(),
                 ));
             }
-            p.responses_api = on;
+            Some(true) => p.kind = Protocol::Responses,
+            Some(false) if p.kind == Protocol::Responses => {
+                return Err((
+                    format!("{at}.responses_api"),
+                    "`kind = \"responses\"` says the opposite; drop one of them".into(),
+                ));
+            }
+            Some(false) | None => {}
         }
         if let Some(on) = self.http1_only {
             p.http1_only = on;

@@ -296,7 +296,7 @@ impl Recorder {
                     .clone()
             })
             .inc();
-        let api = e.api.as_str();
+        let api = crate::protocol::api_label(e.api);
         find_or(&mut h.duration, (e.streamed, api), || {
             m.duration
                 .get_or_create(&DurationLabels {

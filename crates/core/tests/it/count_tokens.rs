@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, ProviderKind};
+use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, Protocol};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
 const BODY: &str =
@@ -16,7 +16,7 @@ fn count_request() -> GenerateRequest {
         native: Some(Arc::new(NativeRequest {
             fixed_sampling: false,
             softened: None,
-            kind: ProviderKind::Anthropic,
+            kind: Protocol::Messages,
             body: BODY.into(),
             headers: vec![("anthropic-version".into(), "2023-06-01".into())],
             query: None,

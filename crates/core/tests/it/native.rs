@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, ProviderKind, StreamItem};
+use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, Protocol, StreamItem};
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
 
 const BODY: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"system":[{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}"#;
@@ -16,7 +16,7 @@ fn native(body: &str) -> GenerateRequest {
         native: Some(Arc::new(NativeRequest {
             fixed_sampling: false,
             softened: None,
-            kind: ProviderKind::Anthropic,
+            kind: Protocol::Messages,
             body: body.into(),
             headers: vec![("anthropic-version".into(), "2023-06-01".into())],
             query: None,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use understudy_core::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, Engine,
-    EventStream, Failure, FailureKind, GenerateRequest, ProviderKind, Settings, StreamEvent,
+    EventStream, Failure, FailureKind, GenerateRequest, Protocol, Settings, StreamEvent,
     StreamItem,
 };
 use understudy_testkit::{Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
@@ -340,7 +340,7 @@ impl Adapter for Thinker {
 struct Factory(Thinker);
 
 impl AdapterFactory for Factory {
-    fn supports(&self, _: ProviderKind) -> bool {
+    fn supports(&self, _: Protocol) -> bool {
         true
     }
 

@@ -8,33 +8,37 @@ use std::time::Duration;
 use understudy_core::stream::STREAM_BUFFER;
 use understudy_core::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, Engine,
-    EventStream, Failure, FailureKind, GenerateRequest, ProviderKind, Settings, StreamEvent,
+    EventStream, Failure, FailureKind, GenerateRequest, Protocol, Settings, StreamEvent,
     StreamItem,
 };
 use understudy_testkit::{
-    Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway, eventually,
+    Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway, eventually,
 };
 
-const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Gemini, Protocol::Anthropic];
+const ALL: [Protocol; 3] = [
+    Protocol::ChatCompletions,
+    Protocol::GenerateContent,
+    Protocol::Messages,
+];
 
 fn name(p: Protocol) -> &'static str {
     match p {
-        Protocol::OpenAi => "groq",
-        Protocol::Gemini => "gemini",
-        Protocol::Anthropic => "claude",
-        Protocol::OpenAiResponses => "responses",
+        Protocol::ChatCompletions => "groq",
+        Protocol::GenerateContent => "gemini",
+        Protocol::Messages => "claude",
+        Protocol::Responses => "responses",
     }
 }
 
 /// A primary speaking `protocol` and a fallback speaking another one.
 async fn pair(protocol: Protocol) -> (SimProvider, SimProvider, TestGateway) {
     let fallback_protocol = match protocol {
-        Protocol::OpenAi => Protocol::Anthropic,
-        _ => Protocol::OpenAi,
+        Protocol::ChatCompletions => Protocol::Messages,
+        _ => Protocol::ChatCompletions,
     };
     let primary = SimProvider::start(protocol).await.unwrap();
     let fallback = SimProvider::start(fallback_protocol).await.unwrap();
-    let fallback_name = if fallback_protocol == Protocol::OpenAi {
+    let fallback_name = if fallback_protocol == Protocol::ChatCompletions {
         "openai"
     } else {
         "claude"
@@ -189,7 +193,7 @@ async fn complete_streams_report_usage_and_model() {
 
 #[tokio::test]
 async fn a_finish_reason_without_done_completes() {
-    let (primary, _fallback, gw) = pair(Protocol::OpenAi).await;
+    let (primary, _fallback, gw) = pair(Protocol::ChatCompletions).await;
     primary.push(
         StreamSpec::new(&["a", "b"])
             .ending(StreamEnd::FinishWithoutDone)
@@ -202,7 +206,7 @@ async fn a_finish_reason_without_done_completes() {
 
 #[tokio::test]
 async fn every_target_failing_before_text_is_an_ordinary_error() {
-    let (primary, fallback, gw) = pair(Protocol::OpenAi).await;
+    let (primary, fallback, gw) = pair(Protocol::ChatCompletions).await;
     primary.push(Reply::status(503));
     fallback.push(Reply::status(529));
     let err = collect(&gw).await.unwrap_err();
@@ -212,7 +216,7 @@ async fn every_target_failing_before_text_is_an_ordinary_error() {
 
 #[tokio::test]
 async fn surface_policy_returns_a_refusal_at_the_start() {
-    let (primary, fallback, gw) = pair(Protocol::Gemini).await;
+    let (primary, fallback, gw) = pair(Protocol::GenerateContent).await;
     primary.push(Reply::Refuse(Refusal::PromptBlocked));
     let req = GenerateRequest::new(ChatRequest::user("x"))
         .refusal_policy(understudy_core::RefusalPolicy::Surface);
@@ -333,7 +337,7 @@ impl Adapter for Endless {
 struct EndlessFactory(Arc<Endless>);
 
 impl AdapterFactory for EndlessFactory {
-    fn supports(&self, _: ProviderKind) -> bool {
+    fn supports(&self, _: Protocol) -> bool {
         true
     }
 

@@ -13,7 +13,7 @@ use understudy_wire::messages::response::{WireResponse, completion};
 use understudy_wire::messages::{max_tokens, native, request::wire_request};
 
 use crate::classify;
-use crate::http::{HttpAdapter, Protocol, Received};
+use crate::http::{HttpAdapter, Received, Upstream};
 
 pub use understudy_wire::messages::DEFAULT_MAX_TOKENS;
 pub use understudy_wire::messages::native::with_model;
@@ -89,7 +89,7 @@ impl AnthropicProtocol {
     }
 }
 
-impl Protocol for AnthropicProtocol {
+impl Upstream for AnthropicProtocol {
     type Parser = AnthropicStream;
 
     fn request(
@@ -162,7 +162,7 @@ impl Protocol for AnthropicProtocol {
         request
             .native
             .as_deref()
-            .is_some_and(|n| n.kind == understudy_core::ProviderKind::Anthropic)
+            .is_some_and(|n| n.kind == understudy_core::Protocol::Messages)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

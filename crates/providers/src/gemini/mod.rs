@@ -29,7 +29,7 @@ use serde_json::Value;
 use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings, ToolCall};
 
 use crate::classify;
-use crate::http::{HttpAdapter, Protocol, Received};
+use crate::http::{HttpAdapter, Received, Upstream};
 use crate::signature::Target;
 
 use error::{WireError, classify_error_object, error_of};
@@ -108,7 +108,7 @@ fn valid_model(model: &str) -> Result<&str, Failure> {
     Ok(model)
 }
 
-impl Protocol for GeminiProtocol {
+impl Upstream for GeminiProtocol {
     type Parser = GeminiStream;
 
     fn request(
@@ -232,7 +232,7 @@ impl Protocol for GeminiProtocol {
         request
             .native
             .as_deref()
-            .is_some_and(|n| n.kind == understudy_core::ProviderKind::Gemini)
+            .is_some_and(|n| n.kind == understudy_core::Protocol::GenerateContent)
     }
 }
 

@@ -8,7 +8,7 @@
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
 
-use crate::http::{HttpAdapter, Protocol, Received};
+use crate::http::{HttpAdapter, Received, Upstream};
 
 use understudy_wire::chat_completions::error::classify_error;
 use understudy_wire::chat_completions::request::wire_request;
@@ -64,7 +64,7 @@ impl OpenAiProtocol {
     }
 }
 
-impl Protocol for OpenAiProtocol {
+impl Upstream for OpenAiProtocol {
     type Parser = OpenAiStream;
 
     fn request(

@@ -7,16 +7,16 @@
 
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
-use understudy_core::{ProviderKind, StreamEvent};
+use understudy_core::{Protocol, StreamEvent};
 use understudy_providers::sse::{SseDecoder, SseItem};
 use understudy_providers::{decode_response, decode_stream};
 
 use crate::common::split;
 
-const KINDS: [ProviderKind; 3] = [
-    ProviderKind::Openai,
-    ProviderKind::Gemini,
-    ProviderKind::Anthropic,
+const KINDS: [Protocol; 3] = [
+    Protocol::ChatCompletions,
+    Protocol::GenerateContent,
+    Protocol::Messages,
 ];
 
 /// Fragments of the three protocols, so random inputs reach deep paths.

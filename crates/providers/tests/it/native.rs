@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, NativeRequest, ProviderKind, StreamEvent};
+use understudy_core::{ChatRequest, NativeRequest, Protocol, StreamEvent};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
 
 use crate::common::adapter_for;
@@ -38,7 +38,7 @@ fn native_request(stream: bool) -> ChatRequest {
         native: Some(Arc::new(NativeRequest {
             fixed_sampling: false,
             softened: None,
-            kind: ProviderKind::Anthropic,
+            kind: Protocol::Messages,
             body,
             headers: vec![
                 (

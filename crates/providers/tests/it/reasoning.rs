@@ -4,12 +4,12 @@
 //! `thinking_delta`, OpenAI-compatible `reasoning_content` and `reasoning`
 //! deltas, Gemini's thought parts.
 
-use understudy_core::{ProviderKind, StreamEvent};
+use understudy_core::{Protocol, StreamEvent};
 use understudy_providers::decode_stream;
 
 /// Each event as a short string: `r:…` reasoning, `t:…` text, `finish`,
 /// or the failure's code.
-fn shorts(kind: ProviderKind, body: &str) -> Vec<String> {
+fn shorts(kind: Protocol, body: &str) -> Vec<String> {
     decode_stream(kind, "m", &[body.as_bytes()])
         .into_iter()
         .filter_map(|e| match e {
@@ -37,7 +37,7 @@ fn anthropic_thinking_deltas() {
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
     assert_eq!(
-        shorts(ProviderKind::Anthropic, body),
+        shorts(Protocol::Messages, body),
         ["r:Let me think.", "t:Hi.", "finish"]
     );
 }
@@ -51,7 +51,7 @@ fn anthropic_thinking_alone_is_no_answer() {
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
     assert_eq!(
-        shorts(ProviderKind::Anthropic, body),
+        shorts(Protocol::Messages, body),
         ["r:Hmm.", "empty_response"]
     );
 }
@@ -73,7 +73,7 @@ fn openai_compatible_reasoning_deltas() {
     ]
     .concat();
     assert_eq!(
-        shorts(ProviderKind::Openai, &body),
+        shorts(Protocol::ChatCompletions, &body),
         ["r:Step one.", "r: Step two.", "t:Done.", "finish"]
     );
     // Reasoning, then the finish: no answer.
@@ -84,7 +84,7 @@ fn openai_compatible_reasoning_deltas() {
     ]
     .concat();
     assert_eq!(
-        shorts(ProviderKind::Openai, &body),
+        shorts(Protocol::ChatCompletions, &body),
         ["r:Only thinking.", "empty_response"]
     );
 }
@@ -96,7 +96,7 @@ fn gemini_thought_parts() {
         "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"Hello.\"}]},\"finishReason\":\"STOP\"}],\"modelVersion\":\"m\"}\r\n\r\n",
     );
     assert_eq!(
-        shorts(ProviderKind::Gemini, body),
+        shorts(Protocol::GenerateContent, body),
         ["r:**Planning**", "t:Hello.", "finish"]
     );
 }

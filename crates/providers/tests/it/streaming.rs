@@ -9,7 +9,11 @@ use understudy_testkit::{
     Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway,
 };
 
-const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Gemini, Protocol::Anthropic];
+const ALL: [Protocol; 3] = [
+    Protocol::ChatCompletions,
+    Protocol::GenerateContent,
+    Protocol::Messages,
+];
 
 /// Streams one request from a simulator of `protocol` answering `reply`;
 /// returns the text and how it ended (`ok` or a failure code).
@@ -83,7 +87,7 @@ async fn complete_streams() {
 #[tokio::test]
 async fn openai_finish_without_done_is_complete() {
     let (text, got) = run(
-        Protocol::OpenAi,
+        Protocol::ChatCompletions,
         StreamSpec::new(&["a", "b"])
             .ending(StreamEnd::FinishWithoutDone)
             .reply(),
@@ -181,19 +185,19 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
         while stream.next().await.is_some() {}
         let got = &sim.received()[0];
         match protocol {
-            Protocol::OpenAi => {
+            Protocol::ChatCompletions => {
                 assert_eq!(got.path, "/v1/chat/completions");
                 assert_eq!(got.json()["stream"], true);
                 assert_eq!(got.json()["stream_options"]["include_usage"], true);
             }
-            Protocol::Gemini => {
+            Protocol::GenerateContent => {
                 assert_eq!(got.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse")
             }
-            Protocol::Anthropic => {
+            Protocol::Messages => {
                 assert_eq!(got.path, "/v1/messages");
                 assert_eq!(got.json()["stream"], true);
             }
-            Protocol::OpenAiResponses => {
+            Protocol::Responses => {
                 assert_eq!(got.path, "/v1/responses");
                 assert_eq!(got.json()["stream"], true);
             }

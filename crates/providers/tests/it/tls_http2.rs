@@ -88,7 +88,9 @@ async fn all_open(sim: &TlsSimProvider, n: usize, what: &str) {
 
 #[tokio::test]
 async fn a_provider_with_its_ca_file_is_reached_over_http2() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     sim.push(Reply::text("over TLS"));
     assert!(sim.base_url().starts_with("https://"));
     let gw = gateway(&sim, &[]).await;
@@ -101,7 +103,9 @@ async fn a_provider_with_its_ca_file_is_reached_over_http2() {
 
 #[tokio::test]
 async fn without_the_ca_file_the_certificate_is_refused_as_a_connection_failure() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     let gw = TestGateway::builder()
         .provider("corp", &sim)
         .build()
@@ -130,7 +134,7 @@ async fn without_the_ca_file_the_certificate_is_refused_as_a_connection_failure(
 
 #[tokio::test]
 async fn http1_only_gets_http1_and_a_provider_without_http2_is_reached_over_http1() {
-    let sim = TlsSimProvider::start(Protocol::Anthropic).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::Messages).await.unwrap();
     let gw = gateway(&sim, &["http1_only = true"]).await;
     ask(&gw).await.unwrap();
     ask(&gw).await.unwrap();
@@ -138,7 +142,7 @@ async fn http1_only_gets_http1_and_a_provider_without_http2_is_reached_over_http
     assert_eq!(sim.handshakes(), 1, "the HTTP/1.1 connection is kept alive");
 
     let old = TlsSimProvider::start_with(
-        Protocol::Gemini,
+        Protocol::GenerateContent,
         TlsOptions {
             http2: false,
             ..TlsOptions::default()
@@ -153,7 +157,9 @@ async fn http1_only_gets_http1_and_a_provider_without_http2_is_reached_over_http
 
 #[tokio::test]
 async fn sixty_four_concurrent_requests_share_one_connection_and_warm_ones_shake_no_hands() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     let gw = gateway(&sim, &[]).await;
     // Warm-up: one request opens the connection.
     ask(&gw).await.unwrap();
@@ -181,7 +187,9 @@ async fn sixty_four_concurrent_requests_share_one_connection_and_warm_ones_shake
 
 #[tokio::test]
 async fn concurrent_streams_are_multiplexed_over_one_connection() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     let words: Vec<String> = (0..20).map(|i| format!(" w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     sim.always(
@@ -209,7 +217,7 @@ async fn concurrent_streams_are_multiplexed_over_one_connection() {
 async fn past_a_connection_s_stream_limit_requests_overflow_to_http1_instead_of_waiting() {
     let limit = 100;
     let sim = TlsSimProvider::start_with(
-        Protocol::OpenAi,
+        Protocol::ChatCompletions,
         TlsOptions {
             max_concurrent_streams: Some(limit),
             ..TlsOptions::default()
@@ -245,7 +253,9 @@ async fn past_a_connection_s_stream_limit_requests_overflow_to_http1_instead_of_
 
 #[tokio::test]
 async fn a_ca_file_may_hold_several_certificates_and_a_broken_one_is_named() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     let other = TestCerts::generate().unwrap();
     let dir = std::env::temp_dir();
     let bundle = dir.join(format!("understudy-tls-bundle-{}.pem", std::process::id()));
@@ -315,7 +325,9 @@ async fn a_ca_file_may_hold_several_certificates_and_a_broken_one_is_named() {
 
 #[tokio::test]
 async fn streams_whose_readers_stall_do_not_block_the_connection_for_the_others() {
-    let sim = TlsSimProvider::start(Protocol::OpenAi).await.unwrap();
+    let sim = TlsSimProvider::start(Protocol::ChatCompletions)
+        .await
+        .unwrap();
     let gw = gateway(&sim, &[]).await;
     ask(&gw).await.unwrap();
     // Streams of 3 MB each that nobody reads: what the upstream sends piles

@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use understudy_core::{
-    ChatRequest, Completion, Failure, FinishReason, Message, Part, ProviderKind, ResponseFormat,
-    Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, Completion, Failure, FinishReason, Message, Part, Protocol, ResponseFormat, Role,
+    StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
 use understudy_providers::{decode_response, decode_stream};
 use understudy_testkit::{Reply, SimProvider, SimToolCall};
@@ -25,7 +25,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 fn decode(name: &str) -> Result<Completion, Failure> {
     decode_response(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "asked-model",
         200,
         HeaderMap::new(),
@@ -104,7 +104,7 @@ fn stream_bytes(name: &str, chunks: usize) -> Vec<Result<StreamEvent, Failure>> 
     let data = fixture(name);
     let size = data.len().div_ceil(chunks.max(1)).max(1);
     let pieces: Vec<&[u8]> = data.chunks(size).collect();
-    decode_stream(ProviderKind::Anthropic, "asked-model", &pieces)
+    decode_stream(Protocol::Messages, "asked-model", &pieces)
 }
 
 // === recorded answers ===
@@ -196,8 +196,7 @@ fn a_refusal_and_an_empty_answer_keep_their_codes() {
         "content_filter"
     );
     let empty = br#"{"type":"message","model":"m","content":[],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":0}}"#;
-    let f =
-        decode_response(ProviderKind::Anthropic, "m", 200, HeaderMap::new(), empty).unwrap_err();
+    let f = decode_response(Protocol::Messages, "m", 200, HeaderMap::new(), empty).unwrap_err();
     assert_eq!(
         f.code().as_str(),
         "empty_response",
@@ -309,7 +308,7 @@ fn a_streamed_tool_use_cut_short_is_interrupted() {
     let cut = data
         .find("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":3}")
         .unwrap();
-    let events = decode_stream(ProviderKind::Anthropic, "m", &[&data.as_bytes()[..cut]]);
+    let events = decode_stream(Protocol::Messages, "m", &[&data.as_bytes()[..cut]]);
     let got = reassemble(&events);
     assert_eq!(got.end, Err("stream_interrupted".into()));
     assert_eq!(got.calls.len(), 2, "what arrived was relayed");
@@ -324,11 +323,7 @@ fn a_tool_use_block_that_starts_with_its_input_keeps_it() {
         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":4}}\n\n",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
-    let got = reassemble(&decode_stream(
-        ProviderKind::Anthropic,
-        "m",
-        &[sse.as_bytes()],
-    ));
+    let got = reassemble(&decode_stream(Protocol::Messages, "m", &[sse.as_bytes()]));
     assert_eq!(got.end, Ok(FinishReason::ToolCalls));
     assert_eq!(got.calls[0].arguments, "{\"a\":1}");
 }
@@ -861,10 +856,10 @@ proptest! {
     #[test]
     fn any_split_of_a_recorded_tool_stream_reassembles_the_same(cuts in prop::collection::vec(any::<usize>(), 0..12)) {
         let data = fixture("stream_tool_use.sse");
-        let whole = reassemble(&decode_stream(ProviderKind::Anthropic, "m", &[data.as_slice()]));
+        let whole = reassemble(&decode_stream(Protocol::Messages, "m", &[data.as_slice()]));
         let chunks = split(&data, &cuts);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        let events = decode_stream(ProviderKind::Anthropic, "m", &refs);
+        let events = decode_stream(Protocol::Messages, "m", &refs);
         let pieces = reassemble(&events);
         prop_assert_eq!(&pieces, &whole);
         prop_assert_eq!(pieces.end, Ok(FinishReason::ToolCalls));
@@ -878,7 +873,7 @@ proptest! {
     ) {
         let chunks = split(&data, &cuts);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        let events = decode_stream(ProviderKind::Anthropic, "m", &refs);
+        let events = decode_stream(Protocol::Messages, "m", &refs);
         let terminal = |e: &Result<StreamEvent, Failure>| {
             matches!(e, Err(_) | Ok(StreamEvent::Finish { .. }))
         };

@@ -13,11 +13,11 @@ use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use understudy_core::{
-    ChatRequest, Completion, Failure, FinishReason, Message, Part, ProviderKind, ResponseFormat,
-    Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, Completion, Failure, FinishReason, Message, Part, Protocol, ResponseFormat, Role,
+    StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
 use understudy_providers::{decode_response, decode_stream};
-use understudy_testkit::{Protocol, Reply, SimProvider, SimToolCall};
+use understudy_testkit::{Reply, SimProvider, SimToolCall};
 
 use crate::common::{adapter_for, split};
 
@@ -30,7 +30,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 fn recorded(name: &str) -> Result<Completion, Failure> {
     decode_response(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "asked-model",
         200,
         HeaderMap::new(),
@@ -154,7 +154,7 @@ fn without_ids(events: Vec<Result<StreamEvent, Failure>>) -> Vec<String> {
 #[test]
 fn streamed_function_calls_arrive_whole_in_order() {
     let bytes = fixture("stream_function_calls.sse");
-    let events = decode_stream(ProviderKind::Gemini, "asked-model", &[&bytes]);
+    let events = decode_stream(Protocol::GenerateContent, "asked-model", &[&bytes]);
     let mut seen = Vec::new();
     let mut ids = Vec::new();
     let mut end = None;
@@ -208,7 +208,7 @@ fn streamed_function_calls_arrive_whole_in_order() {
 
 /// The body a real adapter sends the simulator for `request`.
 async fn sent(request: &ChatRequest) -> Value {
-    let sim = SimProvider::start(Protocol::Gemini).await.unwrap();
+    let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
     let adapter = adapter_for(&sim).await;
     adapter
         .complete("gemini-test", request, CONNECT)
@@ -538,7 +538,7 @@ async fn what_gemini_cannot_take_is_a_bad_request_and_never_sent() {
         call_with("[1, 2]"),
         orphan,
     ] {
-        let sim = SimProvider::start(Protocol::Gemini).await.unwrap();
+        let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
         let adapter = adapter_for(&sim).await;
         for stream in [false, true] {
             let failure = if stream {
@@ -576,7 +576,7 @@ fn scripted_calls() -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn scripted_calls_round_trip_non_streamed() {
-    let sim = SimProvider::start(Protocol::Gemini).await.unwrap();
+    let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
     sim.push(Reply::ToolCalls(scripted()));
     let adapter = adapter_for(&sim).await;
     let c = adapter
@@ -592,7 +592,7 @@ async fn scripted_calls_round_trip_non_streamed() {
 
 #[tokio::test]
 async fn scripted_calls_round_trip_streamed() {
-    let sim = SimProvider::start(Protocol::Gemini).await.unwrap();
+    let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
     sim.push(Reply::ToolCalls(scripted()));
     let adapter = adapter_for(&sim).await;
     let mut stream = adapter
@@ -636,7 +636,7 @@ async fn a_scripted_call_gemini_cannot_form_is_invalid_output() {
         arguments: "{broken".into(),
     };
     for stream in [false, true] {
-        let sim = SimProvider::start(Protocol::Gemini).await.unwrap();
+        let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
         sim.push(Reply::ToolCalls(vec![broken.clone()]));
         let adapter = adapter_for(&sim).await;
         let request = with_tools(None);
@@ -694,7 +694,7 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
 proptest! {
     #[test]
     fn parsing_never_panics_and_calls_are_well_formed(data in bytes(), cuts in prop::collection::vec(any::<usize>(), 0..6)) {
-        if let Ok(c) = decode_response(ProviderKind::Gemini, "m", 200, HeaderMap::new(), &data) {
+        if let Ok(c) = decode_response(Protocol::GenerateContent, "m", 200, HeaderMap::new(), &data) {
             for call in &c.tool_calls {
                 prop_assert!(is_minted(&call.id));
                 prop_assert!(!call.name.is_empty());
@@ -703,7 +703,7 @@ proptest! {
         }
         let chunks = split(&data, &cuts);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        for event in decode_stream(ProviderKind::Gemini, "m", &refs) {
+        for event in decode_stream(Protocol::GenerateContent, "m", &refs) {
             if let Ok(StreamEvent::ToolCall(c)) = event {
                 prop_assert!(c.id.as_deref().is_some_and(is_minted));
                 prop_assert!(c.name.as_deref().is_some_and(|n| !n.is_empty()));
@@ -715,10 +715,10 @@ proptest! {
     #[test]
     fn any_split_of_the_recorded_stream_gives_the_same_calls(cuts in prop::collection::vec(any::<usize>(), 0..12)) {
         let bytes = fixture("stream_function_calls.sse");
-        let whole = without_ids(decode_stream(ProviderKind::Gemini, "m", &[&bytes]));
+        let whole = without_ids(decode_stream(Protocol::GenerateContent, "m", &[&bytes]));
         let chunks = split(&bytes, &cuts);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        let pieces = without_ids(decode_stream(ProviderKind::Gemini, "m", &refs));
+        let pieces = without_ids(decode_stream(Protocol::GenerateContent, "m", &refs));
         prop_assert_eq!(&whole, &pieces);
         prop_assert_eq!(whole.len(), 4, "{:?}", whole);
     }

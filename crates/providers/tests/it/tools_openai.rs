@@ -22,7 +22,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use understudy_core::{
     Adapter, AdapterFactory, ChatRequest, Completion, Failure, FinishReason, Message, Part,
-    ProviderKind, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+    Protocol, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
 use understudy_providers::{Providers, decode_response, decode_stream};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
@@ -37,7 +37,7 @@ fn fixture(dir: &str, name: &str) -> Vec<u8> {
 /// A non-streamed body, as a 200 (or `status`).
 fn answer(dir: &str, name: &str, status: u16) -> Result<Completion, Failure> {
     decode_response(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "asked-model",
         status,
         HeaderMap::new(),
@@ -102,14 +102,14 @@ fn reassemble(events: Vec<Result<StreamEvent, Failure>>) -> Reassembled {
 fn stream_fixture(dir: &str, name: &str) -> Reassembled {
     let bytes = fixture(dir, name);
     let whole = reassemble(decode_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "asked-model",
         &[&bytes],
     ));
     // Byte by byte, the same answer.
     let bytes_one_by_one: Vec<&[u8]> = bytes.chunks(1).collect();
     let split = reassemble(decode_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "asked-model",
         &bytes_one_by_one,
     ));
@@ -282,7 +282,7 @@ fn a_recorded_streamed_tool_call_reassembles() {
 #[test]
 fn recorded_streamed_parallel_tool_calls_relay_each_fragment_in_order() {
     let bytes = fixture("openai", "stream_parallel_tool_calls.sse");
-    let events = decode_stream(ProviderKind::Openai, "asked-model", &[&bytes]);
+    let events = decode_stream(Protocol::ChatCompletions, "asked-model", &[&bytes]);
     // One event per fragment, in the order they came: the head of call 0
     // and its 11 pieces, then the head of call 1 and its 9, then the finish.
     let shape: Vec<(u32, bool, bool)> = events
@@ -391,7 +391,7 @@ fn sse(deltas: &[Value], finish: &str) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Reassembled {
-    reassemble(decode_stream(ProviderKind::Openai, "m", &[bytes]))
+    reassemble(decode_stream(Protocol::ChatCompletions, "m", &[bytes]))
 }
 
 #[test]
@@ -487,7 +487,7 @@ fn servers_that_bend_the_shape_still_give_clean_calls() {
         {"type": "function", "function": {"name": "a", "arguments": {"x": 1}}}
     ]}, "finish_reason": "stop"}]});
     let c = decode_response(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "m",
         200,
         HeaderMap::new(),
@@ -508,7 +508,8 @@ fn an_answer_with_neither_text_nor_calls_is_still_empty() {
     ));
     assert_eq!(got.end, Some(Err("empty_response".to_owned())));
     let body = br#"{"choices": [{"message": {"content": null, "tool_calls": null}, "finish_reason": "stop"}]}"#;
-    let f = decode_response(ProviderKind::Openai, "m", 200, HeaderMap::new(), body).unwrap_err();
+    let f =
+        decode_response(Protocol::ChatCompletions, "m", 200, HeaderMap::new(), body).unwrap_err();
     assert_eq!(f.code().as_str(), "empty_response");
 }
 
@@ -962,7 +963,7 @@ proptest! {
             last = p;
         }
         pieces.push(&bytes[last..]);
-        let got = reassemble(decode_stream(ProviderKind::Openai, "m", &pieces));
+        let got = reassemble(decode_stream(Protocol::ChatCompletions, "m", &pieces));
         let want: Vec<(String, String, Value)> = calls
             .iter()
             .enumerate()
@@ -994,7 +995,7 @@ proptest! {
             last = p;
         }
         pieces.push(&data[last..]);
-        let events = decode_stream(ProviderKind::Openai, "m", &pieces);
+        let events = decode_stream(Protocol::ChatCompletions, "m", &pieces);
         let terminal = events
             .iter()
             .filter(|e| !matches!(e, Ok(StreamEvent::Delta(_) | StreamEvent::ToolCall(_))))

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use understudy_core::{FailureKind, FinishReason, ProviderKind, StreamEvent, Usage};
+use understudy_core::{FailureKind, FinishReason, Protocol, StreamEvent, Usage};
 use understudy_providers::{decode_response, decode_stream};
 
 fn fixture(provider: &str, name: &str) -> Vec<u8> {
@@ -16,18 +16,19 @@ fn fixture(provider: &str, name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn dir(kind: ProviderKind) -> &'static str {
+fn dir(kind: Protocol) -> &'static str {
     match kind {
-        ProviderKind::Openai => "openai",
-        ProviderKind::Gemini => "gemini",
-        ProviderKind::Anthropic => "anthropic",
+        Protocol::ChatCompletions => "openai",
+        Protocol::Responses => "responses",
+        Protocol::GenerateContent => "gemini",
+        Protocol::Messages => "anthropic",
     }
 }
 
 /// A non-streamed body with `status` and `headers` classifies as `want`:
 /// `Ok(text)` or `Err(failure code)`.
 fn got(
-    kind: ProviderKind,
+    kind: Protocol,
     file: &str,
     status: u16,
     headers: &[(&str, &str)],
@@ -50,7 +51,7 @@ fn got(
 }
 
 fn check(
-    kind: ProviderKind,
+    kind: Protocol,
     file: &str,
     status: u16,
     headers: &[(&str, &str)],
@@ -74,7 +75,7 @@ fn retry_after(
 #[test]
 fn gemini_answers_and_usage() {
     let c = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "text.json",
         200,
         &[],
@@ -104,11 +105,18 @@ fn gemini_refusals() {
         "empty_text.json",
         "no_candidates.json",
     ] {
-        let f = got(ProviderKind::Gemini, file, 200, &[], Err("content_filter")).unwrap_err();
+        let f = got(
+            Protocol::GenerateContent,
+            file,
+            200,
+            &[],
+            Err("content_filter"),
+        )
+        .unwrap_err();
         assert!(!f.detail.is_empty());
     }
     let blocked = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "prompt_blocked.json",
         200,
         &[],
@@ -120,7 +128,7 @@ fn gemini_refusals() {
         "{blocked}"
     );
     let empty = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "no_parts_stop.json",
         200,
         &[],
@@ -132,7 +140,7 @@ fn gemini_refusals() {
         "{empty}"
     );
     let safety = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "finish_safety.json",
         200,
         &[],
@@ -145,63 +153,63 @@ fn gemini_refusals() {
 #[test]
 fn gemini_errors() {
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "invalid_key_400.json",
         400,
         &[],
         Err("auth"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "array_error_400.json",
         400,
         &[],
         Err("auth"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "permission_403.json",
         403,
         &[],
         Err("auth"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "bad_request_400.json",
         400,
         &[],
         Err("bad_request"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "overloaded_503.json",
         503,
         &[],
         Err("unavailable"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "internal_500.json",
         500,
         &[],
         Err("unavailable"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "deadline_504.json",
         504,
         &[],
         Err("timeout"),
     );
     check(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "daily_quota_429.json",
         429,
         &[],
         Err("quota_exceeded"),
     );
     let r = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "rate_limit_429.json",
         429,
         &[],
@@ -213,7 +221,7 @@ fn gemini_errors() {
         "RetryInfo.retryDelay"
     );
     let r = got(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "overloaded_503.json",
         429,
         &[("retry-after", "3")],
@@ -225,7 +233,7 @@ fn gemini_errors() {
 #[test]
 fn anthropic_answers_and_usage() {
     let c = got(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "text.json",
         200,
         &[],
@@ -246,7 +254,7 @@ fn anthropic_answers_and_usage() {
 #[test]
 fn anthropic_refusals() {
     let f = got(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "refusal.json",
         200,
         &[],
@@ -255,14 +263,14 @@ fn anthropic_refusals() {
     .unwrap_err();
     assert!(f.detail.contains("cyber"), "{f}");
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "refusal_no_details.json",
         200,
         &[],
         Err("content_filter"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "content_filtering_400.json",
         400,
         &[],
@@ -273,70 +281,64 @@ fn anthropic_refusals() {
 #[test]
 fn anthropic_errors() {
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "overloaded_529.json",
         529,
         &[],
         Err("unavailable"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "api_error_500.json",
         500,
         &[],
         Err("unavailable"),
     );
+    check(Protocol::Messages, "auth_401.json", 401, &[], Err("auth"));
     check(
-        ProviderKind::Anthropic,
-        "auth_401.json",
-        401,
-        &[],
-        Err("auth"),
-    );
-    check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "permission_403.json",
         403,
         &[],
         Err("auth"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "prompt_too_long_400.json",
         400,
         &[],
         Err("context_length"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "bad_request_400.json",
         400,
         &[],
         Err("bad_request"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "too_large_413.json",
         413,
         &[],
         Err("bad_request"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "billing_402.json",
         402,
         &[],
         Err("quota_exceeded"),
     );
     check(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "spend_limit_429.json",
         429,
         &[("retry-after", "1")],
         Err("quota_exceeded"),
     );
     let r = got(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "rate_limit_429.json",
         429,
         &[("retry-after", "7")],
@@ -345,7 +347,7 @@ fn anthropic_errors() {
     assert_eq!(retry_after(r), Some(Duration::from_secs(7)));
     let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
     let r = got(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "rate_limit_429.json",
         429,
         &[("retry-after", &later)],
@@ -357,7 +359,7 @@ fn anthropic_errors() {
         "{wait:?}"
     );
     let r = got(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "rate_limit_429.json",
         429,
         &[],
@@ -369,7 +371,7 @@ fn anthropic_errors() {
 #[test]
 fn openai_retry_after_forms() {
     let r = got(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "rate_limit_429.json",
         429,
         &[("retry-after-ms", "250")],
@@ -378,7 +380,7 @@ fn openai_retry_after_forms() {
     assert_eq!(retry_after(r), Some(Duration::from_millis(250)));
     let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
     let r = got(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "rate_limit_429.json",
         429,
         &[("retry-after", &later)],
@@ -390,7 +392,7 @@ fn openai_retry_after_forms() {
 // === streams ===
 
 /// What a stream yields: the text, then how it ended (`ok` or a code).
-fn stream(kind: ProviderKind, file: &str) -> (String, String, Option<StreamEvent>) {
+fn stream(kind: Protocol, file: &str) -> (String, String, Option<StreamEvent>) {
     let bytes = fixture(dir(kind), file);
     // Feed it in awkward pieces to exercise framing across chunk bounds.
     let pieces: Vec<&[u8]> = bytes.chunks(7).collect();
@@ -422,7 +424,7 @@ fn stream(kind: ProviderKind, file: &str) -> (String, String, Option<StreamEvent
 }
 
 fn check_stream(
-    kind: ProviderKind,
+    kind: Protocol,
     file: &str,
     want_text: &str,
     want_end: &str,
@@ -438,7 +440,12 @@ fn check_stream(
 
 #[test]
 fn openai_streams() {
-    let finish = check_stream(ProviderKind::Openai, "stream_text.sse", "Hello there", "ok");
+    let finish = check_stream(
+        Protocol::ChatCompletions,
+        "stream_text.sse",
+        "Hello there",
+        "ok",
+    );
     assert_eq!(
         finish,
         Some(StreamEvent::Finish {
@@ -450,44 +457,54 @@ fn openai_streams() {
             model: Some("gpt-4o-mini-2024-07-18".into())
         })
     );
-    check_stream(ProviderKind::Openai, "stream_no_done.sse", "Hello", "ok");
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
+        "stream_no_done.sse",
+        "Hello",
+        "ok",
+    );
+    check_stream(
+        Protocol::ChatCompletions,
         "stream_truncated.sse",
         "Hello",
         "stream_interrupted",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "stream_refusal.sse",
         "",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "stream_content_filter.sse",
         "Some",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "stream_error_event.sse",
         "Hel",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "stream_error_rate_limit.sse",
         "",
         "rate_limited",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "stream_malformed.sse",
         "",
         "malformed_response",
     );
-    let finish = check_stream(ProviderKind::Openai, "groq_stream_text.sse", "Fast", "ok");
+    let finish = check_stream(
+        Protocol::ChatCompletions,
+        "groq_stream_text.sse",
+        "Fast",
+        "ok",
+    );
     assert!(matches!(
         finish,
         Some(StreamEvent::Finish {
@@ -499,13 +516,13 @@ fn openai_streams() {
         })
     ));
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "groq_stream_x_groq_error.sse",
         "Fa",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Openai,
+        Protocol::ChatCompletions,
         "groq_stream_string_error.sse",
         "",
         "unavailable",
@@ -515,7 +532,7 @@ fn openai_streams() {
 #[test]
 fn gemini_streams() {
     let finish = check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_text.sse",
         "Why did the chicken cross?",
         "ok",
@@ -531,43 +548,43 @@ fn gemini_streams() {
         })
     ));
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_truncated.sse",
         "Why did the chicken cross?",
         "stream_interrupted",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_raw_error_tail.sse",
         "Why did",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_raw_rate_limit_tail.sse",
         "Why did",
         "rate_limited",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_prompt_blocked.sse",
         "",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_safety_after_text.sse",
         "Why did",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_data_error.sse",
         "Why did",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Gemini,
+        Protocol::GenerateContent,
         "stream_empty_stop.sse",
         "",
         "content_filter",
@@ -576,7 +593,7 @@ fn gemini_streams() {
 
 #[test]
 fn anthropic_streams() {
-    let finish = check_stream(ProviderKind::Anthropic, "stream_text.sse", "Hello!", "ok");
+    let finish = check_stream(Protocol::Messages, "stream_text.sse", "Hello!", "ok");
     assert_eq!(
         finish,
         Some(StreamEvent::Finish {
@@ -589,43 +606,43 @@ fn anthropic_streams() {
         })
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_truncated.sse",
         "Hello",
         "stream_interrupted",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_refusal_no_block.sse",
         "",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_refusal_empty_block.sse",
         "",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_refusal_after_text.sse",
         "Hello",
         "content_filter",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_error_overloaded.sse",
         "Hello",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_error_first.sse",
         "",
         "unavailable",
     );
     check_stream(
-        ProviderKind::Anthropic,
+        Protocol::Messages,
         "stream_content_filter_error.sse",
         "Hello",
         "content_filter",

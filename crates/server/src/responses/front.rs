@@ -12,7 +12,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use understudy_core::{Generation, NativeRequest, ProviderKind};
+use understudy_core::{Generation, NativeRequest, Protocol};
 use understudy_wire::responses::answer::{OutputItem, output};
 use understudy_wire::responses::events::{Ending, Head, ResponseStream};
 use understudy_wire::responses::inbound::CreateRequest;
@@ -129,5 +129,5 @@ pub(crate) fn native_request(
     if body.previous_response_id.is_some() {
         text = with_conversation(&text, conversation)?;
     }
-    Some(Arc::new(NativeRequest::new(ProviderKind::Openai, text)))
+    Some(Arc::new(NativeRequest::new(Protocol::Responses, text)))
 }

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{Api, Generation};
+use understudy_core::{Generation, Protocol};
 use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
 use understudy_wire::chat_completions::events::Chunks;
 use understudy_wire::chat_completions::finish_reason_name as finish_reason;
@@ -33,7 +33,7 @@ async fn completions(
     let mut body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.take_chat()?;
     let model = body.model.as_deref().unwrap_or("default");
-    let request = preamble.request(chat, model, Api::Openai)?;
+    let request = preamble.request(chat, model, Protocol::ChatCompletions)?;
     let front = ChatCompletions {
         id: format!("chatcmpl-{}", preamble.id),
         created: now(),

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::{Api, GenerateRequest, Generation, NativeRequest, ProviderKind};
+use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
 use understudy_wire::generate_content::inbound::{GenerateContentRequest, Translated};
 
@@ -90,7 +90,7 @@ async fn generate(
         include_thoughts,
     } = body.translate().map_err(ApiError::from)?;
     chat.native = native(raw);
-    let request = preamble.request(chat, model, Api::Gemini)?;
+    let request = preamble.request(chat, model, Protocol::GenerateContent)?;
     let front = GenerateContent {
         id: preamble.id,
         include_thoughts,
@@ -142,7 +142,10 @@ impl Front for GenerateContent {
 /// The client's body as sent, for Gemini targets.
 fn native(raw: Option<Bytes>) -> Option<Arc<NativeRequest>> {
     let body = String::from_utf8(raw?.to_vec()).ok()?;
-    Some(Arc::new(NativeRequest::new(ProviderKind::Gemini, body)))
+    Some(Arc::new(NativeRequest::new(
+        Protocol::GenerateContent,
+        body,
+    )))
 }
 
 /// `countTokens`: `{"totalTokens": n}`, counted by the first available

@@ -21,7 +21,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{Api, GenerateRequest, Generation, NativeRequest, ProviderKind};
+use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
 use understudy_wire::messages::answer::MessageOut;
 use understudy_wire::messages::client::MessagesRequest;
 use understudy_wire::messages::events::MessageEvents;
@@ -51,7 +51,7 @@ async fn messages(
     gate_betas(&preamble.headers, &mut chat);
     chat.native = native_request(raw, &preamble.headers, query.as_deref());
     let model = body.model.as_deref().unwrap_or("default");
-    let request = preamble.request(chat, model, Api::Anthropic)?;
+    let request = preamble.request(chat, model, Protocol::Messages)?;
     let front = Messages {
         id: format!("msg_{}", preamble.id),
     };
@@ -175,7 +175,7 @@ fn native_request(
         // leaves the sampling alone.
         fixed_sampling: understudy_wire::messages::native::fixes_sampling(&body),
         softened: None,
-        kind: ProviderKind::Anthropic,
+        kind: Protocol::Messages,
         body,
         query: (!query.is_empty()).then_some(query),
         // A header sent more than once (Claude Code sends several

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::Api;
+use understudy_core::Protocol;
 use understudy_wire::responses::answer::Echo;
 use understudy_wire::responses::events::Head;
 use understudy_wire::responses::inbound::CreateRequest;
@@ -70,7 +70,7 @@ async fn create(
     let conversation = [history.as_slice(), input.as_slice()];
     chat.native = native_request(raw, &body, conversation);
     let model = body.model.as_deref().unwrap_or("default");
-    let mut request = preamble.request(chat, model, Api::Responses)?;
+    let mut request = preamble.request(chat, model, Protocol::Responses)?;
     request.omitted_tools = translated.omitted.clone();
     let save = body.store.unwrap_or(true).then(|| {
         let input_start = history.len();

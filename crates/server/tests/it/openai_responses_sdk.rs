@@ -10,7 +10,7 @@
 //! instance of a two-instance fleet sharing a real `redis-server`.
 
 use serde_json::{Value, json};
-use understudy_core::Api;
+use understudy_core::Protocol;
 use understudy_testkit::{RedisServer, Reply, SimProvider, SimToolCall, TestGateway, eventually};
 
 use crate::common::{self, TestServer};
@@ -136,8 +136,8 @@ async fn create_text_falls_back_to_another_protocol() {
         t.server.engine.recent().events().into_iter().next()
     })
     .await;
-    assert_eq!(event.api, Api::Responses);
-    assert_eq!(event.api.as_str(), "responses");
+    assert_eq!(event.api, Some(Protocol::Responses));
+    assert_eq!(understudy_core::protocol::api_label(event.api), "responses");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -45,19 +45,10 @@ use tokio::sync::watch;
 
 use body::{ChannelBody, Piece, response, stream_response};
 
-/// The wire protocol a simulator speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// OpenAI Chat Completions (also Groq and compatible servers).
-    OpenAi,
-    /// Google's Generative Language API.
-    Gemini,
-    /// Anthropic's Messages API.
-    Anthropic,
-    /// OpenAI's Responses API (`POST /v1/responses`); a gateway provider
-    /// of kind `openai` with `responses_api = true`.
-    OpenAiResponses,
-}
+/// The wire protocol a simulator speaks: the gateway's own enum, so that
+/// a simulator and the provider it stands for are named alike (the
+/// simulators share no code with the wire crate: they are the oracle).
+pub use understudy_core::Protocol;
 
 /// A refusal, rendered in each protocol's own shape (wire-formats §1.4,
 /// §3.4, §4.4).
@@ -240,22 +231,22 @@ type SimBody = BoxBody<Bytes, io::Error>;
 impl SimProvider {
     /// Starts an OpenAI-compatible simulator.
     pub async fn openai() -> io::Result<Self> {
-        Self::start(Protocol::OpenAi).await
+        Self::start(Protocol::ChatCompletions).await
     }
 
     /// Starts a simulator of OpenAI's Responses API.
     pub async fn openai_responses() -> io::Result<Self> {
-        Self::start(Protocol::OpenAiResponses).await
+        Self::start(Protocol::Responses).await
     }
 
     /// Starts a Gemini simulator.
     pub async fn gemini() -> io::Result<Self> {
-        Self::start(Protocol::Gemini).await
+        Self::start(Protocol::GenerateContent).await
     }
 
     /// Starts an Anthropic simulator.
     pub async fn anthropic() -> io::Result<Self> {
-        Self::start(Protocol::Anthropic).await
+        Self::start(Protocol::Messages).await
     }
 
     /// Starts a simulator of `protocol` on a free loopback port.
@@ -282,9 +273,9 @@ impl SimProvider {
     pub fn base_url(&self) -> String {
         let (scheme, addr) = (self.scheme, self.addr);
         match self.shared.protocol {
-            Protocol::OpenAi | Protocol::OpenAiResponses => format!("{scheme}://{addr}/v1"),
-            Protocol::Gemini => format!("{scheme}://{addr}/v1beta"),
-            Protocol::Anthropic => format!("{scheme}://{addr}"),
+            Protocol::ChatCompletions | Protocol::Responses => format!("{scheme}://{addr}/v1"),
+            Protocol::GenerateContent => format!("{scheme}://{addr}/v1beta"),
+            Protocol::Messages => format!("{scheme}://{addr}"),
         }
     }
 
@@ -641,7 +632,7 @@ async fn respond(
                 reply = *inner;
             }
             Reply::Thinking { then, .. }
-                if !matches!(protocol, Protocol::Anthropic | Protocol::OpenAiResponses) =>
+                if !matches!(protocol, Protocol::Messages | Protocol::Responses) =>
             {
                 reply = *then
             }
@@ -693,10 +684,10 @@ async fn respond(
         }
         Reply::ToolCalls(calls) if is_streamed(protocol, req) => {
             let pieces = match protocol {
-                Protocol::OpenAi => openai::tool_calls_stream(&calls, req),
-                Protocol::Gemini => gemini::tool_calls_stream(&calls, req),
-                Protocol::Anthropic => anthropic::tool_calls_stream(&calls, req),
-                Protocol::OpenAiResponses => responses::tool_calls_stream(&calls, req),
+                Protocol::ChatCompletions => openai::tool_calls_stream(&calls, req),
+                Protocol::GenerateContent => gemini::tool_calls_stream(&calls, req),
+                Protocol::Messages => anthropic::tool_calls_stream(&calls, req),
+                Protocol::Responses => responses::tool_calls_stream(&calls, req),
             };
             Ok(stream_response(
                 shared_for_stream(req),
@@ -713,7 +704,7 @@ async fn respond(
                 _ => Duration::ZERO,
             },
             match protocol {
-                Protocol::OpenAiResponses => responses::thinking_stream(&thinking, *then, req),
+                Protocol::Responses => responses::thinking_stream(&thinking, *then, req),
                 _ => anthropic::thinking_stream(&thinking, *then, req),
             },
         )),
@@ -721,10 +712,10 @@ async fn respond(
             if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
         {
             let pieces = match protocol {
-                Protocol::OpenAi => openai::refusal_stream(&refusal, req),
-                Protocol::Gemini => gemini::refusal_stream(&refusal, req),
-                Protocol::Anthropic => anthropic::refusal_stream(&refusal, req),
-                Protocol::OpenAiResponses => responses::refusal_stream(&refusal, req),
+                Protocol::ChatCompletions => openai::refusal_stream(&refusal, req),
+                Protocol::GenerateContent => gemini::refusal_stream(&refusal, req),
+                Protocol::Messages => anthropic::refusal_stream(&refusal, req),
+                Protocol::Responses => responses::refusal_stream(&refusal, req),
             };
             Ok(stream_response(
                 shared_for_stream(req),
@@ -738,27 +729,27 @@ async fn respond(
 
 fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
     match protocol {
-        Protocol::OpenAi => openai::render(reply, req),
-        Protocol::Gemini => gemini::render(reply, req),
-        Protocol::Anthropic => anthropic::render(reply, req),
-        Protocol::OpenAiResponses => responses::render(reply, req),
+        Protocol::ChatCompletions => openai::render(reply, req),
+        Protocol::GenerateContent => gemini::render(reply, req),
+        Protocol::Messages => anthropic::render(reply, req),
+        Protocol::Responses => responses::render(reply, req),
     }
 }
 
 fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     match protocol {
-        Protocol::OpenAi => openai::stream(spec, req),
-        Protocol::Gemini => gemini::stream(spec, req),
-        Protocol::Anthropic => anthropic::stream(spec, req),
-        Protocol::OpenAiResponses => responses::stream(spec, req),
+        Protocol::ChatCompletions => openai::stream(spec, req),
+        Protocol::GenerateContent => gemini::stream(spec, req),
+        Protocol::Messages => anthropic::stream(spec, req),
+        Protocol::Responses => responses::stream(spec, req),
     }
 }
 
 /// Whether the request asked for a streamed answer.
 fn is_streamed(protocol: Protocol, req: &Received) -> bool {
     match protocol {
-        Protocol::Gemini => req.path.contains(":streamGenerateContent"),
-        Protocol::OpenAi | Protocol::Anthropic | Protocol::OpenAiResponses => {
+        Protocol::GenerateContent => req.path.contains(":streamGenerateContent"),
+        Protocol::ChatCompletions | Protocol::Messages | Protocol::Responses => {
             req.json()["stream"] == serde_json::Value::Bool(true)
         }
     }

@@ -11,7 +11,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use understudy_testkit::{Protocol, TlsSimProvider};
 //!
-//! let sim = TlsSimProvider::start(Protocol::OpenAi).await?;
+//! let sim = TlsSimProvider::start(Protocol::ChatCompletions).await?;
 //! // base_url = sim.base_url()  (https://127.0.0.1:PORT/v1)
 //! // ca_file  = sim.ca_file()   (the test CA's PEM, written at start)
 //! # Ok(()) }

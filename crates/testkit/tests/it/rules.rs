@@ -14,7 +14,7 @@ use understudy_testkit::{Reply, SimProvider, SimToolCall};
 /// status and the body (as JSON when it is JSON, else as a string).
 async fn post(sim: &SimProvider, body: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let url = match sim.protocol() {
-        understudy_testkit::Protocol::Anthropic => format!("{}/v1/messages", sim.base_url()),
+        understudy_testkit::Protocol::Messages => format!("{}/v1/messages", sim.base_url()),
         _ => format!("{}/chat/completions", sim.base_url()),
     };
     let mut req = understudy_testkit::http_client()
@@ -40,7 +40,7 @@ async fn refused(sim: &SimProvider, body: Value, headers: &[(&str, &str)], messa
     let (status, answer) = post(sim, &body, headers).await;
     assert_eq!(status, 400, "{body}: {answer}");
     match sim.protocol() {
-        understudy_testkit::Protocol::Anthropic => {
+        understudy_testkit::Protocol::Messages => {
             assert_eq!(answer["type"], "error", "{answer}");
             assert_eq!(answer["error"]["type"], "invalid_request_error", "{answer}");
             assert_eq!(answer["error"]["message"], message, "{body}");

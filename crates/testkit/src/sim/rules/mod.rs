@@ -77,10 +77,10 @@ pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     }
     let limit = rules.max_output_tokens.load(Ordering::SeqCst);
     let verdict = match rules.protocol {
-        Protocol::Anthropic => anthropic::check(req, limit, &|s| rules.minted(s)),
-        Protocol::OpenAi => openai::check(req, limit),
-        Protocol::OpenAiResponses => responses::check(req, limit, &|s| rules.minted(s)),
-        Protocol::Gemini => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
+        Protocol::Messages => anthropic::check(req, limit, &|s| rules.minted(s)),
+        Protocol::ChatCompletions => openai::check(req, limit),
+        Protocol::Responses => responses::check(req, limit, &|s| rules.minted(s)),
+        Protocol::GenerateContent => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
     };
     verdict.err()
 }
@@ -101,10 +101,10 @@ impl Rules {
     pub(super) fn new(protocol: Protocol) -> Self {
         #[cfg(feature = "test-support")]
         let max_output_tokens = match protocol {
-            Protocol::Anthropic => 64_000,
-            Protocol::OpenAi => 16_384,
-            Protocol::OpenAiResponses => 128_000,
-            Protocol::Gemini => 65_536,
+            Protocol::Messages => 64_000,
+            Protocol::ChatCompletions => 16_384,
+            Protocol::Responses => 128_000,
+            Protocol::GenerateContent => 65_536,
         };
         #[cfg(not(feature = "test-support"))]
         let _ = protocol;
