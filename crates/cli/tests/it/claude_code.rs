@@ -20,10 +20,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
-use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+use serde_json::Value;
+use understudy_testkit::{Received, Reply, SimProvider};
 
-use crate::common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
+use crate::common::{
+    Gateway, Run, Scratch, Turns, agent_binary, assert_no_violations, run_agent, scripted_agent,
+    write_then_read,
+};
 
 /// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
 const CLIENT_KEY: &str = "sk-understudy-claude-code-test";
@@ -53,7 +56,7 @@ async fn claude_code_completes_a_task_on_an_anthropic_target() {
     claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
     let scratch = scratch("anthropic");
     let claude_turns = Turns::default();
-    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
+    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[]));
     let gateway = gateway(
         &scratch,
         &format!(
@@ -88,8 +91,8 @@ async fn claude_code_survives_an_anthropic_outage_on_an_openai_fallback() {
     let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (one tool result in the history) finds Anthropic
     // overloaded; the first and third it serves.
-    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
-    openai.respond_with(openai_agent(&scratch.work, &openai_turns));
+    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[1]));
+    openai.respond_with(agent(&openai, &scratch.work, &openai_turns, &[]));
     let gateway = gateway(
         &scratch,
         &format!(
@@ -120,8 +123,8 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
     let (gemini_turns, claude_turns) = (Turns::default(), Turns::default());
     // Gemini serves the first and third turns; the second finds it down
     // and Anthropic serves it, over a history Gemini made.
-    gemini.respond_with(gemini_agent(&scratch.work, &gemini_turns, &[1]));
-    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[]));
+    gemini.respond_with(agent(&gemini, &scratch.work, &gemini_turns, &[1]));
+    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[]));
     let gateway = gateway(
         &scratch,
         &format!(
@@ -152,140 +155,43 @@ fn gateway(scratch: &Scratch, toml: &str) -> Gateway {
     Gateway::start(scratch, toml, CLIENT_KEY)
 }
 
-// === the scripted agents ===
+// === the scripted agent ===
 
-/// What the agent does at `stage` (tool results so far), as tool calls, or
-/// `None` for the final answer.
-fn next_call(work: &Path, stage: usize) -> Option<SimToolCall> {
-    let file = work.join("hello.txt").display().to_string();
-    match stage {
-        0 => Some(SimToolCall::new(
-            "Write",
-            json!({"file_path": file, "content": "hello\n"}),
-        )),
-        1 => Some(SimToolCall::new("Read", json!({"file_path": file}))),
-        _ => None,
-    }
-}
-
-/// The scripted agent's reply at `stage`.
-fn agent_reply(work: &Path, stage: usize) -> Reply {
-    match next_call(work, stage) {
-        Some(call) => Reply::ToolCalls(vec![call]),
-        None => Reply::text("Done."),
-    }
-}
-
-/// The Anthropic agent: reads `messages` (Anthropic's shape), answers 529
-/// at the stages in `overloaded_at`, and thinks first (a signed block)
-/// when the request has thinking on. A request without Claude Code's tools
-/// (a side task) gets a short text.
-fn anthropic_agent(
-    work: &Path,
-    turns: &Turns,
-    overloaded_at: &'static [usize],
-) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["name"] == "Write") {
-            return Reply::text("OK");
-        }
-        let stage = count_blocks(&body["messages"], "tool_result");
-        turns.push(stage);
-        if overloaded_at.contains(&stage) {
-            return Reply::status(529);
-        }
-        let reply = agent_reply(&work, stage);
-        match body["thinking"]["type"].as_str() {
-            Some("enabled" | "adaptive") => reply.thinking_first("The user wants hello.txt."),
-            _ => reply,
-        }
-    }
-}
-
-/// The OpenAI-compatible agent: counts `tool` messages.
-fn openai_agent(work: &Path, turns: &Turns) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["function"]["name"] == "Write") {
-            return Reply::text("OK");
-        }
-        let stage = body["messages"]
-            .as_array()
-            .map_or(0, |ms| ms.iter().filter(|m| m["role"] == "tool").count());
-        turns.push(stage);
-        agent_reply(&work, stage)
-    }
-}
-
-/// The Gemini agent: counts `functionResponse` parts; answers 503 at the
-/// stages in `down_at`.
-fn gemini_agent(
+/// The scripted agent behind `sim`, in its protocol: writes
+/// `hello.txt` with `Write`, reads it with `Read`, then says "Done.";
+/// thinks first (a signed block) when an Anthropic request has thinking
+/// on; down at the stages in `down_at`.
+fn agent(
+    sim: &SimProvider,
     work: &Path,
     turns: &Turns,
     down_at: &'static [usize],
 ) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        let declares_write = body["tools"].as_array().is_some_and(|tools| {
-            tools
-                .iter()
-                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == "Write"))
-        });
-        if !declares_write {
-            return Reply::text("OK");
-        }
-        let stage = body["contents"].as_array().map_or(0, |cs| {
-            cs.iter()
-                .flat_map(|c| c["parts"].as_array().into_iter().flatten())
-                .filter(|p| p.get("functionResponse").is_some())
-                .count()
-        });
-        turns.push(stage);
-        if down_at.contains(&stage) {
-            return Reply::status(503);
-        }
-        agent_reply(&work, stage)
-    }
-}
-
-/// How many content blocks of `kind` the messages hold.
-fn count_blocks(messages: &Value, kind: &str) -> usize {
-    messages.as_array().map_or(0, |ms| {
-        ms.iter()
-            .flat_map(|m| m["content"].as_array().into_iter().flatten())
-            .filter(|b| b["type"] == kind)
-            .count()
-    })
+    let work = work.to_owned();
+    scripted_agent(
+        sim.protocol(),
+        "Write",
+        turns,
+        down_at,
+        move |stage, body| {
+            let reply = write_then_read(&work, stage, "Write", "Read");
+            match body["thinking"]["type"].as_str() {
+                Some("enabled" | "adaptive") => reply.thinking_first("The user wants hello.txt."),
+                _ => reply,
+            }
+        },
+    )
 }
 
 // === the scratch folder, the gateway, Claude Code ===
 
-/// Claude Code's binary: `$UNDERSTUDY_CLAUDE` (`cargo xtask test` sets it),
-/// else where `cargo xtask provision` installs it; fails the test with how
-/// to get it when neither runs.
+/// Claude Code's binary (see [`agent_binary`]).
 fn claude_binary() -> PathBuf {
-    let bin = std::env::var_os("UNDERSTUDY_CLAUDE").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/test-npm/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
-            ))
-        },
-        PathBuf::from,
-    );
-    let probe = Command::new(&bin).arg("--version").output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "this test runs the Claude Code CLI, and {} does not run: run `cargo xtask provision` \
-         (or `cargo xtask test`), which installs it in target/test-npm, or set UNDERSTUDY_CLAUDE \
-         to a claude binary — {probe:?}",
-        bin.display()
-    );
-    bin
+    agent_binary(
+        "UNDERSTUDY_CLAUDE",
+        "@anthropic-ai/claude-code/bin/claude.exe",
+        "the Claude Code CLI",
+    )
 }
 
 /// Runs `claude -p` on the task in the scratch folder, through `gateway`,

@@ -20,7 +20,10 @@ use std::process::Command;
 use serde_json::json;
 use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
 
-use crate::common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
+use crate::common::{
+    Gateway, Run, Scratch, Turns, agent_binary, assert_no_violations, providers, run_agent,
+    scripted_agent,
+};
 
 /// The client key Codex sends (from the provider block's `env_key`).
 const CLIENT_KEY: &str = "sk-understudy-codex-test";
@@ -49,7 +52,7 @@ async fn codex_completes_a_task_on_an_openai_compatible_target() {
     let openai = SimProvider::openai().await.unwrap();
     let scratch = scratch("openai");
     let turns = Turns::default();
-    openai.respond_with(openai_agent(&scratch.work, &turns, &[]));
+    openai.respond_with(agent(&openai, &scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("openai", "openai", &openai)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_codex_done(&scratch, &gateway);
@@ -62,7 +65,7 @@ async fn codex_completes_a_task_on_an_anthropic_target() {
     let claude = SimProvider::anthropic().await.unwrap();
     let scratch = scratch("anthropic");
     let turns = Turns::default();
-    claude.respond_with(anthropic_agent(&scratch.work, &turns, &[]));
+    claude.respond_with(agent(&claude, &scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("claude", "anthropic", &claude)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_codex_done(&scratch, &gateway);
@@ -78,8 +81,8 @@ async fn codex_survives_a_primary_failing_mid_task() {
     let (claude_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (the tool's result in the history) finds Anthropic
     // overloaded; the OpenAI-compatible fallback serves it.
-    claude.respond_with(anthropic_agent(&scratch.work, &claude_turns, &[1]));
-    openai.respond_with(openai_agent(&scratch.work, &openai_turns, &[]));
+    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[1]));
+    openai.respond_with(agent(&openai, &scratch.work, &openai_turns, &[]));
     let gateway = gateway(
         &scratch,
         &providers(&[
@@ -114,54 +117,12 @@ async fn codex_completes_a_task_on_a_gemini_target() {
     let gemini = SimProvider::gemini().await.unwrap();
     let scratch = scratch("gemini");
     let turns = Turns::default();
-    gemini.respond_with(gemini_agent(&scratch.work, &turns));
+    gemini.respond_with(agent(&gemini, &scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
     let run = codex(&gateway, &scratch).await;
     run.assert_codex_done(&scratch, &gateway);
     assert_eq!(turns.stages(), [0, 1], "{}", gateway.log());
     assert_no_violations(&[("gemini", &gemini)], &gateway);
-}
-
-/// The Gemini agent: counts `functionResponse` parts.
-fn gemini_agent(work: &Path, turns: &Turns) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        let declares = body["tools"].as_array().is_some_and(|tools| {
-            tools
-                .iter()
-                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == "exec_command"))
-        });
-        if !declares {
-            return Reply::text("OK");
-        }
-        let stage = body["contents"].as_array().map_or(0, |cs| {
-            cs.iter()
-                .flat_map(|c| c["parts"].as_array().into_iter().flatten())
-                .filter(|p| p.get("functionResponse").is_some())
-                .count()
-        });
-        turns.push(stage);
-        agent_reply(&work, stage)
-    }
-}
-
-/// The gateway's configuration: these providers (name, kind, simulator),
-/// the first the primary.
-fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
-    let order: Vec<String> = list.iter().map(|(n, _, _)| format!("{n:?}")).collect();
-    let mut toml = format!(
-        "[routing]\ndefault = {:?}\norder = [{}]\n\n",
-        list[0].0,
-        order.join(", ")
-    );
-    for (name, kind, sim) in list {
-        toml.push_str(&format!(
-            "[providers.{name}]\nkind = {kind:?}\nbase_url = {:?}\napi_key = \"sim-key\"\nmodel = \"{name}-sim\"\n\n",
-            sim.base_url()
-        ));
-    }
-    toml
 }
 
 /// A scratch folder for `name`'s scenario.
@@ -176,95 +137,38 @@ fn gateway(scratch: &Scratch, toml: &str) -> Gateway {
     Gateway::start(scratch, toml, CLIENT_KEY)
 }
 
-// === the scripted agents ===
+// === the scripted agent ===
 
-/// The scripted agent's reply at `stage` (tool results so far).
-fn agent_reply(work: &Path, stage: usize) -> Reply {
-    let file = work.join("hello.txt").display().to_string();
-    match stage {
-        0 => Reply::ToolCalls(vec![SimToolCall::new(
-            "exec_command",
-            json!({"cmd": format!("printf 'hello\\n' > '{file}'")}),
-        )]),
-        _ => Reply::text("Done."),
-    }
-}
-
-/// The OpenAI-compatible agent: counts `tool` messages; a request without
-/// Codex's `exec_command` tool (a side task) gets a short text.
-fn openai_agent(
+/// The scripted agent behind `sim`, in its protocol: writes
+/// `hello.txt` with Codex's `exec_command`, then says "Done."; down at the
+/// stages in `down_at`.
+fn agent(
+    sim: &SimProvider,
     work: &Path,
     turns: &Turns,
     down_at: &'static [usize],
 ) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["function"]["name"] == "exec_command") {
-            return Reply::text("OK");
-        }
-        let stage = body["messages"]
-            .as_array()
-            .map_or(0, |ms| ms.iter().filter(|m| m["role"] == "tool").count());
-        turns.push(stage);
-        if down_at.contains(&stage) {
-            return Reply::status(503);
-        }
-        agent_reply(&work, stage)
-    }
-}
-
-/// The Anthropic agent: counts `tool_result` blocks; answers 529 at the
-/// stages in `overloaded_at`.
-fn anthropic_agent(
-    work: &Path,
-    turns: &Turns,
-    overloaded_at: &'static [usize],
-) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["name"] == "exec_command") {
-            return Reply::text("OK");
-        }
-        let stage = body["messages"].as_array().map_or(0, |ms| {
-            ms.iter()
-                .flat_map(|m| m["content"].as_array().into_iter().flatten())
-                .filter(|b| b["type"] == "tool_result")
-                .count()
-        });
-        turns.push(stage);
-        if overloaded_at.contains(&stage) {
-            return Reply::status(529);
-        }
-        agent_reply(&work, stage)
-    }
+    let file = work.join("hello.txt").display().to_string();
+    scripted_agent(
+        sim.protocol(),
+        "exec_command",
+        turns,
+        down_at,
+        move |stage, _| match stage {
+            0 => Reply::ToolCalls(vec![SimToolCall::new(
+                "exec_command",
+                json!({"cmd": format!("printf 'hello\\n' > '{file}'")}),
+            )]),
+            _ => Reply::text("Done."),
+        },
+    )
 }
 
 // === the scratch folder, the gateway, Codex ===
 
-/// Codex's binary: `$UNDERSTUDY_CODEX` (`cargo xtask test` sets it), else
-/// where `cargo xtask provision` installs it; fails the test with how to
-/// get it when neither runs.
+/// Codex's binary (see [`agent_binary`]).
 fn codex_binary() -> PathBuf {
-    let bin = std::env::var_os("UNDERSTUDY_CODEX").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/test-npm/node_modules/.bin/codex"
-            ))
-        },
-        PathBuf::from,
-    );
-    let probe = Command::new(&bin).arg("--version").output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "this test runs the Codex CLI, and {} does not run: run `cargo xtask provision` \
-         (or `cargo xtask test`), which installs it in target/test-npm, or set \
-         UNDERSTUDY_CODEX to a codex binary — {probe:?}",
-        bin.display()
-    );
-    bin
+    agent_binary("UNDERSTUDY_CODEX", ".bin/codex", "the Codex CLI")
 }
 
 /// Runs `codex exec` on the task in the scratch folder, through `gateway`

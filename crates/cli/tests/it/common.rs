@@ -1,17 +1,18 @@
 //! What the real-agent tests (`claude_code`, `codex`, `gemini_cli`) share: a
 //! scratch folder per scenario, the real `understudy serve` on a free
-//! loopback port with its log kept, the record of which agent-loop stage
-//! each simulator served, and the check that no simulator refused a
-//! request the gateway sent.
+//! loopback port with its log kept, the agent's pinned binary, the
+//! scripted agent loop a simulator plays in any protocol, the record of
+//! which agent-loop stage each simulator served, and the check that no
+//! simulator refused a request the gateway sent.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-use understudy_testkit::SimProvider;
+use serde_json::{Value, json};
+use understudy_testkit::{Protocol, Received, Reply, SimProvider, SimToolCall};
 
 /// The stage of each agent-loop request a simulator received (how many
 /// tool results its history held), in order.
@@ -175,5 +176,137 @@ pub async fn run_agent(mut cmd: Command, agent: &str, gateway: &Gateway) -> Run 
         status: out.status,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The agent's binary: `$var` (`cargo xtask test` sets it), else
+/// `installed` under `target/test-npm/node_modules`, where `cargo xtask
+/// provision` puts it; fails the test with how to get it when neither
+/// runs. `agent` names it in that message.
+pub fn agent_binary(var: &str, installed: &str, agent: &str) -> PathBuf {
+    let bin = std::env::var_os(var).map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/test-npm/node_modules")
+                .join(installed)
+        },
+        PathBuf::from,
+    );
+    let probe = Command::new(&bin).arg("--version").output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "this test runs {agent}, and {} does not run: run `cargo xtask provision` \
+         (or `cargo xtask test`), which installs it in target/test-npm, or set \
+         {var} to its binary — {probe:?}",
+        bin.display()
+    );
+    bin
+}
+
+/// The gateway's configuration: the default route over `list` (name, kind,
+/// simulator) in order, each provider's model `<name>-sim`.
+pub fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
+    let order: Vec<String> = list.iter().map(|(n, _, _)| format!("{n:?}")).collect();
+    let mut toml = format!(
+        "[routing]\ndefault = {:?}\norder = [{}]\n\n",
+        list[0].0,
+        order.join(", ")
+    );
+    for (name, kind, sim) in list {
+        toml.push_str(&format!(
+            "[providers.{name}]\nkind = {kind:?}\nbase_url = {:?}\napi_key = \"sim-key\"\nmodel = \"{name}-sim\"\n\n",
+            sim.base_url()
+        ));
+    }
+    toml
+}
+
+// === the scripted agent ===
+
+/// The model's side of an agent loop, played by a simulator speaking
+/// `protocol`. A request that declares the agent's tool `tool` is at the
+/// stage of how many tool results its history holds (recorded in
+/// `turns`): at a stage in `down_at` the provider is down (Anthropic's 529
+/// overloaded, the others' 503), else the reply is `reply(stage, body)`.
+/// A request without the tool (a side task: a title, a summary) gets a
+/// short text.
+pub fn scripted_agent(
+    protocol: Protocol,
+    tool: &'static str,
+    turns: &Turns,
+    down_at: &'static [usize],
+    reply: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let turns = turns.clone();
+    move |req| {
+        let body = req.json();
+        if !declares(protocol, &body, tool) {
+            return Reply::text("OK");
+        }
+        let stage = tool_results(protocol, &body);
+        turns.push(stage);
+        if down_at.contains(&stage) {
+            return Reply::status(if protocol == Protocol::Messages {
+                529
+            } else {
+                503
+            });
+        }
+        reply(stage, &body)
+    }
+}
+
+/// The two-step task: at stage 0 write `hello.txt` with `write`, at 1 read
+/// it back with `read` (both take a `file_path`), then say "Done.".
+pub fn write_then_read(work: &Path, stage: usize, write: &str, read: &str) -> Reply {
+    let file = work.join("hello.txt").display().to_string();
+    match stage {
+        0 => Reply::ToolCalls(vec![SimToolCall::new(
+            write,
+            json!({"file_path": file, "content": "hello\n"}),
+        )]),
+        1 => Reply::ToolCalls(vec![SimToolCall::new(read, json!({"file_path": file}))]),
+        _ => Reply::text("Done."),
+    }
+}
+
+/// Whether `body`, in `protocol`, declares a function tool named `tool`.
+fn declares(protocol: Protocol, body: &Value, tool: &str) -> bool {
+    let tools = &body["tools"];
+    match protocol {
+        Protocol::ChatCompletions => has_tool(tools, |t| t["function"]["name"] == tool),
+        Protocol::Responses | Protocol::Messages => has_tool(tools, |t| t["name"] == tool),
+        Protocol::GenerateContent => tools.as_array().is_some_and(|ts| {
+            ts.iter()
+                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == tool))
+        }),
+    }
+}
+
+/// How many tool results `body`'s history holds, in `protocol`'s shape:
+/// `tool` messages, `function_call_output` items, `tool_result` blocks or
+/// `functionResponse` parts.
+fn tool_results(protocol: Protocol, body: &Value) -> usize {
+    let items = |list: &Value| list.as_array().cloned().unwrap_or_default();
+    let nested = |list: &Value, inner: &str| -> Vec<Value> {
+        items(list).iter().flat_map(|m| items(&m[inner])).collect()
+    };
+    match protocol {
+        Protocol::ChatCompletions => items(&body["messages"])
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .count(),
+        Protocol::Responses => items(&body["input"])
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .count(),
+        Protocol::Messages => nested(&body["messages"], "content")
+            .iter()
+            .filter(|b| b["type"] == "tool_result")
+            .count(),
+        Protocol::GenerateContent => nested(&body["contents"], "parts")
+            .iter()
+            .filter(|p| p.get("functionResponse").is_some())
+            .count(),
     }
 }

@@ -22,10 +22,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
-use understudy_testkit::{Received, Reply, SimProvider, SimToolCall};
+use serde_json::Value;
+use understudy_testkit::{Received, Reply, SimProvider};
 
-use crate::common::{Gateway, Run, Scratch, Turns, assert_no_violations, has_tool, run_agent};
+use crate::common::{
+    Gateway, Run, Scratch, Turns, agent_binary, assert_no_violations, has_tool, providers,
+    run_agent, scripted_agent, write_then_read,
+};
 
 /// The client key the Gemini CLI sends (`GEMINI_API_KEY`, as
 /// `x-goog-api-key`).
@@ -71,7 +74,7 @@ async fn gemini_cli_completes_a_task_on_a_gemini_target() {
     gemini.thinking();
     let scratch = scratch("gemini");
     let turns = Turns::default();
-    gemini.respond_with(gemini_agent(&scratch.work, &turns, &[]));
+    gemini.respond_with(agent(&gemini, &scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("gemini", "gemini", &gemini)]));
 
     let run = gemini_cli(&gateway, &scratch).await;
@@ -108,7 +111,7 @@ async fn gemini_cli_completes_a_task_on_an_anthropic_target() {
     let claude = SimProvider::anthropic().await.unwrap();
     let scratch = scratch("anthropic");
     let turns = Turns::default();
-    claude.respond_with(anthropic_agent(&scratch.work, &turns));
+    claude.respond_with(agent(&claude, &scratch.work, &turns, &[]));
     let gateway = gateway(&scratch, &providers(&[("claude", "anthropic", &claude)]));
 
     let run = gemini_cli(&gateway, &scratch).await;
@@ -138,8 +141,8 @@ async fn gemini_cli_survives_a_gemini_outage_mid_task_on_an_openai_fallback() {
     let (gemini_turns, openai_turns) = (Turns::default(), Turns::default());
     // The second turn (one function result in the history) finds Gemini
     // down; the first and third it serves.
-    gemini.respond_with(gemini_agent(&scratch.work, &gemini_turns, &[1]));
-    openai.respond_with(openai_agent(&scratch.work, &openai_turns));
+    gemini.respond_with(agent(&gemini, &scratch.work, &gemini_turns, &[1]));
+    openai.respond_with(agent(&openai, &scratch.work, &openai_turns, &[]));
     let gateway = gateway(
         &scratch,
         &providers(&[("gemini", "gemini", &gemini), ("openai", "openai", &openai)]),
@@ -162,126 +165,29 @@ async fn gemini_cli_survives_a_gemini_outage_mid_task_on_an_openai_fallback() {
     }
 }
 
-// === the scripted agents ===
+// === the scripted agent ===
 
-/// What the agent does at `stage` (function results so far), or `None`
-/// for the final answer: the CLI's `write_file` and `read_file` take a
-/// `file_path`.
-fn next_call(work: &Path, stage: usize) -> Option<SimToolCall> {
-    let file = work.join("hello.txt").display().to_string();
-    match stage {
-        0 => Some(SimToolCall::new(
-            "write_file",
-            json!({"file_path": file, "content": "hello\n"}),
-        )),
-        1 => Some(SimToolCall::new("read_file", json!({"file_path": file}))),
-        _ => None,
-    }
-}
-
-/// The scripted agent's reply at `stage`.
-fn agent_reply(work: &Path, stage: usize) -> Reply {
-    match next_call(work, stage) {
-        Some(call) => Reply::ToolCalls(vec![call]),
-        None => Reply::text("Done."),
-    }
-}
-
-/// The Gemini agent: counts `functionResponse` parts; answers 503 at the
-/// stages in `down_at`. A request without the CLI's tools (a side task)
-/// gets a short text.
-fn gemini_agent(
+/// The scripted agent behind `sim`, in its protocol: writes
+/// `hello.txt` with the CLI's `write_file`, reads it with `read_file`
+/// (both take a `file_path`), then says "Done."; down at the stages in
+/// `down_at`.
+fn agent(
+    sim: &SimProvider,
     work: &Path,
     turns: &Turns,
     down_at: &'static [usize],
 ) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        let declares_write = body["tools"].as_array().is_some_and(|tools| {
-            tools
-                .iter()
-                .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == "write_file"))
-        });
-        if !declares_write {
-            return Reply::text("OK");
-        }
-        let stage = count_parts(&body["contents"], "functionResponse");
-        turns.push(stage);
-        if down_at.contains(&stage) {
-            return Reply::status(503);
-        }
-        agent_reply(&work, stage)
-    }
-}
-
-/// The Anthropic agent: counts `tool_result` blocks.
-fn anthropic_agent(
-    work: &Path,
-    turns: &Turns,
-) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["name"] == "write_file") {
-            return Reply::text("OK");
-        }
-        let stage = body["messages"].as_array().map_or(0, |ms| {
-            ms.iter()
-                .flat_map(|m| m["content"].as_array().into_iter().flatten())
-                .filter(|b| b["type"] == "tool_result")
-                .count()
-        });
-        turns.push(stage);
-        agent_reply(&work, stage)
-    }
-}
-
-/// The OpenAI-compatible agent: counts `tool` messages.
-fn openai_agent(work: &Path, turns: &Turns) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
-    let (work, turns) = (work.to_owned(), turns.clone());
-    move |req| {
-        let body = req.json();
-        if !has_tool(&body["tools"], |t| t["function"]["name"] == "write_file") {
-            return Reply::text("OK");
-        }
-        let stage = body["messages"]
-            .as_array()
-            .map_or(0, |ms| ms.iter().filter(|m| m["role"] == "tool").count());
-        turns.push(stage);
-        agent_reply(&work, stage)
-    }
-}
-
-/// How many parts of `kind` the contents hold.
-fn count_parts(contents: &Value, kind: &str) -> usize {
-    contents.as_array().map_or(0, |cs| {
-        cs.iter()
-            .flat_map(|c| c["parts"].as_array().into_iter().flatten())
-            .filter(|p| p.get(kind).is_some())
-            .count()
-    })
+    let work = work.to_owned();
+    scripted_agent(
+        sim.protocol(),
+        "write_file",
+        turns,
+        down_at,
+        move |stage, _| write_then_read(&work, stage, "write_file", "read_file"),
+    )
 }
 
 // === the scratch folder, the gateway, the Gemini CLI ===
-
-/// The gateway's configuration: the default route over `list` (name, kind,
-/// simulator) in order, each provider's model `<name>-sim`.
-fn providers(list: &[(&str, &str, &SimProvider)]) -> String {
-    let order: Vec<String> = list.iter().map(|(n, _, _)| format!("{n:?}")).collect();
-    let mut toml = format!(
-        "[routing]\ndefault = {:?}\norder = [{}]\n\n",
-        list[0].0,
-        order.join(", ")
-    );
-    for (name, kind, sim) in list {
-        toml.push_str(&format!(
-            "[providers.{name}]\nkind = {kind:?}\nbase_url = {:?}\napi_key = \"sim-key\"\nmodel = \"{name}-sim\"\n\n",
-            sim.base_url()
-        ));
-    }
-    toml
-}
 
 /// A scratch folder for `name`'s scenario, with the README's settings in
 /// its home.
@@ -298,28 +204,9 @@ fn gateway(scratch: &Scratch, toml: &str) -> Gateway {
     Gateway::start(scratch, toml, CLIENT_KEY)
 }
 
-/// The Gemini CLI's binary: `$UNDERSTUDY_GEMINI` (`cargo xtask test` sets
-/// it), else where `cargo xtask provision` installs it; fails the test with
-/// how to get it when neither runs.
+/// The Gemini CLI's binary (see [`agent_binary`]).
 fn gemini_binary() -> PathBuf {
-    let bin = std::env::var_os("UNDERSTUDY_GEMINI").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/test-npm/node_modules/.bin/gemini"
-            ))
-        },
-        PathBuf::from,
-    );
-    let probe = Command::new(&bin).arg("--version").output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "this test runs the Gemini CLI, and {} does not run: run `cargo xtask provision` \
-         (or `cargo xtask test`), which installs it in target/test-npm, or set \
-         UNDERSTUDY_GEMINI to a gemini binary — {probe:?}",
-        bin.display()
-    );
-    bin
+    agent_binary("UNDERSTUDY_GEMINI", ".bin/gemini", "the Gemini CLI")
 }
 
 /// Runs `gemini -p` on the task in the scratch folder, through `gateway`,
