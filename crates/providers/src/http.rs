@@ -63,11 +63,21 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// Whether this protocol forwards `request`'s native body as it is
-    /// (the client wrote it in this protocol).
+    /// The protocol this is, or `None` for one that never forwards a
+    /// client's body as it is (Chat Completions: no front end hands one
+    /// on).
+    const NATIVE: Option<understudy_core::Protocol>;
+
+    /// `request`'s native body, when the client wrote it in this protocol
+    /// (and so it is forwarded as it is).
+    fn native<'r>(&self, request: &'r ChatRequest) -> Option<&'r understudy_core::NativeRequest> {
+        let native = request.native.as_deref()?;
+        (Some(native.kind) == Self::NATIVE).then_some(native)
+    }
+
+    /// Whether this protocol forwards `request`'s native body as it is.
     fn forwards_native(&self, request: &ChatRequest) -> bool {
-        let _ = request;
-        false
+        self.native(request).is_some()
     }
 }
 

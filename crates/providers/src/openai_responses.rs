@@ -59,6 +59,7 @@ impl ResponsesProtocol {
 
 impl Upstream for ResponsesProtocol {
     type Parser = ResponsesStream;
+    const NATIVE: Option<Protocol> = Some(Protocol::Responses);
 
     fn request(
         &self,
@@ -69,11 +70,7 @@ impl Upstream for ResponsesProtocol {
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let tag = target_tag(&self.provider, model);
         let limit = self.limits.limit(model);
-        if let Some(native) = request
-            .native
-            .as_deref()
-            .filter(|_| self.forwards_native(request))
-        {
+        if let Some(native) = self.native(request) {
             if let Some(body) = prepare_native(&native.body, model, &tag, limit, self.passthrough) {
                 return Ok(crate::http::raw_post(
                     client,
@@ -103,12 +100,5 @@ impl Upstream for ResponsesProtocol {
 
     fn parser(&self, model: &str, native: bool) -> ResponsesStream {
         ResponsesStream::new(model, native, target_tag(&self.provider, model))
-    }
-
-    fn forwards_native(&self, request: &ChatRequest) -> bool {
-        request
-            .native
-            .as_deref()
-            .is_some_and(|n| n.kind == Protocol::Responses)
     }
 }

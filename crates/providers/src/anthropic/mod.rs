@@ -91,6 +91,7 @@ impl AnthropicProtocol {
 
 impl Upstream for AnthropicProtocol {
     type Parser = AnthropicStream;
+    const NATIVE: Option<understudy_core::Protocol> = Some(understudy_core::Protocol::Messages);
 
     fn request(
         &self,
@@ -99,11 +100,7 @@ impl Upstream for AnthropicProtocol {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
-        if let Some(native) = request
-            .native
-            .as_deref()
-            .filter(|_| self.forwards_native(request))
-        {
+        if let Some(native) = self.native(request) {
             let limit = self.limits.limit(model);
             if let Some(prepared) = native::prepare(&native.body, model, limit) {
                 if prepared.thinking_off {
@@ -139,10 +136,7 @@ impl Upstream for AnthropicProtocol {
         model: &str,
         request: &ChatRequest,
     ) -> Option<reqwest::RequestBuilder> {
-        let native = request
-            .native
-            .as_deref()
-            .filter(|_| self.forwards_native(request))?;
+        let native = self.native(request)?;
         let body =
             crate::signature::unsigned_json_owned(native::prepare(&native.body, model, None)?.body);
         let mut url = self.url.clone();
@@ -156,13 +150,6 @@ impl Upstream for AnthropicProtocol {
             self.native_headers(native),
             body,
         ))
-    }
-
-    fn forwards_native(&self, request: &ChatRequest) -> bool {
-        request
-            .native
-            .as_deref()
-            .is_some_and(|n| n.kind == understudy_core::Protocol::Messages)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

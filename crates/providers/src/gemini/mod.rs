@@ -110,6 +110,8 @@ fn valid_model(model: &str) -> Result<&str, Failure> {
 
 impl Upstream for GeminiProtocol {
     type Parser = GeminiStream;
+    const NATIVE: Option<understudy_core::Protocol> =
+        Some(understudy_core::Protocol::GenerateContent);
 
     fn request(
         &self,
@@ -124,11 +126,7 @@ impl Upstream for GeminiProtocol {
         } else {
             "generateContent"
         };
-        if let Some(native) = request
-            .native
-            .as_deref()
-            .filter(|_| self.forwards_native(request))
-        {
+        if let Some(native) = self.native(request) {
             // The client's own body as it wrote it (thought signatures
             // intact): only the model, which is in the URL, changes (and
             // an unsigned call turn gets Google's dummy signature).
@@ -214,10 +212,7 @@ impl Upstream for GeminiProtocol {
         model: &str,
         request: &ChatRequest,
     ) -> Option<reqwest::RequestBuilder> {
-        let native = request
-            .native
-            .as_deref()
-            .filter(|_| self.forwards_native(request))?;
+        let native = self.native(request)?;
         let model = valid_model(model).ok()?;
         let body = understudy_wire::generate_content::native::count_body(&native.body, model)?;
         Some(crate::http::raw_post(
@@ -226,13 +221,6 @@ impl Upstream for GeminiProtocol {
             self.headers.clone(),
             body,
         ))
-    }
-
-    fn forwards_native(&self, request: &ChatRequest) -> bool {
-        request
-            .native
-            .as_deref()
-            .is_some_and(|n| n.kind == understudy_core::Protocol::GenerateContent)
     }
 }
 

@@ -66,6 +66,7 @@ impl OpenAiProtocol {
 
 impl Upstream for OpenAiProtocol {
     type Parser = OpenAiStream;
+    const NATIVE: Option<understudy_core::Protocol> = None;
 
     fn request(
         &self,
