@@ -28,7 +28,10 @@ use crate::frames::{Framed, Framing, KeepAlive, Keeper};
 use crate::routes::{apply_overrides, failover_headers, model_route, no_cache};
 use crate::{ApiError, AppState};
 
-/// What every API route reads before its body.
+/// What every API route reads before its body. It takes the request's
+/// headers rather than copying them (a copy per request shows in the
+/// bench's instruction count), so it goes after any extractor that reads
+/// headers; the routes' bodies are `Bytes`, which reads none.
 #[derive(Debug)]
 pub(crate) struct Preamble {
     /// The request's id (`x-request-id`, or one made for it).
@@ -49,7 +52,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
         Ok(Self {
             id,
             client: parts.extensions.get::<Client>().map(|c| c.0),
-            headers: parts.headers.clone(),
+            headers: std::mem::take(&mut parts.headers),
         })
     }
 }
@@ -59,7 +62,7 @@ impl Preamble {
     /// model the client named: this request's id and client, the cache
     /// opt-out (`Cache-Control: no-cache`) and the override headers.
     pub(crate) fn request(
-        &self,
+        self,
         chat: ChatRequest,
         model: &str,
         api: Protocol,
@@ -70,9 +73,11 @@ impl Preamble {
         Ok(request)
     }
 
-    /// This request's id, client, cache opt-out and overrides on `request`.
-    pub(crate) fn apply(&self, request: &mut GenerateRequest) -> Result<(), ApiError> {
-        request.request_id = Some(self.id.clone());
+    /// This request's id, client, cache opt-out and overrides on `request`
+    /// (the id moves: a front end that names its answer after it takes it
+    /// first).
+    pub(crate) fn apply(self, request: &mut GenerateRequest) -> Result<(), ApiError> {
+        request.request_id = Some(self.id);
         request.client = self.client;
         if no_cache(&self.headers) {
             request.cache = false;

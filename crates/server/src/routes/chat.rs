@@ -33,12 +33,12 @@ async fn completions(
     let mut body: ChatCompletionRequest = parse_json(body)?;
     let chat = body.take_chat()?;
     let model = body.model.as_deref().unwrap_or("default");
-    let request = preamble.request(chat, model, Protocol::ChatCompletions)?;
     let front = ChatCompletions {
         id: format!("chatcmpl-{}", preamble.id),
         created: now(),
         include_usage: body.include_usage(),
     };
+    let request = preamble.request(chat, model, Protocol::ChatCompletions)?;
     serve(&state, front, request, body.stream).await
 }
 

@@ -90,12 +90,12 @@ async fn generate(
         include_thoughts,
     } = body.translate().map_err(ApiError::from)?;
     chat.native = native(raw);
-    let request = preamble.request(chat, model, Protocol::GenerateContent)?;
     let front = GenerateContent {
-        id: preamble.id,
+        id: preamble.id.clone(),
         include_thoughts,
         framing: framing.unwrap_or(Framing::JsonArray),
     };
+    let request = preamble.request(chat, model, Protocol::GenerateContent)?;
     serve(&state, front, request, framing.is_some()).await
 }
 

@@ -51,10 +51,10 @@ async fn messages(
     gate_betas(&preamble.headers, &mut chat);
     chat.native = native_request(raw, &preamble.headers, query.as_deref());
     let model = body.model.as_deref().unwrap_or("default");
-    let request = preamble.request(chat, model, Protocol::Messages)?;
     let front = Messages {
         id: format!("msg_{}", preamble.id),
     };
+    let request = preamble.request(chat, model, Protocol::Messages)?;
     serve(&state, front, request, body.stream).await
 }
 
