@@ -31,16 +31,21 @@ fn data(body: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_surfaced_refusal_is_a_refusal_streamed_or_not() {
-    let groq = SimProvider::openai().await.unwrap();
+/// The gateway over `sim` alone, surfacing refusals.
+async fn surfacing(name: &str, sim: &SimProvider) -> TestServer {
     let gw = TestGateway::builder()
-        .provider("groq", &groq)
+        .provider(name, sim)
         .env("UNDERSTUDY_REFUSAL_POLICY", "surface")
         .build()
         .await
         .unwrap();
-    let s = TestServer::start(gw.engine).await;
+    TestServer::start(gw.engine).await
+}
+
+#[tokio::test]
+async fn a_surfaced_refusal_is_a_refusal_streamed_or_not() {
+    let groq = SimProvider::openai().await.unwrap();
+    let s = surfacing("groq", &groq).await;
     for stream in [false, true] {
         groq.push(Reply::Refuse(Refusal::Message(
             "I can't help with that.".into(),
@@ -191,13 +196,7 @@ async fn a_held_stream_hides_a_cut_primary_byte_for_byte() {
 #[tokio::test]
 async fn a_surfaced_400_refusal_is_the_api_s_400_error_streamed_or_not() {
     let claude = SimProvider::anthropic().await.unwrap();
-    let gw = TestGateway::builder()
-        .provider("claude", &claude)
-        .env("UNDERSTUDY_REFUSAL_POLICY", "surface")
-        .build()
-        .await
-        .unwrap();
-    let s = TestServer::start(gw.engine).await;
+    let s = surfacing("claude", &claude).await;
     for stream in [false, true] {
         claude.push(Reply::Refuse(Refusal::Status400));
         let body = json!({"model": "default", "max_tokens": 100, "stream": stream, "messages": [{"role": "user", "content": "x"}]});
