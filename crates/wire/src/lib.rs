@@ -15,6 +15,7 @@
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
 //! - [`messages`]: Anthropic's Messages API.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
+//! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - [`stray`]: raw JSON errors that arrive inside a stream without SSE framing.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints.
@@ -24,6 +25,7 @@
 
 pub mod chat_completions;
 pub mod classify;
+pub mod eventstream;
 pub mod generate_content;
 pub mod ids;
 pub mod messages;
