@@ -13,6 +13,7 @@
 //!   `understudy_wire::messages`).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
+//! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - `ids`: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
 //! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
@@ -24,6 +25,7 @@ pub mod gemini;
 mod http;
 pub mod openai_compat;
 mod openai_responses;
+pub mod sigv4;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
