@@ -24,8 +24,9 @@ pub fn status(status: u16) -> FailureKind {
     }
 }
 
-/// The wait a rate-limited response asks for: `retry-after-ms`, then
-/// `retry-after` in seconds or as an HTTP date.
+/// The wait a rate-limited response asks for: `retry-after-ms` (or Azure's
+/// `x-ms-retry-after-ms`), then `retry-after` in seconds or as an HTTP
+/// date.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| {
         headers
@@ -33,7 +34,8 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+    let ms = text("retry-after-ms").or_else(|| text("x-ms-retry-after-ms"));
+    if let Some(ms) = ms.and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
         }
@@ -156,6 +158,10 @@ mod tests {
             (
                 vec![("retry-after-ms", "1500"), ("retry-after", "9")],
                 Some(Duration::from_millis(1500)),
+            ),
+            (
+                vec![("x-ms-retry-after-ms", "250"), ("retry-after", "9")],
+                Some(Duration::from_millis(250)),
             ),
             (
                 vec![("retry-after", later.as_str())],

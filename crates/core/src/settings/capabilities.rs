@@ -21,6 +21,11 @@ pub struct Capabilities {
     /// Unset: the built-in value for well-known models
     /// (`limits::output_limit`), else no clamp.
     pub max_output_tokens: Option<u32>,
+    /// An OpenAI-compatible server that takes the output limit as
+    /// `max_completion_tokens` (OpenAI itself and Azure OpenAI; what
+    /// reasoning models require) rather than `max_tokens` (what other
+    /// compatible servers understand). The built-in `openai` has it.
+    pub max_completion_tokens: bool,
     /// What a natively forwarded request may switch on at this provider on
     /// the operator's key (`passthrough = ["web_search", …]`; none by
     /// default): see [`crate::passthrough`]. A provider setting, not a
@@ -37,6 +42,7 @@ pub struct CapabilityOverrides {
     pub json_schema: Option<bool>,
     pub assistant_prefill: Option<bool>,
     pub max_output_tokens: Option<u32>,
+    pub max_completion_tokens: Option<bool>,
 }
 
 /// USD per million tokens.
@@ -57,6 +63,7 @@ impl Default for Capabilities {
             json_schema: true,
             assistant_prefill: false,
             max_output_tokens: None,
+            max_completion_tokens: false,
             passthrough: crate::passthrough::GatedSet::NONE,
         }
     }
@@ -71,6 +78,9 @@ impl Capabilities {
             json_schema: o.json_schema.unwrap_or(self.json_schema),
             assistant_prefill: o.assistant_prefill.unwrap_or(self.assistant_prefill),
             max_output_tokens: o.max_output_tokens.or(self.max_output_tokens),
+            max_completion_tokens: o
+                .max_completion_tokens
+                .unwrap_or(self.max_completion_tokens),
             passthrough: self.passthrough,
         }
     }

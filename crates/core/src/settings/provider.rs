@@ -79,6 +79,8 @@ struct Builtin {
     key_vars: &'static [&'static str],
     base_url_var: &'static str,
     model_var: &'static str,
+    /// Takes `max_completion_tokens` (see [`Capabilities`]).
+    max_completion_tokens: bool,
 }
 
 /// The built-ins, in the order their variables are read (so of two wrong
@@ -92,6 +94,7 @@ const BUILTINS: [Builtin; 4] = [
         key_vars: &["GROQ_API_KEY"],
         base_url_var: "GROQ_BASE_URL",
         model_var: "GROQ_MODEL",
+        max_completion_tokens: false,
     },
     Builtin {
         name: "openai",
@@ -101,6 +104,7 @@ const BUILTINS: [Builtin; 4] = [
         key_vars: &["OPENAI_API_KEY"],
         base_url_var: "OPENAI_BASE_URL",
         model_var: "OPENAI_MODEL",
+        max_completion_tokens: true,
     },
     Builtin {
         name: "gemini",
@@ -110,6 +114,7 @@ const BUILTINS: [Builtin; 4] = [
         key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         base_url_var: "GEMINI_BASE_URL",
         model_var: "GEMINI_MODEL",
+        max_completion_tokens: false,
     },
     Builtin {
         name: "claude",
@@ -119,6 +124,7 @@ const BUILTINS: [Builtin; 4] = [
         key_vars: &["ANTHROPIC_API_KEY"],
         base_url_var: "ANTHROPIC_BASE_URL",
         model_var: "ANTHROPIC_MODEL",
+        max_completion_tokens: false,
     },
 ];
 
@@ -371,11 +377,13 @@ impl fmt::Debug for ProviderSettings {
 impl Builtin {
     /// The built-in as it is before the file and the environment.
     fn settings(&self, timeouts: Timeouts) -> ProviderSettings {
-        ProviderSettings {
+        let mut p = ProviderSettings {
             api_key_env: Some(self.key_vars[0].to_owned()),
             requires_key: true,
             ..ProviderSettings::plain(self.name, self.kind, self.base_url, self.model, timeouts)
-        }
+        };
+        p.capabilities.max_completion_tokens = self.max_completion_tokens;
+        p
     }
 }
 

@@ -25,9 +25,11 @@ pub(crate) struct OpenAiProtocol {
     /// Extra headers and `Authorization`, the latter marked sensitive so
     /// that no `Debug` output shows it.
     headers: HeaderMap,
-    /// OpenAI itself wants `max_completion_tokens`; compatible servers
-    /// understand `max_tokens`.
+    /// The provider takes `max_completion_tokens` rather than `max_tokens`
+    /// (its `capabilities.max_completion_tokens`), and the models where
+    /// that differs (`model_capabilities`).
     max_completion_tokens: bool,
+    completion_tokens_models: Vec<(String, bool)>,
     /// Output limits per model, to clamp a client's `max_tokens`.
     limits: crate::OutputLimits,
 }
@@ -58,7 +60,12 @@ impl OpenAiProtocol {
         Ok(Self {
             url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
             headers,
-            max_completion_tokens: settings.name == "openai",
+            max_completion_tokens: settings.capabilities.max_completion_tokens,
+            completion_tokens_models: settings
+                .model_capabilities
+                .iter()
+                .filter_map(|(m, o)| Some((m.clone(), o.max_completion_tokens?)))
+                .collect(),
             limits: crate::OutputLimits::of(settings),
         })
     }
@@ -76,7 +83,12 @@ impl Upstream for OpenAiProtocol {
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let limit = self.limits.clamp(model, request.max_tokens);
-        let body = wire_request(model, request, limit, self.max_completion_tokens, stream);
+        let completion_tokens = self
+            .completion_tokens_models
+            .iter()
+            .find(|(m, _)| m == model)
+            .map_or(self.max_completion_tokens, |&(_, on)| on);
+        let body = wire_request(model, request, limit, completion_tokens, stream);
         crate::http::json_post(client, self.url.clone(), &self.headers, &body)
     }
 

@@ -541,6 +541,43 @@ async fn a_plain_request_is_sent_exactly_as_before() {
     );
 }
 
+/// `max_completion_tokens` is a capability (Azure OpenAI takes it too),
+/// per provider and per model, not the provider's name.
+#[tokio::test]
+async fn max_completion_tokens_is_a_capability_of_the_provider_or_model() {
+    let mut request = ChatRequest::user("hi");
+    request.max_tokens = Some(100);
+    let body = |sim: &SimProvider, i: usize| sim.received()[i].json();
+    // A provider that declares it, and one model of it that does not.
+    let sim = SimProvider::openai().await.unwrap();
+    let settings = TestGateway::builder()
+        .provider("azure", &sim)
+        .provider_option("azure", "capabilities = { max_completion_tokens = true }")
+        .provider_option(
+            "azure",
+            "model_capabilities = { \"old\" = { max_completion_tokens = false } }",
+        )
+        .settings()
+        .unwrap();
+    let azure = Providers.build(&settings.providers["azure"]).unwrap();
+    let _ = azure.complete("azure-model", &request, PATIENCE).await;
+    assert_eq!(body(&sim, 0)["max_completion_tokens"], 100);
+    assert!(body(&sim, 0).get("max_tokens").is_none());
+    let _ = azure.complete("old", &request, PATIENCE).await;
+    assert_eq!(body(&sim, 1)["max_tokens"], 100);
+    assert!(body(&sim, 1).get("max_completion_tokens").is_none());
+    // The built-in openai has it unless its table says otherwise.
+    let sim = SimProvider::openai().await.unwrap();
+    let settings = TestGateway::builder()
+        .provider("openai", &sim)
+        .provider_option("openai", "capabilities = { max_completion_tokens = false }")
+        .settings()
+        .unwrap();
+    let openai = Providers.build(&settings.providers["openai"]).unwrap();
+    let _ = openai.complete("gpt-4.1", &request, PATIENCE).await;
+    assert_eq!(body(&sim, 0)["max_tokens"], 100);
+}
+
 /// A whole tool loop's history, with every new field set: the body is
 /// OpenAI's shape field for field.
 #[tokio::test]
