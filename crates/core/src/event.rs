@@ -188,27 +188,32 @@ pub fn now_rfc3339() -> String {
     rfc3339(since.as_secs(), since.subsec_millis())
 }
 
-/// Formats Unix seconds as RFC 3339 UTC (civil-from-days, Howard Hinnant's
-/// algorithm; valid for every date this program will see).
-pub fn rfc3339(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
+/// The UTC calendar date `(year, month, day)` of a day count since
+/// 1970-01-01 (Howard Hinnant's civil-from-days; valid for every date this
+/// program will see).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Formats Unix seconds as RFC 3339 UTC.
+pub fn rfc3339(secs: u64, millis: u32) -> String {
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     // Written digit by digit: `format!` was a visible share of the hot
     // path's instructions (one timestamp per generation).
     let mut out = String::with_capacity(24);
     push_digits(&mut out, year.max(0) as u64, 4);
     for (value, sep) in [
-        (month as u64, '-'),
-        (day as u64, '-'),
+        (u64::from(month), '-'),
+        (u64::from(day), '-'),
         (rem / 3600, 'T'),
         ((rem % 3600) / 60, ':'),
         (rem % 60, ':'),
