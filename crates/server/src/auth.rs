@@ -325,15 +325,11 @@ pub(crate) fn protocol_of<B>(req: &axum::http::Request<B>) -> Option<Protocol> {
 }
 
 /// `api` as one byte, for a flag shared with a connection's body
-/// (0: the neutral API).
+/// (0: the neutral API; else one more than its place in
+/// [`Protocol::ALL`]).
 pub(crate) fn protocol_code(api: Option<Protocol>) -> u8 {
-    match api {
-        None => 0,
-        Some(Protocol::ChatCompletions) => 1,
-        Some(Protocol::Responses) => 2,
-        Some(Protocol::Messages) => 3,
-        Some(Protocol::GenerateContent) => 4,
-    }
+    api.and_then(|p| Protocol::ALL.iter().position(|&q| q == p))
+        .map_or(0, |i| i as u8 + 1)
 }
 
 /// The inverse of [`protocol_code`].

@@ -94,8 +94,9 @@ pub(crate) trait Front: Send + Sync + Sized + 'static {
     type Encoder: Encoder + Unpin;
 
     /// A served answer: the native body as the provider sent it where there
-    /// is one ([`native_json`]), else the API's body for `g`.
-    fn answer(&self, g: &Generation) -> impl Future<Output = Response> + Send;
+    /// is one (taken from `g`, not copied: [`native_json`]), else the API's
+    /// body for `g`.
+    fn answer(&self, g: &mut Generation) -> impl Future<Output = Response> + Send;
 
     /// A refusal the policy surfaced that the provider gave inside a 200:
     /// the API's refusal answer for `model`, in the provider's words
@@ -136,8 +137,8 @@ pub(crate) async fn serve<F: Front>(
         };
     }
     match state.engine.generate(request).await {
-        Ok(g) => {
-            let mut response = front.answer(&g).await;
+        Ok(mut g) => {
+            let mut response = front.answer(&mut g).await;
             failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
             Ok(response)
         }
@@ -207,13 +208,13 @@ fn http_refusal(refused: &Attempt) -> Option<StatusCode> {
 }
 
 /// A native answer's body, as the provider sent it.
-pub(crate) fn native_json(body: &str) -> Response {
+pub(crate) fn native_json(body: String) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        body.to_owned(),
+        body,
     )
         .into_response()
 }

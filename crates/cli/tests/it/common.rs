@@ -287,26 +287,29 @@ fn declares(protocol: Protocol, body: &Value, tool: &str) -> bool {
 /// `tool` messages, `function_call_output` items, `tool_result` blocks or
 /// `functionResponse` parts.
 fn tool_results(protocol: Protocol, body: &Value) -> usize {
-    let items = |list: &Value| list.as_array().cloned().unwrap_or_default();
-    let nested = |list: &Value, inner: &str| -> Vec<Value> {
-        items(list).iter().flat_map(|m| items(&m[inner])).collect()
-    };
     match protocol {
-        Protocol::ChatCompletions => items(&body["messages"])
+        Protocol::ChatCompletions => list(&body["messages"])
             .iter()
             .filter(|m| m["role"] == "tool")
             .count(),
-        Protocol::Responses => items(&body["input"])
+        Protocol::Responses => list(&body["input"])
             .iter()
             .filter(|i| i["type"] == "function_call_output")
             .count(),
-        Protocol::Messages => nested(&body["messages"], "content")
+        Protocol::Messages => list(&body["messages"])
             .iter()
+            .flat_map(|m| list(&m["content"]))
             .filter(|b| b["type"] == "tool_result")
             .count(),
-        Protocol::GenerateContent => nested(&body["contents"], "parts")
+        Protocol::GenerateContent => list(&body["contents"])
             .iter()
+            .flat_map(|c| list(&c["parts"]))
             .filter(|p| p.get("functionResponse").is_some())
             .count(),
     }
+}
+
+/// `v`'s elements, or none when it is not an array.
+fn list(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[], Vec::as_slice)
 }

@@ -67,10 +67,10 @@ impl Front for Responses {
     type Error = OpenAiError;
     type Encoder = ResponseStream;
 
-    async fn answer(&self, g: &Generation) -> Response {
-        if let Some(native) = &g.native {
+    async fn answer(&self, g: &mut Generation) -> Response {
+        if let Some(native) = g.native.take() {
             if let Some(save) = &self.save {
-                if let Ok(value) = serde_json::from_str::<Value>(native) {
+                if let Ok(value) = serde_json::from_str::<Value>(&native) {
                     save.keep(value).await;
                 }
             }

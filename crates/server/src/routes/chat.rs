@@ -53,7 +53,7 @@ impl Front for ChatCompletions {
     type Error = OpenAiError;
     type Encoder = Chunks;
 
-    async fn answer(&self, g: &Generation) -> Response {
+    async fn answer(&self, g: &mut Generation) -> Response {
         let body = CompletionOut {
             id: &self.id,
             object: "chat.completion",

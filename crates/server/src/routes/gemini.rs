@@ -110,8 +110,8 @@ impl Front for GenerateContent {
     type Error = GeminiError;
     type Encoder = ChunkEncoder;
 
-    async fn answer(&self, g: &Generation) -> Response {
-        if let Some(native) = &g.native {
+    async fn answer(&self, g: &mut Generation) -> Response {
+        if let Some(native) = g.native.take() {
             return native_json(native);
         }
         Json(answer::answer(

@@ -68,8 +68,8 @@ impl Front for Messages {
     type Encoder = MessageEvents;
 
     /// As an Anthropic target sent it, or rendered from the neutral answer.
-    async fn answer(&self, g: &Generation) -> Response {
-        if let Some(native) = &g.native {
+    async fn answer(&self, g: &mut Generation) -> Response {
+        if let Some(native) = g.native.take() {
             return native_json(native);
         }
         let body = MessageOut::answer(
