@@ -57,6 +57,45 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         let _ = (model, request, connect);
         Box::pin(async { Ok(None) })
     }
+
+    /// The credentials the adapter signs with, when they expire or change
+    /// (a Vertex access token, AWS keys in a file): the provider's actor
+    /// holds them and refreshes them ahead of time, so that no request
+    /// waits on a refresh it did not need.
+    fn credentials(&self) -> Option<Arc<dyn Credentials>> {
+        None
+    }
+}
+
+/// Credentials that expire or change. The provider's actor calls
+/// [`Credentials::refresh`] when [`Credentials::refresh_in`] says; the
+/// adapter reads the current ones on every request (and fetches them
+/// itself only when there are none yet, or when the provider said they
+/// expired).
+pub trait Credentials: Send + Sync + fmt::Debug + 'static {
+    /// Fetches (or reads again) the credentials now; on an error the ones
+    /// held stay in use until they expire.
+    fn refresh(&self) -> BoxFuture<'_, Result<(), String>>;
+
+    /// How long until the next refresh is due (`None`: never, they do not
+    /// change).
+    fn refresh_in(&self) -> Option<Duration>;
+
+    /// Where they come from and when they expire, for `understudy
+    /// providers`. Never the secret.
+    fn status(&self) -> CredentialStatus;
+}
+
+/// What [`Credentials::status`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialStatus {
+    /// Where they come from: `environment`, a file and a profile, a
+    /// service account's e-mail address, …
+    pub source: String,
+    /// When the ones held expire (Unix seconds), if they do.
+    pub expires_at: Option<u64>,
+    /// The last refresh's error, while the held ones are still in use.
+    pub error: Option<String>,
 }
 
 /// A provider's streamed answer, as neutral events.

@@ -15,6 +15,8 @@ use crate::protocol::Protocol;
 pub struct ProviderInfo {
     pub name: String,
     pub kind: Protocol,
+    /// The cloud it is on (`bedrock`, `vertex`, `azure`), or `direct`.
+    pub platform: &'static str,
     pub model: String,
     pub base_url: String,
     pub key: KeyStatus,
@@ -56,4 +58,8 @@ pub struct ProviderStats {
     pub in_flight: u64,
     /// Mean latency of successful attempts, in milliseconds.
     pub mean_ok_latency_ms: f64,
+    /// The credentials the actor refreshes, when they expire or change:
+    /// their source and expiry, never the secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<crate::adapter::CredentialStatus>,
 }

@@ -53,7 +53,9 @@ mod actor;
 mod cache;
 mod run;
 
-pub use adapter::{Adapter, AdapterFactory, BoxEventStream, BoxFuture, EventStream};
+pub use adapter::{
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, CredentialStatus, Credentials, EventStream,
+};
 pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
     ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,

@@ -54,7 +54,7 @@ const GEMINI: &[(&str, u32)] = &[
 pub fn output_limit(p: &ProviderSettings, model: &str) -> Option<u32> {
     p.capabilities_of(model)
         .max_output_tokens
-        .or_else(|| builtin_output_limit(p.kind, model))
+        .or_else(|| builtin_output_limit(p.protocol_for(model), model))
 }
 
 /// The documented output limit of `model` on a provider speaking `kind`,

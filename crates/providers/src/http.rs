@@ -79,6 +79,106 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
     fn forwards_native(&self, request: &ChatRequest) -> bool {
         self.native(request).is_some()
     }
+
+    /// Whether [`Upstream::authorize`] must see every request once it is
+    /// built (a signature over its body, a token that changes). Off, the
+    /// request goes as it was built, with no extra step.
+    const AUTHORIZES: bool = false;
+
+    /// Adds the request's credentials once its body is final: a SigV4
+    /// signature, the current access token.
+    fn authorize<'a>(
+        &'a self,
+        request: &'a mut reqwest::Request,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        let _ = request;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// `failure` answered a request: whether it says the credentials
+    /// expired and fresh ones were fetched (the request then goes once
+    /// more, and fails over if that fails too).
+    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
+        let _ = failure;
+        Box::pin(async { false })
+    }
+
+    /// The credentials the provider's actor refreshes, if they expire.
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        None
+    }
+
+    /// How a streamed answer's bytes become the parser's items.
+    fn framing(&self) -> Framing {
+        Framing::Sse(SseDecoder::new())
+    }
+}
+
+/// How a streamed answer's bytes become items for a protocol's parser.
+pub(crate) enum Framing {
+    /// Server-sent events.
+    Sse(SseDecoder),
+    /// AWS's binary event stream (Bedrock): each message becomes an item
+    /// by `item`, or a failure (an exception message).
+    #[allow(dead_code)] // until the Bedrock adapter lands
+    AwsEventStream {
+        decoder: understudy_wire::eventstream::Decoder,
+        item: fn(understudy_wire::eventstream::Message) -> Result<Option<SseItem>, Failure>,
+    },
+}
+
+impl Framing {
+    /// Decodes `bytes`, appending whole items to `out`; an error ends the
+    /// stream after the items before it.
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) -> Result<(), Failure> {
+        match self {
+            Self::Sse(decoder) => decoder.feed(bytes, out).map_err(|_| {
+                Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB")
+            }),
+            Self::AwsEventStream { decoder, item } => {
+                decoder.push(bytes);
+                Self::drain(decoder, *item, out)
+            }
+        }
+    }
+
+    /// The stream ended: what is left.
+    fn finish(&mut self, out: &mut Vec<SseItem>) -> Result<(), Failure> {
+        match self {
+            Self::Sse(decoder) => {
+                let _ = decoder.finish(out);
+                Ok(())
+            }
+            Self::AwsEventStream { decoder, item } => {
+                Self::drain(decoder, *item, out)?;
+                decoder.finish().map_err(|e| {
+                    Failure::new(
+                        FailureKind::StreamInterrupted,
+                        format!("the event stream broke off: {e}"),
+                    )
+                })
+            }
+        }
+    }
+
+    fn drain(
+        decoder: &mut understudy_wire::eventstream::Decoder,
+        item: fn(understudy_wire::eventstream::Message) -> Result<Option<SseItem>, Failure>,
+        out: &mut Vec<SseItem>,
+    ) -> Result<(), Failure> {
+        while let Some(message) = decoder.next_message() {
+            let message = message.map_err(|e| {
+                Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("the event stream is corrupt: {e}"),
+                )
+            })?;
+            if let Some(i) = item(message)? {
+                out.push(i);
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(crate) use understudy_wire::StreamParser;
@@ -158,9 +258,47 @@ impl<P: Upstream> HttpAdapter<P> {
     fn redact(&self, failure: Failure) -> Failure {
         crate::redact(failure, self.key.as_ref())
     }
+
+    /// Sends `request`, authorized first where the protocol does that.
+    async fn dispatch(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Failure> {
+        if !P::AUTHORIZES {
+            return request.send().await.map_err(classify::transport);
+        }
+        let mut request = request.build().map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot build the request: {}", e.without_url()),
+            )
+        })?;
+        self.protocol.authorize(&mut request).await?;
+        client.execute(request).await.map_err(classify::transport)
+    }
+
+    /// Sends `request` and reads the answer in full (bounded).
+    async fn exchange(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Received, Failure> {
+        let response = self.dispatch(client, request).await?;
+        receive(response).await
+    }
+
+    /// Whether a failed exchange goes once more, with fresh credentials.
+    async fn renewed(&self, failure: &Failure) -> bool {
+        P::AUTHORIZES && self.protocol.renew(failure).await
+    }
 }
 
 impl<P: Upstream> Adapter for HttpAdapter<P> {
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        self.protocol.credentials()
+    }
+
     fn count_tokens<'a>(
         &'a self,
         model: &'a str,
@@ -178,7 +316,10 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let Some(sent) = self.protocol.count_request(client, model, request) else {
                 return Ok(None);
             };
-            let received = send(sent).await.map_err(|f| self.redact(f))?;
+            let received = self
+                .exchange(client, sent)
+                .await
+                .map_err(|f| self.redact(f))?;
             drop(in_flight);
             if !(200..300).contains(&received.status) {
                 return Err(self.redact(self.protocol.classify_error(
@@ -209,13 +350,24 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
             let sent = self.protocol.request(client, model, &request, false)?;
-            let received = send(sent).await.map_err(|f| self.redact(f))?;
+            let mut received = self
+                .exchange(client, sent)
+                .await
+                .map_err(|f| self.redact(f))?;
+            let mut parsed = self.protocol.parse(&received, model);
+            if let Err(f) = &parsed {
+                if self.renewed(f).await {
+                    let sent = self.protocol.request(client, model, &request, false)?;
+                    received = self
+                        .exchange(client, sent)
+                        .await
+                        .map_err(|f| self.redact(f))?;
+                    parsed = self.protocol.parse(&received, model);
+                }
+            }
             drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
-            let mut completion = self
-                .protocol
-                .parse(&received, model)
-                .map_err(|f| self.redact(f))?;
+            let mut completion = parsed.map_err(|f| self.redact(f))?;
             if !self.protocol.forwards_native(&request) {
                 completion.native = None;
             } else if completion.native.is_none() {
@@ -238,25 +390,34 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let (client, in_flight) = self.client(connect);
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
-            let sent = self.protocol.request(client, model, &request, true)?;
-            let response = sent
-                .send()
-                .await
-                .map_err(|e| self.redact(classify::transport(e)))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
+            let mut renewed = false;
+            let response = loop {
+                let sent = self.protocol.request(client, model, &request, true)?;
+                let response = self
+                    .dispatch(client, sent)
+                    .await
+                    .map_err(|f| self.redact(f))?;
+                let status = response.status().as_u16();
+                if (200..300).contains(&status) {
+                    break response;
+                }
                 let headers = response.headers().clone();
                 let body = read_limited(response, ERROR_BODY_LIMIT, status)
                     .await
                     .map_err(|f| self.redact(f))?;
-                return Err(self.redact(self.protocol.classify_error(status, &headers, &body)));
-            }
+                let failure = self.protocol.classify_error(status, &headers, &body);
+                if renewed || !self.renewed(&failure).await {
+                    return Err(self.redact(failure));
+                }
+                renewed = true;
+            };
+            let status = response.status().as_u16();
             tracing::debug!(provider = %self.name, status, "upstream stream opened");
             let stream = SseStream {
                 // Only the body: the response's headers hold on to hyper's
                 // first read buffer (8 KiB) for as long as the stream lasts.
                 body: reqwest::Body::from(response),
-                decoder: SseDecoder::new(),
+                decoder: self.protocol.framing(),
                 parser: self
                     .protocol
                     .parser(model, self.protocol.forwards_native(&request)),
@@ -526,10 +687,9 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))
 }
 
-/// Sends `request` and reads the answer, bounded by [`BODY_LIMIT`] (or
-/// [`ERROR_BODY_LIMIT`] for an error status).
-pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<Received, Failure> {
-    let response = request.send().await.map_err(classify::transport)?;
+/// Reads an answer, bounded by [`BODY_LIMIT`] (or [`ERROR_BODY_LIMIT`]
+/// for an error status).
+pub(crate) async fn receive(response: reqwest::Response) -> Result<Received, Failure> {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let limit = if (200..300).contains(&status) {
@@ -595,7 +755,7 @@ async fn read_limited(
 /// An SSE response turned into neutral events by a protocol's parser.
 struct SseStream<T> {
     body: reqwest::Body,
-    decoder: SseDecoder,
+    decoder: Framing,
     parser: T,
     pending: VecDeque<Result<StreamEvent, Failure>>,
     items: Vec<SseItem>,
@@ -653,18 +813,19 @@ impl<T: StreamParser> SseStream<T> {
             };
             match chunk {
                 Ok(Some(bytes)) => {
-                    if self.decoder.feed(&bytes, &mut self.items).is_err() {
-                        self.finish_with(Failure::new(
-                            FailureKind::MalformedResponse,
-                            "an event larger than 1 MiB",
-                        ));
-                        continue;
-                    }
+                    let fed = self.decoder.feed(&bytes, &mut self.items);
                     self.dispatch();
+                    if let Err(f) = fed {
+                        self.fail_after_items(f);
+                    }
                 }
                 Ok(None) => {
-                    let _ = self.decoder.finish(&mut self.items);
+                    let finished = self.decoder.finish(&mut self.items);
                     self.dispatch();
+                    if let Err(f) = finished {
+                        self.fail_after_items(f);
+                        continue;
+                    }
                     if self.pending.iter().all(|e| {
                         matches!(
                             e,
@@ -711,6 +872,13 @@ impl<T: StreamParser> SseStream<T> {
 
     fn finish_with(&mut self, failure: Failure) {
         self.pending.clear();
+        self.pending.push_back(Err(failure));
+    }
+
+    /// The framing broke (or the provider sent an exception): the stream
+    /// ends in `failure` after what was decoded before it, unless it
+    /// already ended.
+    fn fail_after_items(&mut self, failure: Failure) {
         self.pending.push_back(Err(failure));
     }
 }

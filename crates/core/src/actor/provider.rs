@@ -1,5 +1,6 @@
 //! The provider actor: one per provider, owning its adapter (and through it
-//! the pooled HTTP clients) and the record of recent outcomes.
+//! the pooled HTTP clients), the adapter's credentials where they expire
+//! (it refreshes them ahead of time) and the record of recent outcomes.
 //!
 //! A request does not cross into this actor's task: the actor builds the
 //! adapter in `pre_start` (a bad configuration fails the spawn) and hands
@@ -17,7 +18,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
 
-use crate::adapter::{Adapter, AdapterFactory, BoxFuture};
+use crate::adapter::{Adapter, AdapterFactory, BoxFuture, Credentials};
 use crate::failure::{Failure, FailureCode, FailureKind};
 use crate::info::ProviderStats;
 use crate::settings::ProviderSettings;
@@ -26,6 +27,14 @@ use crate::settings::ProviderSettings;
 pub(crate) enum ProviderMsg {
     /// Counts of recent outcomes, for `understudy providers` and the API.
     Stats(RpcReplyPort<ProviderStats>),
+    /// Time to refresh the credentials.
+    Refresh,
+    /// A refresh ended.
+    Refreshed(Result<(), String>),
+    /// The adapter panicked during an attempt (the attempt failed as
+    /// `unavailable`): the actor fails, and the supervisor starts it again
+    /// with a fresh adapter and pool.
+    AdapterPanicked,
     /// Panics inside `handle`, to exercise supervision.
     #[cfg(feature = "fault-injection")]
     Panic,
@@ -73,6 +82,16 @@ pub(crate) struct ProviderArgs {
 
 pub(crate) struct ProviderState {
     lease: Lease,
+    credentials: Option<Arc<dyn Credentials>>,
+    /// Refreshes that failed in a row (the next one waits longer).
+    failed_refreshes: u32,
+}
+
+/// The wait before refreshing again after `failed` refreshes failed in a
+/// row: 2 s doubling to at most a minute (the held credentials stay in
+/// use meanwhile, until they expire).
+fn refresh_backoff(failed: u32) -> Duration {
+    Duration::from_secs(2u64 << failed.min(5)).min(Duration::from_secs(60))
 }
 
 impl Actor for ProviderActor {
@@ -92,23 +111,65 @@ impl Actor for ProviderActor {
             .build(&args.settings)
             .map_err(|e| format!("provider `{}`: {e}", args.settings.name))?;
         let lease = Lease {
-            actor: myself,
+            actor: myself.clone(),
             adapter,
             counts: Arc::new(Counts::default()),
         };
+        let credentials = lease.adapter.credentials();
+        if credentials.is_some() {
+            // The first credentials are fetched at once, not on the first
+            // request.
+            let _ = myself.cast(ProviderMsg::Refresh);
+        }
         let _ = args.lease_to.send(lease.clone());
-        Ok(ProviderState { lease })
+        Ok(ProviderState {
+            lease,
+            credentials,
+            failed_refreshes: 0,
+        })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ProviderMsg::Stats(reply) => {
-                let _ = reply.send(state.lease.counts.stats());
+                let mut stats = state.lease.counts.stats();
+                stats.credentials = state.credentials.as_ref().map(|c| c.status());
+                let _ = reply.send(stats);
+            }
+            ProviderMsg::Refresh => {
+                if let Some(credentials) = &state.credentials {
+                    // On a task of its own: the actor keeps answering while
+                    // a token endpoint is slow.
+                    let credentials = Arc::clone(credentials);
+                    tokio::spawn(async move {
+                        let result = credentials.refresh().await;
+                        let _ = myself.cast(ProviderMsg::Refreshed(result));
+                    });
+                }
+            }
+            ProviderMsg::Refreshed(result) => {
+                let next = match result {
+                    Ok(()) => {
+                        state.failed_refreshes = 0;
+                        state.credentials.as_ref().and_then(|c| c.refresh_in())
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "refreshing the provider's credentials failed; the held ones stay in use");
+                        state.failed_refreshes = state.failed_refreshes.saturating_add(1);
+                        Some(refresh_backoff(state.failed_refreshes - 1))
+                    }
+                };
+                if let Some(next) = next {
+                    myself.send_after(next, || ProviderMsg::Refresh);
+                }
+            }
+            ProviderMsg::AdapterPanicked => {
+                return Err("the adapter panicked during an attempt; starting afresh".into());
             }
             #[cfg(feature = "fault-injection")]
             ProviderMsg::Panic => panic!("fault injection: provider actor panics on purpose"),
@@ -119,8 +180,10 @@ impl Actor for ProviderActor {
 
 /// Runs `attempt` until `deadline`; past it, a timeout failure that says
 /// how long it waited for `what`. A panic inside the adapter is this
-/// attempt's failure (`unavailable`), not the request task's end.
+/// attempt's failure (`unavailable`), not the request task's end; the
+/// provider's actor hears of it and is started afresh by its supervisor.
 pub(crate) async fn by_deadline<T>(
+    actor: &ActorRef<ProviderMsg>,
     deadline: Instant,
     started: Instant,
     what: &str,
@@ -128,10 +191,13 @@ pub(crate) async fn by_deadline<T>(
 ) -> Result<T, Failure> {
     match tokio::time::timeout_at(deadline, CatchUnwind(attempt)).await {
         Ok(Ok(result)) => result,
-        Ok(Err(())) => Err(Failure::new(
-            FailureKind::Unavailable,
-            "the provider's adapter panicked during the attempt",
-        )),
+        Ok(Err(())) => {
+            let _ = actor.cast(ProviderMsg::AdapterPanicked);
+            Err(Failure::new(
+                FailureKind::Unavailable,
+                "the provider's adapter panicked during the attempt",
+            ))
+        }
         Err(_) => Err(Failure::new(
             FailureKind::Timeout,
             format!("{what} within {:.1} s", (deadline - started).as_secs_f64()),
@@ -250,6 +316,7 @@ impl Counts {
             } else {
                 total_us as f64 / 1000.0 / ok as f64
             },
+            credentials: None,
         }
     }
 }

@@ -251,6 +251,7 @@ impl View {
                     started: self.leases.contains_key(&name),
                     name: p.name.clone(),
                     kind: p.kind,
+                    platform: p.platform.name(),
                     model: p.model.clone(),
                     // Shown without userinfo: a URL may carry a password.
                     base_url: crate::settings::redact_url(&p.base_url),

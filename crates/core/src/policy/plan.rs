@@ -5,6 +5,7 @@
 //! compiled-in adapter, or an open breaker never receives the request.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::chat::Needs;
 use crate::error::Error;
@@ -86,7 +87,7 @@ pub fn resolve(
                 RouteSelector::Named(name.clone())
             } else if let Some((_, targets)) = pattern_route(name, routes) {
                 let targets: Vec<Target> = targets.iter().map(|t| t.for_model(name)).collect();
-                return Ok(dedup(targets));
+                return Ok(dedup(cloud_ids(targets, settings)));
             } else {
                 let provider = name.split_once(':').map_or(name.as_str(), |(p, _)| p);
                 if settings.providers.contains_key(provider) {
@@ -124,7 +125,21 @@ pub fn resolve(
                 .collect()
         }
     };
-    Ok(dedup(targets))
+    Ok(dedup(cloud_ids(targets, settings)))
+}
+
+/// `targets` with each model name its provider maps (`models = {…}`) in
+/// place of the name: one client name reaches every cloud's id for it.
+fn cloud_ids(mut targets: Vec<Target>, settings: &Settings) -> Vec<Target> {
+    for t in &mut targets {
+        let Some(p) = settings.providers.get(&*t.provider) else {
+            continue;
+        };
+        if let Some(id) = p.models.get(&*t.model) {
+            t.model = Arc::from(id.as_str());
+        }
+    }
+    targets
 }
 
 /// `targets` without repeats, in order.

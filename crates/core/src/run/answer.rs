@@ -172,6 +172,7 @@ impl Run {
         let (adapter, in_flight) = lease.attempt();
         let started = Instant::now();
         let result = by_deadline(
+            &lease.actor,
             deadline,
             started,
             "no answer",

@@ -58,6 +58,7 @@ impl Run {
             {
                 Ok(lease) => {
                     by_deadline(
+                        &lease.actor,
                         deadline,
                         Instant::now(),
                         "no count",

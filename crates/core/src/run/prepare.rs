@@ -43,7 +43,7 @@ pub(crate) fn prepare(
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;
-        plan::lacks(p.capabilities_of(&t.model), p.kind, needs)
+        plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
     })?;
     let leases = plan
         .targets
@@ -55,7 +55,7 @@ pub(crate) fn prepare(
         .iter()
         .map(|t| {
             view.settings.providers.get(&*t.provider).is_some_and(|p| {
-                p.kind == crate::protocol::Protocol::Messages
+                p.protocol_for(&t.model) == crate::protocol::Protocol::Messages
                     || p.capabilities_of(&t.model).assistant_prefill
             })
         })

@@ -293,6 +293,7 @@ impl Run {
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt();
         let opened = by_deadline(
+            &lease.actor,
             first_token_by,
             Instant::now(),
             "no response",

@@ -11,7 +11,9 @@
 //! its table's shape in the file, and how the two meet the environment):
 //! - `provider.rs`: the built-ins, `[providers.NAME]`, the providers'
 //!   environment variables; `capabilities.rs` (what a model can do and
-//!   costs) and `ca_file.rs` (a provider's extra CA certificates) beside it.
+//!   costs), `ca_file.rs` (a provider's extra CA certificates) and
+//!   `platform.rs` (Bedrock, Vertex, Azure: their settings and
+//!   credentials) beside it.
 //! - `routing.rs`: `[routing]`, the admin API's routing table, target
 //!   names; `routes.rs`: named routes and their options.
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
@@ -31,6 +33,7 @@ use crate::target::Target;
 mod ca_file;
 mod capabilities;
 mod file;
+mod platform;
 mod provider;
 mod routes;
 mod routing;
@@ -44,6 +47,10 @@ mod timeouts;
 
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
+pub use platform::{
+    AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,
+    vertex_protocol,
+};
 pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};

@@ -13,6 +13,7 @@ use crate::protocol::Protocol;
 
 use super::ca_file::{CaFile, read_ca_file};
 use super::capabilities::{Capabilities, CapabilityOverrides, Price};
+use super::platform::{CloudEnv, Kind, Platform, RawCloud};
 use super::secret::{Secret, redact_url};
 use super::source::{Blame, Env, FieldError, SettingsError};
 use super::timeouts::{RawTimeouts, Timeouts};
@@ -61,6 +62,13 @@ pub struct ProviderSettings {
     /// Certificate authorities this provider's client trusts beside the
     /// system's roots (`ca_file`: a corporate egress proxy's CA).
     pub ca_file: Option<CaFile>,
+    /// The cloud it is on (`kind = "bedrock" | "vertex" | "azure"`), or
+    /// none.
+    pub platform: Platform,
+    /// The provider's own id for a client's model name (`models = {
+    /// "claude-sonnet-4-5" = "us.anthropic.claude-sonnet-4-5-…" }`): one
+    /// name reaches each cloud's id for the same model.
+    pub models: BTreeMap<String, String>,
 }
 
 /// The built-in providers, in the order `understudy providers` lists them
@@ -132,7 +140,7 @@ const BUILTINS: [Builtin; 4] = [
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
-    kind: Option<Protocol>,
+    kind: Option<Kind>,
     base_url: Option<String>,
     api_key: Option<String>,
     api_key_env: Option<String>,
@@ -158,6 +166,19 @@ pub(super) struct RawProvider {
     http1_only: Option<bool>,
     /// A PEM file of extra CA certificates to trust.
     ca_file: Option<PathBuf>,
+    /// Client model names to the provider's ids for them.
+    #[serde(default)]
+    models: BTreeMap<String, String>,
+    // A cloud platform's settings (see `platform.rs`).
+    region: Option<String>,
+    aws_profile: Option<String>,
+    aws_access_key_id: Option<String>,
+    aws_secret_access_key: Option<String>,
+    aws_session_token: Option<String>,
+    project: Option<String>,
+    credentials_file: Option<PathBuf>,
+    api_version: Option<String>,
+    auth: Option<String>,
 }
 
 /// Every provider: the built-ins, the file's tables over them, then the
@@ -168,18 +189,61 @@ pub(super) fn read(
     env: &Env<'_>,
     blame: &Blame,
 ) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
-    let mut providers = from_file(raw, timeouts, blame)?;
+    let (mut providers, clouds) = from_file(raw, timeouts, blame)?;
     apply_env(&mut providers, env, blame)?;
+    for (name, (kind, cloud)) in clouds {
+        if let Some(p) = providers.get_mut(&name) {
+            resolve_platform(p, kind, &cloud, &CloudEnv { env })
+                .map_err(|(key, m)| blame.file(format!("providers.{name}.{key}"), m))?;
+        }
+    }
     Ok(providers)
 }
 
+/// A provider's cloud settings, completed from the environment once its
+/// key is known (a Bedrock API key or a Vertex access token needs no
+/// other credentials).
+fn resolve_platform(
+    p: &mut ProviderSettings,
+    kind: Kind,
+    cloud: &RawCloud,
+    env: &CloudEnv<'_, '_>,
+) -> Result<(), (String, String)> {
+    let key = p.api_key.is_some();
+    p.platform = match kind {
+        Kind::Protocol(_) => return Ok(()),
+        Kind::Bedrock => Platform::Bedrock(env.bedrock(cloud, key)?),
+        Kind::Vertex => Platform::Vertex(env.vertex(cloud, key)?),
+        Kind::Azure => Platform::Azure(CloudEnv::azure(cloud)?),
+    };
+    if p.base_url.is_empty() {
+        p.base_url = p.platform.default_base_url().ok_or_else(|| {
+            (
+                "base_url".to_owned(),
+                "an azure provider needs its resource's base_url (`https://NAME.openai.azure.com`)"
+                    .to_owned(),
+            )
+        })?;
+    }
+    if let Some(protocol) = p.platform.protocol_for(&p.model) {
+        p.kind = protocol;
+    }
+    Ok(())
+}
+
+/// A cloud provider's kind and cloud settings, completed from the
+/// environment after the rest.
+type Clouds = BTreeMap<String, (Kind, RawCloud)>;
+
 /// The built-ins with the file's tables on top: a table named after a
-/// built-in changes it, any other declares a provider.
+/// built-in changes it, any other declares a provider. Beside them, the
+/// cloud settings of the tables that set a cloud kind.
 fn from_file(
     raw: BTreeMap<String, RawProvider>,
     timeouts: Timeouts,
     blame: &Blame,
-) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
+) -> Result<(BTreeMap<String, ProviderSettings>, Clouds), SettingsError> {
+    let mut clouds = Clouds::new();
     let mut providers: BTreeMap<String, ProviderSettings> = BUILTINS
         .iter()
         .map(|b| (b.name.to_owned(), b.settings(timeouts)))
@@ -189,14 +253,18 @@ fn from_file(
         if !valid_name(&name) {
             return Err(blame.file(at, "a provider name uses only a-z, 0-9, `-` and `_`".into()));
         }
+        let cloud = rp.cloud(&at).map_err(|e| blame.field(e))?;
         let p = match providers.remove(&name) {
             Some(existing) => rp.overlay(existing, &at),
             None => rp.create(&name, timeouts, &at),
         }
         .map_err(|e| blame.field(e))?;
+        if let Some(cloud) = cloud {
+            clouds.insert(name.clone(), cloud);
+        }
         providers.insert(name, p);
     }
-    Ok(providers)
+    Ok((providers, clouds))
 }
 
 /// The environment over the file: the built-ins' own variables, then the
@@ -295,7 +363,23 @@ impl ProviderSettings {
 
     /// Whether the provider has what it needs to be called.
     pub fn has_key(&self) -> bool {
-        !self.requires_key || self.api_key.is_some()
+        match self.platform {
+            Platform::Direct => !self.requires_key || self.api_key.is_some(),
+            _ => self.platform.has_credentials(self.api_key.is_some()),
+        }
+    }
+
+    /// The protocol a request for `model` speaks here: the provider's,
+    /// unless its platform decides by the model (Vertex serves Gemini and
+    /// Claude each in its own).
+    pub fn protocol_for(&self, model: &str) -> Protocol {
+        self.platform.protocol_for(model).unwrap_or(self.kind)
+    }
+
+    /// The provider's id for a client's model name (the name itself unless
+    /// `models` maps it).
+    pub fn model_id<'m>(&'m self, model: &'m str) -> &'m str {
+        self.models.get(model).map_or(model, String::as_str)
     }
 
     /// A provider that needs no key, with every optional setting at its
@@ -321,6 +405,8 @@ impl ProviderSettings {
             prices: BTreeMap::new(),
             http1_only: false,
             ca_file: None,
+            platform: Platform::Direct,
+            models: BTreeMap::new(),
         }
     }
 }
@@ -347,6 +433,8 @@ impl fmt::Debug for ProviderSettings {
             prices,
             http1_only,
             ca_file,
+            platform,
+            models,
         } = self;
         let header_names: Vec<(&str, &str)> =
             headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
@@ -368,6 +456,8 @@ impl fmt::Debug for ProviderSettings {
             .field("prices", prices)
             .field("http1_only", http1_only)
             .field("ca_file", ca_file)
+            .field("platform", platform)
+            .field("models", models)
             .finish()
     }
 }
@@ -390,6 +480,35 @@ impl Builtin {
 // === impl RawProvider ===
 
 impl RawProvider {
+    /// This table's kind and cloud settings, when its kind is a cloud's;
+    /// a cloud setting on a table of another kind is an error.
+    fn cloud(&self, at: &str) -> Result<Option<(Kind, RawCloud)>, FieldError> {
+        let cloud = RawCloud {
+            region: self.region.clone(),
+            aws_profile: self.aws_profile.clone(),
+            aws_access_key_id: self.aws_access_key_id.clone(),
+            aws_secret_access_key: self.aws_secret_access_key.clone(),
+            aws_session_token: self.aws_session_token.clone(),
+            project: self.project.clone(),
+            credentials_file: self.credentials_file.clone(),
+            api_version: self.api_version.clone(),
+            auth: self.auth.clone(),
+        };
+        let name = match self.kind {
+            Some(Kind::Bedrock) => "bedrock",
+            Some(Kind::Vertex) => "vertex",
+            Some(Kind::Azure) => "azure",
+            Some(Kind::Protocol(_)) | None => "",
+        };
+        if let Some((key, kinds)) = cloud.misplaced(name) {
+            return Err((
+                format!("{at}.{key}"),
+                format!("`{key}` is a setting of kind {}", kinds.join(" or ")),
+            ));
+        }
+        Ok(self.kind.filter(|_| !name.is_empty()).map(|k| (k, cloud)))
+    }
+
     /// The provider this table declares (one that is not a built-in).
     fn create(
         self,
@@ -397,11 +516,20 @@ impl RawProvider {
         timeouts: Timeouts,
         at: &str,
     ) -> Result<ProviderSettings, FieldError> {
-        let Some(base_url) = &self.base_url else {
-            return Err((
-                format!("{at}.base_url"),
-                "an extra provider needs a base_url".into(),
-            ));
+        let kind = self
+            .kind
+            .unwrap_or(Kind::Protocol(Protocol::ChatCompletions));
+        // A cloud's base URL follows from its region, filled in with the
+        // rest of its settings (`resolve_platform`).
+        let base_url = match (&self.base_url, kind) {
+            (Some(url), _) => url.as_str(),
+            (None, Kind::Bedrock | Kind::Vertex | Kind::Azure) => "",
+            (None, Kind::Protocol(_)) => {
+                return Err((
+                    format!("{at}.base_url"),
+                    "an extra provider needs a base_url".into(),
+                ));
+            }
         };
         let Some(model) = &self.model else {
             return Err((
@@ -409,9 +537,23 @@ impl RawProvider {
                 "an extra provider needs a default model".into(),
             ));
         };
-        let kind = self.kind.unwrap_or(Protocol::ChatCompletions);
-        let mut base = ProviderSettings::plain(name, kind, base_url, model, timeouts);
+        let (protocol, key_env) = match kind {
+            Kind::Protocol(p) => (p, None),
+            Kind::Bedrock => (Protocol::Messages, Some("AWS_BEARER_TOKEN_BEDROCK")),
+            Kind::Vertex => (Protocol::Messages, None),
+            Kind::Azure => (Protocol::ChatCompletions, Some("AZURE_OPENAI_API_KEY")),
+        };
+        let mut base = ProviderSettings::plain(name, protocol, base_url, model, timeouts);
         base.requires_key = self.api_key.is_some() || self.api_key_env.is_some();
+        if let Some(var) = key_env {
+            base.api_key_env = Some(var.to_owned());
+            base.requires_key = true;
+        }
+        if kind == Kind::Azure {
+            // Azure's Chat Completions takes `max_completion_tokens` as
+            // OpenAI's does (its reasoning models refuse `max_tokens`).
+            base.capabilities.max_completion_tokens = true;
+        }
         self.overlay(base, at)
     }
 
@@ -428,16 +570,28 @@ impl RawProvider {
     /// Where and how the provider is called: its protocol, base URL, key,
     /// default model and extra headers.
     fn overlay_endpoint(&self, p: &mut ProviderSettings, at: &str) -> Result<(), FieldError> {
-        if let Some(kind) = self.kind {
-            // OpenAI's servers speak both of its APIs; nothing else changes.
-            let openai_both = kind.is_openai() && p.kind.is_openai();
-            if kind != p.kind && !openai_both && BUILTIN_PROVIDERS.contains(&p.name.as_str()) {
+        let builtin = BUILTIN_PROVIDERS.contains(&p.name.as_str());
+        match self.kind {
+            Some(Kind::Protocol(kind)) => {
+                // OpenAI's servers speak both of its APIs; nothing else
+                // changes.
+                let openai_both = kind.is_openai() && p.kind.is_openai();
+                if kind != p.kind && !openai_both && builtin {
+                    return Err((
+                        format!("{at}.kind"),
+                        "a built-in provider's protocol cannot change".into(),
+                    ));
+                }
+                p.kind = kind;
+            }
+            Some(_) if builtin => {
                 return Err((
                     format!("{at}.kind"),
-                    "a built-in provider's protocol cannot change".into(),
+                    "a built-in provider is not on a cloud platform; declare one of your own"
+                        .into(),
                 ));
             }
-            p.kind = kind;
+            Some(_) | None => {}
         }
         if let Some(url) = &self.base_url {
             p.base_url = check_url(url).map_err(|m| (format!("{at}.base_url"), m))?;
@@ -504,6 +658,15 @@ impl RawProvider {
             p.capabilities = p.capabilities.with(c);
         }
         p.model_capabilities.extend(self.model_capabilities.clone());
+        for (name, id) in &self.models {
+            if name.trim().is_empty() || id.trim().is_empty() {
+                return Err((
+                    format!("{at}.models"),
+                    "a model name and the id it maps to are not empty".into(),
+                ));
+            }
+            p.models.insert(name.clone(), id.clone());
+        }
         if let Some(names) = &self.passthrough {
             p.capabilities.passthrough =
                 passthrough(names).map_err(|m| (format!("{at}.passthrough"), m))?;

@@ -10,6 +10,7 @@
 
 mod bounded_state;
 mod capabilities;
+mod cloud_settings;
 mod config_secrets;
 mod count_tokens;
 mod default_route;

@@ -132,7 +132,7 @@ fn supports(settings: &Settings, spec: &str) -> Value {
         "target": t.to_string(),
         "tools": c.tools,
         "vision": c.vision,
-        "remote_images": c.vision && p.kind.takes_remote_images(),
+        "remote_images": c.vision && p.protocol_for(&t.model).takes_remote_images(),
         "json_schema": c.json_schema,
     })
 }
