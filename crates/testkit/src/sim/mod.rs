@@ -17,6 +17,7 @@
 
 mod anthropic;
 mod body;
+mod cloud;
 mod gemini;
 mod openai;
 mod responses;
@@ -44,6 +45,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use body::{ChannelBody, Piece, response, stream_response};
+pub use cloud::Cloud;
 
 /// The wire protocol a simulator speaks: the gateway's own enum, so that
 /// a simulator and the provider it stands for are named alike (the
@@ -210,6 +212,11 @@ pub struct SimProvider {
 
 struct Shared {
     protocol: Protocol,
+    /// The cloud in front of the protocol (its auth, paths and framing),
+    /// if any.
+    cloud: Option<Box<dyn Cloud>>,
+    /// Requests the cloud refused before the protocol saw them.
+    cloud_violations: Mutex<Vec<String>>,
     queue: Mutex<std::collections::VecDeque<Reply>>,
     responder: Mutex<Option<Responder>>,
     received: Mutex<Vec<Received>>,
@@ -251,9 +258,19 @@ impl SimProvider {
 
     /// Starts a simulator of `protocol` on a free loopback port.
     pub async fn start(protocol: Protocol) -> io::Result<Self> {
+        Self::start_behind(protocol, None).await
+    }
+
+    /// Starts a simulator of `protocol` served the way `cloud` serves it
+    /// (Bedrock's paths, SigV4 and event stream around Anthropic's bodies,
+    /// …), on a free loopback port.
+    pub async fn start_behind(
+        protocol: Protocol,
+        cloud: Option<Box<dyn Cloud>>,
+    ) -> io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Shared::new(protocol);
+        let shared = Shared::new(protocol, cloud);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
         Ok(Self {
@@ -272,6 +289,9 @@ impl SimProvider {
     /// (`http://127.0.0.1:PORT/v1` for OpenAI-compatible).
     pub fn base_url(&self) -> String {
         let (scheme, addr) = (self.scheme, self.addr);
+        if let Some(cloud) = &self.shared.cloud {
+            return format!("{scheme}://{addr}{}", cloud.base_path());
+        }
         match self.shared.protocol {
             Protocol::ChatCompletions | Protocol::Responses => format!("{scheme}://{addr}/v1"),
             Protocol::GenerateContent => format!("{scheme}://{addr}/v1beta"),
@@ -371,7 +391,9 @@ impl SimProvider {
     /// it is empty.
     #[cfg(feature = "test-support")]
     pub fn violations(&self) -> Vec<String> {
-        self.shared.rules.violations()
+        let mut all = lock(&self.shared.cloud_violations).clone();
+        all.extend(self.shared.rules.violations());
+        all
     }
 }
 
@@ -393,9 +415,11 @@ impl Drop for SimProvider {
 // === impl Shared ===
 
 impl Shared {
-    fn new(protocol: Protocol) -> Arc<Self> {
+    fn new(protocol: Protocol, cloud: Option<Box<dyn Cloud>>) -> Arc<Self> {
         Arc::new(Self {
             protocol,
+            cloud,
+            cloud_violations: Mutex::default(),
             queue: Mutex::default(),
             responder: Mutex::default(),
             received: Mutex::default(),
@@ -596,6 +620,35 @@ async fn serve(
         version,
         shared: Some(Arc::clone(&shared)),
     };
+    let Some(cloud) = &shared.cloud else {
+        return serve_protocol(&shared, received).await;
+    };
+    // The cloud checks its own rules (auth, path, its edits to the body)
+    // and hands the protocol the request as the protocol's own service
+    // would have received it; the wire sees the request as sent.
+    let original = received.clone();
+    let admitted = match cloud.admit(&received) {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let line = format!("{} {}: {}", received.method, received.path, refused.message);
+            tracing::warn!(violation = %line, "simulated cloud refused a request");
+            lock(&shared.cloud_violations).push(line);
+            let mut recorded = received;
+            recorded.shared = None;
+            lock(&shared.received).push(recorded);
+            return Ok(refused.response);
+        }
+    };
+    let answer = serve_protocol(&shared, admitted).await?;
+    Ok(cloud.wrap(&original, answer))
+}
+
+/// Serves a request in the protocol's own shape: its rules, then the
+/// scripted reply.
+async fn serve_protocol(
+    shared: &Arc<Shared>,
+    received: Received,
+) -> Result<Response<SimBody>, ResetConnection> {
     #[cfg(feature = "test-support")]
     if let Some(violation) = rules::check(&shared.rules, &received) {
         // The provider refuses the request before any model sees it: the
