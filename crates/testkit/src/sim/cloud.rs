@@ -18,7 +18,7 @@ pub trait Cloud: Send + Sync + 'static {
     /// Checks `req` against the cloud's rules: refused, the cloud's own
     /// error; admitted, the request in the protocol's own shape (path,
     /// body and headers as its service takes them).
-    fn admit(&self, req: &Received) -> Result<Received, Refused>;
+    fn admit(&self, req: &Received) -> Result<Received, Box<Refused>>;
 
     /// The protocol's answer to the admitted request, as the cloud sends
     /// it to the original `req`.
