@@ -17,7 +17,7 @@ use understudy_core::{
 };
 
 use crate::classify;
-use understudy_wire::sse::{SseDecoder, SseItem};
+use understudy_wire::sse::SseItem;
 
 /// The largest non-streamed answer accepted; a bigger body is garbage.
 pub(crate) const BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -110,76 +110,11 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
 
     /// How a streamed answer's bytes become the parser's items.
     fn framing(&self) -> Framing {
-        Framing::Sse(SseDecoder::new())
+        Framing::sse()
     }
 }
 
-/// How a streamed answer's bytes become items for a protocol's parser.
-pub(crate) enum Framing {
-    /// Server-sent events.
-    Sse(SseDecoder),
-    /// AWS's binary event stream (Bedrock): each message becomes an item
-    /// by `item`, or a failure (an exception message).
-    #[allow(dead_code)] // until the Bedrock adapter lands
-    AwsEventStream {
-        decoder: understudy_wire::eventstream::Decoder,
-        item: fn(understudy_wire::eventstream::Message) -> Result<Option<SseItem>, Failure>,
-    },
-}
-
-impl Framing {
-    /// Decodes `bytes`, appending whole items to `out`; an error ends the
-    /// stream after the items before it.
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) -> Result<(), Failure> {
-        match self {
-            Self::Sse(decoder) => decoder.feed(bytes, out).map_err(|_| {
-                Failure::new(FailureKind::MalformedResponse, "an event larger than 1 MiB")
-            }),
-            Self::AwsEventStream { decoder, item } => {
-                decoder.push(bytes);
-                Self::drain(decoder, *item, out)
-            }
-        }
-    }
-
-    /// The stream ended: what is left.
-    fn finish(&mut self, out: &mut Vec<SseItem>) -> Result<(), Failure> {
-        match self {
-            Self::Sse(decoder) => {
-                let _ = decoder.finish(out);
-                Ok(())
-            }
-            Self::AwsEventStream { decoder, item } => {
-                Self::drain(decoder, *item, out)?;
-                decoder.finish().map_err(|e| {
-                    Failure::new(
-                        FailureKind::StreamInterrupted,
-                        format!("the event stream broke off: {e}"),
-                    )
-                })
-            }
-        }
-    }
-
-    fn drain(
-        decoder: &mut understudy_wire::eventstream::Decoder,
-        item: fn(understudy_wire::eventstream::Message) -> Result<Option<SseItem>, Failure>,
-        out: &mut Vec<SseItem>,
-    ) -> Result<(), Failure> {
-        while let Some(message) = decoder.next_message() {
-            let message = message.map_err(|e| {
-                Failure::new(
-                    FailureKind::MalformedResponse,
-                    format!("the event stream is corrupt: {e}"),
-                )
-            })?;
-            if let Some(i) = item(message)? {
-                out.push(i);
-            }
-        }
-        Ok(())
-    }
-}
+pub(crate) use understudy_wire::framing::Framing;
 
 pub(crate) use understudy_wire::StreamParser;
 

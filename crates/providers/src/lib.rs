@@ -11,6 +11,8 @@
 //! - [`gemini`]: Google's Generative Language API.
 //! - [`anthropic`]: Anthropic's Messages API (the protocol is
 //!   `understudy_wire::messages`).
+//! - `bedrock`: AWS Bedrock (Claude through InvokeModel, SigV4 or a
+//!   Bedrock API key, the binary event stream).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -20,6 +22,7 @@
 //! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
 pub mod anthropic;
+mod bedrock;
 pub mod classify;
 pub mod gemini;
 mod http;
@@ -37,6 +40,7 @@ use http::Upstream as _;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use understudy_core::settings::Platform;
 use understudy_core::{
     Adapter, AdapterFactory, Failure, Protocol, ProviderSettings, Secret, StreamEvent,
 };
@@ -58,6 +62,9 @@ impl AdapterFactory for Providers {
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
+        if let Platform::Bedrock(bedrock) = &settings.platform {
+            return Ok(Arc::new(bedrock::adapter(settings, bedrock)?));
+        }
         Ok(match settings.kind {
             Protocol::Responses => Arc::new(openai_responses::adapter(settings)?),
             Protocol::ChatCompletions => Arc::new(openai_compat::adapter(settings)?),

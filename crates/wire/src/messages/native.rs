@@ -130,6 +130,77 @@ pub fn with_model(body: &str, model: &str) -> Option<String> {
     apply(body, vec![edit])
 }
 
+/// How a cloud takes a Messages body: Bedrock and Vertex name the model in
+/// the URL and the API version in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloudBody<'a> {
+    /// `anthropic_version`, set unless the body has one
+    /// (`bedrock-2023-05-31`, `vertex-2023-10-16`).
+    pub version: &'a str,
+    /// Drop `stream` too (Bedrock streams by its path and refuses the
+    /// field; Vertex takes it).
+    pub drop_stream: bool,
+    /// Betas to send in the body as `anthropic_beta` (Bedrock takes them
+    /// there, not in a header); empty: none added.
+    pub betas: &'a [&'a str],
+}
+
+/// `body` (a Messages body, already [`prepare`]d) as a cloud takes it:
+/// without `model` (and `stream`, where the cloud says), with
+/// `anthropic_version` and the betas; every other byte as it was. `None`
+/// when the body is not a JSON object.
+pub fn for_cloud(body: &str, cloud: CloudBody<'_>) -> Option<String> {
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(body).ok()?;
+    let mut edits = Vec::with_capacity(4);
+    if let Some(raw) = top.get("model") {
+        edits.push(Edit::remove(body, "model", raw)?);
+    }
+    if let (true, Some(raw)) = (cloud.drop_stream, top.get("stream")) {
+        edits.push(Edit::remove(body, "stream", raw)?);
+    }
+    let mut added = String::new();
+    if !top.contains_key("anthropic_version") {
+        added.push_str(&format!(
+            "\"anthropic_version\":{},",
+            serde_json::to_string(cloud.version).ok()?
+        ));
+    }
+    if !cloud.betas.is_empty() {
+        let betas = serde_json::to_string(cloud.betas).ok()?;
+        match top.get("anthropic_beta") {
+            Some(raw) => edits.push(Edit::set(body, raw, betas)?),
+            None => added.push_str(&format!("\"anthropic_beta\":{betas},")),
+        }
+    }
+    let open = body.len() - body.trim_start().len() + 1;
+    // After the opening brace; a body left with no other member (no
+    // messages: the cloud answers it as its 400) takes no trailing comma.
+    let rest_empty = {
+        let mut probe = edits.iter().collect::<Vec<_>>();
+        probe.sort_by_key(|e| (e.start, e.end));
+        let mut kept = String::new();
+        let mut at = open;
+        for e in probe {
+            kept.push_str(body.get(at..e.start)?);
+            at = e.end;
+        }
+        kept.push_str(body.get(at..)?);
+        kept.trim_start().starts_with('}')
+    };
+    if rest_empty {
+        added.pop();
+    }
+    edits.push(Edit {
+        start: open,
+        end: open,
+        with: added,
+    });
+    apply(body, edits)
+}
+
 /// Whether a Messages body turns extended thinking on (`thinking` of any
 /// type but `disabled`): the API then refuses any temperature but 1, so
 /// the front end marks it `NativeRequest::fixed_sampling`.
@@ -309,9 +380,14 @@ impl Edit {
             });
         }
         let head = body[..key_start].trim_end();
-        let comma = head.strip_suffix(',')?.len();
+        // The only member: nothing but itself goes.
+        let start = match head.strip_suffix(',') {
+            Some(before) => before.len(),
+            None if head.ends_with('{') => key_start,
+            None => return None,
+        };
         Some(Self {
-            start: comma,
+            start,
             end: value_end,
             with: String::new(),
         })
@@ -328,7 +404,8 @@ fn span(body: &str, raw: &RawValue) -> Option<(usize, usize)> {
 
 /// `body` with `edits` (non-overlapping) made.
 fn apply(body: &str, mut edits: Vec<Edit>) -> Option<String> {
-    edits.sort_by_key(|e| e.start);
+    // An insertion at a removal's start goes first.
+    edits.sort_by_key(|e| (e.start, e.end));
     let mut out = String::with_capacity(body.len() + 64);
     let mut at = 0;
     for e in edits {
@@ -345,6 +422,41 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
     use super::*;
+
+    #[test]
+    fn a_cloud_body_loses_model_and_stream_and_gains_version_and_betas() {
+        let bedrock = CloudBody {
+            version: "bedrock-2023-05-31",
+            drop_stream: true,
+            betas: &["interleaved-thinking-2025-05-14"],
+        };
+        let body = r#"{"model": "claude-x", "max_tokens": 5, "stream": true, "messages": [{"role":"user","content":"hi"}]}"#;
+        assert_eq!(
+            for_cloud(body, bedrock).unwrap(),
+            r#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["interleaved-thinking-2025-05-14"], "max_tokens": 5,  "messages": [{"role":"user","content":"hi"}]}"#
+        );
+        let vertex = CloudBody {
+            version: "vertex-2023-10-16",
+            drop_stream: false,
+            betas: &[],
+        };
+        let body = r#"{"messages":[],"stream":true,"model":"m"}"#;
+        assert_eq!(
+            for_cloud(body, vertex).unwrap(),
+            r#"{"anthropic_version":"vertex-2023-10-16","messages":[],"stream":true}"#
+        );
+        // A version the client set stays; a body of nothing but a model
+        // keeps valid JSON.
+        let body = r#"{"anthropic_version":"bedrock-2023-05-31","model":"m"}"#;
+        let out = for_cloud(body, bedrock).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::json!({"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["interleaved-thinking-2025-05-14"]})
+        );
+        let out = for_cloud(r#"{"model":"m"}"#, vertex).unwrap();
+        assert_eq!(out, r#"{"anthropic_version":"vertex-2023-10-16"}"#);
+        assert!(for_cloud("[1]", vertex).is_none());
+    }
 
     #[test]
     fn thinking_fixes_the_sampling() {

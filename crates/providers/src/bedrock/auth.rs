@@ -1,0 +1,289 @@
+//! How a Bedrock request is authorized: a Bedrock API key (a bearer), or
+//! a SigV4 signature with AWS keys — given in the settings or the
+//! environment (they never change), or read from a profile of the shared
+//! credentials file, which the provider's actor reads again when the file
+//! changes (a `credential_process` or SSO login rewriting it), and at once
+//! when Bedrock says the session token expired.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use understudy_core::settings::{AwsCredentials, shown_key_id};
+use understudy_core::{BoxFuture, CredentialStatus, Credentials, Failure, FailureKind};
+
+use crate::sigv4;
+
+/// How often the actor looks at the credentials file's modification time.
+const FILE_CHECK: Duration = Duration::from_secs(30);
+
+/// AWS keys a provider signs with, and where they come from.
+pub(crate) struct AwsKeys {
+    source: Source,
+    held: RwLock<Option<Held>>,
+    error: Mutex<Option<String>>,
+}
+
+enum Source {
+    /// Given once; `from` is `settings` or `environment`.
+    Fixed {
+        from: &'static str,
+    },
+    Profile {
+        file: PathBuf,
+        profile: String,
+    },
+}
+
+struct Held {
+    keys: Arc<sigv4::Credentials>,
+    /// The file's modification time when they were read.
+    modified: Option<SystemTime>,
+}
+
+impl std::fmt::Debug for AwsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsKeys")
+            .field("source", &self.status().source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsKeys {
+    /// The keys the settings found; `None` when there are none (the
+    /// provider then has a Bedrock API key).
+    pub(crate) fn of(credentials: &AwsCredentials) -> Self {
+        match credentials {
+            AwsCredentials::Keys {
+                access_key_id,
+                secret_access_key,
+                session_token,
+                source,
+            } => Self {
+                source: Source::Fixed { from: source },
+                held: RwLock::new(Some(Held {
+                    keys: Arc::new(sigv4::Credentials {
+                        access_key_id: access_key_id.clone(),
+                        secret_access_key: secret_access_key.expose().to_owned(),
+                        session_token: session_token.as_ref().map(|t| t.expose().to_owned()),
+                    }),
+                    modified: None,
+                })),
+                error: Mutex::new(None),
+            },
+            AwsCredentials::Profile { file, profile } => Self {
+                source: Source::Profile {
+                    file: file.clone(),
+                    profile: profile.clone(),
+                },
+                held: RwLock::new(None),
+                error: Mutex::new(None),
+            },
+        }
+    }
+
+    /// The keys to sign with now: the held ones, else (before the actor's
+    /// first read) the file's, read here.
+    pub(crate) fn current(&self) -> Result<Arc<sigv4::Credentials>, Failure> {
+        if let Some(held) = self.held.read().ok().as_ref().and_then(|h| h.as_ref()) {
+            return Ok(Arc::clone(&held.keys));
+        }
+        self.read_file(true)
+            .map_err(|e| Failure::new(FailureKind::Auth, e))?;
+        self.held
+            .read()
+            .ok()
+            .and_then(|h| h.as_ref().map(|h| Arc::clone(&h.keys)))
+            .ok_or_else(|| Failure::new(FailureKind::Auth, "no AWS credentials"))
+    }
+
+    /// Reads the credentials file again after Bedrock said the session
+    /// token expired: whether other keys were found.
+    pub(crate) fn reload(&self) -> bool {
+        let before = self.current().ok();
+        if self.read_file(true).is_err() {
+            return false;
+        }
+        let after = self.current().ok();
+        match (before, after) {
+            (Some(b), Some(a)) => {
+                b.access_key_id != a.access_key_id
+                    || b.secret_access_key != a.secret_access_key
+                    || b.session_token != a.session_token
+            }
+            (None, Some(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// Reads the profile from the file (always with `force`, else only
+    /// when the file changed since the held keys were read).
+    fn read_file(&self, force: bool) -> Result<(), String> {
+        let Source::Profile { file, profile } = &self.source else {
+            return Ok(());
+        };
+        let modified = std::fs::metadata(file).and_then(|m| m.modified()).ok();
+        let unchanged = self
+            .held
+            .read()
+            .ok()
+            .and_then(|h| h.as_ref().map(|h| h.modified))
+            .is_some_and(|m| m.is_some() && m == modified);
+        if unchanged && !force {
+            return Ok(());
+        }
+        let result = read_profile(file, profile).map(|keys| {
+            if let Ok(mut held) = self.held.write() {
+                *held = Some(Held {
+                    keys: Arc::new(keys),
+                    modified,
+                });
+            }
+        });
+        if let Ok(mut error) = self.error.lock() {
+            *error = result.as_ref().err().cloned();
+        }
+        result
+    }
+}
+
+impl Credentials for AwsKeys {
+    fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.read_file(false) })
+    }
+
+    fn refresh_in(&self) -> Option<Duration> {
+        match self.source {
+            Source::Fixed { .. } => None,
+            Source::Profile { .. } => Some(FILE_CHECK),
+        }
+    }
+
+    fn status(&self) -> CredentialStatus {
+        let key = self
+            .held
+            .read()
+            .ok()
+            .and_then(|h| h.as_ref().map(|h| shown_key_id(&h.keys.access_key_id)));
+        let place = match &self.source {
+            Source::Fixed { from } => format!("AWS keys from the {from}"),
+            Source::Profile { file, profile } => {
+                format!("AWS profile `{profile}` in {}", file.display())
+            }
+        };
+        CredentialStatus {
+            source: match key {
+                Some(key) => format!("{place} ({key})"),
+                None => place,
+            },
+            expires_at: None,
+            error: self.error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+}
+
+/// The keys of `profile` in an AWS shared credentials file (INI: `[name]`
+/// sections of `key = value`; `[profile name]` as the config file writes
+/// it is taken too). Errors name the file and the profile, never a value.
+pub(crate) fn read_profile(file: &Path, profile: &str) -> Result<sigv4::Credentials, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        format!(
+            "cannot read the AWS credentials file {}: {e}",
+            file.display()
+        )
+    })?;
+    let mut in_profile = false;
+    let (mut id, mut secret, mut token) = (None, None, None);
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let name = section.trim();
+            let name = name.strip_prefix("profile ").map_or(name, str::trim);
+            in_profile = name == profile;
+            continue;
+        }
+        if !in_profile {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().to_owned();
+        match key.trim().to_ascii_lowercase().as_str() {
+            "aws_access_key_id" => id = Some(value),
+            "aws_secret_access_key" => secret = Some(value),
+            "aws_session_token" => token = Some(value),
+            _ => {}
+        }
+    }
+    match (id, secret) {
+        (Some(access_key_id), Some(secret_access_key))
+            if !access_key_id.is_empty() && !secret_access_key.is_empty() =>
+        {
+            Ok(sigv4::Credentials {
+                access_key_id,
+                secret_access_key,
+                session_token: token.filter(|t| !t.is_empty()),
+            })
+        }
+        _ => Err(format!(
+            "the AWS credentials file {} has no `aws_access_key_id` and `aws_secret_access_key` for profile `{profile}`",
+            file.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("credentials");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_profile_is_read_from_its_section_only() {
+        let dir = std::env::temp_dir().join(format!("understudy-aws-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = write(
+            &dir,
+            "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = s0\n\n[profile prod]\n# comment\naws_access_key_id=AKIDPROD\naws_secret_access_key = s1 \naws_session_token = t1\n",
+        );
+        let prod = read_profile(&path, "prod").unwrap();
+        assert_eq!(prod.access_key_id, "AKIDPROD");
+        assert_eq!(prod.secret_access_key, "s1");
+        assert_eq!(prod.session_token.as_deref(), Some("t1"));
+        let default = read_profile(&path, "default").unwrap();
+        assert_eq!(default.access_key_id, "AKIDDEFAULT");
+        assert!(default.session_token.is_none());
+        let err = read_profile(&path, "missing").unwrap_err();
+        assert!(
+            err.contains("profile `missing`") && !err.contains("s1"),
+            "{err}"
+        );
+
+        // Keys that change on disk are found by the actor's refresh and by
+        // a reload after an expired token.
+        let keys = AwsKeys::of(&AwsCredentials::Profile {
+            file: path.clone(),
+            profile: "prod".into(),
+        });
+        assert_eq!(keys.current().unwrap().access_key_id, "AKIDPROD");
+        assert!(!keys.reload(), "the same keys are not new ones");
+        write(
+            &dir,
+            "[prod]\naws_access_key_id = AKIDNEW\naws_secret_access_key = s2\n",
+        );
+        assert!(keys.reload());
+        assert_eq!(keys.current().unwrap().access_key_id, "AKIDNEW");
+        let status = keys.status();
+        assert!(status.source.contains("profile `prod`") && status.source.contains("AKID…"));
+        assert!(!format!("{keys:?} {status:?}").contains("s2"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,361 @@
+//! AWS Bedrock (`kind = "bedrock"`): Claude through InvokeModel and
+//! InvokeModelWithResponseStream with Anthropic's Messages body.
+//!
+//! - The model id, inference profile (`us.anthropic.…`) or ARN goes in the
+//!   path (`/model/{id}/invoke`), percent-encoded but for `:` as AWS's
+//!   SDKs send it; the body carries `anthropic_version:
+//!   "bedrock-2023-05-31"` and neither `model` nor `stream`; a client's
+//!   betas go in the body's `anthropic_beta`, only those Bedrock takes.
+//! - A stream is AWS's binary event stream: each `chunk` event's `bytes`
+//!   is one Anthropic stream event's JSON, read by the Messages stream
+//!   parser as if it had come as SSE; an exception message is the stream's
+//!   failure (`error.rs`).
+//! - Every request is signed (SigV4, service `bedrock`, the exact body
+//!   bytes, the session token), or carries a Bedrock API key as a bearer
+//!   (`auth.rs`).
+
+mod auth;
+mod error;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use understudy_core::settings::Bedrock;
+use understudy_core::{BoxFuture, ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
+use understudy_wire::eventstream::{Kind, Message};
+use understudy_wire::messages::native::{self, CloudBody};
+use understudy_wire::messages::response::{WireResponse, completion};
+use understudy_wire::messages::{max_tokens, request::wire_request};
+use understudy_wire::sse::SseItem;
+
+use crate::anthropic::AnthropicStream;
+use crate::http::{Framing, HttpAdapter, Received, Upstream};
+use crate::sigv4;
+
+use auth::AwsKeys;
+
+/// The body's API version on Bedrock.
+pub const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
+
+/// SigV4's name for the service (not the host's `bedrock-runtime`).
+const SERVICE: &str = "bedrock";
+
+/// The betas Bedrock's InvokeModel takes (by prefix, any date): Bedrock
+/// answers `400 invalid beta flag` to any other, even to ones Anthropic's
+/// own API takes (clouds.md §1.3).
+const BETAS: [&str; 9] = [
+    "computer-use-",
+    "token-efficient-tools-",
+    "interleaved-thinking-",
+    "output-128k-",
+    "context-1m-",
+    "context-management-",
+    "effort-",
+    "tool-search-tool-",
+    "tool-examples-",
+];
+
+/// A Bedrock provider.
+pub(crate) type BedrockAdapter = HttpAdapter<BedrockMessages>;
+
+/// Claude on Bedrock, bound to one provider's settings.
+#[derive(Debug)]
+pub(crate) struct BedrockMessages {
+    base: reqwest::Url,
+    region: String,
+    headers: HeaderMap,
+    auth: Auth,
+    limits: crate::OutputLimits,
+}
+
+#[derive(Debug)]
+enum Auth {
+    /// A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`), as the header value.
+    Bearer(HeaderValue),
+    SigV4(Arc<AwsKeys>),
+}
+
+/// Builds the adapter for a Bedrock provider.
+pub(crate) fn adapter(
+    settings: &ProviderSettings,
+    bedrock: &Bedrock,
+) -> Result<BedrockAdapter, String> {
+    let mut headers = crate::extra_headers(settings)?;
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let auth = match (&settings.api_key, &bedrock.credentials) {
+        (Some(key), _) => Auth::Bearer(crate::sensitive(&format!("Bearer {}", key.expose()))?),
+        (None, Some(credentials)) => Auth::SigV4(Arc::new(AwsKeys::of(credentials))),
+        (None, None) => {
+            return Err("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (`aws_profile`), or a Bedrock API key (AWS_BEARER_TOKEN_BEDROCK)".into());
+        }
+    };
+    HttpAdapter::new(
+        settings,
+        BedrockMessages {
+            base: crate::http::endpoint(&settings.base_url)?,
+            region: bedrock.region.clone(),
+            headers,
+            auth,
+            limits: crate::OutputLimits::of(settings),
+        },
+    )
+}
+
+impl BedrockMessages {
+    /// `…/model/{id}/invoke` (or `invoke-with-response-stream`).
+    fn url(&self, model: &str, stream: bool) -> reqwest::Url {
+        let mut url = self.base.clone();
+        let base = url.path().trim_end_matches('/').to_owned();
+        let op = if stream {
+            "invoke-with-response-stream"
+        } else {
+            "invoke"
+        };
+        url.set_path(&format!("{base}/model/{}/{op}", encode_model(model)));
+        url
+    }
+
+    /// The body for `model`: the client's own (native) edited for Bedrock,
+    /// or the Messages translation of the neutral request.
+    fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<String, Failure> {
+        let limit = self.limits.limit(model);
+        if let Some(native) = self.native(request) {
+            if let Some(prepared) = native::prepare(&native.body, model, limit) {
+                let betas = bedrock_betas(native);
+                let body = crate::signature::unsigned_json_owned(prepared.body);
+                let cloud = CloudBody {
+                    version: BEDROCK_VERSION,
+                    drop_stream: true,
+                    betas: &betas,
+                };
+                return native::for_cloud(&body, cloud).ok_or_else(|| {
+                    Failure::new(
+                        FailureKind::BadRequest,
+                        "the request body is not a JSON object",
+                    )
+                });
+            }
+        }
+        let max_tokens = max_tokens(request.max_tokens, limit);
+        let wire = wire_request(model, request, stream, max_tokens)?;
+        let mut body = serde_json::to_value(&wire).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
+        if let Some(body) = body.as_object_mut() {
+            body.remove("model");
+            body.remove("stream");
+            body.insert("anthropic_version".into(), BEDROCK_VERSION.into());
+        }
+        Ok(body.to_string())
+    }
+}
+
+impl Upstream for BedrockMessages {
+    type Parser = AnthropicStream;
+    const NATIVE: Option<understudy_core::Protocol> = Some(understudy_core::Protocol::Messages);
+    const AUTHORIZES: bool = true;
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        if understudy_core::settings::bedrock_protocol(model).is_none() {
+            return Err(Failure::new(
+                FailureKind::Unsupported,
+                format!(
+                    "`{model}` is not one of Anthropic's models, and Bedrock's Converse API is not spoken yet"
+                ),
+            ));
+        }
+        let body = self.body(model, request, stream)?;
+        let mut headers = self.headers.clone();
+        let accept = if stream {
+            "x-amzn-bedrock-accept"
+        } else {
+            ACCEPT.as_str()
+        };
+        headers.insert(accept, HeaderValue::from_static("application/json"));
+        Ok(crate::http::raw_post(
+            client,
+            self.url(model, stream),
+            headers,
+            body,
+        ))
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        request: &'a mut reqwest::Request,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            match &self.auth {
+                Auth::Bearer(value) => {
+                    request.headers_mut().insert(AUTHORIZATION, value.clone());
+                    Ok(())
+                }
+                Auth::SigV4(keys) => sign(request, &self.region, &*keys.current()?),
+            }
+        })
+    }
+
+    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            match &self.auth {
+                Auth::SigV4(keys) if error::expired(failure) => keys.reload(),
+                _ => false,
+            }
+        })
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        match &self.auth {
+            Auth::SigV4(keys) => Some(Arc::clone(keys) as Arc<dyn understudy_core::Credentials>),
+            Auth::Bearer(_) => None,
+        }
+    }
+
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        let parsed: WireResponse =
+            crate::http::answer_body(received, "an Anthropic message", error::classify)?;
+        completion(&parsed, model, received.status, &received.headers)
+    }
+
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        error::classify(status, headers, body)
+    }
+
+    fn parser(&self, model: &str, native: bool) -> AnthropicStream {
+        AnthropicStream::for_model(model).with_native(native)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::aws_event_stream(chunk_item)
+    }
+}
+
+/// Signs `request` (its final body) with `keys` for `region`.
+fn sign(
+    request: &mut reqwest::Request,
+    region: &str,
+    keys: &sigv4::Credentials,
+) -> Result<(), Failure> {
+    let url = request.url();
+    let host = match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        (None, _) => return Err(Failure::new(FailureKind::BadRequest, "the URL has no host")),
+    };
+    let body = request
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .unwrap_or_default();
+    let content_type = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let signed = sigv4::sign(
+        &sigv4::Request {
+            method: request.method().as_str(),
+            path: url.path(),
+            query: url.query().unwrap_or(""),
+            headers: &[("host", &host), ("content-type", &content_type)],
+            body,
+        },
+        &sigv4::Scope {
+            region,
+            service: SERVICE,
+            time: SystemTime::now(),
+            normalize_path: true,
+            double_encode_path: true,
+            content_sha256_header: false,
+        },
+        keys,
+    );
+    for (name, value) in signed.headers {
+        let value = crate::sensitive(&value)
+            .map_err(|e| Failure::new(FailureKind::Auth, format!("cannot sign: {e}")))?;
+        request.headers_mut().insert(name, value);
+    }
+    Ok(())
+}
+
+/// A model id as one path segment: every byte but the unreserved ones and
+/// `:` percent-encoded (an ARN's `/` becomes `%2F`), as AWS's SDKs write it.
+fn encode_model(model: &str) -> String {
+    let mut out = String::with_capacity(model.len());
+    for b in model.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The client's `anthropic-beta` header values that Bedrock takes.
+fn bedrock_betas(native: &understudy_core::NativeRequest) -> Vec<&str> {
+    native
+        .headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("anthropic-beta"))
+        .flat_map(|(_, value)| value.split(','))
+        .map(str::trim)
+        .filter(|beta| BETAS.iter().any(|prefix| beta.starts_with(prefix)))
+        .collect()
+}
+
+/// One event-stream message as the Messages parser's item: a `chunk`'s
+/// decoded bytes (one Anthropic stream event), nothing for other events,
+/// the failure an exception or error message is.
+fn chunk_item(message: Message) -> Result<Option<SseItem>, Failure> {
+    #[derive(serde::Deserialize)]
+    struct Chunk {
+        bytes: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    let malformed = |why: &str| {
+        Failure::new(
+            FailureKind::MalformedResponse,
+            format!("a Bedrock stream chunk {why}"),
+        )
+    };
+    match message.kind() {
+        Kind::Event("chunk") => {
+            let chunk: Chunk = serde_json::from_slice(&message.payload)
+                .map_err(|_| malformed("is not JSON with `bytes`"))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(chunk.bytes.as_bytes())
+                .map_err(|_| malformed("holds bytes that are not base64"))?;
+            let data = String::from_utf8(bytes).map_err(|_| malformed("is not UTF-8"))?;
+            let event = serde_json::from_str::<Typed>(&data).ok().map(|t| t.kind);
+            Ok(Some(SseItem::Event { event, data }))
+        }
+        Kind::Event(_) | Kind::Unknown => Ok(None),
+        Kind::Exception(kind) => Err(error::exception(kind, &message.payload)),
+        Kind::Error(code) => Err(Failure::new(
+            FailureKind::Unavailable,
+            format!(
+                "{code}: {}",
+                message.header_str(":error-message").unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
