@@ -66,7 +66,7 @@ pub use redis::RedisServer;
 #[cfg(feature = "tls")]
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
-    Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
+    BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
 };
 
 /// A plain HTTP client for tests and the demo, which talk to a gateway

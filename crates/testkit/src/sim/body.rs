@@ -136,6 +136,12 @@ pub(crate) struct ChannelBody {
 }
 
 impl ChannelBody {
+    /// A body fed by the sender (a bounded channel of `capacity` items).
+    pub(crate) fn channel(capacity: usize) -> (mpsc::Sender<Result<Bytes, io::Error>>, Self) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (tx, Self { rx })
+    }
+
     /// A body made of these items, in order.
     pub(super) fn scripted(items: Vec<Result<Bytes, io::Error>>) -> Self {
         let (tx, rx) = mpsc::channel(items.len().max(1));

@@ -16,6 +16,7 @@
 //! `understudy demo` check nothing.
 
 mod anthropic;
+mod bedrock;
 mod body;
 mod cloud;
 mod gemini;
@@ -44,8 +45,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};
-pub use cloud::Cloud;
+pub use cloud::{Cloud, Refused};
 
 /// The wire protocol a simulator speaks: the gateway's own enum, so that
 /// a simulator and the provider it stands for are named alike (the
@@ -621,7 +623,8 @@ async fn serve(
         shared: Some(Arc::clone(&shared)),
     };
     let Some(cloud) = &shared.cloud else {
-        return serve_protocol(&shared, received).await;
+        let wire = received.clone();
+        return serve_protocol(&shared, received, wire).await;
     };
     // The cloud checks its own rules (auth, path, its edits to the body)
     // and hands the protocol the request as the protocol's own service
@@ -639,22 +642,24 @@ async fn serve(
             return Ok(refused.response);
         }
     };
-    let answer = serve_protocol(&shared, admitted).await?;
+    let answer = serve_protocol(&shared, admitted, original.clone()).await?;
     Ok(cloud.wrap(&original, answer))
 }
 
 /// Serves a request in the protocol's own shape: its rules, then the
-/// scripted reply.
+/// scripted reply; `wire` (the request as it came, before a cloud's
+/// rewriting) is what `received()` records.
 async fn serve_protocol(
     shared: &Arc<Shared>,
     received: Received,
+    wire: Received,
 ) -> Result<Response<SimBody>, ResetConnection> {
     #[cfg(feature = "test-support")]
     if let Some(violation) = rules::check(&shared.rules, &received) {
         // The provider refuses the request before any model sees it: the
         // scripted replies stay queued for the next one.
         shared.rules.record(&received, &violation);
-        let mut recorded = received.clone();
+        let mut recorded = wire;
         recorded.shared = None;
         lock(&shared.received).push(recorded);
         return Ok(violation.response());
@@ -667,7 +672,7 @@ async fn serve_protocol(
             None => Reply::Text("Hello from the simulator.".into()),
         },
     };
-    let mut recorded = received.clone();
+    let mut recorded = wire;
     recorded.shared = None;
     lock(&shared.received).push(recorded);
     respond(shared.protocol, reply, &received).await

@@ -1,0 +1,666 @@
+//! AWS Bedrock in front of the Anthropic simulator: what bedrock-runtime
+//! checks and how it answers (clouds.md §1).
+//!
+//! - Paths: `POST /model/{modelId}/invoke` and
+//!   `/invoke-with-response-stream`, the id percent-decoded.
+//! - Auth: every request's SigV4 signature is recomputed from the bytes
+//!   received (service `bedrock`, this region, the known key, the session
+//!   token when there is one, a date within five minutes) — with
+//!   `understudy_providers::sigv4`, which is itself checked against AWS's
+//!   published test suite; or a Bedrock API key as a bearer. A session
+//!   token marked expired gets `ExpiredTokenException`.
+//! - The body: `anthropic_version` must be `bedrock-2023-05-31`; `model`
+//!   and `stream` are extraneous keys; `anthropic_beta` holds only betas
+//!   Bedrock takes.
+//! - Answers: errors in Bedrock's shape (`x-amzn-errortype`, a `message`);
+//!   a stream as `application/vnd.amazon.eventstream`, each Anthropic event
+//!   a `chunk` whose `bytes` is its JSON in base64 (with padding), every
+//!   frame split across two writes; an error event becomes an exception
+//!   message. The frames are written with `understudy_wire::eventstream`,
+//!   whose encoder reproduces AWS's reference messages byte for byte (its
+//!   tests), so the simulator still holds the wire to AWS's bytes.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use understudy_providers::sigv4;
+use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
+
+use super::body::{ChannelBody, response};
+use super::cloud::{Cloud, Refused};
+use super::{Received, SimBody, lock};
+
+/// The betas Bedrock's InvokeModel takes, by prefix (clouds.md §1.3).
+const BETAS: [&str; 9] = [
+    "computer-use-",
+    "token-efficient-tools-",
+    "interleaved-thinking-",
+    "output-128k-",
+    "context-1m-",
+    "context-management-",
+    "effort-",
+    "tool-search-tool-",
+    "tool-examples-",
+];
+
+/// The simulated account: its region and the credentials it knows. Clone
+/// it to keep a handle: a test can expire a session token while the
+/// simulator runs.
+#[derive(Clone)]
+pub struct BedrockSim {
+    inner: Arc<Account>,
+}
+
+struct Account {
+    region: String,
+    keys: Mutex<Vec<sigv4::Credentials>>,
+    bearer: Option<String>,
+    expired: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for BedrockSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BedrockSim")
+            .field("region", &self.inner.region)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BedrockSim {
+    /// An account in `region` that knows these keys (and, with a
+    /// session token, takes them only with it).
+    pub fn new(region: &str, key_id: &str, secret: &str, session_token: Option<&str>) -> Self {
+        Self {
+            inner: Arc::new(Account {
+                region: region.to_owned(),
+                keys: Mutex::new(vec![keys(key_id, secret, session_token)]),
+                bearer: None,
+                expired: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// An account in `region` that takes this Bedrock API key.
+    pub fn with_api_key(region: &str, key: &str) -> Self {
+        Self {
+            inner: Arc::new(Account {
+                region: region.to_owned(),
+                keys: Mutex::new(Vec::new()),
+                bearer: Some(key.to_owned()),
+                expired: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// Knows these keys too (a rotated set, a new session token).
+    pub fn add_keys(&self, key_id: &str, secret: &str, session_token: Option<&str>) {
+        lock(&self.inner.keys).push(keys(key_id, secret, session_token));
+    }
+
+    /// Requests signed with this session token get `ExpiredTokenException`.
+    pub fn expire_session_token(&self, token: &str) {
+        lock(&self.inner.expired).insert(token.to_owned());
+    }
+}
+
+fn keys(key_id: &str, secret: &str, session_token: Option<&str>) -> sigv4::Credentials {
+    sigv4::Credentials {
+        access_key_id: key_id.to_owned(),
+        secret_access_key: secret.to_owned(),
+        session_token: session_token.map(str::to_owned),
+    }
+}
+
+impl super::SimProvider {
+    /// Starts a Bedrock simulator (Claude through InvokeModel) for `account`.
+    pub async fn bedrock(account: &BedrockSim) -> std::io::Result<Self> {
+        Self::start_behind(super::Protocol::Messages, Some(Box::new(account.clone()))).await
+    }
+}
+
+/// A refusal in Bedrock's shape.
+fn refuse(status: u16, kind: &str, message: &str) -> Box<Refused> {
+    Box::new(Refused {
+        response: error(status, kind, message),
+        message: format!("{kind}: {message}"),
+    })
+}
+
+fn error(status: u16, kind: &str, message: &str) -> hyper::Response<SimBody> {
+    let errortype = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+    response(
+        status,
+        &[
+            ("content-type", "application/json"),
+            ("x-amzn-errortype", &errortype),
+            ("x-amzn-requestid", "0b1f3ae6-sim"),
+        ],
+        json!({ "message": message }).to_string(),
+    )
+}
+
+impl Cloud for BedrockSim {
+    fn admit(&self, req: &Received) -> Result<Received, Box<Refused>> {
+        let (model, stream) = operation(req)?;
+        self.check_auth(req)?;
+        let body = checked_body(req)?;
+        Ok(as_anthropic(req, body, &model, stream))
+    }
+
+    fn wrap(&self, req: &Received, answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
+        let status = answer.status().as_u16();
+        if answer.headers().contains_key("x-amzn-errortype") {
+            return answer;
+        }
+        if !(200..300).contains(&status) {
+            return bedrock_error(answer);
+        }
+        let streamed = answer
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if streamed && req.path.ends_with("/invoke-with-response-stream") {
+            return event_stream(answer);
+        }
+        answer
+    }
+}
+
+/// The model id and whether the operation streams.
+fn operation(req: &Received) -> Result<(String, bool), Box<Refused>> {
+    let path = req.path.split('?').next().unwrap_or_default();
+    let rest = path.strip_prefix("/model/").ok_or_else(|| {
+        refuse(
+            404,
+            "UnknownOperationException",
+            &format!("no operation at {path}"),
+        )
+    })?;
+    let (id, op) = rest.rsplit_once('/').ok_or_else(|| {
+        refuse(
+            404,
+            "UnknownOperationException",
+            &format!("no operation at {path}"),
+        )
+    })?;
+    let stream = match op {
+        "invoke" => false,
+        "invoke-with-response-stream" => true,
+        other => {
+            return Err(refuse(
+                404,
+                "UnknownOperationException",
+                &format!("no operation `{other}`"),
+            ));
+        }
+    };
+    if req.method != "POST" {
+        return Err(refuse(405, "ValidationException", "only POST"));
+    }
+    let id =
+        percent_decode(id).ok_or_else(|| refuse(400, "ValidationException", "a bad model id"))?;
+    if id.is_empty() || id.len() > 2048 {
+        return Err(refuse(
+            400,
+            "ValidationException",
+            "the model id is 1 to 2048 characters",
+        ));
+    }
+    Ok((id, stream))
+}
+
+impl BedrockSim {
+    fn check_auth(&self, req: &Received) -> Result<(), Box<Refused>> {
+        let auth = req.header("authorization").ok_or_else(|| {
+            refuse(
+                403,
+                "MissingAuthenticationTokenException",
+                "Missing Authentication Token",
+            )
+        })?;
+        if let Some(token) = auth.strip_prefix("Bearer ") {
+            return match &self.inner.bearer {
+                Some(key) if key == token => Ok(()),
+                _ => Err(refuse(
+                    403,
+                    "UnrecognizedClientException",
+                    "Invalid API Key format: Must start with pre-defined prefix",
+                )),
+            };
+        }
+        let parsed = ParsedAuth::of(auth).ok_or_else(|| {
+            refuse(
+                403,
+                "IncompleteSignatureException",
+                "the Authorization header is not a SigV4 signature",
+            )
+        })?;
+        let token = req.header("x-amz-security-token");
+        let known = lock(&self.inner.keys).clone();
+        let mut with_id = known.iter().filter(|k| k.access_key_id == parsed.key_id);
+        let keys = with_id
+            .clone()
+            .find(|k| k.session_token.is_none() || k.session_token.as_deref() == token)
+            .or_else(|| with_id.next())
+            .cloned()
+            .ok_or_else(|| {
+                refuse(
+                    403,
+                    "UnrecognizedClientException",
+                    "The security token included in the request is invalid.",
+                )
+            })?;
+        if parsed.region != self.inner.region || parsed.service != "bedrock" {
+            return Err(refuse(
+                403,
+                "InvalidSignatureException",
+                &format!(
+                    "Credential should be scoped to a valid region and to service 'bedrock', not '{}/{}'.",
+                    parsed.region, parsed.service
+                ),
+            ));
+        }
+        for needed in ["host", "x-amz-date"] {
+            if !parsed.signed.iter().any(|h| h == needed) {
+                return Err(refuse(
+                    403,
+                    "InvalidSignatureException",
+                    &format!("'{needed}' must be a signed header"),
+                ));
+            }
+        }
+        match (&keys.session_token, token) {
+            (Some(expected), Some(token)) if expected == token => {
+                if !parsed.signed.iter().any(|h| h == "x-amz-security-token") {
+                    return Err(refuse(
+                        403,
+                        "InvalidSignatureException",
+                        "the session token must be signed",
+                    ));
+                }
+                if lock(&self.inner.expired).contains(token) {
+                    return Err(refuse(
+                        403,
+                        "ExpiredTokenException",
+                        "The security token included in the request is expired",
+                    ));
+                }
+            }
+            (None, None) => {}
+            _ => {
+                return Err(refuse(
+                    403,
+                    "UnrecognizedClientException",
+                    "The security token included in the request is invalid.",
+                ));
+            }
+        }
+        let date = req.header("x-amz-date").unwrap_or_default();
+        let time = parse_amz_date(date).ok_or_else(|| {
+            refuse(
+                403,
+                "IncompleteSignatureException",
+                "x-amz-date is not YYYYMMDDTHHMMSSZ",
+            )
+        })?;
+        let skew = SystemTime::now()
+            .duration_since(time)
+            .unwrap_or_else(|e| e.duration());
+        if skew > Duration::from_secs(300) || !date.starts_with(&parsed.date) {
+            return Err(refuse(
+                403,
+                "InvalidSignatureException",
+                "Signature expired or not yet current",
+            ));
+        }
+        let added = ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
+        let headers: Vec<(&str, &str)> = parsed
+            .signed
+            .iter()
+            .filter(|h| !added.contains(&h.as_str()))
+            .filter_map(|h| req.header(h).map(|v| (h.as_str(), v)))
+            .collect();
+        let (path, query) = req.path.split_once('?').unwrap_or((&req.path, ""));
+        let again = sigv4::sign(
+            &sigv4::Request {
+                method: &req.method,
+                path,
+                query,
+                headers: &headers,
+                body: &req.body,
+            },
+            &sigv4::Scope {
+                region: &self.inner.region,
+                service: "bedrock",
+                time,
+                normalize_path: true,
+                double_encode_path: true,
+                content_sha256_header: parsed.signed.iter().any(|h| h == "x-amz-content-sha256"),
+            },
+            &keys,
+        );
+        if again.signature != parsed.signature {
+            return Err(refuse(
+                403,
+                "InvalidSignatureException",
+                "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The parts of a SigV4 `Authorization` header.
+struct ParsedAuth {
+    key_id: String,
+    date: String,
+    region: String,
+    service: String,
+    signed: Vec<String>,
+    signature: String,
+}
+
+impl ParsedAuth {
+    fn of(header: &str) -> Option<Self> {
+        let rest = header.strip_prefix("AWS4-HMAC-SHA256 ")?;
+        let (mut credential, mut signed, mut signature) = (None, None, None);
+        for part in rest.split(',') {
+            let (k, v) = part.trim().split_once('=')?;
+            match k {
+                "Credential" => credential = Some(v),
+                "SignedHeaders" => signed = Some(v),
+                "Signature" => signature = Some(v),
+                _ => return None,
+            }
+        }
+        let mut scope = credential?.split('/');
+        let (key_id, date, region, service, terminator) = (
+            scope.next()?,
+            scope.next()?,
+            scope.next()?,
+            scope.next()?,
+            scope.next()?,
+        );
+        if terminator != "aws4_request" || scope.next().is_some() {
+            return None;
+        }
+        Some(Self {
+            key_id: key_id.to_owned(),
+            date: date.to_owned(),
+            region: region.to_owned(),
+            service: service.to_owned(),
+            signed: signed?.split(';').map(str::to_owned).collect(),
+            signature: signature?.to_owned(),
+        })
+    }
+}
+
+/// The body, checked as InvokeModel checks a Claude body.
+fn checked_body(req: &Received) -> Result<serde_json::Map<String, Value>, Box<Refused>> {
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&req.body) else {
+        return Err(refuse(
+            400,
+            "ValidationException",
+            "Malformed input request, please reformat your input and try again.",
+        ));
+    };
+    for extraneous in ["model", "stream"] {
+        if body.contains_key(extraneous) {
+            return Err(refuse(
+                400,
+                "ValidationException",
+                &format!(
+                    "Malformed input request: #: extraneous key [{extraneous}] is not permitted, please reformat your input and try again."
+                ),
+            ));
+        }
+    }
+    if body.get("anthropic_version").and_then(Value::as_str) != Some("bedrock-2023-05-31") {
+        return Err(refuse(
+            400,
+            "ValidationException",
+            "Malformed input request: #: required key [anthropic_version] not found or invalid",
+        ));
+    }
+    if let Some(betas) = body.get("anthropic_beta") {
+        let ok = betas.as_array().is_some_and(|a| {
+            a.iter().all(|b| {
+                b.as_str()
+                    .is_some_and(|b| BETAS.iter().any(|p| b.starts_with(p)))
+            })
+        });
+        if !ok {
+            return Err(refuse(
+                400,
+                "ValidationException",
+                "The model returned the following errors: invalid beta flag",
+            ));
+        }
+    }
+    Ok(body)
+}
+
+/// The request as api.anthropic.com would have received it.
+fn as_anthropic(
+    req: &Received,
+    mut body: serde_json::Map<String, Value>,
+    model: &str,
+    stream: bool,
+) -> Received {
+    body.remove("anthropic_version");
+    let betas = body.remove("anthropic_beta");
+    body.insert("model".into(), Value::String(model.to_owned()));
+    if stream {
+        body.insert("stream".into(), Value::Bool(true));
+    }
+    let mut headers: Vec<(String, String)> = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "content-type")
+        .cloned()
+        .collect();
+    headers.push(("x-api-key".into(), "bedrock-sim".into()));
+    headers.push(("anthropic-version".into(), "2023-06-01".into()));
+    if let Some(Value::Array(betas)) = betas {
+        let betas: Vec<&str> = betas.iter().filter_map(Value::as_str).collect();
+        headers.push(("anthropic-beta".into(), betas.join(",")));
+    }
+    Received {
+        method: req.method.clone(),
+        path: "/v1/messages".into(),
+        headers,
+        body: Bytes::from(Value::Object(body).to_string()),
+        at: req.at,
+        version: req.version,
+        shared: req.shared.clone(),
+    }
+}
+
+/// An Anthropic error answer as Bedrock sends the same failure.
+fn bedrock_error(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
+    let status = answer.status().as_u16();
+    let (tx, body) = ChannelBody::channel(1);
+    tokio::spawn(async move {
+        let text = answer
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let message = serde_json::from_slice::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
+        let body = json!({ "message": message }).to_string();
+        let _ = tx.send(Ok(Bytes::from(body))).await;
+    });
+    let (status, kind) = match status {
+        429 => (429, "ThrottlingException"),
+        529 | 503 => (503, "ServiceUnavailableException"),
+        408 | 504 => (408, "ModelTimeoutException"),
+        401 | 403 => (403, "AccessDeniedException"),
+        400..=499 => (400, "ValidationException"),
+        _ => (500, "InternalServerException"),
+    };
+    let mut out = hyper::Response::new(body.boxed());
+    *out.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let errortype = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+    for (name, value) in [
+        ("content-type", "application/json".to_owned()),
+        ("x-amzn-errortype", errortype),
+    ] {
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&value) {
+            out.headers_mut().insert(name, value);
+        }
+    }
+    out
+}
+
+/// An Anthropic SSE answer re-framed as Bedrock's event stream.
+fn event_stream(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
+    let (tx, body) = ChannelBody::channel(2);
+    let mut inner = answer.into_body();
+    tokio::spawn(async move {
+        let mut sse = String::new();
+        let mut n = 0usize;
+        while let Some(frame) = inner.frame().await {
+            let data = match frame {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            sse.push_str(&String::from_utf8_lossy(&data));
+            while let Some(end) = sse.find("\n\n") {
+                let event: String = sse.drain(..end + 2).collect();
+                let Some(message) = frame_of(&event) else {
+                    continue;
+                };
+                // Every frame in two writes, split at a point that moves.
+                let bytes = message.encode();
+                n += 1;
+                let at = 1 + (n * 7) % (bytes.len() - 1);
+                for part in [&bytes[..at], &bytes[at..]] {
+                    if tx.send(Ok(Bytes::copy_from_slice(part))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut out = hyper::Response::new(body.boxed());
+    for (name, value) in [
+        ("content-type", "application/vnd.amazon.eventstream"),
+        ("x-amzn-bedrock-content-type", "application/json"),
+    ] {
+        out.headers_mut()
+            .insert(name, hyper::header::HeaderValue::from_static(value));
+    }
+    out
+}
+
+/// One SSE event as its event-stream message: a `chunk`, or for an error
+/// event the exception Bedrock sends.
+fn frame_of(event: &str) -> Option<Message> {
+    let data: Vec<&str> = event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim_start)
+        .collect();
+    if data.is_empty() {
+        return None;
+    }
+    let data = data.join("\n");
+    let string = |s: &str| EsValue::String(s.to_owned());
+    let parsed: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+    if parsed["type"] == "error" {
+        let kind = match parsed["error"]["type"].as_str() {
+            Some("rate_limit_error") => "throttlingException",
+            Some("overloaded_error") => "serviceUnavailableException",
+            _ => "internalServerException",
+        };
+        let message = parsed["error"]["message"].as_str().unwrap_or("error");
+        return Some(Message {
+            headers: vec![
+                (":exception-type".into(), string(kind)),
+                (":content-type".into(), string("application/json")),
+                (":message-type".into(), string("exception")),
+            ],
+            payload: json!({ "message": message }).to_string().into_bytes(),
+        });
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
+    let padding =
+        &"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123"[..(data.len() % 40) + 1];
+    Some(Message {
+        headers: vec![
+            (":event-type".into(), string("chunk")),
+            (":content-type".into(), string("application/json")),
+            (":message-type".into(), string("event")),
+        ],
+        payload: json!({ "bytes": bytes, "p": padding })
+            .to_string()
+            .into_bytes(),
+    })
+}
+
+/// `YYYYMMDDTHHMMSSZ` as a time.
+fn parse_amz_date(d: &str) -> Option<SystemTime> {
+    let b = d.as_bytes();
+    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| d.get(r)?.parse::<i64>().ok();
+    let (y, m, day) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
+    // Days from 1970-01-01 to y-m-d (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amz_dates_read_back() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_440_938_160);
+        assert_eq!(parse_amz_date("20150830T123600Z"), Some(t));
+        assert_eq!(sigv4::amz_dates(t).0, "20150830T123600Z");
+        assert!(parse_amz_date("2015-08-30").is_none());
+    }
+}
