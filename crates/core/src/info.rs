@@ -45,9 +45,18 @@ pub struct TargetBreaker {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum KeyStatus {
-    Set { from: Option<String> },
-    Unset { from: Option<String> },
+    Set {
+        from: Option<String>,
+    },
+    Unset {
+        from: Option<String>,
+    },
     NotNeeded,
+    /// A cloud's credentials other than a key: where they come from
+    /// (AWS keys and their source, a profile, a service-account file).
+    Credentials {
+        source: String,
+    },
 }
 
 /// Outcome counts since the actor (re)started.

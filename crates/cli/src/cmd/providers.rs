@@ -71,8 +71,18 @@ fn table(infos: &[ProviderInfo]) -> String {
                     from.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()
                 ),
                 KeyStatus::NotNeeded => "not needed".to_owned(),
+                KeyStatus::Credentials { source } => source.clone(),
             };
-            let kind = p.kind.as_str().to_owned();
+            // A running provider's actor knows its credentials' state:
+            // when a token expires, or why the last refresh failed.
+            let key = match p.stats.as_ref().and_then(|s| s.credentials.as_ref()) {
+                Some(c) => credential_line(c),
+                None => key,
+            };
+            let kind = match p.platform {
+                "direct" => p.kind.as_str().to_owned(),
+                platform => format!("{platform}/{}", p.kind.as_str()),
+            };
             let open: Vec<String> = p
                 .breakers
                 .iter()
@@ -122,4 +132,21 @@ fn table(infos: &[ProviderInfo]) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out
+}
+
+/// A running provider's credentials: their source, when they expire, and
+/// the last refresh's error. Never the secret.
+fn credential_line(c: &understudy_core::CredentialStatus) -> String {
+    let mut line = c.source.clone();
+    if let Some(at) = c.expires_at {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let left = at.saturating_sub(now);
+        line.push_str(&format!(", expires in {}m{:02}s", left / 60, left % 60));
+    }
+    if let Some(e) = &c.error {
+        line.push_str(&format!(" (last refresh failed: {e})"));
+    }
+    line
 }

@@ -250,6 +250,46 @@ async fn providers_lists_every_provider_without_keys() {
     assert_no_keys(&out);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_shows_a_clouds_credentials_by_source_never_the_secret() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let config = config_file(
+        "bedrock",
+        "[providers.bedrock]\nkind = \"bedrock\"\nregion = \"eu-central-1\"\nmodel = \"eu.anthropic.claude-haiku-4-5-20251001-v1:0\"\n",
+    );
+    let mut cmd = understudy(&groq, &openai);
+    cmd.env("AWS_ACCESS_KEY_ID", "AKIDCLITEST0001")
+        .env("AWS_SECRET_ACCESS_KEY", "cli-test-secret-never-shown")
+        .env("AWS_SESSION_TOKEN", "cli-test-session-token-never-shown")
+        .arg("--config")
+        .arg(&config)
+        .arg("providers");
+    let out = run(cmd).await;
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("bedrock"))
+        .unwrap_or_else(|| panic!("bedrock missing: {text}"));
+    assert!(line.contains("bedrock/anthropic"), "{line}");
+    assert!(
+        line.contains("AWS keys from the environment (AKID…)"),
+        "{line}"
+    );
+    assert!(
+        line.contains("https://bedrock-runtime.eu-central-1.amazonaws.com"),
+        "{line}"
+    );
+    for stream in [&out.stdout, &out.stderr] {
+        let shown = String::from_utf8_lossy(stream);
+        assert!(
+            !shown.contains("never-shown") && !shown.contains("AKIDCLITEST0001"),
+            "{shown}"
+        );
+    }
+}
+
 /// Writes `text` to a fresh configuration file and returns its path.
 fn config_file(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("understudy-cli-{}-{name}", std::process::id()));

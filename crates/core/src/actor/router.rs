@@ -240,6 +240,11 @@ impl View {
             .map(|p| {
                 let name: Arc<str> = Arc::from(p.name.as_str());
                 let key = match (&p.api_key, &p.api_key_env) {
+                    (None, _) if p.platform.credentials_source().is_some() => {
+                        KeyStatus::Credentials {
+                            source: p.platform.credentials_source().unwrap_or_default(),
+                        }
+                    }
                     _ if !p.requires_key => KeyStatus::NotNeeded,
                     (Some(_), var) => KeyStatus::Set { from: var.clone() },
                     (None, var) => KeyStatus::Unset { from: var.clone() },

@@ -389,6 +389,34 @@ impl Platform {
         }
     }
 
+    /// Where its credentials other than a key come from, when it has
+    /// some: shown by `understudy providers`, never a secret.
+    pub fn credentials_source(&self) -> Option<String> {
+        match self {
+            Self::Bedrock(Bedrock {
+                credentials:
+                    Some(AwsCredentials::Keys {
+                        access_key_id,
+                        source,
+                        ..
+                    }),
+                ..
+            }) => Some(format!(
+                "AWS keys from the {source} ({})",
+                shown_key_id(access_key_id)
+            )),
+            Self::Bedrock(Bedrock {
+                credentials: Some(AwsCredentials::Profile { file, profile }),
+                ..
+            }) => Some(format!("AWS profile `{profile}` in {}", file.display())),
+            Self::Vertex(Vertex {
+                credentials_file: Some(file),
+                ..
+            }) => Some(format!("service account key {}", file.display())),
+            _ => None,
+        }
+    }
+
     /// Whether credentials were found for it (with `key`: the provider's
     /// `api_key`, a bearer on every platform).
     pub(super) fn has_credentials(&self, key: bool) -> bool {
