@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod actor_state;
 mod bounded_state;
 mod capabilities;
 mod cloud_settings;
