@@ -1,3 +1,6 @@
+//! The Bedrock adapter's own checks: URLs, bodies, betas, the signature
+//! over the bytes sent, and streams in AWS's event stream split anywhere.
+
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
 use base64::Engine as _;
