@@ -290,6 +290,56 @@ async fn providers_shows_a_clouds_credentials_by_source_never_the_secret() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_credentials_reach_no_log_error_or_output_even_at_trace() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    const SECRET: &str = "cli-bedrock-secret-never-shown";
+    const TOKEN: &str = "cli-bedrock-session-token-never-shown";
+    let account =
+        understudy_testkit::BedrockSim::new("us-east-1", "AKIDCLIBEDROCK01", SECRET, Some(TOKEN));
+    let bedrock = SimProvider::bedrock(&account).await.unwrap();
+    bedrock
+        .push(Reply::text("Signed and served."))
+        .push(Reply::status(503));
+    let config = config_file(
+        "bedrock-trace",
+        &format!(
+            "[routing]\ndefault = \"bedrock\"\norder = [\"bedrock\", \"openai\"]\n[providers.bedrock]\nkind = \"bedrock\"\nregion = \"us-east-1\"\nbase_url = {:?}\nmodel = \"us.anthropic.claude-haiku-4-5-20251001-v1:0\"\n",
+            bedrock.base_url()
+        ),
+    );
+    for expect in ["Signed and served.", "Hello from the simulator."] {
+        let mut cmd = understudy(&groq, &openai);
+        cmd.env_remove("AI_DEFAULT_PROVIDER")
+            .env_remove("AI_PROVIDER_FALLBACK_ORDER")
+            .env("AWS_ACCESS_KEY_ID", "AKIDCLIBEDROCK01")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_SESSION_TOKEN", TOKEN)
+            .env("RUST_LOG", "trace")
+            .arg("--config")
+            .arg(&config)
+            .args(["ask", "--json", "hi"]);
+        let out = run(cmd).await;
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(expect),
+            "{out:?}"
+        );
+        // The log really is at trace (the HTTP client's own lines too).
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains("TRACE") && log.contains("upstream"), "{log}");
+        for stream in [&out.stdout, &out.stderr] {
+            let shown = String::from_utf8_lossy(stream);
+            assert!(
+                !shown.contains("never-shown"),
+                "a credential leaked: {shown}"
+            );
+        }
+    }
+    assert_eq!(bedrock.violations(), Vec::<String>::new());
+}
+
 /// Writes `text` to a fresh configuration file and returns its path.
 fn config_file(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("understudy-cli-{}-{name}", std::process::id()));

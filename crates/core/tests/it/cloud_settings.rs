@@ -244,9 +244,15 @@ fn a_pattern_route_reaches_each_clouds_id_for_one_model_name() {
 
 /// The TOML block of `docs/configuration.md` under the heading `heading`.
 fn doc_example(heading: &str) -> String {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md"))
-        .unwrap();
-    let section = doc.split(heading).nth(1).unwrap_or_else(|| panic!("no {heading}"));
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ))
+    .unwrap();
+    let section = doc
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {heading}"));
     let start = section.find("```toml\n").unwrap() + "```toml\n".len();
     section[start..][..section[start..].find("```").unwrap()].to_owned()
 }
@@ -255,7 +261,10 @@ fn doc_example(heading: &str) -> String {
 fn the_bedrock_example_of_the_docs_loads_as_it_says() {
     let s = load_with(
         &doc_example("### AWS Bedrock"),
-        &[("AWS_ACCESS_KEY_ID", "AKIDDOC"), ("AWS_SECRET_ACCESS_KEY", "doc-secret")],
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDDOC"),
+            ("AWS_SECRET_ACCESS_KEY", "doc-secret"),
+        ],
     )
     .unwrap();
     let p = &s.providers["bedrock"];
@@ -268,5 +277,8 @@ fn the_bedrock_example_of_the_docs_loads_as_it_says() {
         &s.routes,
     )
     .unwrap();
-    assert_eq!(targets[1], Target::new("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"));
+    assert_eq!(
+        targets[1],
+        Target::new("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    );
 }
