@@ -145,6 +145,68 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
     assert_no_violations(&[("gemini", &gemini), ("claude", &claude)], &gateway);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_survives_an_anthropic_outage_on_bedrock() {
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let account = understudy_testkit::BedrockSim::new(
+        "us-west-2",
+        "AKIDCLAUDECODEBEDROCK",
+        "claude-code-bedrock-secret",
+        None,
+    );
+    let bedrock = SimProvider::bedrock(&account).await.unwrap();
+    bedrock.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let scratch = scratch("anthropic-bedrock");
+    let (claude_turns, bedrock_turns) = (Turns::default(), Turns::default());
+    // The second turn finds the Anthropic API overloaded: Bedrock serves
+    // it with the same model, thinking first (its own signature). The
+    // third goes back to Anthropic, over a history holding Bedrock's
+    // thinking block, which Anthropic would refuse.
+    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[1]));
+    bedrock.respond_with(agent(&bedrock, &scratch.work, &bedrock_turns, &[]));
+    let gateway = gateway(
+        &scratch,
+        &format!(
+            "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"bedrock\"]\n\n\
+             [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\n\n\
+             [providers.bedrock]\nkind = \"bedrock\"\nregion = \"us-west-2\"\nbase_url = \"{}\"\n\
+             model = \"us.anthropic.claude-sonnet-4-5-20250929-v1:0\"\n\
+             aws_access_key_id = \"AKIDCLAUDECODEBEDROCK\"\naws_secret_access_key = \"claude-code-bedrock-secret\"\n\n\
+             [routes]\n\"claude-*\" = [\"claude:*\", \"bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0\"]\n",
+            claude.base_url(),
+            bedrock.base_url()
+        ),
+    );
+
+    let run = claude_code(&gateway, &scratch).await;
+
+    run.assert_claude_code_done(&scratch, &gateway);
+    assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
+    assert_eq!(bedrock_turns.stages(), [1], "{}", gateway.log());
+    assert_no_violations(&[("claude", &claude), ("bedrock", &bedrock)], &gateway);
+    // Bedrock got Claude Code's body for Bedrock: signed, its version in
+    // the body, no model, no stream, only betas Bedrock takes.
+    let to_bedrock: Vec<Received> = bedrock
+        .received()
+        .into_iter()
+        .filter(|r| r.path.contains("/model/"))
+        .collect();
+    assert!(!to_bedrock.is_empty());
+    for r in &to_bedrock {
+        assert!(
+            r.header("authorization")
+                .is_some_and(|a| a.starts_with("AWS4-HMAC-SHA256"))
+        );
+        assert!(
+            r.path
+                .contains("/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/"),
+            "{}",
+            r.path
+        );
+    }
+}
+
 /// A scratch folder for `name`'s scenario.
 fn scratch(name: &str) -> Scratch {
     Scratch::new("claude-code", name)

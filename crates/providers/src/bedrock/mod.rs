@@ -27,6 +27,7 @@ use understudy_core::{BoxFuture, ChatRequest, Completion, Failure, FailureKind, 
 use understudy_wire::eventstream::{Kind, Message};
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
+use understudy_wire::messages::signed_by::{self, SignedStream};
 use understudy_wire::messages::{max_tokens, request::wire_request};
 use understudy_wire::sse::SseItem;
 
@@ -38,6 +39,10 @@ use auth::AwsKeys;
 
 /// The body's API version on Bedrock.
 pub const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
+
+/// The platform's name in front of the thinking signatures it writes
+/// (`understudy_wire::messages::signed_by`).
+const PLATFORM: &str = "bedrock";
 
 /// SigV4's name for the service (not the host's `bedrock-runtime`).
 const SERVICE: &str = "bedrock";
@@ -122,13 +127,17 @@ impl BedrockMessages {
     fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<String, Failure> {
         let limit = self.limits.limit(model);
         if let Some(native) = self.native(request) {
-            if let Some(prepared) = native::prepare(&native.body, model, limit) {
+            if let Some(prepared) = native::prepare_for(&native.body, model, limit, Some(PLATFORM))
+            {
                 let betas = bedrock_betas(native);
                 let body = crate::signature::unsigned_json_owned(prepared.body);
                 let cloud = CloudBody {
                     version: BEDROCK_VERSION,
                     drop_stream: true,
                     betas: &betas,
+                    // The beta behind mid-conversation system messages is
+                    // not one Bedrock takes.
+                    fold_system: true,
                 };
                 return native::for_cloud(&body, cloud).ok_or_else(|| {
                     Failure::new(
@@ -156,7 +165,7 @@ impl BedrockMessages {
 }
 
 impl Upstream for BedrockMessages {
-    type Parser = AnthropicStream;
+    type Parser = SignedStream;
     const NATIVE: Option<understudy_core::Protocol> = Some(understudy_core::Protocol::Messages);
     const AUTHORIZES: bool = true;
 
@@ -225,15 +234,24 @@ impl Upstream for BedrockMessages {
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
         let parsed: WireResponse =
             crate::http::answer_body(received, "an Anthropic message", error::classify)?;
-        completion(&parsed, model, received.status, &received.headers)
+        let mut completion = completion(&parsed, model, received.status, &received.headers)?;
+        // A client of the same protocol gets the answer as sent, its
+        // thinking signatures named as Bedrock's.
+        completion.native = std::str::from_utf8(&received.body)
+            .ok()
+            .and_then(|body| signed_by::tag_answer(body, PLATFORM));
+        Ok(completion)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
         error::classify(status, headers, body)
     }
 
-    fn parser(&self, model: &str, native: bool) -> AnthropicStream {
-        AnthropicStream::for_model(model).with_native(native)
+    fn parser(&self, model: &str, native: bool) -> SignedStream {
+        SignedStream::new(
+            AnthropicStream::for_model(model).with_native(native),
+            PLATFORM,
+        )
     }
 
     fn framing(&self) -> Framing {

@@ -233,7 +233,10 @@ fn answer() -> Vec<u8> {
 fn run(chunks: &[&[u8]]) -> Vec<Result<StreamEvent, Failure>> {
     parse_framed_bytes(
         Framing::aws_event_stream(chunk_item),
-        AnthropicStream::for_model("us.anthropic.claude-haiku-4-5-20251001-v1:0"),
+        SignedStream::new(
+            AnthropicStream::for_model("us.anthropic.claude-haiku-4-5-20251001-v1:0"),
+            PLATFORM,
+        ),
         chunks,
     )
 }

@@ -374,3 +374,79 @@ async fn an_expired_session_token_reads_the_profile_again_once() {
     assert_eq!(claude.request_count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The providers that served each turn of a `thinking-tools` run, and
+/// whether each turn's content started with a thinking block.
+fn served(v: &Value) -> Vec<(String, bool)> {
+    v["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["provider"].as_str().unwrap().to_owned(),
+                t["content"][0]["type"] == "thinking",
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn thinking_signatures_stay_on_the_platform_that_signed_them() {
+    let call = || {
+        Reply::ToolCalls(vec![SimToolCall::new(
+            "get_weather",
+            json!({"city": "Oslo"}),
+        )])
+    };
+    for mode in ["thinking-tools", "thinking-tools-stream"] {
+        let f = fixture(&an_account(None), &key_lines()).await;
+        // The Anthropic API thinks and calls; overloaded for the next step,
+        // which Bedrock thinks through and calls; the Anthropic API answers.
+        f.claude
+            .push(call().thinking_first("Oslo, so a weather call."))
+            .push(Reply::status(529))
+            .push(Reply::text("-3 degrees in Oslo."));
+        f.bedrock
+            .push(call().thinking_first("Bedrock checks again."));
+        let v = common::run_sdk("anthropic", "anthropic_sdk.py", &f.server.url, mode).await;
+        assert_eq!(
+            served(&v),
+            [
+                ("claude".to_owned(), true),
+                ("bedrock".to_owned(), true),
+                ("claude".to_owned(), false)
+            ],
+            "{mode}: {v}"
+        );
+        // The client holds Bedrock's signature under Bedrock's name.
+        let signature = v["turns"][1]["content"][0]["signature"].as_str().unwrap();
+        assert!(signature.starts_with("bedrock:"), "{mode}: {signature}");
+        // Bedrock never saw the Anthropic API's signature: its turn went
+        // with thinking off, the history's tool turn having no block it
+        // signed; the Anthropic API never saw Bedrock's block, and kept
+        // thinking on (the tool loop started with its own signed block).
+        let to_bedrock = f.bedrock.received()[0].json();
+        assert_eq!(
+            to_bedrock["thinking"],
+            json!({"type": "disabled"}),
+            "{mode}: {to_bedrock}"
+        );
+        assert!(
+            !to_bedrock.to_string().contains("\"signature\""),
+            "{mode}: {to_bedrock}"
+        );
+        let last = f.claude.received()[2].json();
+        assert!(!last.to_string().contains("bedrock:"), "{mode}: {last}");
+        assert_eq!(last["thinking"]["type"], "enabled", "{mode}");
+        assert_eq!(
+            last["messages"][1]["content"][0]["type"], "thinking",
+            "{mode}: {last}"
+        );
+        assert_eq!(
+            last["messages"][3]["content"][0]["type"], "tool_use",
+            "{mode}: {last}"
+        );
+        no_violations(&f);
+    }
+}

@@ -65,6 +65,7 @@ pub mod native;
 pub mod request;
 pub mod response;
 pub mod schema;
+pub mod signed_by;
 pub mod stream;
 pub mod translate;
 

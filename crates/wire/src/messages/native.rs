@@ -39,9 +39,22 @@ pub struct Prepared {
     pub thinking_off: bool,
 }
 
-/// `body` ready for an Anthropic target serving `model` whose output limit
-/// is `limit`; `None` when the body is not a JSON object with a `model`.
+/// `body` ready for an Anthropic API target serving `model` whose output
+/// limit is `limit`; `None` when the body is not a JSON object with a
+/// `model`.
 pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> {
+    prepare_for(body, model, limit, None)
+}
+
+/// [`prepare`] for a target on `platform` (`Some("bedrock")`,
+/// `Some("vertex")`; `None`: the Anthropic API): the history keeps only
+/// the thinking blocks that platform signed ([`super::signed_by`]).
+pub fn prepare_for(
+    body: &str,
+    model: &str,
+    limit: Option<u32>,
+    platform: Option<&str>,
+) -> Option<Prepared> {
     if !body.trim_start().starts_with('{') {
         return None;
     }
@@ -57,16 +70,23 @@ pub fn prepare(body: &str, model: &str, limit: Option<u32>) -> Option<Prepared> 
             edits.push(Edit::set(body, raw, limit.to_string())?);
         }
     }
-    let thinking_off = match (top.get("thinking"), top.get("messages")) {
+    // The history as this target takes it (ids in Anthropic's alphabet,
+    // only its own signed blocks), read again for the thinking check.
+    let rewritten = top
+        .get("messages")
+        .and_then(|m| messages_for_target(m, platform));
+    let rewritten_raw = rewritten
+        .as_ref()
+        .and_then(|m| RawValue::from_string(m.clone()).ok());
+    let messages = rewritten_raw.as_deref().or(top.get("messages").copied());
+    let thinking_off = match (top.get("thinking"), messages) {
         (Some(thinking), Some(messages)) => {
             thinking_on(thinking) && tool_turn_lacks_thinking(messages)
         }
         _ => false,
     };
-    if let Some(messages) = top.get("messages") {
-        if let Some(mapped) = messages_with_anthropic_ids(messages) {
-            edits.push(Edit::set(body, messages, mapped)?);
-        }
+    if let (Some(raw), Some(mapped)) = (top.get("messages"), rewritten) {
+        edits.push(Edit::set(body, raw, mapped)?);
     }
     if thinking_off {
         edits.push(Edit::set(
@@ -111,6 +131,9 @@ struct Block<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     tool_use_id: Option<Cow<'a, str>>,
+    /// A thinking block's signature, a redacted one's `data`.
+    #[serde(borrow, alias = "data")]
+    signature: Option<Cow<'a, str>>,
 }
 
 /// `body` with its top-level `model` set to `model`, every other byte as it
@@ -143,6 +166,10 @@ pub struct CloudBody<'a> {
     /// Betas to send in the body as `anthropic_beta` (Bedrock takes them
     /// there, not in a header); empty: none added.
     pub betas: &'a [&'a str],
+    /// The cloud takes no `system` messages inside `messages` (Claude
+    /// Code's mid-conversation reminders, behind a beta it lacks): their
+    /// text joins the system prompt, in order.
+    pub fold_system: bool,
 }
 
 /// `body` (a Messages body, already [`prepare`]d) as a cloud takes it:
@@ -160,6 +187,11 @@ pub fn for_cloud(body: &str, cloud: CloudBody<'_>) -> Option<String> {
     }
     if let (true, Some(raw)) = (cloud.drop_stream, top.get("stream")) {
         edits.push(Edit::remove(body, "stream", raw)?);
+    }
+    if cloud.fold_system {
+        if let Some(raw) = top.get("messages") {
+            edits.extend(fold_system_messages(body, raw, top.get("system").copied())?);
+        }
     }
     let mut added = String::new();
     if !top.contains_key("anthropic_version") {
@@ -199,6 +231,76 @@ pub fn for_cloud(body: &str, cloud: CloudBody<'_>) -> Option<String> {
         with: added,
     });
     apply(body, edits)
+}
+
+/// The edits that move `messages`' `system` messages into the top-level
+/// `system` (a string or blocks, or none yet), in order; none when there
+/// are none.
+fn fold_system_messages(
+    body: &str,
+    messages: &RawValue,
+    system: Option<&RawValue>,
+) -> Option<Vec<Edit>> {
+    if !messages.get().contains("\"system\"") {
+        return Some(Vec::new());
+    }
+    let mut list: Vec<serde_json::Value> = serde_json::from_str(messages.get()).ok()?;
+    let (mut texts, before) = (Vec::new(), list.len());
+    list.retain(|m| {
+        if m.get("role").and_then(serde_json::Value::as_str) != Some("system") {
+            return true;
+        }
+        match m.get("content") {
+            Some(serde_json::Value::String(t)) => texts.push(t.clone()),
+            Some(serde_json::Value::Array(blocks)) => texts.extend(
+                blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                    .map(str::to_owned),
+            ),
+            _ => {}
+        }
+        false
+    });
+    if list.len() == before {
+        return Some(Vec::new());
+    }
+    let mut edits = vec![Edit::set(
+        body,
+        messages,
+        serde_json::to_string(&list).ok()?,
+    )?];
+    let extra: Vec<serde_json::Value> = texts
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .map(|text| serde_json::json!({"type": "text", "text": text}))
+        .collect();
+    if extra.is_empty() {
+        return Some(edits);
+    }
+    let mut blocks = match system.map(|s| serde_json::from_str::<serde_json::Value>(s.get())) {
+        None => Vec::new(),
+        Some(Ok(serde_json::Value::String(t))) if t.is_empty() => Vec::new(),
+        Some(Ok(serde_json::Value::String(t))) => {
+            vec![serde_json::json!({"type": "text", "text": t})]
+        }
+        Some(Ok(serde_json::Value::Array(blocks))) => blocks,
+        Some(_) => return None,
+    };
+    blocks.extend(extra);
+    let blocks = serde_json::to_string(&blocks).ok()?;
+    match system {
+        Some(raw) => edits.push(Edit::set(body, raw, blocks)?),
+        None => {
+            let open = body.len() - body.trim_start().len() + 1;
+            edits.push(Edit {
+                start: open,
+                end: open,
+                with: format!("\"system\":{blocks},"),
+            });
+        }
+    }
+    Some(edits)
 }
 
 /// Whether a Messages body turns extended thinking on (`thinking` of any
@@ -288,7 +390,7 @@ fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
 /// reference goes through [`crate::ids::anthropic`], injective, so two ids
 /// never become one and a call and its result stay paired. `None` (the
 /// bytes as sent) when every id is already valid.
-fn messages_with_anthropic_ids(messages: &RawValue) -> Option<String> {
+fn messages_for_target(messages: &RawValue, platform: Option<&str>) -> Option<String> {
     let valid = |id: &str| {
         !id.is_empty()
             && id
@@ -296,15 +398,21 @@ fn messages_with_anthropic_ids(messages: &RawValue) -> Option<String> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     };
     let parsed: Vec<Message<'_>> = serde_json::from_str(messages.get()).ok()?;
-    let all_valid = parsed.iter().all(|m| match &m.content {
-        Some(Content::Blocks(blocks)) => blocks.iter().all(|b| match b.kind.as_ref() {
-            "tool_use" => b.id.as_deref().is_none_or(valid),
-            "tool_result" => b.tool_use_id.as_deref().is_none_or(valid),
-            _ => true,
-        }),
+    let blocks = || {
+        parsed.iter().flat_map(|m| match &m.content {
+            Some(Content::Blocks(blocks)) => blocks.as_slice(),
+            _ => &[],
+        })
+    };
+    let all_valid = blocks().all(|b| match b.kind.as_ref() {
+        "tool_use" => b.id.as_deref().is_none_or(valid),
+        "tool_result" => b.tool_use_id.as_deref().is_none_or(valid),
         _ => true,
     });
-    if all_valid {
+    let signatures_fit = blocks()
+        .filter(|b| matches!(b.kind.as_ref(), "thinking" | "redacted_thinking"))
+        .all(|b| !super::signed_by::needs_change(b.signature.as_deref(), platform));
+    if all_valid && signatures_fit {
         return None;
     }
     let mut value: serde_json::Value = serde_json::from_str(messages.get()).ok()?;
@@ -312,6 +420,12 @@ fn messages_with_anthropic_ids(messages: &RawValue) -> Option<String> {
         let Some(blocks) = m.get_mut("content").and_then(|c| c.as_array_mut()) else {
             continue;
         };
+        if !signatures_fit {
+            super::signed_by::keep_own(blocks, platform);
+        }
+        if all_valid {
+            continue;
+        }
         for b in blocks {
             let field = match b.get("type").and_then(|t| t.as_str()) {
                 Some("tool_use") => "id",
@@ -429,6 +543,7 @@ mod tests {
             version: "bedrock-2023-05-31",
             drop_stream: true,
             betas: &["interleaved-thinking-2025-05-14"],
+            fold_system: true,
         };
         let body = r#"{"model": "claude-x", "max_tokens": 5, "stream": true, "messages": [{"role":"user","content":"hi"}]}"#;
         assert_eq!(
@@ -439,6 +554,7 @@ mod tests {
             version: "vertex-2023-10-16",
             drop_stream: false,
             betas: &[],
+            fold_system: false,
         };
         let body = r#"{"messages":[],"stream":true,"model":"m"}"#;
         assert_eq!(
@@ -456,6 +572,29 @@ mod tests {
         let out = for_cloud(r#"{"model":"m"}"#, vertex).unwrap();
         assert_eq!(out, r#"{"anthropic_version":"vertex-2023-10-16"}"#);
         assert!(for_cloud("[1]", vertex).is_none());
+        // Mid-conversation system messages join the system prompt.
+        let body = r#"{"model":"m","system":[{"type":"text","text":"Base."}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":"Reminder."},{"role":"assistant","content":"ok"}]}"#;
+        let out: serde_json::Value =
+            serde_json::from_str(&for_cloud(body, bedrock).unwrap()).unwrap();
+        assert_eq!(
+            out["system"],
+            serde_json::json!([{"type":"text","text":"Base."},{"type":"text","text":"Reminder."}])
+        );
+        assert_eq!(
+            out["messages"],
+            serde_json::json!([{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}])
+        );
+        let body = r#"{"model":"m","messages":[{"role":"system","content":[{"type":"text","text":"R"}]},{"role":"user","content":"hi"}]}"#;
+        let out: serde_json::Value =
+            serde_json::from_str(&for_cloud(body, bedrock).unwrap()).unwrap();
+        assert_eq!(
+            out["system"],
+            serde_json::json!([{"type":"text","text":"R"}])
+        );
+        assert_eq!(
+            out["messages"],
+            serde_json::json!([{"role":"user","content":"hi"}])
+        );
     }
 
     #[test]
