@@ -13,6 +13,8 @@
 //!   `understudy_wire::messages`).
 //! - `bedrock`: AWS Bedrock (Claude through InvokeModel, SigV4 or a
 //!   Bedrock API key, the binary event stream).
+//! - `vertex`: Google Vertex AI (Claude through rawPredict, Gemini
+//!   through generateContent, a service account's token or a static one).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -29,6 +31,7 @@ mod http;
 pub mod openai_compat;
 mod openai_responses;
 pub mod sigv4;
+mod vertex;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
@@ -64,6 +67,9 @@ impl AdapterFactory for Providers {
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         if let Platform::Bedrock(bedrock) = &settings.platform {
             return Ok(Arc::new(bedrock::adapter(settings, bedrock)?));
+        }
+        if let Platform::Vertex(vertex) = &settings.platform {
+            return Ok(Arc::new(vertex::adapter(settings, vertex)?));
         }
         Ok(match settings.kind {
             Protocol::Responses => Arc::new(openai_responses::adapter(settings)?),

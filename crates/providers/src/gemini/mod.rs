@@ -74,6 +74,18 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Gemini, String> {
 }
 
 impl GeminiProtocol {
+    /// The protocol at `base_url` (its `models/…` paths below it), with
+    /// `headers` and no key of its own: Vertex's publisher endpoint, whose
+    /// bearer token its own [`Upstream::authorize`] adds.
+    pub(crate) fn at(settings: &ProviderSettings, base_url: String, headers: HeaderMap) -> Self {
+        GeminiProtocol {
+            base_url,
+            headers,
+            limits: crate::OutputLimits::of(settings),
+            provider: settings.name.clone(),
+        }
+    }
+
     /// The protocol without an endpoint or key, for parsing recorded bytes.
     pub(crate) fn bare() -> Self {
         GeminiProtocol {

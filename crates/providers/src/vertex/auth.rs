@@ -1,0 +1,513 @@
+//! How a Vertex request is authorized: `Authorization: Bearer <access
+//! token>`, the token a static one from the settings (`api_key`), or one
+//! exchanged for a JWT a service account signs (RS256, the OAuth 2.0
+//! JWT-bearer grant at the key's `token_uri`; clouds.md §2.4).
+//!
+//! The [`GoogleToken`] cell is what the provider's actor refreshes: it
+//! fetches at start and again at three quarters of each token's lifetime,
+//! so that a request reads the held token without waiting. Only with no
+//! valid token held (the first requests before the actor's first fetch,
+//! every refresh failing until the token ran out, or Vertex saying it
+//! expired) does a request fetch one itself, and then concurrent requests
+//! share one exchange (single-flight).
+//!
+//! Why three quarters: a one-hour token is renewed with 15 minutes left,
+//! time for the actor's backoff (2 s doubling to a minute) to try a dozen
+//! times before any request would see it run out; Google's own libraries
+//! renew with under four minutes left, pydantic-ai after 50 of 60
+//! (clouds.md §2.4). A 30 s test token is renewed with 7.5 s left.
+//!
+//! Nothing here shows a secret: not the private key, not the assertion,
+//! not the token — `Debug`, [`Credentials::status`] and every error name
+//! the key file and the account's e-mail address at most.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use reqwest::header::HeaderValue;
+use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
+use tokio::time::Instant;
+use understudy_core::{BoxFuture, CredentialStatus, Credentials, Failure, FailureKind};
+
+/// The OAuth scope every Vertex call needs.
+pub(crate) const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+
+/// The grant a signed JWT is exchanged under.
+pub(crate) const GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/// The assertion's lifetime: Google's maximum, an hour.
+const ASSERTION_LIFETIME: u64 = 3600;
+
+/// How long one exchange may take before it fails.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A token renewed by Vertex's 401 less than this long ago is taken as
+/// the renewal of every request that failed with the old one (one
+/// exchange, not one per request in flight).
+const RENEWED_RECENTLY: Duration = Duration::from_secs(5);
+
+/// After a failed exchange, requests that find no valid token fail at
+/// once for this long (they fall back) rather than each trying again: the
+/// actor keeps trying on its own schedule.
+const FAILED_RECENTLY: Duration = Duration::from_secs(1);
+
+/// The most of a token endpoint's error answer quoted in an error.
+const ERROR_QUOTE: usize = 200;
+
+/// A Vertex provider's access token and where it comes from.
+pub(crate) struct GoogleToken {
+    source: Source,
+    held: RwLock<Option<Held>>,
+    /// Held while an exchange is under way: the single flight.
+    flight: tokio::sync::Mutex<()>,
+    error: Mutex<Option<String>>,
+    /// When a 401 last made a request fetch a token, and when an exchange
+    /// last failed.
+    renewed: Mutex<Option<Instant>>,
+    failed: Mutex<Option<Instant>>,
+    /// Exchanges done, and how many of those a request waited on.
+    exchanges: AtomicU64,
+    in_request: AtomicU64,
+}
+
+enum Source {
+    /// `api_key`: a token someone else refreshes.
+    Static(HeaderValue),
+    Account(Box<Account>),
+    /// A token endpoint in-process (tests).
+    #[cfg(test)]
+    Fake(Fake),
+}
+
+#[cfg(test)]
+pub(crate) type Fake =
+    Box<dyn Fn() -> BoxFuture<'static, Result<(String, Duration), String>> + Send + Sync>;
+
+/// A service account's key, read from its JSON file.
+pub(crate) struct Account {
+    pub(crate) file: PathBuf,
+    pub(crate) client_email: String,
+    pub(crate) token_uri: String,
+    key_id: Option<String>,
+    key: RsaKeyPair,
+    client: reqwest::Client,
+}
+
+struct Held {
+    /// `Bearer <token>`, marked sensitive.
+    header: HeaderValue,
+    obtained: Instant,
+    expires: Instant,
+    expires_unix: u64,
+}
+
+impl std::fmt::Debug for GoogleToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoogleToken")
+            .field("source", &self.status().source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Account {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Account")
+            .field("file", &self.file)
+            .field("client_email", &self.client_email)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GoogleToken {
+    /// A static access token (`api_key`).
+    pub(crate) fn fixed(token: &str) -> Result<Self, String> {
+        Ok(Self::of(Source::Static(crate::sensitive(&format!(
+            "Bearer {token}"
+        ))?)))
+    }
+
+    /// The service account of the JSON key `file`.
+    pub(crate) fn account(file: &Path, client: reqwest::Client) -> Result<Self, String> {
+        Ok(Self::of(Source::Account(Box::new(Account::read(
+            file, client,
+        )?))))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn fake(fetch: Fake) -> Self {
+        Self::of(Source::Fake(fetch))
+    }
+
+    fn of(source: Source) -> Self {
+        Self {
+            source,
+            held: RwLock::new(None),
+            flight: tokio::sync::Mutex::new(()),
+            error: Mutex::new(None),
+            renewed: Mutex::new(None),
+            failed: Mutex::new(None),
+            exchanges: AtomicU64::new(0),
+            in_request: AtomicU64::new(0),
+        }
+    }
+
+    /// Exchanges done so far, and how many of them a request waited on.
+    #[cfg(test)]
+    pub(crate) fn exchanges(&self) -> (u64, u64) {
+        (
+            self.exchanges.load(Ordering::SeqCst),
+            self.in_request.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The `Authorization` value for a request now: the held token, else
+    /// (none valid) one fetched here, shared with every request waiting
+    /// at the same time.
+    pub(crate) async fn current(&self) -> Result<HeaderValue, Failure> {
+        if let Source::Static(value) = &self.source {
+            return Ok(value.clone());
+        }
+        if let Some(value) = self.valid() {
+            return Ok(value);
+        }
+        let _flight = self.flight.lock().await;
+        if let Some(value) = self.valid() {
+            return Ok(value);
+        }
+        if within(&self.failed, FAILED_RECENTLY) {
+            let error = self.error.lock().ok().and_then(|e| e.clone());
+            return Err(Failure::new(
+                FailureKind::Auth,
+                error.unwrap_or_else(|| "no access token".to_owned()),
+            ));
+        }
+        self.in_request.fetch_add(1, Ordering::SeqCst);
+        self.exchange()
+            .await
+            .map_err(|e| Failure::new(FailureKind::Auth, e))?;
+        self.valid()
+            .ok_or_else(|| Failure::new(FailureKind::Auth, "the new access token already expired"))
+    }
+
+    /// Vertex said the token is not (or no longer) good: fetches another,
+    /// unless one was fetched a moment ago. Whether the request may go
+    /// again.
+    pub(crate) async fn renew(&self) -> bool {
+        if matches!(self.source, Source::Static(_)) {
+            return false;
+        }
+        let _flight = self.flight.lock().await;
+        if within(&self.renewed, RENEWED_RECENTLY) {
+            return self.valid().is_some();
+        }
+        self.in_request.fetch_add(1, Ordering::SeqCst);
+        let ok = self.exchange().await.is_ok();
+        if let Ok(mut renewed) = self.renewed.lock() {
+            *renewed = Some(Instant::now());
+        }
+        ok
+    }
+
+    fn valid(&self) -> Option<HeaderValue> {
+        let held = self.held.read().ok()?;
+        let held = held.as_ref()?;
+        (held.expires > Instant::now()).then(|| held.header.clone())
+    }
+
+    fn obtained_within(&self, window: Duration) -> bool {
+        self.held
+            .read()
+            .ok()
+            .and_then(|h| h.as_ref().map(|h| h.obtained.elapsed() < window))
+            .unwrap_or(false)
+    }
+
+    /// One exchange (the caller holds the flight): the new token held, or
+    /// the error kept for `status` (the held token stays until it expires).
+    async fn exchange(&self) -> Result<(), String> {
+        self.exchanges.fetch_add(1, Ordering::SeqCst);
+        let result = match &self.source {
+            Source::Static(_) => return Ok(()),
+            Source::Account(account) => account.fetch().await,
+            #[cfg(test)]
+            Source::Fake(fetch) => fetch().await,
+        };
+        let result = result.and_then(|(token, lifetime)| {
+            let header = crate::sensitive(&format!("Bearer {token}")).map_err(|_| {
+                "the token endpoint answered a token that cannot go in a header".to_owned()
+            })?;
+            let now = Instant::now();
+            let unix = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .saturating_add(lifetime);
+            if let Ok(mut held) = self.held.write() {
+                *held = Some(Held {
+                    header,
+                    obtained: now,
+                    expires: now + lifetime,
+                    expires_unix: unix.as_secs(),
+                });
+            }
+            Ok(())
+        });
+        if let Ok(mut error) = self.error.lock() {
+            *error = result.as_ref().err().cloned();
+        }
+        if let Ok(mut failed) = self.failed.lock() {
+            *failed = result.is_err().then(Instant::now);
+        }
+        result
+    }
+}
+
+/// Whether the time in `cell` is less than `window` ago.
+fn within(cell: &Mutex<Option<Instant>>, window: Duration) -> bool {
+    cell.lock()
+        .ok()
+        .and_then(|t| *t)
+        .is_some_and(|t| t.elapsed() < window)
+}
+
+impl Credentials for GoogleToken {
+    fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let _flight = self.flight.lock().await;
+            // A request that found none fetched one a moment ago.
+            if self.obtained_within(RENEWED_RECENTLY) {
+                return Ok(());
+            }
+            self.exchange().await
+        })
+    }
+
+    fn refresh_in(&self) -> Option<Duration> {
+        if matches!(self.source, Source::Static(_)) {
+            return None;
+        }
+        let held = self.held.read().ok()?;
+        let Some(held) = held.as_ref() else {
+            return Some(Duration::ZERO);
+        };
+        let lifetime = held.expires.saturating_duration_since(held.obtained);
+        let due = held.obtained + lifetime.mul_f64(0.75);
+        Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    fn status(&self) -> CredentialStatus {
+        let source = match &self.source {
+            Source::Static(_) => "a static access token (api_key)".to_owned(),
+            Source::Account(a) => {
+                format!("service account {} ({})", a.client_email, a.file.display())
+            }
+            #[cfg(test)]
+            Source::Fake(_) => "a test token endpoint".to_owned(),
+        };
+        CredentialStatus {
+            source,
+            expires_at: self
+                .held
+                .read()
+                .ok()
+                .and_then(|h| h.as_ref().map(|h| h.expires_unix)),
+            error: self.error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+}
+
+// === impl Account ===
+
+impl Account {
+    /// Reads a service-account key file. Errors name the file and what is
+    /// wrong with it, never a value from it.
+    pub(crate) fn read(file: &Path, client: reqwest::Client) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        struct Key {
+            #[serde(rename = "type")]
+            kind: Option<String>,
+            client_email: Option<String>,
+            private_key: Option<String>,
+            private_key_id: Option<String>,
+            token_uri: Option<String>,
+        }
+        let at = file.display();
+        let text = std::fs::read(file)
+            .map_err(|e| format!("cannot read the service account key {at}: {}", e.kind()))?;
+        let key: Key = serde_json::from_slice(&text).map_err(|e| {
+            format!(
+                "the service account key {at} is not a JSON key file (line {}, column {})",
+                e.line(),
+                e.column()
+            )
+        })?;
+        match key.kind.as_deref() {
+            Some("service_account") => {}
+            Some(
+                kind @ ("authorized_user" | "external_account" | "impersonated_service_account"),
+            ) => {
+                return Err(format!(
+                    "{at} is an `{kind}` credential; a vertex provider takes a service account key (`type: service_account`) or a static access token (`api_key`)"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "{at} is not a service account key (`type: service_account`)"
+                ));
+            }
+        }
+        let missing = |field: &str| format!("the service account key {at} has no `{field}`");
+        let client_email = key.client_email.ok_or_else(|| missing("client_email"))?;
+        let pem = key.private_key.ok_or_else(|| missing("private_key"))?;
+        let token_uri = key
+            .token_uri
+            .unwrap_or_else(|| "https://oauth2.googleapis.com/token".to_owned());
+        reqwest::Url::parse(&token_uri).map_err(|_| {
+            format!("the service account key {at} has a `token_uri` that is not a URL")
+        })?;
+        let der = pem_body(&pem).ok_or_else(|| {
+            format!("the `private_key` of {at} is not a PEM `PRIVATE KEY` (PKCS#8)")
+        })?;
+        let key_pair = RsaKeyPair::from_pkcs8(&der).map_err(|_| {
+            format!("the `private_key` of {at} is not an RSA key ring can sign with")
+        })?;
+        Ok(Self {
+            file: file.to_owned(),
+            client_email,
+            token_uri,
+            key_id: key.private_key_id,
+            key: key_pair,
+            client,
+        })
+    }
+
+    /// The signed JWT the token endpoint takes, issued at `now`.
+    pub(crate) fn assertion(&self, now: SystemTime) -> Result<String, String> {
+        let iat = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let mut header = serde_json::json!({ "alg": "RS256", "typ": "JWT" });
+        if let Some(kid) = &self.key_id {
+            header["kid"] = kid.as_str().into();
+        }
+        let claims = serde_json::json!({
+            "iss": self.client_email,
+            "scope": SCOPE,
+            "aud": self.token_uri,
+            "iat": iat,
+            "exp": iat + ASSERTION_LIFETIME,
+        });
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let signing_input = format!(
+            "{}.{}",
+            b64.encode(header.to_string()),
+            b64.encode(claims.to_string())
+        );
+        let mut signature = vec![0; self.key.public().modulus_len()];
+        self.key
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &ring::rand::SystemRandom::new(),
+                signing_input.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|_| "cannot sign the service account's JWT".to_owned())?;
+        Ok(format!("{signing_input}.{}", b64.encode(signature)))
+    }
+
+    /// One exchange at the token endpoint: the token and its lifetime.
+    async fn fetch(&self) -> Result<(String, Duration), String> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            access_token: String,
+            expires_in: Option<u64>,
+        }
+        let assertion = self.assertion(SystemTime::now())?;
+        let form = format!("grant_type={}&assertion={assertion}", form_encode(GRANT));
+        let failed = |why: String| format!("the token endpoint of {} {why}", self.client_email);
+        let response = self
+            .client
+            .post(&self.token_uri)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .timeout(EXCHANGE_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| failed(format!("could not be reached: {}", e.without_url())))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| failed(format!("answer was cut: {}", e.without_url())))?;
+        if !(200..300).contains(&status) {
+            return Err(failed(format!(
+                "refused the key ({status}): {}",
+                refusal(&body)
+            )));
+        }
+        let answer: Answer = serde_json::from_slice(&body)
+            .map_err(|_| failed("answered no `access_token`".to_owned()))?;
+        let lifetime = Duration::from_secs(answer.expires_in.unwrap_or(3600).max(1));
+        Ok((answer.access_token, lifetime))
+    }
+}
+
+/// What an OAuth error answer says (`error`, `error_description`), bounded;
+/// it never echoes the assertion.
+fn refusal(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct OAuthError {
+        error: Option<serde_json::Value>,
+        error_description: Option<String>,
+    }
+    let said = match serde_json::from_slice::<OAuthError>(body) {
+        Ok(OAuthError {
+            error: Some(serde_json::Value::String(error)),
+            error_description,
+        }) => match error_description {
+            Some(d) => format!("{error}: {d}"),
+            None => error,
+        },
+        Ok(OAuthError {
+            error: Some(error), ..
+        }) => error
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("an error")
+            .to_owned(),
+        _ => "an answer that is not an OAuth error".to_owned(),
+    };
+    said.chars().take(ERROR_QUOTE).collect()
+}
+
+/// The DER inside a PEM `PRIVATE KEY` block.
+fn pem_body(pem: &str) -> Option<Vec<u8>> {
+    let start = pem.find("-----BEGIN PRIVATE KEY-----")? + "-----BEGIN PRIVATE KEY-----".len();
+    let end = pem[start..].find("-----END PRIVATE KEY-----")? + start;
+    let b64: String = pem[start..end]
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// `application/x-www-form-urlencoded` for a value (the JWT's alphabet,
+/// base64url and `.`, needs none; the grant's `:` does).
+fn form_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'*') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A shared cell, as both of a provider's protocols hold it.
+pub(crate) type Token = Arc<GoogleToken>;
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;
