@@ -63,6 +63,8 @@ pub use eventually::{Settled, eventually, eventually_within};
 pub use gateway::{TestGateway, TestGatewayBuilder};
 #[cfg(feature = "test-support")]
 pub use redis::RedisServer;
+#[cfg(feature = "test-support")]
+pub use sim::VertexSim;
 #[cfg(feature = "tls")]
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{

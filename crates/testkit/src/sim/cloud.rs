@@ -15,6 +15,15 @@ pub trait Cloud: Send + Sync + 'static {
         String::new()
     }
 
+    /// Answers `req` itself when it is for the cloud rather than the
+    /// protocol (Vertex's token endpoint): `None` passes it on to
+    /// [`Cloud::admit`]. A refusal counts as a violation; the request is
+    /// not recorded by `received()`.
+    fn serve(&self, req: &Received) -> Option<Result<hyper::Response<SimBody>, Box<Refused>>> {
+        let _ = req;
+        None
+    }
+
     /// Checks `req` against the cloud's rules: refused, the cloud's own
     /// error; admitted, the request in the protocol's own shape (path,
     /// body and headers as its service takes them).

@@ -25,6 +25,8 @@ mod responses;
 mod rules;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "test-support")]
+mod vertex;
 
 use std::fmt;
 use std::io;
@@ -48,6 +50,8 @@ use tokio::sync::watch;
 pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};
 pub use cloud::{Cloud, Refused};
+#[cfg(feature = "test-support")]
+pub use vertex::VertexSim;
 
 /// The wire protocol a simulator speaks: the gateway's own enum, so that
 /// a simulator and the provider it stands for are named alike (the
@@ -629,6 +633,14 @@ async fn serve(
     // The cloud checks its own rules (auth, path, its edits to the body)
     // and hands the protocol the request as the protocol's own service
     // would have received it; the wire sees the request as sent.
+    if let Some(served) = cloud.serve(&received) {
+        return Ok(served.unwrap_or_else(|refused| {
+            let line = format!("{} {}: {}", received.method, received.path, refused.message);
+            tracing::warn!(violation = %line, "simulated cloud refused a request");
+            lock(&shared.cloud_violations).push(line);
+            refused.response
+        }));
+    }
     let original = received.clone();
     let admitted = match cloud.admit(&received) {
         Ok(admitted) => admitted,
