@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt as _;
-use reqwest::header::HeaderMap;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use understudy_core::{
     Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind,
     ProviderSettings, Secret, StreamEvent,
@@ -95,11 +95,12 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// `failure` answered a request: whether it says the credentials
-    /// expired and fresh ones were fetched (the request then goes once
-    /// more, and fails over if that fails too).
-    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
-        let _ = failure;
+    /// `failure` answered a request sent with `sent` (its
+    /// `Authorization`): whether it says the credentials expired and fresh
+    /// ones were fetched (the request then goes once more, and fails over
+    /// if that fails too).
+    fn renew<'a>(&'a self, failure: &'a Failure, sent: Option<HeaderValue>) -> BoxFuture<'a, bool> {
+        let _ = (failure, sent);
         Box::pin(async { false })
     }
 
@@ -194,14 +195,16 @@ impl<P: Upstream> HttpAdapter<P> {
         crate::redact(failure, self.key.as_ref())
     }
 
-    /// Sends `request`, authorized first where the protocol does that.
+    /// Sends `request`, authorized first where the protocol does that;
+    /// the `Authorization` it went with (for [`Upstream::renew`]).
     async fn dispatch(
         &self,
         client: &reqwest::Client,
         request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, Failure> {
+    ) -> Result<(reqwest::Response, Option<HeaderValue>), Failure> {
         if !P::AUTHORIZES {
-            return request.send().await.map_err(classify::transport);
+            let response = request.send().await.map_err(classify::transport)?;
+            return Ok((response, None));
         }
         let mut request = request.build().map_err(|e| {
             Failure::new(
@@ -210,7 +213,9 @@ impl<P: Upstream> HttpAdapter<P> {
             )
         })?;
         self.protocol.authorize(&mut request).await?;
-        client.execute(request).await.map_err(classify::transport)
+        let authorization = request.headers().get(AUTHORIZATION).cloned();
+        let response = client.execute(request).await.map_err(classify::transport)?;
+        Ok((response, authorization))
     }
 
     /// Sends `request` and reads the answer in full (bounded).
@@ -218,14 +223,15 @@ impl<P: Upstream> HttpAdapter<P> {
         &self,
         client: &reqwest::Client,
         request: reqwest::RequestBuilder,
-    ) -> Result<Received, Failure> {
-        let response = self.dispatch(client, request).await?;
-        receive(response).await
+    ) -> Result<(Received, Option<HeaderValue>), Failure> {
+        let (response, authorization) = self.dispatch(client, request).await?;
+        Ok((receive(response).await?, authorization))
     }
 
-    /// Whether a failed exchange goes once more, with fresh credentials.
-    async fn renewed(&self, failure: &Failure) -> bool {
-        P::AUTHORIZES && self.protocol.renew(failure).await
+    /// Whether a failed exchange (sent with `sent`) goes once more, with
+    /// fresh credentials.
+    async fn renewed(&self, failure: &Failure, sent: Option<HeaderValue>) -> bool {
+        P::AUTHORIZES && self.protocol.renew(failure, sent).await
     }
 }
 
@@ -251,7 +257,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let Some(sent) = self.protocol.count_request(client, model, request) else {
                 return Ok(None);
             };
-            let received = self
+            let (received, _) = self
                 .exchange(client, sent)
                 .await
                 .map_err(|f| self.redact(f))?;
@@ -285,15 +291,15 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
             let sent = self.protocol.request(client, model, &request, false)?;
-            let mut received = self
+            let (mut received, authorization) = self
                 .exchange(client, sent)
                 .await
                 .map_err(|f| self.redact(f))?;
             let mut parsed = self.protocol.parse(&received, model);
             if let Err(f) = &parsed {
-                if self.renewed(f).await {
+                if self.renewed(f, authorization).await {
                     let sent = self.protocol.request(client, model, &request, false)?;
-                    received = self
+                    (received, _) = self
                         .exchange(client, sent)
                         .await
                         .map_err(|f| self.redact(f))?;
@@ -328,7 +334,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let mut renewed = false;
             let response = loop {
                 let sent = self.protocol.request(client, model, &request, true)?;
-                let response = self
+                let (response, authorization) = self
                     .dispatch(client, sent)
                     .await
                     .map_err(|f| self.redact(f))?;
@@ -341,7 +347,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                     .await
                     .map_err(|f| self.redact(f))?;
                 let failure = self.protocol.classify_error(status, &headers, &body);
-                if renewed || !self.renewed(&failure).await {
+                if renewed || !self.renewed(&failure, authorization).await {
                     return Err(self.redact(failure));
                 }
                 renewed = true;

@@ -215,7 +215,7 @@ impl Upstream for BedrockMessages {
         })
     }
 
-    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
+    fn renew<'a>(&'a self, failure: &'a Failure, _: Option<HeaderValue>) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             match &self.auth {
                 Auth::SigV4(keys) if error::expired(failure) => keys.reload(),

@@ -44,10 +44,9 @@ const ASSERTION_LIFETIME: u64 = 3600;
 /// How long one exchange may take before it fails.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// A token renewed by Vertex's 401 less than this long ago is taken as
-/// the renewal of every request that failed with the old one (one
-/// exchange, not one per request in flight).
-const RENEWED_RECENTLY: Duration = Duration::from_secs(5);
+/// A token fetched less than this long ago makes the actor's refresh
+/// unneeded (a request that found none fetched it).
+const FETCHED_RECENTLY: Duration = Duration::from_secs(5);
 
 /// After a failed exchange, requests that find no valid token fail at
 /// once for this long (they fall back) rather than each trying again: the
@@ -64,9 +63,7 @@ pub(crate) struct GoogleToken {
     /// Held while an exchange is under way: the single flight.
     flight: tokio::sync::Mutex<()>,
     error: Mutex<Option<String>>,
-    /// When a 401 last made a request fetch a token, and when an exchange
-    /// last failed.
-    renewed: Mutex<Option<Instant>>,
+    /// When an exchange last failed.
     failed: Mutex<Option<Instant>>,
     /// Exchanges done, and how many of those a request waited on.
     exchanges: AtomicU64,
@@ -147,7 +144,6 @@ impl GoogleToken {
             held: RwLock::new(None),
             flight: tokio::sync::Mutex::new(()),
             error: Mutex::new(None),
-            renewed: Mutex::new(None),
             failed: Mutex::new(None),
             exchanges: AtomicU64::new(0),
             in_request: AtomicU64::new(0),
@@ -192,23 +188,22 @@ impl GoogleToken {
             .ok_or_else(|| Failure::new(FailureKind::Auth, "the new access token already expired"))
     }
 
-    /// Vertex said the token is not (or no longer) good: fetches another,
-    /// unless one was fetched a moment ago. Whether the request may go
-    /// again.
-    pub(crate) async fn renew(&self) -> bool {
+    /// Vertex refused `rejected` (the `Authorization` a request went
+    /// with): fetches another, unless the held token is already another
+    /// one (a request that met the same refusal renewed it: one exchange
+    /// for all of them). Whether the request may go again.
+    pub(crate) async fn renew(&self, rejected: Option<&HeaderValue>) -> bool {
         if matches!(self.source, Source::Static(_)) {
             return false;
         }
         let _flight = self.flight.lock().await;
-        if within(&self.renewed, RENEWED_RECENTLY) {
-            return self.valid().is_some();
+        if let Some(held) = self.valid() {
+            if rejected.is_some_and(|r| *r != held) {
+                return true;
+            }
         }
         self.in_request.fetch_add(1, Ordering::SeqCst);
-        let ok = self.exchange().await.is_ok();
-        if let Ok(mut renewed) = self.renewed.lock() {
-            *renewed = Some(Instant::now());
-        }
-        ok
+        self.exchange().await.is_ok()
     }
 
     fn valid(&self) -> Option<HeaderValue> {
@@ -277,7 +272,7 @@ impl Credentials for GoogleToken {
         Box::pin(async move {
             let _flight = self.flight.lock().await;
             // A request that found none fetched one a moment ago.
-            if self.obtained_within(RENEWED_RECENTLY) {
+            if self.obtained_within(FETCHED_RECENTLY) {
                 return Ok(());
             }
             self.exchange().await

@@ -187,22 +187,25 @@ async fn concurrent_requests_with_no_token_share_one_exchange() {
     assert_eq!(issuer.count.load(Ordering::SeqCst), 1);
     assert_eq!(token.exchanges(), (1, 1));
 
-    // Vertex's 401s to all 16 at once: one renewal between them.
+    // Vertex's 401s to all 16 at once (each sent with tok-0): one renewal
+    // between them.
+    let rejected = token.current().await.unwrap();
     let renewals: Vec<_> = (0..16)
         .map(|_| {
-            let token = Arc::clone(&token);
-            tokio::spawn(async move { token.renew().await })
+            let (token, rejected) = (Arc::clone(&token), rejected.clone());
+            tokio::spawn(async move { token.renew(Some(&rejected)).await })
         })
         .collect();
     for renewal in renewals {
         assert!(renewal.await.unwrap());
     }
     assert_eq!(issuer.count.load(Ordering::SeqCst), 2);
-    assert_eq!(token_of(&token.current().await.unwrap()), "tok-1");
-    // Later, another 401 renews again.
-    tokio::time::sleep(RENEWED_RECENTLY * 2).await;
-    assert!(token.renew().await);
+    let renewed = token.current().await.unwrap();
+    assert_eq!(token_of(&renewed), "tok-1");
+    // At once, tok-1 refused too: renewed again (no window to wait out).
+    assert!(token.renew(Some(&renewed)).await);
     assert_eq!(issuer.count.load(Ordering::SeqCst), 3);
+    assert_eq!(token.exchanges(), (3, 3));
 }
 
 #[tokio::test(start_paused = true)]

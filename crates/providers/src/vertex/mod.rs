@@ -168,9 +168,13 @@ fn authorize<'a>(
     })
 }
 
-/// Vertex refused the token: a fresh one, once.
-fn renew<'a>(token: &'a GoogleToken, failure: &'a Failure) -> BoxFuture<'a, bool> {
-    Box::pin(async move { error::unauthenticated(failure) && token.renew().await })
+/// Vertex refused the token `sent`: a fresh one, once.
+fn renew<'a>(
+    token: &'a GoogleToken,
+    failure: &'a Failure,
+    sent: Option<HeaderValue>,
+) -> BoxFuture<'a, bool> {
+    Box::pin(async move { error::unauthenticated(failure) && token.renew(sent.as_ref()).await })
 }
 
 // === Claude ===
@@ -303,8 +307,8 @@ impl Upstream for VertexClaude {
         authorize(&self.token, request)
     }
 
-    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
-        renew(&self.token, failure)
+    fn renew<'a>(&'a self, failure: &'a Failure, sent: Option<HeaderValue>) -> BoxFuture<'a, bool> {
+        renew(&self.token, failure, sent)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -361,8 +365,8 @@ impl Upstream for VertexGemini {
         authorize(&self.token, request)
     }
 
-    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
-        renew(&self.token, failure)
+    fn renew<'a>(&'a self, failure: &'a Failure, sent: Option<HeaderValue>) -> BoxFuture<'a, bool> {
+        renew(&self.token, failure, sent)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

@@ -34,3 +34,4 @@ mod strict_json;
 mod thought_signatures;
 mod trust_boundaries;
 mod url_userinfo;
+mod vertex;

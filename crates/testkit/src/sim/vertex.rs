@@ -63,6 +63,10 @@ struct Account {
     tokens: Mutex<HashMap<String, Instant>>,
     allowed: Mutex<HashSet<String>>,
     exchanges: AtomicUsize,
+    /// Exchanges made after every token issued before had expired.
+    late: AtomicUsize,
+    /// Exchanges refused because the test said so.
+    refused: AtomicUsize,
     refusing: AtomicBool,
     minted: AtomicU64,
 }
@@ -88,6 +92,8 @@ impl VertexSim {
                 tokens: Mutex::new(HashMap::new()),
                 allowed: Mutex::new(HashSet::new()),
                 exchanges: AtomicUsize::new(0),
+                late: AtomicUsize::new(0),
+                refused: AtomicUsize::new(0),
                 refusing: AtomicBool::new(false),
                 minted: AtomicU64::new(0),
             }),
@@ -120,6 +126,18 @@ impl VertexSim {
     /// Successful exchanges so far.
     pub fn exchanges(&self) -> usize {
         self.inner.exchanges.load(Ordering::SeqCst)
+    }
+
+    /// Successful exchanges made only once every token issued before
+    /// had expired (a refresh that came too late: requests met an
+    /// expired token or waited for a new one).
+    pub fn late_exchanges(&self) -> usize {
+        self.inner.late.load(Ordering::SeqCst)
+    }
+
+    /// Exchanges refused while [`Self::refuse_exchanges`] was on.
+    pub fn refused_exchanges(&self) -> usize {
+        self.inner.refused.load(Ordering::SeqCst)
     }
 
     /// Every access token issued so far (to check none leaks).
@@ -253,6 +271,7 @@ impl VertexSim {
         self.verify(assertion)?;
         if self.inner.refusing.load(Ordering::SeqCst) {
             // Scripted: a refusal the test asked for, not a violation.
+            self.inner.refused.fetch_add(1, Ordering::SeqCst);
             return Ok(response(
                 400,
                 &[("content-type", "application/json")],
@@ -263,7 +282,13 @@ impl VertexSim {
         let n = self.inner.minted.fetch_add(1, Ordering::SeqCst);
         let token = format!("ya29.sim-{n}-{:016x}", fastish_random(n));
         let lifetime = *lock(&self.inner.lifetime);
-        lock(&self.inner.tokens).insert(token.clone(), Instant::now() + lifetime);
+        let now = Instant::now();
+        let mut tokens = lock(&self.inner.tokens);
+        if !tokens.is_empty() && tokens.values().all(|&expiry| expiry <= now) {
+            self.inner.late.fetch_add(1, Ordering::SeqCst);
+        }
+        tokens.insert(token.clone(), now + lifetime);
+        drop(tokens);
         self.inner.exchanges.fetch_add(1, Ordering::SeqCst);
         Ok(response(
             200,
