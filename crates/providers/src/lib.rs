@@ -15,6 +15,8 @@
 //!   Bedrock API key, the binary event stream).
 //! - `vertex`: Google Vertex AI (Claude through rawPredict, Gemini
 //!   through generateContent, a service account's token or a static one).
+//! - `azure`: Azure OpenAI (the OpenAI protocols at Azure's URLs, its
+//!   `api-key` header or an Entra ID token, its errors).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -24,6 +26,7 @@
 //! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
 
 pub mod anthropic;
+mod azure;
 mod bedrock;
 pub mod classify;
 pub mod gemini;
@@ -70,6 +73,9 @@ impl AdapterFactory for Providers {
         }
         if let Platform::Vertex(vertex) = &settings.platform {
             return Ok(Arc::new(vertex::adapter(settings, vertex)?));
+        }
+        if let Platform::Azure(azure) = &settings.platform {
+            return azure::adapter(settings, azure);
         }
         Ok(match settings.kind {
             Protocol::Responses => Arc::new(openai_responses::adapter(settings)?),

@@ -15,13 +15,13 @@
 
 use reqwest::header::HeaderMap;
 use understudy_core::{ChatRequest, Completion, Failure, Protocol, ProviderSettings};
-use understudy_wire::chat_completions::error::classify_error;
 use understudy_wire::responses::native::{prepare_native, target_tag};
 use understudy_wire::responses::request::translate;
 use understudy_wire::responses::response::parse_response;
 use understudy_wire::responses::stream::ResponsesStream;
 
 use crate::http::{HttpAdapter, Received, Upstream};
+use crate::openai_compat::Dialect;
 
 /// A provider speaking the Responses API.
 pub(crate) type OpenAiResponses = HttpAdapter<ResponsesProtocol>;
@@ -30,8 +30,10 @@ pub(crate) type OpenAiResponses = HttpAdapter<ResponsesProtocol>;
 #[derive(Debug)]
 pub(crate) struct ResponsesProtocol {
     url: reqwest::Url,
-    /// Extra headers and `Authorization` (marked sensitive).
+    /// Extra headers and the key (`Authorization`, or Azure's `api-key`;
+    /// marked sensitive).
     headers: HeaderMap,
+    errors: Dialect,
     /// The provider's name: with the model, whose reasoning items are whose.
     provider: String,
     limits: crate::OutputLimits,
@@ -46,14 +48,30 @@ pub(crate) fn adapter(settings: &ProviderSettings) -> Result<OpenAiResponses, St
 
 impl ResponsesProtocol {
     pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
-        let headers = crate::openai_compat::bearer_headers(settings)?;
-        Ok(Self {
-            url: crate::http::endpoint(&format!("{}/responses", settings.base_url))?,
+        Ok(Self::with(
+            settings,
+            crate::http::endpoint(&format!("{}/responses", settings.base_url))?,
+            crate::openai_compat::bearer_headers(settings)?,
+            Dialect::OpenAi,
+        ))
+    }
+
+    /// The protocol at `url`, with these headers (the key among them) and
+    /// error dialect.
+    pub(crate) fn with(
+        settings: &ProviderSettings,
+        url: reqwest::Url,
+        headers: HeaderMap,
+        errors: Dialect,
+    ) -> Self {
+        Self {
+            url,
             headers,
+            errors,
             provider: settings.name.clone(),
             limits: crate::OutputLimits::of(settings),
             passthrough: settings.capabilities.passthrough,
-        })
+        }
     }
 }
 
@@ -90,12 +108,15 @@ impl Upstream for ResponsesProtocol {
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        if !(200..300).contains(&received.status) {
+            return Err(self.classify_error(received.status, &received.headers, &received.body));
+        }
         let tag = target_tag(&self.provider, model);
         parse_response(received.parts(), model, &tag)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
-        classify_error(status, headers, body)
+        self.errors.classify(status, headers, body)
     }
 
     fn parser(&self, model: &str, native: bool) -> ResponsesStream {

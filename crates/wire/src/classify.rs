@@ -122,14 +122,28 @@ pub fn go_duration(s: &str) -> Option<Duration> {
     (total.is_finite() && total < 1e9).then(|| Duration::from_secs_f64(total))
 }
 
-/// The "Please try again in 3.89s" hint some rate-limit messages carry.
+/// The wait some rate-limit messages name: OpenAI's "Please try again in
+/// 3.89s", Azure's "Please retry after 45 seconds" (clouds.md §3.4).
 pub fn hint_in_message(message: &str) -> Option<Duration> {
-    let at = message.find("try again in ")? + "try again in ".len();
-    let tail = &message[at..];
-    let end = tail
-        .find(|c: char| c.is_whitespace() || c == ',' || c == ')')
+    if let Some(at) = message.find("try again in ") {
+        let tail = &message[at + "try again in ".len()..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == ',' || c == ')')
+            .unwrap_or(tail.len());
+        return go_duration(tail[..end].trim_end_matches('.'));
+    }
+    // ASCII lowercasing keeps every byte where it was.
+    let lower = message.to_ascii_lowercase();
+    let at = lower.find("retry after ")? + "retry after ".len();
+    let tail = &lower[at..];
+    let digits = tail
+        .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(tail.len());
-    go_duration(tail[..end].trim_end_matches('.'))
+    let secs: u64 = tail[..digits].parse().ok()?;
+    tail[digits..]
+        .trim_start()
+        .starts_with("second")
+        .then(|| Duration::from_secs(secs.min(1_000_000_000)))
 }
 
 #[cfg(test)]
@@ -176,6 +190,30 @@ mod tests {
             (vec![], None),
         ] {
             assert_eq!(retry_after(&headers(&pairs), now), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn azure_retry_hints_in_messages() {
+        let azure = "Requests to the ChatCompletions_Create Operation under Azure OpenAI API \
+                     version 2024-10-21 have exceeded token rate limit of your current OpenAI \
+                     S0 pricing tier. Please retry after 45 seconds. Please go here: …";
+        assert_eq!(hint_in_message(azure), Some(Duration::from_secs(45)));
+        assert_eq!(
+            hint_in_message("Retry after 86400 seconds (daily quota)"),
+            Some(Duration::from_secs(86400))
+        );
+        assert_eq!(
+            hint_in_message("retry after 1 second"),
+            Some(Duration::from_secs(1))
+        );
+        for none in [
+            "retry after a while",
+            "retry after 45",
+            "retry after  seconds",
+            "é retry after",
+        ] {
+            assert_eq!(hint_in_message(none), None, "{none}");
         }
     }
 

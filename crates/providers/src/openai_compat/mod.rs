@@ -3,10 +3,12 @@
 //!
 //! The protocol itself (its bodies both ways, its stream, its error table)
 //! is `understudy_wire::chat_completions`; this is its transport: the
-//! endpoint, the bearer key, the pooled client.
+//! endpoint, the bearer key, the pooled client. Azure OpenAI speaks it
+//! too, at its own [`Endpoint`] with its own key header and error
+//! [`Dialect`] (`crate::azure`).
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
+use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
 
 use crate::http::{HttpAdapter, Received, Upstream};
 
@@ -21,10 +23,11 @@ pub(crate) type OpenAiCompat = HttpAdapter<OpenAiProtocol>;
 /// The OpenAI Chat Completions protocol bound to one provider's settings.
 #[derive(Debug)]
 pub(crate) struct OpenAiProtocol {
-    url: reqwest::Url,
-    /// Extra headers and `Authorization`, the latter marked sensitive so
-    /// that no `Debug` output shows it.
+    endpoint: Endpoint,
+    /// Extra headers and the key (`Authorization`, or Azure's `api-key`),
+    /// the latter marked sensitive so that no `Debug` output shows it.
     headers: HeaderMap,
+    errors: Dialect,
     /// The provider takes `max_completion_tokens` rather than `max_tokens`
     /// (its `capabilities.max_completion_tokens`), and the models where
     /// that differs (`model_capabilities`).
@@ -54,12 +57,85 @@ pub(crate) fn bearer_headers(settings: &ProviderSettings) -> Result<HeaderMap, S
     Ok(headers)
 }
 
+/// Where an OpenAI-style request goes.
+#[derive(Debug)]
+pub(crate) enum Endpoint {
+    /// One URL whatever the model (the model goes in the body).
+    Fixed(reqwest::Url),
+    /// Azure's classic deployments: `{resource}/openai/deployments/{model}/
+    /// chat/completions?api-version={api_version}`, the model (the
+    /// deployment's name) one path segment, percent-encoded.
+    Deployment {
+        resource: reqwest::Url,
+        api_version: String,
+    },
+}
+
+impl Endpoint {
+    /// The URL of a request for `model`.
+    pub(crate) fn url(&self, model: &str) -> Result<reqwest::Url, Failure> {
+        match self {
+            Self::Fixed(url) => Ok(url.clone()),
+            Self::Deployment {
+                resource,
+                api_version,
+            } => {
+                let mut url = resource.clone();
+                url.path_segments_mut()
+                    .map_err(|()| {
+                        Failure::new(FailureKind::BadRequest, "the base URL cannot take a path")
+                    })?
+                    .pop_if_empty()
+                    .extend(["openai", "deployments", model, "chat", "completions"]);
+                url.query_pairs_mut()
+                    .append_pair("api-version", api_version);
+                Ok(url)
+            }
+        }
+    }
+}
+
+/// How an OpenAI-style provider's error answers read: OpenAI's table, or
+/// Azure's on top of it (a missing deployment, its 429 hints).
+#[derive(Debug)]
+pub(crate) enum Dialect {
+    OpenAi,
+    /// Azure OpenAI, for the provider of this name (named in its warnings).
+    Azure(String),
+}
+
+impl Dialect {
+    pub(crate) fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        match self {
+            Self::OpenAi => classify_error(status, headers, body),
+            Self::Azure(provider) => crate::azure::classify_error(provider, status, headers, body),
+        }
+    }
+}
+
 impl OpenAiProtocol {
     pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, String> {
-        let headers = bearer_headers(settings)?;
-        Ok(Self {
-            url: crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?,
+        let url = crate::http::endpoint(&format!("{}/chat/completions", settings.base_url))?;
+        Ok(Self::with(
+            settings,
+            Endpoint::Fixed(url),
+            bearer_headers(settings)?,
+            Dialect::OpenAi,
+        ))
+    }
+
+    /// The protocol at `endpoint`, with these headers (the key among them)
+    /// and error dialect.
+    pub(crate) fn with(
+        settings: &ProviderSettings,
+        endpoint: Endpoint,
+        headers: HeaderMap,
+        errors: Dialect,
+    ) -> Self {
+        Self {
+            endpoint,
             headers,
+            errors,
             max_completion_tokens: settings.capabilities.max_completion_tokens,
             completion_tokens_models: settings
                 .model_capabilities
@@ -67,7 +143,7 @@ impl OpenAiProtocol {
                 .filter_map(|(m, o)| Some((m.clone(), o.max_completion_tokens?)))
                 .collect(),
             limits: crate::OutputLimits::of(settings),
-        })
+        }
     }
 }
 
@@ -89,15 +165,18 @@ impl Upstream for OpenAiProtocol {
             .find(|(m, _)| m == model)
             .map_or(self.max_completion_tokens, |&(_, on)| on);
         let body = wire_request(model, request, limit, completion_tokens, stream);
-        crate::http::json_post(client, self.url.clone(), &self.headers, &body)
+        crate::http::json_post(client, self.endpoint.url(model)?, &self.headers, &body)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        if !(200..300).contains(&received.status) {
+            return Err(self.classify_error(received.status, &received.headers, &received.body));
+        }
         parse_response(received.parts(), model)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
-        classify_error(status, headers, body)
+        self.errors.classify(status, headers, body)
     }
 
     fn parser(&self, model: &str, _native: bool) -> OpenAiStream {

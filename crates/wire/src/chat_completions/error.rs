@@ -17,11 +17,15 @@ use crate::classify;
 /// client's fault, and another target may well succeed.
 const OUTPUT_FAILURE_CODES: [&str; 2] = ["tool_use_failed", "json_validate_failed"];
 
-/// Error codes that mean a content policy refused the request.
-const CONTENT_POLICY_CODES: [&str; 4] = [
+/// Error codes that mean a content policy refused the request: in
+/// `error.code`, or Azure's `error.innererror.code` (its older
+/// `ResponsibleAIPolicyViolation`, its newer `ContentFiltered`; clouds.md
+/// §3.3), never read from the message, whose wording changes.
+const CONTENT_POLICY_CODES: [&str; 5] = [
     "content_filter",
     "content_policy_violation",
     "ResponsibleAIPolicyViolation",
+    "ContentFiltered",
     "moderation_blocked",
 ];
 
@@ -46,29 +50,29 @@ pub fn classify_error(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure 
 }
 
 pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &WireError) -> Failure {
-    let (message, code, kind_field) = match error {
-        WireError::Text(message) => (message.as_str(), None, None),
+    let (message, code, inner, kind_field) = match error {
+        WireError::Text(message) => (message.as_str(), None, None, None),
         WireError::Object {
             message,
             code,
             kind,
             innererror,
         } => {
-            let code = code.as_ref().and_then(|c| c.as_str()).or_else(|| {
-                innererror
-                    .as_ref()
-                    .and_then(|i| i.get("code"))
-                    .and_then(|c| c.as_str())
-            });
+            let inner = innererror
+                .as_ref()
+                .and_then(|i| i.get("code"))
+                .and_then(|c| c.as_str());
             (
                 message.as_deref().unwrap_or_default(),
-                code,
+                code.as_ref().and_then(|c| c.as_str()),
+                inner,
                 kind.as_deref(),
             )
         }
     };
     let lower = message.to_ascii_lowercase();
-    let is = |want: &str| code == Some(want) || kind_field == Some(want);
+    let is = |want: &str| code == Some(want) || inner == Some(want) || kind_field == Some(want);
+    let code = code.or(inner);
     let kind = if CONTENT_POLICY_CODES.iter().any(|c| is(c)) {
         FailureKind::ContentFilter
     } else if OUTPUT_FAILURE_CODES.iter().any(|c| is(c)) {
