@@ -68,7 +68,8 @@ pub use sim::VertexSim;
 #[cfg(feature = "tls")]
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
-    BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd, StreamSpec,
+    AzureSim, BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd,
+    StreamSpec,
 };
 
 /// A plain HTTP client for tests and the demo, which talk to a gateway

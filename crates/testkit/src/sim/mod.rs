@@ -16,6 +16,7 @@
 //! `understudy demo` check nothing.
 
 mod anthropic;
+mod azure;
 mod bedrock;
 mod body;
 mod cloud;
@@ -47,6 +48,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use azure::AzureSim;
 pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};
 pub use cloud::{Cloud, Refused};
