@@ -12,6 +12,7 @@ mod common;
 
 mod anthropic_api;
 mod anthropic_sdk;
+mod azure;
 mod bedrock;
 mod claude_code;
 mod claude_code_session;
