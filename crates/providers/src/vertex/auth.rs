@@ -73,7 +73,8 @@ pub(crate) struct GoogleToken {
 enum Source {
     /// `api_key`: a token someone else refreshes.
     Static(HeaderValue),
-    Account(Box<Account>),
+    /// A service account's key file, read again when it changes.
+    Account(RwLock<Arc<Account>>),
     /// A token endpoint in-process (tests).
     #[cfg(test)]
     Fake(Fake),
@@ -91,6 +92,8 @@ pub(crate) struct Account {
     key_id: Option<String>,
     key: RsaKeyPair,
     client: reqwest::Client,
+    /// The file's modification time when it was read.
+    modified: Option<SystemTime>,
 }
 
 struct Held {
@@ -128,9 +131,9 @@ impl GoogleToken {
 
     /// The service account of the JSON key `file`.
     pub(crate) fn account(file: &Path, client: reqwest::Client) -> Result<Self, String> {
-        Ok(Self::of(Source::Account(Box::new(Account::read(
-            file, client,
-        )?))))
+        Ok(Self::of(Source::Account(RwLock::new(Arc::new(
+            Account::read(file, client)?,
+        )))))
     }
 
     #[cfg(test)]
@@ -226,7 +229,7 @@ impl GoogleToken {
         self.exchanges.fetch_add(1, Ordering::SeqCst);
         let result = match &self.source {
             Source::Static(_) => return Ok(()),
-            Source::Account(account) => account.fetch().await,
+            Source::Account(cell) => current_key(cell).fetch().await,
             #[cfg(test)]
             Source::Fake(fetch) => fetch().await,
         };
@@ -257,6 +260,39 @@ impl GoogleToken {
         }
         result
     }
+}
+
+/// The key `cell` holds, read again first when its file changed since
+/// (a rotated key); a file that cannot be read now keeps the key held,
+/// with a warning (which names the file, never a value from it).
+fn current_key(cell: &RwLock<Arc<Account>>) -> Arc<Account> {
+    let held = match cell.read() {
+        Ok(held) => Arc::clone(&held),
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+    };
+    let modified = modified(&held.file);
+    if modified.is_none() || modified == held.modified {
+        return held;
+    }
+    match Account::read(&held.file, held.client.clone()) {
+        Ok(fresh) => {
+            tracing::info!(file = %held.file.display(), "the service account key changed: read again");
+            let fresh = Arc::new(fresh);
+            if let Ok(mut cell) = cell.write() {
+                *cell = Arc::clone(&fresh);
+            }
+            fresh
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the service account key changed but cannot be read: the old one stays");
+            held
+        }
+    }
+}
+
+/// When `file` last changed, if it can be told.
+fn modified(file: &Path) -> Option<SystemTime> {
+    std::fs::metadata(file).and_then(|m| m.modified()).ok()
 }
 
 /// Whether the time in `cell` is less than `window` ago.
@@ -295,9 +331,10 @@ impl Credentials for GoogleToken {
     fn status(&self) -> CredentialStatus {
         let source = match &self.source {
             Source::Static(_) => "a static access token (api_key)".to_owned(),
-            Source::Account(a) => {
-                format!("service account {} ({})", a.client_email, a.file.display())
-            }
+            Source::Account(cell) => match cell.read() {
+                Ok(a) => format!("service account {} ({})", a.client_email, a.file.display()),
+                Err(_) => "a service account".to_owned(),
+            },
             #[cfg(test)]
             Source::Fake(_) => "a test token endpoint".to_owned(),
         };
@@ -329,6 +366,7 @@ impl Account {
             token_uri: Option<String>,
         }
         let at = file.display();
+        let modified = modified(file);
         let text = std::fs::read(file)
             .map_err(|e| format!("cannot read the service account key {at}: {}", e.kind()))?;
         let key: Key = serde_json::from_slice(&text).map_err(|e| {
@@ -375,6 +413,7 @@ impl Account {
             key_id: key.private_key_id,
             key: key_pair,
             client,
+            modified,
         })
     }
 

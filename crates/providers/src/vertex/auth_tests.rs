@@ -293,3 +293,41 @@ async fn a_30s_token_is_refreshed_ahead_of_time_under_load() {
     assert!(exchanges >= 4, "{exchanges} exchanges in two minutes");
     assert!(done > 16 * 50, "{done} requests");
 }
+
+#[tokio::test]
+async fn a_rotated_key_file_is_read_again_and_a_broken_one_keeps_the_old_key() {
+    let original = std::fs::read_to_string(data("vertex-test-sa.json")).unwrap();
+    let mut key: Value = serde_json::from_str(&original).unwrap();
+    // Nothing listens there: the exchange fails, the key is read first.
+    key["token_uri"] = "http://127.0.0.1:9/token".into();
+    let path = temp_file("rotated.json", &key.to_string());
+    let set_modified = |secs: u64| {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+            .unwrap();
+    };
+    set_modified(1_700_000_000);
+    let token = GoogleToken::account(&path, client()).unwrap();
+    let email = |t: &GoogleToken| t.status().source;
+    assert!(
+        email(&token).contains("understudy-test@"),
+        "{}",
+        email(&token)
+    );
+
+    // The key is rotated (another account's, say).
+    key["client_email"] = "rotated@understudy-sim.iam.gserviceaccount.com".into();
+    std::fs::write(&path, key.to_string()).unwrap();
+    set_modified(1_700_000_100);
+    assert!(token.refresh().await.is_err());
+    assert!(email(&token).contains("rotated@"), "{}", email(&token));
+
+    // A half-written file: the key held stays.
+    std::fs::write(&path, "{\"type\": \"service_acc").unwrap();
+    set_modified(1_700_000_200);
+    assert!(token.refresh().await.is_err());
+    assert!(email(&token).contains("rotated@"), "{}", email(&token));
+}
