@@ -16,6 +16,8 @@ MODE is one of:
   thinking-tools, thinking-tools-stream
             a three-turn get_weather tool loop with extended thinking on,
             each answer replayed as the SDK returned it (whoever served it)
+A mode may end in "@MODEL" (thinking-tools@claude-sonnet-4-5): the turns
+of the tool loops ask for that model rather than "default".
 Prints one JSON object with what the SDK saw, for the Rust test to check.
 """
 import base64
@@ -26,7 +28,9 @@ import anthropic
 
 URL = sys.argv[1]
 client = anthropic.Anthropic(base_url=URL, api_key="sk-understudy-sdk-test", max_retries=0)
-mode = sys.argv[2]
+# "MODE@MODEL": the tool loops ask for MODEL (else "default").
+mode, _, MODEL = sys.argv[2].partition("@")
+MODEL = MODEL or "default"
 
 TOOLS = [{
     "name": "get_weather",
@@ -45,7 +49,7 @@ PIXEL = base64.b64decode(
 
 def turn_plain(messages, max_tokens=512, **extra):
     raw = client.messages.with_raw_response.create(
-        model="default", max_tokens=max_tokens, messages=messages, **extra
+        model=MODEL, max_tokens=max_tokens, messages=messages, **extra
     )
     msg = raw.parse()
     return raw.headers.get("x-understudy-provider"), msg
@@ -53,7 +57,7 @@ def turn_plain(messages, max_tokens=512, **extra):
 
 def turn_stream(messages, max_tokens=512, **extra):
     texts = []
-    with client.messages.stream(model="default", max_tokens=max_tokens, messages=messages, **extra) as stream:
+    with client.messages.stream(model=MODEL, max_tokens=max_tokens, messages=messages, **extra) as stream:
         provider = stream.response.headers.get("x-understudy-provider")
         for text in stream.text_stream:
             texts.append(text)

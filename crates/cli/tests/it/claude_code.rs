@@ -15,17 +15,20 @@
 //! on the second turn, an OpenAI-compatible fallback serving it, and the
 //! Anthropic primary serving the third turn over a history whose tool-use
 //! turn has no thinking block; (c) a Gemini primary that fails (503) on the
-//! second turn, with an Anthropic fallback.
+//! second turn, with an Anthropic fallback; (d) the same Claude on three
+//! clouds, one model name mapped to each: the Anthropic API overloaded
+//! from the second turn, Bedrock serving it, throttled for the third,
+//! which Vertex serves.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use understudy_testkit::{Received, Reply, SimProvider};
+use understudy_testkit::{Protocol, Received, Reply, SimProvider};
 
 use crate::common::{
     Gateway, Run, Scratch, Turns, agent_binary, assert_no_violations, run_agent, scripted_agent,
-    write_then_read,
+    scripted_agent_failing, write_then_read,
 };
 
 /// The client key Claude Code sends (`ANTHROPIC_API_KEY`).
@@ -145,53 +148,89 @@ async fn claude_code_survives_a_gemini_outage_on_an_anthropic_fallback() {
     assert_no_violations(&[("gemini", &gemini), ("claude", &claude)], &gateway);
 }
 
+/// Claude Code's model on every cloud: the name it asks for (set with
+/// `ANTHROPIC_MODEL`), and Bedrock's and Vertex's ids for it.
+const TWIN: &str = "claude-sonnet-4-5";
+const TWIN_ON_BEDROCK: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+const TWIN_ON_VERTEX: &str = "claude-sonnet-4-5@20250929";
+
 #[tokio::test(flavor = "multi_thread")]
-async fn claude_code_survives_an_anthropic_outage_on_bedrock() {
+async fn claude_code_crosses_from_anthropic_to_bedrock_to_vertex() {
     let claude = SimProvider::anthropic().await.unwrap();
     claude.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
-    let account = understudy_testkit::BedrockSim::new(
+    let aws = understudy_testkit::BedrockSim::new(
         "us-west-2",
         "AKIDCLAUDECODEBEDROCK",
         "claude-code-bedrock-secret",
         None,
     );
-    let bedrock = SimProvider::bedrock(&account).await.unwrap();
+    let bedrock = SimProvider::bedrock(&aws).await.unwrap();
     bedrock.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
-    let scratch = scratch("anthropic-bedrock");
-    let (claude_turns, bedrock_turns) = (Turns::default(), Turns::default());
-    // The second turn finds the Anthropic API overloaded: Bedrock serves
-    // it with the same model, thinking first (its own signature). The
-    // third goes back to Anthropic, over a history holding Bedrock's
-    // thinking block, which Anthropic would refuse.
-    claude.respond_with(agent(&claude, &scratch.work, &claude_turns, &[1]));
-    bedrock.respond_with(agent(&bedrock, &scratch.work, &bedrock_turns, &[]));
+    let gcp = understudy_testkit::VertexSim::new("claude-code-sim", "global");
+    let vertex = SimProvider::vertex(Protocol::Messages, &gcp).await.unwrap();
+    vertex.with_max_output_tokens(CLAUDE_OUTPUT_LIMIT);
+    let key_file = gcp.key_file(&format!("{}/token", vertex.base_url()));
+    let scratch = scratch("anthropic-bedrock-vertex");
+    let turns = (Turns::default(), Turns::default(), Turns::default());
+    // The Anthropic API serves the first turn and is overloaded (529) for
+    // the second and third. Bedrock serves the second with the same model,
+    // thinking first (its own signature), and is throttled for the third,
+    // which Vertex serves over a history holding Bedrock's thinking block,
+    // which Vertex would refuse.
+    claude.respond_with(agent(&claude, &scratch.work, &turns.0, &[1, 2]));
+    bedrock.respond_with(scripted_agent_failing(
+        Protocol::Messages,
+        "Write",
+        &turns.1,
+        &[2],
+        Reply::status(429),
+        agent_reply(&scratch.work),
+    ));
+    vertex.respond_with(agent(&vertex, &scratch.work, &turns.2, &[]));
     let gateway = gateway(
         &scratch,
         &format!(
-            "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"bedrock\"]\n\n\
+            "[routing]\ndefault = \"claude\"\norder = [\"claude\", \"bedrock\", \"vertex\"]\n\n\
              [providers.claude]\nbase_url = \"{}\"\napi_key = \"sk-ant-sim\"\n\n\
              [providers.bedrock]\nkind = \"bedrock\"\nregion = \"us-west-2\"\nbase_url = \"{}\"\n\
-             model = \"us.anthropic.claude-sonnet-4-5-20250929-v1:0\"\n\
+             model = \"{TWIN_ON_BEDROCK}\"\nmodels = {{ \"{TWIN}\" = \"{TWIN_ON_BEDROCK}\" }}\n\
              aws_access_key_id = \"AKIDCLAUDECODEBEDROCK\"\naws_secret_access_key = \"claude-code-bedrock-secret\"\n\n\
-             [routes]\n\"claude-*\" = [\"claude:*\", \"bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0\"]\n",
+             [providers.vertex]\nkind = \"vertex\"\nproject = \"claude-code-sim\"\nregion = \"global\"\n\
+             base_url = \"{}\"\ncredentials_file = {:?}\nmodel = \"{TWIN_ON_VERTEX}\"\n\
+             models = {{ \"{TWIN}\" = \"{TWIN_ON_VERTEX}\" }}\n\n\
+             [routes]\n\"claude-*\" = [\"claude:*\", \"bedrock:*\", \"vertex:*\"]\n",
             claude.base_url(),
-            bedrock.base_url()
+            bedrock.base_url(),
+            vertex.base_url(),
+            key_file.display().to_string(),
         ),
     );
 
-    let run = claude_code(&gateway, &scratch).await;
+    let run = claude_code_as(&gateway, &scratch, &[("ANTHROPIC_MODEL", TWIN)]).await;
 
     run.assert_claude_code_done(&scratch, &gateway);
-    assert_eq!(claude_turns.stages(), [0, 1, 2], "{}", gateway.log());
-    assert_eq!(bedrock_turns.stages(), [1], "{}", gateway.log());
-    assert_no_violations(&[("claude", &claude), ("bedrock", &bedrock)], &gateway);
-    // Bedrock got Claude Code's body for Bedrock: signed, its version in
-    // the body, no model, no stream, only betas Bedrock takes.
-    let to_bedrock: Vec<Received> = bedrock
-        .received()
-        .into_iter()
-        .filter(|r| r.path.contains("/model/"))
-        .collect();
+    assert_eq!(turns.0.stages(), [0, 1, 2], "{}", gateway.log());
+    // Bedrock's throttled turn went twice: once more after the wait.
+    assert_eq!(turns.1.stages(), [1, 2, 2], "{}", gateway.log());
+    assert_eq!(turns.2.stages(), [2], "{}", gateway.log());
+    assert_no_violations(
+        &[
+            ("claude", &claude),
+            ("bedrock", &bedrock),
+            ("vertex", &vertex),
+        ],
+        &gateway,
+    );
+    // Each cloud got Claude Code's body for it, under its own id: Bedrock
+    // signed (SigV4), Vertex with a token its endpoint issued; neither saw
+    // the other's signature.
+    let model_requests = |sim: &SimProvider| -> Vec<Received> {
+        sim.received()
+            .into_iter()
+            .filter(|r| r.path.contains("/model"))
+            .collect()
+    };
+    let to_bedrock = model_requests(&bedrock);
     assert!(!to_bedrock.is_empty());
     for r in &to_bedrock {
         assert!(
@@ -199,12 +238,38 @@ async fn claude_code_survives_an_anthropic_outage_on_bedrock() {
                 .is_some_and(|a| a.starts_with("AWS4-HMAC-SHA256"))
         );
         assert!(
-            r.path
-                .contains("/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/"),
+            r.path.contains(&format!("/model/{TWIN_ON_BEDROCK}/")),
             "{}",
             r.path
         );
     }
+    let to_vertex = model_requests(&vertex);
+    assert!(!to_vertex.is_empty());
+    for r in &to_vertex {
+        assert!(
+            r.header("authorization")
+                .is_some_and(|a| a.starts_with("Bearer ya29.sim-"))
+        );
+        assert!(
+            r.path.contains(&format!(
+                "/locations/global/publishers/anthropic/models/{TWIN_ON_VERTEX}:"
+            )),
+            "{}",
+            r.path
+        );
+        assert!(!String::from_utf8_lossy(&r.body).contains("bedrock:"));
+    }
+    assert!(to_claude_all_named(&claude, TWIN));
+}
+
+/// Every turn of the agent's task reached the Anthropic API by `model`.
+fn to_claude_all_named(claude: &SimProvider, model: &str) -> bool {
+    claude
+        .received()
+        .iter()
+        .map(Received::json)
+        .filter(|b| b["tools"].is_array())
+        .all(|b| b["model"] == model)
 }
 
 /// A scratch folder for `name`'s scenario.
@@ -229,20 +294,20 @@ fn agent(
     turns: &Turns,
     down_at: &'static [usize],
 ) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    scripted_agent(sim.protocol(), "Write", turns, down_at, agent_reply(work))
+}
+
+/// The agent's answer at `stage`: [`write_then_read`], thinking first
+/// when the request has thinking on.
+fn agent_reply(work: &Path) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
     let work = work.to_owned();
-    scripted_agent(
-        sim.protocol(),
-        "Write",
-        turns,
-        down_at,
-        move |stage, body| {
-            let reply = write_then_read(&work, stage, "Write", "Read");
-            match body["thinking"]["type"].as_str() {
-                Some("enabled" | "adaptive") => reply.thinking_first("The user wants hello.txt."),
-                _ => reply,
-            }
-        },
-    )
+    move |stage, body| {
+        let reply = write_then_read(&work, stage, "Write", "Read");
+        match body["thinking"]["type"].as_str() {
+            Some("enabled" | "adaptive") => reply.thinking_first("The user wants hello.txt."),
+            _ => reply,
+        }
+    }
 }
 
 // === the scratch folder, the gateway, Claude Code ===
@@ -259,8 +324,14 @@ fn claude_binary() -> PathBuf {
 /// Runs `claude -p` on the task in the scratch folder, through `gateway`,
 /// with nothing from this environment but `PATH`.
 async fn claude_code(gateway: &Gateway, scratch: &Scratch) -> Run {
+    claude_code_as(gateway, scratch, &[]).await
+}
+
+/// [`claude_code`] with `env` set too (`ANTHROPIC_MODEL`, say).
+async fn claude_code_as(gateway: &Gateway, scratch: &Scratch, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(claude_binary());
     cmd.env_clear()
+        .envs(env.iter().copied())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &scratch.home)
         .env("ANTHROPIC_BASE_URL", &gateway.url)

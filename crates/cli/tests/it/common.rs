@@ -237,6 +237,24 @@ pub fn scripted_agent(
     down_at: &'static [usize],
     reply: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
 ) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
+    let down = Reply::status(if protocol == Protocol::Messages {
+        529
+    } else {
+        503
+    });
+    scripted_agent_failing(protocol, tool, turns, down_at, down, reply)
+}
+
+/// [`scripted_agent`], answering `down` at the stages in `down_at` (a
+/// throttle, say, rather than an outage).
+pub fn scripted_agent_failing(
+    protocol: Protocol,
+    tool: &'static str,
+    turns: &Turns,
+    down_at: &'static [usize],
+    down: Reply,
+    reply: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+) -> impl Fn(&Received) -> Reply + Send + Sync + 'static {
     let turns = turns.clone();
     move |req| {
         let body = req.json();
@@ -246,11 +264,7 @@ pub fn scripted_agent(
         let stage = tool_results(protocol, &body);
         turns.push(stage);
         if down_at.contains(&stage) {
-            return Reply::status(if protocol == Protocol::Messages {
-                529
-            } else {
-                503
-            });
+            return down.clone();
         }
         reply(stage, &body)
     }

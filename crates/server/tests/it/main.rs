@@ -16,6 +16,7 @@ mod azure;
 mod bedrock;
 mod claude_code;
 mod claude_code_session;
+mod cloud_twins;
 mod events;
 mod gemini_api;
 mod generate;
