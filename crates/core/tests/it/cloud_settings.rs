@@ -282,3 +282,53 @@ fn the_bedrock_example_of_the_docs_loads_as_it_says() {
         Target::new("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     );
 }
+
+#[test]
+fn the_vertex_example_of_the_docs_loads_as_it_says() {
+    let s = load_with(
+        &doc_example("### Google Vertex AI"),
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDDOC"),
+            ("AWS_SECRET_ACCESS_KEY", "doc-secret"),
+        ],
+    )
+    .unwrap();
+    let p = &s.providers["vertex"];
+    assert_eq!(p.kind, Protocol::Messages);
+    assert!(p.has_key());
+    let targets = understudy_core::policy::plan::resolve(
+        &RouteSelector::Model("claude-sonnet-4-5".into()),
+        &s,
+        &s.default_route(),
+        &s.routes,
+    )
+    .unwrap();
+    assert_eq!(
+        targets[1..],
+        [
+            Target::new("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            Target::new("vertex", "claude-sonnet-4-5@20250929"),
+        ]
+    );
+}
+
+#[test]
+fn the_azure_example_of_the_docs_loads_as_it_says() {
+    let s = load_with(
+        &doc_example("### Azure OpenAI"),
+        &[("AZURE_OPENAI_API_KEY", "azure-doc-key-0123456789")],
+    )
+    .unwrap();
+    let p = &s.providers["azure"];
+    assert_eq!(p.kind, Protocol::ChatCompletions);
+    assert!(p.has_key());
+    assert!(p.capabilities.max_completion_tokens);
+    let targets = understudy_core::policy::plan::resolve(
+        &RouteSelector::Model("gpt-4.1".into()),
+        &s,
+        &s.default_route(),
+        &s.routes,
+    )
+    .unwrap();
+    assert_eq!(targets[1], Target::new("azure", "gpt-4-1-prod"));
+}
