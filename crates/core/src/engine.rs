@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::generation::{GenerateRequest, GenerateResult};
 pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::policy::decide::Mode;
-use crate::settings::{RoutingTable, RoutingUpdate, Settings};
+use crate::settings::{Platform, RoutingTable, RoutingUpdate, Settings};
 use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
@@ -29,6 +29,10 @@ use crate::spend::SpendMeter;
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long [`Engine::warm_credentials`] waits for one provider's first
+/// fetch (a token endpoint's exchange gives up after 15 s).
+pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(20);
 
 /// The gateway engine.
 #[derive(Clone)]
@@ -58,7 +62,8 @@ struct Inner {
 
 impl Engine {
     /// Starts the supervisor and the router. Provider actors start on first
-    /// use.
+    /// use, except those whose credentials expire (see
+    /// [`Self::warm_credentials`]), started at once in the background.
     pub async fn start(
         settings: Settings,
         factory: Arc<dyn AdapterFactory>,
@@ -159,7 +164,7 @@ impl Engine {
                 let _ = notify_router.cast(RouterMsg::Provider(notice));
             })))
             .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
-        Ok(Self {
+        let engine = Self {
             inner: Arc::new(Inner {
                 router,
                 view,
@@ -172,7 +177,53 @@ impl Engine {
                 stop_sinks,
                 writers: std::sync::Mutex::new(writers),
             }),
-        })
+        };
+        if engine.expiring_credentials().next().is_some() {
+            let warm = engine.clone();
+            tokio::spawn(async move { warm.warm_credentials(false).await });
+        }
+        Ok(engine)
+    }
+
+    /// The providers whose credentials expire or change: a cloud's
+    /// (Vertex's token, Bedrock's keys from a file).
+    fn expiring_credentials(&self) -> impl Iterator<Item = &str> {
+        self.inner
+            .settings
+            .providers
+            .values()
+            .filter(|p| matches!(p.platform, Platform::Bedrock(_) | Platform::Vertex(_)))
+            .map(|p| p.name.as_str())
+    }
+
+    /// Starts the actor of every provider whose credentials expire, so
+    /// that it fetches them before a first request would have to (a
+    /// provider that cannot start is skipped: requests see why). With
+    /// `wait`, also waits for each one's fetch to end, at most
+    /// [`CREDENTIALS_WAIT`] (for `understudy providers`, which shows
+    /// when they expire or why the fetch failed).
+    pub async fn warm_credentials(&self, wait: bool) {
+        for provider in self.expiring_credentials() {
+            let asked = self
+                .inner
+                .supervisor
+                .call(
+                    |reply| SupervisorMsg::Ensure {
+                        provider: Arc::from(provider),
+                        reply,
+                    },
+                    Some(QUERY_TIMEOUT),
+                )
+                .await;
+            let Ok(CallResult::Success(Ok(lease))) = asked else {
+                continue;
+            };
+            if let (true, Some(credentials)) = (wait, lease.adapter().credentials()) {
+                // The actor's own first fetch is under way: this one
+                // waits for it and does not fetch again.
+                let _ = tokio::time::timeout(CREDENTIALS_WAIT, credentials.refresh()).await;
+            }
+        }
     }
 
     /// Runs one non-streamed generation through the decision table, on

@@ -63,14 +63,14 @@ pub use eventually::{Settled, eventually, eventually_within};
 pub use gateway::{TestGateway, TestGatewayBuilder};
 #[cfg(feature = "test-support")]
 pub use redis::RedisServer;
-#[cfg(feature = "test-support")]
-pub use sim::VertexSim;
 #[cfg(feature = "tls")]
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
     AzureSim, BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd,
     StreamSpec,
 };
+#[cfg(feature = "test-support")]
+pub use sim::{TEST_CLIENT_EMAIL, VertexSim};
 
 /// A plain HTTP client for tests and the demo, which talk to a gateway
 /// (installs the TLS crypto provider reqwest is built to expect).

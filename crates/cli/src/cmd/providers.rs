@@ -22,6 +22,9 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    // A cloud's credentials fetched first, to show when they expire (or
+    // why they cannot be had).
+    engine.warm_credentials(true).await;
     let routing = engine.routing().await;
     let infos = engine.providers().await;
     engine.shutdown().await;

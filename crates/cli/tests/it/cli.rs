@@ -291,6 +291,57 @@ async fn providers_shows_a_clouds_credentials_by_source_never_the_secret() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn providers_shows_a_vertex_tokens_source_and_expiry_never_the_token() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let account = understudy_testkit::VertexSim::new("cli-project", "us-east5");
+    let vertex = SimProvider::vertex(understudy_testkit::Protocol::Messages, &account)
+        .await
+        .unwrap();
+    let key_file = account.key_file(&format!("{}/token", vertex.base_url()));
+    let config = config_file(
+        "vertex",
+        &format!(
+            "[providers.vertex]\nkind = \"vertex\"\nproject = \"cli-project\"\nregion = \"us-east5\"\nbase_url = {:?}\ncredentials_file = {:?}\nmodel = \"claude-haiku-4-5@20251001\"\n",
+            vertex.base_url(),
+            key_file.display().to_string()
+        ),
+    );
+    let mut cmd = understudy(&groq, &openai);
+    cmd.arg("--config").arg(&config).arg("providers");
+    let out = run(cmd).await;
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("vertex"))
+        .unwrap_or_else(|| panic!("vertex missing: {text}"));
+    assert!(line.contains("vertex/anthropic"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "service account {}",
+            understudy_testkit::TEST_CLIENT_EMAIL
+        )),
+        "{line}"
+    );
+    // The actor fetched a token at start: its expiry shows, never itself.
+    assert_eq!(account.exchanges(), 1, "{line}");
+    assert!(
+        line.contains("expires in 59m") || line.contains("expires in 60m"),
+        "{line}"
+    );
+    let pem = understudy_testkit::VertexSim::private_key_pem();
+    let key_line = pem.lines().nth(5).unwrap();
+    for stream in [&out.stdout, &out.stderr] {
+        let shown = String::from_utf8_lossy(stream);
+        for token in account.issued_tokens() {
+            assert!(!shown.contains(&token), "the token leaked: {shown}");
+        }
+        assert!(!shown.contains(key_line), "the private key leaked: {shown}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bedrock_credentials_reach_no_log_error_or_output_even_at_trace() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();

@@ -53,7 +53,7 @@ pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};
 pub use cloud::{Cloud, Refused};
 #[cfg(feature = "test-support")]
-pub use vertex::VertexSim;
+pub use vertex::{TEST_CLIENT_EMAIL, VertexSim};
 
 /// The wire protocol a simulator speaks: the gateway's own enum, so that
 /// a simulator and the provider it stands for are named alike (the
