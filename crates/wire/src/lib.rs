@@ -14,6 +14,7 @@
 //! - [`responses`]: OpenAI's Responses API.
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
 //! - [`messages`]: Anthropic's Messages API.
+//! - [`converse`]: AWS Bedrock's Converse API (the models on Bedrock that are not Anthropic's).
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
 //! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
@@ -26,6 +27,7 @@
 
 pub mod chat_completions;
 pub mod classify;
+pub mod converse;
 pub mod eventstream;
 pub mod framing;
 pub mod generate_content;
