@@ -1,5 +1,9 @@
-//! AWS Bedrock (`kind = "bedrock"`): Claude through InvokeModel and
-//! InvokeModelWithResponseStream with Anthropic's Messages body.
+//! AWS Bedrock (`kind = "bedrock"`): one provider, two APIs by model
+//! (`understudy_core::settings::bedrock_protocol`): Claude through
+//! InvokeModel and InvokeModelWithResponseStream with Anthropic's Messages
+//! body (here), every other model (Llama, Mistral, Nova, …) through
+//! Converse and ConverseStream (`converse.rs`, the translation in
+//! `understudy_wire::converse`). Both sign with one set of credentials.
 //!
 //! - The model id, inference profile (`us.anthropic.…`) or ARN goes in the
 //!   path (`/model/{id}/invoke`), percent-encoded but for `:` as AWS's
@@ -15,15 +19,19 @@
 //!   (`auth.rs`).
 
 mod auth;
+mod converse;
 mod error;
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::settings::Bedrock;
-use understudy_core::{BoxFuture, ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
+use understudy_core::settings::{Bedrock, bedrock_protocol};
+use understudy_core::{
+    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind,
+    ProviderSettings,
+};
 use understudy_wire::eventstream::{Kind, Message};
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
@@ -36,6 +44,7 @@ use crate::http::{Framing, HttpAdapter, Received, Upstream};
 use crate::sigv4;
 
 use auth::AwsKeys;
+use converse::BedrockConverse;
 
 /// The body's API version on Bedrock.
 pub const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
@@ -62,8 +71,15 @@ const BETAS: [&str; 9] = [
     "tool-examples-",
 ];
 
-/// A Bedrock provider.
-pub(crate) type BedrockAdapter = HttpAdapter<BedrockMessages>;
+/// A Bedrock provider: each request goes to the API its model speaks.
+/// Two adapters over one set of credentials (renewed once for both), as
+/// Vertex's are: each keeps its own pooled clients, to the same host.
+#[derive(Debug)]
+pub(crate) struct BedrockAdapter {
+    messages: HttpAdapter<BedrockMessages>,
+    converse: HttpAdapter<BedrockConverse>,
+    auth: Auth,
+}
 
 /// Claude on Bedrock, bound to one provider's settings.
 #[derive(Debug)]
@@ -75,7 +91,7 @@ pub(crate) struct BedrockMessages {
     limits: crate::OutputLimits,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Auth {
     /// A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`), as the header value.
     Bearer(HeaderValue),
@@ -96,30 +112,115 @@ pub(crate) fn adapter(
             return Err("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (`aws_profile`), or a Bedrock API key (AWS_BEARER_TOKEN_BEDROCK)".into());
         }
     };
-    HttpAdapter::new(
-        settings,
-        BedrockMessages {
-            base: crate::http::endpoint(&settings.base_url)?,
-            region: bedrock.region.clone(),
-            headers,
-            auth,
-            limits: crate::OutputLimits::of(settings),
-        },
-    )
+    let base = crate::http::endpoint(&settings.base_url)?;
+    let limits = crate::OutputLimits::of(settings);
+    let converse = BedrockConverse {
+        base: base.clone(),
+        region: bedrock.region.clone(),
+        headers: headers.clone(),
+        auth: auth.clone(),
+        limits: limits.clone(),
+    };
+    let messages = BedrockMessages {
+        base,
+        region: bedrock.region.clone(),
+        headers,
+        auth: auth.clone(),
+        limits,
+    };
+    Ok(BedrockAdapter {
+        messages: HttpAdapter::new(settings, messages)?,
+        converse: HttpAdapter::new(settings, converse)?,
+        auth,
+    })
 }
+
+impl BedrockAdapter {
+    /// The adapter that speaks `model`'s API.
+    fn of(&self, model: &str) -> &dyn Adapter {
+        match bedrock_protocol(model) {
+            Some(_) => &self.messages,
+            None => &self.converse,
+        }
+    }
+}
+
+impl Adapter for BedrockAdapter {
+    fn complete<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<Completion, Failure>> {
+        self.of(model).complete(model, request, connect)
+    }
+
+    fn stream<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
+        self.of(model).stream(model, request, connect)
+    }
+
+    fn count_tokens<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
+        self.of(model).count_tokens(model, request, connect)
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        self.auth.credentials()
+    }
+}
+
+// === impl Auth ===
+
+impl Auth {
+    /// Adds the credentials to `request`, whose body is final.
+    fn authorize(&self, request: &mut reqwest::Request, region: &str) -> Result<(), Failure> {
+        match self {
+            Self::Bearer(value) => {
+                request.headers_mut().insert(AUTHORIZATION, value.clone());
+                Ok(())
+            }
+            Self::SigV4(keys) => sign(request, region, &*keys.current()?),
+        }
+    }
+
+    /// Whether `failure` says the credentials expired and fresh ones were
+    /// read (the request goes once more).
+    fn renew(&self, failure: &Failure) -> bool {
+        match self {
+            Self::SigV4(keys) if error::expired(failure) => keys.reload(),
+            _ => false,
+        }
+    }
+
+    /// The credentials the provider's actor refreshes.
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        match self {
+            Self::SigV4(keys) => Some(Arc::clone(keys) as Arc<dyn understudy_core::Credentials>),
+            Self::Bearer(_) => None,
+        }
+    }
+}
+
+// === impl BedrockMessages ===
 
 impl BedrockMessages {
     /// `…/model/{id}/invoke` (or `invoke-with-response-stream`).
     fn url(&self, model: &str, stream: bool) -> reqwest::Url {
-        let mut url = self.base.clone();
-        let base = url.path().trim_end_matches('/').to_owned();
         let op = if stream {
             "invoke-with-response-stream"
         } else {
             "invoke"
         };
-        url.set_path(&format!("{base}/model/{}/{op}", encode_model(model)));
-        url
+        operation_url(&self.base, model, op)
     }
 
     /// The body for `model`: the client's own (native) edited for Bedrock,
@@ -176,14 +277,6 @@ impl Upstream for BedrockMessages {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
-        if understudy_core::settings::bedrock_protocol(model).is_none() {
-            return Err(Failure::new(
-                FailureKind::Unsupported,
-                format!(
-                    "`{model}` is not one of Anthropic's models, and Bedrock's Converse API is not spoken yet"
-                ),
-            ));
-        }
         let body = self.body(model, request, stream)?;
         let mut headers = self.headers.clone();
         let accept = if stream {
@@ -204,31 +297,15 @@ impl Upstream for BedrockMessages {
         &'a self,
         request: &'a mut reqwest::Request,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            match &self.auth {
-                Auth::Bearer(value) => {
-                    request.headers_mut().insert(AUTHORIZATION, value.clone());
-                    Ok(())
-                }
-                Auth::SigV4(keys) => sign(request, &self.region, &*keys.current()?),
-            }
-        })
+        Box::pin(async move { self.auth.authorize(request, &self.region) })
     }
 
     fn renew<'a>(&'a self, failure: &'a Failure, _: Option<HeaderValue>) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            match &self.auth {
-                Auth::SigV4(keys) if error::expired(failure) => keys.reload(),
-                _ => false,
-            }
-        })
+        Box::pin(async move { self.auth.renew(failure) })
     }
 
     fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
-        match &self.auth {
-            Auth::SigV4(keys) => Some(Arc::clone(keys) as Arc<dyn understudy_core::Credentials>),
-            Auth::Bearer(_) => None,
-        }
+        self.auth.credentials()
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
@@ -305,6 +382,14 @@ fn sign(
         request.headers_mut().insert(name, value);
     }
     Ok(())
+}
+
+/// `{base}/model/{id}/{op}`, the id one path segment.
+fn operation_url(base: &reqwest::Url, model: &str, op: &str) -> reqwest::Url {
+    let mut url = base.clone();
+    let path = url.path().trim_end_matches('/').to_owned();
+    url.set_path(&format!("{path}/model/{}/{op}", encode_model(model)));
+    url
 }
 
 /// A model id as one path segment: every byte but the unreserved ones and

@@ -14,7 +14,7 @@ use understudy_wire::sse::parse_framed_bytes;
 
 use super::*;
 
-fn bedrock(extra: &str) -> (ProviderSettings, Bedrock) {
+pub(super) fn bedrock(extra: &str) -> (ProviderSettings, Bedrock) {
     let toml = format!(
         "[providers.b]\nkind = \"bedrock\"\nregion = \"us-east-1\"\nmodel = \"us.anthropic.claude-haiku-4-5-20251001-v1:0\"\naws_access_key_id = \"AKIDEXAMPLE\"\naws_secret_access_key = \"wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\"\n{extra}"
     );
@@ -171,7 +171,7 @@ fn a_request_is_signed_over_its_exact_body_with_the_session_token() {
     );
 }
 
-fn parse_amz_date(d: &str) -> std::time::SystemTime {
+pub(super) fn parse_amz_date(d: &str) -> std::time::SystemTime {
     // YYYYMMDDTHHMMSSZ, within a day of now: find the second it names.
     let now = std::time::SystemTime::now();
     let secs = now.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
@@ -201,7 +201,7 @@ fn chunk(event: Value) -> Vec<u8> {
     .encode()
 }
 
-fn exception(kind: &str, message: &str) -> Vec<u8> {
+pub(super) fn exception(kind: &str, message: &str) -> Vec<u8> {
     Message {
         headers: vec![
             (":exception-type".into(), EsValue::String(kind.into())),

@@ -1,0 +1,160 @@
+//! The models on Bedrock that are not Anthropic's (Llama, Mistral, Nova,
+//! …) through Converse and ConverseStream: `POST {base}/model/{id}/converse`
+//! and `/converse-stream`, the body `understudy_wire::converse`'s
+//! translation of the neutral request (a client's native body never goes
+//! as it is: Converse is no client's protocol).
+//!
+//! Signed as the InvokeModel requests are (the same credentials, SigV4
+//! over the exact body bytes), its errors read by the same table
+//! (`error.rs`); a stream is AWS's event stream, one event per message
+//! named by `:event-type`, and an exception message inside a 200 is the
+//! stream's failure (before the first text the run falls back; after it,
+//! the client gets the in-band error).
+
+use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
+use understudy_core::{ChatRequest, Completion, Failure, FailureKind};
+use understudy_wire::converse::request::wire_request;
+use understudy_wire::converse::response::{WireResponse, completion};
+use understudy_wire::converse::stream::ConverseStream;
+use understudy_wire::eventstream::{Kind, Message};
+use understudy_wire::sse::SseItem;
+
+use super::{Auth, error, operation_url};
+use crate::http::{Framing, Received, Upstream};
+
+/// Converse on Bedrock, bound to one provider's settings.
+#[derive(Debug)]
+pub(crate) struct BedrockConverse {
+    pub(super) base: reqwest::Url,
+    pub(super) region: String,
+    pub(super) headers: HeaderMap,
+    pub(super) auth: Auth,
+    pub(super) limits: crate::OutputLimits,
+}
+
+impl BedrockConverse {
+    /// `…/model/{id}/converse` (or `converse-stream`).
+    fn url(&self, model: &str, stream: bool) -> reqwest::Url {
+        let op = if stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        operation_url(&self.base, model, op)
+    }
+
+    /// The body for `model`: the neutral request translated. A request
+    /// written natively with what only its own protocol carries cannot be
+    /// served here (the next target may).
+    pub(super) fn body(&self, model: &str, request: &ChatRequest) -> Result<String, Failure> {
+        if let (Some(_), Some(what)) = (&request.native, request.native_only) {
+            return Err(Failure::new(
+                FailureKind::Unsupported,
+                format!("Bedrock's Converse API cannot carry {what}"),
+            ));
+        }
+        let wire = wire_request(request, self.limits.clamp(model, request.max_tokens))?;
+        serde_json::to_string(&wire).map_err(|e| {
+            Failure::new(
+                FailureKind::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })
+    }
+}
+
+impl Upstream for BedrockConverse {
+    type Parser = ConverseStream;
+    const NATIVE: Option<understudy_core::Protocol> = None;
+    const AUTHORIZES: bool = true;
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let body = self.body(model, request)?;
+        let mut headers = self.headers.clone();
+        if !stream {
+            headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        }
+        Ok(crate::http::raw_post(
+            client,
+            self.url(model, stream),
+            headers,
+            body,
+        ))
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        request: &'a mut reqwest::Request,
+    ) -> understudy_core::BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move { self.auth.authorize(request, &self.region) })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        failure: &'a Failure,
+        _: Option<HeaderValue>,
+    ) -> understudy_core::BoxFuture<'a, bool> {
+        Box::pin(async move { self.auth.renew(failure) })
+    }
+
+    fn credentials(&self) -> Option<std::sync::Arc<dyn understudy_core::Credentials>> {
+        self.auth.credentials()
+    }
+
+    fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        let parsed: WireResponse =
+            crate::http::answer_body(received, "a Converse answer", error::classify)?;
+        completion(&parsed, model, received.status)
+    }
+
+    fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        error::classify(status, headers, body)
+    }
+
+    fn parser(&self, model: &str, _native: bool) -> ConverseStream {
+        ConverseStream::for_model(model)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::aws_event_stream(event_item)
+    }
+}
+
+/// One event-stream message as the Converse parser's item: an event named
+/// by its `:event-type` with its JSON payload, the failure an exception or
+/// error message is, nothing for a message of no known type.
+pub(super) fn event_item(message: Message) -> Result<Option<SseItem>, Failure> {
+    match message.kind() {
+        Kind::Event(name) => {
+            let name = name.to_owned();
+            let data = String::from_utf8(message.payload).map_err(|_| {
+                Failure::new(
+                    FailureKind::MalformedResponse,
+                    format!("a ConverseStream `{name}` event is not UTF-8"),
+                )
+            })?;
+            Ok(Some(SseItem::Event {
+                event: Some(name),
+                data,
+            }))
+        }
+        Kind::Unknown => Ok(None),
+        Kind::Exception(kind) => Err(error::exception(kind, &message.payload)),
+        Kind::Error(code) => Err(Failure::new(
+            FailureKind::Unavailable,
+            format!(
+                "{code}: {}",
+                message.header_str(":error-message").unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
