@@ -2,7 +2,10 @@
 //! checks and how it answers (clouds.md §1).
 //!
 //! - Paths: `POST /model/{modelId}/invoke` and
-//!   `/invoke-with-response-stream`, the id percent-decoded.
+//!   `/invoke-with-response-stream`, the id percent-decoded; and
+//!   `/converse` and `/converse-stream`, Converse's own body checked and
+//!   answered in its own shape (`bedrock_converse.rs`) around the same
+//!   Anthropic simulator, behind the same checks of the signature.
 //! - Auth: every request's SigV4 signature is recomputed from the bytes
 //!   received (service `bedrock`, this region, the known key, the session
 //!   token when there is one, a date within five minutes) — with
@@ -31,6 +34,7 @@ use serde_json::{Value, json};
 use understudy_providers::sigv4;
 use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
 
+use super::bedrock_converse;
 use super::body::{ChannelBody, response};
 use super::cloud::{Cloud, Refused};
 use super::{Received, SimBody, lock};
@@ -61,6 +65,8 @@ struct Account {
     keys: Mutex<Vec<sigv4::Credentials>>,
     bearer: Option<String>,
     expired: Mutex<HashSet<String>>,
+    /// The exception a stream's error event becomes (`None`: by its type).
+    exception: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for BedrockSim {
@@ -81,6 +87,7 @@ impl BedrockSim {
                 keys: Mutex::new(vec![keys(key_id, secret, session_token)]),
                 bearer: None,
                 expired: Mutex::new(HashSet::new()),
+                exception: Mutex::new(None),
             }),
         }
     }
@@ -93,6 +100,7 @@ impl BedrockSim {
                 keys: Mutex::new(Vec::new()),
                 bearer: Some(key.to_owned()),
                 expired: Mutex::new(HashSet::new()),
+                exception: Mutex::new(None),
             }),
         }
     }
@@ -106,6 +114,13 @@ impl BedrockSim {
     pub fn expire_session_token(&self, token: &str) {
         lock(&self.inner.expired).insert(token.to_owned());
     }
+
+    /// A stream's error event (`StreamEnd::ErrorEvent`) comes as this
+    /// exception (`throttlingException`, `modelStreamErrorException`, …)
+    /// rather than the one its error type names.
+    pub fn stream_exception(&self, kind: &str) {
+        *lock(&self.inner.exception) = Some(kind.to_owned());
+    }
 }
 
 fn keys(key_id: &str, secret: &str, session_token: Option<&str>) -> sigv4::Credentials {
@@ -117,14 +132,15 @@ fn keys(key_id: &str, secret: &str, session_token: Option<&str>) -> sigv4::Crede
 }
 
 impl super::SimProvider {
-    /// Starts a Bedrock simulator (Claude through InvokeModel) for `account`.
+    /// Starts a Bedrock simulator (Claude through InvokeModel, any model
+    /// through Converse) for `account`.
     pub async fn bedrock(account: &BedrockSim) -> std::io::Result<Self> {
         Self::start_behind(super::Protocol::Messages, Some(Box::new(account.clone()))).await
     }
 }
 
 /// A refusal in Bedrock's shape.
-fn refuse(status: u16, kind: &str, message: &str) -> Box<Refused> {
+pub(super) fn refuse(status: u16, kind: &str, message: &str) -> Box<Refused> {
     Box::new(Refused {
         response: error(status, kind, message),
         message: format!("{kind}: {message}"),
@@ -144,12 +160,29 @@ fn error(status: u16, kind: &str, message: &str) -> hyper::Response<SimBody> {
     )
 }
 
+/// An operation of bedrock-runtime's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Invoke { stream: bool },
+    Converse { stream: bool },
+}
+
 impl Cloud for BedrockSim {
     fn admit(&self, req: &Received) -> Result<Received, Box<Refused>> {
-        let (model, stream) = operation(req)?;
+        let (model, op) = operation(req)?;
         self.check_auth(req)?;
-        let body = checked_body(req)?;
-        Ok(as_anthropic(req, body, &model, stream))
+        match op {
+            Op::Invoke { stream } => {
+                let body = checked_body(req)?;
+                Ok(as_anthropic(req, body, &model, stream))
+            }
+            Op::Converse { stream } => {
+                let body = serde_json::from_slice::<Value>(&req.body).unwrap_or(Value::Null);
+                bedrock_converse::check(&body)
+                    .map_err(|message| refuse(400, "ValidationException", &message))?;
+                Ok(bedrock_converse::as_anthropic(req, &body, &model, stream))
+            }
+        }
     }
 
     fn wrap(&self, req: &Received, answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
@@ -164,15 +197,30 @@ impl Cloud for BedrockSim {
             .headers()
             .get("content-type")
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-        if streamed && req.path.ends_with("/invoke-with-response-stream") {
-            return event_stream(answer);
+        let exception = lock(&self.inner.exception).clone();
+        match operation(req).map(|(_, op)| op) {
+            Ok(Op::Invoke { stream: true }) if streamed => event_stream(
+                answer,
+                Box::new(move |data| frame_of(data, exception.as_deref())),
+            ),
+            Ok(Op::Converse { stream: true }) if streamed => {
+                let mut frames = bedrock_converse::StreamFrames::new(exception);
+                event_stream(
+                    answer,
+                    Box::new(move |data| {
+                        let parsed: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                        frames.frames(&parsed)
+                    }),
+                )
+            }
+            Ok(Op::Converse { stream: false }) => converse_answer(answer),
+            _ => answer,
         }
-        answer
     }
 }
 
-/// The model id and whether the operation streams.
-fn operation(req: &Received) -> Result<(String, bool), Box<Refused>> {
+/// The model id and the operation.
+fn operation(req: &Received) -> Result<(String, Op), Box<Refused>> {
     let path = req.path.split('?').next().unwrap_or_default();
     let rest = path.strip_prefix("/model/").ok_or_else(|| {
         refuse(
@@ -188,9 +236,11 @@ fn operation(req: &Received) -> Result<(String, bool), Box<Refused>> {
             &format!("no operation at {path}"),
         )
     })?;
-    let stream = match op {
-        "invoke" => false,
-        "invoke-with-response-stream" => true,
+    let op = match op {
+        "invoke" => Op::Invoke { stream: false },
+        "invoke-with-response-stream" => Op::Invoke { stream: true },
+        "converse" => Op::Converse { stream: false },
+        "converse-stream" => Op::Converse { stream: true },
         other => {
             return Err(refuse(
                 404,
@@ -211,7 +261,7 @@ fn operation(req: &Received) -> Result<(String, bool), Box<Refused>> {
             "the model id is 1 to 2048 characters",
         ));
     }
-    Ok((id, stream))
+    Ok((id, op))
 }
 
 impl BedrockSim {
@@ -522,8 +572,15 @@ fn bedrock_error(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
     out
 }
 
-/// An Anthropic SSE answer re-framed as Bedrock's event stream.
-fn event_stream(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
+/// What one SSE event's data becomes in the event stream.
+type ToFrames = Box<dyn FnMut(&str) -> Vec<Message> + Send>;
+
+/// An Anthropic SSE answer re-framed as Bedrock's event stream, each
+/// event's data as `to_frames` says.
+fn event_stream(
+    answer: hyper::Response<SimBody>,
+    mut to_frames: ToFrames,
+) -> hyper::Response<SimBody> {
     let (tx, body) = ChannelBody::channel(2);
     let mut inner = answer.into_body();
     tokio::spawn(async move {
@@ -543,16 +600,18 @@ fn event_stream(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
             sse.push_str(&String::from_utf8_lossy(&data));
             while let Some(end) = sse.find("\n\n") {
                 let event: String = sse.drain(..end + 2).collect();
-                let Some(message) = frame_of(&event) else {
+                let Some(data) = data_of(&event) else {
                     continue;
                 };
-                // Every frame in two writes, split at a point that moves.
-                let bytes = message.encode();
-                n += 1;
-                let at = 1 + (n * 7) % (bytes.len() - 1);
-                for part in [&bytes[..at], &bytes[at..]] {
-                    if tx.send(Ok(Bytes::copy_from_slice(part))).await.is_err() {
-                        return;
+                for message in to_frames(&data) {
+                    // Every frame in two writes, split at a point that moves.
+                    let bytes = message.encode();
+                    n += 1;
+                    let at = 1 + (n * 7) % (bytes.len() - 1);
+                    for part in [&bytes[..at], &bytes[at..]] {
+                        if tx.send(Ok(Bytes::copy_from_slice(part))).await.is_err() {
+                            return;
+                        }
                     }
                 }
             }
@@ -569,40 +628,34 @@ fn event_stream(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
     out
 }
 
-/// One SSE event as its event-stream message: a `chunk`, or for an error
-/// event the exception Bedrock sends.
-fn frame_of(event: &str) -> Option<Message> {
+/// One SSE event's data lines, joined (`None`: it has none).
+fn data_of(event: &str) -> Option<String> {
     let data: Vec<&str> = event
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .map(str::trim_start)
         .collect();
-    if data.is_empty() {
-        return None;
-    }
-    let data = data.join("\n");
+    (!data.is_empty()).then(|| data.join("\n"))
+}
+
+/// One SSE event's data as its event-stream message: a `chunk`, or for
+/// an error event the exception Bedrock sends (`exception`, when set).
+fn frame_of(data: &str, exception: Option<&str>) -> Vec<Message> {
     let string = |s: &str| EsValue::String(s.to_owned());
-    let parsed: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+    let parsed: Value = serde_json::from_str(data).unwrap_or(Value::Null);
     if parsed["type"] == "error" {
-        let kind = match parsed["error"]["type"].as_str() {
+        let kind = exception.unwrap_or(match parsed["error"]["type"].as_str() {
             Some("rate_limit_error") => "throttlingException",
             Some("overloaded_error") => "serviceUnavailableException",
             _ => "internalServerException",
-        };
-        let message = parsed["error"]["message"].as_str().unwrap_or("error");
-        return Some(Message {
-            headers: vec![
-                (":exception-type".into(), string(kind)),
-                (":content-type".into(), string("application/json")),
-                (":message-type".into(), string("exception")),
-            ],
-            payload: json!({ "message": message }).to_string().into_bytes(),
         });
+        let message = parsed["error"]["message"].as_str().unwrap_or("error");
+        return vec![bedrock_converse::exception(kind, message)];
     }
     let bytes = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
     let padding =
         &"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123"[..(data.len() % 40) + 1];
-    Some(Message {
+    vec![Message {
         headers: vec![
             (":event-type".into(), string("chunk")),
             (":content-type".into(), string("application/json")),
@@ -611,7 +664,24 @@ fn frame_of(event: &str) -> Option<Message> {
         payload: json!({ "bytes": bytes, "p": padding })
             .to_string()
             .into_bytes(),
-    })
+    }]
+}
+
+/// An Anthropic JSON answer as Converse's.
+fn converse_answer(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> {
+    let (parts, inner) = answer.into_parts();
+    let (tx, body) = ChannelBody::channel(1);
+    tokio::spawn(async move {
+        let text = inner
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let _ = tx.send(Ok(bedrock_converse::answer(&text))).await;
+    });
+    let mut out = hyper::Response::from_parts(parts, body.boxed());
+    out.headers_mut().remove("content-length");
+    out
 }
 
 /// `YYYYMMDDTHHMMSSZ` as a time.

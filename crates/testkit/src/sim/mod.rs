@@ -18,6 +18,7 @@
 mod anthropic;
 mod azure;
 mod bedrock;
+mod bedrock_converse;
 mod body;
 mod cloud;
 mod gemini;
