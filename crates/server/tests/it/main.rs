@@ -14,6 +14,7 @@ mod anthropic_api;
 mod anthropic_sdk;
 mod azure;
 mod bedrock;
+mod bedrock_converse;
 mod claude_code;
 mod claude_code_session;
 mod cloud_twins;
