@@ -11,8 +11,9 @@
 //! - [`gemini`]: Google's Generative Language API.
 //! - [`anthropic`]: Anthropic's Messages API (the protocol is
 //!   `understudy_wire::messages`).
-//! - `bedrock`: AWS Bedrock (Claude through InvokeModel, SigV4 or a
-//!   Bedrock API key, the binary event stream).
+//! - `bedrock`: AWS Bedrock (Claude through InvokeModel, every other
+//!   model through Converse; SigV4 or a Bedrock API key, the binary event
+//!   stream).
 //! - `vertex`: Google Vertex AI (Claude through rawPredict, Gemini
 //!   through generateContent, a service account's token or a static one).
 //! - `azure`: Azure OpenAI (the OpenAI protocols at Azure's URLs, its

@@ -284,6 +284,38 @@ fn the_bedrock_example_of_the_docs_loads_as_it_says() {
 }
 
 #[test]
+fn the_converse_example_of_the_docs_loads_as_it_says() {
+    let s = load_with(
+        &doc_example("#### Other models on Bedrock"),
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDDOC"),
+            ("AWS_SECRET_ACCESS_KEY", "doc-secret"),
+        ],
+    )
+    .unwrap();
+    let p = &s.providers["bedrock"];
+    assert!(p.has_key());
+    let targets = understudy_core::policy::plan::resolve(
+        &RouteSelector::Named("chat".into()),
+        &s,
+        &s.default_route(),
+        &s.routes,
+    )
+    .unwrap();
+    assert_eq!(
+        targets[1..],
+        [
+            Target::new("bedrock", "us.meta.llama3-3-70b-instruct-v1:0"),
+            Target::new("bedrock", "mistral.mistral-large-2407-v1:0"),
+        ]
+    );
+    // Neither is Anthropic's: both go through Converse.
+    for t in &targets[1..] {
+        assert_eq!(understudy_core::settings::bedrock_protocol(&t.model), None);
+    }
+}
+
+#[test]
 fn the_vertex_example_of_the_docs_loads_as_it_says() {
     let s = load_with(
         &doc_example("### Google Vertex AI"),
