@@ -18,6 +18,7 @@
 //!   through generateContent, a service account's token or a static one).
 //! - `azure`: Azure OpenAI (the OpenAI protocols at Azure's URLs, its
 //!   `api-key` header or an Entra ID token, its errors).
+//! - `by_model`: one provider, two APIs by model (Bedrock's, Vertex's).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -29,6 +30,7 @@
 pub mod anthropic;
 mod azure;
 mod bedrock;
+mod by_model;
 pub mod classify;
 pub mod gemini;
 mod http;

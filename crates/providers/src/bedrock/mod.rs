@@ -23,15 +23,12 @@ mod converse;
 mod error;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use understudy_core::settings::{Bedrock, bedrock_protocol};
-use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind,
-    ProviderSettings,
-};
+use understudy_core::{BoxFuture, ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
 use understudy_wire::eventstream::{Kind, Message};
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
@@ -40,6 +37,7 @@ use understudy_wire::messages::{max_tokens, request::wire_request};
 use understudy_wire::sse::SseItem;
 
 use crate::anthropic::AnthropicStream;
+use crate::by_model::ByModel;
 use crate::http::{Framing, HttpAdapter, Received, Upstream};
 use crate::sigv4;
 
@@ -71,15 +69,12 @@ const BETAS: [&str; 9] = [
     "tool-examples-",
 ];
 
-/// A Bedrock provider: each request goes to the API its model speaks.
-/// Two adapters over one set of credentials (renewed once for both), as
-/// Vertex's are: each keeps its own pooled clients, to the same host.
-#[derive(Debug)]
-pub(crate) struct BedrockAdapter {
-    messages: HttpAdapter<BedrockMessages>,
-    converse: HttpAdapter<BedrockConverse>,
-    auth: Auth,
-}
+/// A Bedrock provider: each request goes to the API its model speaks
+/// (Claude's InvokeModel, else Converse). Two adapters over one set of
+/// credentials (renewed once for both), as Vertex's are: each keeps its
+/// own pooled clients, to the same host.
+pub(crate) type BedrockAdapter =
+    ByModel<HttpAdapter<BedrockMessages>, HttpAdapter<BedrockConverse>>;
 
 /// Claude on Bedrock, bound to one provider's settings.
 #[derive(Debug)]
@@ -128,54 +123,12 @@ pub(crate) fn adapter(
         auth: auth.clone(),
         limits,
     };
-    Ok(BedrockAdapter {
-        messages: HttpAdapter::new(settings, messages)?,
-        converse: HttpAdapter::new(settings, converse)?,
-        auth,
+    Ok(ByModel {
+        first: HttpAdapter::new(settings, messages)?,
+        second: HttpAdapter::new(settings, converse)?,
+        takes: |model| bedrock_protocol(model).is_some(),
+        credentials: auth.credentials(),
     })
-}
-
-impl BedrockAdapter {
-    /// The adapter that speaks `model`'s API.
-    fn of(&self, model: &str) -> &dyn Adapter {
-        match bedrock_protocol(model) {
-            Some(_) => &self.messages,
-            None => &self.converse,
-        }
-    }
-}
-
-impl Adapter for BedrockAdapter {
-    fn complete<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<Completion, Failure>> {
-        self.of(model).complete(model, request, connect)
-    }
-
-    fn stream<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
-        self.of(model).stream(model, request, connect)
-    }
-
-    fn count_tokens<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
-        self.of(model).count_tokens(model, request, connect)
-    }
-
-    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
-        self.auth.credentials()
-    }
 }
 
 // === impl Auth ===

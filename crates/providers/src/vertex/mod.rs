@@ -20,13 +20,11 @@ mod auth;
 mod error;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use understudy_core::settings::{Vertex, vertex_protocol};
 use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind, Protocol,
-    ProviderSettings,
+    BoxFuture, ChatRequest, Completion, Failure, FailureKind, Protocol, ProviderSettings,
 };
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
@@ -34,6 +32,7 @@ use understudy_wire::messages::signed_by::{self, SignedStream};
 use understudy_wire::messages::{max_tokens, request::wire_request};
 
 use crate::anthropic::AnthropicStream;
+use crate::by_model::ByModel;
 use crate::gemini::{GeminiProtocol, GeminiStream};
 use crate::http::{HttpAdapter, Received, Upstream};
 
@@ -46,12 +45,7 @@ pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
 const PLATFORM: &str = "vertex";
 
 /// A Vertex provider: Claude and Gemini, one token.
-#[derive(Debug)]
-pub(crate) struct VertexAdapter {
-    claude: HttpAdapter<VertexClaude>,
-    gemini: HttpAdapter<VertexGemini>,
-    token: Token,
-}
+pub(crate) type VertexAdapter = ByModel<HttpAdapter<VertexClaude>, HttpAdapter<VertexGemini>>;
 
 /// Builds the adapter for a Vertex provider.
 pub(crate) fn adapter(
@@ -88,57 +82,15 @@ pub(crate) fn adapter(
         protocol: GeminiProtocol::at(settings, format!("{root}/google"), headers),
         token: Arc::clone(&token),
     };
-    Ok(VertexAdapter {
-        claude: HttpAdapter::new(settings, claude)?,
-        gemini: HttpAdapter::new(settings, gemini)?,
-        token,
+    // A static token is nobody's to refresh.
+    let credentials = understudy_core::Credentials::refresh_in(&*token)
+        .map(|_| Arc::clone(&token) as Arc<dyn understudy_core::Credentials>);
+    Ok(ByModel {
+        first: HttpAdapter::new(settings, claude)?,
+        second: HttpAdapter::new(settings, gemini)?,
+        takes: |model| vertex_protocol(model) != Protocol::GenerateContent,
+        credentials,
     })
-}
-
-impl VertexAdapter {
-    /// The adapter that speaks `model`'s protocol.
-    fn of(&self, model: &str) -> &dyn Adapter {
-        match vertex_protocol(model) {
-            Protocol::GenerateContent => &self.gemini,
-            _ => &self.claude,
-        }
-    }
-}
-
-impl Adapter for VertexAdapter {
-    fn complete<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<Completion, Failure>> {
-        self.of(model).complete(model, request, connect)
-    }
-
-    fn stream<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
-        self.of(model).stream(model, request, connect)
-    }
-
-    fn count_tokens<'a>(
-        &'a self,
-        model: &'a str,
-        request: &'a ChatRequest,
-        connect: Duration,
-    ) -> BoxFuture<'a, Result<Option<u64>, Failure>> {
-        self.of(model).count_tokens(model, request, connect)
-    }
-
-    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
-        use understudy_core::Credentials as _;
-        self.token
-            .refresh_in()
-            .map(|_| Arc::clone(&self.token) as Arc<dyn understudy_core::Credentials>)
-    }
 }
 
 /// `model` when it can stand as one path segment.

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use understudy_core::{NativeRequest, Settings};
 
