@@ -64,6 +64,8 @@ pub fn builtin_output_limit(kind: Protocol, model: &str) -> Option<u32> {
         Protocol::ChatCompletions | Protocol::Responses => OPENAI,
         Protocol::Messages => ANTHROPIC,
         Protocol::GenerateContent => GEMINI,
+        // Bedrock's other models: none built in.
+        Protocol::Converse => &[],
     };
     let name = model.rsplit('/').next().unwrap_or(model);
     table

@@ -24,6 +24,12 @@ pub enum Protocol {
     /// Google's Gemini API (`generateContent`): `kind = "gemini"`.
     #[serde(rename = "gemini")]
     GenerateContent,
+    /// AWS Bedrock's Converse API, for every model on Bedrock that is not
+    /// Anthropic's. Only a `kind = "bedrock"` provider speaks it (by
+    /// model), so it is not a `kind` of its own, not in [`Self::ALL`],
+    /// and never a front end's or a native body's protocol.
+    #[serde(rename = "converse")]
+    Converse,
 }
 
 impl Protocol {
@@ -42,6 +48,7 @@ impl Protocol {
             Self::Responses => "responses",
             Self::Messages => "anthropic",
             Self::GenerateContent => "gemini",
+            Self::Converse => "converse",
         }
     }
 
@@ -51,10 +58,11 @@ impl Protocol {
         matches!(self, Self::ChatCompletions | Self::Responses)
     }
 
-    /// Whether the protocol takes images by `https:` URL (Gemini takes them
-    /// only inline, and the gateway never fetches a URL itself).
+    /// Whether the protocol takes images by `https:` URL (Gemini and
+    /// Converse take them only inline, and the gateway never fetches a URL
+    /// itself).
     pub fn takes_remote_images(self) -> bool {
-        self != Self::GenerateContent
+        !matches!(self, Self::GenerateContent | Self::Converse)
     }
 }
 

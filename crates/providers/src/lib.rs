@@ -67,7 +67,9 @@ impl Providers {
 
 impl AdapterFactory for Providers {
     fn supports(&self, kind: Protocol) -> bool {
-        Protocol::ALL.contains(&kind)
+        // Converse is not a kind of its own, but a Bedrock provider whose
+        // model is not Anthropic's has it as its protocol.
+        Protocol::ALL.contains(&kind) || kind == Protocol::Converse
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
@@ -85,6 +87,9 @@ impl AdapterFactory for Providers {
             Protocol::ChatCompletions => Arc::new(openai_compat::adapter(settings)?),
             Protocol::GenerateContent => Arc::new(gemini::adapter(settings)?),
             Protocol::Messages => Arc::new(anthropic::adapter(settings)?),
+            Protocol::Converse => {
+                return Err("Converse is spoken only by a `kind = \"bedrock\"` provider".into());
+            }
         })
     }
 }
@@ -111,6 +116,11 @@ pub fn decode_stream(
         Protocol::Messages => {
             http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks)
         }
+        Protocol::Converse => understudy_wire::sse::parse_framed_bytes(
+            http::Framing::aws_event_stream(bedrock::converse::event_item),
+            understudy_wire::converse::stream::ConverseStream::for_model(model),
+            chunks,
+        ),
     }
 }
 
@@ -135,6 +145,7 @@ pub fn decode_response(
         }
         Protocol::GenerateContent => gemini::GeminiProtocol::bare().parse(&received, model),
         Protocol::Messages => anthropic::AnthropicProtocol::bare().parse(&received, model),
+        Protocol::Converse => bedrock::converse::parse_answer(&received, model),
     }
 }
 

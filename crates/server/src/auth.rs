@@ -209,7 +209,8 @@ pub(crate) fn error_in(api: Option<Protocol>, error: ApiError) -> Response {
         Some(Protocol::ChatCompletions | Protocol::Responses) => OpenAiError(error).into_response(),
         Some(Protocol::Messages) => AnthropicError(error).into_response(),
         Some(Protocol::GenerateContent) => crate::GeminiError(error).into_response(),
-        None => error.into_response(),
+        // No front end speaks Converse: the neutral shape.
+        Some(Protocol::Converse) | None => error.into_response(),
     }
 }
 

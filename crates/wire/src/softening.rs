@@ -54,8 +54,9 @@ fn soften_body(native: &NativeRequest, softened: Softened) -> Option<String> {
         Protocol::Messages => messages(&mut body, t)?,
         Protocol::Responses => responses(&mut body, t)?,
         Protocol::GenerateContent => generate_content(&mut body, t)?,
-        // No front end forwards a Chat Completions body natively.
-        Protocol::ChatCompletions => return None,
+        // No front end forwards a Chat Completions body natively, and
+        // none speaks Converse.
+        Protocol::ChatCompletions | Protocol::Converse => return None,
     }
     serde_json::to_string(&body).ok()
 }

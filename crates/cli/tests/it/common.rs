@@ -289,7 +289,10 @@ fn declares(protocol: Protocol, body: &Value, tool: &str) -> bool {
     let tools = &body["tools"];
     match protocol {
         Protocol::ChatCompletions => has_tool(tools, |t| t["function"]["name"] == tool),
-        Protocol::Responses | Protocol::Messages => has_tool(tools, |t| t["name"] == tool),
+        // A Converse simulator hands on the Messages body it means.
+        Protocol::Responses | Protocol::Messages | Protocol::Converse => {
+            has_tool(tools, |t| t["name"] == tool)
+        }
         Protocol::GenerateContent => tools.as_array().is_some_and(|ts| {
             ts.iter()
                 .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == tool))
@@ -310,7 +313,7 @@ fn tool_results(protocol: Protocol, body: &Value) -> usize {
             .iter()
             .filter(|i| i["type"] == "function_call_output")
             .count(),
-        Protocol::Messages => list(&body["messages"])
+        Protocol::Messages | Protocol::Converse => list(&body["messages"])
             .iter()
             .flat_map(|m| list(&m["content"]))
             .filter(|b| b["type"] == "tool_result")

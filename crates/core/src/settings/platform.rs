@@ -367,7 +367,7 @@ impl Platform {
     /// the platform decides it by the model (`None`: the provider's own).
     pub fn protocol_for(&self, model: &str) -> Option<Protocol> {
         match self {
-            Self::Bedrock(_) => bedrock_protocol(model),
+            Self::Bedrock(_) => Some(bedrock_protocol(model)),
             Self::Vertex(_) => Some(vertex_protocol(model)),
             Self::Direct | Self::Azure(_) => None,
         }
@@ -429,18 +429,22 @@ impl Platform {
 }
 
 /// Bedrock: Claude through InvokeModel with the Messages body; every other
-/// model through Converse, Bedrock's own shape (`None`). A model id, an
+/// model through Converse, Bedrock's own shape. A model id, an
 /// inference profile (`us.anthropic.…`) or an ARN naming one of
 /// Anthropic's models is Claude; an application inference profile's ARN
 /// names no model, and goes through Converse.
-pub fn bedrock_protocol(model: &str) -> Option<Protocol> {
+pub fn bedrock_protocol(model: &str) -> Protocol {
     let id = model.rsplit('/').next().unwrap_or(model);
     let claude = id.starts_with("anthropic.")
         || id
             .split_once('.')
             .is_some_and(|(_, rest)| rest.starts_with("anthropic."))
         || model.contains("anthropic.claude");
-    claude.then_some(Protocol::Messages)
+    if claude {
+        Protocol::Messages
+    } else {
+        Protocol::Converse
+    }
 }
 
 /// Vertex: Gemini through `generateContent`, Claude (and every other
@@ -498,11 +502,7 @@ mod tests {
             "global.anthropic.claude-haiku-4-5-20251001-v1:0",
             "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-7-sonnet-20250219-v1:0",
         ] {
-            assert_eq!(
-                bedrock_protocol(claude),
-                Some(Protocol::Messages),
-                "{claude}"
-            );
+            assert_eq!(bedrock_protocol(claude), Protocol::Messages, "{claude}");
         }
         for other in [
             "meta.llama3-1-8b-instruct-v1:0",
@@ -510,7 +510,7 @@ mod tests {
             "mistral.mistral-large-2407-v1:0",
             "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/jf2sje1c0jnb",
         ] {
-            assert_eq!(bedrock_protocol(other), None, "{other}");
+            assert_eq!(bedrock_protocol(other), Protocol::Converse, "{other}");
         }
     }
 

@@ -295,6 +295,15 @@ fn the_converse_example_of_the_docs_loads_as_it_says() {
     .unwrap();
     let p = &s.providers["bedrock"];
     assert!(p.has_key());
+    // Its default model is Llama: the provider speaks Converse, by model
+    // (Claude on the same provider would be Messages), and plans know it:
+    // Converse takes images inline only.
+    assert_eq!(p.kind, Protocol::Converse);
+    assert!(!p.protocol_for("meta.llama3-1-8b-instruct-v1:0").takes_remote_images());
+    assert_eq!(
+        p.protocol_for("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        Protocol::Messages
+    );
     let targets = understudy_core::policy::plan::resolve(
         &RouteSelector::Named("chat".into()),
         &s,
@@ -311,7 +320,10 @@ fn the_converse_example_of_the_docs_loads_as_it_says() {
     );
     // Neither is Anthropic's: both go through Converse.
     for t in &targets[1..] {
-        assert_eq!(understudy_core::settings::bedrock_protocol(&t.model), None);
+        assert_eq!(
+            understudy_core::settings::bedrock_protocol(&t.model),
+            Protocol::Converse
+        );
     }
 }
 

@@ -27,6 +27,7 @@ fn name(p: Protocol) -> &'static str {
         Protocol::GenerateContent => "gemini",
         Protocol::Messages => "claude",
         Protocol::Responses => "responses",
+        Protocol::Converse => "bedrock",
     }
 }
 

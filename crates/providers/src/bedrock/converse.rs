@@ -108,9 +108,7 @@ impl Upstream for BedrockConverse {
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
-        let parsed: WireResponse =
-            crate::http::answer_body(received, "a Converse answer", error::classify)?;
-        completion(&parsed, model, received.status)
+        parse_answer(received, model)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
@@ -126,10 +124,17 @@ impl Upstream for BedrockConverse {
     }
 }
 
+/// A whole Converse answer (any status) as a completion or a failure.
+pub(crate) fn parse_answer(received: &Received, model: &str) -> Result<Completion, Failure> {
+    let parsed: WireResponse =
+        crate::http::answer_body(received, "a Converse answer", error::classify)?;
+    completion(&parsed, model, received.status)
+}
+
 /// One event-stream message as the Converse parser's item: an event named
 /// by its `:event-type` with its JSON payload, the failure an exception or
 /// error message is, nothing for a message of no known type.
-pub(super) fn event_item(message: Message) -> Result<Option<SseItem>, Failure> {
+pub(crate) fn event_item(message: Message) -> Result<Option<SseItem>, Failure> {
     match message.kind() {
         Kind::Event(name) => {
             let name = name.to_owned();

@@ -19,7 +19,7 @@
 //!   (`auth.rs`).
 
 mod auth;
-mod converse;
+pub(crate) mod converse;
 mod error;
 
 use std::sync::Arc;
@@ -126,7 +126,7 @@ pub(crate) fn adapter(
     Ok(ByModel {
         first: HttpAdapter::new(settings, messages)?,
         second: HttpAdapter::new(settings, converse)?,
-        takes: |model| bedrock_protocol(model).is_some(),
+        takes: |model| bedrock_protocol(model) == understudy_core::Protocol::Messages,
         credentials: auth.credentials(),
     })
 }

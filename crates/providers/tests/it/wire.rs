@@ -22,6 +22,7 @@ fn dir(kind: Protocol) -> &'static str {
         Protocol::Responses => "responses",
         Protocol::GenerateContent => "gemini",
         Protocol::Messages => "anthropic",
+        Protocol::Converse => "converse",
     }
 }
 

@@ -304,7 +304,9 @@ impl SimProvider {
         match self.shared.protocol {
             Protocol::ChatCompletions | Protocol::Responses => format!("{scheme}://{addr}/v1"),
             Protocol::GenerateContent => format!("{scheme}://{addr}/v1beta"),
-            Protocol::Messages => format!("{scheme}://{addr}"),
+            // Converse is the Bedrock front's, over the Anthropic
+            // simulator (`bedrock_converse.rs`): a simulator of it is that one.
+            Protocol::Messages | Protocol::Converse => format!("{scheme}://{addr}"),
         }
     }
 
@@ -759,7 +761,9 @@ async fn respond(
             let pieces = match protocol {
                 Protocol::ChatCompletions => openai::tool_calls_stream(&calls, req),
                 Protocol::GenerateContent => gemini::tool_calls_stream(&calls, req),
-                Protocol::Messages => anthropic::tool_calls_stream(&calls, req),
+                Protocol::Messages | Protocol::Converse => {
+                    anthropic::tool_calls_stream(&calls, req)
+                }
                 Protocol::Responses => responses::tool_calls_stream(&calls, req),
             };
             Ok(stream_response(
@@ -787,7 +791,7 @@ async fn respond(
             let pieces = match protocol {
                 Protocol::ChatCompletions => openai::refusal_stream(&refusal, req),
                 Protocol::GenerateContent => gemini::refusal_stream(&refusal, req),
-                Protocol::Messages => anthropic::refusal_stream(&refusal, req),
+                Protocol::Messages | Protocol::Converse => anthropic::refusal_stream(&refusal, req),
                 Protocol::Responses => responses::refusal_stream(&refusal, req),
             };
             Ok(stream_response(
@@ -804,7 +808,7 @@ fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody>
     match protocol {
         Protocol::ChatCompletions => openai::render(reply, req),
         Protocol::GenerateContent => gemini::render(reply, req),
-        Protocol::Messages => anthropic::render(reply, req),
+        Protocol::Messages | Protocol::Converse => anthropic::render(reply, req),
         Protocol::Responses => responses::render(reply, req),
     }
 }
@@ -813,7 +817,7 @@ fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     match protocol {
         Protocol::ChatCompletions => openai::stream(spec, req),
         Protocol::GenerateContent => gemini::stream(spec, req),
-        Protocol::Messages => anthropic::stream(spec, req),
+        Protocol::Messages | Protocol::Converse => anthropic::stream(spec, req),
         Protocol::Responses => responses::stream(spec, req),
     }
 }
@@ -822,9 +826,10 @@ fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
 fn is_streamed(protocol: Protocol, req: &Received) -> bool {
     match protocol {
         Protocol::GenerateContent => req.path.contains(":streamGenerateContent"),
-        Protocol::ChatCompletions | Protocol::Messages | Protocol::Responses => {
-            req.json()["stream"] == serde_json::Value::Bool(true)
-        }
+        Protocol::ChatCompletions
+        | Protocol::Messages
+        | Protocol::Converse
+        | Protocol::Responses => req.json()["stream"] == serde_json::Value::Bool(true),
     }
 }
 

@@ -77,7 +77,9 @@ pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     }
     let limit = rules.max_output_tokens.load(Ordering::SeqCst);
     let verdict = match rules.protocol {
-        Protocol::Messages => anthropic::check(req, limit, &|s| rules.minted(s)),
+        Protocol::Messages | Protocol::Converse => {
+            anthropic::check(req, limit, &|s| rules.minted(s))
+        }
         Protocol::ChatCompletions => openai::check(req, limit),
         Protocol::Responses => responses::check(req, limit, &|s| rules.minted(s)),
         Protocol::GenerateContent => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
@@ -101,7 +103,7 @@ impl Rules {
     pub(super) fn new(protocol: Protocol) -> Self {
         #[cfg(feature = "test-support")]
         let max_output_tokens = match protocol {
-            Protocol::Messages => 64_000,
+            Protocol::Messages | Protocol::Converse => 64_000,
             Protocol::ChatCompletions => 16_384,
             Protocol::Responses => 128_000,
             Protocol::GenerateContent => 65_536,
