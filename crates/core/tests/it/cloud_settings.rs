@@ -299,7 +299,10 @@ fn the_converse_example_of_the_docs_loads_as_it_says() {
     // (Claude on the same provider would be Messages), and plans know it:
     // Converse takes images inline only.
     assert_eq!(p.kind, Protocol::Converse);
-    assert!(!p.protocol_for("meta.llama3-1-8b-instruct-v1:0").takes_remote_images());
+    assert!(
+        !p.protocol_for("meta.llama3-1-8b-instruct-v1:0")
+            .takes_remote_images()
+    );
     assert_eq!(
         p.protocol_for("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
         Protocol::Messages

@@ -2,22 +2,22 @@
 //! [`HttpAdapter`] over an [`Upstream`], bounded body reading, and the SSE
 //! event stream.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::BodyExt as _;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, EventStream, Failure, FailureKind,
-    ProviderSettings, Secret, StreamEvent,
+    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind,
+    ProviderSettings, Secret,
 };
 
 use crate::classify;
-use understudy_wire::sse::SseItem;
+
+mod stream;
+use stream::SseStream;
 
 /// The largest non-streamed answer accepted; a bigger body is garbage.
 pub(crate) const BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -354,21 +354,16 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             };
             let status = response.status().as_u16();
             tracing::debug!(provider = %self.name, status, "upstream stream opened");
-            let stream = SseStream {
+            let stream = SseStream::new(
                 // Only the body: the response's headers hold on to hyper's
                 // first read buffer (8 KiB) for as long as the stream lasts.
-                body: reqwest::Body::from(response),
-                decoder: self.protocol.framing(),
-                parser: self
-                    .protocol
+                reqwest::Body::from(response),
+                self.protocol.framing(),
+                self.protocol
                     .parser(model, self.protocol.forwards_native(&request)),
-                pending: VecDeque::new(),
-                items: Vec::new(),
-                done: false,
-                text_bytes: 0,
-                key: self.key.clone(),
-                _in_flight: in_flight,
-            };
+                self.key.clone(),
+                in_flight,
+            );
             Ok(Box::new(stream) as BoxEventStream)
         })
     }
@@ -688,149 +683,6 @@ async fn read_limited(
                 return Err(f);
             }
         }
-    }
-}
-
-// === the event stream ===
-
-/// An SSE response turned into neutral events by a protocol's parser.
-struct SseStream<T> {
-    body: reqwest::Body,
-    decoder: Framing,
-    parser: T,
-    pending: VecDeque<Result<StreamEvent, Failure>>,
-    items: Vec<SseItem>,
-    done: bool,
-    text_bytes: usize,
-    key: Option<Secret>,
-    /// The stream's place on its client's HTTP/2 connection, until it ends.
-    _in_flight: InFlight,
-}
-
-impl<T: StreamParser> SseStream<T> {
-    async fn next_event(&mut self) -> Option<Result<StreamEvent, Failure>> {
-        loop {
-            if let Some(event) = self.pending.pop_front() {
-                let counted = match &event {
-                    Ok(StreamEvent::Delta(text) | StreamEvent::Reasoning(text)) => text.len(),
-                    Ok(StreamEvent::ToolCall(call)) => call.arguments.len(),
-                    Ok(StreamEvent::Native(event)) => event.data.len(),
-                    _ => 0,
-                };
-                if counted > 0 {
-                    self.text_bytes += counted;
-                    if self.text_bytes > STREAM_TEXT_LIMIT {
-                        self.finish_with(Failure::new(
-                            FailureKind::MalformedResponse,
-                            "the stream never ends",
-                        ));
-                        continue;
-                    }
-                }
-                if !matches!(
-                    event,
-                    Ok(StreamEvent::Delta(_)
-                        | StreamEvent::Reasoning(_)
-                        | StreamEvent::ToolCall(_)
-                        | StreamEvent::Native(_))
-                ) {
-                    // A finish or an error ends the stream; nothing after it
-                    // counts (text and tool-call fragments do not end it).
-                    self.done = true;
-                    self.pending.clear();
-                }
-                return Some(event.map_err(|f| crate::redact(f, self.key.as_ref())));
-            }
-            if self.done {
-                return None;
-            }
-            let chunk = match self.body.frame().await {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(bytes) => Ok(Some(bytes)),
-                    Err(_) => continue, // trailers carry no events
-                },
-                Some(Err(e)) => Err(e),
-                None => Ok(None),
-            };
-            match chunk {
-                Ok(Some(bytes)) => {
-                    let fed = self.decoder.feed(&bytes, &mut self.items);
-                    self.dispatch();
-                    if let Err(f) = fed {
-                        self.fail_after_items(f);
-                    }
-                }
-                Ok(None) => {
-                    let finished = self.decoder.finish(&mut self.items);
-                    self.dispatch();
-                    if let Err(f) = finished {
-                        self.fail_after_items(f);
-                        continue;
-                    }
-                    if self.pending.iter().all(|e| {
-                        matches!(
-                            e,
-                            Ok(StreamEvent::Delta(_)
-                                | StreamEvent::Reasoning(_)
-                                | StreamEvent::ToolCall(_)
-                                | StreamEvent::Native(_))
-                        )
-                    }) {
-                        self.parser.on_eof(&mut self.pending);
-                    }
-                    if self.pending.is_empty() {
-                        self.done = true;
-                    }
-                }
-                Err(e) => {
-                    self.dispatch();
-                    let f = classify::transport(e);
-                    self.pending.push_back(Err(Failure::new(
-                        FailureKind::StreamInterrupted,
-                        format!("the connection broke mid-stream: {}", f.detail),
-                    )));
-                }
-            }
-        }
-    }
-
-    fn dispatch(&mut self) {
-        for item in self.items.drain(..) {
-            if self.pending.iter().any(|e| {
-                !matches!(
-                    e,
-                    Ok(StreamEvent::Delta(_)
-                        | StreamEvent::Reasoning(_)
-                        | StreamEvent::ToolCall(_)
-                        | StreamEvent::Native(_))
-                )
-            }) {
-                break;
-            }
-            self.parser.on_item(item, &mut self.pending);
-        }
-    }
-
-    fn finish_with(&mut self, failure: Failure) {
-        self.pending.clear();
-        self.pending.push_back(Err(failure));
-    }
-
-    /// The framing broke (or the provider sent an exception): the stream
-    /// ends in `failure` after what was decoded before it, unless it
-    /// already ended.
-    fn fail_after_items(&mut self, failure: Failure) {
-        self.pending.push_back(Err(failure));
-    }
-}
-
-impl<T: StreamParser> EventStream for SseStream<T> {
-    fn next(&mut self) -> BoxFuture<'_, Option<Result<StreamEvent, Failure>>> {
-        Box::pin(self.next_event())
-    }
-
-    fn model(&self) -> Option<String> {
-        Some(self.parser.model().to_owned())
     }
 }
 
