@@ -41,6 +41,15 @@ pub(crate) const GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// The assertion's lifetime: Google's maximum, an hour.
 const ASSERTION_LIFETIME: u64 = 3600;
 
+/// The longest lifetime an answered token is taken to have.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// A held token counts as expired this long before it does (a tenth of
+/// its lifetime, at most this): a request never leaves with a token that
+/// runs out on the way. Shorter than the quarter of its lifetime left when
+/// the actor renews it, so the renewal still comes first.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(10);
+
 /// How long one exchange may take before it fails.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -205,6 +214,18 @@ impl GoogleToken {
                 return true;
             }
         }
+        // The refused token is not handed out again: until a new one is
+        // fetched, requests fetch (or, within the cooldown, fall back).
+        if let Ok(mut held) = self.held.write() {
+            if held.as_ref().is_some_and(|h| rejected == Some(&h.header)) {
+                *held = None;
+            }
+        }
+        // The token endpoint failed a moment ago: fall back rather than
+        // wait on it once per refused request.
+        if within(&self.failed, FAILED_RECENTLY) {
+            return false;
+        }
         self.in_request.fetch_add(1, Ordering::SeqCst);
         self.exchange().await.is_ok()
     }
@@ -234,6 +255,10 @@ impl GoogleToken {
             Source::Fake(fetch) => fetch().await,
         };
         let result = result.and_then(|(token, lifetime)| {
+            // Bounded: an absurd `expires_in` neither overflows a clock
+            // nor keeps a token past what Google issues (an hour; a day
+            // at most).
+            let lifetime = lifetime.clamp(Duration::from_secs(1), MAX_TOKEN_LIFETIME);
             let header = crate::sensitive(&format!("Bearer {token}")).map_err(|_| {
                 "the token endpoint answered a token that cannot go in a header".to_owned()
             })?;
@@ -246,7 +271,7 @@ impl GoogleToken {
                 *held = Some(Held {
                     header,
                     obtained: now,
-                    expires: now + lifetime,
+                    expires: now + lifetime - EXPIRY_MARGIN.min(lifetime / 10),
                     expires_unix: unix.as_secs(),
                 });
             }
@@ -481,7 +506,7 @@ impl Account {
         }
         let answer: Answer = serde_json::from_slice(&body)
             .map_err(|_| failed("answered no `access_token`".to_owned()))?;
-        let lifetime = Duration::from_secs(answer.expires_in.unwrap_or(3600).max(1));
+        let lifetime = Duration::from_secs(answer.expires_in.unwrap_or(3600));
         Ok((answer.access_token, lifetime))
     }
 }

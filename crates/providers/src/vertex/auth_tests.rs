@@ -331,3 +331,67 @@ async fn a_rotated_key_file_is_read_again_and_a_broken_one_keeps_the_old_key() {
     assert!(token.refresh().await.is_err());
     assert!(email(&token).contains("rotated@"), "{}", email(&token));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_absurd_lifetime_is_bounded_and_a_token_expires_a_little_early() {
+    // `expires_in: 18446744073709551615`, as a token endpoint could say.
+    let fetch: Fake = Box::new(|| Box::pin(async { Ok(("tok-0".to_owned(), Duration::MAX)) }));
+    let token = GoogleToken::fake(fetch);
+    // No overflow: the token lives a day at most.
+    let header = token.current().await.unwrap();
+    assert_eq!(token_of(&header), "tok-0");
+    let due = token.refresh_in().unwrap();
+    assert!(due <= MAX_TOKEN_LIFETIME, "{due:?}");
+
+    // A 30 s token is handed out for 27 s (a tenth of its life early),
+    // and the actor renews it before that.
+    let (token, _) = issuer(Duration::ZERO, Duration::from_secs(30));
+    token.current().await.unwrap();
+    assert!(token.refresh_in().unwrap() < Duration::from_secs(27));
+    tokio::time::sleep(Duration::from_millis(26_900)).await;
+    assert!(token.valid().is_some());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(token.valid().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_token_is_not_handed_out_again_and_a_failing_endpoint_is_not_asked_per_request() {
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    let (f, c) = (Arc::clone(&fail), Arc::clone(&count));
+    let fetch: Fake = Box::new(move || {
+        let (fail, count) = (f.load(Ordering::SeqCst), Arc::clone(&c));
+        Box::pin(async move {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if fail {
+                Err("the token endpoint could not be reached".to_owned())
+            } else {
+                Ok((format!("tok-{n}"), Duration::from_secs(3600)))
+            }
+        })
+    });
+    let token = Arc::new(GoogleToken::fake(fetch));
+    let rejected = token.current().await.unwrap();
+    // Google revoked tok-0 and its token endpoint is down: 16 requests
+    // meet the 401 at once. One exchange is tried; the rest fall back.
+    fail.store(true, Ordering::SeqCst);
+    let renewals: Vec<_> = (0..16)
+        .map(|_| {
+            let (token, rejected) = (Arc::clone(&token), rejected.clone());
+            tokio::spawn(async move { token.renew(Some(&rejected)).await })
+        })
+        .collect();
+    for renewal in renewals {
+        assert!(!renewal.await.unwrap());
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    // And tok-0 is not handed out again: a request within the cooldown
+    // falls back at once, without asking the endpoint.
+    assert!(token.current().await.is_err());
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    // The endpoint is back: after the cooldown a request fetches a new one.
+    fail.store(false, Ordering::SeqCst);
+    tokio::time::sleep(FAILED_RECENTLY * 2).await;
+    assert_eq!(token_of(&token.current().await.unwrap()), "tok-2");
+}
