@@ -87,6 +87,10 @@ pub(crate) struct ProviderState {
     failed_refreshes: u32,
 }
 
+/// The longest one refresh may take before it counts as failed (a token
+/// endpoint's exchange gives up after 15 s itself).
+const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The wait before refreshing again after `failed` refreshes failed in a
 /// row: 2 s doubling to at most a minute (the held credentials stay in
 /// use meanwhile, until they expire).
@@ -147,7 +151,19 @@ impl Actor for ProviderActor {
                     // a token endpoint is slow.
                     let credentials = Arc::clone(credentials);
                     tokio::spawn(async move {
-                        let result = credentials.refresh().await;
+                        // Always answered, so the next refresh is always
+                        // scheduled: a refresh that panics or hangs is a
+                        // failed one.
+                        let mut refresh = tokio::spawn(async move { credentials.refresh().await });
+                        let result = match tokio::time::timeout(REFRESH_TIMEOUT, &mut refresh).await
+                        {
+                            Ok(Ok(result)) => result,
+                            Ok(Err(_)) => Err("the refresh panicked".to_owned()),
+                            Err(_) => {
+                                refresh.abort();
+                                Err("the refresh took too long".to_owned())
+                            }
+                        };
                         let _ = myself.cast(ProviderMsg::Refreshed(result));
                     });
                 }

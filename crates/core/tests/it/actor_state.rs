@@ -22,6 +22,8 @@ struct Counting {
     refreshes: Arc<AtomicU32>,
     /// Hand the actor credentials that want refreshing every this long.
     refresh_every: Option<Duration>,
+    /// Their first refresh panics (a bug in a credentials source).
+    first_refresh_panics: bool,
 }
 
 #[derive(Debug)]
@@ -35,11 +37,16 @@ struct Answering {
 struct Token {
     refreshes: Arc<AtomicU32>,
     every: Duration,
+    first_panics: bool,
 }
 
 impl Credentials for Token {
     fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
-        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        let n = self.refreshes.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            !(self.first_panics && n == 0),
+            "a bug in a credentials source"
+        );
         Box::pin(async { Ok(()) })
     }
 
@@ -71,6 +78,7 @@ impl AdapterFactory for Counting {
             Arc::new(Token {
                 refreshes: Arc::clone(&self.refreshes),
                 every,
+                first_panics: self.first_refresh_panics,
             }) as Arc<dyn Credentials>
         });
         Ok(Arc::new(Answering {
@@ -206,4 +214,30 @@ async fn the_actor_refreshes_credentials_on_their_schedule() {
         .and_then(|p| p.stats)
         .and_then(|s| s.credentials);
     assert_eq!(status.map(|s| s.source), Some("a test token".to_owned()));
+}
+
+// Paused time, as above: a refresh that panics is a failed one, and the
+// actor's schedule goes on (2 s later, then every 10 s).
+#[tokio::test(start_paused = true)]
+async fn a_refresh_that_panics_is_retried_and_the_schedule_goes_on() {
+    let factory = Arc::new(Counting {
+        refresh_every: Some(Duration::from_secs(10)),
+        first_refresh_panics: true,
+        ..Counting::default()
+    });
+    let refreshes = Arc::clone(&factory.refreshes);
+    let mut settings = settings();
+    settings.providers.retain(|name, _| name == "groq");
+    let engine = Engine::start(settings, Arc::clone(&factory) as Arc<dyn AdapterFactory>)
+        .await
+        .unwrap();
+    let _ = engine.generate(ask()).await;
+    eventually("the first, panicking, refresh", async || {
+        refreshes.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(33)).await;
+    // At 0 s (panics), 2 s, 12 s, 22 s, 32 s.
+    let after = refreshes.load(Ordering::SeqCst);
+    assert!((4..=6).contains(&after), "{after} refreshes");
 }
