@@ -224,9 +224,28 @@ impl Upstream for GeminiProtocol {
         model: &str,
         request: &ChatRequest,
     ) -> Option<reqwest::RequestBuilder> {
+        self.count_request_as(
+            client,
+            model,
+            request,
+            understudy_wire::generate_content::native::count_body,
+        )
+    }
+}
+
+impl GeminiProtocol {
+    /// The `countTokens` request for a native body, its body written by
+    /// `count_body` (AI Studio's shape, or Vertex's).
+    pub(crate) fn count_request_as(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        count_body: fn(&str, &str) -> Option<String>,
+    ) -> Option<reqwest::RequestBuilder> {
         let native = self.native(request)?;
         let model = valid_model(model).ok()?;
-        let body = understudy_wire::generate_content::native::count_body(&native.body, model)?;
+        let body = count_body(&native.body, model)?;
         Some(crate::http::raw_post(
             client,
             self.url(model, "countTokens"),

@@ -346,7 +346,13 @@ impl Upstream for VertexGemini {
         model: &str,
         request: &ChatRequest,
     ) -> Option<reqwest::RequestBuilder> {
-        self.protocol.count_request(client, model, request)
+        // Vertex's CountTokensRequest, not AI Studio's.
+        self.protocol.count_request_as(
+            client,
+            model,
+            request,
+            understudy_wire::generate_content::native::vertex_count_body,
+        )
     }
 }
 

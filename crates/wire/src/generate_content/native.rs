@@ -73,9 +73,60 @@ pub fn count_body(body: &str, model: &str) -> Option<String> {
     serde_json::to_string(&body).ok()
 }
 
+/// Vertex AI's `countTokens` body: its `CountTokensRequest` takes
+/// `contents`, `systemInstruction`, `tools` and `generationConfig` at the
+/// top level and no `generateContentRequest` (the model is in the URL), so
+/// one is unwrapped and its `model` dropped; `contents` alone goes as
+/// sent. `None` when the body is not a JSON object.
+pub fn vertex_count_body(body: &str, _model: &str) -> Option<String> {
+    let mut body: Map<String, Value> = serde_json::from_str(body).ok()?;
+    let key = ["generateContentRequest", "generate_content_request"]
+        .into_iter()
+        .find(|k| body.contains_key(*k));
+    if let Some(key) = key {
+        let Some(Value::Object(mut inner)) = body.remove(key) else {
+            return None;
+        };
+        inner.remove("model");
+        body = inner;
+    }
+    body.remove("model");
+    serde_json::to_string(&body).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn vertex_counts_take_the_request_unwrapped_and_without_a_model() {
+        let wrapped = json!({"generateContentRequest": {
+            "model": "models/gemini-2.5-flash",
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "systemInstruction": {"parts": [{"text": "be brief"}]},
+            "generationConfig": {"temperature": 0.2}
+        }});
+        let out: serde_json::Value =
+            serde_json::from_str(&vertex_count_body(&wrapped.to_string(), "m").unwrap()).unwrap();
+        assert_eq!(
+            out,
+            json!({
+                "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "systemInstruction": {"parts": [{"text": "be brief"}]},
+                "generationConfig": {"temperature": 0.2}
+            })
+        );
+        let plain = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+        assert_eq!(
+            vertex_count_body(&plain.to_string(), "m").unwrap(),
+            plain.to_string()
+        );
+        assert_eq!(vertex_count_body("[1]", "m"), None);
+        assert_eq!(
+            vertex_count_body(r#"{"generateContentRequest": 3}"#, "m"),
+            None
+        );
+    }
 
     use super::*;
 
