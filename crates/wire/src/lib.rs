@@ -16,6 +16,7 @@
 //! - [`messages`]: Anthropic's Messages API.
 //! - [`converse`]: AWS Bedrock's Converse API (the models on Bedrock that are not Anthropic's).
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
+//! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
 //! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - [`stray`]: raw JSON errors that arrive inside a stream without SSE framing.
@@ -33,6 +34,7 @@ pub mod framing;
 pub mod generate_content;
 pub mod ids;
 pub mod messages;
+pub mod ratelimit;
 pub mod responses;
 pub mod signature;
 pub mod softening;
