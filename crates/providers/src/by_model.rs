@@ -18,8 +18,6 @@ pub(crate) struct ByModel<A, B> {
     pub(crate) second: B,
     /// Whether a model goes to `first`.
     pub(crate) takes: fn(&str) -> bool,
-    /// The credentials the two share, when they expire or change.
-    pub(crate) credentials: Option<Arc<dyn Credentials>>,
 }
 
 impl<A: Adapter, B: Adapter> ByModel<A, B> {
@@ -61,7 +59,11 @@ impl<A: Adapter, B: Adapter> Adapter for ByModel<A, B> {
         self.of(model).count_tokens(model, request, connect)
     }
 
+    /// The two share one set of credentials: the first's (or, if it
+    /// keeps none, the second's).
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {
-        self.credentials.clone()
+        self.first
+            .credentials()
+            .or_else(|| self.second.credentials())
     }
 }

@@ -19,17 +19,13 @@ use understudy_wire::converse::stream::ConverseStream;
 use understudy_wire::eventstream::{Kind, Message};
 use understudy_wire::sse::SseItem;
 
-use super::{Auth, error, operation_url};
+use super::{Account, error, operation_url};
 use crate::http::{Framing, Received, Upstream};
 
 /// Converse on Bedrock, bound to one provider's settings.
 #[derive(Debug)]
 pub(crate) struct BedrockConverse {
-    pub(super) base: reqwest::Url,
-    pub(super) region: String,
-    pub(super) headers: HeaderMap,
-    pub(super) auth: Auth,
-    pub(super) limits: crate::OutputLimits,
+    pub(super) account: Account,
 }
 
 impl BedrockConverse {
@@ -40,7 +36,7 @@ impl BedrockConverse {
         } else {
             "converse"
         };
-        operation_url(&self.base, model, op)
+        operation_url(&self.account.base, model, op)
     }
 
     /// The body for `model`: the neutral request translated. A request
@@ -53,7 +49,10 @@ impl BedrockConverse {
                 format!("Bedrock's Converse API cannot carry {what}"),
             ));
         }
-        let wire = wire_request(request, self.limits.clamp(model, request.max_tokens))?;
+        let wire = wire_request(
+            request,
+            self.account.limits.clamp(model, request.max_tokens),
+        )?;
         serde_json::to_string(&wire).map_err(|e| {
             Failure::new(
                 FailureKind::BadRequest,
@@ -76,7 +75,7 @@ impl Upstream for BedrockConverse {
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let body = self.body(model, request)?;
-        let mut headers = self.headers.clone();
+        let mut headers = self.account.headers.clone();
         if !stream {
             headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         }
@@ -92,7 +91,7 @@ impl Upstream for BedrockConverse {
         &'a self,
         request: &'a mut reqwest::Request,
     ) -> understudy_core::BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { self.auth.authorize(request, &self.region) })
+        self.account.authorize(request)
     }
 
     fn renew<'a>(
@@ -100,11 +99,11 @@ impl Upstream for BedrockConverse {
         failure: &'a Failure,
         _: Option<HeaderValue>,
     ) -> understudy_core::BoxFuture<'a, bool> {
-        Box::pin(async move { self.auth.renew(failure) })
+        self.account.renew(failure)
     }
 
     fn credentials(&self) -> Option<std::sync::Arc<dyn understudy_core::Credentials>> {
-        self.auth.credentials()
+        self.account.credentials()
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

@@ -76,14 +76,21 @@ const BETAS: [&str; 9] = [
 pub(crate) type BedrockAdapter =
     ByModel<HttpAdapter<BedrockMessages>, HttpAdapter<BedrockConverse>>;
 
-/// Claude on Bedrock, bound to one provider's settings.
-#[derive(Debug)]
-pub(crate) struct BedrockMessages {
+/// What Bedrock's two APIs share for one provider: where it is, its
+/// region and headers, its credentials, its models' output limits.
+#[derive(Debug, Clone)]
+pub(crate) struct Account {
     base: reqwest::Url,
     region: String,
     headers: HeaderMap,
     auth: Auth,
     limits: crate::OutputLimits,
+}
+
+/// Claude on Bedrock, bound to one provider's settings.
+#[derive(Debug)]
+pub(crate) struct BedrockMessages {
+    account: Account,
 }
 
 #[derive(Debug, Clone)]
@@ -107,28 +114,43 @@ pub(crate) fn adapter(
             return Err("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (`aws_profile`), or a Bedrock API key (AWS_BEARER_TOKEN_BEDROCK)".into());
         }
     };
-    let base = crate::http::endpoint(&settings.base_url)?;
-    let limits = crate::OutputLimits::of(settings);
-    let converse = BedrockConverse {
-        base: base.clone(),
-        region: bedrock.region.clone(),
-        headers: headers.clone(),
-        auth: auth.clone(),
-        limits: limits.clone(),
-    };
-    let messages = BedrockMessages {
-        base,
+    let account = Account {
+        base: crate::http::endpoint(&settings.base_url)?,
         region: bedrock.region.clone(),
         headers,
-        auth: auth.clone(),
-        limits,
+        auth,
+        limits: crate::OutputLimits::of(settings),
+    };
+    let converse = BedrockConverse {
+        account: account.clone(),
     };
     Ok(ByModel {
-        first: HttpAdapter::new(settings, messages)?,
+        first: HttpAdapter::new(settings, BedrockMessages { account })?,
         second: HttpAdapter::new(settings, converse)?,
         takes: |model| bedrock_protocol(model) == understudy_core::Protocol::Messages,
-        credentials: auth.credentials(),
     })
+}
+
+// === impl Account ===
+
+impl Account {
+    /// Signs (or bears) a built request.
+    fn authorize<'a>(
+        &'a self,
+        request: &'a mut reqwest::Request,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move { self.auth.authorize(request, &self.region) })
+    }
+
+    /// Expired keys read again, once.
+    fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
+        Box::pin(async move { self.auth.renew(failure) })
+    }
+
+    /// The credentials the provider's actor refreshes.
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        self.auth.credentials()
+    }
 }
 
 // === impl Auth ===
@@ -173,13 +195,13 @@ impl BedrockMessages {
         } else {
             "invoke"
         };
-        operation_url(&self.base, model, op)
+        operation_url(&self.account.base, model, op)
     }
 
     /// The body for `model`: the client's own (native) edited for Bedrock,
     /// or the Messages translation of the neutral request.
     fn body(&self, model: &str, request: &ChatRequest, stream: bool) -> Result<String, Failure> {
-        let limit = self.limits.limit(model);
+        let limit = self.account.limits.limit(model);
         if let Some(native) = self.native(request) {
             if let Some(prepared) = native::prepare_for(&native.body, model, limit, Some(PLATFORM))
             {
@@ -231,7 +253,7 @@ impl Upstream for BedrockMessages {
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let body = self.body(model, request, stream)?;
-        let mut headers = self.headers.clone();
+        let mut headers = self.account.headers.clone();
         let accept = if stream {
             "x-amzn-bedrock-accept"
         } else {
@@ -250,15 +272,15 @@ impl Upstream for BedrockMessages {
         &'a self,
         request: &'a mut reqwest::Request,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { self.auth.authorize(request, &self.region) })
+        self.account.authorize(request)
     }
 
     fn renew<'a>(&'a self, failure: &'a Failure, _: Option<HeaderValue>) -> BoxFuture<'a, bool> {
-        Box::pin(async move { self.auth.renew(failure) })
+        self.account.renew(failure)
     }
 
     fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
-        self.auth.credentials()
+        self.account.credentials()
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

@@ -29,11 +29,13 @@ pub(super) fn bedrock(extra: &str) -> (ProviderSettings, Bedrock) {
 fn protocol() -> BedrockMessages {
     let (p, b) = bedrock("");
     BedrockMessages {
-        base: crate::http::endpoint(&p.base_url).unwrap(),
-        region: b.region.clone(),
-        headers: HeaderMap::new(),
-        auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
-        limits: crate::OutputLimits::of(&p),
+        account: Account {
+            base: crate::http::endpoint(&p.base_url).unwrap(),
+            region: b.region.clone(),
+            headers: HeaderMap::new(),
+            auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
+            limits: crate::OutputLimits::of(&p),
+        },
     }
 }
 
@@ -102,8 +104,10 @@ fn a_request_is_signed_over_its_exact_body_with_the_session_token() {
     let adapter = adapter(&settings, &b).unwrap();
     let _ = adapter;
     let p = BedrockMessages {
-        auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
-        ..protocol()
+        account: Account {
+            auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
+            ..protocol().account
+        },
     };
     let client = reqwest::Client::new();
     let built = p

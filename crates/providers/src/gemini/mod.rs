@@ -26,7 +26,7 @@ use understudy_wire::generate_content::{error, request, response, stream};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
-use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings, ToolCall};
+use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings, ToolCall};
 
 use crate::classify;
 use crate::http::{HttpAdapter, Received, Upstream};
@@ -107,17 +107,7 @@ impl GeminiProtocol {
 /// `model` without a `models/` prefix, when it can stand in a URL path.
 fn valid_model(model: &str) -> Result<&str, Failure> {
     let model = model.strip_prefix("models/").unwrap_or(model);
-    if model.is_empty()
-        || !model
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
-    {
-        return Err(Failure::new(
-            FailureKind::BadRequest,
-            format!("`{model}` is not a valid Gemini model name"),
-        ));
-    }
-    Ok(model)
+    crate::http::model_segment(model, "a valid Gemini model name")
 }
 
 impl Upstream for GeminiProtocol {

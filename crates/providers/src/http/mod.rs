@@ -406,6 +406,23 @@ pub(crate) fn raw_post(
     client.post(url).headers(headers).body(body)
 }
 
+/// `model` when it can stand as one URL path segment as it is (letters,
+/// digits, `-_.@`: Gemini's and Vertex's model names); else a bad request
+/// saying it is not `what`.
+pub(crate) fn model_segment<'m>(model: &'m str, what: &str) -> Result<&'m str, Failure> {
+    if model.is_empty()
+        || !model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+    {
+        return Err(Failure::new(
+            FailureKind::BadRequest,
+            format!("`{model}` is not {what}"),
+        ));
+    }
+    Ok(model)
+}
+
 /// The endpoint, parsed once (not on every request).
 pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| {

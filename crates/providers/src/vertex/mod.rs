@@ -82,30 +82,23 @@ pub(crate) fn adapter(
         protocol: GeminiProtocol::at(settings, format!("{root}/google"), headers),
         token: Arc::clone(&token),
     };
-    // A static token is nobody's to refresh.
-    let credentials = understudy_core::Credentials::refresh_in(&*token)
-        .map(|_| Arc::clone(&token) as Arc<dyn understudy_core::Credentials>);
     Ok(ByModel {
         first: HttpAdapter::new(settings, claude)?,
         second: HttpAdapter::new(settings, gemini)?,
         takes: |model| vertex_protocol(model) != Protocol::GenerateContent,
-        credentials,
     })
+}
+
+/// The token as the credentials the provider's actor refreshes (a static
+/// one is nobody's to refresh).
+fn credentials(token: &Token) -> Option<Arc<dyn understudy_core::Credentials>> {
+    understudy_core::Credentials::refresh_in(&**token)
+        .map(|_| Arc::clone(token) as Arc<dyn understudy_core::Credentials>)
 }
 
 /// `model` when it can stand as one path segment.
 fn valid_model(model: &str) -> Result<&str, Failure> {
-    if model.is_empty()
-        || !model
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
-    {
-        return Err(Failure::new(
-            FailureKind::BadRequest,
-            format!("`{model}` is not a valid Vertex model id"),
-        ));
-    }
-    Ok(model)
+    crate::http::model_segment(model, "a valid Vertex model id")
 }
 
 /// Sets the current access token on `request`.
@@ -263,6 +256,10 @@ impl Upstream for VertexClaude {
         renew(&self.token, failure, sent)
     }
 
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        credentials(&self.token)
+    }
+
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
         let parsed: WireResponse =
             crate::http::answer_body(received, "an Anthropic message", error::classify)?;
@@ -319,6 +316,10 @@ impl Upstream for VertexGemini {
 
     fn renew<'a>(&'a self, failure: &'a Failure, sent: Option<HeaderValue>) -> BoxFuture<'a, bool> {
         renew(&self.token, failure, sent)
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
+        credentials(&self.token)
     }
 
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure> {

@@ -13,6 +13,7 @@ use understudy_wire::sse::parse_framed_bytes;
 
 use super::super::auth::AwsKeys;
 use super::super::tests::{bedrock, exception, parse_amz_date};
+use super::super::{Account, Auth};
 use super::*;
 use crate::sigv4;
 
@@ -21,11 +22,13 @@ const LLAMA: &str = "meta.llama3-1-8b-instruct-v1:0";
 fn protocol() -> BedrockConverse {
     let (p, b) = bedrock("aws_session_token = \"FQoGZXIvYXdzEXAMPLE\"\n");
     BedrockConverse {
-        base: crate::http::endpoint(&p.base_url).unwrap(),
-        region: b.region.clone(),
-        headers: HeaderMap::new(),
-        auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
-        limits: crate::OutputLimits::of(&p),
+        account: Account {
+            base: crate::http::endpoint(&p.base_url).unwrap(),
+            region: b.region.clone(),
+            headers: HeaderMap::new(),
+            auth: Auth::SigV4(Arc::new(AwsKeys::of(b.credentials.as_ref().unwrap()))),
+            limits: crate::OutputLimits::of(&p),
+        },
     }
 }
 
