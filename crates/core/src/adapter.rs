@@ -112,6 +112,12 @@ pub trait EventStream: Send + 'static {
     fn model(&self) -> Option<String> {
         None
     }
+
+    /// The rate-limit budget the stream's response headers reported (read
+    /// only for a pool's key).
+    fn rate_limits(&self) -> Option<crate::ratelimit::RateLimits> {
+        None
+    }
 }
 
 /// A boxed [`EventStream`].

@@ -46,6 +46,10 @@ pub struct Attempt {
     /// surfaced refusal keeps the form the provider gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// The name of the pool key it went to (never the key itself); `None`
+    /// for a provider with one key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 // === impl AttemptKind ===

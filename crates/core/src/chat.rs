@@ -282,6 +282,10 @@ pub struct Completion {
     /// was forwarded natively (see [`ChatRequest::native`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
+    /// The rate-limit budget the answer reported, read only for a pool's
+    /// key (`ProviderSettings::key_name`), for the pool to steer by.
+    #[serde(skip)]
+    pub rate_limits: Option<crate::ratelimit::RateLimits>,
 }
 
 /// A fragment of a streamed tool call. The first fragment of each `index`

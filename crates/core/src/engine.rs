@@ -109,12 +109,20 @@ impl Engine {
             .clone()
             .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
         let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
-        let board = Arc::new(BreakerBoard::new(
-            settings.breaker,
-            configured_targets(&settings),
-            settings.server.max_pinned_targets,
-            Arc::clone(&metrics),
-        ));
+        let board = Arc::new(
+            BreakerBoard::new(
+                settings.breaker,
+                configured_targets(&settings),
+                settings.server.max_pinned_targets,
+                Arc::clone(&metrics),
+            )
+            .with_pools(
+                settings
+                    .providers
+                    .values()
+                    .filter_map(crate::keys::KeyPool::of),
+            ),
+        );
         if let Some(shared) = &shared {
             // The fleet's breakers are read before the first request, so a
             // new instance never pays an outage the fleet already knows of.
@@ -218,7 +226,7 @@ impl Engine {
             let Ok(CallResult::Success(Ok(lease))) = asked else {
                 continue;
             };
-            if let (true, Some(credentials)) = (wait, lease.adapter().credentials()) {
+            if let (true, Some(credentials)) = (wait, lease.adapter_of(0).credentials()) {
                 // The actor's own first fetch is under way: this one
                 // waits for it and does not fetch again.
                 let _ = tokio::time::timeout(CREDENTIALS_WAIT, credentials.refresh()).await;

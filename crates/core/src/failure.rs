@@ -133,6 +133,11 @@ impl FailureCode {
         Self::Internal,
     ];
 
+    /// The code named `s` (as [`FailureCode::as_str`] writes it).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ContentFilter => "content_filter",

@@ -29,6 +29,9 @@ pub struct ProviderInfo {
     pub stats: Option<ProviderStats>,
     /// Targets whose breaker has left the closed state at some point.
     pub breakers: Vec<TargetBreaker>,
+    /// Its pool's keys, by name (empty for a provider with one key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<crate::keys::PoolKeyStatus>,
 }
 
 /// One target's circuit breaker.

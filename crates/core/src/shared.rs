@@ -17,6 +17,9 @@
 //! - `understudy:{budget}:spend:<window id>` — String (float), USD spent by
 //!   fallback targets in that window; `INCRBYFLOAT`, expires after two
 //!   windows.
+//! - `understudy:{key:<provider>:<key name>}:out` — String, `<Unix ms>
+//!   <failure code>`: a pool's key is out (refused, rate limited, its
+//!   budget spent) until then; `PX` = until then (an expired key is back).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::AsyncCommands;
 
 use crate::breakers::BreakerBoard;
+use crate::keys::KeyPool;
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
 use crate::target::Target;
@@ -70,6 +74,16 @@ fn open_key(t: &Target) -> String {
 
 fn probe_key(t: &Target) -> String {
     format!("understudy:{{breaker:{}:{}}}:probe", t.provider, t.model)
+}
+
+/// Sets a key's "out until" unless the fleet already holds it out longer
+/// (an instance that saw a shorter wait does not cut short another's).
+const KEY_OUT_SCRIPT: &str = "local v = redis.call('GET', KEYS[1]) \
+    if v and tonumber(string.match(v, '^%d+')) >= tonumber(ARGV[2]) then return 0 end \
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]) return 1";
+
+fn key_out_key(provider: &str, key: &str) -> String {
+    format!("understudy:{{key:{provider}:{key}}}:out")
 }
 
 fn spend_key(window: u64) -> String {
@@ -207,6 +221,67 @@ impl SharedState {
         .await
     }
 
+    /// Announces that `provider`'s key `key` is out until `until_ms` (Unix
+    /// ms), for `code`. Tried a few times while Redis is briefly
+    /// unreachable; the deadline bounds how stale it can be.
+    pub async fn publish_key_out(&self, provider: &str, key: &str, until_ms: u64, code: &str) {
+        for _ in 0..3 {
+            let left = until_ms.saturating_sub(unix_ms());
+            if left == 0 {
+                return;
+            }
+            let (name, value) = (key_out_key(provider, key), format!("{until_ms} {code}"));
+            if self
+                .call(|mut c| async move {
+                    redis::cmd("EVAL")
+                        .arg(KEY_OUT_SCRIPT)
+                        .arg(1)
+                        .arg(name)
+                        .arg(value)
+                        .arg(until_ms)
+                        .arg(left)
+                        .query_async::<i64>(&mut c)
+                        .await
+                })
+                .await
+                .is_some()
+            {
+                return;
+            }
+            tokio::time::sleep(crate::redis_link::RETRY_EVERY).await;
+        }
+    }
+
+    /// For each (provider, key), until when the fleet holds it out (Unix
+    /// ms) and why.
+    pub async fn keys_out(
+        &self,
+        keys: &[(Arc<str>, Arc<str>)],
+    ) -> Option<Vec<Option<(u64, String)>>> {
+        if keys.is_empty() {
+            return Some(Vec::new());
+        }
+        let names: Vec<String> = keys.iter().map(|(p, k)| key_out_key(p, k)).collect();
+        let values = self
+            .call(|mut c| async move {
+                redis::cmd("MGET")
+                    .arg(names)
+                    .query_async::<Vec<Option<String>>>(&mut c)
+                    .await
+            })
+            .await?;
+        Some(
+            values
+                .into_iter()
+                .map(|v| {
+                    let v = v?;
+                    let (ms, code) = v.split_once(' ')?;
+                    Some((ms.parse().ok()?, code.to_owned()))
+                })
+                .collect(),
+        )
+    }
+
     /// USD spent by fallbacks in `window` across the fleet.
     pub async fn spent(&self, window: u64) -> Option<f64> {
         let key = spend_key(window);
@@ -246,17 +321,30 @@ pub(crate) struct BreakerPoller {
     board: Arc<BreakerBoard>,
     targets: Vec<Target>,
     was_open: Vec<bool>,
+    /// Every pooled key: its pool, its place there, and (provider, name).
+    keys: Vec<(Arc<KeyPool>, usize)>,
+    key_names: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl BreakerPoller {
     pub(crate) fn new(shared: Arc<SharedState>, board: Arc<BreakerBoard>) -> Self {
         let mut targets: Vec<Target> = board.configured().cloned().collect();
         targets.sort();
+        let keys: Vec<(Arc<KeyPool>, usize)> = board
+            .pools()
+            .flat_map(|p| (0..p.names.len()).map(move |k| (Arc::clone(p), k)))
+            .collect();
+        let key_names = keys
+            .iter()
+            .map(|(p, k)| (Arc::clone(&p.provider), Arc::clone(&p.names[*k])))
+            .collect();
         Self {
             was_open: vec![false; targets.len()],
             shared,
             board,
             targets,
+            keys,
+            key_names,
         }
     }
 
@@ -285,6 +373,26 @@ impl BreakerPoller {
                     }
                     self.was_open[i] = false;
                 }
+            }
+        }
+        self.poll_keys().await;
+    }
+
+    /// Holds out here every pooled key the fleet holds out.
+    async fn poll_keys(&self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let Some(out) = self.shared.keys_out(&self.key_names).await else {
+            return;
+        };
+        let now_ms = unix_ms();
+        let now = tokio::time::Instant::now();
+        for ((pool, key), out) in self.keys.iter().zip(out) {
+            if let Some((until_ms, code)) = out.filter(|(u, _)| *u > now_ms) {
+                let code = crate::failure::FailureCode::parse(&code)
+                    .unwrap_or(crate::failure::FailureCode::RateLimited);
+                pool.sync(*key, now + Duration::from_millis(until_ms - now_ms), code);
             }
         }
     }

@@ -18,57 +18,53 @@ use http::HeaderMap;
 
 use crate::classify::go_duration;
 
-/// One dimension of a budget: what is left, of how much, until when.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
-    pub limit: Option<u64>,
-    pub remaining: u64,
-    /// How long until it is whole again, from the answer's arrival.
-    pub reset: Option<Duration>,
-}
-
-/// Every dimension a provider reported on one answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RateLimits {
-    pub requests: Option<Budget>,
-    pub tokens: Option<Budget>,
-    /// Anthropic's input and output token budgets, when it splits them.
-    pub input_tokens: Option<Budget>,
-    pub output_tokens: Option<Budget>,
-}
-
-impl RateLimits {
-    /// Whether nothing was reported.
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
+pub use understudy_core::ratelimit::{Budget, RateLimits};
 
 /// The budgets in `headers`, as of `now` (Anthropic's resets are times).
 pub fn read(headers: &HeaderMap, now: SystemTime) -> RateLimits {
-    let openai = |dim: &str| {
-        budget(
-            headers,
-            &format!("x-ratelimit-limit-{dim}"),
-            &format!("x-ratelimit-remaining-{dim}"),
-            &format!("x-ratelimit-reset-{dim}"),
-            go_duration,
-        )
+    let openai = |[limit, remaining, reset]: [&str; 3]| {
+        budget(headers, limit, remaining, reset, go_duration)
     };
-    let anthropic = |dim: &str| {
-        budget(
-            headers,
-            &format!("anthropic-ratelimit-{dim}-limit"),
-            &format!("anthropic-ratelimit-{dim}-remaining"),
-            &format!("anthropic-ratelimit-{dim}-reset"),
-            |s| until(rfc3339(s)?, now),
-        )
+    let anthropic = |[limit, remaining, reset]: [&str; 3]| {
+        budget(headers, limit, remaining, reset, |s| {
+            until(rfc3339(s)?, now)
+        })
     };
     RateLimits {
-        requests: openai("requests").or_else(|| anthropic("requests")),
-        tokens: openai("tokens").or_else(|| anthropic("tokens")),
-        input_tokens: anthropic("input-tokens"),
-        output_tokens: anthropic("output-tokens"),
+        requests: openai([
+            "x-ratelimit-limit-requests",
+            "x-ratelimit-remaining-requests",
+            "x-ratelimit-reset-requests",
+        ])
+        .or_else(|| {
+            anthropic([
+                "anthropic-ratelimit-requests-limit",
+                "anthropic-ratelimit-requests-remaining",
+                "anthropic-ratelimit-requests-reset",
+            ])
+        }),
+        tokens: openai([
+            "x-ratelimit-limit-tokens",
+            "x-ratelimit-remaining-tokens",
+            "x-ratelimit-reset-tokens",
+        ])
+        .or_else(|| {
+            anthropic([
+                "anthropic-ratelimit-tokens-limit",
+                "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-tokens-reset",
+            ])
+        }),
+        input_tokens: anthropic([
+            "anthropic-ratelimit-input-tokens-limit",
+            "anthropic-ratelimit-input-tokens-remaining",
+            "anthropic-ratelimit-input-tokens-reset",
+        ]),
+        output_tokens: anthropic([
+            "anthropic-ratelimit-output-tokens-limit",
+            "anthropic-ratelimit-output-tokens-remaining",
+            "anthropic-ratelimit-output-tokens-reset",
+        ]),
     }
 }
 

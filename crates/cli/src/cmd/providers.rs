@@ -82,6 +82,12 @@ fn table(infos: &[ProviderInfo]) -> String {
                 Some(c) => credential_line(c),
                 None => key,
             };
+            // A pool: each key by name and state, never the secret.
+            let key = if p.keys.is_empty() {
+                key
+            } else {
+                pool_line(&p.keys)
+            };
             let kind = match p.platform {
                 "direct" => p.kind.as_str().to_owned(),
                 platform => format!("{platform}/{}", p.kind.as_str()),
@@ -135,6 +141,26 @@ fn table(infos: &[ProviderInfo]) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out
+}
+
+/// A pool's keys: `name=ok` (with what the provider last said is left),
+/// or `name=why(back in)`.
+fn pool_line(keys: &[understudy_core::keys::PoolKeyStatus]) -> String {
+    let shown: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            let state = match (k.out, k.back_in_s) {
+                (None, _) => match k.requests_remaining {
+                    Some(n) => format!("ok({n} left)"),
+                    None => "ok".to_owned(),
+                },
+                (Some(why), Some(s)) => format!("{why}({s:.0}s)"),
+                (Some(why), None) => why.to_owned(),
+            };
+            format!("{}={state}", k.name)
+        })
+        .collect();
+    format!("pool: {}", shown.join(" "))
 }
 
 /// A running provider's credentials: their source, when they expire, and

@@ -27,10 +27,10 @@ use crate::settings::ProviderSettings;
 pub(crate) enum ProviderMsg {
     /// Counts of recent outcomes, for `understudy providers` and the API.
     Stats(RpcReplyPort<ProviderStats>),
-    /// Time to refresh the credentials.
-    Refresh,
-    /// A refresh ended.
-    Refreshed(Result<(), String>),
+    /// Time to refresh the credentials of key `n` (0 without a pool).
+    Refresh(usize),
+    /// A refresh of key `n`'s credentials ended.
+    Refreshed(usize, Result<(), String>),
     /// The adapter panicked during an attempt (the attempt failed as
     /// `unavailable`): the actor fails, and the supervisor starts it again
     /// with a fresh adapter and pool.
@@ -47,7 +47,11 @@ pub(crate) enum ProviderMsg {
 #[derive(Clone)]
 pub(crate) struct Lease {
     pub actor: ActorRef<ProviderMsg>,
+    /// The adapter of the pool's first key (`crate::keys::KeyPool`'s
+    /// order), else the one.
     adapter: Arc<dyn Adapter>,
+    /// The adapters of the pool's other keys, in order.
+    others: Arc<[Arc<dyn Adapter>]>,
     counts: Arc<Counts>,
 }
 
@@ -82,9 +86,10 @@ pub(crate) struct ProviderArgs {
 
 pub(crate) struct ProviderState {
     lease: Lease,
-    credentials: Option<Arc<dyn Credentials>>,
-    /// Refreshes that failed in a row (the next one waits longer).
-    failed_refreshes: u32,
+    /// Per key: the credentials its adapter refreshes, if they expire, and
+    /// the refreshes that failed in a row (the next one waits longer).
+    credentials: Vec<Option<Arc<dyn Credentials>>>,
+    failed_refreshes: Vec<u32>,
 }
 
 /// The longest one refresh may take before it counts as failed (a token
@@ -110,26 +115,30 @@ impl Actor for ProviderActor {
         myself: ActorRef<Self::Msg>,
         args: ProviderArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let adapter = args
-            .factory
-            .build(&args.settings)
+        let (adapter, others) = build_adapters(&*args.factory, &args.settings)
             .map_err(|e| format!("provider `{}`: {e}", args.settings.name))?;
         let lease = Lease {
             actor: myself.clone(),
             adapter,
+            others: others.into(),
             counts: Arc::new(Counts::default()),
         };
-        let credentials = lease.adapter.credentials();
-        if credentials.is_some() {
-            // The first credentials are fetched at once, not on the first
-            // request.
-            let _ = myself.cast(ProviderMsg::Refresh);
+        let credentials: Vec<Option<Arc<dyn Credentials>>> = std::iter::once(&lease.adapter)
+            .chain(lease.others.iter())
+            .map(|a| a.credentials())
+            .collect();
+        for (n, c) in credentials.iter().enumerate() {
+            if c.is_some() {
+                // The first credentials are fetched at once, not on the
+                // first request.
+                let _ = myself.cast(ProviderMsg::Refresh(n));
+            }
         }
         let _ = args.lease_to.send(lease.clone());
         Ok(ProviderState {
+            failed_refreshes: vec![0; credentials.len()],
             lease,
             credentials,
-            failed_refreshes: 0,
         })
     }
 
@@ -142,11 +151,16 @@ impl Actor for ProviderActor {
         match msg {
             ProviderMsg::Stats(reply) => {
                 let mut stats = state.lease.counts.stats();
-                stats.credentials = state.credentials.as_ref().map(|c| c.status());
+                stats.credentials = state
+                    .credentials
+                    .iter()
+                    .flatten()
+                    .next()
+                    .map(|c| c.status());
                 let _ = reply.send(stats);
             }
-            ProviderMsg::Refresh => {
-                if let Some(credentials) = &state.credentials {
+            ProviderMsg::Refresh(n) => {
+                if let Some(Some(credentials)) = state.credentials.get(n) {
                     // On a task of its own: the actor keeps answering while
                     // a token endpoint is slow.
                     let credentials = Arc::clone(credentials);
@@ -164,24 +178,30 @@ impl Actor for ProviderActor {
                                 Err("the refresh took too long".to_owned())
                             }
                         };
-                        let _ = myself.cast(ProviderMsg::Refreshed(result));
+                        let _ = myself.cast(ProviderMsg::Refreshed(n, result));
                     });
                 }
             }
-            ProviderMsg::Refreshed(result) => {
+            ProviderMsg::Refreshed(n, result) => {
+                let Some(failed) = state.failed_refreshes.get_mut(n) else {
+                    return Ok(());
+                };
                 let next = match result {
                     Ok(()) => {
-                        state.failed_refreshes = 0;
-                        state.credentials.as_ref().and_then(|c| c.refresh_in())
+                        *failed = 0;
+                        state
+                            .credentials
+                            .get(n)
+                            .and_then(|c| c.as_ref()?.refresh_in())
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "refreshing the provider's credentials failed; the held ones stay in use");
-                        state.failed_refreshes = state.failed_refreshes.saturating_add(1);
-                        Some(refresh_backoff(state.failed_refreshes - 1))
+                        *failed = failed.saturating_add(1);
+                        Some(refresh_backoff(*failed - 1))
                     }
                 };
                 if let Some(next) = next {
-                    myself.send_after(next, || ProviderMsg::Refresh);
+                    myself.send_after(next, move || ProviderMsg::Refresh(n));
                 }
             }
             ProviderMsg::AdapterPanicked => {
@@ -191,6 +211,28 @@ impl Actor for ProviderActor {
             ProviderMsg::Panic => panic!("fault injection: provider actor panics on purpose"),
         }
         Ok(())
+    }
+}
+
+/// The first key's adapter, and the other keys'.
+type Adapters = (Arc<dyn Adapter>, Vec<Arc<dyn Adapter>>);
+
+/// The provider's adapters: one per key of its pool that is set (in
+/// `crate::keys::KeyPool`'s order: the first, then the others), else the
+/// one.
+fn build_adapters(
+    factory: &dyn AdapterFactory,
+    settings: &ProviderSettings,
+) -> Result<Adapters, String> {
+    let mut built = crate::keys::present(settings).into_iter().map(|i| {
+        let key = settings
+            .for_key(i)
+            .ok_or_else(|| format!("the pool has no key {i}"))?;
+        factory.build(&key)
+    });
+    match built.next() {
+        None => Ok((factory.build(settings)?, Vec::new())),
+        Some(first) => Ok((first?, built.collect::<Result<_, _>>()?)),
     }
 }
 
@@ -243,12 +285,12 @@ impl<T> std::future::Future for CatchUnwind<'_, T> {
 // === impl Lease ===
 
 impl Lease {
-    /// The provider's adapter, with an attempt counted in flight until the
-    /// guard is finished or dropped.
-    pub(crate) fn attempt(&self) -> (&dyn Adapter, InFlight) {
+    /// The adapter of key `key` (0 without a pool), with an attempt
+    /// counted in flight until the guard is finished or dropped.
+    pub(crate) fn attempt(&self, key: usize) -> (&dyn Adapter, InFlight) {
         self.counts.in_flight.fetch_add(1, Ordering::Relaxed);
         (
-            &*self.adapter,
+            self.adapter_of(key),
             InFlight {
                 counts: Arc::clone(&self.counts),
                 started: Instant::now(),
@@ -257,9 +299,15 @@ impl Lease {
         )
     }
 
-    /// The adapter, for a call that is not an attempt (counting tokens).
-    pub(crate) fn adapter(&self) -> &dyn Adapter {
-        &*self.adapter
+    /// The adapter of key `key` (0 without a pool), for a call that is
+    /// not an attempt (counting tokens).
+    pub(crate) fn adapter_of(&self, key: usize) -> &dyn Adapter {
+        // A key past the end (never: the pool and the adapters come from
+        // the same settings) is the first's.
+        match key.checked_sub(1).and_then(|k| self.others.get(k)) {
+            Some(a) => &**a,
+            None => &*self.adapter,
+        }
     }
 
     /// Counts how an attempt handed over by [`InFlight::hand_over`] ended.

@@ -224,6 +224,32 @@ impl View {
             .then_some(Unavailable::Stopped)
     }
 
+    /// `p`'s pool keys as the status shows them: those set with their
+    /// state, then those whose variable is not set.
+    fn pool_keys(
+        &self,
+        p: &crate::settings::ProviderSettings,
+        now: Instant,
+    ) -> Vec<crate::keys::PoolKeyStatus> {
+        let mut keys = self
+            .board
+            .pool(&p.name)
+            .map(|pool| pool.status(now))
+            .unwrap_or_default();
+        keys.extend(p.pool.keys.iter().filter(|k| k.secret.is_none()).map(|k| {
+            crate::keys::PoolKeyStatus {
+                name: k.name.clone(),
+                in_flight: 0,
+                available: false,
+                out: Some("unset"),
+                back_in_s: None,
+                requests_remaining: None,
+                tokens_remaining: None,
+            }
+        }));
+        keys
+    }
+
     fn providers(&self) -> Vec<ProviderInfo> {
         let now = Instant::now();
         let breakers = self.board.views(now);
@@ -274,6 +300,7 @@ impl View {
                                 .map(|u| u.saturating_duration_since(now).as_millis() as u64),
                         })
                         .collect(),
+                    keys: self.pool_keys(p, now),
                 }
             })
             .collect();

@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod budget;
 pub mod decide;
+pub mod keys;
 pub mod output;
 pub mod plan;
 pub mod refusal;

@@ -318,6 +318,7 @@ mod tests {
             finish_reason: FinishReason::Stop,
             usage: None,
             native: None,
+            rate_limits: None,
         }
     }
 

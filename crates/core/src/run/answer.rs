@@ -12,10 +12,12 @@ use crate::cache::KeyContext;
 use crate::chat::{ChatRequest, Completion};
 use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
+use crate::keys::Ticket;
 use crate::policy::decide::{Call, Decider, Input, Next};
 use crate::policy::output;
 use crate::policy::softening::soften;
 use crate::run::call::lease;
+use crate::run::keys::KeyChoice;
 use crate::run::{Run, cost_usd, millis};
 
 impl Run {
@@ -130,14 +132,25 @@ impl Run {
         if !self.admit(call).await {
             return Input::Skipped;
         }
+        let ticket = match self.pick_key(call) {
+            KeyChoice::Single => None,
+            KeyChoice::Pooled(ticket) => Some(ticket),
+            KeyChoice::None => {
+                self.release_held_probe();
+                return Input::Skipped;
+            }
+        };
+        let key = ticket.as_ref().map_or(0, Ticket::key);
         let timeouts = self.timeouts(idx);
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
-        let result = match self.call(idx, &chat, deadline, timeouts.connect).await {
+        let mut limits = None;
+        let result = match self.call(idx, key, &chat, deadline, timeouts.connect).await {
             // An answer that breaks what the request asked for is this
             // target's failure, not an answer (checked off the serving
             // threads, within a budget).
             Ok(mut c) => {
+                limits = c.rate_limits.take();
                 output::normalize(&self.chat, &mut c);
                 crate::run::validate::check(expected, c).await
             }
@@ -149,13 +162,16 @@ impl Run {
             Ok(_) => (Outcome::Ok, None),
             Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        attempts.push(self.attempt_record(idx, call.kind, outcome, latency, failure));
+        let mut record = self.attempt_record(idx, call.kind, outcome, latency, failure);
+        record.key = ticket.as_ref().and_then(Ticket::name);
+        attempts.push(record);
+        let key_input = self.key_outcome(idx, ticket, limits.as_ref(), failure);
         match result {
             Ok(c) => {
                 *answer = Some(c);
                 Input::Served
             }
-            Err(f) => Input::Failed(f.kind),
+            Err(f) => key_input.unwrap_or(Input::Failed(f.kind)),
         }
     }
 
@@ -163,13 +179,14 @@ impl Run {
     async fn call(
         &mut self,
         idx: usize,
+        key: usize,
         chat: &Arc<ChatRequest>,
         deadline: Instant,
         connect: Duration,
     ) -> Result<Completion, crate::Failure> {
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
-        let (adapter, in_flight) = lease.attempt();
+        let (adapter, in_flight) = lease.attempt(key);
         let started = Instant::now();
         let result = by_deadline(
             &lease.actor,

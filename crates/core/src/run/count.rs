@@ -53,23 +53,28 @@ impl Run {
             }
             let timeouts = self.timeouts(idx);
             let deadline = (Instant::now() + timeouts.attempt).min(self.deadline);
-            let counted = match lease(&mut self.leases[idx], &self.supervisor, &target.provider)
-                .await
-            {
-                Ok(lease) => {
-                    by_deadline(
-                        &lease.actor,
-                        deadline,
-                        Instant::now(),
-                        "no count",
-                        lease
-                            .adapter()
-                            .count_tokens(&target.model, &self.chat, timeouts.connect),
-                    )
-                    .await
-                }
-                Err(f) => Err(f),
-            };
+            let key = self
+                .board
+                .pool(&target.provider)
+                .map_or(0, |pool| pool.any(Instant::now()));
+            let counted =
+                match lease(&mut self.leases[idx], &self.supervisor, &target.provider).await {
+                    Ok(lease) => {
+                        by_deadline(
+                            &lease.actor,
+                            deadline,
+                            Instant::now(),
+                            "no count",
+                            lease.adapter_of(key).count_tokens(
+                                &target.model,
+                                &self.chat,
+                                timeouts.connect,
+                            ),
+                        )
+                        .await
+                    }
+                    Err(f) => Err(f),
+                };
             match counted {
                 Ok(Some(n)) => {
                     self.outcome(idx, Ok(()));

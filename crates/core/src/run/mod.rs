@@ -22,6 +22,7 @@
 mod answer;
 mod call;
 mod count;
+mod keys;
 mod prepare;
 mod validate;
 
@@ -97,6 +98,9 @@ pub(crate) struct Run {
     /// outcome is recorded ([`NO_PROBE`] when none), so that a run that
     /// stops mid-call gives back only a probe it took.
     pub probe_held: AtomicUsize,
+    /// Per plan target, the pool keys this request tried (bit `i`: key
+    /// `i`); empty until a pooled target is called.
+    pub keys_tried: Vec<u64>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -226,6 +230,7 @@ impl Run {
             latency_ms: millis(latency),
             detail: failure.map(Failure::describe),
             status: failure.and_then(|f| f.status),
+            key: None,
         }
     }
 
@@ -270,6 +275,11 @@ impl Run {
                     .collect();
                 Error::NoProviderAvailable(why.join(", "))
             }
+            Verdict::AllSkipped if !self.keys_tried.is_empty() || self.plan_has_pool() => {
+                Error::NoProviderAvailable(
+                    "every target's circuit breaker is open or every key of its pool is out".into(),
+                )
+            }
             Verdict::AllSkipped => {
                 Error::NoProviderAvailable("every target's circuit breaker is open".into())
             }
@@ -287,6 +297,14 @@ impl Run {
             }
             Verdict::Deadline => Error::DeadlineExceeded { attempts },
         }
+    }
+
+    /// Whether a target of the plan has a key pool.
+    fn plan_has_pool(&self) -> bool {
+        self.plan
+            .targets
+            .iter()
+            .any(|t| self.board.pool(&t.provider).is_some())
     }
 
     /// Whether the spend cap allows another fallback now.

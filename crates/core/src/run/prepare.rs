@@ -95,6 +95,7 @@ pub(crate) fn prepare(
         route_timeouts,
         streams,
         probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
+        keys_tried: Vec::new(),
         rules: Rules {
             mode,
             refusal,

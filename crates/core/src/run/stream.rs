@@ -29,9 +29,11 @@ use crate::chat::{ChatRequest, FinishReason, Message, StreamEvent, Usage};
 use crate::error::Error;
 use crate::event::{EventContext, GenerationEvent};
 use crate::failure::{Failure, FailureKind};
+use crate::keys::Ticket;
 use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
 use crate::policy::stream::{HELD_BYTES, Step, Watch, may_continue, prefill};
 use crate::run::call::lease;
+use crate::run::keys::KeyChoice;
 use crate::run::{Run, cost_usd, millis};
 use crate::settings::StreamCommit;
 use crate::stream::{
@@ -80,6 +82,8 @@ struct Committed {
     /// Set when the target already finished (`stream_commit = "complete"`).
     finish: Option<Finish>,
     started: Instant,
+    /// The pool key it went to, by name.
+    key: Option<String>,
 }
 
 /// How opening one target went.
@@ -87,7 +91,9 @@ enum Opened {
     Committed(Committed),
     /// Its breaker turned the call away: not an attempt.
     Skipped,
-    Failed(Failure, Duration),
+    /// It failed after this long, on this pool key; what the decision
+    /// machine hears when not plain `Failed` (another key may serve).
+    Failed(Failure, Duration, Option<String>, Option<Input>),
 }
 
 type Reply = oneshot::Sender<Result<GenerationStream, Error>>;
@@ -206,15 +212,17 @@ impl Run {
                     break Some(c);
                 }
                 Opened::Skipped => Input::Skipped,
-                Opened::Failed(failure, latency) => {
-                    attempts.push(self.attempt_record(
+                Opened::Failed(failure, latency, key, key_input) => {
+                    let mut record = self.attempt_record(
                         call.target,
                         call.kind,
                         Outcome::Failed(failure.code()),
                         latency,
                         Some(&failure),
-                    ));
-                    Input::Failed(failure.kind)
+                    );
+                    record.key = key;
+                    attempts.push(record);
+                    key_input.unwrap_or(Input::Failed(failure.kind))
                 }
             };
         };
@@ -256,26 +264,45 @@ impl Run {
         if !self.admit(call).await {
             return Opened::Skipped;
         }
+        let ticket = match self.pick_key(call) {
+            KeyChoice::Single => None,
+            KeyChoice::Pooled(ticket) => Some(ticket),
+            KeyChoice::None => {
+                self.release_held_probe();
+                return Opened::Skipped;
+            }
+        };
+        let key = ticket.as_ref().map_or(0, Ticket::key);
+        let key_name = ticket.as_ref().and_then(Ticket::name);
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let chat = Arc::clone(&self.chat);
-        let failure = match self.open(idx, chat, first_token_by).await {
-            Ok(stream) => match self
-                .watch_until_commit(call, stream, started, first_token_by)
-                .await
-            {
-                Ok(committed) => return Opened::Committed(committed),
-                Err(failure) => {
-                    self.stream_ended(idx, Err(failure.code()), started.elapsed());
-                    failure
+        let (failure, limits) = match self.open(idx, key, chat, first_token_by).await {
+            Ok(stream) => {
+                let limits = stream.rate_limits();
+                match self
+                    .watch_until_commit(call, stream, started, first_token_by)
+                    .await
+                {
+                    Ok(mut committed) => {
+                        // The key's word is in at the commit (its headers).
+                        committed.key = key_name;
+                        let _ = self.key_outcome(idx, ticket, limits.as_ref(), None);
+                        return Opened::Committed(committed);
+                    }
+                    Err(failure) => {
+                        self.stream_ended(idx, Err(failure.code()), started.elapsed());
+                        (failure, limits)
+                    }
                 }
-            },
+            }
             Err(f) => {
                 self.outcome(idx, Err(f.code()));
-                f
+                (f, None)
             }
         };
-        Opened::Failed(failure, started.elapsed())
+        let key_input = self.key_outcome(idx, ticket, limits.as_ref(), Some(&failure));
+        Opened::Failed(failure, started.elapsed(), key_name, key_input)
     }
 
     /// Opens a stream of `chat` on target `idx` (connect and headers) by
@@ -285,13 +312,14 @@ impl Run {
     async fn open(
         &mut self,
         idx: usize,
+        key: usize,
         chat: Arc<ChatRequest>,
         first_token_by: Instant,
     ) -> Result<BoxEventStream, Failure> {
         let connect = self.timeouts(idx).connect;
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
-        let (adapter, in_flight) = lease.attempt();
+        let (adapter, in_flight) = lease.attempt(key);
         let opened = by_deadline(
             &lease.actor,
             first_token_by,
@@ -360,6 +388,7 @@ impl Run {
                         first: held,
                         finish,
                         started,
+                        key: None,
                     });
                 }
                 Step::Fail(f) => return Err(f),
@@ -384,6 +413,7 @@ impl Run {
             first,
             finish,
             started,
+            key,
         } = c;
         let target = self.plan.targets[idx].clone();
         let provider = target.provider.to_string();
@@ -455,13 +485,10 @@ impl Run {
                 // continue the answer.
                 let code = after_commit(&f.kind);
                 self.stream_ended(idx, Err(code), latency);
-                attempts.push(self.attempt_record(
-                    idx,
-                    kind,
-                    Outcome::Failed(code),
-                    latency,
-                    Some(&f),
-                ));
+                let mut record =
+                    self.attempt_record(idx, kind, Outcome::Failed(code), latency, Some(&f));
+                record.key = key.clone();
+                attempts.push(record);
                 match self.continuation(idx, &sent.text, &tx, &mut attempts).await {
                     Ok((by, finish)) => {
                         continued_by = Some(by);
@@ -478,7 +505,7 @@ impl Run {
                     Err(f) => Err(after_commit(&f.kind)),
                 };
                 self.stream_ended(idx, outcome, latency);
-                let record = match &end {
+                let mut record = match &end {
                     Ok(_) => self.attempt_record(idx, kind, Outcome::Ok, latency, None),
                     Err(f) => self.attempt_record(
                         idx,
@@ -488,6 +515,7 @@ impl Run {
                         Some(f),
                     ),
                 };
+                record.key = key.clone();
                 attempts.push(record);
                 end
             }
@@ -621,6 +649,19 @@ impl Run {
                 "the stream was cut, and the target to continue it is unavailable",
             ));
         }
+        let ticket = match self.pick_key(call) {
+            KeyChoice::Single => None,
+            KeyChoice::Pooled(ticket) => Some(ticket),
+            KeyChoice::None => {
+                self.release_held_probe();
+                return Err(Failure::new(
+                    FailureKind::StreamInterrupted,
+                    "the stream was cut, and every key of the target to continue it is out",
+                ));
+            }
+        };
+        let key = ticket.as_ref().map_or(0, Ticket::key);
+        let key_name = ticket.as_ref().and_then(Ticket::name);
         let (prefix, trimmed) = prefill(text);
         let mut chat = (*self.chat).clone();
         // The prefill is the neutral history's last turn: a native body
@@ -630,7 +671,7 @@ impl Run {
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
-        let result = match self.open(idx, Arc::new(chat), first_token_by).await {
+        let result = match self.open(idx, key, Arc::new(chat), first_token_by).await {
             Ok(mut stream) => {
                 let result = self
                     .continue_on(&mut stream, idx, trimmed, tx, first_token_by)
@@ -653,7 +694,10 @@ impl Run {
             Ok(_) => (Outcome::Ok, None),
             Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        attempts.push(self.attempt_record(idx, call.kind, outcome, started.elapsed(), failure));
+        let mut record = self.attempt_record(idx, call.kind, outcome, started.elapsed(), failure);
+        record.key = key_name;
+        attempts.push(record);
+        let _ = self.key_outcome(idx, ticket, None, failure);
         match result {
             Ok(finish) => Ok((provider, finish)),
             Err(f) => Err(Failure::new(

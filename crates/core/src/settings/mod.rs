@@ -33,6 +33,7 @@ use crate::target::Target;
 mod ca_file;
 mod capabilities;
 mod file;
+mod keys;
 mod platform;
 mod provider;
 mod routes;
@@ -47,6 +48,7 @@ mod timeouts;
 
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
+pub use keys::{DEFAULT_KEY_COOLDOWN, KeyPool, PoolKey, Sticky};
 pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,
     vertex_protocol,

@@ -338,7 +338,7 @@ impl CloudEnv<'_, '_> {
 }
 
 /// A region name goes into a host name: lowercase letters, digits, `-`.
-fn check_region(region: &str) -> Result<(), String> {
+pub(super) fn check_region(region: &str) -> Result<(), String> {
     if region.is_empty()
         || !region
             .bytes()
@@ -371,6 +371,17 @@ impl Platform {
             Self::Vertex(_) => Some(vertex_protocol(model)),
             Self::Direct | Self::Azure(_) => None,
         }
+    }
+
+    /// The same platform in `region`, when it has regions (a pool key's
+    /// own region); `false` when it has none.
+    pub(super) fn set_region(&mut self, region: &str) -> bool {
+        match self {
+            Self::Bedrock(b) => b.region = region.to_owned(),
+            Self::Vertex(v) => v.region = region.to_owned(),
+            Self::Direct | Self::Azure(_) => return false,
+        }
+        true
     }
 
     /// The base URL a provider on this platform has unless its table sets

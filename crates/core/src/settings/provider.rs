@@ -13,6 +13,7 @@ use crate::protocol::Protocol;
 
 use super::ca_file::{CaFile, read_ca_file};
 use super::capabilities::{Capabilities, CapabilityOverrides, Price};
+use super::keys::{KeyPool, RawKey, RawPool};
 use super::platform::{CloudEnv, Kind, Platform, RawCloud};
 use super::secret::{Secret, redact_url};
 use super::source::{Blame, Env, FieldError, SettingsError};
@@ -69,6 +70,12 @@ pub struct ProviderSettings {
     /// "claude-sonnet-4-5" = "us.anthropic.claude-sonnet-4-5-…" }`): one
     /// name reaches each cloud's id for the same model.
     pub models: BTreeMap<String, String>,
+    /// Several keys behind this one target (none: its one `api_key`).
+    pub pool: KeyPool,
+    /// These are one pool key's settings ([`ProviderSettings::for_key`]):
+    /// its name. The adapter then reads the rate-limit budgets answers
+    /// report, for the pool to steer by.
+    pub key_name: Option<String>,
 }
 
 /// The built-in providers, in the order `understudy providers` lists them
@@ -144,6 +151,12 @@ pub(super) struct RawProvider {
     base_url: Option<String>,
     api_key: Option<String>,
     api_key_env: Option<String>,
+    /// A key pool: its keys (one of three forms), its choice and cooldown.
+    api_keys: Option<Vec<String>>,
+    api_key_envs: Option<Vec<String>>,
+    keys: Option<Vec<RawKey>>,
+    sticky: Option<String>,
+    key_cooldown: Option<f64>,
     model: Option<String>,
     /// Sorted by name, the order they are checked and sent in.
     #[serde(default)]
@@ -191,13 +204,50 @@ pub(super) fn read(
 ) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
     let (mut providers, clouds) = from_file(raw, timeouts, blame)?;
     apply_env(&mut providers, env, blame)?;
+    for p in providers.values_mut() {
+        resolve_pool(p, env)
+            .map_err(|(key, m)| blame.file(format!("providers.{}.{key}", p.name), m))?;
+    }
     for (name, (kind, cloud)) in clouds {
         if let Some(p) = providers.get_mut(&name) {
             resolve_platform(p, kind, &cloud, &CloudEnv { env })
                 .map_err(|(key, m)| blame.file(format!("providers.{name}.{key}"), m))?;
         }
     }
+    for p in providers.values() {
+        if let Some(i) = p.pool.keys.iter().position(|k| k.region.is_some()) {
+            if matches!(p.platform, Platform::Direct | Platform::Azure(_)) {
+                return Err(blame.file(
+                    format!("providers.{}.keys[{i}].region", p.name),
+                    "`region` is a setting of kind bedrock or vertex".into(),
+                ));
+            }
+        }
+    }
     Ok(providers)
+}
+
+/// A pool's keys read from the environment; the provider's `api_key` is
+/// its first key that is set (so that whatever asks whether the provider
+/// has a key asks the pool).
+fn resolve_pool(p: &mut ProviderSettings, env: &Env<'_>) -> Result<(), (String, String)> {
+    if p.pool.keys.is_empty() {
+        return Ok(());
+    }
+    p.pool.read_env(env);
+    if let Some(i) = p.pool.duplicate() {
+        return Err((
+            format!("keys[{i}]"),
+            format!(
+                "key `{}` is the same key as another of the pool",
+                p.pool.keys[i].name
+            ),
+        ));
+    }
+    p.api_key = p.pool.first_secret().cloned();
+    p.api_key_env = None;
+    p.requires_key = true;
+    Ok(())
 }
 
 /// A provider's cloud settings, completed from the environment once its
@@ -407,7 +457,36 @@ impl ProviderSettings {
             ca_file: None,
             platform: Platform::Direct,
             models: BTreeMap::new(),
+            pool: KeyPool::default(),
+            key_name: None,
         }
+    }
+
+    /// The settings of the pool's key `i`: its secret, and its own base
+    /// URL or region where it has them (`None`: no such key).
+    pub fn for_key(&self, i: usize) -> Option<ProviderSettings> {
+        let k = self.pool.keys.get(i)?;
+        let mut p = self.clone();
+        p.pool = KeyPool::default();
+        p.api_key = k.secret.clone();
+        p.key_name = Some(k.name.clone());
+        if let Some(region) = &k.region {
+            let default = p.platform.default_base_url();
+            if p.platform.set_region(region) && default.as_deref() == Some(p.base_url.as_str()) {
+                if let Some(url) = p.platform.default_base_url() {
+                    p.base_url = url;
+                }
+            }
+        }
+        if let Some(url) = &k.base_url {
+            p.base_url = url.clone();
+        }
+        Some(p)
+    }
+
+    /// The names of the pool's keys (none: the provider has one key).
+    pub fn key_names(&self) -> impl Iterator<Item = &str> {
+        self.pool.keys.iter().map(|k| k.name.as_str())
     }
 }
 
@@ -435,6 +514,8 @@ impl fmt::Debug for ProviderSettings {
             ca_file,
             platform,
             models,
+            pool,
+            key_name,
         } = self;
         let header_names: Vec<(&str, &str)> =
             headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
@@ -458,6 +539,8 @@ impl fmt::Debug for ProviderSettings {
             .field("ca_file", ca_file)
             .field("platform", platform)
             .field("models", models)
+            .field("pool", pool)
+            .field("key_name", key_name)
             .finish()
     }
 }
@@ -602,6 +685,18 @@ impl RawProvider {
         }
         if let Some(var) = &self.api_key_env {
             p.api_key_env = Some(var.clone());
+            p.requires_key = true;
+        }
+        let pool = RawPool {
+            api_keys: self.api_keys.clone(),
+            api_key_envs: self.api_key_envs.clone(),
+            keys: self.keys.clone(),
+            sticky: self.sticky.clone(),
+            key_cooldown: self.key_cooldown,
+        };
+        if pool.declared() || self.sticky.is_some() || self.key_cooldown.is_some() {
+            let single = self.api_key.is_some() || self.api_key_env.is_some();
+            p.pool = pool.read(at, single, check_url)?;
             p.requires_key = true;
         }
         if let Some(model) = &self.model {

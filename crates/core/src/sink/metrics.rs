@@ -40,6 +40,15 @@ pub(crate) struct AttemptLabels {
     outcome: &'static str,
 }
 
+/// A pooled provider's attempts, by key name (never the key).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct KeyAttemptLabels {
+    provider: String,
+    key: String,
+    kind: &'static str,
+    outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct DurationLabels {
     provider: String,
@@ -86,6 +95,7 @@ pub struct Metrics {
     registry: Registry,
     generations: Family<GenerationLabels, Counter>,
     attempts: Family<AttemptLabels, Counter>,
+    key_attempts: Family<KeyAttemptLabels, Counter>,
     duration: Family<DurationLabels, Histogram, Buckets>,
     ttft: Family<ProviderLabels, Histogram, Buckets>,
     tokens: Family<TokenLabels, Counter>,
@@ -102,6 +112,7 @@ impl Metrics {
         let m = Self {
             generations: Family::default(),
             attempts: Family::default(),
+            key_attempts: Family::default(),
             duration: Family::new_with_constructor(Buckets),
             ttft: Family::new_with_constructor(Buckets),
             tokens: Family::default(),
@@ -121,6 +132,11 @@ impl Metrics {
             "understudy_attempts",
             "Attempts by provider, kind and outcome",
             m.attempts.clone(),
+        );
+        registry.register(
+            "understudy_key_attempts",
+            "A key pool's attempts by provider, key name, kind and outcome",
+            m.key_attempts.clone(),
         );
         registry.register(
             "understudy_request_duration_seconds",
@@ -264,6 +280,8 @@ struct Handles {
     cost: Option<Counter<f64, AtomicU64>>,
     /// By kind and outcome.
     attempts: Vec<((&'static str, &'static str), Counter)>,
+    /// A pool's, by kind, outcome and key name.
+    key_attempts: Vec<((&'static str, &'static str, String), Counter)>,
 }
 
 impl Recorder {
@@ -348,6 +366,30 @@ impl Recorder {
                     .clone()
             })
             .inc();
+            if let Some(key) = &a.key {
+                let found = h
+                    .key_attempts
+                    .iter()
+                    .find(|(k, _)| k.0 == kind && k.1 == outcome && k.2 == *key);
+                match found {
+                    Some((_, c)) => {
+                        c.inc();
+                    }
+                    None => {
+                        let c = m
+                            .key_attempts
+                            .get_or_create(&KeyAttemptLabels {
+                                provider: a.provider.clone(),
+                                key: key.clone(),
+                                kind,
+                                outcome,
+                            })
+                            .clone();
+                        c.inc();
+                        h.key_attempts.push(((kind, outcome, key.clone()), c));
+                    }
+                };
+            }
         }
     }
 }

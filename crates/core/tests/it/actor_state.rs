@@ -108,6 +108,7 @@ impl Adapter for Answering {
                 finish_reason: FinishReason::Stop,
                 usage: None,
                 native: None,
+                rate_limits: None,
             })
         })
     }

@@ -179,6 +179,7 @@ impl Upstream for GeminiProtocol {
             .collect();
         Ok(Completion {
             native: None,
+            rate_limits: None,
             finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
             tool_calls,
             text: chunk.text,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use understudy_core::ratelimit::RateLimits;
 use understudy_core::{
     Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind,
     ProviderSettings, Secret,
@@ -132,6 +133,9 @@ pub(crate) struct HttpAdapter<P> {
     protocol: P,
     /// Kept only to scrub it from any upstream message that echoes it.
     key: Option<Secret>,
+    /// One key of a pool: answers' rate-limit budgets are read for it to
+    /// steer by (a provider with one key reads none).
+    reads_budgets: bool,
 }
 
 /// A response read in full: status, headers, and body bytes.
@@ -177,7 +181,14 @@ impl<P: Upstream> HttpAdapter<P> {
             others,
             protocol,
             key: settings.api_key.clone(),
+            reads_budgets: settings.key_name.is_some(),
         })
+    }
+
+    /// The budget `headers` report, for a pool's key.
+    fn budgets(&self, headers: &HeaderMap) -> Option<RateLimits> {
+        self.reads_budgets
+            .then(|| understudy_wire::ratelimit::read(headers, std::time::SystemTime::now()))
     }
 
     /// The client for a request whose connect timeout is `connect` (the
@@ -309,6 +320,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             let mut completion = parsed.map_err(|f| self.redact(f))?;
+            completion.rate_limits = self.budgets(&received.headers);
             if !self.protocol.forwards_native(&request) {
                 completion.native = None;
             } else if completion.native.is_none() {
@@ -354,6 +366,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             };
             let status = response.status().as_u16();
             tracing::debug!(provider = %self.name, status, "upstream stream opened");
+            let limits = self.budgets(response.headers());
             let stream = SseStream::new(
                 // Only the body: the response's headers hold on to hyper's
                 // first read buffer (8 KiB) for as long as the stream lasts.
@@ -363,7 +376,8 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                     .parser(model, self.protocol.forwards_native(&request)),
                 self.key.clone(),
                 in_flight,
-            );
+            )
+            .with_rate_limits(limits);
             Ok(Box::new(stream) as BoxEventStream)
         })
     }

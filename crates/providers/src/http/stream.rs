@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use http_body_util::BodyExt as _;
+use understudy_core::ratelimit::RateLimits;
 use understudy_core::{BoxFuture, EventStream, Failure, FailureKind, Secret, StreamEvent};
 use understudy_wire::sse::SseItem;
 
@@ -22,6 +23,8 @@ pub(super) struct SseStream<T> {
     done: bool,
     text_bytes: usize,
     key: Option<Secret>,
+    /// The budget the response's headers reported (a pool's key only).
+    rate_limits: Option<RateLimits>,
     /// The stream's place on its client's HTTP/2 connection, until it ends.
     _in_flight: InFlight,
 }
@@ -43,8 +46,15 @@ impl<T: StreamParser> SseStream<T> {
             done: false,
             text_bytes: 0,
             key,
+            rate_limits: None,
             _in_flight: in_flight,
         }
+    }
+
+    /// The stream with the budget its response's headers reported.
+    pub(super) fn with_rate_limits(mut self, limits: Option<RateLimits>) -> Self {
+        self.rate_limits = limits;
+        self
     }
 
     async fn next_event(&mut self) -> Option<Result<StreamEvent, Failure>> {
@@ -170,5 +180,9 @@ impl<T: StreamParser> EventStream for SseStream<T> {
 
     fn model(&self) -> Option<String> {
         Some(self.parser.model().to_owned())
+    }
+
+    fn rate_limits(&self) -> Option<RateLimits> {
+        self.rate_limits
     }
 }

@@ -22,6 +22,7 @@ mod bedrock_converse;
 mod body;
 mod cloud;
 mod gemini;
+mod limits;
 mod openai;
 mod responses;
 mod rules;
@@ -238,6 +239,8 @@ struct Shared {
     streamed_bytes: AtomicUsize,
     /// The request rules, their settings and what broke them.
     rules: rules::Rules,
+    /// Counted request limits per API key.
+    limits: limits::KeyLimits,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -326,6 +329,22 @@ impl SimProvider {
         q.extend(std::iter::repeat_n(reply, n));
         drop(q);
         self
+    }
+
+    /// Limits the requests made with API key `key` to `limit` per
+    /// `window` (a fixed window opened by the key's first request): every
+    /// answer to it carries the provider's rate-limit headers, and a
+    /// request over the limit gets the provider's 429 with `Retry-After`
+    /// instead of its reply.
+    pub fn limit_requests(&self, key: &str, limit: u64, window: Duration) -> &Self {
+        self.shared.limits.set(key, limit, window);
+        self
+    }
+
+    /// Requests answered 429 for being over a key's counted limit (`None`:
+    /// every key's).
+    pub fn over_limit(&self, key: Option<&str>) -> u64 {
+        self.shared.limits.refused(key)
     }
 
     /// Decides the reply when the queue is empty.
@@ -439,6 +458,7 @@ impl Shared {
             streams_open: AtomicUsize::new(0),
             streamed_bytes: AtomicUsize::new(0),
             rules: rules::Rules::new(protocol),
+            limits: limits::KeyLimits::default(),
         })
     }
 }
@@ -534,6 +554,12 @@ impl Received {
     /// The body as JSON (`Null` when it is not JSON).
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The API key the request authenticates with (`Authorization:
+    /// Bearer`, `x-api-key`, `x-goog-api-key` or `api-key`).
+    pub fn api_key(&self) -> Option<&str> {
+        limits::api_key(self)
     }
 
     /// A header's value, by lower-case name.
@@ -681,18 +707,33 @@ async fn serve_protocol(
         lock(&shared.received).push(recorded);
         return Ok(violation.response());
     }
-    let queued = lock(&shared.queue).pop_front();
-    let reply = match queued {
-        Some(r) => r,
-        None => match lock(&shared.responder).clone() {
-            Some(f) => f(&received),
-            None => Reply::Text("Hello from the simulator.".into()),
-        },
+    let limited = shared.limits.count(shared.protocol, &received);
+    let reply = match limited.as_ref().and_then(|v| v.refuse.clone()) {
+        Some(refused) => refused,
+        None => {
+            let queued = lock(&shared.queue).pop_front();
+            match queued {
+                Some(r) => r,
+                None => match lock(&shared.responder).clone() {
+                    Some(f) => f(&received),
+                    None => Reply::Text("Hello from the simulator.".into()),
+                },
+            }
+        }
     };
     let mut recorded = wire;
     recorded.shared = None;
     lock(&shared.received).push(recorded);
-    respond(shared.protocol, reply, &received).await
+    let mut answer = respond(shared.protocol, reply, &received).await?;
+    for (name, value) in limited.map(|v| v.headers).unwrap_or_default() {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            answer.headers_mut().insert(name, value);
+        }
+    }
+    Ok(answer)
 }
 
 async fn respond(

@@ -59,6 +59,7 @@ pub fn parse_response(
     }
     Ok(Completion {
         native: None,
+        rate_limits: None,
         finish_reason: finish_reason_with(finish, !tool_calls.is_empty()),
         tool_calls,
         text,

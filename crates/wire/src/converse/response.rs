@@ -50,6 +50,7 @@ pub fn completion(parsed: &WireResponse, model: &str, status: u16) -> Result<Com
     }
     Ok(Completion {
         native: None,
+        rate_limits: None,
         tool_calls,
         text,
         model: model.to_owned(),

@@ -55,6 +55,7 @@ pub fn completion(
     }
     Ok(Completion {
         native: None,
+        rate_limits: None,
         tool_calls,
         text,
         model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),

@@ -77,6 +77,7 @@ pub fn parse_response(
         finish_reason,
         usage: parsed.usage.map(Usage::from),
         native,
+        rate_limits: None,
     })
 }
 

@@ -1,0 +1,153 @@
+//! A run's keys: which key of a pooled target a call goes to
+//! (`policy::keys::choose`, through the board's [`KeyPool`]), and what its
+//! outcome tells the pool and the decision machine. A target without a
+//! pool takes none of this: no lookup beyond the board's, no allocation.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::attempt::AttemptKind;
+use crate::chat::{ChatRequest, Part};
+use crate::failure::{Failure, FailureKind};
+use crate::keys::{KeyPool, Ticket};
+use crate::policy::decide::{Call, Input};
+use crate::policy::keys::{Ask, Scope, scope};
+use crate::ratelimit::RateLimits;
+use crate::run::Run;
+use crate::settings::Sticky;
+use crate::shared::unix_ms;
+
+/// Where a call goes.
+pub(crate) enum KeyChoice {
+    /// The target has one key.
+    Single,
+    /// This key of its pool.
+    Pooled(Ticket),
+    /// Every key of its pool is out: the target is skipped, as behind an
+    /// open breaker.
+    None,
+}
+
+impl Run {
+    /// The key `call` goes to.
+    pub(crate) fn pick_key(&mut self, call: Call) -> KeyChoice {
+        let target = &self.plan.targets[call.target];
+        let Some(pool) = self.board.pool(&target.provider) else {
+            return KeyChoice::Single;
+        };
+        let pool = Arc::clone(pool);
+        if self.keys_tried.len() < self.plan.targets.len() {
+            self.keys_tried.resize(self.plan.targets.len(), 0);
+        }
+        let ask = Ask {
+            tried: self.keys_tried[call.target],
+            tokens: estimate_tokens(&self.chat),
+            sticky: (pool.sticky == Sticky::Conversation).then(|| conversation(&self.chat)),
+            last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
+            draw: fastrand::f64(),
+        };
+        match pool.pick(&ask, Instant::now()) {
+            Some(ticket) => {
+                self.keys_tried[call.target] |= 1u64 << ticket.key().min(63);
+                KeyChoice::Pooled(ticket)
+            }
+            None => KeyChoice::None,
+        }
+    }
+
+    /// Tells the pool how the call on `ticket` went (and the fleet when
+    /// that took the key out), and says what the decision machine hears:
+    /// a key's own failure with another key ready is `KeyFailed`.
+    pub(crate) fn key_outcome(
+        &self,
+        idx: usize,
+        ticket: Option<Ticket>,
+        limits: Option<&RateLimits>,
+        failure: Option<&Failure>,
+    ) -> Option<Input> {
+        let ticket = ticket?;
+        let pool = Arc::clone(ticket.pool());
+        let now = Instant::now();
+        let kind = failure.map(|f| &f.kind);
+        if let Some((key, until)) = ticket.end(limits, kind, now) {
+            self.announce_out(&pool, key, until, kind);
+        }
+        let kind = kind?;
+        let tried = self.keys_tried.get(idx).copied().unwrap_or(0);
+        (scope(kind) == Scope::Key && pool.another(tried, estimate_tokens(&self.chat), now))
+            .then(|| Input::KeyFailed(kind.clone()))
+    }
+
+    /// Tells the fleet that a key is out (a rare path: boxed, spawned).
+    fn announce_out(
+        &self,
+        pool: &Arc<KeyPool>,
+        key: usize,
+        until: Instant,
+        kind: Option<&FailureKind>,
+    ) {
+        let (Some(shared), Some(name)) = (&self.shared, pool.name(key)) else {
+            return;
+        };
+        let shared = Arc::clone(shared);
+        let provider = Arc::clone(&pool.provider);
+        let name = Arc::clone(name);
+        let code = kind.map_or("rate_limited", |k| k.code().as_str());
+        let until_ms =
+            unix_ms() + until.saturating_duration_since(Instant::now()).as_millis() as u64;
+        tokio::spawn(async move {
+            shared
+                .publish_key_out(&provider, &name, until_ms, code)
+                .await
+        });
+    }
+}
+
+/// A rough count of a request's input tokens (four characters a token),
+/// for the token budgets a provider reports.
+pub(crate) fn estimate_tokens(chat: &ChatRequest) -> u64 {
+    if let Some(native) = &chat.native {
+        return native.body.len() as u64 / 4;
+    }
+    let text: usize = chat.system.as_ref().map_or(0, String::len)
+        + chat
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|p| match p {
+                Part::Text { text } => text.len(),
+                // An image counts as a thousand tokens or so.
+                _ => 4000,
+            })
+            .sum::<usize>();
+    text as u64 / 4
+}
+
+/// A conversation's hash: its system prompt and first message, which every
+/// later turn repeats (the same hash on every instance of a fleet).
+fn conversation(chat: &ChatRequest) -> u64 {
+    let mut h = blake3::Hasher::new();
+    if let Some(user) = &chat.user {
+        h.update(b"user\0").update(user.as_bytes());
+    }
+    if let Some(system) = &chat.system {
+        h.update(b"system\0").update(system.as_bytes());
+    }
+    if let Some(first) = chat.messages.first() {
+        for part in &first.content {
+            if let Part::Text { text } = part {
+                h.update(b"text\0").update(text.as_bytes());
+            }
+        }
+    }
+    if let (true, Some(native)) = (chat.messages.is_empty(), &chat.native) {
+        // A natively forwarded body: its first 4 KiB stand for its start.
+        let head = native.body.get(..native.body.len().min(4096)).unwrap_or("");
+        h.update(b"native\0").update(head.as_bytes());
+    }
+    let bytes = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes.as_bytes()[..8]);
+    u64::from_le_bytes(first)
+}

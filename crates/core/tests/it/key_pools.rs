@@ -1,0 +1,197 @@
+//! Key pools through real HTTP: several keys behind one target, each key's
+//! own failures kept to it (the next key of the same target serves before
+//! any fallback), and the budgets a provider reports steering requests
+//! away from a key before it answers 429.
+
+use std::time::Duration;
+
+use understudy_core::{ChatRequest, GenerateRequest, Generation};
+use understudy_testkit::{Reply, SimProvider, TestGateway};
+
+const A: &str = "sk-pool-key-a-0001";
+const B: &str = "sk-pool-key-b-0002";
+const C: &str = "sk-pool-key-c-0003";
+
+/// A pool of `keys` on `pool`'s simulator, with `fallback` behind it.
+async fn gateway(
+    pool: &SimProvider,
+    keys: &[&str],
+    fallback: &SimProvider,
+    extra: &str,
+) -> TestGateway {
+    let keys: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+    TestGateway::builder()
+        .provider("openai", fallback)
+        .order(&["pool", "openai"])
+        .toml(&format!(
+            "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{}]\n{extra}",
+            pool.base_url(),
+            keys.join(", ")
+        ))
+        .build()
+        .await
+        .unwrap()
+}
+
+async fn ask(gw: &TestGateway) -> Generation {
+    gw.engine
+        .generate(GenerateRequest::new(ChatRequest::user("hello")))
+        .await
+        .unwrap()
+}
+
+fn sent_with(sim: &SimProvider, key: &str) -> usize {
+    sim.received()
+        .iter()
+        .filter(|r| r.api_key() == Some(key))
+        .count()
+}
+
+#[tokio::test]
+async fn a_rate_limited_key_waits_out_its_retry_after_alone() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.respond_with(|r| match r.api_key() {
+        Some(A) => Reply::Status {
+            status: 429,
+            body: String::new(),
+            headers: vec![("retry-after".into(), "30".into())],
+        },
+        _ => Reply::text("from b"),
+    });
+    let gw = gateway(&pool, &[A, B], &fallback, "").await;
+    for _ in 0..20 {
+        let g = ask(&gw).await;
+        assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
+        assert_eq!(g.text, "from b");
+        // A 429 on key A is followed by key B of the same target at once.
+        if let [first, second] = &g.attempts[..] {
+            assert_eq!(first.key.as_deref(), Some("key-1"));
+            assert_eq!(first.outcome.as_str(), "rate_limited");
+            assert_eq!(second.key.as_deref(), Some("key-2"));
+            assert_eq!(second.kind.as_str(), "primary");
+        } else {
+            assert_eq!(g.attempts.len(), 1, "{:?}", g.attempts);
+            assert_eq!(g.attempts[0].key.as_deref(), Some("key-2"));
+        }
+    }
+    // Key A was called once: not again within its 30 s.
+    assert!(sent_with(&pool, A) <= 1, "{}", sent_with(&pool, A));
+    assert_eq!(fallback.request_count(), 0);
+    let status = gw.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    if sent_with(&pool, A) == 1 {
+        assert_eq!(keys[0].out, Some("rate_limited"), "{keys:?}");
+        assert!(keys[0].back_in_s.is_some_and(|s| s > 20.0), "{keys:?}");
+    }
+    assert!(keys[1].available, "{keys:?}");
+}
+
+#[tokio::test]
+async fn a_refused_key_is_skipped_until_its_cooldown() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.respond_with(|r| match r.api_key() {
+        Some(A) => Reply::status(401),
+        _ => Reply::text("from b"),
+    });
+    let gw = gateway(&pool, &[A, B], &fallback, "key_cooldown = 60").await;
+    for _ in 0..20 {
+        let g = ask(&gw).await;
+        assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
+    }
+    assert!(sent_with(&pool, A) <= 1);
+    assert_eq!(sent_with(&pool, B), 20);
+    assert_eq!(fallback.request_count(), 0);
+}
+
+#[tokio::test]
+async fn an_outage_is_the_target_s_and_falls_back_at_once() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.always(Reply::status(503));
+    let gw = gateway(&pool, &[A, B], &fallback, "").await;
+    let g = ask(&gw).await;
+    // One call to the target (on one key), then the fallback: a 5xx says
+    // nothing about the key, and the other key is not tried.
+    assert_eq!(g.provider, "openai");
+    assert_eq!(pool.request_count(), 1, "{:?}", g.attempts);
+    // Neither key is out: the target's breaker counts the outage.
+    let status = gw.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    assert!(keys.iter().all(|k| k.available), "{keys:?}");
+}
+
+#[tokio::test]
+async fn a_key_whose_budget_reached_zero_takes_no_request_until_its_reset() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.limit_requests(A, 2, Duration::from_secs(20));
+    pool.limit_requests(B, 1000, Duration::from_secs(20));
+    let gw = gateway(&pool, &[A, B], &fallback, "").await;
+    for _ in 0..40 {
+        let g = ask(&gw).await;
+        assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
+        assert_eq!(g.attempts.len(), 1, "{:?}", g.attempts);
+    }
+    // A answered "0 left, reset in 20 s" on its second request and got no
+    // third; no key ever saw a 429.
+    assert!(sent_with(&pool, A) <= 2, "{}", sent_with(&pool, A));
+    assert_eq!(pool.over_limit(None), 0);
+    let status = gw.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    if sent_with(&pool, A) == 2 {
+        assert_eq!(keys[0].out, Some("budget"), "{keys:?}");
+        assert_eq!(keys[0].requests_remaining, Some(0), "{keys:?}");
+    }
+}
+
+#[tokio::test]
+async fn three_keys_whose_limits_fit_the_load_see_no_429() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    // 1 200 a minute between them for 1 000 requests; spread evenly, key
+    // A would get ~333 and answer 429 after its 150.
+    let window = Duration::from_secs(300);
+    pool.limit_requests(A, 150, window);
+    pool.limit_requests(B, 350, window);
+    pool.limit_requests(C, 700, window);
+    let gw = gateway(&pool, &[A, B, C], &fallback, "").await;
+    let engine = gw.engine.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..16 {
+        let (engine, next) = (engine.clone(), next.clone());
+        tasks.spawn(async move {
+            let mut served = Vec::new();
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1000 {
+                let g = engine
+                    .generate(GenerateRequest::new(ChatRequest::user("hello")))
+                    .await;
+                served.push(g.map(|g| (g.provider, g.fell_back, g.attempts.len())));
+            }
+            served
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        all.extend(done.unwrap());
+    }
+    assert_eq!(all.len(), 1000);
+    for g in &all {
+        assert_eq!(
+            g.as_ref().ok(),
+            Some(&("pool".to_owned(), false, 1)),
+            "{g:?}"
+        );
+    }
+    assert_eq!(pool.over_limit(None), 0);
+    assert_eq!(fallback.request_count(), 0);
+    let (a, b, c) = (
+        sent_with(&pool, A),
+        sent_with(&pool, B),
+        sent_with(&pool, C),
+    );
+    assert_eq!(a + b + c, 1000);
+    assert!(a <= 150 && b <= 350 && c <= 700, "{a} {b} {c}");
+}
