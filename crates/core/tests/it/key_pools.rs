@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, GenerateRequest, Generation};
-use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_core::{ChatRequest, GenerateRequest, Generation, StreamItem};
+use understudy_testkit::{RedisServer, Reply, SimProvider, TestGateway, eventually};
 
 const A: &str = "sk-pool-key-a-0001";
 const B: &str = "sk-pool-key-b-0002";
@@ -19,8 +19,23 @@ async fn gateway(
     fallback: &SimProvider,
     extra: &str,
 ) -> TestGateway {
+    gateway_with(pool, keys, fallback, extra, &[]).await
+}
+
+/// The same with these environment variables.
+async fn gateway_with(
+    pool: &SimProvider,
+    keys: &[&str],
+    fallback: &SimProvider,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> TestGateway {
     let keys: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
-    TestGateway::builder()
+    let mut builder = TestGateway::builder();
+    for (k, v) in env {
+        builder = builder.env(k, v);
+    }
+    builder
         .provider("openai", fallback)
         .order(&["pool", "openai"])
         .toml(&format!(
@@ -194,4 +209,99 @@ async fn three_keys_whose_limits_fit_the_load_see_no_429() {
     );
     assert_eq!(a + b + c, 1000);
     assert!(a <= 150 && b <= 350 && c <= 700, "{a} {b} {c}");
+}
+
+#[tokio::test]
+async fn a_stream_refused_on_one_key_opens_on_the_next() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.respond_with(|r| match r.api_key() {
+        Some(A) => Reply::status(429),
+        _ => Reply::stream(&["from ", "b"]),
+    });
+    let gw = gateway(&pool, &[A, B], &fallback, "").await;
+    for _ in 0..5 {
+        let mut s = gw
+            .engine
+            .generate_stream(GenerateRequest::new(ChatRequest::user("hello")))
+            .await
+            .unwrap();
+        assert_eq!((s.provider.as_str(), s.fell_back), ("pool", false));
+        let mut text = String::new();
+        while let Some(item) = s.next().await {
+            match item {
+                StreamItem::Delta(t) => text.push_str(&t),
+                StreamItem::Done(done) => {
+                    assert!(done.attempts.iter().all(|a| a.key.is_some()), "{done:?}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(text, "from b");
+    }
+    assert!(sent_with(&pool, A) <= 1);
+    assert_eq!(fallback.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_conversation_keeps_its_key() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    let gw = gateway(&pool, &[A, B, C], &fallback, "sticky = \"conversation\"").await;
+    for conversation in 0..6 {
+        let first = format!("conversation {conversation}: hello");
+        let before = pool.request_count();
+        for turn in 0..5 {
+            let mut chat = ChatRequest::user(&first);
+            for t in 0..turn {
+                chat.messages
+                    .push(understudy_core::chat::Message::assistant(format!(
+                        "answer {t}"
+                    )));
+                chat.messages
+                    .push(understudy_core::chat::Message::user(format!("turn {t}")));
+            }
+            gw.engine
+                .generate(GenerateRequest::new(chat))
+                .await
+                .unwrap();
+        }
+        let keys: Vec<Option<String>> = pool.received()[before..]
+            .iter()
+            .map(|r| r.api_key().map(str::to_owned))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] == w[1]), "{keys:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_key_refused_on_one_instance_is_out_on_every_instance() {
+    let redis = RedisServer::start().unwrap();
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.respond_with(|r| match r.api_key() {
+        Some(A) => Reply::status(401),
+        _ => Reply::text("from b"),
+    });
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let one = gateway_with(&pool, &[A, B], &fallback, "", &env).await;
+    let two = gateway_with(&pool, &[A, B], &fallback, "", &env).await;
+    // Instance one meets key A's 401 (its first request, or a later one).
+    eventually("instance one to call key A", async || {
+        ask(&one).await;
+        sent_with(&pool, A) == 1
+    })
+    .await;
+    // Instance two hears of it through Redis, before calling A itself.
+    eventually("instance two to hold key A out", async || {
+        let status = two.engine.providers().await.unwrap();
+        let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+        keys[0].out == Some("auth")
+    })
+    .await;
+    for _ in 0..20 {
+        assert_eq!(ask(&two).await.provider, "pool");
+    }
+    assert_eq!(sent_with(&pool, A), 1, "key A was called again");
 }

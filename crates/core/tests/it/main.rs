@@ -17,6 +17,7 @@ mod count_tokens;
 mod default_route;
 mod failover;
 mod fleet;
+mod key_pool_settings;
 mod key_pools;
 mod mode_parity;
 mod native;
