@@ -809,3 +809,58 @@ fn help_is_complete() {
         assert!(text.contains(sub), "{sub} missing from --help");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_shows_each_pool_key_by_name_never_the_key() {
+    const POOL_A: &str = "sk-cli-pool-secret-aaaa";
+    const POOL_B: &str = "sk-cli-pool-secret-bbbb";
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let config = config_file(
+        "pool",
+        &format!(
+            "[providers.pool]\nbase_url = {:?}\nmodel = \"m\"\n\
+             [[providers.pool.keys]]\nname = \"east\"\napi_key = {POOL_A:?}\n\
+             [[providers.pool.keys]]\nname = \"west\"\napi_key_env = \"POOL_WEST_KEY\"\n\
+             [[providers.pool.keys]]\nname = \"north\"\napi_key_env = \"POOL_NORTH_KEY\"\n",
+            groq.base_url()
+        ),
+    );
+    for args in [&["providers"][..], &["providers", "--json"]] {
+        let mut cmd = understudy(&groq, &openai);
+        cmd.env("POOL_WEST_KEY", POOL_B)
+            .arg("--config")
+            .arg(&config)
+            .args(args);
+        let out = run(cmd).await;
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for stream in [&out.stdout, &out.stderr] {
+            let shown = String::from_utf8_lossy(stream);
+            assert!(
+                !shown.contains(POOL_A) && !shown.contains(POOL_B),
+                "{shown}"
+            );
+        }
+        if args.len() == 1 {
+            let line = text.lines().find(|l| l.starts_with("pool")).unwrap();
+            assert!(line.contains("pool: east=ok west=ok north=unset"), "{text}");
+        } else {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let pool = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "pool")
+                .unwrap();
+            let names: Vec<&str> = pool["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["east", "west", "north"], "{pool}");
+            assert_eq!(pool["keys"][2]["available"], false);
+        }
+    }
+}
