@@ -130,6 +130,11 @@ impl KeyPool {
             .unwrap_or(0)
     }
 
+    /// Until when every key is out for a rate limit, if they all are.
+    pub fn rate_limited_until(&self, now: Instant) -> Option<Instant> {
+        crate::policy::keys::rate_limited_until(&self.lock(), now)
+    }
+
     /// Whether a key this request has not tried may take it now.
     pub fn another(&self, tried: u64, tokens: u64, now: Instant) -> bool {
         self.lock()

@@ -202,6 +202,24 @@ impl KeyState {
     }
 }
 
+/// When every key is out for a rate limit (a 429, or its budget spent),
+/// the soonest one is back: the target is rate limited as a whole, and
+/// the decision machine may wait for it as for a 429. `None` when a key
+/// may take a request, or one is out for another reason (refused).
+pub fn rate_limited_until(keys: &[KeyState], now: Instant) -> Option<Instant> {
+    let mut soonest: Option<Instant> = None;
+    for k in keys {
+        let back = k.back_at(now)?;
+        if k.out
+            .is_some_and(|(until, code)| until > now && code != FailureCode::RateLimited)
+        {
+            return None;
+        }
+        soonest = Some(soonest.map_or(back, |s| s.min(back)));
+    }
+    soonest
+}
+
 /// The bound `budget` gives (reported by the answer to a request that
 /// surely counts `sure`), kept with `old` when both hold in the same
 /// window.
@@ -466,6 +484,28 @@ mod tests {
         a.start(0, 400);
         assert!(!a.may_take(200, now));
         assert!(a.may_take(200, now + Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn every_key_rate_limited_is_the_target_rate_limited() {
+        let now = t0();
+        let mut limited = KeyState::default();
+        limited.go_out(now + Duration::from_secs(3), FailureCode::RateLimited);
+        let mut spent = KeyState::default();
+        let s = spent.start(1, 0);
+        spent.end(&s, Some(&budget(0, 2)), None, Duration::ZERO, now);
+        assert_eq!(
+            rate_limited_until(&[limited.clone(), spent.clone()], now),
+            Some(now + Duration::from_secs(2))
+        );
+        // One key may still serve, or one is refused: not a rate limit.
+        assert_eq!(
+            rate_limited_until(&[limited.clone(), KeyState::default()], now),
+            None
+        );
+        let mut refused = KeyState::default();
+        refused.go_out(now + Duration::from_secs(60), FailureCode::Auth);
+        assert_eq!(rate_limited_until(&[limited, refused], now), None);
     }
 
     #[test]

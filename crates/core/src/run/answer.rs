@@ -139,6 +139,17 @@ impl Run {
                 self.release_held_probe();
                 return Input::Skipped;
             }
+            KeyChoice::RateLimited(failure) => {
+                self.release_held_probe();
+                attempts.push(self.attempt_record(
+                    idx,
+                    call.kind,
+                    Outcome::Failed(failure.code()),
+                    Duration::ZERO,
+                    Some(&failure),
+                ));
+                return Input::Failed(failure.kind);
+            }
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
         let timeouts = self.timeouts(idx);

@@ -27,6 +27,9 @@ pub(crate) enum KeyChoice {
     /// Every key of its pool is out: the target is skipped, as behind an
     /// open breaker.
     None,
+    /// Every key of its pool is out for a rate limit: the target is rate
+    /// limited as a whole, without a call (this failure).
+    RateLimited(Failure),
 }
 
 impl Run {
@@ -47,12 +50,27 @@ impl Run {
             last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
             draw: fastrand::f64(),
         };
-        match pool.pick(&ask, Instant::now()) {
+        let now = Instant::now();
+        match pool.pick(&ask, now) {
             Some(ticket) => {
                 self.keys_tried[call.target] |= 1u64 << ticket.key().min(63);
                 KeyChoice::Pooled(ticket)
             }
-            None => KeyChoice::None,
+            None => match pool.rate_limited_until(now) {
+                Some(until) => {
+                    let wait = until.saturating_duration_since(now);
+                    KeyChoice::RateLimited(Failure::new(
+                        FailureKind::RateLimited {
+                            retry_after: Some(wait),
+                        },
+                        format!(
+                            "not called: every key of the pool is rate limited for {:.1} s",
+                            wait.as_secs_f64()
+                        ),
+                    ))
+                }
+                None => KeyChoice::None,
+            },
         }
     }
 

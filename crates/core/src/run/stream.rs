@@ -271,6 +271,10 @@ impl Run {
                 self.release_held_probe();
                 return Opened::Skipped;
             }
+            KeyChoice::RateLimited(failure) => {
+                self.release_held_probe();
+                return Opened::Failed(failure, Duration::ZERO, None, None);
+            }
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
         let key_name = ticket.as_ref().and_then(Ticket::name);
@@ -652,7 +656,7 @@ impl Run {
         let ticket = match self.pick_key(call) {
             KeyChoice::Single => None,
             KeyChoice::Pooled(ticket) => Some(ticket),
-            KeyChoice::None => {
+            KeyChoice::None | KeyChoice::RateLimited(_) => {
                 self.release_held_probe();
                 return Err(Failure::new(
                     FailureKind::StreamInterrupted,

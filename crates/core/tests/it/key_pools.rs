@@ -305,3 +305,44 @@ async fn a_key_refused_on_one_instance_is_out_on_every_instance() {
     }
     assert_eq!(sent_with(&pool, A), 1, "key A was called again");
 }
+
+#[tokio::test]
+async fn every_key_rate_limited_is_the_target_rate_limited() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    let limited = |secs: &str| Reply::Status {
+        status: 429,
+        body: String::new(),
+        headers: vec![("retry-after".into(), secs.into())],
+    };
+    // Both keys answer 429 for 1 s: the request waits it out (within
+    // `rate_limit.max_wait`) and the retry goes to the key back first.
+    pool.push(limited("1"));
+    pool.push(limited("1"));
+    let gw = gateway(&pool, &[A, B], &fallback, "[rate_limit]\nmax_wait = 3").await;
+    let g = ask(&gw).await;
+    assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
+    let kinds: Vec<&str> = g.attempts.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["primary", "primary", "rate_limit_retry"], "{g:?}");
+    assert_eq!(pool.request_count(), 3);
+
+    // Both out for 30 s, past the wait cap: the next request falls back
+    // without calling either key again.
+    pool.push(limited("30"));
+    pool.push(limited("30"));
+    let g = ask(&gw).await;
+    assert_eq!(g.provider, "openai", "{g:?}");
+    let before = pool.request_count();
+    let g = ask(&gw).await;
+    assert_eq!(g.provider, "openai", "{g:?}");
+    assert_eq!(pool.request_count(), before, "a key out was called");
+    let first = &g.attempts[0];
+    assert_eq!(first.outcome.as_str(), "rate_limited");
+    assert!(
+        first
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("not called")),
+        "{first:?}"
+    );
+}
