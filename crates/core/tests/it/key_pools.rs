@@ -39,7 +39,8 @@ async fn gateway_with(
         .provider("openai", fallback)
         .order(&["pool", "openai"])
         .toml(&format!(
-            "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{}]\n{extra}",
+            "[providers.pool]\nkind = {:?}\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{}]\n{extra}",
+            pool.protocol().as_str(),
             pool.base_url(),
             keys.join(", ")
         ))
@@ -139,25 +140,40 @@ async fn an_outage_is_the_target_s_and_falls_back_at_once() {
 
 #[tokio::test]
 async fn a_key_whose_budget_reached_zero_takes_no_request_until_its_reset() {
-    let pool = SimProvider::openai().await.unwrap();
-    let fallback = SimProvider::openai().await.unwrap();
-    pool.limit_requests(A, 2, Duration::from_secs(20));
-    pool.limit_requests(B, 1000, Duration::from_secs(20));
-    let gw = gateway(&pool, &[A, B], &fallback, "").await;
-    for _ in 0..40 {
-        let g = ask(&gw).await;
-        assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
-        assert_eq!(g.attempts.len(), 1, "{:?}", g.attempts);
-    }
-    // A answered "0 left, reset in 20 s" on its second request and got no
-    // third; no key ever saw a 429.
-    assert!(sent_with(&pool, A) <= 2, "{}", sent_with(&pool, A));
-    assert_eq!(pool.over_limit(None), 0);
-    let status = gw.engine.providers().await.unwrap();
-    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
-    if sent_with(&pool, A) == 2 {
-        assert_eq!(keys[0].out, Some("budget"), "{keys:?}");
-        assert_eq!(keys[0].requests_remaining, Some(0), "{keys:?}");
+    // OpenAI's headers (Go-duration resets) and Anthropic's (RFC 3339).
+    for pool in [
+        SimProvider::openai().await.unwrap(),
+        SimProvider::anthropic().await.unwrap(),
+    ] {
+        let fallback = SimProvider::openai().await.unwrap();
+        pool.limit_requests(A, 2, Duration::from_secs(20));
+        pool.limit_requests(B, 1000, Duration::from_secs(20));
+        let gw = gateway(&pool, &[A, B], &fallback, "").await;
+        for _ in 0..40 {
+            let g = ask(&gw).await;
+            assert_eq!((g.provider.as_str(), g.fell_back), ("pool", false), "{g:?}");
+            assert_eq!(g.attempts.len(), 1, "{:?}", g.attempts);
+        }
+        // A answered "0 left, reset in 20 s" on its second request and got
+        // no third; no key ever saw a 429.
+        let protocol = pool.protocol();
+        assert!(
+            sent_with(&pool, A) <= 2,
+            "{protocol:?}: {}",
+            sent_with(&pool, A)
+        );
+        assert_eq!(pool.over_limit(None), 0, "{protocol:?}");
+        let status = gw.engine.providers().await.unwrap();
+        let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+        if sent_with(&pool, A) == 2 {
+            assert_eq!(keys[0].out, Some("budget"), "{protocol:?}: {keys:?}");
+            assert_eq!(keys[0].requests_remaining, Some(0), "{keys:?}");
+            assert!(keys[0].back_in_s.is_some_and(|s| s > 15.0), "{keys:?}");
+        }
+        assert_eq!(
+            keys[1].requests_remaining,
+            Some(1000 - sent_with(&pool, B) as u64)
+        );
     }
 }
 
