@@ -359,7 +359,8 @@ async fn accept_loop(
                     };
                     stats.handshakes.fetch_add(1, Ordering::SeqCst);
                     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                    let service = service_fn(move |req| super::serve(Arc::clone(&shared), req));
+                    let service =
+                        service_fn(move |req| super::server::serve(Arc::clone(&shared), req));
                     let io = TokioIo::new(tls);
                     if h2 {
                         let mut builder = http2::Builder::new(TokioExecutor::new());

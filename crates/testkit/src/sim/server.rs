@@ -1,0 +1,327 @@
+//! The simulator's HTTP server: connections, one request's way through
+//! the cloud in front (if any), the protocol's rules, the counted limits
+//! and the scripted reply, and the reply rendered in the protocol's shape.
+
+use super::*;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A test that panicked while holding the lock must not hide its own
+    // failure behind a poison error here.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            _ = stopped.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            shared.open_connections.fetch_add(1, Ordering::SeqCst);
+            let service = service_fn({
+                let shared = Arc::clone(&shared);
+                move |req| serve(Arc::clone(&shared), req)
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = stopped.changed() => {}
+            }
+            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// The connection is dropped without an answer when this is returned.
+#[derive(Debug)]
+pub(super) struct ResetConnection;
+
+impl fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("scripted connection reset")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
+pub(super) async fn serve(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, ResetConnection> {
+    let method = req.method().to_string();
+    let version = req.version();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(ResetConnection),
+    };
+    let received = Received {
+        method,
+        path,
+        headers,
+        body,
+        at: std::time::Instant::now(),
+        version,
+        shared: Some(Arc::clone(&shared)),
+    };
+    let Some(cloud) = &shared.cloud else {
+        let wire = received.clone();
+        return serve_protocol(&shared, received, wire).await;
+    };
+    // The cloud checks its own rules (auth, path, its edits to the body)
+    // and hands the protocol the request as the protocol's own service
+    // would have received it; the wire sees the request as sent.
+    if let Some(served) = cloud.serve(&received) {
+        return Ok(served.unwrap_or_else(|refused| {
+            let line = format!("{} {}: {}", received.method, received.path, refused.message);
+            tracing::warn!(violation = %line, "simulated cloud refused a request");
+            lock(&shared.cloud_violations).push(line);
+            refused.response
+        }));
+    }
+    let original = received.clone();
+    let admitted = match cloud.admit(&received) {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let line = format!("{} {}: {}", received.method, received.path, refused.message);
+            tracing::warn!(violation = %line, "simulated cloud refused a request");
+            lock(&shared.cloud_violations).push(line);
+            let mut recorded = received;
+            recorded.shared = None;
+            lock(&shared.received).push(recorded);
+            return Ok(refused.response);
+        }
+    };
+    let answer = serve_protocol(&shared, admitted, original.clone()).await?;
+    Ok(cloud.wrap(&original, answer))
+}
+
+/// Serves a request in the protocol's own shape: its rules, then the
+/// scripted reply; `wire` (the request as it came, before a cloud's
+/// rewriting) is what `received()` records.
+async fn serve_protocol(
+    shared: &Arc<Shared>,
+    received: Received,
+    wire: Received,
+) -> Result<Response<SimBody>, ResetConnection> {
+    #[cfg(feature = "test-support")]
+    if let Some(violation) = rules::check(&shared.rules, &received) {
+        // The provider refuses the request before any model sees it: the
+        // scripted replies stay queued for the next one.
+        shared.rules.record(&received, &violation);
+        let mut recorded = wire;
+        recorded.shared = None;
+        lock(&shared.received).push(recorded);
+        return Ok(violation.response());
+    }
+    let limited = shared.limits.count(shared.protocol, &received);
+    let reply = match limited.as_ref().and_then(|v| v.refuse.clone()) {
+        Some(refused) => refused,
+        None => {
+            let queued = lock(&shared.queue).pop_front();
+            match queued {
+                Some(r) => r,
+                None => match lock(&shared.responder).clone() {
+                    Some(f) => f(&received),
+                    None => Reply::Text("Hello from the simulator.".into()),
+                },
+            }
+        }
+    };
+    let mut recorded = wire;
+    recorded.shared = None;
+    lock(&shared.received).push(recorded);
+    let mut answer = respond(shared.protocol, reply, &received).await?;
+    for (name, value) in limited.map(|v| v.headers).unwrap_or_default() {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            answer.headers_mut().insert(name, value);
+        }
+    }
+    Ok(answer)
+}
+
+async fn respond(
+    protocol: Protocol,
+    mut reply: Reply,
+    req: &Received,
+) -> Result<Response<SimBody>, ResetConnection> {
+    loop {
+        match reply {
+            Reply::Delay(d, inner) => {
+                tokio::time::sleep(d).await;
+                reply = *inner;
+            }
+            Reply::Thinking { then, .. }
+                if !matches!(protocol, Protocol::Messages | Protocol::Responses) =>
+            {
+                reply = *then
+            }
+            _ => break,
+        }
+    }
+    match reply {
+        Reply::Reset => Err(ResetConnection),
+        Reply::Hang => std::future::pending().await,
+        Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
+        Reply::Truncated => {
+            let body = ChannelBody::scripted(vec![
+                Ok(Bytes::from_static(
+                    b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess",
+                )),
+                Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "scripted cut",
+                )),
+            ]);
+            let mut resp = Response::new(body.boxed());
+            resp.headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
+            resp.headers_mut()
+                .insert("content-length", HeaderValue::from_static("4096"));
+            Ok(resp)
+        }
+        Reply::Stream(spec) if !is_streamed(protocol, req) => {
+            let text = spec.chunks.concat();
+            Ok(render(protocol, Reply::Text(text), req))
+        }
+        Reply::Stream(spec) => Ok(stream_response(
+            shared_for_stream(req),
+            spec.interval,
+            pieces(protocol, &spec, req),
+        )),
+        Reply::Text(text) if is_streamed(protocol, req) => {
+            let words: Vec<String> = split_words(&text);
+            let spec = StreamSpec {
+                chunks: words,
+                interval: Duration::ZERO,
+                end: StreamEnd::Complete,
+            };
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces(protocol, &spec, req),
+            ))
+        }
+        Reply::ToolCalls(calls) if is_streamed(protocol, req) => {
+            let pieces = match protocol {
+                Protocol::ChatCompletions => openai::tool_calls_stream(&calls, req),
+                Protocol::GenerateContent => gemini::tool_calls_stream(&calls, req),
+                Protocol::Messages | Protocol::Converse => {
+                    anthropic::tool_calls_stream(&calls, req)
+                }
+                Protocol::Responses => responses::tool_calls_stream(&calls, req),
+            };
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces,
+            ))
+        }
+        // Paced like the answer it thinks before (a model that thinks at
+        // the pace it then writes).
+        Reply::Thinking { thinking, then } if is_streamed(protocol, req) => Ok(stream_response(
+            shared_for_stream(req),
+            match then.as_ref() {
+                Reply::Stream(spec) => spec.interval,
+                _ => Duration::ZERO,
+            },
+            match protocol {
+                Protocol::Responses => responses::thinking_stream(&thinking, *then, req),
+                _ => anthropic::thinking_stream(&thinking, *then, req),
+            },
+        )),
+        Reply::Refuse(refusal)
+            if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
+        {
+            let pieces = match protocol {
+                Protocol::ChatCompletions => openai::refusal_stream(&refusal, req),
+                Protocol::GenerateContent => gemini::refusal_stream(&refusal, req),
+                Protocol::Messages | Protocol::Converse => anthropic::refusal_stream(&refusal, req),
+                Protocol::Responses => responses::refusal_stream(&refusal, req),
+            };
+            Ok(stream_response(
+                shared_for_stream(req),
+                Duration::ZERO,
+                pieces,
+            ))
+        }
+        other => Ok(render(protocol, other, req)),
+    }
+}
+
+fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
+    match protocol {
+        Protocol::ChatCompletions => openai::render(reply, req),
+        Protocol::GenerateContent => gemini::render(reply, req),
+        Protocol::Messages | Protocol::Converse => anthropic::render(reply, req),
+        Protocol::Responses => responses::render(reply, req),
+    }
+}
+
+fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
+    match protocol {
+        Protocol::ChatCompletions => openai::stream(spec, req),
+        Protocol::GenerateContent => gemini::stream(spec, req),
+        Protocol::Messages | Protocol::Converse => anthropic::stream(spec, req),
+        Protocol::Responses => responses::stream(spec, req),
+    }
+}
+
+/// Whether the request asked for a streamed answer.
+fn is_streamed(protocol: Protocol, req: &Received) -> bool {
+    match protocol {
+        Protocol::GenerateContent => req.path.contains(":streamGenerateContent"),
+        Protocol::ChatCompletions
+        | Protocol::Messages
+        | Protocol::Converse
+        | Protocol::Responses => req.json()["stream"] == serde_json::Value::Bool(true),
+    }
+}
+
+/// Splits text into word chunks, keeping the spaces.
+pub(crate) fn split_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        if c == ' ' && !current.is_empty() && !current.ends_with(' ') {
+            out.push(std::mem::take(&mut current));
+        }
+        current.push(c);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The shared counters of the simulator that received `req`.
+fn shared_for_stream(req: &Received) -> Option<Arc<Shared>> {
+    req.shared.clone()
+}
