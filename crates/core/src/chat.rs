@@ -283,9 +283,10 @@ pub struct Completion {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
     /// The rate-limit budget the answer reported, read only for a pool's
-    /// key (`ProviderSettings::key_name`), for the pool to steer by.
+    /// key (`ProviderSettings::key_name`), for the pool to steer by. Boxed:
+    /// an answer is moved several times, and most have none.
     #[serde(skip)]
-    pub rate_limits: Option<crate::ratelimit::RateLimits>,
+    pub rate_limits: Option<Box<crate::ratelimit::RateLimits>>,
 }
 
 /// A fragment of a streamed tool call. The first fragment of each `index`

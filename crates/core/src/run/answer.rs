@@ -161,7 +161,7 @@ impl Run {
             // target's failure, not an answer (checked off the serving
             // threads, within a budget).
             Ok(mut c) => {
-                limits = c.rate_limits.take();
+                limits = c.rate_limits.take().map(|l| *l);
                 output::normalize(&self.chat, &mut c);
                 crate::run::validate::check(expected, c).await
             }

@@ -320,7 +320,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             let mut completion = parsed.map_err(|f| self.redact(f))?;
-            completion.rate_limits = self.budgets(&received.headers);
+            completion.rate_limits = self.budgets(&received.headers).map(Box::new);
             if !self.protocol.forwards_native(&request) {
                 completion.native = None;
             } else if completion.native.is_none() {

@@ -24,7 +24,7 @@ pub(super) struct SseStream<T> {
     text_bytes: usize,
     key: Option<Secret>,
     /// The budget the response's headers reported (a pool's key only).
-    rate_limits: Option<RateLimits>,
+    rate_limits: Option<Box<RateLimits>>,
     /// The stream's place on its client's HTTP/2 connection, until it ends.
     _in_flight: InFlight,
 }
@@ -53,7 +53,7 @@ impl<T: StreamParser> SseStream<T> {
 
     /// The stream with the budget its response's headers reported.
     pub(super) fn with_rate_limits(mut self, limits: Option<RateLimits>) -> Self {
-        self.rate_limits = limits;
+        self.rate_limits = limits.map(Box::new);
         self
     }
 
@@ -183,6 +183,6 @@ impl<T: StreamParser> EventStream for SseStream<T> {
     }
 
     fn rate_limits(&self) -> Option<RateLimits> {
-        self.rate_limits
+        self.rate_limits.as_deref().copied()
     }
 }
