@@ -25,7 +25,7 @@ const PAGE: &str = include_str!("../static/status.html");
 /// (base64) of the page's one inline script.
 const CSP: &str = concat!(
     "default-src 'none'; script-src 'sha256-",
-    "7wldWyDlIeznnvuYMcp2IKDZ4fuy9O+TNtlAWwc1/l8=",
+    "A27FQAVZOTeqUVkTjTD+syiK/CyXwG8/m68zb7EAgTM=",
     "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; ",
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 );
