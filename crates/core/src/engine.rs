@@ -26,6 +26,8 @@ use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
+use crate::tenants::Tenants;
+use crate::tenants::fleet::FleetSync;
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,6 +58,8 @@ struct Inner {
     stop_sinks: tokio::sync::watch::Sender<bool>,
     /// The sink writers, joined on shutdown.
     writers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    tenants: Arc<Tenants>,
+    shared: Option<Arc<SharedState>>,
 }
 
 // === impl Engine ===
@@ -109,6 +113,11 @@ impl Engine {
             .clone()
             .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
         let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
+        let tenants = Arc::new(Tenants::new(
+            &settings.server,
+            shared.clone(),
+            Arc::clone(&metrics),
+        ));
         let board = Arc::new(
             BreakerBoard::new(
                 settings.breaker,
@@ -172,6 +181,18 @@ impl Engine {
                 let _ = notify_router.cast(RouterMsg::Provider(notice));
             })))
             .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
+        if let Some(shared) = &shared {
+            // The fleet's client records and routing, before the first
+            // request, then kept in step.
+            let mut sync = FleetSync {
+                shared: Arc::clone(shared),
+                tenants: Arc::clone(&tenants),
+                router: router.clone(),
+                seen: (None, None),
+            };
+            sync.sync().await;
+            writers.push(tokio::spawn(sync.run(stop_sinks.subscribe())));
+        }
         let engine = Self {
             inner: Arc::new(Inner {
                 router,
@@ -184,6 +205,8 @@ impl Engine {
                 bus,
                 stop_sinks,
                 writers: std::sync::Mutex::new(writers),
+                tenants,
+                shared,
             }),
         };
         if engine.expiring_credentials().next().is_some() {
@@ -243,7 +266,9 @@ impl Engine {
         // Compiling a client's schema is the caller's work, not the router's.
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
+        let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Answer)?;
+        run.ticket = ticket;
         run.answer().await
     }
 
@@ -259,7 +284,9 @@ impl Engine {
         request.chat.validate()?;
         crate::policy::output::check_request(&request.chat)?;
         let started = Instant::now();
-        let run = self.prepare(request, started, Mode::Stream)?;
+        let ticket = self.admit(&request).await?;
+        let mut run = self.prepare(request, started, Mode::Stream)?;
+        run.ticket = ticket;
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut streams = self
@@ -290,8 +317,31 @@ impl Engine {
     ) -> Result<Option<(u64, String)>, Error> {
         request.route.validate()?;
         request.chat.validate()?;
+        if let Some(record) = &request.tenant {
+            self.inner
+                .tenants
+                .scope(record, &request.route)
+                .map_err(Error::Client)?;
+        }
         let run = self.prepare(request, Instant::now(), Mode::Answer)?;
         run.count_tokens().await
+    }
+
+    /// Admits a request of a client record against its limits (`None`:
+    /// the key has no record).
+    async fn admit(
+        &self,
+        request: &GenerateRequest,
+    ) -> Result<Option<crate::tenants::Ticket>, Error> {
+        let Some(record) = &request.tenant else {
+            return Ok(None);
+        };
+        let tenants = &self.inner.tenants;
+        tenants
+            .admit(record, &request.route, &request.chat)
+            .await
+            .map(Some)
+            .map_err(Error::Client)
     }
 
     /// `request`'s run, planned from the router's view in force.
@@ -354,7 +404,19 @@ impl Engine {
     /// Changes the default provider, fallback order, refusal policy or named
     /// routes at run time. Validated like the settings file; applies to the
     /// next request, and requests in flight keep their plan.
+    /// With Redis, every instance of the fleet takes the new table within a
+    /// second (and an instance that starts later takes it too).
     pub async fn set_routing(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
+        let table = self.set_routing_here(update).await?;
+        if let Some(shared) = &self.inner.shared {
+            if !crate::tenants::fleet::publish_routing(shared, &table).await {
+                tracing::warn!("Redis is unreachable: the routing changed on this instance only");
+            }
+        }
+        Ok(table)
+    }
+
+    async fn set_routing_here(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
         match self
             .inner
             .router
@@ -367,6 +429,16 @@ impl Engine {
             Ok(CallResult::Success(r)) => r,
             _ => Err(Error::Engine("the router is not running".into())),
         }
+    }
+
+    /// The client records and their counters.
+    pub fn tenants(&self) -> &Arc<Tenants> {
+        &self.inner.tenants
+    }
+
+    /// The fleet's shared state, when Redis is configured.
+    pub(crate) fn shared(&self) -> Option<&Arc<SharedState>> {
+        self.inner.shared.as_ref()
     }
 
     /// The settings the engine started with.

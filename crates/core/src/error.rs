@@ -6,6 +6,9 @@
 //! two are kept apart because a refusal is caused by the request and an
 //! outage by the provider, and the engine treats them differently.
 
+use std::fmt;
+use std::time::Duration;
+
 use crate::attempt::Attempt;
 pub use crate::failure::{DETAIL_LIMIT, Disposition, Failure, FailureCode, FailureKind, bounded};
 
@@ -53,6 +56,10 @@ pub enum Error {
     /// The engine's actors are gone (shutting down, or a bug).
     #[error("engine unavailable: {0}")]
     Engine(String),
+    /// The client's record refused the request (its rates, budget, models
+    /// or expiry), before any provider saw it.
+    #[error("{0}")]
+    Client(ClientRefusal),
 }
 
 // === impl Error ===
@@ -78,6 +85,12 @@ impl Error {
             Self::DeadlineExceeded { .. } => FailureCode::DeadlineExceeded,
             Self::FallbackBudgetExceeded { .. } => FailureCode::FallbackBudgetExceeded,
             Self::Engine(_) => FailureCode::Internal,
+            Self::Client(r) => match r {
+                ClientRefusal::Requests { .. }
+                | ClientRefusal::Tokens { .. }
+                | ClientRefusal::TooLarge { .. } => FailureCode::RateLimited,
+                _ => FailureCode::InvalidRequest,
+            },
         }
     }
 
@@ -109,4 +122,88 @@ fn summarize(head: &str, attempts: &[Attempt]) -> String {
         }
     }
     out
+}
+
+/// Why a client's request was refused before any provider saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientRefusal {
+    /// The key's record has expired (401).
+    Expired,
+    /// The record's `models` do not cover what was asked (403).
+    Model { asked: String },
+    /// The minute's requests are spent (429 until the minute ends).
+    Requests { limit: u64, retry_after: Duration },
+    /// The minute's tokens cannot take this request's estimate (429 until
+    /// the minute ends).
+    Tokens { limit: u64, retry_after: Duration },
+    /// The request alone is estimated above the whole `tpm` (429 that is
+    /// not worth retrying).
+    TooLarge { estimate: u64, limit: u64 },
+    /// The budget of the window is spent (402, not worth retrying before
+    /// the window ends).
+    Budget {
+        budget_usd: f64,
+        resets_in: Duration,
+    },
+}
+
+// === impl ClientRefusal ===
+
+impl ClientRefusal {
+    /// The limit that tripped, as metrics and error codes name it.
+    pub fn limit(&self) -> &'static str {
+        match self {
+            Self::Expired => "expired",
+            Self::Model { .. } => "models",
+            Self::Requests { .. } => "rpm",
+            Self::Tokens { .. } | Self::TooLarge { .. } => "tpm",
+            Self::Budget { .. } => "budget",
+        }
+    }
+
+    /// How long a client should wait before trying again, when waiting
+    /// helps.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Requests { retry_after, .. } | Self::Tokens { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Expired => f.write_str("this client key has expired"),
+            Self::Model { asked } => write!(
+                f,
+                "this client key may not use `{asked}` (the record's `models` leave it out)"
+            ),
+            Self::Requests { limit, retry_after } => write!(
+                f,
+                "rate limit reached: {limit} requests per minute (rpm); retry in {:.1} s",
+                retry_after.as_secs_f64()
+            ),
+            Self::Tokens { limit, retry_after } => write!(
+                f,
+                "rate limit reached: {limit} tokens per minute (tpm); retry in {:.1} s",
+                retry_after.as_secs_f64()
+            ),
+            Self::TooLarge { estimate, limit } => write!(
+                f,
+                "the request is estimated at {estimate} tokens, more than this key's {limit} \
+                 tokens per minute (tpm): lower max_tokens or shorten the prompt"
+            ),
+            Self::Budget {
+                budget_usd,
+                resets_in,
+            } => write!(
+                f,
+                "budget spent: USD {budget_usd} for this window (budget_usd); it renews in {} s",
+                resets_in.as_secs()
+            ),
+        }
+    }
 }

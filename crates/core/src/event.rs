@@ -46,6 +46,9 @@ pub struct GenerationEvent {
     /// Hosted tools the front end left out because no target can run them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub omitted_tools: Vec<String>,
+    /// The client record's name (never its key), when the key had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// What every event of one request shares.
@@ -86,6 +89,7 @@ impl GenerationEvent {
             usage: g.usage,
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
+            client: None,
         }
     }
 
@@ -112,6 +116,7 @@ impl GenerationEvent {
             usage: None,
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
+            client: None,
         }
     }
 
@@ -137,6 +142,7 @@ impl GenerationEvent {
             usage: d.usage,
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
+            client: None,
         }
     }
 
@@ -164,6 +170,7 @@ impl GenerationEvent {
             usage: None,
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
+            client: None,
         }
     }
 

@@ -60,6 +60,8 @@ pub struct GenerateRequest {
     /// The client key it came with (none on an open gateway): the response
     /// cache answers it only from its own entries unless `[cache] shared`.
     pub client: Option<ClientTag>,
+    /// The client key's record (budget, rates, models), when it has one.
+    pub tenant: Option<Arc<crate::settings::ClientRecord>>,
     /// Overrides the route's `stream_commit` (streamed requests only).
     pub stream_commit: Option<crate::settings::StreamCommit>,
     /// Overrides the route's `continue_after_cut` (streamed requests only).
@@ -121,6 +123,7 @@ impl GenerateRequest {
             timeout: None,
             api: None,
             client: None,
+            tenant: None,
             stream_commit: None,
             continue_after_cut: None,
             omitted_tools: Vec::new(),
@@ -146,6 +149,14 @@ impl ClientTag {
         Self(blake3::derive_key(
             "understudy 2026-12 client key tag",
             key.as_bytes(),
+        ))
+    }
+
+    /// The tag of a client record's key, known by its SHA-256.
+    pub fn of_key_sha256(sha256: &[u8; 32]) -> Self {
+        Self(blake3::derive_key(
+            "understudy 2026-12 client record tag",
+            sha256,
         ))
     }
 

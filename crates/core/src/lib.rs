@@ -9,7 +9,8 @@
 //! shows), [`stream`] (the [`GenerationStream`] a caller reads),
 //! [`settings`] (defaults, TOML file and environment, DESIGN §4),
 //! [`limits`] (built-in output-token limits of well-known models),
-//! [`passthrough`] (what the native pass-through refuses unless allowed).
+//! [`passthrough`] (what the native pass-through refuses unless allowed),
+//! [`clock`] (RFC 3339 times read).
 //!
 //! - [`policy`]: pure decisions, no I/O: the decision machine
 //!   (`policy::decide`), plan, timeouts, softening, refusal policy,
@@ -26,11 +27,14 @@
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 //! - [`spend`]: the fallback spend meter.
+//! - [`tenants`]: client records held to their budgets, rates, models
+//!   and expiry (across the fleet with Redis).
 
 pub mod adapter;
 pub mod attempt;
 pub mod breakers;
 pub mod chat;
+pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod event;
@@ -50,6 +54,7 @@ pub mod sink;
 pub mod spend;
 pub mod stream;
 pub mod target;
+pub mod tenants;
 
 mod actor;
 mod cache;

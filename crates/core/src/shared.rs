@@ -101,7 +101,7 @@ impl SharedState {
     }
 
     /// Runs one bounded Redis call; `None` means "use local state".
-    async fn call<T, F, Fut>(&self, f: F) -> Option<T>
+    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Option<T>
     where
         F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,

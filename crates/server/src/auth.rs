@@ -18,8 +18,12 @@ use axum::http::header::{self, AUTHORIZATION};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
 use tracing::Instrument;
 use understudy_core::settings::ServerSettings;
+
+use understudy_core::settings::ClientRecord;
+use understudy_core::tenants::{ClientRefusal, Remaining};
 use understudy_core::{ClientTag, Protocol};
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
@@ -159,42 +163,111 @@ fn oversized(req: &Request, max_body_bytes: usize) -> Option<Response> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Client(pub ClientTag);
 
-/// Requires a configured client key on the API routes; the key is read
-/// and matched here only, and what the handlers learn of it is [`Client`].
+/// The client record of the key a request came with, when it has one (set
+/// by [`client_auth`] beside [`Client`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Tenant(pub Arc<ClientRecord>);
+
+/// Requires a client key on the API routes: one of `server.api_keys`
+/// (compared in constant time) or a client record's (looked up by its
+/// SHA-256). The key is read and matched here only; what the handlers
+/// learn of it is [`Client`] and [`Tenant`]. Every answer to a record's
+/// key carries its own `x-ratelimit-*` headers.
 pub(crate) async fn client_auth(
     State(state): State<AppState>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    if state.api_keys.is_empty() {
+    if !state.closed {
         return json_only(req, next).await;
     }
     // Anthropic's clients send the key as `x-api-key` (Claude Code's
     // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN);
     // Google's as `x-goog-api-key`, or as `?key=` in the URL.
-    let matched = [
+    let given = [
         bearer(&req),
         x_api_key(&req),
         goog_api_key(&req),
         query_key(&req),
-    ]
-    .into_iter()
-    .flatten()
-    .find_map(|given| {
+    ];
+    let plain = given.into_iter().flatten().find_map(|given| {
         state
             .api_keys
             .iter()
             .find(|k| constant_time_eq(k.expose(), given))
     });
-    if let Some(key) = matched {
+    if let Some(key) = plain {
         let tag = ClientTag::of_key(key.expose());
         req.extensions_mut().insert(Client(tag));
         return json_only(req, next).await;
     }
-    let error = ApiError::Unauthorized(
-        "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
-    );
-    in_shape(&req, error)
+    let tenants = state.engine.tenants();
+    let record = tenants
+        .any()
+        .then(|| given.into_iter().flatten().find_map(|k| tenants.find(k)))
+        .flatten();
+    let Some(record) = record else {
+        let error = ApiError::Unauthorized(
+            "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
+        );
+        return in_shape(&req, error);
+    };
+    if record.expired(std::time::SystemTime::now()) {
+        let refusal = understudy_core::Error::Client(ClientRefusal::Expired);
+        return in_shape(&req, ApiError::Engine(refusal));
+    }
+    req.extensions_mut()
+        .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
+    req.extensions_mut().insert(Tenant(Arc::clone(&record)));
+    let mut response = json_only(req, next).await;
+    if let Some(left) = tenants.remaining(&record) {
+        rate_limit_headers(response.headers_mut(), &left);
+    }
+    response
+}
+
+/// A client record's own `x-ratelimit-{limit,remaining,reset}-{requests,
+/// tokens}`, as OpenAI writes its own (resets as durations: `1m0s`,
+/// `12.5s`).
+fn rate_limit_headers(headers: &mut HeaderMap, left: &Remaining) {
+    let reset = go_duration(left.reset);
+    for (what, dimension) in [("requests", left.requests), ("tokens", left.tokens)] {
+        let Some((limit, remaining)) = dimension else {
+            continue;
+        };
+        for (part, value) in [
+            ("limit", limit.to_string()),
+            ("remaining", remaining.to_string()),
+            ("reset", reset.clone()),
+        ] {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(format!("x-ratelimit-{part}-{what}")),
+                HeaderValue::try_from(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+    }
+}
+
+/// A duration as Go writes one (`1m0s`, `12.5s`, `250ms`), as OpenAI's
+/// clients read `x-ratelimit-reset-*`.
+fn go_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (minutes, rest) = (ms / 60_000, ms % 60_000);
+    let secs = if rest % 1000 == 0 {
+        format!("{}s", rest / 1000)
+    } else {
+        format!("{}s", rest as f64 / 1000.0)
+    };
+    if minutes > 0 {
+        format!("{minutes}m{secs}")
+    } else {
+        secs
+    }
 }
 
 /// `error` in the shape of the route `req` asked for.
@@ -360,7 +433,8 @@ struct Hosts {
 
 impl Browser {
     pub(crate) fn new(server: &ServerSettings, listen: SocketAddr) -> Self {
-        let open_on_loopback = server.api_keys.is_empty() && listen.ip().is_loopback();
+        let open = server.api_keys.is_empty() && server.clients.is_empty();
+        let open_on_loopback = open && listen.ip().is_loopback();
         Self {
             hosts: open_on_loopback.then(|| Hosts {
                 listen: listen.to_string(),
@@ -498,6 +572,15 @@ mod tests {
         assert!(!with("text/plain"));
         assert!(!with("application/jsonx"));
         assert!(!super::is_json(&axum::http::HeaderMap::new()));
+    }
+
+    #[test]
+    fn go_durations() {
+        use std::time::Duration;
+        assert_eq!(super::go_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(super::go_duration(Duration::from_millis(12_500)), "12.5s");
+        assert_eq!(super::go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(super::go_duration(Duration::from_secs(59)), "59s");
     }
 
     #[test]

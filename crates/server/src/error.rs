@@ -7,9 +7,11 @@
 //! Never a 500 for anything a client did.
 
 use axum::Json;
+use axum::http::HeaderValue;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use understudy_core::tenants::ClientRefusal;
 use understudy_core::{Attempt, Error, FailureCode};
 use understudy_wire::messages::error::{WireErrorEnvelope, error_type, status_of};
 
@@ -79,6 +81,7 @@ impl ApiError {
             Self::NotFound(_) | Self::ModelNotFound(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Engine(e) => match e {
+                Error::Client(r) => client_status(r),
                 Error::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
                 Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
                     StatusCode::NOT_FOUND
@@ -133,6 +136,7 @@ impl ApiError {
                 Some((*field).to_owned()),
                 &[],
             ),
+            Self::Engine(Error::Client(r)) => (client_code(r).into(), r.to_string(), None, &[]),
             Self::Engine(e @ (Error::UnknownProvider(_) | Error::UnknownRoute(_))) => {
                 ("not_found".into(), e.to_string(), Some("model".into()), &[])
             }
@@ -176,7 +180,9 @@ impl IntoResponse for ApiError {
         let (code, message, _, attempts) = self.parts();
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
         let body = json!({"error": {"code": code, "message": message, "attempts": attempts}});
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        client_headers(&self, &mut response);
+        response
     }
 }
 
@@ -199,10 +205,20 @@ impl IntoResponse for OpenAiError {
             code = "model_not_found".into();
         }
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let kind = understudy_wire::chat_completions::error::error_type(status.as_u16());
+        let kind = match &self.0 {
+            ApiError::Engine(Error::Client(r)) => match r {
+                ClientRefusal::Requests { .. } => "requests",
+                ClientRefusal::Tokens { .. } | ClientRefusal::TooLarge { .. } => "tokens",
+                ClientRefusal::Budget { .. } => "insufficient_quota",
+                _ => understudy_wire::chat_completions::error::error_type(status.as_u16()),
+            },
+            _ => understudy_wire::chat_completions::error::error_type(status.as_u16()),
+        };
         let body =
             json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        client_headers(&self.0, &mut response);
+        response
     }
 }
 
@@ -231,6 +247,12 @@ impl AnthropicError {
         };
         let kind = match &self.0 {
             ApiError::Engine(e) => match e {
+                Error::Client(r) => match r {
+                    ClientRefusal::Budget { .. } => "billing_error",
+                    ClientRefusal::Model { .. } => "permission_error",
+                    ClientRefusal::Expired => "authentication_error",
+                    _ => "rate_limit_error",
+                },
                 Error::ProvidersFailed { code, .. } => match code {
                     FailureCode::RateLimited => "rate_limit_error",
                     FailureCode::Unavailable | FailureCode::Connection => "overloaded_error",
@@ -270,7 +292,9 @@ impl IntoResponse for AnthropicError {
         let (status, kind) = self.status_and_type();
         let (code, message, _, _) = self.0.parts();
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        (status, Json(WireErrorEnvelope::new(kind, &message))).into_response()
+        let mut response = (status, Json(WireErrorEnvelope::new(kind, &message))).into_response();
+        client_headers(&self.0, &mut response);
+        response
     }
 }
 
@@ -289,6 +313,7 @@ impl GeminiError {
     pub fn status(&self) -> StatusCode {
         let code = match &self.0 {
             ApiError::Engine(e) => match e {
+                Error::Client(r) => client_status(r).as_u16(),
                 Error::ProvidersFailed { code, .. } => {
                     understudy_wire::generate_content::answer::status_of(*code)
                 }
@@ -315,7 +340,74 @@ impl IntoResponse for GeminiError {
         let status = self.status();
         let (code, message, _, _) = self.0.parts();
         tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let body = understudy_wire::generate_content::answer::error_body(status.as_u16(), &message);
-        (status, Json(body)).into_response()
+        let mut body =
+            understudy_wire::generate_content::answer::error_body(status.as_u16(), &message);
+        if let ApiError::Engine(Error::Client(ClientRefusal::Budget { .. })) = &self.0 {
+            // Google has no 402 of its own: a spent quota is its
+            // RESOURCE_EXHAUSTED.
+            body["error"]["status"] = "RESOURCE_EXHAUSTED".into();
+        }
+        let mut response = (status, Json(body)).into_response();
+        client_headers(&self.0, &mut response);
+        response
+    }
+}
+
+// === client records' refusals ===
+
+/// The status of a client record's refusal: over `rpm` or `tpm` 429, over
+/// budget 402 (no SDK retries it), a model outside `models` 403, expired
+/// 401.
+fn client_status(r: &ClientRefusal) -> StatusCode {
+    match r {
+        ClientRefusal::Requests { .. }
+        | ClientRefusal::Tokens { .. }
+        | ClientRefusal::TooLarge { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ClientRefusal::Budget { .. } => StatusCode::PAYMENT_REQUIRED,
+        ClientRefusal::Model { .. } => StatusCode::FORBIDDEN,
+        ClientRefusal::Expired => StatusCode::UNAUTHORIZED,
+    }
+}
+
+/// The error code of a client record's refusal (OpenAI's words where it
+/// has them).
+fn client_code(r: &ClientRefusal) -> &'static str {
+    match r {
+        ClientRefusal::Requests { .. } | ClientRefusal::Tokens { .. } => "rate_limit_exceeded",
+        ClientRefusal::TooLarge { .. } => "request_too_large",
+        ClientRefusal::Budget { .. } => "insufficient_quota",
+        ClientRefusal::Model { .. } => "model_not_allowed",
+        ClientRefusal::Expired => "expired_api_key",
+    }
+}
+
+/// What a client's SDK acts on: a rate limit's `Retry-After` (whole
+/// seconds, rounded up) and `retry-after-ms`; `x-should-retry: false` where
+/// waiting a minute does not help (a spent budget, a request larger than
+/// the whole `tpm`), so that no SDK sends it again.
+fn client_headers(e: &ApiError, response: &mut Response) {
+    let ApiError::Engine(Error::Client(r)) = e else {
+        return;
+    };
+    let headers = response.headers_mut();
+    match r.retry_after() {
+        Some(wait) => {
+            let ms = wait.as_millis().max(1);
+            let secs = ms.div_ceil(1000);
+            if let Ok(v) = HeaderValue::try_from(secs.to_string()) {
+                headers.insert("retry-after", v);
+            }
+            if let Ok(v) = HeaderValue::try_from(ms.to_string()) {
+                headers.insert("retry-after-ms", v);
+            }
+        }
+        None if matches!(
+            r,
+            ClientRefusal::Budget { .. } | ClientRefusal::TooLarge { .. }
+        ) =>
+        {
+            headers.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        None => {}
     }
 }

@@ -23,7 +23,7 @@ use understudy_core::{
 };
 use understudy_wire::Encoder;
 
-use crate::auth::{Client, RequestId};
+use crate::auth::{Client, RequestId, Tenant};
 use crate::frames::{Framed, Framing, KeepAlive, Keeper};
 use crate::routes::{apply_overrides, failover_headers, model_route, no_cache};
 use crate::{ApiError, AppState};
@@ -38,6 +38,8 @@ pub(crate) struct Preamble {
     pub id: String,
     /// The client key's tag; `None` on an open gateway.
     pub client: Option<ClientTag>,
+    /// The client key's record, when it has one.
+    pub tenant: Option<std::sync::Arc<understudy_core::settings::ClientRecord>>,
     pub headers: HeaderMap,
 }
 
@@ -52,6 +54,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
         Ok(Self {
             id,
             client: parts.extensions.get::<Client>().map(|c| c.0),
+            tenant: parts.extensions.get::<Tenant>().map(|t| t.0.clone()),
             headers: std::mem::take(&mut parts.headers),
         })
     }
@@ -79,6 +82,7 @@ impl Preamble {
     pub(crate) fn apply(self, request: &mut GenerateRequest) -> Result<(), ApiError> {
         request.request_id = Some(self.id);
         request.client = self.client;
+        request.tenant = self.tenant;
         if no_cache(&self.headers) {
             request.cache = false;
         }

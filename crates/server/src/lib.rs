@@ -64,6 +64,8 @@ pub struct AppState {
     pub engine: Engine,
     /// Client keys; empty means no client auth.
     pub(crate) api_keys: Arc<Vec<Secret>>,
+    /// Whether clients must send a key (plain keys or client records).
+    pub(crate) closed: bool,
     /// The admin token; `None` turns the admin routes off.
     pub(crate) admin_token: Option<Arc<Secret>>,
     /// The `Host` check and the CORS origins.
@@ -87,6 +89,7 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
     let max_body_bytes = server.max_body_bytes;
     let state = AppState {
         api_keys: Arc::new(server.api_keys.clone()),
+        closed: engine.tenants().closed,
         admin_token: server.admin_token.clone().map(Arc::new),
         browser: Arc::new(auth::Browser::new(server, listen)),
         responses: Arc::new(responses::store::ResponseStore::new(

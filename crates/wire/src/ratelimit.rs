@@ -12,7 +12,10 @@
 //! reason to steer away). Limits are per organisation or project, not per
 //! key, so what is read describes the account the key belongs to.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
+
+#[cfg(test)]
+use std::time::UNIX_EPOCH;
 
 use http::HeaderMap;
 
@@ -27,7 +30,7 @@ pub fn read(headers: &HeaderMap, now: SystemTime) -> RateLimits {
     };
     let anthropic = |[limit, remaining, reset]: [&str; 3]| {
         budget(headers, limit, remaining, reset, |s| {
-            until(rfc3339(s)?, now)
+            until(understudy_core::clock::rfc3339(s)?, now)
         })
     };
     RateLimits {
@@ -87,74 +90,6 @@ fn budget(
 /// How long from `now` until `at` (zero when it has passed).
 fn until(at: SystemTime, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// An RFC 3339 time (`2025-01-01T00:00:30Z`, `…T00:00:30.5+01:00`), as
-/// Anthropic writes its resets; `None` for anything else.
-pub fn rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    let digits = |from: usize, len: usize| -> Option<i64> {
-        let part = s.get(from..from + len)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
-    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 60 {
-        return None;
-    }
-    let mut at = 19;
-    let mut nanos = 0_u64;
-    if b.get(at) == Some(&b'.') {
-        let end = s[at + 1..]
-            .find(|c: char| !c.is_ascii_digit())
-            .map_or(s.len(), |i| at + 1 + i);
-        let frac = &s[at + 1..end];
-        if frac.is_empty() {
-            return None;
-        }
-        let kept = &frac[..frac.len().min(9)];
-        nanos = kept.parse::<u64>().ok()? * 10_u64.pow(9 - kept.len() as u32);
-        at = end;
-    }
-    let offset = match &s[at..] {
-        "Z" | "z" => 0,
-        tz if tz.len() == 6
-            && matches!(tz.as_bytes()[0], b'+' | b'-')
-            && tz.as_bytes()[3] == b':' =>
-        {
-            let (h, m) = (digits(at + 1, 2)?, digits(at + 4, 2)?);
-            let sign = if tz.starts_with('-') { -1 } else { 1 };
-            sign * (h * 3600 + m * 60)
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    let secs = u64::try_from(secs).ok()?;
-    UNIX_EPOCH.checked_add(Duration::new(secs, u32::try_from(nanos).ok()?))
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -268,33 +203,5 @@ mod tests {
                 reset: None,
             })
         );
-    }
-
-    #[test]
-    fn rfc3339_times() {
-        assert_eq!(rfc3339("1970-01-01T00:00:00Z"), Some(at(0)));
-        assert_eq!(rfc3339("2000-03-01T00:00:00Z"), Some(at(951_868_800)));
-        assert_eq!(
-            rfc3339("2024-02-29T12:00:00-02:30"),
-            Some(at(1_709_217_000))
-        );
-        assert_eq!(
-            rfc3339("2025-01-01T00:00:00.123456789123Z"),
-            Some(at(1_735_689_600) + Duration::from_nanos(123_456_789))
-        );
-        for bad in [
-            "",
-            "2025-01-01",
-            "2025-13-01T00:00:00Z",
-            "2025-01-01T24:00:00Z",
-            "2025-01-01T00:00:00",
-            "2025-01-01T00:00:00+0100",
-            "2025-01-01T00:00:00.Z",
-            "1969-12-31T23:59:59Z",
-            "2025-01-01T00:00:00Zjunk",
-            "２025-01-01T00:00:00Z",
-        ] {
-            assert_eq!(rfc3339(bad), None, "{bad}");
-        }
     }
 }

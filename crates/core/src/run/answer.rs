@@ -46,8 +46,7 @@ impl Run {
                 g.cached = true;
                 g.attempts.clear();
                 g.latency_ms = millis(started.elapsed());
-                self.bus
-                    .publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
+                self.publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
                 return Ok(g);
             }
         }
@@ -58,10 +57,9 @@ impl Run {
                     self.cache.put(key, g);
                 }
                 let cost = cost_usd(&self.settings, &g.provider, &g.model, g.usage);
-                self.bus
-                    .publish(GenerationEvent::served(&ctx, g, false, cost));
+                self.publish(GenerationEvent::served(&ctx, g, false, cost));
             }
-            Err(e) => self.bus.publish(GenerationEvent::failed(
+            Err(e) => self.publish(GenerationEvent::failed(
                 &ctx,
                 e,
                 false,

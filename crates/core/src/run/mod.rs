@@ -28,6 +28,7 @@ mod validate;
 
 mod stream;
 
+pub(crate) use keys::estimate_tokens;
 pub(crate) use prepare::prepare;
 
 use std::sync::Arc;
@@ -101,6 +102,8 @@ pub(crate) struct Run {
     /// Per plan target, the pool keys this request tried (bit `i`: key
     /// `i`); empty until a pooled target is called.
     pub keys_tried: Vec<u64>,
+    /// The client record's admission, settled by the run's event.
+    pub ticket: Option<crate::tenants::Ticket>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -297,6 +300,23 @@ impl Run {
             }
             Verdict::Deadline => Error::DeadlineExceeded { attempts },
         }
+    }
+
+    /// Publishes the run's one event, named after the client's record, and
+    /// settles the record's admission with what it used (a cached answer
+    /// used nothing).
+    fn publish(&self, mut event: crate::event::GenerationEvent) {
+        if let Some(ticket) = &self.ticket {
+            event.client = Some(ticket.client().to_string());
+            let used = event.usage.filter(|_| !event.cached).map(|u| {
+                (
+                    u.input_tokens + u.output_tokens,
+                    event.cost_usd.unwrap_or(0.0),
+                )
+            });
+            ticket.settle(used);
+        }
+        self.bus.publish(event);
     }
 
     /// Whether a target of the plan has a key pool.

@@ -80,6 +80,7 @@ pub(crate) fn prepare(
         api: request.api,
         omitted_tools: request.omitted_tools.clone(),
         bus: Arc::clone(&view.bus),
+        ticket: None,
         cache: Arc::clone(&view.cache),
         use_cache: request.cache,
         client: request.client,

@@ -241,7 +241,7 @@ impl Run {
     /// the reply, or in-band on a held stream.
     async fn fail(&self, client: Client, error: Error) {
         let latency_ms = millis(self.started.elapsed());
-        self.bus.publish(GenerationEvent::failed(
+        self.publish(GenerationEvent::failed(
             &self.event_context(),
             &error,
             true,
@@ -549,8 +549,7 @@ impl Run {
                 };
                 let cost = cost_usd(&self.settings, &done.provider, &done.model, done.usage);
                 self.spent(fell_back, cost);
-                self.bus
-                    .publish(GenerationEvent::stream_done(&ctx, &done, cost));
+                self.publish(GenerationEvent::stream_done(&ctx, &done, cost));
                 let _ = send(&tx, StreamItem::Done(Box::new(done))).await;
             }
             Err(f) => {
@@ -571,8 +570,7 @@ impl Run {
                     latency_ms,
                     ttft_ms,
                 };
-                self.bus
-                    .publish(GenerationEvent::stream_failed(&ctx, &error));
+                self.publish(GenerationEvent::stream_failed(&ctx, &error));
                 let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
             }
         }

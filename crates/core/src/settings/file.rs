@@ -109,7 +109,15 @@ fn expected(message: &str) -> String {
 /// The key of `setting` that can hold a secret (`api_key`, `api_keys`,
 /// `admin_token`, `headers`, `base_url`, or anything under them), if any.
 fn secret_setting(setting: &str) -> Option<&'static str> {
-    const SECRET_KEYS: [&str; 5] = ["api_key", "api_keys", "admin_token", "headers", "base_url"];
+    const SECRET_KEYS: [&str; 7] = [
+        "api_key",
+        "api_keys",
+        "admin_token",
+        "headers",
+        "base_url",
+        "key",
+        "key_sha256",
+    ];
     setting
         .split(['.', '['])
         .find_map(|part| SECRET_KEYS.into_iter().find(|k| *k == part))

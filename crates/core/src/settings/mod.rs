@@ -17,7 +17,7 @@
 //! - `routing.rs`: `[routing]`, the admin API's routing table, target
 //!   names; `routes.rs`: named routes and their options.
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
-//! - `server.rs`: `[server]`. `tables.rs`: `[rate_limit]`, `[events]`,
+//! - `server.rs`: `[server]`; `clients.rs`: its client records. `tables.rs`: `[rate_limit]`, `[events]`,
 //!   `[cache]`, `[breaker]`, `[budget]`.
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
@@ -32,6 +32,7 @@ use crate::target::Target;
 
 mod ca_file;
 mod capabilities;
+mod clients;
 mod file;
 mod keys;
 mod platform;
@@ -48,6 +49,10 @@ mod timeouts;
 
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
+pub use clients::{
+    ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
+    new_client_key, sha256,
+};
 pub use keys::{DEFAULT_KEY_COOLDOWN, KeyPool, PoolKey, Sticky};
 pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,

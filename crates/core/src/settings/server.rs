@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::clients::{ClientRecord, RawClient};
 use super::secret::Secret;
 use super::source::{Blame, Env, SettingsError};
 use super::timeouts::seconds_or;
@@ -47,6 +48,9 @@ pub struct ServerSettings {
     /// 32 MiB, Anthropic's own limit for the Messages API: a long agent
     /// session with screenshots reaches several MB).
     pub max_body_bytes: usize,
+    /// Client records (`[[server.clients]]`): keys with a name, a budget,
+    /// rates and a model scope.
+    pub clients: Vec<ClientRecord>,
 }
 
 /// The default of `[server] max_body_bytes`.
@@ -67,6 +71,7 @@ pub(super) struct RawServer {
     max_body_bytes: usize,
     allowed_hosts: Vec<String>,
     cors_origins: Vec<String>,
+    clients: Vec<RawClient>,
 }
 
 /// The server's settings: the file's `[server]` with the environment over
@@ -88,7 +93,10 @@ pub(super) fn read(
     if raw.max_body_bytes == 0 {
         return Err(blame.file("server.max_body_bytes", "must be at least 1".into()));
     }
+    let clients =
+        super::clients::read_all(&raw.clients, &api_keys, env).map_err(|e| blame.field(e))?;
     Ok(ServerSettings {
+        clients,
         listen,
         api_keys,
         admin_token,
@@ -173,6 +181,7 @@ impl Default for RawServer {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            clients: Vec::new(),
         }
     }
 }

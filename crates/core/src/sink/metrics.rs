@@ -68,6 +68,31 @@ pub(crate) struct TokenLabels {
     direction: &'static str,
 }
 
+/// A client record's, by its name (never its key).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClientLabels {
+    client: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClientRequestLabels {
+    client: String,
+    success: bool,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClientTokenLabels {
+    client: String,
+    direction: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClientRefusedLabels {
+    client: String,
+    /// `rpm`, `tpm`, `budget`, `models`, `expired`.
+    limit: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct SinkLabels {
     sink: &'static str,
@@ -104,6 +129,10 @@ pub struct Metrics {
     pub(crate) breaker_open: Family<StateLabels, Gauge>,
     events_dropped: Family<SinkLabels, Counter>,
     pub(crate) redis_degraded: Gauge,
+    client_requests: Family<ClientRequestLabels, Counter>,
+    client_tokens: Family<ClientTokenLabels, Counter>,
+    client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
+    client_refused: Family<ClientRefusedLabels, Counter>,
 }
 
 impl Metrics {
@@ -121,6 +150,10 @@ impl Metrics {
             breaker_open: Family::default(),
             events_dropped: Family::default(),
             redis_degraded: Gauge::default(),
+            client_requests: Family::default(),
+            client_tokens: Family::default(),
+            client_cost: Family::default(),
+            client_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -178,7 +211,63 @@ impl Metrics {
             "1 while Redis is unreachable and local state is used",
             m.redis_degraded.clone(),
         );
+        registry.register(
+            "understudy_client_requests",
+            "A client record's generations by success (admitted requests)",
+            m.client_requests.clone(),
+        );
+        registry.register(
+            "understudy_client_tokens",
+            "A client record's tokens by direction (input, output)",
+            m.client_tokens.clone(),
+        );
+        registry.register(
+            "understudy_client_cost_usd",
+            "A client record's spend in USD",
+            m.client_cost.clone(),
+        );
+        registry.register(
+            "understudy_client_refused",
+            "A client record's requests refused at admission, by the limit that tripped",
+            m.client_refused.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// Counts a client's request refused by its record's `limit`.
+    pub(crate) fn client_refused(&self, client: &str, limit: &'static str) {
+        self.client_refused
+            .get_or_create(&ClientRefusedLabels {
+                client: client.to_owned(),
+                limit,
+            })
+            .inc();
+    }
+
+    /// Counts a client record's generation, its tokens and its spend.
+    fn client_event(&self, client: &str, e: &GenerationEvent) {
+        let client = client.to_owned();
+        self.client_requests
+            .get_or_create(&ClientRequestLabels {
+                client: client.clone(),
+                success: e.success,
+            })
+            .inc();
+        if let Some(u) = e.usage.filter(|_| !e.cached) {
+            for (direction, n) in [("input", u.input_tokens), ("output", u.output_tokens)] {
+                self.client_tokens
+                    .get_or_create(&ClientTokenLabels {
+                        client: client.clone(),
+                        direction,
+                    })
+                    .inc_by(n);
+            }
+        }
+        if let Some(cost) = e.cost_usd.filter(|c| *c > 0.0) {
+            self.client_cost
+                .get_or_create(&ClientLabels { client })
+                .inc_by(cost);
+        }
     }
 
     /// The drop counter for `sink`.
@@ -295,6 +384,9 @@ impl Recorder {
     /// Records one event.
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
         let m = &*self.metrics;
+        if let Some(client) = &e.client {
+            m.client_event(client, e);
+        }
         let provider = e.label_provider();
         let Some(h) = handles(&mut self.providers, provider) else {
             return;

@@ -17,6 +17,7 @@ mod bedrock;
 mod bedrock_converse;
 mod claude_code;
 mod claude_code_session;
+mod clients;
 mod cloud_twins;
 mod events;
 mod gemini_api;

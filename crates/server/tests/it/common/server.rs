@@ -147,6 +147,11 @@ impl Answer {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
+    /// A header's value, when it is there and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
     /// The body as JSON, or as a JSON string when it is not JSON.
     pub fn json_or_text(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|_| Value::String(self.body.clone()))

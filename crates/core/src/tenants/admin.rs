@@ -1,0 +1,236 @@
+//! What the admin API does to client records: list, create (a made key
+//! is shown once), update, revoke; for the whole fleet when Redis is
+//! configured (the record is stored there first, then every instance reads
+//! it within a second), else for this instance alone.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::Tenants;
+use crate::engine::Engine;
+use crate::settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
+
+/// Why an admin change of a record was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// The change clashes with what exists (409).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// Redis is configured but unreachable: the change would reach this
+    /// instance only, so it is not made (503).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A record as `GET /v1/admin/clients` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientListing {
+    #[serde(flatten)]
+    pub record: ClientView,
+    /// `file` (`[[server.clients]]`, changed only there) or `admin`.
+    pub source: &'static str,
+    /// The counts last seen (the fleet's with Redis).
+    pub usage: Usage,
+}
+
+/// A record's counts as last seen.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Usage {
+    pub requests_this_minute: u64,
+    pub tokens_this_minute: u64,
+    pub spent_usd: f64,
+}
+
+/// A record made or changed, and its key when the gateway made it (shown
+/// this once).
+#[derive(Debug, Clone, Serialize)]
+pub struct Saved {
+    pub client: ClientView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+// === impl Engine ===
+
+impl Engine {
+    /// Every client record, the file's and the admin API's.
+    pub fn list_clients(&self) -> Vec<ClientListing> {
+        let tenants = self.tenants();
+        tenants
+            .list()
+            .into_iter()
+            .map(|r| ClientListing {
+                source: if tenants.from_file(&r.name) {
+                    "file"
+                } else {
+                    "admin"
+                },
+                usage: tenants.usage(&r),
+                record: r.view(),
+            })
+            .collect()
+    }
+
+    /// Makes a record; without `key` or `key_sha256`, with a new key.
+    pub async fn create_client(&self, mut raw: RawClient) -> Result<Saved, AdminError> {
+        let tenants = self.tenants();
+        if !tenants.closed {
+            return Err(AdminError::Conflict(
+                "this gateway is open (no client keys): configure server.api_keys or \
+                 [[server.clients]] before adding client records"
+                    .into(),
+            ));
+        }
+        let made = match (&raw.key, &raw.key_sha256) {
+            (None, None) if raw.key_env.is_none() => {
+                let key = new_client_key().ok_or_else(|| {
+                    AdminError::Unavailable("the system's random source failed".into())
+                })?;
+                raw.key = Some(key.clone());
+                Some(key)
+            }
+            _ => None,
+        };
+        let record = read(&raw)?;
+        if tenants.named(&record.name).is_some() {
+            return Err(AdminError::Conflict(format!(
+                "a client record named `{}` exists: PUT /v1/admin/clients/{} changes it",
+                record.name, record.name
+            )));
+        }
+        tenants.check_key_free(&record, None)?;
+        self.save(tenants, &record.name.clone(), Some(record.clone()))
+            .await?;
+        Ok(Saved {
+            client: record.view(),
+            key: made,
+        })
+    }
+
+    /// Replaces the limits of the admin API's record `name`; its key stays
+    /// unless the body gives `key` or `key_sha256`.
+    pub async fn update_client(&self, name: &str, mut raw: RawClient) -> Result<Saved, AdminError> {
+        let tenants = self.tenants();
+        let old = self.admin_record(name)?;
+        if raw.name.as_deref().is_some_and(|n| n != name) {
+            return Err(AdminError::Invalid {
+                field: "name".into(),
+                message: "a record's name is its path; make a new record to rename".into(),
+            });
+        }
+        raw.name = Some(name.to_owned());
+        if raw.key.is_none() && raw.key_sha256.is_none() && raw.key_env.is_none() {
+            raw.key_sha256 = Some(hex(&old.key_sha256));
+        }
+        let record = read(&raw)?;
+        tenants.check_key_free(&record, Some(name))?;
+        self.save(tenants, name, Some(record.clone())).await?;
+        Ok(Saved {
+            client: record.view(),
+            key: None,
+        })
+    }
+
+    /// Revokes the admin API's record `name`: its key is refused from the
+    /// next request on (on every instance within a second).
+    pub async fn delete_client(&self, name: &str) -> Result<(), AdminError> {
+        self.admin_record(name)?;
+        self.save(self.tenants(), name, None).await
+    }
+
+    fn admin_record(&self, name: &str) -> Result<Arc<ClientRecord>, AdminError> {
+        let tenants = self.tenants();
+        if tenants.from_file(name) {
+            return Err(AdminError::Conflict(format!(
+                "the client record `{name}` is defined in the settings file; change it there"
+            )));
+        }
+        tenants
+            .named(name)
+            .ok_or_else(|| AdminError::NotFound(format!("no client record named `{name}`")))
+    }
+
+    /// Stores `record` under `name` (or removes it) for the fleet, then
+    /// here.
+    async fn save(
+        &self,
+        tenants: &Tenants,
+        name: &str,
+        record: Option<ClientRecord>,
+    ) -> Result<(), AdminError> {
+        if let Some(shared) = self.shared() {
+            if !super::fleet::publish_record(shared, name, record.as_ref()).await {
+                return Err(AdminError::Unavailable(
+                    "Redis is unreachable: the change would reach this instance only, so it \
+                     was not made; try again"
+                        .into(),
+                ));
+            }
+        }
+        let mut admin: Vec<ClientRecord> = tenants
+            .admin_records()
+            .into_iter()
+            .filter(|r| &*r.name != name)
+            .collect();
+        admin.extend(record);
+        tenants.set_admin_records(admin);
+        Ok(())
+    }
+}
+
+/// The record a body describes; the admin API takes no `key_env` (a
+/// variable of one instance is not the fleet's).
+fn read(raw: &RawClient) -> Result<ClientRecord, AdminError> {
+    if raw.key_env.is_some() {
+        return Err(AdminError::Invalid {
+            field: "key_env".into(),
+            message: "the admin API takes `key` or `key_sha256` (or neither, for a new key)".into(),
+        });
+    }
+    raw.read("", &|_| None)
+        .map_err(|(field, message)| AdminError::Invalid { field, message })
+}
+
+// === impl Tenants ===
+
+impl Tenants {
+    /// Refuses a key another record (but `except`) or a plain client key
+    /// already has.
+    fn check_key_free(
+        &self,
+        record: &ClientRecord,
+        except: Option<&str>,
+    ) -> Result<(), AdminError> {
+        let taken = self
+            .list()
+            .iter()
+            .any(|r| r.key_sha256 == record.key_sha256 && Some(&*r.name) != except)
+            || self.plain.contains(&record.key_sha256);
+        if taken {
+            return Err(AdminError::Conflict("the key is already in use".into()));
+        }
+        Ok(())
+    }
+
+    /// `record`'s counts as last seen.
+    fn usage(&self, record: &ClientRecord) -> Usage {
+        let now_ms = crate::shared::unix_ms();
+        let c = self.lock().get(&record.name).copied().unwrap_or_default();
+        let minute = c.minute == now_ms / 60_000;
+        let window = c.window == record.window.at(now_ms / 1000).0;
+        Usage {
+            requests_this_minute: if minute { c.requests } else { 0 },
+            tokens_this_minute: if minute { c.tokens } else { 0 },
+            spent_usd: if window {
+                c.spent_nanos as f64 / crate::settings::NANOS_PER_USD
+            } else {
+                0.0
+            },
+        }
+    }
+}

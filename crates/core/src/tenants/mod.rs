@@ -1,0 +1,435 @@
+//! Client records held to account: [`Tenants`] knows every record (the
+//! file's, and those the admin API made), admits a request against its
+//! record's limits with one check-and-reserve, and settles what the answer
+//! used ([`Ticket`]).
+//!
+//! Counting, per record:
+//! - requests and tokens in the current UTC minute (`rpm`, `tpm`): a
+//!   request reserves one request and its estimated tokens (the prompt at
+//!   four characters a token, plus `max_tokens` or [`OUTPUT_ESTIMATE`]);
+//!   its settlement replaces the estimate by the answer's usage (streamed
+//!   answers too), or gives it back when nothing was used;
+//! - spend in the budget's window (`budget_usd`, `window`): checked at
+//!   admission, added at settlement. Requests in flight when the budget
+//!   runs out still finish, so a budget can be passed by what they cost.
+//!
+//! With Redis (`REDIS_URL`) the counters are the fleet's (`fleet.rs`: one
+//! Lua script checks and reserves atomically, so two instances admit no
+//! more than one would); without it, or while it is unreachable, each
+//! instance counts alone, going on from the last counts it saw.
+
+mod admin;
+pub(crate) mod fleet;
+
+pub use crate::error::ClientRefusal;
+pub use admin::{AdminError, ClientListing, Saved, Usage};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use crate::chat::ChatRequest;
+use crate::generation::RouteSelector;
+use crate::settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
+use crate::shared::{SharedState, unix_ms};
+use crate::sink::metrics::Metrics;
+
+/// The answer tokens a request without `max_tokens` is assumed to use at
+/// admission (its settlement counts what it did use).
+pub const OUTPUT_ESTIMATE: u64 = 1024;
+
+/// The counts of one record that decide admission, and the last the
+/// fleet reported (the `x-ratelimit-*` headers show them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// The UTC minute (Unix seconds / 60) the request counts are of.
+    pub minute: u64,
+    pub requests: u64,
+    pub tokens: u64,
+    /// The budget window the spend is of.
+    pub window: u64,
+    pub spent_nanos: u64,
+}
+
+/// What a record's limits leave, for the `x-ratelimit-*` headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remaining {
+    pub requests: Option<(u64, u64)>,
+    pub tokens: Option<(u64, u64)>,
+    /// Until the minute ends.
+    pub reset: Duration,
+}
+
+/// Every client record, and their counters.
+pub struct Tenants {
+    /// By key hash; replaced whole when the admin API changes a record.
+    records: RwLock<Arc<HashMap<[u8; 32], Arc<ClientRecord>>>>,
+    /// The names of the file's records (the admin API leaves them alone).
+    file: Vec<Arc<str>>,
+    /// SHA-256 of each plain client key (`server.api_keys`).
+    plain: Vec<[u8; 32]>,
+    /// Whether the gateway asks clients for a key at all.
+    pub closed: bool,
+    counts: Mutex<HashMap<Arc<str>, Counts>>,
+    shared: Option<Arc<SharedState>>,
+    metrics: Arc<Metrics>,
+}
+
+/// A request's admission: its reservation, settled once by
+/// [`Ticket::settle`] (or given back when dropped unsettled).
+pub struct Ticket {
+    pub record: Arc<ClientRecord>,
+    tenants: Arc<Tenants>,
+    counts: Counts,
+    estimate: u64,
+    settled: AtomicBool,
+}
+
+// === impl Tenants ===
+
+impl Tenants {
+    pub fn new(
+        server: &ServerSettings,
+        shared: Option<Arc<SharedState>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let records = &server.clients;
+        let map = records
+            .iter()
+            .map(|r| (r.key_sha256, Arc::new(r.clone())))
+            .collect();
+        Self {
+            records: RwLock::new(Arc::new(map)),
+            file: records.iter().map(|r| Arc::clone(&r.name)).collect(),
+            plain: server
+                .api_keys
+                .iter()
+                .map(|k| sha256(k.expose().as_bytes()))
+                .collect(),
+            closed: !server.api_keys.is_empty() || !records.is_empty(),
+            counts: Mutex::new(HashMap::new()),
+            shared,
+            metrics,
+        }
+    }
+
+    fn all(&self) -> Arc<HashMap<[u8; 32], Arc<ClientRecord>>> {
+        let guard = self
+            .records
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&guard)
+    }
+
+    /// Whether any record exists (else a key is looked up nowhere here).
+    pub fn any(&self) -> bool {
+        !self.all().is_empty()
+    }
+
+    /// The record of a key a client sent.
+    pub fn find(&self, key: &str) -> Option<Arc<ClientRecord>> {
+        let all = self.all();
+        if all.is_empty() {
+            return None;
+        }
+        // A hash lookup of the key's SHA-256: what a guess costs tells
+        // nothing of the keys.
+        all.get(&sha256(key.as_bytes())).cloned()
+    }
+
+    /// Every record, by name.
+    pub fn list(&self) -> Vec<Arc<ClientRecord>> {
+        let mut out: Vec<_> = self.all().values().cloned().collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The record named `name`.
+    pub fn named(&self, name: &str) -> Option<Arc<ClientRecord>> {
+        self.all().values().find(|r| &*r.name == name).cloned()
+    }
+
+    /// Whether `name` is one of the file's records.
+    pub fn from_file(&self, name: &str) -> bool {
+        self.file.iter().any(|n| &**n == name)
+    }
+
+    /// Replaces the admin API's records (the file's stay).
+    pub(crate) fn set_admin_records(&self, admin: Vec<ClientRecord>) {
+        let mut map: HashMap<[u8; 32], Arc<ClientRecord>> = self
+            .all()
+            .values()
+            .filter(|r| self.from_file(&r.name))
+            .map(|r| (r.key_sha256, Arc::clone(r)))
+            .collect();
+        for r in admin {
+            if self.from_file(&r.name) || map.contains_key(&r.key_sha256) {
+                continue;
+            }
+            map.insert(r.key_sha256, Arc::new(r));
+        }
+        *self
+            .records
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(map);
+    }
+
+    /// The admin API's records now.
+    pub(crate) fn admin_records(&self) -> Vec<ClientRecord> {
+        self.list()
+            .into_iter()
+            .filter(|r| !self.from_file(&r.name))
+            .map(|r| (*r).clone())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Counts>> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What `record`'s limits leave now, as last counted.
+    pub fn remaining(&self, record: &ClientRecord) -> Option<Remaining> {
+        if record.rpm.is_none() && record.tpm.is_none() {
+            return None;
+        }
+        let now_ms = unix_ms();
+        let minute = now_ms / 60_000;
+        let counts = self
+            .lock()
+            .get(&record.name)
+            .copied()
+            .filter(|c| c.minute == minute)
+            .unwrap_or_default();
+        Some(Remaining {
+            requests: record.rpm.map(|l| (l, l.saturating_sub(counts.requests))),
+            tokens: record.tpm.map(|l| (l, l.saturating_sub(counts.tokens))),
+            reset: minute_left(now_ms),
+        })
+    }
+
+    /// Admits a request of `record` for `route` (the route, `default` or
+    /// pin it named), reserving its share of the limits; refused
+    /// otherwise, and counted in metrics.
+    pub async fn admit(
+        self: &Arc<Self>,
+        record: &Arc<ClientRecord>,
+        route: &RouteSelector,
+        chat: &ChatRequest,
+    ) -> Result<Ticket, ClientRefusal> {
+        let estimate = if record.tpm.is_some() {
+            crate::run::estimate_tokens(chat) + chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from)
+        } else {
+            0
+        };
+        let verdict = match self.scope(record, route) {
+            Ok(()) => self.check(record, estimate).await,
+            Err(refusal) => Err(refusal),
+        };
+        if let Err(refusal) = &verdict {
+            self.metrics.client_refused(&record.name, refusal.limit());
+        }
+        verdict
+    }
+
+    /// Whether `record` may ask for `route` now: not expired, and within
+    /// its `models`.
+    pub fn scope(&self, record: &ClientRecord, route: &RouteSelector) -> Result<(), ClientRefusal> {
+        if record.expired(SystemTime::now()) {
+            return Err(ClientRefusal::Expired);
+        }
+        if !record.models.is_empty() {
+            let asked = route.to_string();
+            if !record.allows(&asked) {
+                return Err(ClientRefusal::Model { asked });
+            }
+        }
+        Ok(())
+    }
+
+    async fn check(
+        self: &Arc<Self>,
+        record: &Arc<ClientRecord>,
+        estimate: u64,
+    ) -> Result<Ticket, ClientRefusal> {
+        if let Some(limit) = record.tpm.filter(|l| estimate > *l) {
+            return Err(ClientRefusal::TooLarge { estimate, limit });
+        }
+        let now_ms = unix_ms();
+        let want = Counts {
+            minute: now_ms / 60_000,
+            window: record.window.at(now_ms / 1000).0,
+            ..Counts::default()
+        };
+        let mut counts = want;
+        if record.counted() {
+            let fleet = match &self.shared {
+                Some(shared) => fleet::admit(shared, record, want, estimate).await,
+                None => None,
+            };
+            counts = match fleet {
+                Some((code, seen)) => {
+                    self.lock().insert(Arc::clone(&record.name), seen);
+                    refusal(code, record, now_ms)?;
+                    seen
+                }
+                None => self.admit_here(record, want, estimate, now_ms)?,
+            };
+        }
+        Ok(Ticket {
+            record: Arc::clone(record),
+            tenants: Arc::clone(self),
+            counts,
+            estimate,
+            settled: AtomicBool::new(false),
+        })
+    }
+
+    /// Admission by this instance's counters (no Redis, or Redis down).
+    fn admit_here(
+        &self,
+        record: &ClientRecord,
+        want: Counts,
+        estimate: u64,
+        now_ms: u64,
+    ) -> Result<Counts, ClientRefusal> {
+        let mut all = self.lock();
+        let c = all.entry(Arc::clone(&record.name)).or_default();
+        if c.minute != want.minute {
+            (c.minute, c.requests, c.tokens) = (want.minute, 0, 0);
+        }
+        if c.window != want.window {
+            (c.window, c.spent_nanos) = (want.window, 0);
+        }
+        refusal(verdict_of(record, c, estimate), record, now_ms)?;
+        c.requests += 1;
+        c.tokens += estimate;
+        Ok(*c)
+    }
+
+    /// Settles a ticket: the tokens used replace the estimate, the cost is
+    /// spent.
+    fn settle(self: &Arc<Self>, ticket: &Ticket, tokens: u64, cost_nanos: u64) {
+        let delta = tokens as i64 - ticket.estimate as i64;
+        if delta == 0 && cost_nanos == 0 {
+            return;
+        }
+        let name = &ticket.record.name;
+        {
+            let mut all = self.lock();
+            if let Some(c) = all.get_mut(name) {
+                if c.minute == ticket.counts.minute && ticket.record.tpm.is_some() {
+                    c.tokens = c.tokens.saturating_add_signed(delta);
+                }
+                if c.window == ticket.counts.window {
+                    c.spent_nanos = c.spent_nanos.saturating_add(cost_nanos);
+                }
+            }
+        }
+        let Some(shared) = self.shared.clone() else {
+            return;
+        };
+        let (record, counts) = (Arc::clone(&ticket.record), ticket.counts);
+        let delta = if record.tpm.is_some() { delta } else { 0 };
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                fleet::settle(&shared, &record, counts, delta, cost_nanos).await;
+            });
+        }
+    }
+}
+
+impl fmt::Debug for Tenants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tenants")
+            .field("records", &self.all().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `record`'s counts `c` say of one more request of `estimate`
+/// tokens: 0 admit, 1 requests spent, 2 tokens spent, 3 budget spent (the
+/// codes of `fleet.rs`'s script).
+fn verdict_of(record: &ClientRecord, c: &Counts, estimate: u64) -> u8 {
+    if record.budget_nanos.is_some_and(|b| c.spent_nanos >= b) {
+        3
+    } else if record.rpm.is_some_and(|l| c.requests >= l) {
+        1
+    } else if record.tpm.is_some_and(|l| c.tokens + estimate > l) {
+        2
+    } else {
+        0
+    }
+}
+
+/// The refusal a verdict code stands for.
+fn refusal(code: u8, record: &ClientRecord, now_ms: u64) -> Result<(), ClientRefusal> {
+    let retry_after = minute_left(now_ms);
+    match code {
+        1 => Err(ClientRefusal::Requests {
+            limit: record.rpm.unwrap_or_default(),
+            retry_after,
+        }),
+        2 => Err(ClientRefusal::Tokens {
+            limit: record.tpm.unwrap_or_default(),
+            retry_after,
+        }),
+        3 => {
+            let ends = record.window.at(now_ms / 1000).1;
+            Err(ClientRefusal::Budget {
+                budget_usd: record.budget_usd().unwrap_or_default(),
+                resets_in: Duration::from_secs(ends.saturating_sub(now_ms / 1000)),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How long until the UTC minute of `now_ms` ends.
+fn minute_left(now_ms: u64) -> Duration {
+    Duration::from_millis(60_000 - now_ms % 60_000)
+}
+
+// === impl Ticket ===
+
+impl Ticket {
+    /// Settles the reservation with what the answer used (`tokens`: input
+    /// and output) and cost; `None`: nothing was used (no provider
+    /// answered, or the cache did).
+    pub fn settle(&self, used: Option<(u64, f64)>) {
+        if self.settled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (tokens, cost) = used.unwrap_or_default();
+        let nanos = (cost.max(0.0) * NANOS_PER_USD).round() as u64;
+        self.tenants.settle(self, tokens, nanos);
+    }
+
+    /// The record's name.
+    pub fn client(&self) -> &Arc<str> {
+        &self.record.name
+    }
+}
+
+impl Drop for Ticket {
+    /// A ticket never settled (the client left first) gives its estimate
+    /// back.
+    fn drop(&mut self) {
+        self.settle(None);
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("client", &self.record.name)
+            .field("estimate", &self.estimate)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests;

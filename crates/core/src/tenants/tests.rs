@@ -1,0 +1,202 @@
+//! Admission by one instance's counters (no Redis), as data.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::chat::ChatRequest;
+use crate::settings::{RawClient, Secret};
+
+fn tenants(records: Vec<RawClient>) -> (Arc<Tenants>, Vec<Arc<ClientRecord>>) {
+    let clients: Vec<ClientRecord> = records
+        .iter()
+        .map(|r| r.read("", &|_| None).unwrap())
+        .collect();
+    let server = ServerSettings {
+        clients: clients.clone(),
+        api_keys: vec![Secret::new("plain-key-0123456789")],
+        ..crate::settings::Settings::load(None, |_| None)
+            .unwrap()
+            .server
+    };
+    let t = Arc::new(Tenants::new(&server, None, Arc::new(Metrics::new())));
+    let found = clients.iter().map(|c| t.named(&c.name).unwrap()).collect();
+    (t, found)
+}
+
+fn record(name: &str) -> RawClient {
+    RawClient {
+        name: Some(name.into()),
+        key: Some(format!("sk-{name}-0123456789abcdef")),
+        ..RawClient::default()
+    }
+}
+
+fn chat(text: &str, max_tokens: Option<u32>) -> ChatRequest {
+    ChatRequest {
+        max_tokens,
+        ..ChatRequest::user(text)
+    }
+}
+
+#[tokio::test]
+async fn exactly_rpm_requests_are_admitted_in_a_minute() {
+    let (t, r) = tenants(vec![RawClient {
+        rpm: Some(3),
+        ..record("a")
+    }]);
+    let route = RouteSelector::Default;
+    let mut admitted = Vec::new();
+    let mut refused = Vec::new();
+    for _ in 0..5 {
+        match t.admit(&r[0], &route, &chat("hi", None)).await {
+            Ok(ticket) => admitted.push(ticket),
+            Err(e) => refused.push(e),
+        }
+    }
+    // The minute may turn between two admissions; then the count starts
+    // again, so at least three and at most six are admitted.
+    assert!(admitted.len() >= 3, "{refused:?}");
+    for e in &refused {
+        let ClientRefusal::Requests { limit, retry_after } = e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(*limit, 3);
+        assert!(*retry_after <= Duration::from_secs(60));
+    }
+    assert_eq!(t.find("sk-a-0123456789abcdef").unwrap().name, r[0].name);
+    assert!(t.find("sk-b-0123456789abcdef").is_none());
+}
+
+#[tokio::test]
+async fn tokens_are_reserved_then_settled_from_the_usage() {
+    let (t, r) = tenants(vec![RawClient {
+        tpm: Some(1000),
+        ..record("a")
+    }]);
+    let route = RouteSelector::Default;
+    // 400 bytes of prompt (100 tokens) and max_tokens 500: 600 reserved.
+    let big = chat(&"x".repeat(400), Some(500));
+    let first = t.admit(&r[0], &route, &big).await.unwrap();
+    let minute = first.counts.minute;
+    let second = t.admit(&r[0], &route, &big).await;
+    if t.remaining(&r[0])
+        .is_some_and(|_| unix_ms() / 60_000 == minute)
+    {
+        assert!(
+            matches!(second, Err(ClientRefusal::Tokens { limit: 1000, .. })),
+            "{second:?}"
+        );
+        // The answer used 150 tokens: 850 are left, room for another.
+        first.settle(Some((150, 0.0)));
+        let left = t.remaining(&r[0]).unwrap().tokens.unwrap();
+        assert_eq!(left, (1000, 850));
+        assert!(t.admit(&r[0], &route, &big).await.is_ok());
+    }
+    // A request larger than the whole minute is not worth a retry.
+    let huge = chat("hi", Some(5000));
+    let e = t.admit(&r[0], &route, &huge).await.unwrap_err();
+    assert!(matches!(e, ClientRefusal::TooLarge { limit: 1000, .. }));
+    assert_eq!(e.retry_after(), None);
+}
+
+#[tokio::test]
+async fn an_unsettled_ticket_gives_its_estimate_back() {
+    let (t, r) = tenants(vec![RawClient {
+        tpm: Some(2000),
+        ..record("a")
+    }]);
+    let ticket = t
+        .admit(&r[0], &RouteSelector::Default, &chat("hi", Some(1000)))
+        .await
+        .unwrap();
+    let minute = ticket.counts.minute;
+    drop(ticket);
+    let (_, left) = t.remaining(&r[0]).unwrap().tokens.unwrap();
+    if unix_ms() / 60_000 == minute {
+        assert_eq!(left, 2000);
+    }
+}
+
+#[tokio::test]
+async fn a_spent_budget_refuses_until_its_window_ends() {
+    let (t, r) = tenants(vec![RawClient {
+        budget_usd: Some(0.01),
+        window: Some("day".into()),
+        ..record("a")
+    }]);
+    let route = RouteSelector::Default;
+    let one = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
+    let two = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
+    one.settle(Some((100, 0.006)));
+    // Still under: admitted.
+    let three = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
+    two.settle(Some((100, 0.006)));
+    three.settle(None);
+    let e = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap_err();
+    let ClientRefusal::Budget {
+        budget_usd,
+        resets_in,
+    } = e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(budget_usd, 0.01);
+    assert!(resets_in <= Duration::from_secs(86_400));
+    assert_eq!(e.retry_after(), None, "a budget is never a Retry-After");
+}
+
+#[tokio::test]
+async fn models_and_expiry_scope_a_record() {
+    let (t, r) = tenants(vec![
+        RawClient {
+            models: Some(vec!["fast".into(), "groq:*".into()]),
+            ..record("scoped")
+        },
+        RawClient {
+            expires: Some("2020-01-01T00:00:00Z".into()),
+            ..record("old")
+        },
+    ]);
+    let c = chat("hi", None);
+    let named = |n: &str| RouteSelector::Model(n.into());
+    assert!(t.admit(&r[0], &named("fast"), &c).await.is_ok());
+    assert!(
+        t.admit(&r[0], &RouteSelector::pin("groq"), &c)
+            .await
+            .is_ok()
+    );
+    assert!(t.admit(&r[0], &named("groq:llama"), &c).await.is_ok());
+    let e = t
+        .admit(&r[0], &named("openai:gpt-4o"), &c)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        ClientRefusal::Model {
+            asked: "openai:gpt-4o".into()
+        }
+    );
+    let e = t
+        .admit(&r[1], &RouteSelector::Default, &c)
+        .await
+        .unwrap_err();
+    assert_eq!(e, ClientRefusal::Expired);
+}
+
+#[test]
+fn admin_records_leave_the_file_s_alone() {
+    let (t, _) = tenants(vec![record("file-a")]);
+    let admin = |name: &str| record(name).read("", &|_| None).unwrap();
+    t.set_admin_records(vec![admin("b"), admin("file-a")]);
+    assert!(t.from_file("file-a"));
+    assert_eq!(
+        t.list()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect::<Vec<_>>(),
+        ["b", "file-a"]
+    );
+    assert_eq!(t.admin_records().len(), 1);
+    t.set_admin_records(Vec::new());
+    assert!(t.named("b").is_none() && t.named("file-a").is_some());
+}
