@@ -35,10 +35,10 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         Err(code) => return code,
     };
     let addr = args.listen.unwrap_or(engine.settings().server.listen);
-    let no_keys = engine.settings().server.api_keys.is_empty();
+    let no_keys = !engine.tenants().closed;
     if no_keys && !addr.ip().is_loopback() && !args.insecure_no_auth {
         report(&format!(
-            "refusing to listen on {addr} without client keys: set UNDERSTUDY_API_KEYS (or server.api_keys), \
+            "refusing to listen on {addr} without client keys: set UNDERSTUDY_API_KEYS (or server.api_keys, or [[server.clients]]), \
              listen on a loopback address, or pass --insecure-no-auth"
         ));
         return EXIT_USAGE;

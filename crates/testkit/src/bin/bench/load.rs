@@ -28,12 +28,24 @@ pub(crate) async fn connect(addr: SocketAddr) -> Result<Sender, Error> {
     Ok(sender)
 }
 
+/// The `authorization` every request carries under
+/// `UNDERSTUDY_BENCH_CLIENT` (see [`crate::process::client_settings`]).
+fn client_header() -> Option<&'static str> {
+    static HEADER: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *HEADER.get_or_init(|| {
+        crate::process::client_settings().map(|(_, key, _)| leak(&format!("Bearer {key}")))
+    })
+}
+
 pub(crate) async fn one(sender: &mut Sender, url: &str, body: &'static str) -> Result<(), Error> {
     sender.ready().await?;
-    let req = Request::post(url)
+    let mut req = Request::post(url)
         .header("content-type", "application/json")
-        .header("host", "bench")
-        .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+        .header("host", "bench");
+    if let Some(key) = client_header() {
+        req = req.header("authorization", key);
+    }
+    let req = req.body(Full::new(Bytes::from_static(body.as_bytes())))?;
     let resp = sender.send_request(req).await?;
     let status = resp.status();
     let _ = resp.into_body().collect().await?;

@@ -23,6 +23,10 @@ impl Gateway {
         cpu: Option<&str>,
     ) -> Result<Self, Error> {
         let config = dir.join("gateway.toml");
+        let (client, redis) = match client_settings() {
+            Some((toml, _, redis)) => (toml, redis),
+            None => (String::new(), None),
+        };
         std::fs::write(
             &config,
             format!(
@@ -33,6 +37,7 @@ allowed_hosts = ["bench"]
 # 5 000 open streams are measured; the default cap (1 024) would keep the
 # rest waiting in the accept queue.
 max_connections = 10000
+{client}
 
 [routing]
 default = "fast"
@@ -69,7 +74,19 @@ enabled = false
 "#
             ),
         )?;
-        Self::spawn(bin, &serve_args(&config)?, cpu, true, "the gateway").await
+        let env: Vec<(&str, String)> = redis.map(|u| ("REDIS_URL", u)).into_iter().collect();
+        Self::spawn_with(bin, &serve_args(&config)?, cpu, true, "the gateway", &env).await
+    }
+
+    /// [`Self::spawn_with`] with no more environment.
+    pub(crate) async fn spawn(
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[std::ffi::OsString],
+        cpu: Option<&str>,
+        wrapped: bool,
+        what: &str,
+    ) -> Result<Self, Error> {
+        Self::spawn_with(program, args, cpu, wrapped, what, &[]).await
     }
 
     /// `program args <a free address>` (it listens there), pinned to `cpu`,
@@ -78,12 +95,13 @@ enabled = false
     /// figures are then the wrapper's) when `wrapped` and that is set;
     /// returned once it accepts connections. Every process the bench
     /// measures — gateways and relays — starts here.
-    pub(crate) async fn spawn(
+    pub(crate) async fn spawn_with(
         program: impl AsRef<std::ffi::OsStr>,
         args: &[std::ffi::OsString],
         cpu: Option<&str>,
         wrapped: bool,
         what: &str,
+        env: &[(&str, String)],
     ) -> Result<Self, Error> {
         let addr = free_addr()?;
         let wrap = std::env::var("UNDERSTUDY_BENCH_WRAP")
@@ -100,6 +118,7 @@ enabled = false
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .arg(addr.to_string())
             .stdout(Stdio::null())
@@ -144,6 +163,41 @@ enabled = false
         let f: Vec<&str> = after.split_whitespace().collect();
         let field = |i: usize| f.get(i).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0);
         (field(11) / 100.0, field(12) / 100.0)
+    }
+}
+
+/// What `UNDERSTUDY_BENCH_CLIENT` asks the gateway's clients to be: `plain`
+/// (a key of `server.api_keys`), `record` (a client record with every
+/// limit set, far above the load, so each is counted), `redis=<url>` (that
+/// record, its counters in that Redis). Returns the settings' TOML (at the
+/// end of `[server]`), the key the load sends, and the Redis URL. Unset: an open
+/// gateway, as before.
+pub(crate) fn client_settings() -> Option<(String, String, Option<String>)> {
+    let asked = std::env::var("UNDERSTUDY_BENCH_CLIENT").ok()?;
+    let record = |key: &str| {
+        format!(
+            "[[server.clients]]\nname = \"bench\"\nkey = \"{key}\"\nrpm = 1000000000\n\
+             tpm = 1000000000000\nbudget_usd = 1000000.0\nwindow = \"day\"\n"
+        )
+    };
+    match asked.as_str() {
+        "plain" => {
+            let key = "bench-plain-key-0123456789";
+            Some((format!("api_keys = [\"{key}\"]\n"), key.into(), None))
+        }
+        "record" => {
+            let key = "bench-record-key-0123456789";
+            Some((record(key), key.into(), None))
+        }
+        redis if redis.starts_with("redis=") => {
+            let key = "bench-record-key-0123456789";
+            Some((
+                record(key),
+                key.into(),
+                Some(redis["redis=".len()..].to_owned()),
+            ))
+        }
+        _ => None,
     }
 }
 
