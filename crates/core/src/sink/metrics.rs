@@ -244,29 +244,35 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a client record's generation, its tokens and its spend.
-    fn client_event(&self, client: &str, e: &GenerationEvent) {
-        let client = client.to_owned();
-        self.client_requests
-            .get_or_create(&ClientRequestLabels {
-                client: client.clone(),
-                success: e.success,
+    /// A client record's counters, made once per record and kept by the
+    /// recorder.
+    fn client_handles(&self, client: &str) -> ClientHandles {
+        let requests = [false, true].map(|success| {
+            self.client_requests
+                .get_or_create(&ClientRequestLabels {
+                    client: client.to_owned(),
+                    success,
+                })
+                .clone()
+        });
+        let tokens = ["input", "output"].map(|direction| {
+            self.client_tokens
+                .get_or_create(&ClientTokenLabels {
+                    client: client.to_owned(),
+                    direction,
+                })
+                .clone()
+        });
+        let cost = self
+            .client_cost
+            .get_or_create(&ClientLabels {
+                client: client.to_owned(),
             })
-            .inc();
-        if let Some(u) = e.usage.filter(|_| !e.cached) {
-            for (direction, n) in [("input", u.input_tokens), ("output", u.output_tokens)] {
-                self.client_tokens
-                    .get_or_create(&ClientTokenLabels {
-                        client: client.clone(),
-                        direction,
-                    })
-                    .inc_by(n);
-            }
-        }
-        if let Some(cost) = e.cost_usd.filter(|c| *c > 0.0) {
-            self.client_cost
-                .get_or_create(&ClientLabels { client })
-                .inc_by(cost);
+            .clone();
+        ClientHandles {
+            requests,
+            tokens,
+            cost,
         }
     }
 
@@ -354,6 +360,31 @@ pub(crate) async fn run(
 pub(crate) struct Recorder {
     metrics: Arc<Metrics>,
     providers: HashMap<String, Handles>,
+    /// By client record's name.
+    clients: HashMap<String, ClientHandles>,
+}
+
+/// One client record's series.
+#[derive(Debug)]
+struct ClientHandles {
+    /// By `success`.
+    requests: [Counter; 2],
+    /// Input, output.
+    tokens: [Counter; 2],
+    cost: Counter<f64, AtomicU64>,
+}
+
+impl ClientHandles {
+    fn record(&self, e: &GenerationEvent) {
+        self.requests[usize::from(e.success)].inc();
+        if let Some(u) = e.usage.filter(|_| !e.cached) {
+            self.tokens[0].inc_by(u.input_tokens);
+            self.tokens[1].inc_by(u.output_tokens);
+        }
+        if let Some(cost) = e.cost_usd.filter(|c| *c > 0.0) {
+            self.cost.inc_by(cost);
+        }
+    }
 }
 
 /// One provider's series, filled as events need them.
@@ -378,6 +409,7 @@ impl Recorder {
         Self {
             metrics,
             providers: HashMap::new(),
+            clients: HashMap::new(),
         }
     }
 
@@ -385,7 +417,13 @@ impl Recorder {
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
         let m = &*self.metrics;
         if let Some(client) = &e.client {
-            m.client_event(client, e);
+            if !self.clients.contains_key(client.as_str()) {
+                let h = m.client_handles(client);
+                self.clients.insert(client.clone(), h);
+            }
+            if let Some(h) = self.clients.get(client.as_str()) {
+                h.record(e);
+            }
         }
         let provider = e.label_provider();
         let Some(h) = handles(&mut self.providers, provider) else {
