@@ -689,6 +689,26 @@ impl ChatRequest {
     }
 }
 
+/// A rough count of a request's input tokens (four characters a token),
+/// for the token budgets a provider reports.
+pub fn estimate_tokens(chat: &ChatRequest) -> u64 {
+    if let Some(native) = &chat.native {
+        return native.body.len() as u64 / 4;
+    }
+    let text: usize = chat.system.as_ref().map_or(0, String::len)
+        + chat
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|p| match p {
+                Part::Text { text } => text.len(),
+                // An image counts as a thousand tokens or so.
+                _ => 4000,
+            })
+            .sum::<usize>();
+    text as u64 / 4
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

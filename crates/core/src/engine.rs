@@ -436,9 +436,35 @@ impl Engine {
         &self.inner.tenants
     }
 
-    /// The fleet's shared state, when Redis is configured.
-    pub(crate) fn shared(&self) -> Option<&Arc<SharedState>> {
-        self.inner.shared.as_ref()
+    /// Every client record, the file's and the admin API's.
+    pub fn list_clients(&self) -> Vec<crate::tenants::ClientListing> {
+        self.inner.tenants.list_clients()
+    }
+
+    /// Makes a client record (for the fleet with Redis); without `key` or
+    /// `key_sha256`, with a new key, shown this once.
+    pub async fn create_client(
+        &self,
+        raw: crate::settings::RawClient,
+    ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
+        let shared = self.inner.shared.as_deref();
+        self.inner.tenants.create_client(shared, raw).await
+    }
+
+    /// Replaces the limits of the admin API's record `name`.
+    pub async fn update_client(
+        &self,
+        name: &str,
+        raw: crate::settings::RawClient,
+    ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
+        let shared = self.inner.shared.as_deref();
+        self.inner.tenants.update_client(shared, name, raw).await
+    }
+
+    /// Revokes the admin API's record `name`.
+    pub async fn delete_client(&self, name: &str) -> Result<(), crate::tenants::AdminError> {
+        let shared = self.inner.shared.as_deref();
+        self.inner.tenants.delete_client(shared, name).await
     }
 
     /// The settings the engine started with.

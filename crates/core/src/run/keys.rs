@@ -45,7 +45,7 @@ impl Run {
         }
         let ask = Ask {
             tried: self.keys_tried[call.target],
-            tokens: estimate_tokens(&self.chat),
+            tokens: crate::chat::estimate_tokens(&self.chat),
             sticky: (pool.sticky == Sticky::Conversation).then(|| conversation(&self.chat)),
             last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
             draw: fastrand::f64(),
@@ -93,8 +93,9 @@ impl Run {
         }
         let kind = kind?;
         let tried = self.keys_tried.get(idx).copied().unwrap_or(0);
-        (scope(kind) == Scope::Key && pool.another(tried, estimate_tokens(&self.chat), now))
-            .then(|| Input::KeyFailed(kind.clone()))
+        (scope(kind) == Scope::Key
+            && pool.another(tried, crate::chat::estimate_tokens(&self.chat), now))
+        .then(|| Input::KeyFailed(kind.clone()))
     }
 
     /// Tells the fleet that a key is out (a rare path: boxed, spawned).
@@ -120,26 +121,6 @@ impl Run {
                 .await
         });
     }
-}
-
-/// A rough count of a request's input tokens (four characters a token),
-/// for the token budgets a provider reports.
-pub(crate) fn estimate_tokens(chat: &ChatRequest) -> u64 {
-    if let Some(native) = &chat.native {
-        return native.body.len() as u64 / 4;
-    }
-    let text: usize = chat.system.as_ref().map_or(0, String::len)
-        + chat
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .map(|p| match p {
-                Part::Text { text } => text.len(),
-                // An image counts as a thousand tokens or so.
-                _ => 4000,
-            })
-            .sum::<usize>();
-    text as u64 / 4
 }
 
 /// A conversation's hash: its system prompt and first message, which every

@@ -28,7 +28,6 @@ mod validate;
 
 mod stream;
 
-pub(crate) use keys::estimate_tokens;
 pub(crate) use prepare::prepare;
 
 use std::sync::Arc;

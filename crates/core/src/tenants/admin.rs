@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Tenants;
-use crate::engine::Engine;
 use crate::settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
+use crate::shared::SharedState;
 
 /// Why an admin change of a record was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,12 +55,12 @@ pub struct Saved {
     pub key: Option<String>,
 }
 
-// === impl Engine ===
+// === what the admin API does ===
 
-impl Engine {
+impl Tenants {
     /// Every client record, the file's and the admin API's.
     pub fn list_clients(&self) -> Vec<ClientListing> {
-        let tenants = self.tenants();
+        let tenants = self;
         tenants
             .list()
             .into_iter()
@@ -77,8 +77,12 @@ impl Engine {
     }
 
     /// Makes a record; without `key` or `key_sha256`, with a new key.
-    pub async fn create_client(&self, mut raw: RawClient) -> Result<Saved, AdminError> {
-        let tenants = self.tenants();
+    pub async fn create_client(
+        &self,
+        shared: Option<&SharedState>,
+        mut raw: RawClient,
+    ) -> Result<Saved, AdminError> {
+        let tenants = self;
         if !tenants.closed {
             return Err(AdminError::Conflict(
                 "this gateway is open (no client keys): configure server.api_keys or \
@@ -104,7 +108,7 @@ impl Engine {
             )));
         }
         tenants.check_key_free(&record, None)?;
-        self.save(tenants, &record.name.clone(), Some(record.clone()))
+        self.save(shared, &record.name.clone(), Some(record.clone()))
             .await?;
         Ok(Saved {
             client: record.view(),
@@ -114,8 +118,13 @@ impl Engine {
 
     /// Replaces the limits of the admin API's record `name`; its key stays
     /// unless the body gives `key` or `key_sha256`.
-    pub async fn update_client(&self, name: &str, mut raw: RawClient) -> Result<Saved, AdminError> {
-        let tenants = self.tenants();
+    pub async fn update_client(
+        &self,
+        shared: Option<&SharedState>,
+        name: &str,
+        mut raw: RawClient,
+    ) -> Result<Saved, AdminError> {
+        let tenants = self;
         let old = self.admin_record(name)?;
         if raw.name.as_deref().is_some_and(|n| n != name) {
             return Err(AdminError::Invalid {
@@ -129,7 +138,7 @@ impl Engine {
         }
         let record = read(&raw)?;
         tenants.check_key_free(&record, Some(name))?;
-        self.save(tenants, name, Some(record.clone())).await?;
+        self.save(shared, name, Some(record.clone())).await?;
         Ok(Saved {
             client: record.view(),
             key: None,
@@ -138,13 +147,17 @@ impl Engine {
 
     /// Revokes the admin API's record `name`: its key is refused from the
     /// next request on (on every instance within a second).
-    pub async fn delete_client(&self, name: &str) -> Result<(), AdminError> {
+    pub async fn delete_client(
+        &self,
+        shared: Option<&SharedState>,
+        name: &str,
+    ) -> Result<(), AdminError> {
         self.admin_record(name)?;
-        self.save(self.tenants(), name, None).await
+        self.save(shared, name, None).await
     }
 
     fn admin_record(&self, name: &str) -> Result<Arc<ClientRecord>, AdminError> {
-        let tenants = self.tenants();
+        let tenants = self;
         if tenants.from_file(name) {
             return Err(AdminError::Conflict(format!(
                 "the client record `{name}` is defined in the settings file; change it there"
@@ -159,11 +172,12 @@ impl Engine {
     /// here.
     async fn save(
         &self,
-        tenants: &Tenants,
+        shared: Option<&SharedState>,
         name: &str,
         record: Option<ClientRecord>,
     ) -> Result<(), AdminError> {
-        if let Some(shared) = self.shared() {
+        let tenants = self;
+        if let Some(shared) = shared {
             if !super::fleet::publish_record(shared, name, record.as_ref()).await {
                 return Err(AdminError::Unavailable(
                     "Redis is unreachable: the change would reach this instance only, so it \
@@ -195,8 +209,6 @@ fn read(raw: &RawClient) -> Result<ClientRecord, AdminError> {
     raw.read("", &|_| None)
         .map_err(|(field, message)| AdminError::Invalid { field, message })
 }
-
-// === impl Tenants ===
 
 impl Tenants {
     /// Refuses a key another record (but `except`) or a plain client key

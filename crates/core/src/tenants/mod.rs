@@ -221,7 +221,7 @@ impl Tenants {
         chat: &ChatRequest,
     ) -> Result<Ticket, ClientRefusal> {
         let estimate = if record.tpm.is_some() {
-            crate::run::estimate_tokens(chat) + chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from)
+            crate::chat::estimate_tokens(chat) + chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from)
         } else {
             0
         };
