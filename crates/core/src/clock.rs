@@ -1,5 +1,6 @@
 //! Times as the wire writes them: RFC 3339 parsed (Anthropic's resets,
-//! a client record's `expires`). A leaf module: no I/O.
+//! a client record's `expires`) and written (events), and UTC calendar
+//! days. A leaf module: no I/O but the clock.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -69,6 +70,60 @@ pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// Now as RFC 3339 (`2026-11-29T16:20:01.123Z`).
+pub fn now_rfc3339() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339_of(since.as_secs(), since.subsec_millis())
+}
+
+/// The UTC calendar date `(year, month, day)` of a day count since
+/// 1970-01-01 (Howard Hinnant's civil-from-days; valid for every date this
+/// program will see).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Formats Unix seconds as RFC 3339 UTC.
+pub fn rfc3339_of(secs: u64, millis: u32) -> String {
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    // Written digit by digit: `format!` was a visible share of the hot
+    // path's instructions (one timestamp per generation).
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, year.max(0) as u64, 4);
+    for (value, sep) in [
+        (u64::from(month), '-'),
+        (u64::from(day), '-'),
+        (rem / 3600, 'T'),
+        ((rem % 3600) / 60, ':'),
+        (rem % 60, ':'),
+    ] {
+        out.push(sep);
+        push_digits(&mut out, value, 2);
+    }
+    out.push('.');
+    push_digits(&mut out, u64::from(millis), 3);
+    out.push('Z');
+    out
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
+    }
 }
 
 #[cfg(test)]

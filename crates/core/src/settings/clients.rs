@@ -348,7 +348,7 @@ impl ClientRecord {
             models: self.models.clone(),
             expires: self.expires.map(|at| {
                 let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-                crate::event::rfc3339(secs, 0)
+                crate::clock::rfc3339_of(secs, 0)
             }),
         }
     }
@@ -425,7 +425,7 @@ impl ClientWindow {
             Self::Day => every(86_400),
             Self::Every(d) => every(d.as_secs().max(1)),
             Self::Month => {
-                let (year, month, _) = crate::event::civil_from_days((unix / 86_400) as i64);
+                let (year, month, _) = crate::clock::civil_from_days((unix / 86_400) as i64);
                 let id = (year * 12 + i64::from(month) - 1) as u64;
                 let (next_year, next_month) = if month == 12 {
                     (year + 1, 1)
