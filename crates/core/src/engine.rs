@@ -337,8 +337,9 @@ impl Engine {
             return Ok(None);
         };
         let tenants = &self.inner.tenants;
-        tenants
-            .admit(record, &request.route, &request.chat)
+        // Boxed, so that a request without a record does not carry the
+        // admission's future in its own.
+        Box::pin(tenants.admit(record, &request.route, &request.chat))
             .await
             .map(Some)
             .map_err(Error::Client)

@@ -202,10 +202,7 @@ pub(crate) async fn client_auth(
         return json_only(req, next).await;
     }
     let tenants = state.engine.tenants();
-    let record = tenants
-        .any()
-        .then(|| given.into_iter().flatten().find_map(|k| tenants.find(k)))
-        .flatten();
+    let record = given.into_iter().flatten().find_map(|k| tenants.find(k));
     let Some(record) = record else {
         let error = ApiError::Unauthorized(
             "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
@@ -213,8 +210,13 @@ pub(crate) async fn client_auth(
         return in_shape(&req, error);
     };
     if record.expired(std::time::SystemTime::now()) {
+        tenants.refused(&record, &ClientRefusal::Expired);
         let refusal = understudy_core::Error::Client(ClientRefusal::Expired);
-        return in_shape(&req, ApiError::Engine(refusal));
+        let mut response = in_shape(&req, ApiError::Engine(refusal));
+        if let Some(left) = tenants.remaining(&record) {
+            rate_limit_headers(response.headers_mut(), &left);
+        }
+        return response;
     }
     req.extensions_mut()
         .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
@@ -259,21 +261,30 @@ fn rate_limit_headers(headers: &mut HeaderMap, left: &Remaining) {
 /// A duration as Go writes one (`1m0s`, `12.5s`, `250ms`), as OpenAI's
 /// clients read `x-ratelimit-reset-*`.
 fn go_duration(d: std::time::Duration) -> String {
+    use std::fmt::Write as _;
     let ms = d.as_millis();
+    let mut out = String::with_capacity(12);
     if ms < 1000 {
-        return format!("{ms}ms");
+        let _ = write!(out, "{ms}ms");
+        return out;
     }
     let (minutes, rest) = (ms / 60_000, ms % 60_000);
-    let secs = if rest % 1000 == 0 {
-        format!("{}s", rest / 1000)
-    } else {
-        format!("{}s", rest as f64 / 1000.0)
-    };
     if minutes > 0 {
-        format!("{minutes}m{secs}")
-    } else {
-        secs
+        let _ = write!(out, "{minutes}m");
     }
+    let _ = write!(out, "{}", rest / 1000);
+    // Integers only: formatting a float costs more than the rest.
+    let mut frac = rest % 1000;
+    if frac > 0 {
+        let mut digits = 3;
+        while frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        let _ = write!(out, ".{frac:0digits$}");
+    }
+    out.push('s');
+    out
 }
 
 /// `error` in the shape of the route `req` asked for.
@@ -587,6 +598,8 @@ mod tests {
         assert_eq!(super::go_duration(Duration::from_millis(12_500)), "12.5s");
         assert_eq!(super::go_duration(Duration::from_secs(60)), "1m0s");
         assert_eq!(super::go_duration(Duration::from_secs(59)), "59s");
+        assert_eq!(super::go_duration(Duration::from_millis(61_050)), "1m1.05s");
+        assert_eq!(super::go_duration(Duration::from_millis(1_007)), "1.007s");
     }
 
     #[test]

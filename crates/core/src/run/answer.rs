@@ -193,6 +193,7 @@ impl Run {
         deadline: Instant,
         connect: Duration,
     ) -> Result<Completion, crate::Failure> {
+        self.calling(idx);
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);

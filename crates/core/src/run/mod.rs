@@ -302,20 +302,43 @@ impl Run {
     }
 
     /// Publishes the run's one event, named after the client's record, and
-    /// settles the record's admission with what it used (a cached answer
-    /// used nothing).
+    /// settles the record's admission with what it used: the answer's usage;
+    /// nothing when no provider answered or the cache did; the estimate
+    /// when a provider was at work but the usage is not known (a stream cut
+    /// after it committed, an answer without usage).
     fn publish(&self, mut event: crate::event::GenerationEvent) {
         if let Some(ticket) = &self.ticket {
+            use crate::tenants::Used;
             event.client = Some(ticket.client().to_string());
-            let used = event.usage.filter(|_| !event.cached).map(|u| {
-                (
-                    u.input_tokens + u.output_tokens,
-                    event.cost_usd.unwrap_or(0.0),
-                )
-            });
+            let used = match event.usage {
+                _ if event.cached => Used::Nothing,
+                Some(u) => Used::Known {
+                    tokens: u.input_tokens + u.output_tokens,
+                    cost_usd: event.cost_usd.unwrap_or(0.0),
+                },
+                // Served, or committed and then cut: tokens went.
+                None if event.provider.is_some() => Used::Unknown,
+                None => Used::Nothing,
+            };
             ticket.settle(used);
         }
         self.bus.publish(event);
+    }
+
+    /// Tells the client's ticket that plan target `idx` is being called, at
+    /// its price.
+    fn calling(&self, idx: usize) {
+        let Some(ticket) = &self.ticket else {
+            return;
+        };
+        let target = &self.plan.targets[idx];
+        let price = self
+            .settings
+            .providers
+            .get(&*target.provider)
+            .and_then(|p| p.price_of(&target.model))
+            .map(|p| (p.input_per_mtok, p.output_per_mtok));
+        ticket.calling(price);
     }
 
     /// Whether a target of the plan has a key pool.

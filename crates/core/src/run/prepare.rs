@@ -14,6 +14,32 @@ use crate::policy::plan::{self, Unavailable};
 use crate::policy::timeouts::request_timeout;
 use crate::run::Run;
 
+/// A pin's fallbacks (the default route's other targets) kept to those a
+/// client record's `models` allow; the pin itself was allowed at admission.
+/// A route the record names is its unit: its fallbacks all serve it.
+fn scope_pin(
+    route: &mut Vec<crate::target::Target>,
+    record: &crate::settings::ClientRecord,
+    asked: &crate::generation::RouteSelector,
+    view: &View,
+) {
+    use crate::generation::RouteSelector;
+    let pinned = match asked {
+        RouteSelector::Pin { .. } => true,
+        RouteSelector::Model(name) => {
+            name != "default" && plan::route_name(asked, &view.routes).is_none()
+        }
+        _ => false,
+    };
+    if !pinned || record.models.is_empty() {
+        return;
+    }
+    let mut first = true;
+    route.retain(|t| {
+        std::mem::take(&mut first) || record.allows(&format!("{}:{}", t.provider, t.model))
+    });
+}
+
 /// Plans `request` from the router's `view` and gathers what its run
 /// needs: a pure read of the view, on the caller's task.
 pub(crate) fn prepare(
@@ -25,12 +51,15 @@ pub(crate) fn prepare(
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let route = plan::resolve(
+    let mut route = plan::resolve(
         &request.route,
         &view.settings,
         &view.default_route,
         &view.routes,
     )?;
+    if let Some(record) = request.tenant.as_deref() {
+        scope_pin(&mut route, record, &request.route, view);
+    }
     let now = Instant::now();
     let mut plan = plan::plan(route, |t| {
         view.availability(&t.provider).or_else(|| {

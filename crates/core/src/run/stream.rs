@@ -321,6 +321,7 @@ impl Run {
         first_token_by: Instant,
     ) -> Result<BoxEventStream, Failure> {
         let connect = self.timeouts(idx).connect;
+        self.calling(idx);
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);

@@ -53,7 +53,8 @@ pub enum ClientWindow {
 }
 
 /// A record as the file (`[[server.clients]]`) or the admin API writes it.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Its `Debug` leaves the key out.
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawClient {
     pub name: Option<String>,
@@ -157,6 +158,22 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 // === impl RawClient ===
+
+impl fmt::Debug for RawClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawClient")
+            .field("name", &self.name)
+            .field("key", &self.key.as_ref().map(|_| "***"))
+            .field("key_env", &self.key_env)
+            .field("budget_usd", &self.budget_usd)
+            .field("window", &self.window)
+            .field("rpm", &self.rpm)
+            .field("tpm", &self.tpm)
+            .field("models", &self.models)
+            .field("expires", &self.expires)
+            .finish_non_exhaustive()
+    }
+}
 
 impl RawClient {
     /// The setting that holds the key.
@@ -302,7 +319,7 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 fn parse_hash(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; 32];
@@ -372,19 +389,29 @@ impl fmt::Debug for ClientRecord {
     }
 }
 
-/// `*` matches any run of characters; everything else itself.
+/// `*` matches any run of characters; everything else itself. Greedy with
+/// one backtrack point (the last `*`), so a pattern of many stars costs
+/// the product of the lengths at worst, never an exponential.
 fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob(rest, &tail[i..]))
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
         }
     }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 // === impl ClientWindow ===
@@ -408,9 +435,10 @@ impl ClientWindow {
                     "d" => 86_400,
                     _ => return Err(bad()),
                 };
-                let secs = n.checked_mul(unit).filter(|s| *s >= 60).ok_or_else(|| {
-                    format!("`{text}`: a window is at least a minute (and not absurdly long)")
-                })?;
+                let secs = n
+                    .checked_mul(unit)
+                    .filter(|s| (60..=366 * 86_400).contains(s))
+                    .ok_or_else(|| format!("`{text}`: a window is from a minute to 366 days"))?;
                 Self::Every(Duration::from_secs(secs))
             }
         })
@@ -564,6 +592,8 @@ mod tests {
         let every = ClientWindow::parse("30m").unwrap();
         assert_eq!(every, ClientWindow::Every(Duration::from_secs(1800)));
         assert!(ClientWindow::parse("10s").is_err());
+        assert!(ClientWindow::parse("367d").is_err());
+        assert!(ClientWindow::parse("99999999999999d").is_err());
     }
 
     #[test]
@@ -572,6 +602,11 @@ mod tests {
         assert!(glob("openai:*", "openai:gpt-4o"));
         assert!(glob("a*c*e", "abcde"));
         assert!(!glob("a*c", "abd"));
+        assert!(glob("*a*", "bab") && !glob("*x*", "bab"));
+        assert!(glob("", "") && !glob("", "a") && glob("**", ""));
+        // Many stars against a long name stay cheap.
+        let long = "a".repeat(256);
+        assert!(!glob(&"*a".repeat(60).replace("a", "a*b"), &long));
         let rec = RawClient {
             models: Some(vec!["groq:*".into()]),
             ..raw("sk-team-a-0123456789")

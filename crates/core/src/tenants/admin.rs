@@ -35,12 +35,12 @@ pub struct ClientListing {
     /// `file` (`[[server.clients]]`, changed only there) or `admin`.
     pub source: &'static str,
     /// The counts last seen (the fleet's with Redis).
-    pub usage: Usage,
+    pub usage: ClientUsage,
 }
 
 /// A record's counts as last seen.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Usage {
+pub struct ClientUsage {
     pub requests_this_minute: u64,
     pub tokens_this_minute: u64,
     pub spent_usd: f64,
@@ -108,7 +108,7 @@ impl Tenants {
             )));
         }
         tenants.check_key_free(&record, None)?;
-        self.save(shared, &record.name.clone(), Some(record.clone()))
+        self.save(shared, &record.name.clone(), Some(record.clone()), true)
             .await?;
         Ok(Saved {
             client: record.view(),
@@ -138,7 +138,7 @@ impl Tenants {
         }
         let record = read(&raw)?;
         tenants.check_key_free(&record, Some(name))?;
-        self.save(shared, name, Some(record.clone())).await?;
+        self.save(shared, name, Some(record.clone()), false).await?;
         Ok(Saved {
             client: record.view(),
             key: None,
@@ -153,7 +153,7 @@ impl Tenants {
         name: &str,
     ) -> Result<(), AdminError> {
         self.admin_record(name)?;
-        self.save(shared, name, None).await
+        self.save(shared, name, None, false).await
     }
 
     fn admin_record(&self, name: &str) -> Result<Arc<ClientRecord>, AdminError> {
@@ -175,15 +175,24 @@ impl Tenants {
         shared: Option<&SharedState>,
         name: &str,
         record: Option<ClientRecord>,
+        new: bool,
     ) -> Result<(), AdminError> {
         let tenants = self;
         if let Some(shared) = shared {
-            if !super::fleet::publish_record(shared, name, record.as_ref()).await {
-                return Err(AdminError::Unavailable(
-                    "Redis is unreachable: the change would reach this instance only, so it \
-                     was not made; try again"
-                        .into(),
-                ));
+            match super::fleet::publish_record(shared, name, record.as_ref(), new).await {
+                Some(true) => {}
+                Some(false) => {
+                    return Err(AdminError::Conflict(format!(
+                        "a client record named `{name}` exists in the fleet"
+                    )));
+                }
+                None => {
+                    return Err(AdminError::Unavailable(
+                        "Redis is unreachable: the change would reach this instance only, so \
+                         it was not made; try again"
+                            .into(),
+                    ));
+                }
             }
         }
         let mut admin: Vec<ClientRecord> = tenants
@@ -230,12 +239,12 @@ impl Tenants {
     }
 
     /// `record`'s counts as last seen.
-    fn usage(&self, record: &ClientRecord) -> Usage {
+    pub(crate) fn usage(&self, record: &ClientRecord) -> ClientUsage {
         let now_ms = crate::shared::unix_ms();
         let c = self.lock().get(&record.name).copied().unwrap_or_default();
         let minute = c.minute == now_ms / 60_000;
         let window = c.window == record.window.at(now_ms / 1000).0;
-        Usage {
+        ClientUsage {
             requests_this_minute: if minute { c.requests } else { 0 },
             tokens_this_minute: if minute { c.tokens } else { 0 },
             spent_usd: if window {

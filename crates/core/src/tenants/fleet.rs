@@ -130,14 +130,15 @@ pub(super) async fn admit(
     ))
 }
 
-/// Adds a settled request's token change and spend to the fleet's counts.
+/// Adds a settled request's token change and spend to the fleet's counts;
+/// `false`: Redis did not take them.
 pub(super) async fn settle(
     shared: &SharedState,
     record: &ClientRecord,
     at: Counts,
     delta: i64,
     cost_nanos: u64,
-) {
+) -> bool {
     let keys = [
         key(&record.name, "tpm", at.minute),
         key(&record.name, "usd", at.window),
@@ -159,6 +160,7 @@ pub(super) async fn settle(
     if done.is_none() {
         tracing::debug!(client = %record.name, "a settlement did not reach Redis");
     }
+    done.is_some()
 }
 
 /// A record as the fleet stores it: its fields, the key as its SHA-256.
@@ -190,27 +192,41 @@ fn read_stored(text: &str) -> Option<ClientRecord> {
     raw.read("", &|_| None).ok()
 }
 
+/// Stores or deletes a record, bumping the version. KEYS: the records, the
+/// version. ARGV: the name, the record (empty: delete), `1` when it must be
+/// new. Returns 0 when a new record's name is taken.
+const SAVE_RECORD: &str = r"
+if ARGV[3] == '1' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+redis.call('INCR', KEYS[2])
+return 1
+";
+
 /// Stores the admin API's record (or, `None`, deletes `name`) for the
-/// fleet. `false`: Redis is unreachable.
+/// fleet; `new`: only if no instance has one of that name. `None`: Redis is
+/// unreachable; `Some(false)`: the name is taken.
 pub(crate) async fn publish_record(
     shared: &SharedState,
     name: &str,
     record: Option<&ClientRecord>,
-) -> bool {
-    let (name, value) = (name.to_owned(), record.map(stored));
+    new: bool,
+) -> Option<bool> {
+    let (name, value) = (name.to_owned(), record.map(stored).unwrap_or_default());
     shared
         .call(|mut c| async move {
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            match value {
-                Some(v) => pipe.hset(RECORDS, &name, v).ignore(),
-                None => pipe.hdel(RECORDS, &name).ignore(),
-            };
-            pipe.incr(RECORDS_VERSION, 1).ignore();
-            pipe.query_async::<()>(&mut c).await
+            redis::cmd("EVAL")
+                .arg(SAVE_RECORD)
+                .arg(2)
+                .arg(RECORDS)
+                .arg(RECORDS_VERSION)
+                .arg(name)
+                .arg(value)
+                .arg(if new { "1" } else { "0" })
+                .query_async::<i64>(&mut c)
+                .await
         })
         .await
-        .is_some()
+        .map(|saved| saved == 1)
 }
 
 /// Stores the routing table the admin API set, for the fleet.

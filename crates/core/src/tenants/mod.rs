@@ -22,15 +22,15 @@ mod admin;
 pub(crate) mod fleet;
 
 pub use crate::error::ClientRefusal;
-pub use admin::{AdminError, ClientListing, Saved, Usage};
+pub use admin::{AdminError, ClientListing, ClientUsage, Saved};
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use crate::chat::ChatRequest;
+use crate::chat::{ChatRequest, Usage};
 use crate::generation::RouteSelector;
 use crate::settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
 use crate::shared::{SharedState, unix_ms};
@@ -73,6 +73,8 @@ pub struct Tenants {
     /// Whether the gateway asks clients for a key at all.
     pub closed: bool,
     counts: Mutex<HashMap<Arc<str>, Counts>>,
+    /// Per record, spend the fleet has not heard of yet: (window, nano-USD).
+    unsent: Mutex<HashMap<Arc<str>, (u64, u64)>>,
     shared: Option<Arc<SharedState>>,
     metrics: Arc<Metrics>,
 }
@@ -83,8 +85,34 @@ pub struct Ticket {
     pub record: Arc<ClientRecord>,
     tenants: Arc<Tenants>,
     counts: Counts,
+    /// The tokens reserved (0 without `tpm`).
     estimate: u64,
+    /// The estimate as prompt and answer tokens, for its cost.
+    usage_estimate: Usage,
+    /// Whether the reservation was made in Redis.
+    in_fleet: bool,
     settled: AtomicBool,
+    /// The estimate's cost at the price of the target last called (nano-
+    /// USD), or [`NOT_CALLED`]: a run that ends without knowing what it
+    /// used after a provider was called is charged its estimate.
+    calling: AtomicU64,
+}
+
+/// [`Ticket::calling`] before any provider is called.
+const NOT_CALLED: u64 = u64::MAX;
+
+/// What a run used, as it settles its ticket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Used {
+    /// The answer's usage and its cost.
+    Known { tokens: u64, cost_usd: f64 },
+    /// Nothing: no provider answered (every attempt failed), or the cache
+    /// did.
+    Nothing,
+    /// Not known: a stream cut after it committed, a client gone while a
+    /// provider worked, an answer without usage. Charged the estimate if a
+    /// provider was called.
+    Unknown,
 }
 
 // === impl Tenants ===
@@ -110,6 +138,7 @@ impl Tenants {
                 .collect(),
             closed: !server.api_keys.is_empty() || !records.is_empty(),
             counts: Mutex::new(HashMap::new()),
+            unsent: Mutex::new(HashMap::new()),
             shared,
             metrics,
         }
@@ -220,19 +249,23 @@ impl Tenants {
         route: &RouteSelector,
         chat: &ChatRequest,
     ) -> Result<Ticket, ClientRefusal> {
-        let estimate = if record.tpm.is_some() {
-            crate::chat::estimate_tokens(chat) + chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from)
-        } else {
-            0
+        let estimate = Usage {
+            input_tokens: crate::chat::estimate_tokens(chat),
+            output_tokens: chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from),
         };
         let verdict = match self.scope(record, route) {
             Ok(()) => self.check(record, estimate).await,
             Err(refusal) => Err(refusal),
         };
         if let Err(refusal) = &verdict {
-            self.metrics.client_refused(&record.name, refusal.limit());
+            self.refused(record, refusal);
         }
         verdict
+    }
+
+    /// Counts a refusal of `record`'s request in metrics.
+    pub fn refused(&self, record: &ClientRecord, refusal: &ClientRefusal) {
+        self.metrics.client_refused(&record.name, refusal.limit());
     }
 
     /// Whether `record` may ask for `route` now: not expired, and within
@@ -253,8 +286,13 @@ impl Tenants {
     async fn check(
         self: &Arc<Self>,
         record: &Arc<ClientRecord>,
-        estimate: u64,
+        usage: Usage,
     ) -> Result<Ticket, ClientRefusal> {
+        let estimate = if record.tpm.is_some() {
+            usage.input_tokens + usage.output_tokens
+        } else {
+            0
+        };
         if let Some(limit) = record.tpm.filter(|l| estimate > *l) {
             return Err(ClientRefusal::TooLarge { estimate, limit });
         }
@@ -265,15 +303,20 @@ impl Tenants {
             ..Counts::default()
         };
         let mut counts = want;
+        let mut in_fleet = false;
         if record.counted() {
             let fleet = match &self.shared {
-                Some(shared) => fleet::admit(shared, record, want, estimate).await,
+                // Boxed: the Redis call's future would otherwise grow every
+                // request's.
+                Some(shared) => Box::pin(fleet::admit(shared, record, want, estimate)).await,
                 None => None,
             };
             counts = match fleet {
                 Some((code, seen)) => {
                     self.lock().insert(Arc::clone(&record.name), seen);
+                    self.flush_unsent(record);
                     refusal(code, record, now_ms)?;
+                    in_fleet = true;
                     seen
                 }
                 None => self.admit_here(record, want, estimate, now_ms)?,
@@ -284,8 +327,50 @@ impl Tenants {
             tenants: Arc::clone(self),
             counts,
             estimate,
+            usage_estimate: usage,
+            in_fleet,
             settled: AtomicBool::new(false),
+            calling: AtomicU64::new(NOT_CALLED),
         })
+    }
+
+    /// Sends the fleet what this instance spent while Redis was away (or a
+    /// settlement did not reach it), now that Redis answers again.
+    fn flush_unsent(self: &Arc<Self>, record: &Arc<ClientRecord>) {
+        let unsent = self.unsent_lock().remove(&record.name);
+        let (Some((window, nanos)), Some(shared)) = (unsent, self.shared.clone()) else {
+            return;
+        };
+        let record = Arc::clone(record);
+        let at = Counts {
+            window,
+            ..Counts::default()
+        };
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let tenants = Arc::clone(self);
+            handle.spawn(async move {
+                if !fleet::settle(&shared, &record, at, 0, nanos).await {
+                    tenants.keep_unsent(&record.name, window, nanos);
+                }
+            });
+        }
+    }
+
+    fn unsent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u64, u64)>> {
+        self.unsent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps spend the fleet has not heard of, for the next admission that
+    /// reaches Redis (a window already gone is dropped).
+    fn keep_unsent(&self, name: &Arc<str>, window: u64, nanos: u64) {
+        let mut unsent = self.unsent_lock();
+        let entry = unsent.entry(Arc::clone(name)).or_insert((window, 0));
+        if entry.0 != window {
+            *entry = (window, 0);
+        }
+        entry.1 = entry.1.saturating_add(nanos);
     }
 
     /// Admission by this instance's counters (no Redis, or Redis down).
@@ -311,9 +396,15 @@ impl Tenants {
     }
 
     /// Settles a ticket: the tokens used replace the estimate, the cost is
-    /// spent.
+    /// spent. A reservation made in Redis is settled there; one made here
+    /// (Redis was away) is settled here, and its spend kept for the fleet.
     fn settle(self: &Arc<Self>, ticket: &Ticket, tokens: u64, cost_nanos: u64) {
-        let delta = tokens as i64 - ticket.estimate as i64;
+        let counted_tokens = ticket.record.tpm.is_some();
+        let delta = if counted_tokens {
+            tokens as i64 - ticket.estimate as i64
+        } else {
+            0
+        };
         if delta == 0 && cost_nanos == 0 {
             return;
         }
@@ -321,7 +412,7 @@ impl Tenants {
         {
             let mut all = self.lock();
             if let Some(c) = all.get_mut(name) {
-                if c.minute == ticket.counts.minute && ticket.record.tpm.is_some() {
+                if c.minute == ticket.counts.minute {
                     c.tokens = c.tokens.saturating_add_signed(delta);
                 }
                 if c.window == ticket.counts.window {
@@ -332,11 +423,20 @@ impl Tenants {
         let Some(shared) = self.shared.clone() else {
             return;
         };
+        if !ticket.in_fleet {
+            if cost_nanos > 0 {
+                self.keep_unsent(name, ticket.counts.window, cost_nanos);
+            }
+            return;
+        }
         let (record, counts) = (Arc::clone(&ticket.record), ticket.counts);
-        let delta = if record.tpm.is_some() { delta } else { 0 };
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let tenants = Arc::clone(self);
             handle.spawn(async move {
-                fleet::settle(&shared, &record, counts, delta, cost_nanos).await;
+                let sent = fleet::settle(&shared, &record, counts, delta, cost_nanos).await;
+                if !sent && cost_nanos > 0 {
+                    tenants.keep_unsent(&record.name, counts.window, cost_nanos);
+                }
             });
         }
     }
@@ -396,16 +496,34 @@ fn minute_left(now_ms: u64) -> Duration {
 // === impl Ticket ===
 
 impl Ticket {
-    /// Settles the reservation with what the answer used (`tokens`: input
-    /// and output) and cost; `None`: nothing was used (no provider
-    /// answered, or the cache did).
-    pub fn settle(&self, used: Option<(u64, f64)>) {
+    /// Settles the reservation with what the run used.
+    pub fn settle(&self, used: Used) {
         if self.settled.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (tokens, cost) = used.unwrap_or_default();
-        let nanos = (cost.max(0.0) * NANOS_PER_USD).round() as u64;
+        let (tokens, nanos) = match used {
+            Used::Known { tokens, cost_usd } => {
+                (tokens, (cost_usd.max(0.0) * NANOS_PER_USD).round() as u64)
+            }
+            Used::Nothing => (0, 0),
+            Used::Unknown => match self.calling.load(Ordering::Acquire) {
+                NOT_CALLED => (0, 0),
+                nanos => (self.estimate, nanos),
+            },
+        };
         self.tenants.settle(self, tokens, nanos);
+    }
+
+    /// A provider is about to be called for this ticket, at `price` (USD per
+    /// million input and output tokens, when the target has one).
+    pub fn calling(&self, price: Option<(f64, f64)>) {
+        let u = self.usage_estimate;
+        let usd = price.map_or(0.0, |(input, output)| {
+            (u.input_tokens as f64 * input + u.output_tokens as f64 * output) / 1_000_000.0
+        });
+        let nanos = (usd.max(0.0) * NANOS_PER_USD).round() as u64;
+        self.calling
+            .store(nanos.min(NOT_CALLED - 1), Ordering::Release);
     }
 
     /// The record's name.
@@ -415,10 +533,10 @@ impl Ticket {
 }
 
 impl Drop for Ticket {
-    /// A ticket never settled (the client left first) gives its estimate
-    /// back.
+    /// A ticket never settled (the client left first) is charged its
+    /// estimate if a provider was called, else gives it back.
     fn drop(&mut self) {
-        self.settle(None);
+        self.settle(Used::Unknown);
     }
 }
 

@@ -87,7 +87,10 @@ async fn tokens_are_reserved_then_settled_from_the_usage() {
             "{second:?}"
         );
         // The answer used 150 tokens: 850 are left, room for another.
-        first.settle(Some((150, 0.0)));
+        first.settle(Used::Known {
+            tokens: 150,
+            cost_usd: 0.0,
+        });
         let left = t.remaining(&r[0]).unwrap().tokens.unwrap();
         assert_eq!(left, (1000, 850));
         assert!(t.admit(&r[0], &route, &big).await.is_ok());
@@ -97,6 +100,36 @@ async fn tokens_are_reserved_then_settled_from_the_usage() {
     let e = t.admit(&r[0], &route, &huge).await.unwrap_err();
     assert!(matches!(e, ClientRefusal::TooLarge { limit: 1000, .. }));
     assert_eq!(e.retry_after(), None);
+}
+
+#[tokio::test]
+async fn a_run_that_ends_not_knowing_what_it_used_is_charged_its_estimate() {
+    let (t, r) = tenants(vec![RawClient {
+        tpm: Some(10_000),
+        budget_usd: Some(1.0),
+        ..record("a")
+    }]);
+    let c = chat(&"x".repeat(400), Some(900));
+    // A provider was called (USD 1 000 a million either way): a stream
+    // cut after it committed, a client gone while the provider worked.
+    let ticket = t.admit(&r[0], &RouteSelector::Default, &c).await.unwrap();
+    let minute = ticket.counts.minute;
+    ticket.calling(Some((1000.0, 1000.0)));
+    drop(ticket);
+    if unix_ms() / 60_000 == minute {
+        assert_eq!(t.remaining(&r[0]).unwrap().tokens, Some((10_000, 9_000)));
+    }
+    assert!(
+        (t.usage(&r[0]).spent_usd - 1.0).abs() < 1e-9,
+        "{:?}",
+        t.usage(&r[0])
+    );
+    // Now the budget is spent.
+    let e = t
+        .admit(&r[0], &RouteSelector::Default, &c)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientRefusal::Budget { .. }), "{e:?}");
 }
 
 #[tokio::test]
@@ -127,11 +160,17 @@ async fn a_spent_budget_refuses_until_its_window_ends() {
     let route = RouteSelector::Default;
     let one = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
     let two = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
-    one.settle(Some((100, 0.006)));
+    one.settle(Used::Known {
+        tokens: 100,
+        cost_usd: 0.006,
+    });
     // Still under: admitted.
     let three = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
-    two.settle(Some((100, 0.006)));
-    three.settle(None);
+    two.settle(Used::Known {
+        tokens: 100,
+        cost_usd: 0.006,
+    });
+    three.settle(Used::Nothing);
     let e = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap_err();
     let ClientRefusal::Budget {
         budget_usd,

@@ -11,6 +11,7 @@
 mod actor_state;
 mod bounded_state;
 mod capabilities;
+mod client_fleet;
 mod client_settings;
 mod cloud_settings;
 mod config_secrets;

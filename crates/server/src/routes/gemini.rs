@@ -65,7 +65,7 @@ async fn method(
             };
             generate(state, preamble, model, Some(framing), body).await
         }
-        "countTokens" => count_tokens(state, model, body).await,
+        "countTokens" => count_tokens(state, preamble, model, body).await,
         other => Err(ApiError::NotFound(format!(
             "`{other}` is not a method of the Gemini API here: expected generateContent, \
              streamGenerateContent or countTokens"
@@ -154,6 +154,7 @@ fn native(raw: Option<Bytes>) -> Option<Arc<NativeRequest>> {
 /// `x-understudy-estimate: true`.
 async fn count_tokens(
     state: AppState,
+    preamble: Preamble,
     model: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
@@ -163,7 +164,9 @@ async fn count_tokens(
     let estimate = counted.estimate_input_tokens();
     let Translated { mut chat, .. } = counted.translate().map_err(ApiError::from)?;
     chat.native = native(raw);
-    let request = GenerateRequest::new(chat).route(super::model_route(model));
+    let mut request = GenerateRequest::new(chat).route(super::model_route(model));
+    // The client's record scopes a count as it does a generation.
+    request.tenant = preamble.tenant;
     let (total, counted_by) = match state.engine.count_tokens(request).await? {
         Some((n, provider)) => (n, Some(provider)),
         None => (estimate, None),

@@ -107,6 +107,7 @@ impl Front for Messages {
 async fn count_tokens(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
+    tenant: Option<axum::Extension<crate::auth::Tenant>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
@@ -126,7 +127,9 @@ async fn count_tokens(
     let mut chat = body.take_chat()?;
     gate_betas(&headers, &mut chat);
     chat.native = native_request(raw, &headers, query.as_deref());
-    let request = GenerateRequest::new(chat).route(super::model_route(&model));
+    let mut request = GenerateRequest::new(chat).route(super::model_route(&model));
+    // The client's record scopes a count as it does a generation.
+    request.tenant = tenant.map(|t| t.0.0);
     let counted = state.engine.count_tokens(request).await?;
     let (input_tokens, counted_by) = match counted {
         Some((n, provider)) => (n, Some(provider)),

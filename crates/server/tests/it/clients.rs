@@ -254,9 +254,9 @@ async fn models_expiry_and_headers_in_each_api_s_shape() {
     let sim = SimProvider::openai().await.unwrap();
     sim.always(Reply::text("Hello"));
     let toml = "[routes]\nfast = [\"groq\"]\n\
-        [[server.clients]]\nname = \"scoped\"\nkey = \"sk-scoped-0123456789\"\n\
+        [[server.clients]]\nname = \"scoped-team\"\nkey = \"sk-scoped-0123456789\"\n\
         models = [\"fast\"]\nrpm = 100\ntpm = 100000\n\
-        [[server.clients]]\nname = \"old\"\nkey = \"sk-old-0123456789ab\"\n\
+        [[server.clients]]\nname = \"expired-team\"\nkey = \"sk-old-0123456789ab\"\n\
         expires = \"2020-01-01T00:00:00Z\"\n";
     let s = instance(&sim, toml, None).await;
     let body = |model: &str| {
@@ -318,14 +318,70 @@ async fn models_expiry_and_headers_in_each_api_s_shape() {
     assert_eq!(gemini.status, 401, "{}", gemini.body);
     assert_eq!(gemini.json()["error"]["status"], "UNAUTHENTICATED");
     // No answer names another tenant.
-    for a in [&denied, &anthropic, &expired, &gemini] {
-        assert!(
-            !a.body.contains("old") || !a.body.contains("scoped"),
-            "{}",
-            a.body
-        );
+    for a in [&denied, &anthropic] {
+        assert!(!a.body.contains("expired-team"), "{}", a.body);
     }
+    for a in [&expired, &gemini] {
+        assert!(!a.body.contains("scoped-team"), "{}", a.body);
+    }
+    // A count is scoped as a generation is.
+    let count = s
+        .post_with(
+            "/v1/messages/count_tokens",
+            &[
+                ("x-api-key", "sk-scoped-0123456789"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+            body("groq"),
+        )
+        .await;
+    assert_eq!(count.status, 403, "{}", count.body);
     assert_eq!(sim.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_pinned_model_falls_back_only_within_the_record_s_models() {
+    let groq = SimProvider::openai().await.unwrap();
+    groq.always(Reply::status(503));
+    let backup = SimProvider::openai().await.unwrap();
+    backup.always(Reply::text("From the backup"));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("backup", &backup)
+        .toml(
+            "[[server.clients]]\nname = \"groq-only\"\nkey = \"sk-groq-only-0123456789\"\n\
+             models = [\"groq:*\"]\n\
+             [[server.clients]]\nname = \"anything\"\nkey = \"sk-anything-0123456789\"\n",
+        )
+        .build()
+        .await
+        .unwrap();
+    let s = TestServer::start(gw.engine).await;
+    let body = json!({"model": "groq:groq-model", "messages": [{"role": "user", "content": "hi"}]})
+        .to_string();
+    let scoped = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-groq-only-0123456789")],
+            body.clone(),
+        )
+        .await;
+    assert_ne!(scoped.status, 200, "{}", scoped.body);
+    assert_eq!(
+        backup.request_count(),
+        0,
+        "backup is outside the record's models"
+    );
+    // A key without a scope falls back as a pin does.
+    let open = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-anything-0123456789")],
+            body,
+        )
+        .await;
+    assert_eq!(open.status, 200, "{}", open.body);
+    assert_eq!(open.header("x-understudy-provider"), Some("backup"));
 }
 
 async fn admin(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> Answer {
