@@ -94,7 +94,11 @@ async fn settlements_reach_redis_and_spend_made_while_it_was_away_follows() {
         cost_usd: 0.25,
     });
     redis.restart().unwrap();
-    assert_eq!(get(&redis, &usd).await, Some(250_000_000), "kept over the restart");
+    assert_eq!(
+        get(&redis, &usd).await,
+        Some(250_000_000),
+        "kept over the restart"
+    );
     eventually_within(wait, "the spend made while Redis was away", async || {
         // An admission that reaches Redis sends what it did not hear of.
         let t = tenants.admit(&record, &RouteSelector::Default, &chat).await;

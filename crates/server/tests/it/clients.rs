@@ -528,3 +528,55 @@ async fn an_open_gateway_adds_no_records() {
     assert_eq!(made.status, 409, "{}", made.body);
     assert!(made.body.contains("open"), "{}", made.body);
 }
+
+#[tokio::test]
+async fn rate_refusals_in_anthropic_s_and_google_s_shapes() {
+    let sim = SimProvider::openai().await.unwrap();
+    sim.always(Reply::text("Hello"));
+    let toml = "[[server.clients]]\nname = \"one-a-minute\"\nkey = \"sk-one-a-minute-0123\"\nrpm = 1\n\
+        [[server.clients]]\nname = \"few-tokens\"\nkey = \"sk-few-tokens-012345\"\ntpm = 100\n";
+    let s = instance(&sim, toml, None).await;
+    let gemini = |key: &'static str| {
+        let s = &s;
+        async move {
+            s.post_with(
+                "/v1beta/models/default:generateContent",
+                &[("x-goog-api-key", key)],
+                json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}).to_string(),
+            )
+            .await
+        }
+    };
+    let first = gemini("sk-one-a-minute-0123").await;
+    let second = gemini("sk-one-a-minute-0123").await;
+    // The minute may have turned between the two: then both pass.
+    if second.status != 200 {
+        assert_eq!(first.status, 200, "{}", first.body);
+        assert_eq!(second.status, 429, "{}", second.body);
+        assert_eq!(second.json()["error"]["status"], "RESOURCE_EXHAUSTED");
+        assert!(second.header("retry-after").is_some());
+        assert_eq!(second.header("x-ratelimit-remaining-requests"), Some("0"));
+    }
+    // One request larger than the whole tpm: not worth a retry.
+    let messages = s
+        .post_with(
+            "/v1/messages",
+            &[
+                ("x-api-key", "sk-few-tokens-012345"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+            json!({"model": "default", "max_tokens": 5000,
+                   "messages": [{"role": "user", "content": "hi"}]})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(messages.status, 429, "{}", messages.body);
+    assert_eq!(messages.json()["error"]["type"], "rate_limit_error");
+    assert_eq!(messages.header("x-should-retry"), Some("false"));
+    assert_eq!(messages.header("retry-after"), None);
+    assert!(
+        messages.body.contains("100 tokens per minute"),
+        "{}",
+        messages.body
+    );
+}
