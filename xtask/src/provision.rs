@@ -2,7 +2,8 @@
 //! `cargo xtask test` (and `cargo xtask ci`) run them: `redis-server` on
 //! `PATH`, Chromium for the browser test, a private Python venv in
 //! `target/test-venv` holding the packages of [`PYTHON_PACKAGES`] (the
-//! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs), and the
+//! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
+//! `opentelemetry-proto` for the OTLP receiver), and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
 //! with the machine's npm into `target/test-npm`.
 //!
@@ -38,6 +39,12 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
     PythonPackage {
         requirement: "google-genai==3.6.1",
         import: "google.genai",
+    },
+    // The OpenTelemetry project's own protobuf messages: the traces tests'
+    // OTLP receiver decodes what the gateway exports with them.
+    PythonPackage {
+        requirement: "opentelemetry-proto==1.45.2",
+        import: "opentelemetry.proto",
     },
 ];
 

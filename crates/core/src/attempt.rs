@@ -50,6 +50,10 @@ pub struct Attempt {
     /// for a provider with one key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// When the attempt began, in milliseconds from the engine's start of
+    /// the request (its span's start).
+    #[serde(default)]
+    pub started_ms: f64,
 }
 
 // === impl AttemptKind ===

@@ -60,6 +60,8 @@ struct Inner {
     writers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     tenants: Arc<Tenants>,
     shared: Option<Arc<SharedState>>,
+    /// Whether spans are exported.
+    tracing_on: bool,
 }
 
 // === impl Engine ===
@@ -107,6 +109,26 @@ impl Engine {
                 rx,
                 sinks_stopped,
             )));
+        }
+        let mut tracing_on = false;
+        if settings.telemetry.traces_endpoint.is_some() {
+            match factory.span_sender(&settings.telemetry) {
+                Some(Ok(sender)) => {
+                    let rx = bus.add("otlp", metrics.dropped("otlp"));
+                    writers.push(tokio::spawn(crate::sink::otlp::run(
+                        Arc::clone(&settings),
+                        sender,
+                        Arc::clone(&metrics),
+                        rx,
+                        stop_sinks.subscribe(),
+                    )));
+                    tracing_on = true;
+                }
+                Some(Err(e)) => return Err(Error::Engine(format!("telemetry: {e}"))),
+                None => {
+                    tracing::warn!("an OTLP endpoint is set, but this build cannot export spans")
+                }
+            }
         }
         let bus = Arc::new(bus);
         let shared = redis
@@ -207,6 +229,7 @@ impl Engine {
                 writers: std::sync::Mutex::new(writers),
                 tenants,
                 shared,
+                tracing_on,
             }),
         };
         if engine.expiring_credentials().next().is_some() {
@@ -430,6 +453,28 @@ impl Engine {
             Ok(CallResult::Success(r)) => r,
             _ => Err(Error::Engine("the router is not running".into())),
         }
+    }
+
+    /// Whether spans are exported.
+    pub fn traces_on(&self) -> bool {
+        self.inner.tracing_on
+    }
+
+    /// A request's trace context, when spans are exported: the caller's
+    /// `traceparent` and `tracestate` continued (or a new trace), sampled
+    /// by `OTEL_TRACES_SAMPLER`. `None` when traces are off.
+    pub fn trace_context(
+        &self,
+        traceparent: Option<&str>,
+        tracestate: Option<&str>,
+    ) -> Option<Arc<crate::trace::TraceContext>> {
+        self.inner.tracing_on.then(|| {
+            Arc::new(crate::trace::TraceContext::new(
+                traceparent,
+                tracestate,
+                self.inner.settings.telemetry.sampler,
+            ))
+        })
     }
 
     /// The client records and their counters.

@@ -48,6 +48,10 @@ pub struct GenerationEvent {
     /// The client record's name (never its key), when the key had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// The request's trace, when traces are on (not written: the spans
+    /// carry it).
+    #[serde(skip)]
+    pub trace: Option<std::sync::Arc<crate::trace::TraceContext>>,
 }
 
 /// What every event of one request shares.
@@ -89,6 +93,7 @@ impl GenerationEvent {
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            trace: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl GenerationEvent {
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            trace: None,
         }
     }
 
@@ -142,6 +148,7 @@ impl GenerationEvent {
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            trace: None,
         }
     }
 
@@ -170,6 +177,7 @@ impl GenerationEvent {
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            trace: None,
         }
     }
 

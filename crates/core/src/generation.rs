@@ -62,6 +62,8 @@ pub struct GenerateRequest {
     pub client: Option<ClientTag>,
     /// The client key's record (budget, rates, models), when it has one.
     pub tenant: Option<Arc<crate::settings::ClientRecord>>,
+    /// The request's trace, when traces are on.
+    pub trace: Option<Arc<crate::trace::TraceContext>>,
     /// Overrides the route's `stream_commit` (streamed requests only).
     pub stream_commit: Option<crate::settings::StreamCommit>,
     /// Overrides the route's `continue_after_cut` (streamed requests only).
@@ -124,6 +126,7 @@ impl GenerateRequest {
             api: None,
             client: None,
             tenant: None,
+            trace: None,
             stream_commit: None,
             continue_after_cut: None,
             omitted_tools: Vec::new(),

@@ -27,6 +27,8 @@
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 //! - [`spend`]: the fallback spend meter.
+//! - [`trace`]: a request's trace context, its spans and their OTLP
+//!   encoding (exported by `sink::otlp`).
 //! - [`tenants`]: client records held to their budgets, rates, models
 //!   and expiry (across the fleet with Redis).
 
@@ -55,6 +57,7 @@ pub mod spend;
 pub mod stream;
 pub mod target;
 pub mod tenants;
+pub mod trace;
 
 mod actor;
 mod cache;

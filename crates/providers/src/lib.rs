@@ -36,6 +36,7 @@ pub mod gemini;
 mod http;
 pub mod openai_compat;
 mod openai_responses;
+mod otlp;
 pub mod sigv4;
 mod vertex;
 
@@ -91,6 +92,13 @@ impl AdapterFactory for Providers {
                 return Err("Converse is spoken only by a `kind = \"bedrock\"` provider".into());
             }
         })
+    }
+
+    fn span_sender(
+        &self,
+        telemetry: &understudy_core::settings::TelemetrySettings,
+    ) -> Option<Result<Arc<dyn understudy_core::trace::SpanSender>, String>> {
+        Some(otlp::sender(telemetry))
     }
 }
 

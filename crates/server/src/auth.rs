@@ -58,6 +58,17 @@ pub(crate) async fn request_context(
         .map(str::to_owned)
         .unwrap_or_else(understudy_core::new_request_id);
     req.extensions_mut().insert(RequestId(id.clone()));
+    let trace = if state.engine.traces_on() {
+        state.engine.trace_context(
+            header_text(req.headers(), "traceparent"),
+            header_text(req.headers(), "tracestate"),
+        )
+    } else {
+        None
+    };
+    if let Some(trace) = &trace {
+        req.extensions_mut().insert(Arc::clone(trace));
+    }
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
     let browser = &state.browser;
     let origin = browser.cors_origin(req.headers());
@@ -98,14 +109,29 @@ pub(crate) async fn request_context(
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(
-                "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered, x-understudy-omitted-tools",
+                "x-request-id, x-understudy-provider, x-understudy-fell-back, x-understudy-content-filtered, x-understudy-omitted-tools, traceresponse",
             ),
         );
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    if let Some(trace) = trace {
+        // The client finds its trace by this (W3C `traceresponse`).
+        trace.answered(response.status().as_u16());
+        if let Ok(value) = HeaderValue::try_from(trace.traceresponse()) {
+            response.headers_mut().insert(TRACERESPONSE, value);
+        }
+    }
     response
+}
+
+/// W3C Trace Context's response header.
+const TRACERESPONSE: HeaderName = HeaderName::from_static("traceresponse");
+
+/// A header's value as text, when it is.
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The most bytes one header value may hold; a larger one is refused

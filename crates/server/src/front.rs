@@ -40,6 +40,8 @@ pub(crate) struct Preamble {
     pub client: Option<ClientTag>,
     /// The client key's record, when it has one.
     pub tenant: Option<std::sync::Arc<understudy_core::settings::ClientRecord>>,
+    /// The request's trace, when traces are on.
+    pub trace: Option<std::sync::Arc<understudy_core::trace::TraceContext>>,
     pub headers: HeaderMap,
 }
 
@@ -55,6 +57,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
             id,
             client: parts.extensions.get::<Client>().map(|c| c.0),
             tenant: parts.extensions.get::<Tenant>().map(|t| t.0.clone()),
+            trace: parts
+                .extensions
+                .get::<std::sync::Arc<understudy_core::trace::TraceContext>>()
+                .cloned(),
             headers: std::mem::take(&mut parts.headers),
         })
     }
@@ -83,6 +89,7 @@ impl Preamble {
         request.request_id = Some(self.id);
         request.client = self.client;
         request.tenant = self.tenant;
+        request.trace = self.trace;
         if no_cache(&self.headers) {
             request.cache = false;
         }

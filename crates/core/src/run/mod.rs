@@ -103,6 +103,8 @@ pub(crate) struct Run {
     pub keys_tried: Vec<u64>,
     /// The client record's admission, settled by the run's event.
     pub ticket: Option<crate::tenants::Ticket>,
+    /// The request's trace, when traces are on.
+    pub trace: Option<Arc<crate::trace::TraceContext>>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -233,6 +235,7 @@ impl Run {
             detail: failure.map(Failure::describe),
             status: failure.and_then(|f| f.status),
             key: None,
+            started_ms: millis(self.started.elapsed().saturating_sub(latency)),
         }
     }
 
@@ -307,6 +310,7 @@ impl Run {
     /// when a provider was at work but the usage is not known (a stream cut
     /// after it committed, an answer without usage).
     fn publish(&self, mut event: crate::event::GenerationEvent) {
+        event.trace.clone_from(&self.trace);
         if let Some(ticket) = &self.ticket {
             use crate::tenants::Used;
             event.client = Some(ticket.client().to_string());

@@ -110,6 +110,7 @@ pub(crate) fn prepare(
         omitted_tools: request.omitted_tools.clone(),
         bus: Arc::clone(&view.bus),
         ticket: None,
+        trace: request.trace.clone(),
         cache: Arc::clone(&view.cache),
         use_cache: request.cache,
         client: request.client,

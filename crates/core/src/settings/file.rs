@@ -13,6 +13,7 @@ use super::routing::RawRouting;
 use super::server::RawServer;
 use super::source::{Blame, FieldError, SettingsError};
 use super::tables::{RawBreaker, RawBudget, RawCache, RawEvents, RawRateLimit};
+use super::telemetry::RawTelemetry;
 use super::timeouts::RawTimeouts;
 
 /// The file as serde reads it. A table the file leaves out reads as an
@@ -30,6 +31,7 @@ pub(super) struct RawFile {
     pub(super) cache: RawCache,
     pub(super) breaker: RawBreaker,
     pub(super) budget: Option<RawBudget>,
+    pub(super) telemetry: RawTelemetry,
 }
 
 /// The file `(path, text)` parsed, or an empty one where there is none,

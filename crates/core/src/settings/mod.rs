@@ -17,7 +17,8 @@
 //! - `routing.rs`: `[routing]`, the admin API's routing table, target
 //!   names; `routes.rs`: named routes and their options.
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
-//! - `server.rs`: `[server]`; `clients.rs`: its client records. `tables.rs`: `[rate_limit]`, `[events]`,
+//! - `server.rs`: `[server]`; `clients.rs`: its client records.
+//! - `telemetry.rs`: `[telemetry]` and the `OTEL_*` variables. `tables.rs`: `[rate_limit]`, `[events]`,
 //!   `[cache]`, `[breaker]`, `[budget]`.
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
@@ -43,6 +44,7 @@ mod secret;
 mod server;
 mod source;
 mod tables;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 mod timeouts;
@@ -65,6 +67,7 @@ pub use secret::{Secret, redact_url};
 pub use server::{DEFAULT_MAX_BODY_BYTES, ServerSettings};
 pub use source::SettingsError;
 pub use tables::{BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds};
+pub use telemetry::{RootSampler, Sampler, TelemetrySettings};
 pub use timeouts::{TimeoutOverrides, Timeouts};
 
 use source::Env;
@@ -91,6 +94,8 @@ pub struct Settings {
     pub breaker: BreakerSettings,
     /// The fallback spend cap, when set.
     pub budget: Option<BudgetSettings>,
+    /// Traces (OpenTelemetry): off without an OTLP endpoint.
+    pub telemetry: TelemetrySettings,
 }
 
 // === impl Settings ===
@@ -152,6 +157,7 @@ impl Settings {
         let cache = tables::cache(raw.cache, env, &blame)?;
         let breaker = tables::breaker(raw.breaker, &blame)?;
         let budget = tables::budget(raw.budget, &blame)?;
+        let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
         Ok(Self {
             routing,
             providers,
@@ -165,6 +171,7 @@ impl Settings {
             cache,
             breaker,
             budget,
+            telemetry,
         })
     }
 

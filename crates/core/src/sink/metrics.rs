@@ -94,6 +94,11 @@ pub(crate) struct ClientRefusedLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct SinkLabels {
     sink: &'static str,
 }
@@ -133,6 +138,7 @@ pub struct Metrics {
     client_tokens: Family<ClientTokenLabels, Counter>,
     client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
     client_refused: Family<ClientRefusedLabels, Counter>,
+    otlp_spans: Family<OutcomeLabels, Counter>,
 }
 
 impl Metrics {
@@ -154,6 +160,7 @@ impl Metrics {
             client_tokens: Family::default(),
             client_cost: Family::default(),
             client_refused: Family::default(),
+            otlp_spans: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -231,7 +238,19 @@ impl Metrics {
             "A client record's requests refused at admission, by the limit that tripped",
             m.client_refused.clone(),
         );
+        registry.register(
+            "understudy_otlp_spans",
+            "Spans by outcome: exported to the collector, or dropped (queue full, collector down or slow)",
+            m.otlp_spans.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// Counts `n` spans exported or dropped.
+    pub(crate) fn otlp_spans(&self, outcome: &'static str, n: u64) {
+        self.otlp_spans
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc_by(n);
     }
 
     /// Counts a client's request refused by its record's `limit`.

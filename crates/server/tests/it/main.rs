@@ -36,6 +36,7 @@ mod stream_modes;
 mod streaming;
 mod strict_json;
 mod thought_signatures;
+mod traces;
 mod trust_boundaries;
 mod url_userinfo;
 mod vertex;

@@ -1,0 +1,253 @@
+//! Traces: a request's [`TraceContext`] (the caller's W3C `traceparent`
+//! continued, or a new trace), the spans made of its event (`spans.rs`,
+//! in the GenAI semantic conventions), their OTLP/protobuf encoding
+//! (`otlp.rs`), and the [`SpanSender`] a front end's HTTP client supplies
+//! to post them. The exporter itself is a sink (`crate::sink::otlp`): spans
+//! are made and sent off the request path.
+
+pub mod otlp;
+pub mod spans;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::settings::{RootSampler, Sampler};
+
+/// One request's place in a trace.
+pub struct TraceContext {
+    pub trace_id: [u8; 16],
+    /// The request's own span (the server span).
+    pub span_id: [u8; 8],
+    /// The caller's span, when it sent a valid `traceparent`.
+    pub parent: Option<[u8; 8]>,
+    /// Whether the trace is recorded.
+    pub sampled: bool,
+    /// The caller's `tracestate`, passed on unchanged.
+    pub state: Option<String>,
+    /// When the request arrived (Unix nanoseconds).
+    pub start_unix_nano: u64,
+    /// The HTTP status the request was answered with (0 until known).
+    status: AtomicU16,
+}
+
+/// Posts one encoded export (`ExportTraceServiceRequest`) to the
+/// collector.
+pub trait SpanSender: Send + Sync + fmt::Debug + 'static {
+    fn send(&self, body: Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+}
+
+// === impl TraceContext ===
+
+impl TraceContext {
+    /// The context of a request that came with `traceparent` and
+    /// `tracestate` (either may be absent or invalid: then a new trace),
+    /// sampled by `sampler`.
+    pub fn new(traceparent: Option<&str>, tracestate: Option<&str>, sampler: Sampler) -> Self {
+        let parent = traceparent.and_then(parse_traceparent);
+        let (trace_id, parent_span, parent_sampled) = match parent {
+            Some((t, s, flags)) => (t, Some(s), Some(flags & 1 == 1)),
+            None => (new_trace_id(), None, None),
+        };
+        let sampled = match (sampler, parent_sampled) {
+            (Sampler::AlwaysOn, _) => true,
+            (Sampler::AlwaysOff, _) => false,
+            (Sampler::Ratio(r), _) => by_ratio(&trace_id, r),
+            (Sampler::ParentBased(_) | Sampler::ParentBasedAlwaysOn, Some(p)) => p,
+            (Sampler::ParentBasedAlwaysOn, None) => true,
+            (Sampler::ParentBased(RootSampler::AlwaysOff), None) => false,
+            (Sampler::ParentBased(RootSampler::Ratio(r)), None) => by_ratio(&trace_id, r),
+        };
+        Self {
+            trace_id,
+            span_id: new_span_id(),
+            parent: parent_span,
+            sampled,
+            state: parent
+                .and(tracestate)
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && s.len() <= 512)
+                .map(str::to_owned),
+            start_unix_nano: unix_nano(SystemTime::now()),
+            status: AtomicU16::new(0),
+        }
+    }
+
+    /// The trace id, 32 lowercase hex digits.
+    pub fn trace_id_hex(&self) -> String {
+        crate::settings::hex(&self.trace_id)
+    }
+
+    /// `traceresponse` (W3C Trace Context level 2): this request's span in
+    /// the trace, for the client to find it.
+    pub fn traceresponse(&self) -> String {
+        format!(
+            "00-{}-{}-{:02x}",
+            self.trace_id_hex(),
+            crate::settings::hex(&self.span_id),
+            u8::from(self.sampled)
+        )
+    }
+
+    /// Records the HTTP status of the answer.
+    pub fn answered(&self, status: u16) {
+        self.status.store(status, Ordering::Relaxed);
+    }
+
+    /// The HTTP status of the answer, once known.
+    pub fn status(&self) -> Option<u16> {
+        Some(self.status.load(Ordering::Relaxed)).filter(|s| *s != 0)
+    }
+}
+
+impl fmt::Debug for TraceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceContext")
+            .field("trace_id", &self.trace_id_hex())
+            .field("sampled", &self.sampled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for TraceContext {
+    fn eq(&self, other: &Self) -> bool {
+        self.trace_id == other.trace_id && self.span_id == other.span_id
+    }
+}
+
+/// `00-<trace id>-<span id>-<flags>`: the trace id, the caller's span and
+/// the flags; `None` for anything W3C says to ignore (a wrong length,
+/// upper-case or non-hex digits, an all-zero id, version `ff`). A later
+/// version is read by its first four fields.
+pub fn parse_traceparent(header: &str) -> Option<([u8; 16], [u8; 8], u8)> {
+    let h = header.trim();
+    let mut parts = h.split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let lower_hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if version.len() != 2 || !lower_hex(version) || version == "ff" {
+        return None;
+    }
+    if version == "00" && (parts.next().is_some() || h.len() != 55) {
+        return None;
+    }
+    if trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+        return None;
+    }
+    if !lower_hex(trace) || !lower_hex(span) || !lower_hex(flags) {
+        return None;
+    }
+    let mut t = [0u8; 16];
+    let mut s = [0u8; 8];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&trace[i * 2..i * 2 + 2], 16).ok()?;
+    }
+    for (i, b) in s.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&span[i * 2..i * 2 + 2], 16).ok()?;
+    }
+    if t == [0; 16] || s == [0; 8] {
+        return None;
+    }
+    Some((t, s, u8::from_str_radix(flags, 16).ok()?))
+}
+
+/// Whether a trace id falls in the sampled share: its low 56 bits (W3C's
+/// random part) against the ratio.
+fn by_ratio(trace_id: &[u8; 16], ratio: f64) -> bool {
+    let mut low = [0u8; 8];
+    low[1..].copy_from_slice(&trace_id[9..]);
+    let r = u64::from_be_bytes(low);
+    let threshold = ((1.0 - ratio.clamp(0.0, 1.0)) * (1u64 << 56) as f64) as u64;
+    r >= threshold
+}
+
+/// A new trace id (random, never all zero).
+pub fn new_trace_id() -> [u8; 16] {
+    loop {
+        let id = fastrand::u128(..).to_be_bytes();
+        if id != [0; 16] {
+            return id;
+        }
+    }
+}
+
+/// A new span id (random, never all zero).
+pub fn new_span_id() -> [u8; 8] {
+    loop {
+        let id = fastrand::u64(..).to_be_bytes();
+        if id != [0; 8] {
+            return id;
+        }
+    }
+}
+
+/// `at` as Unix nanoseconds.
+pub fn unix_nano(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_caller_s_trace_is_continued() {
+        let c = TraceContext::new(Some(CALLER), Some("congo=t61rcWkgMzE"), Sampler::default());
+        assert_eq!(c.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            c.parent,
+            Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])
+        );
+        assert!(c.sampled);
+        assert_eq!(c.state.as_deref(), Some("congo=t61rcWkgMzE"));
+        assert!(
+            c.traceresponse()
+                .starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-")
+        );
+        // Not sampled by the caller: not recorded (parent-based).
+        let off = CALLER.replace("-01", "-00");
+        assert!(!TraceContext::new(Some(&off), None, Sampler::default()).sampled);
+        assert!(TraceContext::new(Some(&off), None, Sampler::AlwaysOn).sampled);
+    }
+
+    #[test]
+    fn what_w3c_says_to_ignore_starts_a_new_trace() {
+        for bad in [
+            "",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(parse_traceparent(bad), None, "{bad}");
+            let c = TraceContext::new(Some(bad), Some("a=b"), Sampler::default());
+            assert_eq!(c.parent, None);
+            assert_eq!(
+                c.state, None,
+                "tracestate goes with a valid traceparent only"
+            );
+        }
+        // A later version: its first four fields.
+        assert!(parse_traceparent(&format!("01-{}-what", &CALLER[3..])).is_some());
+    }
+
+    #[test]
+    fn ratios_sample_their_share() {
+        let n = 10_000;
+        let kept = (0..n).filter(|_| by_ratio(&new_trace_id(), 0.25)).count();
+        assert!((2_000..3_000).contains(&kept), "{kept}");
+        assert!(by_ratio(&new_trace_id(), 1.0));
+        assert!(!by_ratio(&[0xff; 16], 0.0), "a ratio of 0 keeps nothing");
+    }
+}

@@ -1,0 +1,241 @@
+//! A request's spans, made from its event (off the request path): one
+//! SERVER span for the request, one CLIENT span per attempt, in the
+//! OpenTelemetry GenAI semantic conventions (still in development; the
+//! names of `gen-ai/client-inference.md`, 2026).
+
+use crate::attempt::Outcome;
+use crate::event::GenerationEvent;
+use crate::protocol::Protocol;
+use crate::settings::{Platform, Settings};
+use crate::trace::otlp::{Event, Kind, Span, Value};
+use crate::trace::{TraceContext, new_span_id};
+
+const MS: u64 = 1_000_000;
+
+/// The spans of `e`, a request of trace `ctx`.
+pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) -> Vec<Span> {
+    let op = operation(e.api);
+    let end = end_of(e, ctx);
+    // The engine's clock started at the request's start less what the
+    // front end took before it: attempts are placed from the end back.
+    let engine_start = end.saturating_sub((e.latency_ms * MS as f64) as u64);
+    let flags = u32::from(ctx.sampled);
+    let mut spans = Vec::with_capacity(e.attempts.len() + 1);
+    spans.push(server_span(e, ctx, op, end, flags));
+    let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
+    for (i, a) in e.attempts.iter().enumerate() {
+        let start = engine_start + (a.started_ms * MS as f64) as u64;
+        let finish = start + (a.latency_ms * MS as f64) as u64;
+        let mut attributes = vec![
+            ("gen_ai.operation.name", Value::Str(op.into())),
+            (
+                "gen_ai.provider.name",
+                Value::Str(provider_name(&a.provider, settings)),
+            ),
+            ("gen_ai.request.model", Value::Str(a.model.clone())),
+            ("understudy.provider", Value::Str(a.provider.clone())),
+            (
+                "understudy.attempt.kind",
+                Value::Str(a.kind.as_str().into()),
+            ),
+        ];
+        if e.streamed {
+            attributes.push(("gen_ai.request.stream", Value::Bool(true)));
+        }
+        if let Some((host, port)) = server_address(&a.provider, settings) {
+            attributes.push(("server.address", Value::Str(host)));
+            if let Some(port) = port {
+                attributes.push(("server.port", Value::Int(i64::from(port))));
+            }
+        }
+        if let Some(key) = &a.key {
+            attributes.push(("understudy.key", Value::Str(key.clone())));
+        }
+        if let Some(status) = a.status {
+            attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+        }
+        let mut error = None;
+        if let Outcome::Failed(code) = a.outcome {
+            attributes.push(("error.type", Value::Str(code.as_str().into())));
+            error = Some(a.detail.clone().unwrap_or_else(|| code.as_str().into()));
+        }
+        let mut events = Vec::new();
+        if Some(i) == served {
+            served_attributes(e, &mut attributes);
+            if let Some(ttft) = e.ttft_ms.filter(|_| e.streamed) {
+                attributes.push((
+                    "gen_ai.response.time_to_first_chunk",
+                    Value::Double(ttft / 1000.0),
+                ));
+                events.push(Event {
+                    time_unix_nano: engine_start + (ttft * MS as f64) as u64,
+                    name: "understudy.stream.commit",
+                    attributes: Vec::new(),
+                });
+            }
+        }
+        spans.push(Span {
+            trace_id: ctx.trace_id,
+            span_id: new_span_id(),
+            trace_state: ctx.state.clone(),
+            parent_span_id: Some(ctx.span_id),
+            flags,
+            name: format!("{op} {}", a.model),
+            kind: Kind::Client,
+            start_time_unix_nano: start,
+            end_time_unix_nano: finish.max(start),
+            attributes,
+            events,
+            error,
+        });
+    }
+    spans
+}
+
+/// The request's span: the HTTP route and status, what the client asked,
+/// who served, whether it fell back or was refused.
+fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flags: u32) -> Span {
+    let route = http_route(e.api);
+    let mut attributes = vec![
+        ("http.request.method", Value::Str("POST".into())),
+        ("http.route", Value::Str(route.into())),
+        ("gen_ai.operation.name", Value::Str(op.into())),
+        ("gen_ai.request.model", Value::Str(e.route.clone())),
+        ("understudy.route", Value::Str(e.route.clone())),
+        ("understudy.primary", Value::Str(e.primary.clone())),
+        ("understudy.fell_back", Value::Bool(e.fell_back)),
+        (
+            "understudy.content_filtered",
+            Value::Bool(e.content_filtered),
+        ),
+        ("understudy.request_id", Value::Str(e.request_id.clone())),
+        ("understudy.streamed", Value::Bool(e.streamed)),
+    ];
+    if let Some(status) = ctx.status() {
+        attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+    }
+    if let Some(p) = &e.provider {
+        attributes.push(("understudy.served_by", Value::Str(p.clone())));
+    }
+    if let Some(c) = &e.client {
+        attributes.push(("understudy.client", Value::Str(c.clone())));
+    }
+    if e.cached {
+        attributes.push(("understudy.cached", Value::Bool(true)));
+    }
+    let mut error = None;
+    if let Some(code) = e.error_code.filter(|_| !e.success) {
+        attributes.push(("error.type", Value::Str(code.as_str().into())));
+        error = Some(
+            e.error_detail
+                .clone()
+                .unwrap_or_else(|| code.as_str().into()),
+        );
+    }
+    if e.success {
+        served_attributes(e, &mut attributes);
+    }
+    Span {
+        trace_id: ctx.trace_id,
+        span_id: ctx.span_id,
+        trace_state: ctx.state.clone(),
+        parent_span_id: ctx.parent,
+        // The parent is remote: bits 8 and 9 (OTLP's `flags`).
+        flags: flags | if ctx.parent.is_some() { 0x300 } else { 0x100 },
+        name: format!("POST {route}"),
+        kind: Kind::Server,
+        start_time_unix_nano: ctx.start_unix_nano.min(end),
+        end_time_unix_nano: end,
+        attributes,
+        events: Vec::new(),
+        error,
+    }
+}
+
+/// The serving attempt's answer: its model and tokens.
+fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Value)>) {
+    if let Some(m) = &e.model {
+        attributes.push(("gen_ai.response.model", Value::Str(m.clone())));
+    }
+    if let Some(u) = e.usage {
+        attributes.push((
+            "gen_ai.usage.input_tokens",
+            Value::Int(u.input_tokens as i64),
+        ));
+        attributes.push((
+            "gen_ai.usage.output_tokens",
+            Value::Int(u.output_tokens as i64),
+        ));
+    }
+}
+
+/// When the request ended: its event's time (milliseconds), never before
+/// it began.
+fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
+    let end = crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano);
+    end.max(ctx.start_unix_nano)
+}
+
+/// `gen_ai.operation.name`: Google's API generates content, the others chat.
+fn operation(api: Option<Protocol>) -> &'static str {
+    match api {
+        Some(Protocol::GenerateContent) => "generate_content",
+        _ => "chat",
+    }
+}
+
+/// The route template of the API a request came through.
+fn http_route(api: Option<Protocol>) -> &'static str {
+    match api {
+        Some(Protocol::ChatCompletions) => "/v1/chat/completions",
+        Some(Protocol::Messages) => "/v1/messages",
+        Some(Protocol::Responses) => "/v1/responses",
+        Some(Protocol::GenerateContent) => "/v1beta/models/{model}:generateContent",
+        Some(Protocol::Converse) | None => "/v1/generate",
+    }
+}
+
+/// `gen_ai.provider.name`: the platform's, else the API's owner, else the
+/// provider's own name where the conventions list it (`groq`, …).
+fn provider_name(provider: &str, settings: &Settings) -> String {
+    const LISTED: [&str; 8] = [
+        "groq",
+        "deepseek",
+        "mistral_ai",
+        "x_ai",
+        "perplexity",
+        "cohere",
+        "moonshot_ai",
+        "openai",
+    ];
+    let Some(p) = settings.providers.get(provider) else {
+        return provider.to_owned();
+    };
+    let named = match (&p.platform, p.kind) {
+        (Platform::Bedrock(_), _) => "aws.bedrock",
+        (Platform::Vertex(_), _) => "gcp.vertex_ai",
+        (Platform::Azure(_), _) => "azure.ai.openai",
+        _ if LISTED.contains(&provider) => return provider.to_owned(),
+        (_, Protocol::Messages) => "anthropic",
+        (_, Protocol::GenerateContent) => "gcp.gemini",
+        _ => "openai",
+    };
+    named.to_owned()
+}
+
+/// The host and port a provider is called at (`server.address`,
+/// `server.port`), never its userinfo.
+fn server_address(provider: &str, settings: &Settings) -> Option<(String, Option<u16>)> {
+    let url = &settings.providers.get(provider)?.base_url;
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = match host_port.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || host_port.starts_with('[') => match p.parse() {
+            Ok(port) => (h, Some(port)),
+            Err(_) => (host_port, None),
+        },
+        _ => (host_port, None),
+    };
+    Some((host.to_owned(), port)).filter(|(h, _)| !h.is_empty())
+}

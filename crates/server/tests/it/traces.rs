@@ -1,0 +1,397 @@
+//! Traces against a receiver that decodes OTLP with the OpenTelemetry
+//! project's own messages (`tests/otlp_receiver.py`, `opentelemetry-proto`):
+//! a request with the caller's `traceparent` whose primary fails and whose
+//! fallback answers is one SERVER span under the caller's span and two
+//! CLIENT spans under it, on each front end, streamed or not; a refusal
+//! recovered by the softened retry; two instances into one receiver; a
+//! receiver that refuses costs counted drops and no request.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway, eventually_within};
+
+use crate::common::{self, TestServer};
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// The receiver, killed when dropped.
+struct Receiver {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Receiver {
+    fn start() -> Self {
+        let python = common::python_with("opentelemetry.proto");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_receiver.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the receiver starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("its stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the receiver prints its port");
+        let port: u16 = line.trim().parse().expect("a port");
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            http: understudy_testkit::http_client(),
+        }
+    }
+
+    async fn spans(&self) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!("{}/spans", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .parse()
+            .unwrap();
+        v["spans"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The spans of trace `trace`, once there are `n`.
+    async fn trace(&self, trace: &str, n: usize) -> Vec<Value> {
+        eventually_within(
+            Duration::from_secs(20),
+            "the spans at the receiver",
+            async || {
+                let got: Vec<Value> = self
+                    .spans()
+                    .await
+                    .into_iter()
+                    .filter(|s| s["trace_id"] == trace)
+                    .collect();
+                if got.len() >= n {
+                    Ok(got)
+                } else {
+                    Err(format!("{} of {n} spans", got.len()))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn set(&self, state: &str) {
+        self.http
+            .post(format!("{}/{state}", self.url))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// groq (OpenAI's protocol) first, claude (Anthropic's) as its fallback,
+/// exporting to `receiver`.
+async fn gateway(groq: &SimProvider, claude: &SimProvider, receiver: &Receiver) -> TestServer {
+    let gw = TestGateway::builder()
+        .provider("groq", groq)
+        .provider("claude", claude)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url)
+        .env("OTEL_SERVICE_NAME", "understudy-test")
+        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci")
+        .toml("[telemetry]\nexport_every = 0.1\n[breaker]\nfailure_threshold = 0\n")
+        .build()
+        .await
+        .unwrap();
+    TestServer::start(gw.engine).await
+}
+
+fn traceparent(span: &str) -> String {
+    format!("00-{CALLER_TRACE}-{span}-01")
+}
+
+fn kind(spans: &[Value], k: i64) -> Vec<&Value> {
+    spans.iter().filter(|s| s["kind"] == k).collect()
+}
+
+/// One SERVER span under the caller's, and CLIENT spans under it: the
+/// first groq's failed with a 503, the last claude's with its tokens.
+fn check_fallback(spans: &[Value], caller_span: &str, route: &str, streamed: bool) {
+    let servers = kind(spans, 2);
+    assert_eq!(servers.len(), 1, "{spans:#?}");
+    let server = servers[0];
+    assert_eq!(server["parent_span_id"], caller_span);
+    assert_eq!(server["trace_state"], "congo=t61rcWkgMzE");
+    assert_eq!(server["name"], format!("POST {route}"));
+    let a = &server["attributes"];
+    assert_eq!(a["http.route"], route);
+    assert_eq!(a["http.response.status_code"], 200);
+    assert_eq!(a["understudy.fell_back"], true);
+    assert_eq!(a["understudy.served_by"], "claude");
+    assert_eq!(a["gen_ai.operation.name"], "chat");
+    assert_eq!(server["resource"]["service.name"], "understudy-test");
+    assert_eq!(server["resource"]["deployment.environment"], "ci");
+    let mut clients = kind(spans, 3);
+    clients.sort_by_key(|s| s["start"].as_u64());
+    assert_eq!(clients.len(), 2, "{spans:#?}");
+    for c in &clients {
+        assert_eq!(c["parent_span_id"], server["span_id"]);
+        assert!(c["end"].as_u64() >= c["start"].as_u64());
+    }
+    let (first, second) = (&clients[0]["attributes"], &clients[1]["attributes"]);
+    assert_eq!(clients[0]["name"], "chat groq-model");
+    assert_eq!(first["gen_ai.provider.name"], "groq");
+    assert_eq!(first["gen_ai.request.model"], "groq-model");
+    assert_eq!(first["error.type"], "unavailable");
+    assert_eq!(first["http.response.status_code"], 503);
+    assert_eq!(first["understudy.attempt.kind"], "primary");
+    assert_eq!(clients[0]["status"]["code"], 2, "an ERROR status");
+    assert_eq!(first["server.address"], "127.0.0.1");
+    assert_eq!(second["gen_ai.provider.name"], "anthropic");
+    assert_eq!(second["understudy.attempt.kind"], "fallback");
+    assert_eq!(second["gen_ai.response.model"], "claude-model");
+    assert!(
+        second["gen_ai.usage.output_tokens"].as_i64().unwrap() > 0,
+        "{second}"
+    );
+    assert!(
+        second["gen_ai.usage.input_tokens"].as_i64().is_some(),
+        "{second}"
+    );
+    assert!(second.get("error.type").is_none());
+    if streamed {
+        assert_eq!(second["gen_ai.request.stream"], true);
+        assert!(
+            second["gen_ai.response.time_to_first_chunk"]
+                .as_f64()
+                .is_some()
+        );
+    }
+    // No key, ever.
+    let text = serde_json::to_string(spans).unwrap();
+    assert!(!text.contains(&TestGateway::key_for("groq")), "{text}");
+    assert!(!text.contains(&TestGateway::key_for("claude")), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_is_one_server_span_and_two_attempts_under_the_caller_s_span() {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::status(503));
+    claude.always(Reply::text("Hello from the fallback"));
+    let s = gateway(&groq, &claude, &receiver).await;
+    let cases = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}),
+            false,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "default", "stream": true,
+                   "messages": [{"role": "user", "content": "hi"}]}),
+            true,
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "default", "max_tokens": 32,
+                   "messages": [{"role": "user", "content": "hi"}]}),
+            false,
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "default", "max_tokens": 32, "stream": true,
+                   "messages": [{"role": "user", "content": "hi"}]}),
+            true,
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "default", "input": "hi"}),
+            false,
+        ),
+    ];
+    for (i, (route, body, streamed)) in cases.iter().enumerate() {
+        // Each case its own caller span, so its spans stand apart.
+        let caller_span = format!("{:016x}", 0x00f0_67aa_0ba9_0200_u64 + i as u64);
+        let answer = s
+            .post_with(
+                route,
+                &[
+                    ("traceparent", &traceparent(&caller_span)),
+                    ("tracestate", "congo=t61rcWkgMzE"),
+                    ("anthropic-version", "2023-06-01"),
+                ],
+                body.to_string(),
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{route}: {}", answer.body);
+        let back = answer
+            .header("traceresponse")
+            .expect("the trace id comes back");
+        assert!(back.starts_with(&format!("00-{CALLER_TRACE}-")), "{back}");
+        let spans = request_spans(&receiver, &caller_span, back).await;
+        check_fallback(&spans, &caller_span, route, *streamed);
+    }
+}
+
+/// The three spans of the request whose caller span is `caller_span` and
+/// whose own span `traceresponse` names.
+async fn request_spans(receiver: &Receiver, caller_span: &str, traceresponse: &str) -> Vec<Value> {
+    let own = traceresponse
+        .split('-')
+        .nth(2)
+        .unwrap_or_default()
+        .to_owned();
+    eventually_within(
+        Duration::from_secs(20),
+        "the request's three spans",
+        async || {
+            let got: Vec<Value> = receiver
+                .spans()
+                .await
+                .into_iter()
+                .filter(|s| {
+                    s["trace_id"] == CALLER_TRACE
+                        && (s["parent_span_id"] == caller_span
+                            || s["parent_span_id"] == own.as_str())
+                })
+                .collect();
+            if got.len() >= 3 {
+                Ok(got)
+            } else {
+                let names: Vec<String> = got
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} {}",
+                            s["name"], s["attributes"]["understudy.attempt.kind"]
+                        )
+                    })
+                    .collect();
+                Err(format!("{} of 3: {names:?}", got.len()))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_recovered_by_softening_is_two_attempts_of_one_provider() {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.push(Reply::Refuse(Refusal::FinishReason))
+        .push(Reply::text("softened answer"));
+    let s = gateway(&groq, &claude, &receiver).await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let spans = receiver.trace(CALLER_TRACE, 3).await;
+    let mut clients = kind(&spans, 3);
+    clients.sort_by_key(|s| s["start"].as_u64());
+    let kinds: Vec<&Value> = clients
+        .iter()
+        .map(|c| &c["attributes"]["understudy.attempt.kind"])
+        .collect();
+    assert_eq!(kinds, [&json!("primary"), &json!("softened")]);
+    assert_eq!(clients[0]["attributes"]["error.type"], "content_filter");
+    let server = kind(&spans, 2)[0];
+    assert_eq!(server["attributes"]["understudy.content_filtered"], true);
+    assert_eq!(server["attributes"]["understudy.fell_back"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_traceparent_starts_a_trace_and_two_instances_share_a_receiver() {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::text("Hello"));
+    let a = gateway(&groq, &claude, &receiver).await;
+    let b = gateway(&groq, &claude, &receiver).await;
+    let body =
+        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let mut traces = Vec::new();
+    for s in [&a, &b] {
+        let answer = s.post("/v1/chat/completions", body.clone()).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let back = answer.header("traceresponse").unwrap().to_owned();
+        let trace = back.split('-').nth(1).unwrap().to_owned();
+        assert_ne!(trace, CALLER_TRACE);
+        traces.push(trace);
+    }
+    for trace in &traces {
+        let spans = receiver.trace(trace, 2).await;
+        let server = kind(&spans, 2)[0];
+        assert_eq!(server["parent_span_id"], "", "a root span");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_refuses_costs_counted_drops_and_no_request() {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::text("Hello"));
+    let s = gateway(&groq, &claude, &receiver).await;
+    receiver.set("down").await;
+    let body =
+        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    for _ in 0..20 {
+        let answer = s.post("/v1/chat/completions", body.clone()).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let dropped = eventually_within(
+        Duration::from_secs(20),
+        "dropped spans counted",
+        async || {
+            let m = s.get("/metrics").await.body;
+            match counter(&m, "understudy_otlp_spans_total{outcome=\"dropped\"}") {
+                n if n >= 40.0 => Ok(n),
+                n => Err(format!("{n} dropped")),
+            }
+        },
+    )
+    .await;
+    assert!(dropped >= 40.0);
+    receiver.set("up").await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            body,
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    receiver.trace(CALLER_TRACE, 2).await;
+    let m = s.get("/metrics").await.body;
+    assert!(
+        counter(&m, "understudy_otlp_spans_total{outcome=\"exported\"}") >= 2.0,
+        "{m}"
+    );
+}
+
+fn counter(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0.0, |v| v.parse().unwrap_or(0.0))
+}
