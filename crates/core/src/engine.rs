@@ -318,7 +318,9 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             while streams.try_join_next().is_some() {}
-            streams.spawn(run.stream(reply));
+            // The stream's own task logs as its request's.
+            let id: Arc<str> = Arc::from(run.request_id.as_str());
+            streams.spawn(crate::logctx::scope(id, run.stream(reply)));
         }
         answer.await.unwrap_or_else(|_| {
             Err(Error::Engine(

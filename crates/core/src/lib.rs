@@ -21,6 +21,7 @@
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
 //! - [`engine`]: [`Engine`], the handle every front end uses.
+//! - [`logctx`]: the request id every log line of a request carries.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
 //! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
 //! - `cache`: the response cache (memory or Redis).
@@ -45,6 +46,7 @@ pub mod generation;
 pub mod info;
 pub mod keys;
 pub mod limits;
+pub mod logctx;
 pub mod passthrough;
 pub mod policy;
 pub mod protocol;

@@ -43,8 +43,8 @@ pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
 }
 
 /// Starts logging to standard error. `RUST_LOG` overrides `default`; with
-/// `json`, one JSON object per line (span fields such as `request_id`
-/// included).
+/// `json`, one JSON object per line. Every line a request prints names it
+/// (`request_id`, from [`understudy_core::logctx`]).
 pub(crate) fn init_logging(default: &str, json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -52,8 +52,61 @@ pub(crate) fn init_logging(default: &str, json: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().with_current_span(true).try_init()
+        builder
+            .json()
+            .with_current_span(true)
+            .event_format(WithRequestId {
+                inner: tracing_subscriber::fmt::format().json().with_current_span(true),
+                json: true,
+            })
+            .try_init()
     } else {
-        builder.try_init()
+        builder
+            .event_format(WithRequestId {
+                inner: tracing_subscriber::fmt::format(),
+                json: false,
+            })
+            .try_init()
     };
+}
+
+/// A log line with the request's id added: `request_id=…` before the line's
+/// end, or a `"request_id"` member first in a JSON line.
+struct WithRequestId<F> {
+    inner: F,
+    json: bool,
+}
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for WithRequestId<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let Some(id) = understudy_core::logctx::request_id() else {
+            return self.inner.format_event(ctx, writer, event);
+        };
+        let mut line = String::new();
+        self.inner.format_event(
+            ctx,
+            tracing_subscriber::fmt::format::Writer::new(&mut line),
+            event,
+        )?;
+        let body = line.strip_suffix('\n').unwrap_or(&line);
+        if self.json {
+            let quoted = serde_json::to_string(&*id).map_err(|_| std::fmt::Error)?;
+            match body.strip_prefix('{') {
+                Some(rest) => writeln!(writer, "{{\"request_id\":{quoted},{rest}"),
+                None => writeln!(writer, "{body}"),
+            }
+        } else {
+            writeln!(writer, "{body} request_id={id}")
+        }
+    }
 }

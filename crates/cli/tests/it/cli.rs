@@ -497,6 +497,16 @@ async fn serve_answers_and_stops_on_sigterm() {
     let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(v["provider"], "openai");
     assert_eq!(v["fell_back"], true);
+    // A request's log lines name it.
+    let bad = client
+        .post(format!("{url}/v1/generate"))
+        .header("content-type", "application/json")
+        .header("x-request-id", "test-req-42")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
 
     let pid = child.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -512,6 +522,11 @@ async fn serve_answers_and_stops_on_sigterm() {
         .unwrap();
     assert!(status.success(), "{status:?} {rest:?}");
     assert!(!rest.join("\n").contains(GROQ_KEY));
+    let failed = rest
+        .iter()
+        .find(|l| l.contains("request failed"))
+        .unwrap_or_else(|| panic!("no log line of the bad request: {rest:?}"));
+    assert!(failed.ends_with("request_id=test-req-42"), "{failed}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

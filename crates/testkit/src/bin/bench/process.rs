@@ -74,7 +74,11 @@ enabled = false
 "#
             ),
         )?;
-        let env: Vec<(&str, String)> = redis.map(|u| ("REDIS_URL", u)).into_iter().collect();
+        let mut env: Vec<(&str, String)> = redis.map(|u| ("REDIS_URL", u)).into_iter().collect();
+        // `UNDERSTUDY_BENCH_OTLP=<url>`: spans exported to that collector.
+        if let Ok(url) = std::env::var("UNDERSTUDY_BENCH_OTLP") {
+            env.push(("OTEL_EXPORTER_OTLP_ENDPOINT", url));
+        }
         Self::spawn_with(bin, &serve_args(&config)?, cpu, true, "the gateway", &env).await
     }
 
@@ -117,7 +121,11 @@ enabled = false
         };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "warn")
+            // `UNDERSTUDY_BENCH_LOG`: the log level (`warn` by default).
+            .env(
+                "RUST_LOG",
+                std::env::var("UNDERSTUDY_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .arg(addr.to_string())
