@@ -87,8 +87,19 @@ impl Engine {
         let mut bus = EventBus::default();
         let mut writers = Vec::new();
         let metrics_rx = bus.add("metrics", metrics.dropped("metrics"));
+        let genai_names = settings
+            .providers
+            .keys()
+            .map(|name| {
+                (
+                    name.clone(),
+                    crate::trace::spans::provider_name(name, &settings),
+                )
+            })
+            .collect();
         writers.push(tokio::spawn(crate::sink::metrics::run(
             Arc::clone(&metrics),
+            genai_names,
             metrics_rx,
             sinks_stopped.clone(),
         )));

@@ -56,7 +56,9 @@ pub(crate) fn init_logging(default: &str, json: bool) {
             .json()
             .with_current_span(true)
             .event_format(WithRequestId {
-                inner: tracing_subscriber::fmt::format().json().with_current_span(true),
+                inner: tracing_subscriber::fmt::format()
+                    .json()
+                    .with_current_span(true),
                 json: true,
             })
             .try_init()

@@ -139,12 +139,15 @@ pub struct Metrics {
     client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
     client_refused: Family<ClientRefusedLabels, Counter>,
     otlp_spans: Family<OutcomeLabels, Counter>,
+    pub(crate) genai: crate::sink::genai::GenAiMetrics,
 }
 
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        let genai = crate::sink::genai::GenAiMetrics::register(&mut registry);
         let m = Self {
+            genai,
             generations: Family::default(),
             attempts: Family::default(),
             key_attempts: Family::default(),
@@ -352,10 +355,12 @@ impl Default for Metrics {
 /// dropped or `stop` turns true (then it records what is queued and ends).
 pub(crate) async fn run(
     metrics: Arc<Metrics>,
+    genai_names: HashMap<String, String>,
     mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut recorder = Recorder::new(metrics);
+    recorder.genai = crate::sink::genai::GenAiRecorder::new(genai_names);
     loop {
         tokio::select! {
             event = rx.recv() => match event {
@@ -381,6 +386,7 @@ pub(crate) struct Recorder {
     providers: HashMap<String, Handles>,
     /// By client record's name.
     clients: HashMap<String, ClientHandles>,
+    genai: crate::sink::genai::GenAiRecorder,
 }
 
 /// One client record's series.
@@ -429,12 +435,14 @@ impl Recorder {
             metrics,
             providers: HashMap::new(),
             clients: HashMap::new(),
+            genai: crate::sink::genai::GenAiRecorder::default(),
         }
     }
 
     /// Records one event.
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
         let m = &*self.metrics;
+        self.genai.record(&m.genai, e);
         if let Some(client) = &e.client {
             if !self.clients.contains_key(client.as_str()) {
                 let h = m.client_handles(client);

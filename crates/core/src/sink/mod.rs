@@ -3,6 +3,7 @@
 //! behind the status page, a Redis Stream writer and the span exporter (OTLP). A request never waits on a sink; anything dropped is counted.
 
 pub mod fanout;
+pub(crate) mod genai;
 pub mod metrics;
 pub mod otlp;
 pub mod recent;

@@ -197,7 +197,7 @@ fn http_route(api: Option<Protocol>) -> &'static str {
 
 /// `gen_ai.provider.name`: the platform's, else the API's owner, else the
 /// provider's own name where the conventions list it (`groq`, …).
-fn provider_name(provider: &str, settings: &Settings) -> String {
+pub(crate) fn provider_name(provider: &str, settings: &Settings) -> String {
     const LISTED: [&str; 8] = [
         "groq",
         "deepseek",

@@ -244,6 +244,15 @@ async fn a_fallback_is_one_server_span_and_two_attempts_under_the_caller_s_span(
         let spans = request_spans(&receiver, &caller_span, back).await;
         check_fallback(&spans, &caller_span, route, *streamed);
     }
+    // The GenAI client metrics, on /metrics too.
+    let m = s.get("/metrics").await.body;
+    for series in [
+        "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"groq\",gen_ai_request_model=\"groq-model\",error_type=\"unavailable\"} 5",
+        "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"anthropic\",gen_ai_request_model=\"claude-model\",error_type=\"\"} 5",
+        "gen_ai_client_token_usage_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"anthropic\",gen_ai_request_model=\"claude-model\",gen_ai_token_type=\"output\"} 5",
+    ] {
+        assert!(m.contains(series), "{series} not in {m}");
+    }
 }
 
 /// The three spans of the request whose caller span is `caller_span` and
