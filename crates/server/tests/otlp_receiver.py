@@ -2,8 +2,8 @@
 decoded with the OpenTelemetry project's own protobuf messages
 (`opentelemetry-proto`), never with the gateway's code.
 
-Usage: python3 otlp_receiver.py
-Prints the port it listens on (127.0.0.1), then serves:
+Usage: python3 otlp_receiver.py [PORT]
+Prints the port it listens on (127.0.0.1; PORT, or a free one), then serves:
   POST /v1/traces  an ExportTraceServiceRequest (application/x-protobuf)
   GET  /spans      every span received so far, as JSON
   POST /down       answer 503 to exports from now on; POST /up: accept again
@@ -96,6 +96,7 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, body)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+ThreadingHTTPServer.allow_reuse_address = True
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -4,15 +4,13 @@
 //! provider) and `gen_ai_client_token_usage` (the serving attempt's input
 //! and output tokens), with the conventions' buckets and attributes.
 
-use std::collections::HashMap;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::attempt::Outcome;
-use crate::event::GenerationEvent;
+use crate::attempt::{Attempt, Outcome};
+use crate::chat::Usage;
 use crate::protocol::Protocol;
 
 /// Seconds: 0.01 doubling to 81.92 (the conventions' advice).
@@ -92,105 +90,82 @@ impl GenAiMetrics {
     }
 }
 
-/// Records events, keeping each series' handle (a family lookup hashes and
-/// clones its labels).
+/// One provider's series, kept by the metrics recorder beside the
+/// provider's own (a family lookup hashes and clones its labels).
 #[derive(Debug, Default)]
-pub(crate) struct GenAiRecorder {
-    /// Provider name → `gen_ai.provider.name`.
-    names: HashMap<String, String>,
-    /// By provider: (model, error type) and its series.
-    duration: HashMap<String, Vec<(String, &'static str, Histogram)>>,
-    /// By provider: model and its input and output series.
-    tokens: HashMap<String, Vec<(String, [Histogram; 2])>>,
+pub(crate) struct GenAiHandles {
+    /// By model and error type.
+    duration: Vec<(String, &'static str, Histogram)>,
+    /// By model: input and output.
+    tokens: Vec<(String, [Histogram; 2])>,
 }
 
-impl GenAiRecorder {
-    pub(crate) fn new(names: HashMap<String, String>) -> Self {
-        Self {
-            names,
-            ..Self::default()
-        }
+/// `gen_ai.operation.name` of a request that came through `api`.
+pub(crate) fn operation(api: Option<Protocol>) -> &'static str {
+    match api {
+        Some(Protocol::GenerateContent) => "generate_content",
+        _ => "chat",
     }
+}
 
-    pub(crate) fn record(&mut self, m: &GenAiMetrics, e: &GenerationEvent) {
-        if e.cached {
-            return;
-        }
-        let op = match e.api {
-            Some(Protocol::GenerateContent) => "generate_content",
-            _ => "chat",
+impl GenAiHandles {
+    /// Records attempt `a` (of operation `op`; `usage`: the tokens, when it
+    /// served); `name` is the provider's `gen_ai.provider.name`.
+    pub(crate) fn record(
+        &mut self,
+        m: &GenAiMetrics,
+        name: impl Fn() -> String,
+        op: &'static str,
+        a: &Attempt,
+        usage: Option<Usage>,
+    ) {
+        let error = match a.outcome {
+            Outcome::Ok => "",
+            Outcome::Failed(code) => code.as_str(),
         };
-        let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
-        for (i, a) in e.attempts.iter().enumerate() {
-            let error = match a.outcome {
-                Outcome::Ok => "",
-                Outcome::Failed(code) => code.as_str(),
-            };
-            let name = || {
-                self.names
-                    .get(&a.provider)
-                    .cloned()
-                    .unwrap_or_else(|| a.provider.clone())
-            };
-            let known = self
-                .duration
-                .get(&a.provider)
-                .and_then(|list| {
-                    list.iter()
-                        .find(|(m, err, _)| *m == a.model && *err == error)
-                })
-                .map(|(_, _, h)| h.clone());
-            let duration = match known {
-                Some(h) => h,
-                None => {
-                    let h = m
-                        .duration
-                        .get_or_create(&OperationLabels {
+        let i = match self
+            .duration
+            .iter()
+            .position(|(model, err, _)| *model == a.model && *err == error)
+        {
+            Some(i) => i,
+            None => {
+                let h = m
+                    .duration
+                    .get_or_create(&OperationLabels {
+                        gen_ai_operation_name: op,
+                        gen_ai_provider_name: name(),
+                        gen_ai_request_model: a.model.clone(),
+                        error_type: error,
+                    })
+                    .clone();
+                self.duration.push((a.model.clone(), error, h));
+                self.duration.len() - 1
+            }
+        };
+        self.duration[i].2.observe(a.latency_ms / 1000.0);
+        let Some(u) = usage else {
+            return;
+        };
+        let i = match self.tokens.iter().position(|(model, _)| *model == a.model) {
+            Some(i) => i,
+            None => {
+                let hs = ["input", "output"].map(|kind| {
+                    m.tokens
+                        .get_or_create(&TokenLabels {
                             gen_ai_operation_name: op,
                             gen_ai_provider_name: name(),
                             gen_ai_request_model: a.model.clone(),
-                            error_type: error,
+                            gen_ai_token_type: kind,
                         })
-                        .clone();
-                    self.duration.entry(a.provider.clone()).or_default().push((
-                        a.model.clone(),
-                        error,
-                        h.clone(),
-                    ));
-                    h
-                }
-            };
-            duration.observe(a.latency_ms / 1000.0);
-            let Some(u) = e.usage.filter(|_| Some(i) == served) else {
-                continue;
-            };
-            let known = self
-                .tokens
-                .get(&a.provider)
-                .and_then(|list| list.iter().find(|(m, _)| *m == a.model))
-                .map(|(_, hs)| hs.clone());
-            let [input, output] = match known {
-                Some(hs) => hs,
-                None => {
-                    let hs = ["input", "output"].map(|kind| {
-                        m.tokens
-                            .get_or_create(&TokenLabels {
-                                gen_ai_operation_name: op,
-                                gen_ai_provider_name: name(),
-                                gen_ai_request_model: a.model.clone(),
-                                gen_ai_token_type: kind,
-                            })
-                            .clone()
-                    });
-                    self.tokens
-                        .entry(a.provider.clone())
-                        .or_default()
-                        .push((a.model.clone(), hs.clone()));
-                    hs
-                }
-            };
-            input.observe(u.input_tokens as f64);
-            output.observe(u.output_tokens as f64);
-        }
+                        .clone()
+                });
+                self.tokens.push((a.model.clone(), hs));
+                self.tokens.len() - 1
+            }
+        };
+        let [input, output] = &self.tokens[i].1;
+        input.observe(u.input_tokens as f64);
+        output.observe(u.output_tokens as f64);
     }
 }

@@ -360,7 +360,7 @@ pub(crate) async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut recorder = Recorder::new(metrics);
-    recorder.genai = crate::sink::genai::GenAiRecorder::new(genai_names);
+    recorder.genai_names = genai_names;
     loop {
         tokio::select! {
             event = rx.recv() => match event {
@@ -386,7 +386,8 @@ pub(crate) struct Recorder {
     providers: HashMap<String, Handles>,
     /// By client record's name.
     clients: HashMap<String, ClientHandles>,
-    genai: crate::sink::genai::GenAiRecorder,
+    /// Provider name → `gen_ai.provider.name`.
+    genai_names: HashMap<String, String>,
 }
 
 /// One client record's series.
@@ -427,6 +428,8 @@ struct Handles {
     attempts: Vec<((&'static str, &'static str), Counter)>,
     /// A pool's, by kind, outcome and key name.
     key_attempts: Vec<((&'static str, &'static str, String), Counter)>,
+    /// The GenAI client metrics' series.
+    genai: crate::sink::genai::GenAiHandles,
 }
 
 impl Recorder {
@@ -435,14 +438,13 @@ impl Recorder {
             metrics,
             providers: HashMap::new(),
             clients: HashMap::new(),
-            genai: crate::sink::genai::GenAiRecorder::default(),
+            genai_names: HashMap::new(),
         }
     }
 
     /// Records one event.
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
         let m = &*self.metrics;
-        self.genai.record(&m.genai, e);
         if let Some(client) = &e.client {
             if !self.clients.contains_key(client.as_str()) {
                 let h = m.client_handles(client);
@@ -508,11 +510,27 @@ impl Recorder {
                 .get_or_insert_with(|| m.cost.get_or_create(&labels(provider)).clone())
                 .inc_by(cost);
         }
-        for a in &e.attempts {
+        let op = crate::sink::genai::operation(e.api);
+        let served = e
+            .attempts
+            .iter()
+            .rposition(|a| a.outcome == crate::attempt::Outcome::Ok);
+        for (i, a) in e.attempts.iter().enumerate() {
             let (kind, outcome) = (a.kind.as_str(), a.outcome.as_str());
             let Some(h) = handles(&mut self.providers, &a.provider) else {
                 continue;
             };
+            if !e.cached {
+                let names = &self.genai_names;
+                let name = || {
+                    names
+                        .get(&a.provider)
+                        .cloned()
+                        .unwrap_or_else(|| a.provider.clone())
+                };
+                let usage = e.usage.filter(|_| Some(i) == served);
+                h.genai.record(&m.genai, name, op, a, usage);
+            }
             find_or(&mut h.attempts, (kind, outcome), || {
                 m.attempts
                     .get_or_create(&AttemptLabels {

@@ -3,7 +3,7 @@
 //! OpenTelemetry GenAI semantic conventions (still in development; the
 //! names of `gen-ai/client-inference.md`, 2026).
 
-use crate::attempt::Outcome;
+use crate::attempt::{AttemptKind, Outcome};
 use crate::event::GenerationEvent;
 use crate::protocol::Protocol;
 use crate::settings::{Platform, Settings};
@@ -60,6 +60,20 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
             error = Some(a.detail.clone().unwrap_or_else(|| code.as_str().into()));
         }
         let mut events = Vec::new();
+        if let (AttemptKind::RateLimitRetry, Some(before)) = (a.kind, i.checked_sub(1)) {
+            // The wait for the provider's Retry-After, from the 429 to now.
+            let prev = &e.attempts[before];
+            let waited_from =
+                engine_start + ((prev.started_ms + prev.latency_ms) * MS as f64) as u64;
+            events.push(Event {
+                time_unix_nano: waited_from.min(start),
+                name: "understudy.retry_after.wait",
+                attributes: vec![(
+                    "understudy.wait_s",
+                    Value::Double(start.saturating_sub(waited_from) as f64 / 1e9),
+                )],
+            });
+        }
         if Some(i) == served {
             served_attributes(e, &mut attributes);
             if let Some(ttft) = e.ttft_ms.filter(|_| e.streamed) {

@@ -27,10 +27,16 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Self {
+        Self::start_on(0)
+    }
+
+    /// A receiver on `port` (0: a free one).
+    fn start_on(port: u16) -> Self {
         let python = common::python_with("opentelemetry.proto");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_receiver.py");
         let mut child = Command::new(python)
             .arg(script)
+            .arg(port.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -41,6 +47,7 @@ impl Receiver {
             .read_line(&mut line)
             .expect("the receiver prints its port");
         let port: u16 = line.trim().parse().expect("a port");
+        // The rest of its output is not read; it prints nothing more.
         Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -403,4 +410,80 @@ fn counter(metrics: &str, series: &str) -> f64 {
         .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next())
         .map_or(0.0, |v| v.parse().unwrap_or(0.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_wait_is_an_event_of_the_retry() {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.push(Reply::rate_limited("1"))
+        .push(Reply::text("after the wait"));
+    let s = gateway(&groq, &claude, &receiver).await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let spans = receiver.trace(CALLER_TRACE, 3).await;
+    let mut clients = kind(&spans, 3);
+    clients.sort_by_key(|s| s["start"].as_u64());
+    assert_eq!(clients[0]["attributes"]["error.type"], "rate_limited");
+    assert_eq!(clients[0]["attributes"]["http.response.status_code"], 429);
+    assert_eq!(
+        clients[1]["attributes"]["understudy.attempt.kind"],
+        "rate_limit_retry"
+    );
+    let wait = &clients[1]["events"][0];
+    assert_eq!(wait["name"], "understudy.retry_after.wait");
+    let waited = wait["attributes"]["understudy.wait_s"].as_f64().unwrap();
+    assert!(waited >= 0.9, "waited {waited} s for a Retry-After of 1 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_stopped_for_30_s_under_load_costs_no_request() {
+    let receiver = Receiver::start();
+    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::text("Hello"));
+    let s = std::sync::Arc::new(gateway(&groq, &claude, &receiver).await);
+    drop(receiver);
+    let body =
+        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    // Load at concurrency 4 while the collector is gone for 30 s.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut load = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (s, body) = (s.clone(), body.clone());
+        load.spawn(async move {
+            let mut statuses = Vec::new();
+            while tokio::time::Instant::now() < until {
+                statuses.push(s.post("/v1/chat/completions", body.clone()).await.status);
+            }
+            statuses
+        });
+    }
+    let statuses: Vec<u16> = load.join_all().await.into_iter().flatten().collect();
+    assert!(statuses.len() > 40, "{} requests", statuses.len());
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let m = s.get("/metrics").await.body;
+    let dropped = counter(&m, "understudy_otlp_spans_total{outcome=\"dropped\"}")
+        + counter(&m, "understudy_events_dropped_total{sink=\"otlp\"}") * 2.0;
+    assert!(dropped > 0.0, "{m}");
+    // Back on the same port: export resumes.
+    let receiver = Receiver::start_on(port);
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            body,
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    receiver.trace(CALLER_TRACE, 2).await;
 }
