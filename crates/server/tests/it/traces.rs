@@ -358,6 +358,26 @@ async fn a_request_without_traceparent_starts_a_trace_and_two_instances_share_a_
         let server = kind(&spans, 2)[0];
         assert_eq!(server["parent_span_id"], "", "a root span");
     }
+    // One caller's trace through both instances: each request's span under
+    // the caller's span it came with, in one receiver.
+    for (i, s) in [&a, &b].into_iter().enumerate() {
+        let caller_span = format!("{:016x}", 0xabc0_u64 + i as u64);
+        let answer = s
+            .post_with(
+                "/v1/chat/completions",
+                &[("traceparent", &traceparent(&caller_span))],
+                body.clone(),
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let spans = receiver.trace(CALLER_TRACE, 4).await;
+    let mut parents: Vec<&str> = kind(&spans, 2)
+        .iter()
+        .map(|s| s["parent_span_id"].as_str().unwrap())
+        .collect();
+    parents.sort_unstable();
+    assert_eq!(parents, ["000000000000abc0", "000000000000abc1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
