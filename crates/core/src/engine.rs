@@ -563,7 +563,13 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        let bound = self.inner.settings.events.flush_timeout + Duration::from_secs(1);
+        // The span exporter's last export may take its own timeout.
+        let settings = &self.inner.settings;
+        let bound = settings
+            .events
+            .flush_timeout
+            .max(settings.telemetry.export_timeout)
+            + Duration::from_secs(1);
         for w in writers {
             if w.is_finished() {
                 continue;

@@ -12,11 +12,19 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use understudy_core::settings::TelemetrySettings;
 use understudy_core::trace::SpanSender;
 
-#[derive(Debug)]
 pub(crate) struct OtlpSender {
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,
+}
+
+impl std::fmt::Debug for OtlpSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a token; the headers are a vendor's keys.
+        f.debug_struct("OtlpSender")
+            .field("url", &understudy_core::settings::redact_url(&self.url))
+            .finish_non_exhaustive()
+    }
 }
 
 /// The sender for `telemetry`'s endpoint.
@@ -65,8 +73,9 @@ impl SpanSender for OtlpSender {
                 .await
                 .map_err(|e| format!("the collector did not answer: {}", e.without_url()))?;
             let status = response.status();
-            // The body (a partial success, or the error) is read and let go.
-            let _ = response.bytes().await;
+            // The body (a partial success, or the error) is not read: the
+            // connection is let go with it, whatever its size.
+            drop(response);
             if status.is_success() {
                 Ok(())
             } else {

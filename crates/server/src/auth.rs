@@ -58,10 +58,22 @@ pub(crate) async fn request_context(
         .unwrap_or_else(understudy_core::new_request_id);
     req.extensions_mut().insert(RequestId(id.clone()));
     let trace = if state.engine.traces_on() {
-        state.engine.trace_context(
-            header_text(req.headers(), "traceparent"),
-            header_text(req.headers(), "tracestate"),
-        )
+        // W3C: more than one traceparent is no context; several tracestate
+        // headers are one list.
+        let headers = req.headers();
+        let parent = match headers.get_all("traceparent").iter().count() {
+            1 => header_text(headers, "traceparent"),
+            _ => None,
+        };
+        let state_list: Vec<&str> = headers
+            .get_all("tracestate")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let joined = state_list.join(",");
+        state
+            .engine
+            .trace_context(parent, Some(joined.as_str()).filter(|s| !s.is_empty()))
     } else {
         None
     };

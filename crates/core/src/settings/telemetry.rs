@@ -34,8 +34,9 @@ pub enum RootSampler {
 }
 
 /// Spans and where they go. Off (`traces_endpoint` is `None`) unless an
-/// endpoint is configured.
-#[derive(Debug, Clone, PartialEq)]
+/// endpoint is configured. Its `Debug` shows the endpoint without its
+/// userinfo and no header's value.
+#[derive(Clone, PartialEq)]
 pub struct TelemetrySettings {
     /// The full OTLP/HTTP traces URL (`…/v1/traces`).
     pub traces_endpoint: Option<String>,
@@ -60,6 +61,24 @@ pub struct TelemetrySettings {
     pub export_every: Duration,
 }
 
+impl std::fmt::Debug for TelemetrySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("TelemetrySettings")
+            .field(
+                "traces_endpoint",
+                &self
+                    .traces_endpoint
+                    .as_deref()
+                    .map(super::secret::redact_url),
+            )
+            .field("headers", &names)
+            .field("service_name", &self.service_name)
+            .field("sampler", &self.sampler)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The `[telemetry]` table of the file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -82,6 +101,19 @@ pub(super) fn read(
     env: &Env<'_>,
     blame: &Blame,
 ) -> Result<TelemetrySettings, SettingsError> {
+    if let Some(protocol) = env
+        .get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| env.get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .filter(|p| p.trim() != "http/protobuf")
+    {
+        return Err(blame.env(
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            format!(
+                "`{}`: this gateway exports OTLP over HTTP as protobuf only (`http/protobuf`)",
+                protocol.trim()
+            ),
+        ));
+    }
     let disabled = env
         .get("OTEL_SDK_DISABLED")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));

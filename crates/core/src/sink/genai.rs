@@ -94,11 +94,16 @@ impl GenAiMetrics {
 /// provider's own (a family lookup hashes and clones its labels).
 #[derive(Debug, Default)]
 pub(crate) struct GenAiHandles {
-    /// By model and error type.
-    duration: Vec<(String, &'static str, Histogram)>,
-    /// By model: input and output.
-    tokens: Vec<(String, [Histogram; 2])>,
+    /// By operation, model and error type.
+    duration: Vec<(&'static str, String, &'static str, Histogram)>,
+    /// By operation and model: input and output.
+    tokens: Vec<(&'static str, String, [Histogram; 2])>,
 }
+
+/// The most models one provider's series name; further ones (a client can
+/// pin any model name) are counted as `_OTHER`, as OpenTelemetry names a
+/// value it does not keep.
+const MAX_MODELS: usize = 64;
 
 /// `gen_ai.operation.name` of a request that came through `api`.
 pub(crate) fn operation(api: Option<Protocol>) -> &'static str {
@@ -123,10 +128,17 @@ impl GenAiHandles {
             Outcome::Ok => "",
             Outcome::Failed(code) => code.as_str(),
         };
+        let model = if self.duration.len() < MAX_MODELS * 4
+            || self.duration.iter().any(|(_, m, _, _)| *m == a.model)
+        {
+            a.model.as_str()
+        } else {
+            "_OTHER"
+        };
         let i = match self
             .duration
             .iter()
-            .position(|(model, err, _)| *model == a.model && *err == error)
+            .position(|(o, m, err, _)| *o == op && m == model && *err == error)
         {
             Some(i) => i,
             None => {
@@ -135,19 +147,23 @@ impl GenAiHandles {
                     .get_or_create(&OperationLabels {
                         gen_ai_operation_name: op,
                         gen_ai_provider_name: name(),
-                        gen_ai_request_model: a.model.clone(),
+                        gen_ai_request_model: model.to_owned(),
                         error_type: error,
                     })
                     .clone();
-                self.duration.push((a.model.clone(), error, h));
+                self.duration.push((op, model.to_owned(), error, h));
                 self.duration.len() - 1
             }
         };
-        self.duration[i].2.observe(a.latency_ms / 1000.0);
+        self.duration[i].3.observe(a.latency_ms / 1000.0);
         let Some(u) = usage else {
             return;
         };
-        let i = match self.tokens.iter().position(|(model, _)| *model == a.model) {
+        let i = match self
+            .tokens
+            .iter()
+            .position(|(o, m, _)| *o == op && m == model)
+        {
             Some(i) => i,
             None => {
                 let hs = ["input", "output"].map(|kind| {
@@ -155,16 +171,16 @@ impl GenAiHandles {
                         .get_or_create(&TokenLabels {
                             gen_ai_operation_name: op,
                             gen_ai_provider_name: name(),
-                            gen_ai_request_model: a.model.clone(),
+                            gen_ai_request_model: model.to_owned(),
                             gen_ai_token_type: kind,
                         })
                         .clone()
                 });
-                self.tokens.push((a.model.clone(), hs));
+                self.tokens.push((op, model.to_owned(), hs));
                 self.tokens.len() - 1
             }
         };
-        let [input, output] = &self.tokens[i].1;
+        let [input, output] = &self.tokens[i].2;
         input.observe(u.input_tokens as f64);
         output.observe(u.output_tokens as f64);
     }

@@ -168,10 +168,10 @@ fn resource(settings: &Settings) -> Vec<(String, Value)> {
             Value::Str("rust".into()),
         ),
     ];
-    out.extend(
-        t.resource
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::Str(v.clone()))),
-    );
+    for (k, v) in &t.resource {
+        // The operator's value wins over the built-in one.
+        out.retain(|(name, _)| name != k);
+        out.push((k.clone(), Value::Str(v.clone())));
+    }
     out
 }

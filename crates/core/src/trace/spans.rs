@@ -24,7 +24,9 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
     spans.push(server_span(e, ctx, op, end, flags));
     let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
     for (i, a) in e.attempts.iter().enumerate() {
-        let start = engine_start + (a.started_ms * MS as f64) as u64;
+        // Never before the request's own span (the times are in ms).
+        let start =
+            (engine_start + (a.started_ms * MS as f64) as u64).max(ctx.start_unix_nano.min(end));
         let finish = start + (a.latency_ms * MS as f64) as u64;
         let mut attributes = vec![
             ("gen_ai.operation.name", Value::Str(op.into())),
@@ -57,7 +59,9 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
         let mut error = None;
         if let Outcome::Failed(code) = a.outcome {
             attributes.push(("error.type", Value::Str(code.as_str().into())));
-            error = Some(a.detail.clone().unwrap_or_else(|| code.as_str().into()));
+            // The code, not the provider's words: an error body can echo
+            // the prompt.
+            error = Some(code.as_str().to_owned());
         }
         let mut events = Vec::new();
         if let (AttemptKind::RateLimitRetry, Some(before)) = (a.kind, i.checked_sub(1)) {
@@ -93,7 +97,8 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
             span_id: new_span_id(),
             trace_state: ctx.state.clone(),
             parent_span_id: Some(ctx.span_id),
-            flags,
+            // The parent (the request's span) is local: bit 8 set, 9 not.
+            flags: flags | 0x100,
             name: format!("{op} {}", a.model),
             kind: Kind::Client,
             start_time_unix_nano: start,

@@ -30,4 +30,5 @@ mod stream_commit;
 mod stream_policy;
 mod streaming;
 mod supervision;
+mod telemetry_settings;
 mod transport_settings;
