@@ -128,6 +128,21 @@ fn traceparent(span: &str) -> String {
     format!("00-{CALLER_TRACE}-{span}-01")
 }
 
+/// A chat request's body.
+fn hi() -> String {
+    json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string()
+}
+
+/// A chat request under the caller's span `caller_span`.
+async fn chat_in(s: &TestServer, caller_span: &str) -> crate::common::Answer {
+    s.post_with(
+        "/v1/chat/completions",
+        &[("traceparent", &traceparent(caller_span))],
+        hi(),
+    )
+    .await
+}
+
 fn kind(spans: &[Value], k: i64) -> Vec<&Value> {
     spans.iter().filter(|s| s["kind"] == k).collect()
 }
@@ -311,14 +326,7 @@ async fn a_refusal_recovered_by_softening_is_two_attempts_of_one_provider() {
     groq.push(Reply::Refuse(Refusal::FinishReason))
         .push(Reply::text("softened answer"));
     let s = gateway(&groq, &claude, &receiver).await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
-                .to_string(),
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let spans = receiver.trace(CALLER_TRACE, 3).await;
     let mut clients = kind(&spans, 3);
@@ -342,8 +350,7 @@ async fn a_request_without_traceparent_starts_a_trace_and_two_instances_share_a_
     groq.always(Reply::text("Hello"));
     let a = gateway(&groq, &claude, &receiver).await;
     let b = gateway(&groq, &claude, &receiver).await;
-    let body =
-        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let body = hi();
     let mut traces = Vec::new();
     for s in [&a, &b] {
         let answer = s.post("/v1/chat/completions", body.clone()).await;
@@ -362,13 +369,7 @@ async fn a_request_without_traceparent_starts_a_trace_and_two_instances_share_a_
     // the caller's span it came with, in one receiver.
     for (i, s) in [&a, &b].into_iter().enumerate() {
         let caller_span = format!("{:016x}", 0xabc0_u64 + i as u64);
-        let answer = s
-            .post_with(
-                "/v1/chat/completions",
-                &[("traceparent", &traceparent(&caller_span))],
-                body.clone(),
-            )
-            .await;
+        let answer = chat_in(s, &caller_span).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
     let spans = receiver.trace(CALLER_TRACE, 4).await;
@@ -388,8 +389,7 @@ async fn a_receiver_that_refuses_costs_counted_drops_and_no_request() {
     groq.always(Reply::text("Hello"));
     let s = gateway(&groq, &claude, &receiver).await;
     receiver.set("down").await;
-    let body =
-        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let body = hi();
     for _ in 0..20 {
         let answer = s.post("/v1/chat/completions", body.clone()).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
@@ -408,13 +408,7 @@ async fn a_receiver_that_refuses_costs_counted_drops_and_no_request() {
     .await;
     assert!(dropped >= 40.0);
     receiver.set("up").await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            body,
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200);
     receiver.trace(CALLER_TRACE, 2).await;
     let m = s.get("/metrics").await.body;
@@ -440,14 +434,7 @@ async fn a_retry_after_wait_is_an_event_of_the_retry() {
     groq.push(Reply::rate_limited("1"))
         .push(Reply::text("after the wait"));
     let s = gateway(&groq, &claude, &receiver).await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
-                .to_string(),
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let spans = receiver.trace(CALLER_TRACE, 3).await;
     let mut clients = kind(&spans, 3);
@@ -473,8 +460,7 @@ async fn a_receiver_stopped_for_30_s_under_load_costs_no_request() {
     groq.always(Reply::text("Hello"));
     let s = std::sync::Arc::new(gateway(&groq, &claude, &receiver).await);
     drop(receiver);
-    let body =
-        json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let body = hi();
     // Load at concurrency 4 while the collector is gone for 30 s.
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut load = tokio::task::JoinSet::new();
@@ -497,13 +483,7 @@ async fn a_receiver_stopped_for_30_s_under_load_costs_no_request() {
     assert!(dropped > 0.0, "{m}");
     // Back on the same port: export resumes.
     let receiver = Receiver::start_on(port);
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            body,
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200);
     receiver.trace(CALLER_TRACE, 2).await;
 }
