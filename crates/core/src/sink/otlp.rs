@@ -94,9 +94,17 @@ impl Exporter {
     }
 
     /// Sends everything held, a batch at a time.
+    /// Sends everything held, a batch at a time. After a failed batch the
+    /// rest is dropped (and counted) rather than tried: a collector that
+    /// hangs costs one `export_timeout` a round, not one a batch.
     async fn export_all(&mut self) {
         while !self.held.is_empty() {
             self.export_batch().await;
+            if self.failing {
+                self.metrics.otlp_spans("dropped", self.held_spans as u64);
+                self.held.clear();
+                self.held_spans = 0;
+            }
         }
     }
 
