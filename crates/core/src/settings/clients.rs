@@ -319,10 +319,15 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 fn parse_hash(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    unhex(text)
+}
+
+/// `N` bytes from exactly `2 N` hex digits (either case).
+pub fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != N * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    let mut out = [0u8; 32];
+    let mut out = [0u8; N];
     for (i, byte) in out.iter_mut().enumerate() {
         *byte = u8::from_str_radix(text.get(i * 2..i * 2 + 2)?, 16).ok()?;
     }

@@ -53,7 +53,7 @@ pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
     ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
-    new_client_key, sha256,
+    new_client_key, sha256, unhex,
 };
 pub use keys::{DEFAULT_KEY_COOLDOWN, KeyPool, PoolKey, Sticky};
 pub use platform::{

@@ -142,14 +142,8 @@ pub fn parse_traceparent(header: &str) -> Option<([u8; 16], [u8; 8], u8)> {
     if !lower_hex(trace) || !lower_hex(span) || !lower_hex(flags) {
         return None;
     }
-    let mut t = [0u8; 16];
-    let mut s = [0u8; 8];
-    for (i, b) in t.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&trace[i * 2..i * 2 + 2], 16).ok()?;
-    }
-    for (i, b) in s.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&span[i * 2..i * 2 + 2], 16).ok()?;
-    }
+    let t: [u8; 16] = crate::settings::unhex(trace)?;
+    let s: [u8; 8] = crate::settings::unhex(span)?;
     if t == [0; 16] || s == [0; 8] {
         return None;
     }

@@ -14,7 +14,7 @@ const MS: u64 = 1_000_000;
 
 /// The spans of `e`, a request of trace `ctx`.
 pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) -> Vec<Span> {
-    let op = operation(e.api);
+    let op = crate::sink::genai::operation(e.api);
     let end = end_of(e, ctx);
     // The engine's clock started at the request's start less what the
     // front end took before it: attempts are placed from the end back.
@@ -193,14 +193,6 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
 fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
     let end = crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano);
     end.max(ctx.start_unix_nano)
-}
-
-/// `gen_ai.operation.name`: Google's API generates content, the others chat.
-fn operation(api: Option<Protocol>) -> &'static str {
-    match api {
-        Some(Protocol::GenerateContent) => "generate_content",
-        _ => "chat",
-    }
 }
 
 /// The route template of the API a request came through.

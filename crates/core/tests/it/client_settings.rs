@@ -2,8 +2,6 @@
 //! record reads as, and bad records as configuration errors that name the
 //! setting and never show a key.
 
-use std::collections::HashMap;
-
 use understudy_core::Settings;
 use understudy_core::settings::{ClientWindow, sha256};
 
@@ -11,11 +9,7 @@ const KEY: &str = "sk-client-secret-0001";
 const OTHER: &str = "sk-client-secret-0002";
 
 fn load(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    Settings::from_toml_str(toml, |k| env.get(k).cloned()).map_err(|e| format!("{e}\n{e:?}"))
+    crate::settings_with(toml, env).map_err(|e| format!("{e}\n{e:?}"))
 }
 
 /// The error `toml` makes; it shows no key.

@@ -3,17 +3,11 @@
 //! name what is missing, and the model map that gives one client name each
 //! cloud's id.
 
-use std::collections::HashMap;
-
 use understudy_core::settings::{AwsCredentials, Platform};
 use understudy_core::{Protocol, RouteSelector, Settings, Target};
 
 fn load_with(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    Settings::from_toml_str(toml, |k| env.get(k).cloned()).map_err(|e| e.to_string())
+    crate::settings_with(toml, env).map_err(|e| e.to_string())
 }
 
 fn load(toml: &str) -> Result<Settings, String> {

@@ -2,8 +2,6 @@
 //! its keys are read from, each key's own base URL or region, and the
 //! errors that name the setting without showing a key.
 
-use std::collections::HashMap;
-
 use understudy_core::Settings;
 use understudy_core::settings::{Platform, Sticky};
 
@@ -11,11 +9,7 @@ const A: &str = "sk-pool-secret-aaaa-0001";
 const B: &str = "sk-pool-secret-bbbb-0002";
 
 fn load(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    Settings::from_toml_str(toml, |k| env.get(k).cloned()).map_err(|e| format!("{e}\n{e:?}"))
+    crate::settings_with(toml, env).map_err(|e| format!("{e}\n{e:?}"))
 }
 
 fn error(toml: &str) -> String {

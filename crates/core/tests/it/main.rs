@@ -8,6 +8,19 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+/// Settings from `toml` with `env` as the whole environment (the settings
+/// tests' one loader).
+fn settings_with(
+    toml: &str,
+    env: &[(&str, &str)],
+) -> Result<understudy_core::Settings, understudy_core::settings::SettingsError> {
+    understudy_core::Settings::from_toml_str(toml, |k| {
+        env.iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| (*v).to_owned())
+    })
+}
+
 mod actor_state;
 mod bounded_state;
 mod capabilities;

@@ -1,16 +1,10 @@
 //! Traces' settings from OpenTelemetry's own variables over `[telemetry]`.
 
-use std::collections::HashMap;
-
 use understudy_core::Settings;
 use understudy_core::settings::{RootSampler, Sampler};
 
 fn load(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    Settings::from_toml_str(toml, |k| env.get(k).cloned()).map_err(|e| e.to_string())
+    crate::settings_with(toml, env).map_err(|e| e.to_string())
 }
 
 #[test]

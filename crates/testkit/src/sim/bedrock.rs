@@ -693,14 +693,7 @@ fn parse_amz_date(d: &str) -> Option<SystemTime> {
     let num = |r: std::ops::Range<usize>| d.get(r)?.parse::<i64>().ok();
     let (y, m, day) = (num(0..4)?, num(4..6)?, num(6..8)?);
     let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
-    // Days from 1970-01-01 to y-m-d (Howard Hinnant's days_from_civil).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = understudy_core::clock::days_from_civil(y, m, day);
     let secs = u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()?;
     Some(UNIX_EPOCH + Duration::from_secs(secs))
 }
