@@ -72,20 +72,30 @@ impl Receiver {
 
     /// The spans of trace `trace`, once there are `n`.
     async fn trace(&self, trace: &str, n: usize) -> Vec<Value> {
+        self.spans_where(n, |s| s["trace_id"] == trace).await
+    }
+
+    /// The spans `keep` keeps, once there are `n` (the failure names what
+    /// came).
+    async fn spans_where(&self, n: usize, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
         eventually_within(
             Duration::from_secs(20),
             "the spans at the receiver",
             async || {
-                let got: Vec<Value> = self
-                    .spans()
-                    .await
-                    .into_iter()
-                    .filter(|s| s["trace_id"] == trace)
-                    .collect();
+                let got: Vec<Value> = self.spans().await.into_iter().filter(|s| keep(s)).collect();
                 if got.len() >= n {
                     Ok(got)
                 } else {
-                    Err(format!("{} of {n} spans", got.len()))
+                    let names: Vec<String> = got
+                        .iter()
+                        .map(|s| {
+                            format!(
+                                "{} {}",
+                                s["name"], s["attributes"]["understudy.attempt.kind"]
+                            )
+                        })
+                        .collect();
+                    Err(format!("{} of {n} spans: {names:?}", got.len()))
                 }
             },
         )
@@ -280,42 +290,13 @@ async fn a_fallback_is_one_server_span_and_two_attempts_under_the_caller_s_span(
 /// The three spans of the request whose caller span is `caller_span` and
 /// whose own span `traceresponse` names.
 async fn request_spans(receiver: &Receiver, caller_span: &str, traceresponse: &str) -> Vec<Value> {
-    let own = traceresponse
-        .split('-')
-        .nth(2)
-        .unwrap_or_default()
-        .to_owned();
-    eventually_within(
-        Duration::from_secs(20),
-        "the request's three spans",
-        async || {
-            let got: Vec<Value> = receiver
-                .spans()
-                .await
-                .into_iter()
-                .filter(|s| {
-                    s["trace_id"] == CALLER_TRACE
-                        && (s["parent_span_id"] == caller_span
-                            || s["parent_span_id"] == own.as_str())
-                })
-                .collect();
-            if got.len() >= 3 {
-                Ok(got)
-            } else {
-                let names: Vec<String> = got
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{} {}",
-                            s["name"], s["attributes"]["understudy.attempt.kind"]
-                        )
-                    })
-                    .collect();
-                Err(format!("{} of 3: {names:?}", got.len()))
-            }
-        },
-    )
-    .await
+    let own = traceresponse.split('-').nth(2).unwrap_or_default();
+    receiver
+        .spans_where(3, |s| {
+            s["trace_id"] == CALLER_TRACE
+                && (s["parent_span_id"] == caller_span || s["parent_span_id"] == own)
+        })
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
