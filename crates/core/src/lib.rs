@@ -10,7 +10,7 @@
 //! [`settings`] (defaults, TOML file and environment, DESIGN §4),
 //! [`limits`] (built-in output-token limits of well-known models),
 //! [`passthrough`] (what the native pass-through refuses unless allowed),
-//! [`clock`] (RFC 3339 times read).
+//! [`clock`] (RFC 3339 times read and written, UTC calendar days).
 //!
 //! - [`policy`]: pure decisions, no I/O: the decision machine
 //!   (`policy::decide`), plan, timeouts, softening, refusal policy,
