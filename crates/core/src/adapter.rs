@@ -24,15 +24,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// hands clones to the tasks that do the I/O.
 pub trait Adapter: Send + Sync + fmt::Debug + 'static {
     /// Sends one non-streamed request for `model` and classifies the result.
-    /// `connect` bounds the connection set-up (the target's timeout: a route
-    /// may set its own); every other timeout is applied by the caller.
+    /// `call.connect` bounds the connection set-up (the target's timeout: a
+    /// route may set its own); every other timeout is applied by the caller.
     /// Connection, HTTP and body errors come back as a classified
     /// [`Failure`], never as a panic.
     fn complete<'a>(
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>>;
 
     /// Opens a streamed request for `model`. An error status or a refused
@@ -42,7 +42,7 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>>;
 
     /// Asks the provider to count the input tokens of `request` for
@@ -64,6 +64,35 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
     /// waits on a refresh it did not need.
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {
         None
+    }
+}
+
+/// What one attempt sends besides its request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// How long connecting may take (the target's timeout: a route may set
+    /// its own).
+    pub connect: Duration,
+    /// The W3C trace context the provider receives, when its settings say
+    /// `forward_traceparent` and the request is traced: `traceparent`
+    /// naming the attempt's own span, and the caller's `tracestate`.
+    pub trace: Option<TraceHeaders>,
+}
+
+/// W3C trace context headers, as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeaders {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+}
+
+impl CallOptions {
+    /// A call with only a connect timeout.
+    pub fn connect(connect: Duration) -> Self {
+        Self {
+            connect,
+            trace: None,
+        }
     }
 }
 

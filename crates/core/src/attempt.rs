@@ -54,6 +54,11 @@ pub struct Attempt {
     /// the request (its span's start).
     #[serde(default)]
     pub started_ms: f64,
+    /// The attempt's span, made when the call went out (its
+    /// `traceparent` may have told the provider); `None` when the request
+    /// is not traced or no call was made.
+    #[serde(skip)]
+    pub span_id: Option<[u8; 8]>,
 }
 
 // === impl AttemptKind ===

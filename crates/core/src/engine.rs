@@ -62,6 +62,9 @@ struct Inner {
     shared: Option<Arc<SharedState>>,
     /// Whether spans are exported.
     tracing_on: bool,
+    /// Whether a provider receives `traceparent` (so requests get a trace
+    /// context even with no exporter).
+    forwarding: bool,
 }
 
 // === impl Engine ===
@@ -141,6 +144,7 @@ impl Engine {
                 }
             }
         }
+        let forwarding = settings.providers.values().any(|p| p.forward_traceparent);
         let bus = Arc::new(bus);
         let shared = redis
             .clone()
@@ -241,6 +245,7 @@ impl Engine {
                 tenants,
                 shared,
                 tracing_on,
+                forwarding,
             }),
         };
         if engine.expiring_credentials().next().is_some() {
@@ -303,6 +308,10 @@ impl Engine {
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Answer)?;
         run.ticket = ticket;
+        if let Some(trace) = &run.trace {
+            // From here the request makes its event (and spans).
+            trace.ran();
+        }
         run.answer().await
     }
 
@@ -321,6 +330,10 @@ impl Engine {
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Stream)?;
         run.ticket = ticket;
+        if let Some(trace) = &run.trace {
+            // From here the request makes its event (and spans).
+            trace.ran();
+        }
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut streams = self
@@ -468,26 +481,43 @@ impl Engine {
         }
     }
 
-    /// Whether spans are exported.
+    /// Whether requests get a trace context: spans are exported, or a
+    /// provider receives `traceparent`.
     pub fn traces_on(&self) -> bool {
-        self.inner.tracing_on
+        self.inner.tracing_on || self.inner.forwarding
     }
 
-    /// A request's trace context, when spans are exported: the caller's
-    /// `traceparent` and `tracestate` continued (or a new trace), sampled
-    /// by `OTEL_TRACES_SAMPLER`. `None` when traces are off.
+    /// A request's trace context, when traces are on (see
+    /// [`Self::traces_on`]): the caller's `traceparent` and `tracestate`
+    /// continued (unless `telemetry.follow_traceparent` is off), or a new
+    /// trace, sampled by `OTEL_TRACES_SAMPLER`. With no exporter the context
+    /// is only passed on: the caller's sampled flag, never recorded.
     pub fn trace_context(
         &self,
         traceparent: Option<&str>,
         tracestate: Option<&str>,
     ) -> Option<Arc<crate::trace::TraceContext>> {
-        self.inner.tracing_on.then(|| {
-            Arc::new(crate::trace::TraceContext::new(
-                traceparent,
-                tracestate,
-                self.inner.settings.telemetry.sampler,
-            ))
-        })
+        use crate::settings::{RootSampler, Sampler};
+        if !self.traces_on() {
+            return None;
+        }
+        let t = &self.inner.settings.telemetry;
+        let (traceparent, tracestate) = if t.follow_traceparent {
+            (traceparent, tracestate)
+        } else {
+            (None, None)
+        };
+        let sampler = if self.inner.tracing_on {
+            t.sampler
+        } else {
+            Sampler::ParentBased(RootSampler::AlwaysOff)
+        };
+        let context = crate::trace::TraceContext::new(traceparent, tracestate, sampler);
+        Some(Arc::new(if self.inner.tracing_on {
+            context
+        } else {
+            context.not_recorded()
+        }))
     }
 
     /// The client records and their counters.

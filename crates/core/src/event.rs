@@ -52,6 +52,10 @@ pub struct GenerationEvent {
     /// carry it).
     #[serde(skip)]
     pub trace: Option<std::sync::Arc<crate::trace::TraceContext>>,
+    /// What the request's spans need beyond this event (recorded traces
+    /// only; not written).
+    #[serde(skip)]
+    pub notes: Option<Box<crate::trace::notes::TraceNotes>>,
 }
 
 /// What every event of one request shares.
@@ -94,6 +98,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             trace: None,
+            notes: None,
         }
     }
 
@@ -122,6 +127,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             trace: None,
+            notes: None,
         }
     }
 
@@ -149,6 +155,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             trace: None,
+            notes: None,
         }
     }
 
@@ -178,6 +185,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             trace: None,
+            notes: None,
         }
     }
 

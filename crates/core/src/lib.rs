@@ -66,7 +66,8 @@ mod cache;
 mod run;
 
 pub use adapter::{
-    Adapter, AdapterFactory, BoxEventStream, BoxFuture, CredentialStatus, Credentials, EventStream,
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
+    EventStream,
 };
 pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Credentials, Failure,
+    Adapter, BoxEventStream, BoxFuture, CallOptions, ChatRequest, Completion, Credentials, Failure,
 };
 
 /// `first` for the models `takes` picks, `second` for the rest.
@@ -36,18 +36,18 @@ impl<A: Adapter, B: Adapter> Adapter for ByModel<A, B> {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
-        self.of(model).complete(model, request, connect)
+        self.of(model).complete(model, request, call)
     }
 
     fn stream<'a>(
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
-        self.of(model).stream(model, request, connect)
+        self.of(model).stream(model, request, call)
     }
 
     fn count_tokens<'a>(

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::actor::provider::by_deadline;
+use crate::adapter::CallOptions;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::cache::KeyContext;
 use crate::chat::{ChatRequest, Completion};
@@ -100,6 +101,7 @@ impl Run {
                         // Unreachable: `Served` follows a served attempt.
                         return Err(crate::Error::Engine("served without an answer".into()));
                     };
+                    self.note_answer(&completion);
                     return Ok(self.served(target, &decider, completion, attempts));
                 }
                 Next::Stop(verdict) => return Err(self.error(verdict, attempts)),
@@ -123,11 +125,14 @@ impl Run {
                 .providers
                 .get(&*target.provider)
                 .map_or(1.0, |p| p.default_temperature);
-            Arc::new(soften(&self.chat, default_t))
+            let softened = Arc::new(soften(&self.chat, default_t));
+            self.note_softened(&softened);
+            softened
         } else {
             Arc::clone(&self.chat)
         };
         if !self.admit(call).await {
+            self.note_skip(idx, "breaker_open");
             return Input::Skipped;
         }
         let ticket = match self.pick_key(call) {
@@ -135,6 +140,7 @@ impl Run {
             KeyChoice::Pooled(ticket) => Some(ticket),
             KeyChoice::None => {
                 self.release_held_probe();
+                self.note_skip(idx, "keys_out");
                 return Input::Skipped;
             }
             KeyChoice::RateLimited(failure) => {
@@ -154,7 +160,9 @@ impl Run {
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
         let mut limits = None;
-        let result = match self.call(idx, key, &chat, deadline, timeouts.connect).await {
+        let span = self.attempt_span();
+        let options = self.call_options(idx, timeouts.connect, span);
+        let result = match self.call(idx, key, &chat, deadline, &options).await {
             // An answer that breaks what the request asked for is this
             // target's failure, not an answer (checked off the serving
             // threads, within a budget).
@@ -173,6 +181,7 @@ impl Run {
         };
         let mut record = self.attempt_record(idx, call.kind, outcome, latency, failure);
         record.key = ticket.as_ref().and_then(Ticket::name);
+        record.span_id = span;
         attempts.push(record);
         let key_input = self.key_outcome(idx, ticket, limits.as_ref(), failure);
         match result {
@@ -191,7 +200,7 @@ impl Run {
         key: usize,
         chat: &Arc<ChatRequest>,
         deadline: Instant,
-        connect: Duration,
+        options: &CallOptions,
     ) -> Result<Completion, crate::Failure> {
         self.calling(idx);
         let target = &self.plan.targets[idx];
@@ -203,7 +212,7 @@ impl Run {
             deadline,
             started,
             "no answer",
-            adapter.complete(&target.model, chat, connect),
+            adapter.complete(&target.model, chat, options),
         )
         .await;
         in_flight.finish(result.as_ref().map(|_| ()).map_err(crate::Failure::code));

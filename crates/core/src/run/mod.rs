@@ -39,6 +39,7 @@ use tokio::time::Instant;
 
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::SupervisorMsg;
+use crate::adapter::{CallOptions, TraceHeaders};
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::breakers::{BreakerBoard, Change};
 use crate::cache::ResponseCache;
@@ -55,6 +56,7 @@ use crate::settings::{Settings, TimeoutOverrides, Timeouts};
 use crate::shared::{SharedState, unix_ms};
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
+use crate::trace::notes::{Skip, TraceNotes};
 
 /// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {
@@ -105,6 +107,8 @@ pub(crate) struct Run {
     pub ticket: Option<crate::tenants::Ticket>,
     /// The request's trace, when traces are on.
     pub trace: Option<Arc<crate::trace::TraceContext>>,
+    /// What its spans need beyond the event (a recorded trace only).
+    pub notes: Option<Box<TraceNotes>>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -236,6 +240,85 @@ impl Run {
             status: failure.and_then(|f| f.status),
             key: None,
             started_ms: millis(self.started.elapsed().saturating_sub(latency)),
+            span_id: None,
+        }
+    }
+
+    /// A span id for an attempt about to be made, when the request is
+    /// traced.
+    fn attempt_span(&self) -> Option<[u8; 8]> {
+        self.trace.as_ref().map(|_| crate::trace::new_span_id())
+    }
+
+    /// The options of a call to target `idx` made in span `span`: the
+    /// target's connect timeout, and the trace context where its provider
+    /// receives it.
+    fn call_options(&self, idx: usize, connect: Duration, span: Option<[u8; 8]>) -> CallOptions {
+        let trace = match (&self.trace, span) {
+            (Some(ctx), Some(span))
+                if self
+                    .settings
+                    .providers
+                    .get(&*self.plan.targets[idx].provider)
+                    .is_some_and(|p| p.forward_traceparent) =>
+            {
+                Some(TraceHeaders {
+                    traceparent: ctx.traceparent_for(&span),
+                    tracestate: ctx.state.clone(),
+                })
+            }
+            _ => None,
+        };
+        CallOptions { connect, trace }
+    }
+
+    /// Notes (for a recorded trace) the serving answer.
+    fn note_answer(&mut self, c: &crate::chat::Completion) {
+        let id = None /*RESPONSE_ID*/;
+        self.note_served(id, &c.finish_reason, &c.text, &c.tool_calls);
+    }
+
+    /// Notes (for a recorded trace) the serving answer's id, how it ended,
+    /// and its content where content is captured.
+    fn note_served(
+        &mut self,
+        response_id: Option<String>,
+        finish: &crate::chat::FinishReason,
+        text: &str,
+        tool_calls: &[crate::chat::ToolCall],
+    ) {
+        let Some(notes) = self.notes.as_mut() else {
+            return;
+        };
+        notes.response_id = response_id;
+        notes.finish_reason = Some(finish.clone());
+        if let Some(content) = notes.content.as_mut() {
+            content.output = Some(crate::trace::notes::output(text, tool_calls, finish));
+        }
+    }
+
+    /// Notes (for a recorded trace that captures content) the softened
+    /// retry's system instructions.
+    fn note_softened(&mut self, softened: &ChatRequest) {
+        if let Some(content) = self.notes.as_mut().and_then(|n| n.content.as_mut()) {
+            content.softened_system = softened
+                .system
+                .as_deref()
+                .map(crate::trace::notes::instructions);
+        }
+    }
+
+    /// Notes (for a recorded trace) that target `idx` was passed over.
+    fn note_skip(&mut self, idx: usize, reason: &'static str) {
+        let at_ms = millis(self.started.elapsed());
+        let target = &self.plan.targets[idx];
+        if let Some(notes) = self.notes.as_mut() {
+            notes.skips.push(Skip {
+                provider: target.provider.to_string(),
+                model: target.model.to_string(),
+                reason,
+                at_ms,
+            });
         }
     }
 
@@ -309,8 +392,9 @@ impl Run {
     /// nothing when no provider answered or the cache did; the estimate
     /// when a provider was at work but the usage is not known (a stream cut
     /// after it committed, an answer without usage).
-    fn publish(&self, mut event: crate::event::GenerationEvent) {
+    fn publish(&mut self, mut event: crate::event::GenerationEvent) {
         event.trace.clone_from(&self.trace);
+        event.notes = self.notes.take();
         if let Some(ticket) = &self.ticket {
             use crate::tenants::Used;
             event.client = Some(ticket.client().to_string());

@@ -13,6 +13,7 @@ use crate::policy::decide::{Mode, Rules};
 use crate::policy::plan::{self, Unavailable};
 use crate::policy::timeouts::request_timeout;
 use crate::run::Run;
+use crate::trace::notes::{Content, Skip, TraceNotes};
 
 /// A pin's fallbacks (the default route's other targets) kept to those a
 /// client record's `models` allow; the pin itself was allowed at admission.
@@ -38,6 +39,44 @@ fn scope_pin(
     route.retain(|t| {
         std::mem::take(&mut first) || record.allows(&format!("{}:{}", t.provider, t.model))
     });
+}
+
+/// A recorded trace's first notes: the policy, the targets left out of
+/// the plan for their breaker (or a stopped actor), and the request's
+/// content where the operator opted in.
+fn notes(
+    plan: &plan::Plan,
+    refusal: crate::RefusalPolicy,
+    chat: &crate::ChatRequest,
+    settings: &crate::settings::Settings,
+) -> Box<TraceNotes> {
+    let skips = plan
+        .skipped
+        .iter()
+        .filter_map(|(t, why)| {
+            let reason = match why {
+                Unavailable::BreakerOpen => "breaker_open",
+                Unavailable::Stopped => "stopped",
+                // Configuration, not an event of this request.
+                Unavailable::NoKey | Unavailable::NoAdapter => return None,
+            };
+            Some(Skip {
+                provider: t.provider.to_string(),
+                model: t.model.to_string(),
+                reason,
+                at_ms: 0.0,
+            })
+        })
+        .collect();
+    Box::new(TraceNotes {
+        refusal_policy: refusal.as_str(),
+        skips,
+        content: settings
+            .telemetry
+            .capture_content
+            .then(|| Content::of_request(chat)),
+        ..TraceNotes::default()
+    })
 }
 
 /// Plans `request` from the router's `view` and gathers what its run
@@ -104,7 +143,13 @@ pub(crate) fn prepare(
         .refusal_policy
         .or(route_options.and_then(|o| o.refusal_policy))
         .unwrap_or(view.routing.refusal_policy);
+    let notes = request
+        .trace
+        .as_ref()
+        .filter(|t| t.recording)
+        .map(|_| notes(&plan, refusal, &request.chat, &view.settings));
     Ok(Run {
+        notes,
         route_label: request.route.to_string(),
         api: request.api,
         omitted_tools: request.omitted_tools.clone(),

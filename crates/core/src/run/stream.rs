@@ -84,6 +84,8 @@ struct Committed {
     started: Instant,
     /// The pool key it went to, by name.
     key: Option<String>,
+    /// The attempt's span, when the request is traced.
+    span: Option<[u8; 8]>,
 }
 
 /// How opening one target went.
@@ -91,9 +93,16 @@ enum Opened {
     Committed(Committed),
     /// Its breaker turned the call away: not an attempt.
     Skipped,
-    /// It failed after this long, on this pool key; what the decision
-    /// machine hears when not plain `Failed` (another key may serve).
-    Failed(Failure, Duration, Option<String>, Option<Input>),
+    /// It failed after this long, on this pool key, in this span; what the
+    /// decision machine hears when not plain `Failed` (another key may
+    /// serve).
+    Failed(
+        Failure,
+        Duration,
+        Option<String>,
+        Option<[u8; 8]>,
+        Option<Input>,
+    ),
 }
 
 type Reply = oneshot::Sender<Result<GenerationStream, Error>>;
@@ -212,7 +221,7 @@ impl Run {
                     break Some(c);
                 }
                 Opened::Skipped => Input::Skipped,
-                Opened::Failed(failure, latency, key, key_input) => {
+                Opened::Failed(failure, latency, key, span, key_input) => {
                     let mut record = self.attempt_record(
                         call.target,
                         call.kind,
@@ -221,6 +230,7 @@ impl Run {
                         Some(&failure),
                     );
                     record.key = key;
+                    record.span_id = span;
                     attempts.push(record);
                     key_input.unwrap_or(Input::Failed(failure.kind))
                 }
@@ -239,7 +249,7 @@ impl Run {
 
     /// Publishes the failed event and answers the caller with the error: as
     /// the reply, or in-band on a held stream.
-    async fn fail(&self, client: Client, error: Error) {
+    async fn fail(&mut self, client: Client, error: Error) {
         let latency_ms = millis(self.started.elapsed());
         self.publish(GenerationEvent::failed(
             &self.event_context(),
@@ -262,6 +272,7 @@ impl Run {
     async fn open_and_wait(&mut self, call: Call) -> Opened {
         let idx = call.target;
         if !self.admit(call).await {
+            self.note_skip(idx, "breaker_open");
             return Opened::Skipped;
         }
         let ticket = match self.pick_key(call) {
@@ -269,11 +280,12 @@ impl Run {
             KeyChoice::Pooled(ticket) => Some(ticket),
             KeyChoice::None => {
                 self.release_held_probe();
+                self.note_skip(idx, "keys_out");
                 return Opened::Skipped;
             }
             KeyChoice::RateLimited(failure) => {
                 self.release_held_probe();
-                return Opened::Failed(failure, Duration::ZERO, None, None);
+                return Opened::Failed(failure, Duration::ZERO, None, None, None);
             }
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
@@ -281,7 +293,8 @@ impl Run {
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let chat = Arc::clone(&self.chat);
-        let (failure, limits) = match self.open(idx, key, chat, first_token_by).await {
+        let span = self.attempt_span();
+        let (failure, limits) = match self.open(idx, key, chat, first_token_by, span).await {
             Ok(stream) => {
                 let limits = stream.rate_limits();
                 match self
@@ -291,6 +304,7 @@ impl Run {
                     Ok(mut committed) => {
                         // The key's word is in at the commit (its headers).
                         committed.key = key_name;
+                        committed.span = span;
                         let _ = self.key_outcome(idx, ticket, limits.as_ref(), None);
                         return Opened::Committed(committed);
                     }
@@ -306,7 +320,7 @@ impl Run {
             }
         };
         let key_input = self.key_outcome(idx, ticket, limits.as_ref(), Some(&failure));
-        Opened::Failed(failure, started.elapsed(), key_name, key_input)
+        Opened::Failed(failure, started.elapsed(), key_name, span, key_input)
     }
 
     /// Opens a stream of `chat` on target `idx` (connect and headers) by
@@ -319,8 +333,9 @@ impl Run {
         key: usize,
         chat: Arc<ChatRequest>,
         first_token_by: Instant,
+        span: Option<[u8; 8]>,
     ) -> Result<BoxEventStream, Failure> {
-        let connect = self.timeouts(idx).connect;
+        let options = self.call_options(idx, self.timeouts(idx).connect, span);
         self.calling(idx);
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
@@ -330,7 +345,7 @@ impl Run {
             first_token_by,
             Instant::now(),
             "no response",
-            adapter.stream(&target.model, &chat, connect),
+            adapter.stream(&target.model, &chat, &options),
         )
         .await;
         match &opened {
@@ -394,6 +409,7 @@ impl Run {
                         finish,
                         started,
                         key: None,
+                        span: None,
                     });
                 }
                 Step::Fail(f) => return Err(f),
@@ -419,6 +435,7 @@ impl Run {
             finish,
             started,
             key,
+            span,
         } = c;
         let target = self.plan.targets[idx].clone();
         let provider = target.provider.to_string();
@@ -429,7 +446,8 @@ impl Run {
         // A held stream's handle went out before anyone served: it renders
         // neutral items only, so a native target's own events are left out.
         let native = !held && matches!(first.first(), Some(StreamItem::Native(_)));
-        let mut sent = Sent::new(self.streams.continue_after_cut && !native);
+        let capture = self.notes.as_ref().is_some_and(|n| n.content.is_some());
+        let mut sent = Sent::new(self.streams.continue_after_cut && !native, capture);
         let tx = match client {
             Client::Waiting(reply) => {
                 let (tx, rx) = mpsc::channel(STREAM_BUFFER);
@@ -479,6 +497,7 @@ impl Run {
                 }
             };
         }
+        let response_id = self.notes.as_ref().and(None /*STREAM_RESPONSE_ID*/);
         drop(stream); // closes the upstream connection now, whatever happened
         let latency = started.elapsed();
         let mut continued_by = None;
@@ -493,6 +512,7 @@ impl Run {
                 let mut record =
                     self.attempt_record(idx, kind, Outcome::Failed(code), latency, Some(&f));
                 record.key = key.clone();
+                record.span_id = span;
                 attempts.push(record);
                 match self.continuation(idx, &sent.text, &tx, &mut attempts).await {
                     Ok((by, finish)) => {
@@ -521,6 +541,7 @@ impl Run {
                     ),
                 };
                 record.key = key.clone();
+                record.span_id = span;
                 attempts.push(record);
                 end
             }
@@ -535,6 +556,7 @@ impl Run {
                 if let Some(named) = named.filter(|_| continued_by.is_none()) {
                     model = named;
                 }
+                self.note_served(response_id, &finish_reason, &sent.text, &[]);
                 let done = StreamDone {
                     request_id,
                     provider,
@@ -674,7 +696,11 @@ impl Run {
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
-        let result = match self.open(idx, key, Arc::new(chat), first_token_by).await {
+        let span = self.attempt_span();
+        let result = match self
+            .open(idx, key, Arc::new(chat), first_token_by, span)
+            .await
+        {
             Ok(mut stream) => {
                 let result = self
                     .continue_on(&mut stream, idx, trimmed, tx, first_token_by)
@@ -699,6 +725,7 @@ impl Run {
         };
         let mut record = self.attempt_record(idx, call.kind, outcome, started.elapsed(), failure);
         record.key = key_name;
+        record.span_id = span;
         attempts.push(record);
         let _ = self.key_outcome(idx, ticket, None, failure);
         match result {
@@ -767,22 +794,26 @@ impl Run {
 }
 
 /// The text the client has received, kept only when a cut may be
-/// continued (it becomes the prefill).
+/// continued (it becomes the prefill) or the trace captures content.
 struct Sent {
+    /// A cut may be continued.
     on: bool,
+    /// The text is kept (`on`, or content is captured).
+    keep: bool,
     text: String,
 }
 
 impl Sent {
-    fn new(on: bool) -> Self {
+    fn new(on: bool, capture: bool) -> Self {
         Self {
             on,
+            keep: on || capture,
             text: String::new(),
         }
     }
 
     fn note(&mut self, item: &StreamItem) {
-        if let (true, StreamItem::Delta(text)) = (self.on, item) {
+        if let (true, StreamItem::Delta(text)) = (self.keep, item) {
             self.text.push_str(text);
         }
     }

@@ -76,6 +76,11 @@ pub struct ProviderSettings {
     /// its name. The adapter then reads the rate-limit budgets answers
     /// report, for the pool to steer by.
     pub key_name: Option<String>,
+    /// Each attempt sends the request's W3C `traceparent` (naming the
+    /// attempt's span) and `tracestate` (`forward_traceparent = true`): for
+    /// a self-hosted server that traces too (vLLM, Ollama behind a proxy);
+    /// off by default, since a public API does nothing with it.
+    pub forward_traceparent: bool,
 }
 
 /// The built-in providers, in the order `understudy providers` lists them
@@ -177,6 +182,8 @@ pub(super) struct RawProvider {
     responses_api: Option<bool>,
     /// HTTP/1.1 only (no HTTP/2 by ALPN).
     http1_only: Option<bool>,
+    /// Send the attempt's `traceparent` and `tracestate`.
+    forward_traceparent: Option<bool>,
     /// A PEM file of extra CA certificates to trust.
     ca_file: Option<PathBuf>,
     /// Client model names to the provider's ids for them.
@@ -459,6 +466,7 @@ impl ProviderSettings {
             models: BTreeMap::new(),
             pool: KeyPool::default(),
             key_name: None,
+            forward_traceparent: false,
         }
     }
 
@@ -516,6 +524,7 @@ impl fmt::Debug for ProviderSettings {
             models,
             pool,
             key_name,
+            forward_traceparent,
         } = self;
         let header_names: Vec<(&str, &str)> =
             headers.iter().map(|(n, _)| (n.as_str(), "***")).collect();
@@ -541,6 +550,7 @@ impl fmt::Debug for ProviderSettings {
             .field("models", models)
             .field("pool", pool)
             .field("key_name", key_name)
+            .field("forward_traceparent", forward_traceparent)
             .finish()
     }
 }
@@ -791,6 +801,9 @@ impl RawProvider {
         }
         if let Some(on) = self.http1_only {
             p.http1_only = on;
+        }
+        if let Some(on) = self.forward_traceparent {
+            p.forward_traceparent = on;
         }
         if let Some(path) = &self.ca_file {
             p.ca_file = Some(read_ca_file(path.clone()).map_err(|m| (format!("{at}.ca_file"), m))?);

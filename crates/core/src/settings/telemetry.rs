@@ -50,6 +50,10 @@ pub struct TelemetrySettings {
     /// Message content in spans (opt-in: prompts and answers are the
     /// users' data).
     pub capture_content: bool,
+    /// A caller's `traceparent`/`tracestate` is continued (on by default);
+    /// off, every request starts a trace of its own (callers that are not
+    /// trusted cannot then choose the trace id or force sampling).
+    pub follow_traceparent: bool,
     /// The most spans held for export; beyond it new ones are dropped and
     /// counted.
     pub max_queue: usize,
@@ -90,6 +94,7 @@ pub(super) struct RawTelemetry {
     sampler: Option<String>,
     sampler_arg: Option<f64>,
     capture_content: bool,
+    follow_traceparent: Option<bool>,
     max_queue: Option<usize>,
     export_timeout: Option<f64>,
     export_every: Option<f64>,
@@ -205,6 +210,7 @@ pub(super) fn read(
         resource,
         sampler,
         capture_content: raw.capture_content,
+        follow_traceparent: raw.follow_traceparent.unwrap_or(true),
         max_queue,
         max_batch: 512,
         export_timeout,

@@ -21,7 +21,10 @@ use crate::trace::SpanSender;
 use crate::trace::otlp::{Value, export_request};
 
 /// Runs the exporter until the bus is dropped or `stop` turns true, then
-/// sends what it holds (each export still bounded by its timeout).
+/// sends what it holds (each export still bounded by its timeout). One
+/// export is in flight at a time, and the bus is read meanwhile: a slow
+/// collector fills the queue (and costs counted drops past it), never the
+/// bus.
 pub(crate) async fn run(
     settings: Arc<Settings>,
     sender: Arc<dyn SpanSender>,
@@ -34,36 +37,95 @@ pub(crate) async fn run(
         resource: resource(&settings),
         held: VecDeque::new(),
         held_spans: 0,
-        sender,
         metrics,
         settings: Arc::clone(&settings),
         failing: false,
     };
     let mut tick = tokio::time::interval(t.export_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight: Option<Export> = None;
     loop {
-        let due = tokio::select! {
+        // What to send now: everything (a tick), or a full batch of
+        // answered requests (the queue filled).
+        let start = tokio::select! {
             event = rx.recv() => match event {
                 Some(e) => {
                     exporter.hold(e);
-                    exporter.held_spans >= t.max_batch
+                    // While the collector fails, only the tick tries again.
+                    (exporter.held_spans >= t.max_batch && !exporter.failing)
+                        .then_some(Due::Full)
                 }
                 None => break,
             },
-            _ = tick.tick() => true,
+            _ = tick.tick() => Some(Due::Tick),
+            (n, result) = async {
+                match in_flight.as_mut() {
+                    Some(export) => export.await,
+                    None => std::future::pending().await,
+                }
+            }, if in_flight.is_some() => {
+                in_flight = None;
+                exporter.sent(n, result);
+                (exporter.held_spans >= t.max_batch && !exporter.failing).then_some(Due::Full)
+            }
             stopped = stop.wait_for(|s| *s) => {
                 drop(stopped);
                 break;
             }
         };
-        if due {
-            exporter.export_all().await;
+        if let (Some(due), None) = (start, &in_flight) {
+            in_flight = exporter
+                .batch(due)
+                .map(|(n, body)| send(Arc::clone(&sender), t.export_timeout, n, body));
         }
+    }
+    if let Some(export) = in_flight.take() {
+        let (n, result) = export.await;
+        exporter.sent(n, result);
     }
     while let Ok(e) = rx.try_recv() {
         exporter.hold(e);
     }
-    exporter.export_all().await;
+    while let Some((n, body)) = exporter.batch(Due::Tick) {
+        let (n, result) = send(Arc::clone(&sender), t.export_timeout, n, body).await;
+        exporter.sent(n, result);
+        if exporter.failing {
+            // A collector that fails at shutdown gets one try, not one a
+            // batch: the rest is dropped and counted.
+            exporter.drop_held();
+        }
+    }
+}
+
+/// Why an export starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// The tick: everything held goes, a batch at a time.
+    Tick,
+    /// A batch's worth is held: requests already answered go (one whose
+    /// answer's status is not yet recorded waits for the tick, so its span
+    /// has it).
+    Full,
+}
+
+/// One export under way: the spans it carries, and how it went.
+type Export =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Result<(), String>)> + Send>>;
+
+/// Posts `body` (`n` spans) within `timeout`.
+fn send(
+    sender: Arc<dyn SpanSender>,
+    timeout: std::time::Duration,
+    n: u64,
+    body: Vec<u8>,
+) -> Export {
+    Box::pin(async move {
+        let result = match tokio::time::timeout(timeout, sender.send(body)).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        };
+        (n, result)
+    })
 }
 
 struct Exporter {
@@ -72,7 +134,6 @@ struct Exporter {
     /// so the front end has recorded the answer's status by then).
     held: VecDeque<Arc<GenerationEvent>>,
     held_spans: usize,
-    sender: Arc<dyn SpanSender>,
     metrics: Arc<Metrics>,
     settings: Arc<Settings>,
     /// The last export failed (logged once per outage).
@@ -81,7 +142,7 @@ struct Exporter {
 
 impl Exporter {
     fn hold(&mut self, e: Arc<GenerationEvent>) {
-        if !e.trace.as_ref().is_some_and(|t| t.sampled) {
+        if !e.trace.as_ref().is_some_and(|t| t.recording) {
             return;
         }
         let n = e.attempts.len() + 1;
@@ -93,59 +154,62 @@ impl Exporter {
         self.held.push_back(e);
     }
 
-    /// Sends everything held, a batch at a time.
-    /// Sends everything held, a batch at a time. After a failed batch the
-    /// rest is dropped (and counted) rather than tried: a collector that
-    /// hangs costs one `export_timeout` a round, not one a batch.
-    async fn export_all(&mut self) {
-        while !self.held.is_empty() {
-            self.export_batch().await;
-            if self.failing {
-                self.metrics.otlp_spans("dropped", self.held_spans as u64);
-                self.held.clear();
-                self.held_spans = 0;
-            }
-        }
+    /// Drops (and counts) everything held.
+    fn drop_held(&mut self) {
+        self.metrics.otlp_spans("dropped", self.held_spans as u64);
+        self.held.clear();
+        self.held_spans = 0;
     }
 
-    async fn export_batch(&mut self) {
+    /// The next batch to send (`None`: nothing is due): at most
+    /// `max_batch` spans, made now, encoded.
+    fn batch(&mut self, due: Due) -> Option<(u64, Vec<u8>)> {
         let t = &self.settings.telemetry;
         let mut spans = Vec::new();
-        while let Some(e) = self.held.front() {
-            if !spans.is_empty() && spans.len() + e.attempts.len() + 1 > t.max_batch {
+        let mut waiting = VecDeque::new();
+        while let Some(e) = self.held.pop_front() {
+            let n = e.attempts.len() + 1;
+            if !spans.is_empty() && spans.len() + n > t.max_batch {
+                self.held.push_front(e);
                 break;
             }
-            let Some(e) = self.held.pop_front() else {
-                break;
-            };
-            self.held_spans -= e.attempts.len() + 1;
+            let answered = e.trace.as_ref().is_none_or(|ctx| ctx.status().is_some());
+            if due == Due::Full && !answered {
+                waiting.push_back(e);
+                continue;
+            }
+            self.held_spans -= n;
             if let Some(ctx) = &e.trace {
                 spans.extend(crate::trace::spans::of_event(&e, ctx, &self.settings));
             }
         }
+        // Those still waiting for their status go first next time.
+        while let Some(e) = waiting.pop_back() {
+            self.held.push_front(e);
+        }
         if spans.is_empty() {
-            return;
+            return None;
         }
         let body = export_request(
             &self.resource,
             ("understudy", env!("CARGO_PKG_VERSION")),
             &spans,
         );
-        let n = spans.len() as u64;
-        let sent = tokio::time::timeout(t.export_timeout, self.sender.send(body)).await;
-        match sent {
-            Ok(Ok(())) => {
+        Some((spans.len() as u64, body))
+    }
+
+    /// Counts how an export of `n` spans went, and logs the start and end
+    /// of an outage once each.
+    fn sent(&mut self, n: u64, result: Result<(), String>) {
+        match result {
+            Ok(()) => {
                 self.metrics.otlp_spans("exported", n);
                 if std::mem::take(&mut self.failing) {
                     tracing::info!("spans reach the collector again");
                 }
             }
-            failed => {
+            Err(why) => {
                 self.metrics.otlp_spans("dropped", n);
-                let why = match failed {
-                    Ok(Err(e)) => e,
-                    _ => format!("no answer within {:?}", t.export_timeout),
-                };
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(error = %why, "cannot export spans; dropping them until the collector answers");
                 }

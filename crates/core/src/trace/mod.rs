@@ -5,13 +5,14 @@
 //! to post them. The exporter itself is a sink (`crate::sink::otlp`): spans
 //! are made and sent off the request path.
 
+pub mod notes;
 pub mod otlp;
 pub mod spans;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::settings::{RootSampler, Sampler};
@@ -23,14 +24,22 @@ pub struct TraceContext {
     pub span_id: [u8; 8],
     /// The caller's span, when it sent a valid `traceparent`.
     pub parent: Option<[u8; 8]>,
-    /// Whether the trace is recorded.
+    /// The trace's sampled flag: the sampler's decision (with no exporter,
+    /// the caller's), passed on to providers that receive `traceparent`.
     pub sampled: bool,
+    /// Whether this gateway exports the request's spans: sampled, and an
+    /// exporter is configured.
+    pub recording: bool,
     /// The caller's `tracestate`, passed on unchanged.
     pub state: Option<String>,
     /// When the request arrived (Unix nanoseconds).
     pub start_unix_nano: u64,
     /// The HTTP status the request was answered with (0 until known).
     status: AtomicU16,
+    /// The request reached the engine's run, so it makes an event and
+    /// (when recording) spans; one refused before (a 401, a 400) makes
+    /// none, and `traceresponse` then says it was not recorded.
+    ran: AtomicBool,
 }
 
 /// Posts one encoded export (`ExportTraceServiceRequest`) to the
@@ -65,6 +74,7 @@ impl TraceContext {
             span_id: new_span_id(),
             parent: parent_span,
             sampled,
+            recording: sampled,
             state: parent
                 .and(tracestate)
                 .map(str::trim)
@@ -72,7 +82,37 @@ impl TraceContext {
                 .map(str::to_owned),
             start_unix_nano: unix_nano(SystemTime::now()),
             status: AtomicU16::new(0),
+            ran: AtomicBool::new(false),
         }
+    }
+
+    /// The context with `recording` off whatever was sampled (no exporter
+    /// is configured: the context is only passed on).
+    #[must_use]
+    pub fn not_recorded(mut self) -> Self {
+        self.recording = false;
+        self
+    }
+
+    /// Whether the request's spans are made: recording, and the request
+    /// reached the engine's run.
+    pub fn recorded(&self) -> bool {
+        self.recording && self.ran.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the request reached the engine's run.
+    pub fn ran(&self) {
+        self.ran.store(true, Ordering::Relaxed);
+    }
+
+    /// `traceparent` for a call made in span `span` of this trace.
+    pub fn traceparent_for(&self, span: &[u8; 8]) -> String {
+        format!(
+            "00-{}-{}-{:02x}",
+            self.trace_id_hex(),
+            crate::settings::hex(span),
+            u8::from(self.sampled)
+        )
     }
 
     /// The trace id, 32 lowercase hex digits.
@@ -81,13 +121,14 @@ impl TraceContext {
     }
 
     /// `traceresponse` (W3C Trace Context level 2): this request's span in
-    /// the trace, for the client to find it.
+    /// the trace, for the client to find it; its sampled flag says whether
+    /// the span was recorded.
     pub fn traceresponse(&self) -> String {
         format!(
             "00-{}-{}-{:02x}",
             self.trace_id_hex(),
             crate::settings::hex(&self.span_id),
-            u8::from(self.sampled)
+            u8::from(self.recorded())
         )
     }
 
@@ -107,6 +148,7 @@ impl fmt::Debug for TraceContext {
         f.debug_struct("TraceContext")
             .field("trace_id", &self.trace_id_hex())
             .field("sampled", &self.sampled)
+            .field("recording", &self.recording)
             .finish_non_exhaustive()
     }
 }

@@ -7,6 +7,7 @@ use crate::attempt::{AttemptKind, Outcome};
 use crate::event::GenerationEvent;
 use crate::protocol::Protocol;
 use crate::settings::{Platform, Settings};
+use crate::trace::notes::TraceNotes;
 use crate::trace::otlp::{Event, Kind, Span, Value};
 use crate::trace::{TraceContext, new_span_id};
 
@@ -21,7 +22,11 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
     let engine_start = end.saturating_sub((e.latency_ms * MS as f64) as u64);
     let flags = u32::from(ctx.sampled);
     let mut spans = Vec::with_capacity(e.attempts.len() + 1);
-    spans.push(server_span(e, ctx, op, end, flags));
+    let mut server = server_span(e, ctx, op, end, flags);
+    if let Some(notes) = &e.notes {
+        noted(&mut server, notes, engine_start);
+    }
+    spans.push(server);
     let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
     for (i, a) in e.attempts.iter().enumerate() {
         // Never before the request's own span (the times are in ms).
@@ -53,6 +58,12 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
         if let Some(key) = &a.key {
             attributes.push(("understudy.key", Value::Str(key.clone())));
         }
+        let content = e.notes.as_ref().and_then(|n| n.content.as_ref());
+        if let (AttemptKind::Softened, Some(system)) =
+            (a.kind, content.and_then(|c| c.softened_system.as_ref()))
+        {
+            attributes.push(("gen_ai.system_instructions", Value::Str(system.clone())));
+        }
         if let Some(status) = a.status {
             attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
         }
@@ -80,6 +91,9 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
         }
         if Some(i) == served {
             served_attributes(e, &mut attributes);
+            if let Some(output) = content.and_then(|c| c.output.as_ref()) {
+                attributes.push(("gen_ai.output.messages", Value::Str(output.clone())));
+            }
             if let Some(ttft) = e.ttft_ms.filter(|_| e.streamed) {
                 attributes.push((
                     "gen_ai.response.time_to_first_chunk",
@@ -94,7 +108,9 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
         }
         spans.push(Span {
             trace_id: ctx.trace_id,
-            span_id: new_span_id(),
+            // The id the call went out with (and a provider that receives
+            // `traceparent` saw), else a new one.
+            span_id: a.span_id.unwrap_or_else(new_span_id),
             trace_state: ctx.state.clone(),
             parent_span_id: Some(ctx.span_id),
             // The parent (the request's span) is local: bit 8 set, 9 not.
@@ -171,10 +187,53 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
     }
 }
 
-/// The serving attempt's answer: its model and tokens.
+/// What the notes add to the request's span: the refusal policy, what the
+/// client sent (content opted in; the answer is on the serving attempt's
+/// span), and an event for each target passed over.
+fn noted(server: &mut Span, notes: &TraceNotes, engine_start: u64) {
+    server.attributes.push((
+        "understudy.refusal_policy",
+        Value::Str(notes.refusal_policy.into()),
+    ));
+    if let Some(c) = &notes.content {
+        server
+            .attributes
+            .push(("gen_ai.input.messages", Value::Str(c.input.clone())));
+        if let Some(system) = &c.system {
+            server
+                .attributes
+                .push(("gen_ai.system_instructions", Value::Str(system.clone())));
+        }
+    }
+    for skip in &notes.skips {
+        server.events.push(Event {
+            time_unix_nano: (engine_start + (skip.at_ms * MS as f64) as u64)
+                .max(server.start_time_unix_nano),
+            name: "understudy.target.skipped",
+            attributes: vec![
+                ("understudy.provider", Value::Str(skip.provider.clone())),
+                ("gen_ai.request.model", Value::Str(skip.model.clone())),
+                ("understudy.skip.reason", Value::Str(skip.reason.into())),
+            ],
+        });
+    }
+}
+
+/// The serving attempt's answer: its model, id, finish reason and tokens.
 fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Value)>) {
     if let Some(m) = &e.model {
         attributes.push(("gen_ai.response.model", Value::Str(m.clone())));
+    }
+    if let Some(notes) = &e.notes {
+        if let Some(id) = &notes.response_id {
+            attributes.push(("gen_ai.response.id", Value::Str(id.clone())));
+        }
+        if let Some(f) = &notes.finish_reason {
+            attributes.push((
+                "gen_ai.response.finish_reasons",
+                Value::StrArray(vec![super::notes::finish_reason(f).to_owned()]),
+            ));
+        }
     }
     if let Some(u) = e.usage {
         attributes.push((

@@ -94,7 +94,7 @@ impl Adapter for Answering {
         &'a self,
         model: &'a str,
         _: &'a ChatRequest,
-        _: Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
             assert!(
@@ -117,7 +117,7 @@ impl Adapter for Answering {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
-        _: Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async { Err(Failure::new(FailureKind::BadRequest, "not streamed here")) })
     }

@@ -299,7 +299,7 @@ impl Adapter for Thinker {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
-        _: Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async { Err(Failure::new(FailureKind::BadRequest, "streams only")) })
     }
@@ -308,7 +308,7 @@ impl Adapter for Thinker {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
-        _: Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         self.opened.fetch_add(1, Ordering::SeqCst);
         let thoughts = (self.think.as_secs() / 5) as usize;

@@ -313,7 +313,7 @@ impl Adapter for Endless {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
-        _: std::time::Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async { Err(Failure::new(FailureKind::BadRequest, "streams only")) })
     }
@@ -322,7 +322,7 @@ impl Adapter for Endless {
         &'a self,
         _: &'a str,
         _: &'a ChatRequest,
-        _: std::time::Duration,
+        _: &'a understudy_core::CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         let s = EndlessStream {
             pulled: Arc::clone(&self.pulled),

@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use understudy_core::ratelimit::RateLimits;
 use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, ChatRequest, Completion, Failure, FailureKind,
+    Adapter, BoxEventStream, BoxFuture, CallOptions, ChatRequest, Completion, Failure, FailureKind,
     ProviderSettings, Secret,
 };
 
@@ -295,13 +295,13 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<Completion, Failure>> {
         Box::pin(async move {
-            let (client, in_flight) = self.client(connect);
+            let (client, in_flight) = self.client(call.connect);
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
-            let sent = self.protocol.request(client, model, &request, false)?;
+            let sent = traced(self.protocol.request(client, model, &request, false)?, call);
             let (mut received, authorization) = self
                 .exchange(client, sent)
                 .await
@@ -309,7 +309,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let mut parsed = self.protocol.parse(&received, model);
             if let Err(f) = &parsed {
                 if self.renewed(f, authorization).await {
-                    let sent = self.protocol.request(client, model, &request, false)?;
+                    let sent = traced(self.protocol.request(client, model, &request, false)?, call);
                     (received, _) = self
                         .exchange(client, sent)
                         .await
@@ -337,15 +337,15 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
         &'a self,
         model: &'a str,
         request: &'a ChatRequest,
-        connect: Duration,
+        call: &'a CallOptions,
     ) -> BoxFuture<'a, Result<BoxEventStream, Failure>> {
         Box::pin(async move {
-            let (client, in_flight) = self.client(connect);
+            let (client, in_flight) = self.client(call.connect);
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
             let mut renewed = false;
             let response = loop {
-                let sent = self.protocol.request(client, model, &request, true)?;
+                let sent = traced(self.protocol.request(client, model, &request, true)?, call);
                 let (response, authorization) = self
                     .dispatch(client, sent)
                     .await
@@ -381,6 +381,20 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             Ok(Box::new(stream) as BoxEventStream)
         })
     }
+}
+
+/// `request` with the call's W3C trace context, where it has one (the
+/// provider's settings forward it). Added before the request is authorized,
+/// so that a signature covers it.
+fn traced(request: reqwest::RequestBuilder, call: &CallOptions) -> reqwest::RequestBuilder {
+    let Some(trace) = &call.trace else {
+        return request;
+    };
+    let mut request = request.header("traceparent", trace.traceparent.as_str());
+    if let Some(state) = &trace.tracestate {
+        request = request.header("tracestate", state.as_str());
+    }
+    request
 }
 
 /// A whole answer's body as `T`: an error status is `classify`'s failure,

@@ -92,7 +92,7 @@ async fn an_anthropic_target_gets_the_body_as_sent_and_answers_as_it_answered() 
         .complete(
             "claude-target",
             &native_request(false),
-            Duration::from_secs(5),
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
         )
         .await
         .unwrap();
@@ -131,7 +131,7 @@ async fn a_native_stream_passes_every_event_on_before_the_parsed_ones() {
         .stream(
             "claude-target",
             &native_request(true),
-            Duration::from_secs(5),
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
         )
         .await
         .unwrap();
@@ -177,7 +177,11 @@ async fn other_protocols_get_the_neutral_request() {
     sim.push(Reply::text("Fixed."));
     let adapter = adapter_for(&sim).await;
     let c = adapter
-        .complete("gpt", &native_request(false), Duration::from_secs(5))
+        .complete(
+            "gpt",
+            &native_request(false),
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+        )
         .await
         .unwrap();
     assert!(c.native.is_none());

@@ -36,7 +36,11 @@ async fn run_with_patience(
     let adapter = Providers.build(&settings.providers["p"]).unwrap();
     let request = ChatRequest::user("tell me a story").with_system("Be brief.");
     let mut stream = match adapter
-        .stream("p-model", &request, std::time::Duration::from_secs(5))
+        .stream(
+            "p-model",
+            &request,
+            &understudy_core::CallOptions::connect(std::time::Duration::from_secs(5)),
+        )
         .await
     {
         Ok(s) => s,
@@ -178,7 +182,7 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
             .stream(
                 "m-1",
                 &ChatRequest::user("hi"),
-                std::time::Duration::from_secs(5),
+                &understudy_core::CallOptions::connect(std::time::Duration::from_secs(5)),
             )
             .await
             .unwrap();

@@ -98,7 +98,11 @@ async fn check(ids: &[String], anthropic: bool) -> Result<(), TestCaseError> {
     let adapter = adapter_for(&sim).await;
     let request = history(ids);
     let answered = adapter
-        .complete("m", &request, Duration::from_secs(5))
+        .complete(
+            "m",
+            &request,
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+        )
         .await;
     prop_assert!(answered.is_ok(), "{ids:?}: {answered:?}");
     let body = sim.received()[0].json();

@@ -335,7 +335,11 @@ async fn sent(request: &ChatRequest) -> Value {
     let sim = SimProvider::anthropic().await.unwrap();
     let adapter = adapter_for(&sim).await;
     let result = adapter
-        .complete("claude-test", request, Duration::from_secs(5))
+        .complete(
+            "claude-test",
+            request,
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+        )
         .await;
     assert!(result.is_ok(), "{result:?}");
     let received = sim.received();
@@ -730,7 +734,11 @@ async fn arguments_that_are_not_a_json_object_are_a_bad_request_and_nothing_is_s
         let mut request = tool_loop();
         request.messages[1].tool_calls[0].arguments = bad.into();
         let f = adapter
-            .complete("claude-test", &request, Duration::from_secs(5))
+            .complete(
+                "claude-test",
+                &request,
+                &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+            )
             .await
             .unwrap_err();
         assert_eq!(f.code().as_str(), "bad_request", "{bad}: {f}");
@@ -757,7 +765,11 @@ async fn a_tool_call_answer_from_the_simulator() {
     sim.push(Reply::ToolCalls(scripted_calls()));
     let adapter = adapter_for(&sim).await;
     let c = adapter
-        .complete("claude-test", &tool_loop(), Duration::from_secs(5))
+        .complete(
+            "claude-test",
+            &tool_loop(),
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+        )
         .await
         .unwrap();
     assert_eq!(c.finish_reason, FinishReason::ToolCalls);
@@ -781,7 +793,11 @@ async fn a_streamed_tool_call_round_trip() {
     sim.push(Reply::ToolCalls(scripted_calls()));
     let adapter = adapter_for(&sim).await;
     let mut stream = adapter
-        .stream("claude-test", &tool_loop(), Duration::from_secs(5))
+        .stream(
+            "claude-test",
+            &tool_loop(),
+            &understudy_core::CallOptions::connect(Duration::from_secs(5)),
+        )
         .await
         .unwrap();
     let mut events = Vec::new();

@@ -211,7 +211,11 @@ async fn sent(request: &ChatRequest) -> Value {
     let sim = SimProvider::start(Protocol::GenerateContent).await.unwrap();
     let adapter = adapter_for(&sim).await;
     adapter
-        .complete("gemini-test", request, CONNECT)
+        .complete(
+            "gemini-test",
+            request,
+            &understudy_core::CallOptions::connect(CONNECT),
+        )
         .await
         .unwrap();
     let received = sim.received();
@@ -542,9 +546,24 @@ async fn what_gemini_cannot_take_is_a_bad_request_and_never_sent() {
         let adapter = adapter_for(&sim).await;
         for stream in [false, true] {
             let failure = if stream {
-                adapter.stream("m", &request, CONNECT).await.err().unwrap()
+                adapter
+                    .stream(
+                        "m",
+                        &request,
+                        &understudy_core::CallOptions::connect(CONNECT),
+                    )
+                    .await
+                    .err()
+                    .unwrap()
             } else {
-                adapter.complete("m", &request, CONNECT).await.unwrap_err()
+                adapter
+                    .complete(
+                        "m",
+                        &request,
+                        &understudy_core::CallOptions::connect(CONNECT),
+                    )
+                    .await
+                    .unwrap_err()
             };
             assert_eq!(failure.code().as_str(), "bad_request", "{failure}");
         }
@@ -580,7 +599,11 @@ async fn scripted_calls_round_trip_non_streamed() {
     sim.push(Reply::ToolCalls(scripted()));
     let adapter = adapter_for(&sim).await;
     let c = adapter
-        .complete("gemini-test", &with_tools(None), CONNECT)
+        .complete(
+            "gemini-test",
+            &with_tools(None),
+            &understudy_core::CallOptions::connect(CONNECT),
+        )
         .await
         .unwrap();
     assert_eq!(calls(&c.tool_calls), scripted_calls());
@@ -596,7 +619,11 @@ async fn scripted_calls_round_trip_streamed() {
     sim.push(Reply::ToolCalls(scripted()));
     let adapter = adapter_for(&sim).await;
     let mut stream = adapter
-        .stream("gemini-test", &with_tools(None), CONNECT)
+        .stream(
+            "gemini-test",
+            &with_tools(None),
+            &understudy_core::CallOptions::connect(CONNECT),
+        )
         .await
         .unwrap();
     let mut seen = Vec::new();
@@ -641,10 +668,24 @@ async fn a_scripted_call_gemini_cannot_form_is_invalid_output() {
         let adapter = adapter_for(&sim).await;
         let request = with_tools(None);
         let failure = if stream {
-            let mut s = adapter.stream("m", &request, CONNECT).await.unwrap();
+            let mut s = adapter
+                .stream(
+                    "m",
+                    &request,
+                    &understudy_core::CallOptions::connect(CONNECT),
+                )
+                .await
+                .unwrap();
             s.next().await.unwrap().unwrap_err()
         } else {
-            adapter.complete("m", &request, CONNECT).await.unwrap_err()
+            adapter
+                .complete(
+                    "m",
+                    &request,
+                    &understudy_core::CallOptions::connect(CONNECT),
+                )
+                .await
+                .unwrap_err()
         };
         assert_eq!(failure.code().as_str(), "invalid_output", "{failure}");
     }

@@ -138,7 +138,11 @@ const PATIENCE: Duration = Duration::from_secs(5);
 async fn sent(name: &str, request: &ChatRequest) -> String {
     let sim = SimProvider::openai().await.unwrap();
     let _ = adapter(&sim, name)
-        .complete("p-model", request, PATIENCE)
+        .complete(
+            "p-model",
+            request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
         .await;
     let received = sim.received();
     assert_eq!(received.len(), 1);
@@ -147,7 +151,14 @@ async fn sent(name: &str, request: &ChatRequest) -> String {
 
 /// Collects a streamed answer from an adapter.
 async fn collect(adapter: &Arc<dyn Adapter>, request: &ChatRequest) -> Reassembled {
-    let mut stream = match adapter.stream("p-model", request, PATIENCE).await {
+    let mut stream = match adapter
+        .stream(
+            "p-model",
+            request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await
+    {
         Ok(s) => s,
         Err(f) => {
             return Reassembled {
@@ -560,10 +571,22 @@ async fn max_completion_tokens_is_a_capability_of_the_provider_or_model() {
         .settings()
         .unwrap();
     let azure = Providers.build(&settings.providers["azure"]).unwrap();
-    let _ = azure.complete("azure-model", &request, PATIENCE).await;
+    let _ = azure
+        .complete(
+            "azure-model",
+            &request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await;
     assert_eq!(body(&sim, 0)["max_completion_tokens"], 100);
     assert!(body(&sim, 0).get("max_tokens").is_none());
-    let _ = azure.complete("old", &request, PATIENCE).await;
+    let _ = azure
+        .complete(
+            "old",
+            &request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await;
     assert_eq!(body(&sim, 1)["max_tokens"], 100);
     assert!(body(&sim, 1).get("max_completion_tokens").is_none());
     // The built-in openai has it unless its table says otherwise.
@@ -574,7 +597,13 @@ async fn max_completion_tokens_is_a_capability_of_the_provider_or_model() {
         .settings()
         .unwrap();
     let openai = Providers.build(&settings.providers["openai"]).unwrap();
-    let _ = openai.complete("gpt-4.1", &request, PATIENCE).await;
+    let _ = openai
+        .complete(
+            "gpt-4.1",
+            &request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await;
     assert_eq!(body(&sim, 0)["max_tokens"], 100);
 }
 
@@ -846,7 +875,11 @@ async fn non_streamed_tool_calls_round_trip() {
     let sim = SimProvider::openai().await.unwrap();
     sim.push(Reply::ToolCalls(scripted_calls()));
     let c = adapter(&sim, "p")
-        .complete("p-model", &ChatRequest::user("Weather?"), PATIENCE)
+        .complete(
+            "p-model",
+            &ChatRequest::user("Weather?"),
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
         .await
         .unwrap();
     assert_eq!(c.text, "");

@@ -15,6 +15,8 @@ use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway, eventually_wi
 
 use crate::common::{self, TestServer};
 
+mod detail;
+
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
 
