@@ -93,12 +93,23 @@ impl Gateway {
     /// `client_key` as its one client key, and waits for it to say where it
     /// listens.
     pub fn start(scratch: &Scratch, toml: &str, client_key: &str) -> Self {
+        Self::start_with(scratch, toml, client_key, &[])
+    }
+
+    /// [`Self::start`] with more environment variables.
+    pub fn start_with(
+        scratch: &Scratch,
+        toml: &str,
+        client_key: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let config = scratch.root.join("understudy.toml");
         std::fs::write(&config, toml).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("UNDERSTUDY_API_KEYS", client_key)
+            .envs(env.iter().copied())
             .arg("--config")
             .arg(&config)
             .args(["serve", "--listen", "127.0.0.1:0"])
@@ -133,6 +144,26 @@ impl Gateway {
     /// What the gateway logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// Stops it as a service manager would (SIGTERM), and waits for it to
+    /// exit (bounded, for a loaded machine).
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve did not exit after SIGTERM:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }
 

@@ -10,3 +10,4 @@ mod codex;
 mod common;
 mod gemini_cli;
 mod shipping;
+mod traces;

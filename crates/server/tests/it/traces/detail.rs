@@ -8,7 +8,9 @@
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
-use super::{CALLER_SPAN, CALLER_TRACE, Receiver, hi, kind, traceparent};
+use understudy_testkit::otlp::Receiver;
+
+use super::{CALLER_SPAN, CALLER_TRACE, hi, kind, traceparent};
 use crate::common::TestServer;
 
 /// groq first, claude as its fallback, exporting to `receiver`, with

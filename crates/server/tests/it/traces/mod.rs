@@ -1,124 +1,23 @@
 //! Traces against a receiver that decodes OTLP with the OpenTelemetry
-//! project's own messages (`tests/otlp_receiver.py`, `opentelemetry-proto`):
+//! project's own messages (the testkit's `otlp::Receiver`, `opentelemetry-proto`):
 //! a request with the caller's `traceparent` whose primary fails and whose
 //! fallback answers is one SERVER span under the caller's span and two
 //! CLIENT spans under it, on each front end, streamed or not; a refusal
 //! recovered by the softened retry; two instances into one receiver; a
 //! receiver that refuses costs counted drops and no request.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use understudy_testkit::otlp::Receiver;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway, eventually_within};
 
-use crate::common::{self, TestServer};
+use crate::common::TestServer;
 
 mod detail;
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
-
-/// The receiver, killed when dropped.
-struct Receiver {
-    child: Child,
-    url: String,
-    http: reqwest::Client,
-}
-
-impl Receiver {
-    fn start() -> Self {
-        Self::start_on(0)
-    }
-
-    /// A receiver on `port` (0: a free one).
-    fn start_on(port: u16) -> Self {
-        let python = common::python_with("opentelemetry.proto");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_receiver.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the receiver starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the receiver prints its port");
-        let port: u16 = line.trim().parse().expect("a port");
-        // The rest of its output is not read; it prints nothing more.
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            http: understudy_testkit::http_client(),
-        }
-    }
-
-    async fn spans(&self) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!("{}/spans", self.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-            .parse()
-            .unwrap();
-        v["spans"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// The spans of trace `trace`, once there are `n`.
-    async fn trace(&self, trace: &str, n: usize) -> Vec<Value> {
-        self.spans_where(n, |s| s["trace_id"] == trace).await
-    }
-
-    /// The spans `keep` keeps, once there are `n` (the failure names what
-    /// came).
-    async fn spans_where(&self, n: usize, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
-        eventually_within(
-            Duration::from_secs(20),
-            "the spans at the receiver",
-            async || {
-                let got: Vec<Value> = self.spans().await.into_iter().filter(|s| keep(s)).collect();
-                if got.len() >= n {
-                    Ok(got)
-                } else {
-                    let names: Vec<String> = got
-                        .iter()
-                        .map(|s| {
-                            format!(
-                                "{} {}",
-                                s["name"], s["attributes"]["understudy.attempt.kind"]
-                            )
-                        })
-                        .collect();
-                    Err(format!("{} of {n} spans: {names:?}", got.len()))
-                }
-            },
-        )
-        .await
-    }
-
-    async fn set(&self, state: &str) {
-        self.http
-            .post(format!("{}/{state}", self.url))
-            .send()
-            .await
-            .unwrap();
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// groq (OpenAI's protocol) first, claude (Anthropic's) as its fallback,
 /// exporting to `receiver`.
