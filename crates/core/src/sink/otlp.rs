@@ -247,3 +247,134 @@ fn resource(settings: &Settings) -> Vec<(String, Value)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceContext;
+
+    fn exporter(max_batch: usize) -> Exporter {
+        let mut settings = Settings::load(None, |_| None).expect("default settings");
+        settings.telemetry.max_batch = max_batch;
+        Exporter {
+            resource: Vec::new(),
+            held: VecDeque::new(),
+            held_spans: 0,
+            metrics: Arc::new(Metrics::new()),
+            settings: Arc::new(settings),
+            failing: false,
+        }
+    }
+
+    /// A recorded request's event (one span: no attempts), answered with
+    /// `status` when given.
+    fn event(id: &str, status: Option<u16>) -> Arc<GenerationEvent> {
+        let mut e: GenerationEvent = serde_json::from_value(serde_json::json!({
+            "request_id": id, "timestamp": "2026-12-01T00:00:00.000Z", "route": "default",
+            "api": "openai", "provider": null, "model": null, "primary": "a",
+            "success": true, "fell_back": false, "content_filtered": false,
+            "streamed": false, "cached": false, "error_code": null, "error_detail": null,
+            "attempts": [], "latency_ms": 1.0, "ttft_ms": null, "usage": null, "cost_usd": null,
+        }))
+        .expect("a valid event");
+        let ctx = TraceContext::new(None, None, crate::settings::Sampler::AlwaysOn);
+        if let Some(status) = status {
+            ctx.answered(status);
+        }
+        e.trace = Some(Arc::new(ctx));
+        Arc::new(e)
+    }
+
+    fn ids(e: &Exporter) -> Vec<&str> {
+        e.held.iter().map(|e| e.request_id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_full_batch_leaves_a_request_not_yet_answered_for_the_tick() {
+        let mut x = exporter(2);
+        x.hold(event("a", Some(200)));
+        x.hold(event("b", None));
+        x.hold(event("c", Some(200)));
+        // The batch filled: the answered ones go, `b` waits (first in line).
+        let (n, _) = x.batch(Due::Full).expect("a batch");
+        assert_eq!(n, 2);
+        assert_eq!(ids(&x), ["b"]);
+        assert!(x.batch(Due::Full).is_none(), "nothing answered is left");
+        // The tick sends it, status or not.
+        let (n, _) = x.batch(Due::Tick).expect("the tick's batch");
+        assert_eq!((n, x.held_spans), (1, 0));
+    }
+
+    #[test]
+    fn what_is_not_recorded_is_not_held_and_the_queue_is_bounded() {
+        let mut x = exporter(512);
+        let unsampled = {
+            let mut e = (*event("u", Some(200))).clone();
+            e.trace = Some(Arc::new(TraceContext::new(
+                None,
+                None,
+                crate::settings::Sampler::AlwaysOff,
+            )));
+            Arc::new(e)
+        };
+        x.hold(unsampled);
+        assert!(x.held.is_empty());
+        let limit = x.settings.telemetry.max_queue;
+        for i in 0..limit + 3 {
+            x.hold(event(&i.to_string(), Some(200)));
+        }
+        assert_eq!(x.held_spans, limit);
+        let text = x.metrics.prometheus_text();
+        assert!(
+            text.contains("understudy_otlp_spans_total{outcome=\"dropped\"} 3"),
+            "{text}"
+        );
+    }
+
+    /// A collector that never answers.
+    #[derive(Debug, Default)]
+    struct Hanging(std::sync::atomic::AtomicUsize);
+
+    impl SpanSender for Hanging {
+        fn send(
+            &self,
+            _body: Vec<u8>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>>
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bus_is_read_while_an_export_hangs() {
+        let x = exporter(512);
+        let settings = Arc::clone(&x.settings);
+        let hanging = Arc::new(Hanging::default());
+        let (tx, rx) = mpsc::channel(2);
+        let (_stop_tx, stop) = watch::channel(false);
+        let sender: Arc<dyn SpanSender> = hanging.clone();
+        tokio::spawn(run(
+            settings.clone(),
+            sender,
+            Arc::clone(&x.metrics),
+            rx,
+            stop,
+        ));
+        tx.send(event("first", Some(200)))
+            .await
+            .expect("the bus is open");
+        // The tick sends it, and the collector hangs on it.
+        tokio::time::sleep(settings.telemetry.export_every * 2).await;
+        assert_eq!(hanging.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Far more than the bus holds goes in well before the export's
+        // timeout: the exporter keeps reading.
+        let by = settings.telemetry.export_timeout / 4;
+        for i in 0..20 {
+            tokio::time::timeout(by, tx.send(event(&i.to_string(), Some(200))))
+                .await
+                .expect("the bus is read while the export hangs")
+                .expect("the bus is open");
+        }
+    }
+}
