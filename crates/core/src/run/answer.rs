@@ -160,7 +160,7 @@ impl Run {
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
         let mut limits = None;
-        let span = self.attempt_span();
+        let span = self.attempt_span(idx);
         let options = self.call_options(idx, timeouts.connect, span);
         let result = match self.call(idx, key, &chat, deadline, &options).await {
             // An answer that breaks what the request asked for is this

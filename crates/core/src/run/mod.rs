@@ -244,10 +244,19 @@ impl Run {
         }
     }
 
-    /// A span id for an attempt about to be made, when the request is
-    /// traced.
-    fn attempt_span(&self) -> Option<[u8; 8]> {
-        self.trace.as_ref().map(|_| crate::trace::new_span_id())
+    /// A span id for an attempt about to be made on target `idx`, when its
+    /// span is recorded or its provider is told it (`traceparent`).
+    fn attempt_span(&self, idx: usize) -> Option<[u8; 8]> {
+        let trace = self.trace.as_ref()?;
+        (trace.recording || self.forwards_trace(idx)).then(crate::trace::new_span_id)
+    }
+
+    /// Whether target `idx`'s provider receives `traceparent`.
+    fn forwards_trace(&self, idx: usize) -> bool {
+        self.settings
+            .providers
+            .get(&*self.plan.targets[idx].provider)
+            .is_some_and(|p| p.forward_traceparent)
     }
 
     /// The options of a call to target `idx` made in span `span`: the
@@ -255,18 +264,10 @@ impl Run {
     /// receives it.
     fn call_options(&self, idx: usize, connect: Duration, span: Option<[u8; 8]>) -> CallOptions {
         let trace = match (&self.trace, span) {
-            (Some(ctx), Some(span))
-                if self
-                    .settings
-                    .providers
-                    .get(&*self.plan.targets[idx].provider)
-                    .is_some_and(|p| p.forward_traceparent) =>
-            {
-                Some(TraceHeaders {
-                    traceparent: ctx.traceparent_for(&span),
-                    tracestate: ctx.state.clone(),
-                })
-            }
+            (Some(ctx), Some(span)) if self.forwards_trace(idx) => Some(TraceHeaders {
+                traceparent: ctx.traceparent_for(&span),
+                tracestate: ctx.state.clone(),
+            }),
             _ => None,
         };
         CallOptions { connect, trace }

@@ -293,7 +293,7 @@ impl Run {
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let chat = Arc::clone(&self.chat);
-        let span = self.attempt_span();
+        let span = self.attempt_span(idx);
         let (failure, limits) = match self.open(idx, key, chat, first_token_by, span).await {
             Ok(stream) => {
                 let limits = stream.rate_limits();
@@ -696,7 +696,7 @@ impl Run {
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
-        let span = self.attempt_span();
+        let span = self.attempt_span(idx);
         let result = match self
             .open(idx, key, Arc::new(chat), first_token_by, span)
             .await

@@ -416,3 +416,41 @@ async fn spans_held_at_shutdown_are_sent() {
     let spans = receiver.trace(CALLER_TRACE, 6).await;
     assert_eq!(kind(&spans, 2).len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_exporter_a_forwarding_provider_still_gets_the_caller_s_context() {
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.always(Reply::text("Hello"));
+    let gw = TestGateway::builder()
+        .provider("claude", &claude)
+        .provider("groq", &groq)
+        .provider_option("claude", "forward_traceparent = true")
+        .build()
+        .await
+        .unwrap();
+    let s = TestServer::start(gw.engine).await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            hi(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // Nothing is recorded here, and the answer says so.
+    assert!(answer.header("traceresponse").unwrap().ends_with("-00"));
+    let sent = claude.received();
+    let (_, parent) = sent[0]
+        .headers
+        .iter()
+        .find(|(n, _)| n == "traceparent")
+        .expect("claude receives traceparent");
+    let parts: Vec<&str> = parent.split('-').collect();
+    assert_eq!(parts[1], CALLER_TRACE);
+    assert_ne!(
+        parts[2], CALLER_SPAN,
+        "a span of its own under the caller's"
+    );
+    assert_eq!(parts[3], "01", "the caller's sampled flag");
+}
