@@ -2,11 +2,14 @@
 decoded with the OpenTelemetry project's own protobuf messages
 (`opentelemetry-proto`), never with the gateway's code.
 
-Usage: python3 otlp_receiver.py [PORT]
+Usage: python3 otlp_receiver.py [PORT] [--grpc]
 Prints the port it listens on (127.0.0.1; PORT, or a free one), then serves:
   POST /v1/traces  an ExportTraceServiceRequest (application/x-protobuf)
   GET  /spans      every span received so far, as JSON
   POST /down       answer 503 to exports from now on; POST /up: accept again
+With --grpc it also serves OTLP/gRPC (grpcio, the TraceService the
+opentelemetry-proto package generates) on a free port, printed on a second
+line; its spans join the same list, and while down it answers UNAVAILABLE.
 """
 import json
 import sys
@@ -60,32 +63,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(503, b"{}")
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        got = []
-        for rs in request.resource_spans:
-            resource = attributes(rs.resource.attributes)
-            for ss in rs.scope_spans:
-                for s in ss.spans:
-                    got.append({
-                        "trace_id": s.trace_id.hex(),
-                        "span_id": s.span_id.hex(),
-                        "parent_span_id": s.parent_span_id.hex(),
-                        "trace_state": s.trace_state,
-                        "flags": s.flags,
-                        "name": s.name,
-                        "kind": s.kind,
-                        "start": s.start_time_unix_nano,
-                        "end": s.end_time_unix_nano,
-                        "attributes": attributes(s.attributes),
-                        "events": [{"name": e.name, "time": e.time_unix_nano,
-                                    "attributes": attributes(e.attributes)} for e in s.events],
-                        "status": {"code": s.status.code, "message": s.status.message},
-                        "resource": resource,
-                        "scope": ss.scope.name,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                    })
-        with LOCK:
-            SPANS.extend(got)
-            STATE["exports"] += 1
+        record(request, {k.lower(): v for k, v in self.headers.items()})
         self.reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
     def do_GET(self):
@@ -96,7 +74,65 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, body)
 
 
+def record(request, headers):
+    """Keeps the spans of one export, with the headers (or gRPC metadata)
+    it came with."""
+    got = []
+    for rs in request.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                got.append({
+                    "trace_id": s.trace_id.hex(),
+                    "span_id": s.span_id.hex(),
+                    "parent_span_id": s.parent_span_id.hex(),
+                    "trace_state": s.trace_state,
+                    "flags": s.flags,
+                    "name": s.name,
+                    "kind": s.kind,
+                    "start": s.start_time_unix_nano,
+                    "end": s.end_time_unix_nano,
+                    "attributes": attributes(s.attributes),
+                    "events": [{"name": e.name, "time": e.time_unix_nano,
+                                "attributes": attributes(e.attributes)} for e in s.events],
+                    "status": {"code": s.status.code, "message": s.status.message},
+                    "resource": resource,
+                    "scope": ss.scope.name,
+                    "headers": headers,
+                })
+    with LOCK:
+        SPANS.extend(got)
+        STATE["exports"] += 1
+
+
+def serve_grpc():
+    """OTLP/gRPC on a free port (returned), answering like the HTTP side."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            if STATE["down"]:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the receiver is down")
+            metadata = {k.lower(): v for k, v in context.invocation_metadata()}
+            metadata["content-type"] = "application/grpc"
+            record(request, metadata)
+            return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
 ThreadingHTTPServer.allow_reuse_address = True
-server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), Handler)
+server = ThreadingHTTPServer(("127.0.0.1", int(args[0]) if args else 0), Handler)
 print(server.server_address[1], flush=True)
+if "--grpc" in sys.argv:
+    grpc_server, grpc_port = serve_grpc()
+    print(grpc_port, flush=True)
 server.serve_forever()

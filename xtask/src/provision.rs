@@ -3,7 +3,7 @@
 //! `PATH`, Chromium for the browser test, a private Python venv in
 //! `target/test-venv` holding the packages of [`PYTHON_PACKAGES`] (the
 //! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
-//! `opentelemetry-proto` for the OTLP receiver), and the
+//! `opentelemetry-proto` and `grpcio` for the OTLP receiver), and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
 //! with the machine's npm into `target/test-npm`.
 //!
@@ -45,6 +45,12 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
     PythonPackage {
         requirement: "opentelemetry-proto==1.45.2",
         import: "opentelemetry.proto",
+    },
+    // gRPC for the receiver's OTLP/gRPC side (the traces tests' gRPC
+    // export), with the service opentelemetry-proto generates for it.
+    PythonPackage {
+        requirement: "grpcio==1.76.0",
+        import: "grpc",
     },
 ];
 

@@ -18,6 +18,9 @@ pub struct Receiver {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// `http://127.0.0.1:PORT` of its OTLP/gRPC side, when it has one
+    /// ([`Receiver::start_grpc`]).
+    pub grpc_url: Option<String>,
     http: reqwest::Client,
 }
 
@@ -27,27 +30,46 @@ impl Receiver {
         Self::start_on(0)
     }
 
+    /// A receiver on a free port that also takes OTLP/gRPC (on another
+    /// free port: [`Receiver::grpc_url`]).
+    pub fn start_grpc() -> Self {
+        Self::spawn(0, true)
+    }
+
     /// A receiver on `port` (0: a free one).
     pub fn start_on(port: u16) -> Self {
-        let python = crate::python::python_with("opentelemetry.proto");
+        Self::spawn(port, false)
+    }
+
+    fn spawn(port: u16, grpc: bool) -> Self {
+        let python = crate::python::python_with(if grpc { "grpc" } else { "opentelemetry.proto" });
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/otlp_receiver.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(port.to_string())
+        let mut command = Command::new(python);
+        command.arg(script).arg(port.to_string());
+        if grpc {
+            command.arg("--grpc");
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the receiver starts");
-        let mut line = String::new();
         let stdout = child.stdout.take().expect("its stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the receiver prints its port");
-        let port: u16 = line.trim().parse().expect("a port");
+        let mut lines = BufReader::new(stdout);
+        let mut port = || {
+            let mut line = String::new();
+            lines
+                .read_line(&mut line)
+                .expect("the receiver prints its port");
+            line.trim().parse::<u16>().expect("a port")
+        };
+        let url = format!("http://127.0.0.1:{}", port());
+        let grpc_url = grpc.then(|| format!("http://127.0.0.1:{}", port()));
         // The rest of its output is not read; it prints nothing more.
         Self {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url,
+            grpc_url,
             http: crate::http_client(),
         }
     }

@@ -67,7 +67,7 @@ pub use secret::{Secret, redact_url};
 pub use server::{DEFAULT_MAX_BODY_BYTES, ServerSettings};
 pub use source::SettingsError;
 pub use tables::{BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds};
-pub use telemetry::{RootSampler, Sampler, TelemetrySettings};
+pub use telemetry::{OtlpProtocol, RootSampler, Sampler, TelemetrySettings};
 pub use timeouts::{TimeoutOverrides, Timeouts};
 
 use source::Env;

@@ -11,6 +11,17 @@ use super::secret::Secret;
 use super::source::{Blame, Env, SettingsError};
 use super::timeouts::seconds_or;
 
+/// How spans travel to the collector (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OtlpProtocol {
+    /// `http/protobuf`: `POST …/v1/traces`.
+    #[default]
+    HttpProtobuf,
+    /// `grpc`: the `TraceService/Export` call over HTTP/2 (cleartext
+    /// `http://` with prior knowledge, or `https://`).
+    Grpc,
+}
+
 /// Which traces are recorded (`OTEL_TRACES_SAMPLER`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Sampler {
@@ -38,8 +49,11 @@ pub enum RootSampler {
 /// userinfo and no header's value.
 #[derive(Clone, PartialEq)]
 pub struct TelemetrySettings {
-    /// The full OTLP/HTTP traces URL (`…/v1/traces`).
+    /// Where spans go: for `http/protobuf` the full traces URL
+    /// (`…/v1/traces`), for `grpc` the collector's base URL.
     pub traces_endpoint: Option<String>,
+    /// `http/protobuf` (the default) or `grpc`.
+    pub protocol: OtlpProtocol,
     /// Headers sent with each export (a vendor's API key): secret values.
     pub headers: Vec<(String, Secret)>,
     /// `service.name`.
@@ -76,6 +90,7 @@ impl std::fmt::Debug for TelemetrySettings {
                     .as_deref()
                     .map(super::secret::redact_url),
             )
+            .field("protocol", &self.protocol)
             .field("headers", &names)
             .field("service_name", &self.service_name)
             .field("sampler", &self.sampler)
@@ -89,6 +104,7 @@ impl std::fmt::Debug for TelemetrySettings {
 pub(super) struct RawTelemetry {
     endpoint: Option<String>,
     traces_endpoint: Option<String>,
+    protocol: Option<String>,
     headers: std::collections::BTreeMap<String, String>,
     service_name: Option<String>,
     sampler: Option<String>,
@@ -106,19 +122,26 @@ pub(super) fn read(
     env: &Env<'_>,
     blame: &Blame,
 ) -> Result<TelemetrySettings, SettingsError> {
-    if let Some(protocol) = env
-        .get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|| env.get("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .filter(|p| p.trim() != "http/protobuf")
-    {
-        return Err(blame.env(
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-            format!(
-                "`{}`: this gateway exports OTLP over HTTP as protobuf only (`http/protobuf`)",
-                protocol.trim()
-            ),
-        ));
-    }
+    let protocol = match (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+        env.get("OTEL_EXPORTER_OTLP_PROTOCOL"),
+    ) {
+        (Some(p), _) => otlp_protocol(p.trim())
+            .map_err(|m| blame.env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", m))?,
+        (None, Some(p)) => {
+            otlp_protocol(p.trim()).map_err(|m| blame.env("OTEL_EXPORTER_OTLP_PROTOCOL", m))?
+        }
+        (None, None) => match raw.protocol.as_deref() {
+            Some(p) => otlp_protocol(p).map_err(|m| blame.file("telemetry.protocol", m))?,
+            None => OtlpProtocol::default(),
+        },
+    };
+    // A base endpoint gets the signal's path over HTTP; gRPC names the
+    // service in its own path, so its base is used as it is.
+    let base = |url: String| match protocol {
+        OtlpProtocol::HttpProtobuf => traces_url(&url),
+        OtlpProtocol::Grpc => url,
+    };
     let disabled = env
         .get("OTEL_SDK_DISABLED")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -134,20 +157,15 @@ pub(super) fn read(
             blame,
             true,
         )?),
-        (None, Some(base)) => Some(traces_url(&check_url(
-            base.trim(),
+        (None, Some(url)) => Some(base(check_url(
+            url.trim(),
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             blame,
             true,
         )?)),
         (None, None) => match (&raw.traces_endpoint, &raw.endpoint) {
             (Some(url), _) => Some(check_url(url, "telemetry.traces_endpoint", blame, false)?),
-            (None, Some(base)) => Some(traces_url(&check_url(
-                base,
-                "telemetry.endpoint",
-                blame,
-                false,
-            )?)),
+            (None, Some(url)) => Some(base(check_url(url, "telemetry.endpoint", blame, false)?)),
             (None, None) => None,
         },
     };
@@ -205,6 +223,7 @@ pub(super) fn read(
     }
     Ok(TelemetrySettings {
         traces_endpoint: endpoint.filter(|_| !disabled),
+        protocol,
         headers,
         service_name,
         resource,
@@ -276,6 +295,17 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A protocol by OpenTelemetry's name.
+fn otlp_protocol(name: &str) -> Result<OtlpProtocol, String> {
+    match name {
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        "grpc" => Ok(OtlpProtocol::Grpc),
+        other => Err(format!(
+            "`{other}`: this gateway exports OTLP as `http/protobuf` or `grpc` (not `http/json`)"
+        )),
+    }
 }
 
 /// A sampler by OpenTelemetry's name.

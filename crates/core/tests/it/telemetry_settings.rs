@@ -71,9 +71,52 @@ fn the_standard_variables_win_over_the_table() {
 }
 
 #[test]
+fn grpc_takes_the_base_endpoint_as_it_is() {
+    use understudy_core::settings::OtlpProtocol;
+    let grpc = load(
+        "",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(grpc.telemetry.protocol, OtlpProtocol::Grpc);
+    assert_eq!(
+        grpc.telemetry.traces_endpoint.as_deref(),
+        Some("http://collector:4317")
+    );
+    let file = load(
+        "[telemetry]\nendpoint = \"http://collector:4317\"\nprotocol = \"grpc\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(file.telemetry.protocol, OtlpProtocol::Grpc);
+    assert_eq!(
+        file.telemetry.traces_endpoint.as_deref(),
+        Some("http://collector:4317")
+    );
+    // The signal's own variable wins over the general one.
+    let http = load(
+        "",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(http.telemetry.protocol, OtlpProtocol::HttpProtobuf);
+    assert_eq!(
+        http.telemetry.traces_endpoint.as_deref(),
+        Some("http://collector:4318/v1/traces")
+    );
+}
+
+#[test]
 fn what_cannot_be_honoured_is_a_settings_error() {
     for (var, value, says) in [
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "grpc"),
         ("OTEL_TRACES_SAMPLER", "sometimes", "always_on"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "http://"),
         ("OTEL_EXPORTER_OTLP_HEADERS", "novalue", "key=value"),

@@ -454,3 +454,85 @@ async fn with_no_exporter_a_forwarding_provider_still_gets_the_caller_s_context(
     );
     assert_eq!(parts[3], "01", "the caller's sampled flag");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_go_over_grpc_with_the_configured_headers() {
+    let receiver = Receiver::start_grpc();
+    let grpc_url = receiver.grpc_url.clone().expect("a gRPC side");
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::status(503));
+    claude.always(Reply::text("Hello from the fallback"));
+    let gw = TestGateway::builder()
+        .provider("groq", &groq)
+        .provider("claude", &claude)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &grpc_url)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=collector-secret")
+        .toml("[telemetry]\nexport_every = 0.1\n[breaker]\nfailure_threshold = 0\n")
+        .build()
+        .await
+        .unwrap();
+    let s = TestServer::start(gw.engine).await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent(CALLER_SPAN))],
+            hi(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let spans = receiver.trace(CALLER_TRACE, 3).await;
+    let server = kind(&spans, 2)[0];
+    assert_eq!(server["parent_span_id"], CALLER_SPAN);
+    assert_eq!(server["headers"]["content-type"], "application/grpc");
+    assert_eq!(server["headers"]["x-api-key"], "collector-secret");
+    let providers: Vec<&Value> = attempts(&spans)
+        .iter()
+        .map(|c| &c["attributes"]["understudy.provider"])
+        .collect();
+    assert_eq!(providers, [&json!("groq"), &json!("claude")]);
+    // The collector's grpc-status 0 (a trailer) is read as delivered.
+    understudy_testkit::eventually_within(
+        std::time::Duration::from_secs(20),
+        "exported spans counted",
+        async || {
+            let m = s.get("/metrics").await.body;
+            match super::counter(&m, "understudy_otlp_spans_total{outcome=\"exported\"}") {
+                n if n >= 3.0 => Ok(()),
+                _ => Err(m),
+            }
+        },
+    )
+    .await;
+    // A collector that answers UNAVAILABLE (in grpc-status): counted drops,
+    // and every request still answered.
+    receiver.set("down").await;
+    for _ in 0..5 {
+        assert_eq!(s.post("/v1/chat/completions", hi()).await.status, 200);
+    }
+    understudy_testkit::eventually_within(
+        std::time::Duration::from_secs(20),
+        "dropped spans counted",
+        async || {
+            let m = s.get("/metrics").await.body;
+            match super::counter(&m, "understudy_otlp_spans_total{outcome=\"dropped\"}") {
+                n if n > 0.0 => Ok(()),
+                _ => Err(m),
+            }
+        },
+    )
+    .await;
+    receiver.set("up").await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("traceparent", &traceparent("00f067aa0ba90800"))],
+            hi(),
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    receiver
+        .spans_where(1, |s| s["parent_span_id"] == "00f067aa0ba90800")
+        .await;
+}
