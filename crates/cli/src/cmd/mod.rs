@@ -59,16 +59,12 @@ pub(crate) fn init_logging(default: &str, json: bool) {
                 inner: tracing_subscriber::fmt::format()
                     .json()
                     .with_current_span(true),
+                coloured: None,
                 json: true,
             })
             .try_init()
     } else {
-        builder
-            .event_format(WithRequestId {
-                inner: tracing_subscriber::fmt::format(),
-                json: false,
-            })
-            .try_init()
+        builder.event_format(plain_with_request_id()).try_init()
     };
 }
 
@@ -76,7 +72,21 @@ pub(crate) fn init_logging(default: &str, json: bool) {
 /// end, or a `"request_id"` member first in a JSON line.
 struct WithRequestId<F> {
     inner: F,
+    /// The same format in colour, for a writer that takes ANSI escapes (a
+    /// terminal): the line is written to a buffer first, which would
+    /// otherwise lose them.
+    coloured: Option<F>,
     json: bool,
+}
+
+/// The plain (text) format with the request's id, coloured where the
+/// writer takes it.
+fn plain_with_request_id() -> WithRequestId<tracing_subscriber::fmt::format::Format> {
+    WithRequestId {
+        inner: tracing_subscriber::fmt::format().with_ansi(false),
+        coloured: Some(tracing_subscriber::fmt::format().with_ansi(true)),
+        json: false,
+    }
 }
 
 impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for WithRequestId<F>
@@ -91,11 +101,15 @@ where
         mut writer: tracing_subscriber::fmt::format::Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> std::fmt::Result {
+        let format = match &self.coloured {
+            Some(coloured) if writer.has_ansi_escapes() => coloured,
+            _ => &self.inner,
+        };
         let Some(id) = understudy_core::logctx::request_id() else {
-            return self.inner.format_event(ctx, writer, event);
+            return format.format_event(ctx, writer, event);
         };
         let mut line = String::new();
-        self.inner.format_event(
+        format.format_event(
             ctx,
             tracing_subscriber::fmt::format::Writer::new(&mut line),
             event,
@@ -110,5 +124,73 @@ where
         } else {
             writeln!(writer, "{body} request_id={id}")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    /// What the subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A line logged through the plain format with `ansi`, by a request
+    /// (`req-7`) or not.
+    async fn line(ansi: bool, in_request: bool) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(ansi)
+            .with_writer(move || writer.clone())
+            .event_format(super::plain_with_request_id())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        if in_request {
+            understudy_core::logctx::scope(Arc::from("req-7"), async {
+                tracing::warn!(provider = "groq", "request failed");
+            })
+            .await;
+        } else {
+            tracing::warn!("not a request's");
+        }
+        let bytes = captured
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_request_s_lines_keep_their_colour_on_a_terminal() {
+        let coloured = line(true, true).await;
+        assert!(coloured.contains('\u{1b}'), "no ANSI escapes: {coloured:?}");
+        assert!(
+            coloured.trim_end().ends_with("request_id=req-7"),
+            "{coloured:?}"
+        );
+        let outside = line(true, false).await;
+        assert!(
+            outside.contains('\u{1b}'),
+            "a line outside a request: {outside:?}"
+        );
+        let plain = line(false, true).await;
+        assert!(!plain.contains('\u{1b}'), "{plain:?}");
+        assert!(plain.trim_end().ends_with("request_id=req-7"), "{plain:?}");
     }
 }
