@@ -40,6 +40,7 @@ pub(crate) async fn run(
         metrics,
         settings: Arc::clone(&settings),
         failing: false,
+        unanswered: false,
     };
     let mut tick = tokio::time::interval(t.export_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -51,13 +52,14 @@ pub(crate) async fn run(
             event = rx.recv() => match event {
                 Some(e) => {
                     exporter.hold(e);
-                    // While the collector fails, only the tick tries again.
-                    (exporter.held_spans >= t.max_batch && !exporter.failing)
-                        .then_some(Due::Full)
+                    exporter.full().then_some(Due::Full)
                 }
                 None => break,
             },
-            _ = tick.tick() => Some(Due::Tick),
+            _ = tick.tick() => {
+                exporter.unanswered = false;
+                Some(Due::Tick)
+            }
             (n, result) = async {
                 match in_flight.as_mut() {
                     Some(export) => export.await,
@@ -66,7 +68,7 @@ pub(crate) async fn run(
             }, if in_flight.is_some() => {
                 in_flight = None;
                 exporter.sent(n, result);
-                (exporter.held_spans >= t.max_batch && !exporter.failing).then_some(Due::Full)
+                exporter.full().then_some(Due::Full)
             }
             stopped = stop.wait_for(|s| *s) => {
                 drop(stopped);
@@ -77,6 +79,9 @@ pub(crate) async fn run(
             in_flight = exporter
                 .batch(due)
                 .map(|(n, body)| send(Arc::clone(&sender), t.export_timeout, n, body));
+            // Nothing held was answered yet: the tick sends it (no scan of
+            // the queue per event meanwhile).
+            exporter.unanswered = due == Due::Full && in_flight.is_none();
         }
     }
     if let Some(export) = in_flight.take() {
@@ -138,9 +143,18 @@ struct Exporter {
     settings: Arc<Settings>,
     /// The last export failed (logged once per outage).
     failing: bool,
+    /// A full batch found nothing answered to send; until the tick, a
+    /// full queue does not look again.
+    unanswered: bool,
 }
 
 impl Exporter {
+    /// Whether a batch's worth is held and may go before the tick (while
+    /// the collector fails, only the tick tries again).
+    fn full(&self) -> bool {
+        self.held_spans >= self.settings.telemetry.max_batch && !self.failing && !self.unanswered
+    }
+
     fn hold(&mut self, e: Arc<GenerationEvent>) {
         if !e.trace.as_ref().is_some_and(|t| t.recording) {
             return;
@@ -263,6 +277,7 @@ mod tests {
             metrics: Arc::new(Metrics::new()),
             settings: Arc::new(settings),
             failing: false,
+            unanswered: false,
         }
     }
 
