@@ -142,6 +142,12 @@ pub trait EventStream: Send + 'static {
         None
     }
 
+    /// The provider's own id for the answer being streamed, once the
+    /// stream named it (see [`crate::Completion::response_id`]).
+    fn response_id(&self) -> Option<String> {
+        None
+    }
+
     /// The rate-limit budget the stream's response headers reported (read
     /// only for a pool's key).
     fn rate_limits(&self) -> Option<crate::ratelimit::RateLimits> {

@@ -260,10 +260,50 @@ pub enum FinishReason {
 }
 
 /// Token counts as the provider reported them.
+///
+/// `input_tokens` and `output_tokens` are the totals that costs and client
+/// budgets are computed from, the same whichever protocol answered. The
+/// other three are parts of those totals (never to be added to them), for
+/// traces; each is 0 where the provider does not report it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every input token, cached ones included. Chat Completions'
+    /// `prompt_tokens`, the Responses API's `input_tokens` and Gemini's
+    /// `promptTokenCount` already include cached ones; Anthropic's
+    /// `input_tokens` and Converse's `inputTokens` leave the cache out, so
+    /// for those this is their sum with the cache reads and writes.
     pub input_tokens: u64,
+    /// Every output token, reasoning included. Chat Completions'
+    /// `completion_tokens`, the Responses API's `output_tokens` and
+    /// Anthropic's `output_tokens` already include reasoning; Gemini's
+    /// `candidatesTokenCount` leaves thoughts out, so for Gemini this is
+    /// its sum with `thoughtsTokenCount`.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache:
+    /// Chat Completions' `prompt_tokens_details.cached_tokens`, the
+    /// Responses API's `input_tokens_details.cached_tokens`, Anthropic's
+    /// `cache_read_input_tokens`, Gemini's `cachedContentTokenCount`,
+    /// Converse's `cacheReadInputTokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_input_tokens: u64,
+    /// Of `input_tokens`, those written to the provider's prompt cache:
+    /// Anthropic's `cache_creation_input_tokens`, Converse's
+    /// `cacheWriteInputTokens` (OpenAI and Gemini report no writes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
+    /// Of `output_tokens`, those spent on reasoning: Chat Completions'
+    /// `completion_tokens_details.reasoning_tokens`, the Responses API's
+    /// `output_tokens_details.reasoning_tokens`, Gemini's
+    /// `thoughtsTokenCount`, Anthropic's `output_tokens_details.thinking_tokens`
+    /// (where its answer breaks them out; Converse never does).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_output_tokens: u64,
+}
+
+/// Whether a count is zero: a count the provider did not report stays out
+/// of serialised usage, which then reads as it did before the count existed.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A successful answer from one provider.
@@ -278,6 +318,12 @@ pub struct Completion {
     pub model: String,
     pub finish_reason: FinishReason,
     pub usage: Option<Usage>,
+    /// The provider's own id for this answer (Chat Completions' `id`,
+    /// Messages' `msg_…`, generateContent's `responseId`, the Responses
+    /// API's `resp_…`); `None` where the protocol has none (Converse) or
+    /// the provider left it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// The answer's body exactly as the provider sent it, when the request
     /// was forwarded natively (see [`ChatRequest::native`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -710,68 +756,5 @@ pub fn estimate_tokens(chat: &ChatRequest) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(req: ChatRequest, field: Option<&str>) {
-        match (req.validate(), field) {
-            (Ok(()), None) => {}
-            (Err(Error::InvalidRequest { field: got, .. }), Some(want)) => assert_eq!(got, want),
-            (other, want) => panic!("validate() = {other:?}, wanted an error on {want:?}"),
-        }
-    }
-
-    #[test]
-    fn inline_images() {
-        // (url, accepted)
-        let cases = [
-            ("data:image/png;base64,iVBORw0KGgo=", true),
-            ("data:image/jpeg;base64,/9j/4AAQ", true),
-            ("data:;base64,iVBORw==", true),
-            ("data:image/png;base64,", false),
-            ("data:image/png;base64,not base64!", false),
-            ("data:image/png;charset=x;base64,iVBOR", false),
-            ("data:image/png,iVBOR", false),
-            ("data:png;base64,iVBOR", false),
-            // Case-insensitive scheme and parameters; an image type only;
-            // base64 of a possible length.
-            ("DATA:image/png;BASE64,iVBORw0KGgo=", true),
-            ("Data:Image/PNG;base64,iVBORw0K", true),
-            ("data:text/html;base64,PGI+aGk8L2I+", false),
-            ("data:application/pdf;base64,JVBERi0x", false),
-            ("data:image/png;base64,iVBORw0KG", false),
-            ("data:image/png;base64,iVBORw0KGgo", true),
-            ("data:image/png;base64,iVBORw0KGg=", false),
-            ("data:image/png;base64,iVBORw0KGgo===", false),
-            ("data:image/png;base64,iVB=ORw0", false),
-            ("data:image/png;base64,=", false),
-            ("https://example.com/a.png", false),
-        ];
-        for (url, ok) in cases {
-            assert_eq!(Part::inline_image(url).is_some(), ok, "{url}");
-        }
-    }
-
-    #[test]
-    fn validation() {
-        check(ChatRequest::user("hi"), None);
-        check(ChatRequest::user("hi").with_temperature(2.0), None);
-        check(ChatRequest::default(), Some("messages"));
-        check(ChatRequest::user("  "), Some("messages"));
-        check(
-            ChatRequest::user("hi").with_temperature(2.5),
-            Some("temperature"),
-        );
-        check(
-            ChatRequest::user("hi").with_temperature(f32::NAN),
-            Some("temperature"),
-        );
-        check(
-            ChatRequest {
-                max_tokens: Some(0),
-                ..ChatRequest::user("hi")
-            },
-            Some("max_tokens"),
-        );
-    }
-}
+#[path = "chat/tests.rs"]
+mod tests;

@@ -75,7 +75,7 @@ pub use redis::RedisServer;
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
     AzureSim, BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd,
-    StreamSpec,
+    StreamSpec, UsageDetail,
 };
 #[cfg(feature = "test-support")]
 pub use sim::{TEST_CLIENT_EMAIL, VertexSim};

@@ -40,6 +40,8 @@ pub mod signature;
 pub mod softening;
 pub mod sse;
 pub mod stray;
+#[cfg(test)]
+mod usage_tests;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -139,6 +141,12 @@ pub trait StreamParser: Send + 'static {
 
     /// The model the stream named so far (the requested one until then).
     fn model(&self) -> &str;
+
+    /// The provider's own id for the answer, once the stream named it
+    /// (none where the protocol has none).
+    fn response_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A fresh tool-call id for a provider that sends none (Gemini) or a

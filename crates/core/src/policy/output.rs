@@ -317,6 +317,7 @@ mod tests {
             model: "m".into(),
             finish_reason: FinishReason::Stop,
             usage: None,
+            response_id: None,
             native: None,
             rate_limits: None,
         }

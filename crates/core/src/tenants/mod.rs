@@ -252,6 +252,7 @@ impl Tenants {
         let estimate = Usage {
             input_tokens: crate::chat::estimate_tokens(chat),
             output_tokens: chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from),
+            ..Usage::default()
         };
         let verdict = match self.scope(record, route) {
             Ok(()) => self.check(record, estimate).await,

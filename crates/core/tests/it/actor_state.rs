@@ -107,6 +107,7 @@ impl Adapter for Answering {
                 model: model.to_owned(),
                 finish_reason: FinishReason::Stop,
                 usage: None,
+                response_id: None,
                 native: None,
                 rate_limits: None,
             })

@@ -188,6 +188,7 @@ impl Upstream for GeminiProtocol {
                 .clone()
                 .unwrap_or_else(|| model.to_owned()),
             usage: usage(&parsed),
+            response_id: parsed.response_id.clone().filter(|id| !id.is_empty()),
         })
     }
 

@@ -182,6 +182,10 @@ impl<T: StreamParser> EventStream for SseStream<T> {
         Some(self.parser.model().to_owned())
     }
 
+    fn response_id(&self) -> Option<String> {
+        self.parser.response_id().map(str::to_owned)
+    }
+
     fn rate_limits(&self) -> Option<RateLimits> {
         self.rate_limits.as_deref().copied()
     }

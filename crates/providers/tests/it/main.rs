@@ -20,4 +20,5 @@ mod tool_ids;
 mod tools_anthropic;
 mod tools_gemini;
 mod tools_openai;
+mod usage;
 mod wire;

@@ -119,7 +119,8 @@ fn a_tool_use_answer_is_a_tool_call() {
         c.usage,
         Some(Usage {
             input_tokens: 472,
-            output_tokens: 89
+            output_tokens: 89,
+            ..Usage::default()
         })
     );
     assert_eq!(c.tool_calls.len(), 1);
@@ -167,8 +168,10 @@ fn parallel_tool_use_keeps_the_order_and_leaves_thinking_out() {
     assert_eq!(
         c.usage,
         Some(Usage {
-            input_tokens: 552,
-            output_tokens: 143
+            input_tokens: 512 + 40,
+            output_tokens: 143,
+            cache_read_input_tokens: 40,
+            ..Usage::default()
         })
     );
 }
@@ -247,7 +250,8 @@ fn a_streamed_tool_use_reassembles() {
             finish_reason: FinishReason::ToolCalls,
             usage: Some(Usage {
                 input_tokens: 472,
-                output_tokens: 89
+                output_tokens: 89,
+                ..Usage::default()
             }),
             model: Some("claude-sonnet-4-5-20250929".into()),
         }

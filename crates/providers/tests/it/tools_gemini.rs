@@ -84,7 +84,9 @@ fn a_function_call_answer_becomes_a_tool_call() {
         c.usage,
         Some(Usage {
             input_tokens: 41,
-            output_tokens: 18 + 87
+            output_tokens: 18 + 87,
+            reasoning_output_tokens: 87,
+            ..Usage::default()
         })
     );
 }
@@ -197,7 +199,9 @@ fn streamed_function_calls_arrive_whole_in_order() {
             FinishReason::ToolCalls,
             Some(Usage {
                 input_tokens: 41,
-                output_tokens: 27 + 48
+                output_tokens: 27 + 48,
+                reasoning_output_tokens: 48,
+                ..Usage::default()
             }),
             Some("gemini-3-flash-preview".to_owned())
         ))

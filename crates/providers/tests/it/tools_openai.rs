@@ -223,7 +223,8 @@ fn a_recorded_tool_call_answer() {
         c.usage,
         Some(Usage {
             input_tokens: 76,
-            output_tokens: 24
+            output_tokens: 24,
+            ..Usage::default()
         })
     );
 }
@@ -284,7 +285,8 @@ fn a_recorded_streamed_tool_call_reassembles() {
             FinishReason::ToolCalls,
             Some(Usage {
                 input_tokens: 44,
-                output_tokens: 16
+                output_tokens: 16,
+                ..Usage::default()
             })
         )))
     );
@@ -335,7 +337,8 @@ fn recorded_streamed_parallel_tool_calls_relay_each_fragment_in_order() {
             FinishReason::ToolCalls,
             Some(Usage {
                 input_tokens: 149,
-                output_tokens: 60
+                output_tokens: 60,
+                ..Usage::default()
             })
         )))
     );
@@ -363,7 +366,8 @@ fn groq_tool_calls_recorded() {
             FinishReason::ToolCalls,
             Some(Usage {
                 input_tokens: 210,
-                output_tokens: 15
+                output_tokens: 15,
+                ..Usage::default()
             })
         )))
     );

@@ -88,10 +88,13 @@ fn gemini_answers_and_usage() {
         c.usage,
         Some(Usage {
             input_tokens: 9,
-            output_tokens: 28 + 244
+            output_tokens: 28 + 244,
+            reasoning_output_tokens: 244,
+            ..Usage::default()
         }),
         "thoughts are output tokens"
     );
+    assert_eq!(c.response_id.as_deref(), Some("abc"));
     assert_eq!(c.finish_reason, FinishReason::Stop);
 }
 
@@ -246,10 +249,14 @@ fn anthropic_answers_and_usage() {
         c.usage,
         Some(Usage {
             input_tokens: 12 + 3 + 5,
-            output_tokens: 7
+            output_tokens: 7,
+            cache_read_input_tokens: 5,
+            cache_write_input_tokens: 3,
+            ..Usage::default()
         }),
         "cache tokens are input"
     );
+    assert_eq!(c.response_id.as_deref(), Some("msg_01"));
 }
 
 #[test]
@@ -453,7 +460,8 @@ fn openai_streams() {
             finish_reason: FinishReason::Stop,
             usage: Some(Usage {
                 input_tokens: 9,
-                output_tokens: 3
+                output_tokens: 3,
+                ..Usage::default()
             }),
             model: Some("gpt-4o-mini-2024-07-18".into())
         })
@@ -511,7 +519,8 @@ fn openai_streams() {
         Some(StreamEvent::Finish {
             usage: Some(Usage {
                 input_tokens: 18,
-                output_tokens: 1
+                output_tokens: 1,
+                ..
             }),
             ..
         })
@@ -543,7 +552,8 @@ fn gemini_streams() {
         Some(StreamEvent::Finish {
             usage: Some(Usage {
                 input_tokens: 9,
-                output_tokens: 5
+                output_tokens: 5,
+                ..
             }),
             ..
         })
@@ -601,7 +611,8 @@ fn anthropic_streams() {
             finish_reason: FinishReason::Stop,
             usage: Some(Usage {
                 input_tokens: 25,
-                output_tokens: 15
+                output_tokens: 15,
+                ..Usage::default()
             }),
             model: Some("claude-haiku-4-5-20251001".into())
         })

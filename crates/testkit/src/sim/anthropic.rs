@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::rules::mint_signature;
 use super::{
-    Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec, response,
+    Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec, ids, response,
 };
 
 fn model_of(req: &Received) -> String {
@@ -53,18 +53,13 @@ fn words_in(content: &Value) -> usize {
     }
 }
 
-fn message(
-    model: &str,
-    content: Value,
-    stop: &str,
-    details: Value,
-    input: usize,
-    output: usize,
-) -> Value {
+/// The answer to `req` (a fresh `msg_…` id, the model it asked for), with
+/// `output` words of output.
+fn message(req: &Received, content: Value, stop: &str, details: Value, output: usize) -> Value {
     let mut m = json!({
-        "id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+        "id": ids::message(), "type": "message", "role": "assistant", "model": model_of(req),
         "content": content, "stop_reason": stop, "stop_sequence": null,
-        "usage": {"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        "usage": usage(req, output)
     });
     if !details.is_null() {
         m["stop_details"] = details;
@@ -72,15 +67,34 @@ fn message(
     m
 }
 
+/// The usage of an answer to `req` with `output` words of output, with the
+/// simulator's token details (`UsageDetail`), as Anthropic counts them
+/// (anthropic-sdk-python `types/usage.py`): `input_tokens` leaves out the
+/// cache, whose reads and writes are always there beside it; thinking is
+/// counted among `output_tokens` and broken out when there is some. A
+/// stream's `message_delta` carries the same counts, cumulative.
+fn usage(req: &Received, output: usize) -> Value {
+    let detail = req.usage_detail();
+    let mut u = json!({
+        "input_tokens": prompt_tokens(req),
+        "cache_creation_input_tokens": detail.cache_write,
+        "cache_read_input_tokens": detail.cache_read,
+        "output_tokens": output as u64 + detail.reasoning,
+    });
+    if detail.reasoning > 0 {
+        u["output_tokens_details"] = json!({"thinking_tokens": detail.reasoning});
+    }
+    u
+}
+
 /// A complete answer with this text.
-fn text_message(model: &str, text: String, input: usize) -> Value {
+fn text_message(req: &Received, text: String) -> Value {
     let n = text.split_whitespace().count();
     message(
-        model,
+        req,
         json!([{"type": "text", "text": text}]),
         "end_turn",
         Value::Null,
-        input,
         n,
     )
 }
@@ -91,28 +105,21 @@ fn refusal_details() -> Value {
 
 /// Renders a non-streamed reply.
 pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
-    let model = model_of(req);
-    let input = prompt_tokens(req);
     let json_ct = [("content-type", "application/json")];
     let body = match reply {
-        Reply::Text(text) => text_message(&model, text, input),
-        Reply::Refuse(Refusal::FinishReason) => {
-            message(&model, json!([]), "refusal", Value::Null, input, 0)
-        }
+        Reply::Text(text) => text_message(req, text),
+        Reply::Refuse(Refusal::FinishReason) => message(req, json!([]), "refusal", Value::Null, 0),
         Reply::Refuse(Refusal::Message(text)) => message(
-            &model,
+            req,
             json!([{"type": "text", "text": text}]),
             "refusal",
             refusal_details(),
-            input,
             3,
         ),
         Reply::Refuse(Refusal::PromptBlocked) => {
-            message(&model, json!([]), "refusal", refusal_details(), input, 0)
+            message(req, json!([]), "refusal", refusal_details(), 0)
         }
-        Reply::Refuse(Refusal::NoText) => {
-            message(&model, json!([]), "end_turn", Value::Null, input, 0)
-        }
+        Reply::Refuse(Refusal::NoText) => message(req, json!([]), "end_turn", Value::Null, 0),
         Reply::Refuse(Refusal::Status400) => {
             let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "Output blocked by content filtering policy"}, "request_id": "req_sim"});
             return response(400, &json_ct, body.to_string());
@@ -121,8 +128,8 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         Reply::ToolCalls(calls) => return tool_calls(&calls, req),
         Reply::Thinking { thinking, then } => {
             let mut body = match *then {
-                Reply::Text(text) => text_message(&model, text, input),
-                Reply::Stream(spec) => text_message(&model, spec.chunks.concat(), input),
+                Reply::Text(text) => text_message(req, text),
+                Reply::Stream(spec) => text_message(req, spec.chunks.concat()),
                 Reply::ToolCalls(calls) => tool_calls_message(&calls, req),
                 other => return render(other, req),
             };
@@ -189,9 +196,15 @@ fn event(name: &str, data: &Value) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
-fn message_start(model: &str, input: usize) -> Piece {
-    let mut start = message(model, json!([]), "", Value::Null, input, 1);
+/// `message_start`: the message so far, its usage the input's and the
+/// first output token's (thinking, if any, is not counted yet).
+fn message_start(req: &Received) -> Piece {
+    let mut start = message(req, json!([]), "", Value::Null, 1);
     start["stop_reason"] = Value::Null;
+    start["usage"]["output_tokens"] = json!(1);
+    if let Some(u) = start["usage"].as_object_mut() {
+        u.remove("output_tokens_details");
+    }
     Piece::text(event(
         "message_start",
         &json!({"type": "message_start", "message": start}),
@@ -202,7 +215,7 @@ fn message_start(model: &str, input: usize) -> Piece {
 /// block when `thinking` is given) the text block at its index, and a ping;
 /// returns the pieces and the text block's index.
 fn opening(req: &Received, thinking: Option<&str>) -> (Vec<Piece>, usize) {
-    let mut out = vec![message_start(&model_of(req), prompt_tokens(req))];
+    let mut out = vec![message_start(req)];
     let index = match thinking {
         Some(thinking) => {
             out.extend(thinking_block(thinking, req, 0));
@@ -261,10 +274,12 @@ pub(super) fn thinking_stream(thinking: &str, then: Reply, req: &Received) -> Ve
     }
 }
 
-fn message_delta(stop: &str, details: Value, output: usize) -> Piece {
+/// `message_delta` with the usage of `output` words of output, all its
+/// counts cumulative (the streaming docs' shape).
+fn message_delta(req: &Received, stop: &str, details: Value, output: usize) -> Piece {
     Piece::text(event(
         "message_delta",
-        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null, "stop_details": details}, "usage": {"output_tokens": output}}),
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null, "stop_details": details}, "usage": usage(req, output)}),
     ))
 }
 
@@ -294,7 +309,7 @@ fn text_stream(spec: &StreamSpec, req: &Received, thinking: Option<&str>) -> Vec
     match spec.end {
         StreamEnd::Complete | StreamEnd::FinishWithoutDone => {
             out.push(block_stop);
-            out.push(message_delta("end_turn", Value::Null, output));
+            out.push(message_delta(req, "end_turn", Value::Null, output));
             out.push(message_stop());
         }
         StreamEnd::EndWithoutMarker => {}
@@ -307,7 +322,7 @@ fn text_stream(spec: &StreamSpec, req: &Received, thinking: Option<&str>) -> Vec
         ))),
         StreamEnd::Refusal => {
             out.push(block_stop);
-            out.push(message_delta("refusal", refusal_details(), output));
+            out.push(message_delta(req, "refusal", refusal_details(), output));
             out.push(message_stop());
         }
     }
@@ -317,17 +332,10 @@ fn text_stream(spec: &StreamSpec, req: &Received, thinking: Option<&str>) -> Vec
 /// A refusal at the start of a stream: no content block at all, then the
 /// refusal (vercel's `anthropic-refusal.chunks.txt` shape).
 pub(super) fn refusal_stream(_refusal: &Refusal, req: &Received) -> Vec<Piece> {
-    let model = model_of(req);
-    let start = message(&model, json!([]), "", Value::Null, prompt_tokens(req), 1);
-    let mut start_msg = start.clone();
-    start_msg["stop_reason"] = Value::Null;
     vec![
-        Piece::text(event(
-            "message_start",
-            &json!({"type": "message_start", "message": start_msg}),
-        )),
+        message_start(req),
         Piece::text(event("ping", &json!({"type": "ping"}))),
-        message_delta("refusal", refusal_details(), 0),
+        message_delta(req, "refusal", refusal_details(), 0),
         message_stop(),
     ]
 }
@@ -372,14 +380,7 @@ fn tool_calls_message(calls: &[SimToolCall], req: &Received) -> Value {
         })
         .collect();
     let output = calls.iter().map(|c| c.arguments.len() / 4 + 5).sum();
-    message(
-        &model_of(req),
-        Value::Array(content),
-        "tool_use",
-        Value::Null,
-        prompt_tokens(req),
-        output,
-    )
+    message(req, Value::Array(content), "tool_use", Value::Null, output)
 }
 
 /// `text` in about three pieces, cut at character boundaries.
@@ -410,7 +411,7 @@ pub(super) fn tool_calls_stream(calls: &[SimToolCall], req: &Received) -> Vec<Pi
 
 fn calls_stream(calls: &[SimToolCall], req: &Received, thinking: Option<&str>) -> Vec<Piece> {
     let mut out = vec![
-        message_start(&model_of(req), prompt_tokens(req)),
+        message_start(req),
         Piece::text(event("ping", &json!({"type": "ping"}))),
     ];
     let first = match thinking {
@@ -439,7 +440,7 @@ fn calls_stream(calls: &[SimToolCall], req: &Received, thinking: Option<&str>) -
         )));
         output += call.arguments.len() / 4 + 5;
     }
-    out.push(message_delta("tool_use", Value::Null, output));
+    out.push(message_delta(req, "tool_use", Value::Null, output));
     out.push(message_stop());
     out
 }

@@ -414,8 +414,23 @@ fn tool_use_id(id: &Value) -> Value {
     }
 }
 
-fn usage(input: u64, output: u64) -> Value {
-    json!({"inputTokens": input, "outputTokens": output, "totalTokens": input + output})
+/// An Anthropic usage object as Converse's (AWS `TokenUsage`): both count
+/// the cache apart from the input, Converse names its reads and writes
+/// only when there are some, and its total counts everything.
+fn usage(anthropic: &Value) -> Value {
+    let count = |k: &str| anthropic[k].as_u64().unwrap_or(0);
+    let (input, output) = (count("input_tokens"), count("output_tokens"));
+    let read = count("cache_read_input_tokens");
+    let write = count("cache_creation_input_tokens");
+    let mut u = json!({"inputTokens": input, "outputTokens": output,
+        "totalTokens": input + output + read + write});
+    if read > 0 {
+        u["cacheReadInputTokens"] = json!(read);
+    }
+    if write > 0 {
+        u["cacheWriteInputTokens"] = json!(write);
+    }
+    u
 }
 
 /// An Anthropic answer's body as Converse's (the bytes as they were when
@@ -444,11 +459,10 @@ pub(super) fn answer(body: &[u8]) -> Bytes {
             })
             .collect()
     };
-    let u = &message["usage"];
     let mut out = json!({
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": stop_reason(stop),
-        "usage": usage(u["input_tokens"].as_u64().unwrap_or(0), u["output_tokens"].as_u64().unwrap_or(0)),
+        "usage": usage(&message["usage"]),
         "metrics": {"latencyMs": 42},
     });
     if refused {
@@ -464,8 +478,9 @@ pub(super) fn answer(body: &[u8]) -> Bytes {
 /// at the end).
 #[derive(Default)]
 pub(super) struct StreamFrames {
-    input_tokens: u64,
-    output_tokens: u64,
+    /// The Anthropic usage so far: `message_start`'s, its counts replaced
+    /// by each `message_delta`'s cumulative ones.
+    usage: Value,
     /// The exception an error event becomes (`None`: by its type).
     exception: Option<String>,
 }
@@ -485,9 +500,7 @@ impl StreamFrames {
         let index = &data["index"];
         match data["type"].as_str().unwrap_or_default() {
             "message_start" => {
-                self.input_tokens = data["message"]["usage"]["input_tokens"]
-                    .as_u64()
-                    .unwrap_or(0);
+                self.usage = data["message"]["usage"].clone();
                 vec![event("messageStart", json!({"role": "assistant"}))]
             }
             "content_block_start" if data["content_block"]["type"] == "tool_use" => {
@@ -516,8 +529,10 @@ impl StreamFrames {
                 json!({"contentBlockIndex": index}),
             )],
             "message_delta" => {
-                if let Some(n) = data["usage"]["output_tokens"].as_u64() {
-                    self.output_tokens = n;
+                if let (Some(known), Some(delta)) =
+                    (self.usage.as_object_mut(), data["usage"].as_object())
+                {
+                    known.extend(delta.clone());
                 }
                 match data["delta"]["stop_reason"].as_str() {
                     Some(stop) => vec![event(
@@ -529,7 +544,7 @@ impl StreamFrames {
             }
             "message_stop" => vec![event(
                 "metadata",
-                json!({"usage": usage(self.input_tokens, self.output_tokens), "metrics": {"latencyMs": 42}}),
+                json!({"usage": usage(&self.usage), "metrics": {"latencyMs": 42}}),
             )],
             "error" => {
                 let kind = self.exception.clone().unwrap_or_else(|| {

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    Piece, Received, Refusal, Reply, SimBody, SimProvider, StreamEnd, StreamSpec, response,
+    Piece, Received, Refusal, Reply, SimBody, SimProvider, StreamEnd, StreamSpec, ids, response,
 };
 
 impl SimProvider {
@@ -51,13 +51,29 @@ fn prompt_tokens(req: &Received) -> usize {
         .unwrap_or(0)
 }
 
-fn usage(prompt: usize, candidates: Option<usize>) -> Value {
-    match candidates {
-        Some(c) => {
-            json!({"promptTokenCount": prompt, "candidatesTokenCount": c, "totalTokenCount": prompt + c})
-        }
-        None => json!({"promptTokenCount": prompt, "totalTokenCount": prompt}),
+/// `usageMetadata` for a prompt of `prompt` words and `candidates` words
+/// of answer (none: nothing was generated, and the count is left out),
+/// with the simulator's token details (`UsageDetail`) as Gemini reports
+/// them (genai-py `GenerateContentResponseUsageMetadata`): the cached
+/// content counts among the prompt's tokens and the thoughts apart from
+/// the candidates', each detail only when there is some. Gemini reports no
+/// cache writes.
+fn usage(req: &Received, prompt: usize, candidates: Option<usize>) -> Value {
+    let detail = req.usage_detail();
+    let prompt = prompt as u64 + detail.cache_read;
+    let answer = candidates.map_or(0, |c| c as u64);
+    let mut u = json!({"promptTokenCount": prompt,
+        "totalTokenCount": prompt + answer + detail.reasoning});
+    if let Some(c) = candidates {
+        u["candidatesTokenCount"] = json!(c);
     }
+    if detail.cache_read > 0 {
+        u["cachedContentTokenCount"] = json!(detail.cache_read);
+    }
+    if detail.reasoning > 0 {
+        u["thoughtsTokenCount"] = json!(detail.reasoning);
+    }
+    u
 }
 
 fn pretty(v: &Value) -> String {
@@ -74,32 +90,35 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         Reply::Text(_) if req.path.contains(":countTokens") => json!({"totalTokens": prompt}),
         Reply::Text(text) => json!({
             "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": usage(prompt, Some(text.split_whitespace().count())),
+            "usageMetadata": usage(req, prompt, Some(text.split_whitespace().count())),
             "modelVersion": model,
-            "responseId": "sim-response"
+            "responseId": ids::gemini_response()
         }),
         Reply::Refuse(Refusal::FinishReason) => json!({
             "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [
                 {"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": true}
             ]}],
-            "usageMetadata": usage(prompt, None),
-            "modelVersion": model
+            "usageMetadata": usage(req, prompt, None),
+            "modelVersion": model,
+            "responseId": ids::gemini_response()
         }),
         Reply::Refuse(Refusal::Message(text)) => json!({
             "candidates": [{"finishReason": "SAFETY", "finishMessage": text, "index": 0}],
-            "usageMetadata": usage(prompt, None),
-            "modelVersion": model
+            "usageMetadata": usage(req, prompt, None),
+            "modelVersion": model,
+            "responseId": ids::gemini_response()
         }),
         Reply::Refuse(Refusal::Status400 | Refusal::PromptBlocked) => json!({
             "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
-            "usageMetadata": usage(prompt, None),
+            "usageMetadata": usage(req, prompt, None),
             "modelVersion": model,
-            "responseId": "sim-response"
+            "responseId": ids::gemini_response()
         }),
         Reply::Refuse(Refusal::NoText) => json!({
             "candidates": [{"content": {"role": "model"}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": usage(prompt, None),
-            "modelVersion": model
+            "usageMetadata": usage(req, prompt, None),
+            "modelVersion": model,
+            "responseId": ids::gemini_response()
         }),
         Reply::Stream(spec) => return render(Reply::Text(spec.chunks.concat()), req),
         Reply::ToolCalls(calls) => return tool_calls(&calls, req),
@@ -162,36 +181,31 @@ fn data(v: &Value) -> String {
     format!("data: {v}\r\n\r\n")
 }
 
-fn text_chunk(
-    model: &str,
-    text: &str,
-    finish: Option<&str>,
-    prompt: usize,
-    so_far: usize,
-) -> Value {
+/// One chunk of the streamed answer `id` to `req` (every chunk repeats
+/// the id, and the usage so far: `so_far` words).
+fn text_chunk(req: &Received, id: &str, text: &str, finish: Option<&str>, so_far: usize) -> Value {
     let mut candidate =
         json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});
     if let Some(f) = finish {
         candidate["finishReason"] = json!(f);
     }
-    json!({"candidates": [candidate], "usageMetadata": usage(prompt, Some(so_far)), "modelVersion": model, "responseId": "sim-response"})
+    json!({"candidates": [candidate], "usageMetadata": usage(req, prompt_tokens(req), Some(so_far)), "modelVersion": model_of(req), "responseId": id})
 }
 
 /// A streamed answer (wire-formats §3.3, §3.7).
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let model = model_of(req);
     let prompt = prompt_tokens(req);
+    let id = ids::gemini_response();
     let mut out = Vec::new();
     let mut so_far = 0;
     for c in &spec.chunks {
         so_far += c.split_whitespace().count();
-        out.push(Piece::paced(data(&text_chunk(
-            &model, c, None, prompt, so_far,
-        ))));
+        out.push(Piece::paced(data(&text_chunk(req, &id, c, None, so_far))));
     }
     match spec.end {
         StreamEnd::Complete | StreamEnd::FinishWithoutDone => {
-            out.push(Piece::text(data(&text_chunk(&model, "", Some("STOP"), prompt, so_far))));
+            out.push(Piece::text(data(&text_chunk(req, &id, "", Some("STOP"), so_far))));
         }
         StreamEnd::EndWithoutMarker => {}
         StreamEnd::Cut => out.push(Piece::Cut),
@@ -204,8 +218,9 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
         ))),
         StreamEnd::Refusal => out.push(Piece::text(data(&json!({
             "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": true}]}],
-            "usageMetadata": usage(prompt, Some(so_far)),
-            "modelVersion": model
+            "usageMetadata": usage(req, prompt, Some(so_far)),
+            "modelVersion": model,
+            "responseId": id
         })))),
     }
     out
@@ -218,16 +233,16 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
     let prompt = prompt_tokens(req);
     let body = match refusal {
         Refusal::PromptBlocked | Refusal::Status400 => json!({
-            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage(prompt, None), "modelVersion": model
+            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage(req, prompt, None), "modelVersion": model, "responseId": ids::gemini_response()
         }),
         Refusal::NoText => json!({
-            "candidates": [{"content": {"role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+            "candidates": [{"content": {"role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage(req, prompt, None), "modelVersion": model, "responseId": ids::gemini_response()
         }),
         Refusal::Message(text) => json!({
-            "candidates": [{"finishReason": "SAFETY", "finishMessage": text, "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+            "candidates": [{"finishReason": "SAFETY", "finishMessage": text, "index": 0}], "usageMetadata": usage(req, prompt, None), "modelVersion": model, "responseId": ids::gemini_response()
         }),
         Refusal::FinishReason => json!({
-            "candidates": [{"finishReason": "SAFETY", "index": 0}], "usageMetadata": usage(prompt, None), "modelVersion": model
+            "candidates": [{"finishReason": "SAFETY", "index": 0}], "usageMetadata": usage(req, prompt, None), "modelVersion": model, "responseId": ids::gemini_response()
         }),
     };
     vec![Piece::text(data(&body))]
@@ -261,12 +276,12 @@ fn call_parts(calls: &[super::SimToolCall], req: &Received) -> Option<Vec<Value>
 }
 
 /// Gemini's answer to a function call it could not form.
-fn malformed_call(model: &str, prompt: usize) -> Value {
+fn malformed_call(req: &Received) -> Value {
     json!({
         "candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "finishMessage": "Malformed function call: the arguments are not a JSON object.", "index": 0}],
-        "usageMetadata": usage(prompt, None),
-        "modelVersion": model,
-        "responseId": "sim-response"
+        "usageMetadata": usage(req, prompt_tokens(req), None),
+        "modelVersion": model_of(req),
+        "responseId": ids::gemini_response()
     })
 }
 
@@ -287,11 +302,11 @@ pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper:
                 "index": 0,
                 "finishMessage": "Model generated function call(s)."
             }],
-            "usageMetadata": usage(prompt, Some(calls_tokens(calls))),
+            "usageMetadata": usage(req, prompt, Some(calls_tokens(calls))),
             "modelVersion": model,
-            "responseId": "sim-response"
+            "responseId": ids::gemini_response()
         }),
-        None => malformed_call(&model, prompt),
+        None => malformed_call(req),
     };
     response(
         200,
@@ -308,15 +323,16 @@ pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) ->
     let model = model_of(req);
     let prompt = prompt_tokens(req);
     let Some(mut parts) = call_parts(calls, req) else {
-        return vec![Piece::text(data(&malformed_call(&model, prompt)))];
+        return vec![Piece::text(data(&malformed_call(req)))];
     };
     let tokens = calls_tokens(calls);
+    let id = ids::gemini_response();
     let chunk = |parts: Vec<Value>| {
         json!({
             "candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
-            "usageMetadata": usage(prompt, Some(tokens)),
+            "usageMetadata": usage(req, prompt, Some(tokens)),
             "modelVersion": model,
-            "responseId": "sim-response"
+            "responseId": id
         })
     };
     let rest = parts.split_off(parts.len().min(1));
@@ -328,10 +344,10 @@ pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) ->
         out.push(Piece::paced(data(&chunk(rest))));
     }
     out.push(Piece::text(data(&text_chunk(
-        &model,
+        req,
+        &id,
         "",
         Some("STOP"),
-        prompt,
         tokens,
     ))));
     out

@@ -6,6 +6,12 @@
 //! with the queue empty, the responder ([`SimProvider::respond_with`]) decides,
 //! and without one the simulator answers with text.
 //!
+//! Each answer carries an id of its own in its provider's shape (`ids.rs`),
+//! and its usage counts words: the prompt's as input, the answer's as
+//! output. [`SimProvider::with_usage_detail`] makes a simulator report
+//! cached and reasoning tokens too, each where and as its provider does
+//! (see [`UsageDetail`]).
+//!
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
 //! (`rules/`); a request that breaks one gets the provider's own 400 and is
@@ -22,6 +28,7 @@ mod bedrock_converse;
 mod body;
 mod cloud;
 mod gemini;
+mod ids;
 mod limits;
 mod openai;
 mod responses;
@@ -168,6 +175,44 @@ pub enum Reply {
     Thinking { thinking: String, then: Box<Reply> },
 }
 
+/// Token details a simulator reports beside its word counts
+/// ([`SimProvider::with_usage_detail`]), each where its provider reports
+/// it: the cached tokens come on top of the prompt's words and the
+/// reasoning tokens on top of the answer's, counted as the provider counts
+/// them.
+///
+/// - OpenAI's Chat Completions: `prompt_tokens` (words plus `cache_read`)
+///   with `prompt_tokens_details.cached_tokens`, `completion_tokens`
+///   (words plus `reasoning`) with `completion_tokens_details.reasoning_tokens`;
+///   the details are always there, zeros included, as OpenAI sends them.
+///   No cache writes are reported.
+/// - OpenAI's Responses API: the same counts as `input_tokens_details` and
+///   `output_tokens_details`.
+/// - Anthropic's Messages (and Claude on Bedrock's InvokeModel and on
+///   Vertex, which send its bodies): `input_tokens` (the words: Anthropic counts the
+///   cache apart), `cache_creation_input_tokens` and
+///   `cache_read_input_tokens` on every usage, zeros included;
+///   `output_tokens` (words plus `reasoning`) with
+///   `output_tokens_details.thinking_tokens` when there is reasoning. A
+///   stream's `message_start` and `message_delta` both carry them
+///   (`message_delta`'s cumulative).
+/// - Gemini: `promptTokenCount` (words plus `cache_read`) with
+///   `cachedContentTokenCount`, `candidatesTokenCount` (the words) with
+///   `thoughtsTokenCount` (`reasoning`), each detail only when it is not
+///   zero. No cache writes are reported.
+/// - Bedrock's Converse: `inputTokens` (the words) with
+///   `cacheReadInputTokens` and `cacheWriteInputTokens` when they are not
+///   zero, `outputTokens` (words plus `reasoning`, never broken out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageDetail {
+    /// Prompt tokens read from the provider's prompt cache.
+    pub cache_read: u64,
+    /// Prompt tokens written to the prompt cache.
+    pub cache_write: u64,
+    /// Output tokens the model spent reasoning.
+    pub reasoning: u64,
+}
+
 /// One scripted tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimToolCall {
@@ -244,6 +289,8 @@ struct Shared {
     rules: rules::Rules,
     /// Counted request limits per API key.
     limits: limits::KeyLimits,
+    /// The token details every answer reports.
+    usage_detail: Mutex<UsageDetail>,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -348,6 +395,14 @@ impl SimProvider {
     /// every key's).
     pub fn over_limit(&self, key: Option<&str>) -> u64 {
         self.shared.limits.refused(key)
+    }
+
+    /// Reports `detail` in the usage of every answer from now on, as the
+    /// provider reports such counts (see [`UsageDetail`]; the default
+    /// reports none).
+    pub fn with_usage_detail(&self, detail: UsageDetail) -> &Self {
+        *lock(&self.shared.usage_detail) = detail;
+        self
     }
 
     /// Decides the reply when the queue is empty.
@@ -462,6 +517,7 @@ impl Shared {
             streamed_bytes: AtomicUsize::new(0),
             rules: rules::Rules::new(protocol),
             limits: limits::KeyLimits::default(),
+            usage_detail: Mutex::default(),
         })
     }
 }
@@ -563,6 +619,15 @@ impl Received {
     /// Bearer`, `x-api-key`, `x-goog-api-key` or `api-key`).
     pub fn api_key(&self) -> Option<&str> {
         limits::api_key(self)
+    }
+
+    /// The token details the simulator that received this request reports
+    /// (none for a request recorded apart from its simulator).
+    pub(crate) fn usage_detail(&self) -> UsageDetail {
+        self.shared
+            .as_ref()
+            .map(|s| *lock(&s.usage_detail))
+            .unwrap_or_default()
     }
 
     /// A header's value, by lower-case name.

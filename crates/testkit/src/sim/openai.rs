@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, response};
+use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, ids, response};
 
 /// Renders a reply as an OpenAI-compatible response to `req`.
 pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
@@ -15,7 +15,7 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
         Reply::Text(text) => {
             let completion_tokens = text.split_whitespace().count();
             let body = json!({
-                "id": "chatcmpl-sim",
+                "id": ids::chat_completion(),
                 "object": "chat.completion",
                 "created": 1_733_000_000,
                 "model": model,
@@ -25,32 +25,28 @@ pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
                     "logprobs": null,
                     "finish_reason": "stop"
                 }],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens
-                },
+                "usage": usage(req, prompt_tokens, completion_tokens),
                 "system_fingerprint": "fp_sim"
             });
             response(200, &json_ct, body.to_string())
         }
         Reply::Refuse(Refusal::FinishReason) => {
             let body = json!({
-                "id": "chatcmpl-sim",
+                "id": ids::chat_completion(),
                 "object": "chat.completion",
                 "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": null}, "finish_reason": "content_filter"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "total_tokens": prompt_tokens}
+                "usage": usage(req, prompt_tokens, 0)
             });
             response(200, &json_ct, body.to_string())
         }
         Reply::Refuse(Refusal::Message(text)) => {
             let body = json!({
-                "id": "chatcmpl-sim",
+                "id": ids::chat_completion(),
                 "object": "chat.completion",
                 "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 12, "total_tokens": prompt_tokens + 12}
+                "usage": usage(req, prompt_tokens, 12)
             });
             response(200, &json_ct, body.to_string())
         }
@@ -137,6 +133,29 @@ fn error_body(status: u16, model: &str) -> String {
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}}).to_string()
 }
 
+/// The usage object for `prompt` and `completion` words, with the
+/// simulator's token details (`UsageDetail`): cached tokens count among the
+/// prompt tokens and reasoning tokens among the completion tokens, as
+/// OpenAI counts them, and both details are always there
+/// (openai-python `types/completion_usage.py`).
+fn usage(req: &Received, prompt: usize, completion: usize) -> serde_json::Value {
+    let detail = req.usage_detail();
+    let prompt = prompt as u64 + detail.cache_read;
+    let completion = completion as u64 + detail.reasoning;
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": detail.cache_read, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": detail.reasoning,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0
+        }
+    })
+}
+
 /// A rough token count: words across every message.
 fn words(messages: &serde_json::Value) -> usize {
     messages
@@ -158,9 +177,10 @@ fn words(messages: &serde_json::Value) -> usize {
         .unwrap_or(0)
 }
 
-fn chunk(model: &str, delta: serde_json::Value, finish: Option<&str>) -> String {
+/// One chunk of the answer `id` (every chunk of an answer repeats it).
+fn chunk(id: &str, model: &str, delta: serde_json::Value, finish: Option<&str>) -> String {
     let body = json!({
-        "id": "chatcmpl-sim",
+        "id": id,
         "object": "chat.completion.chunk",
         "created": 1_733_000_000,
         "model": model,
@@ -175,13 +195,20 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
     let prompt_tokens = words(&asked["messages"]);
+    let id = ids::chat_completion();
     let mut out = vec![Piece::text(chunk(
+        &id,
         &model,
         json!({"role": "assistant", "content": ""}),
         None,
     ))];
     for c in &spec.chunks {
-        out.push(Piece::paced(chunk(&model, json!({"content": c}), None)));
+        out.push(Piece::paced(chunk(
+            &id,
+            &model,
+            json!({"content": c}),
+            None,
+        )));
     }
     let completion_tokens: usize = spec
         .chunks
@@ -189,18 +216,18 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
         .map(|c| c.split_whitespace().count())
         .sum();
     let usage = json!({
-        "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
+        "id": id, "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
         "choices": [],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        "usage": usage(req, prompt_tokens, completion_tokens)
     });
     match spec.end {
         StreamEnd::Complete => {
-            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text(chunk(&id, &model, json!({}), Some("stop"))));
             out.push(Piece::text(format!("data: {usage}\n\n")));
             out.push(Piece::text("data: [DONE]\n\n".into()));
         }
         StreamEnd::FinishWithoutDone => {
-            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text(chunk(&id, &model, json!({}), Some("stop"))));
             out.push(Piece::text(format!("data: {usage}\n\n")));
         }
         StreamEnd::EndWithoutMarker => {}
@@ -210,7 +237,12 @@ pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
         StreamEnd::ErrorEvent => out.push(Piece::text(
             "data: {\"error\":{\"message\":\"The server had an error processing your request.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n".into(),
         )),
-        StreamEnd::Refusal => out.push(Piece::text(chunk(&model, json!({}), Some("content_filter")))),
+        StreamEnd::Refusal => out.push(Piece::text(chunk(
+            &id,
+            &model,
+            json!({}),
+            Some("content_filter"),
+        ))),
     }
     out
 }
@@ -221,27 +253,30 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
         .as_str()
         .unwrap_or("sim-model")
         .to_owned();
+    let id = ids::chat_completion();
     match refusal {
         Refusal::Message(text) => {
             let mut out = vec![Piece::text(chunk(
+                &id,
                 &model,
                 json!({"role": "assistant", "content": null, "refusal": ""}),
                 None,
             ))];
             for w in super::split_words(text) {
-                out.push(Piece::text(chunk(&model, json!({"refusal": w}), None)));
+                out.push(Piece::text(chunk(&id, &model, json!({"refusal": w}), None)));
             }
-            out.push(Piece::text(chunk(&model, json!({}), Some("stop"))));
+            out.push(Piece::text(chunk(&id, &model, json!({}), Some("stop"))));
             out.push(Piece::text("data: [DONE]\n\n".into()));
             out
         }
         _ => vec![
             Piece::text(chunk(
+                &id,
                 &model,
                 json!({"role": "assistant", "content": ""}),
                 None,
             )),
-            Piece::text(chunk(&model, json!({}), Some("content_filter"))),
+            Piece::text(chunk(&id, &model, json!({}), Some("content_filter"))),
             Piece::text("data: [DONE]\n\n".into()),
         ],
     }
@@ -250,25 +285,7 @@ pub(super) fn refusal_stream(refusal: &Refusal, req: &Received) -> Vec<Piece> {
 /// The id of `call`: its scripted one, else one minted in OpenAI's style
 /// (`call_` and 24 letters and digits, unique in the process).
 fn call_id(call: &super::SimToolCall) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    if let Some(id) = &call.id {
-        return id.clone();
-    }
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    // A counter run through a 64-bit mixer (splitmix64): distinct for every
-    // call, and it looks like the random ids OpenAI sends.
-    let mut x = NEXT
-        .fetch_add(1, Ordering::Relaxed)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mut id = String::from("call_");
-    for _ in 0..24 {
-        x ^= x >> 30;
-        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x ^= x >> 27;
-        id.push(char::from(ALPHABET[(x % 62) as usize]));
-    }
-    id
+    call.id.clone().unwrap_or_else(ids::openai_call)
 }
 
 /// A rough token count for the calls: words of the names and arguments.
@@ -299,7 +316,7 @@ pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper:
         })
         .collect();
     let body = json!({
-        "id": "chatcmpl-sim",
+        "id": ids::chat_completion(),
         "object": "chat.completion",
         "created": 1_733_000_000,
         "model": model,
@@ -314,11 +331,7 @@ pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper:
             "logprobs": null,
             "finish_reason": "tool_calls"
         }],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens
-        },
+        "usage": usage(req, prompt_tokens, completion_tokens),
         "system_fingerprint": "fp_sim"
     });
     response(
@@ -357,13 +370,16 @@ pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) ->
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
     let prompt_tokens = words(&asked["messages"]);
+    let id = ids::chat_completion();
     let mut out = vec![Piece::text(chunk(
+        &id,
         &model,
         json!({"role": "assistant", "content": null}),
         None,
     ))];
     for (index, call) in calls.iter().enumerate() {
         out.push(Piece::paced(chunk(
+            &id,
             &model,
             json!({"tool_calls": [{
                 "index": index,
@@ -375,19 +391,25 @@ pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) ->
         )));
         for piece in fragments(&call.arguments, 3) {
             out.push(Piece::paced(chunk(
+                &id,
                 &model,
                 json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                 None,
             )));
         }
     }
-    out.push(Piece::text(chunk(&model, json!({}), Some("tool_calls"))));
+    out.push(Piece::text(chunk(
+        &id,
+        &model,
+        json!({}),
+        Some("tool_calls"),
+    )));
     if asked["stream_options"]["include_usage"] == serde_json::Value::Bool(true) {
         let completion_tokens = call_tokens(calls);
         let usage = json!({
-            "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
+            "id": id, "object": "chat.completion.chunk", "created": 1_733_000_000, "model": model,
             "choices": [],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+            "usage": usage(req, prompt_tokens, completion_tokens)
         });
         out.push(Piece::text(format!("data: {usage}\n\n")));
     }

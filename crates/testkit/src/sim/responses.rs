@@ -12,7 +12,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec};
+use super::{
+    Piece, Received, Refusal, Reply, SimBody, SimToolCall, StreamEnd, StreamSpec, UsageDetail,
+};
 use super::{response, split_words};
 
 /// What the simulated model produced.
@@ -30,6 +32,8 @@ struct Answer {
     items: Vec<Value>,
     input_tokens: usize,
     output_tokens: usize,
+    /// The simulator's token details (`UsageDetail`).
+    detail: UsageDetail,
 }
 
 /// A fresh id with `prefix` (unique in the process).
@@ -90,11 +94,17 @@ impl Answer {
             items,
             input_tokens,
             output_tokens,
+            detail: req.usage_detail(),
         }
     }
 
-    /// The `response` object with `status` and these `output` items.
+    /// The `response` object with `status` and these `output` items. Its
+    /// usage counts the cached tokens among the input tokens and the
+    /// reasoning tokens among the output tokens, as OpenAI does
+    /// (openai-python `types/responses/response_usage.py`).
     fn object(&self, status: &str, output: &[Value], incomplete: Option<&str>) -> Value {
+        let input = self.input_tokens as u64 + self.detail.cache_read;
+        let output_tokens = self.output_tokens as u64 + self.detail.reasoning;
         json!({
             "id": self.id, "object": "response", "created_at": 1_733_000_000,
             "status": status, "error": null,
@@ -102,10 +112,10 @@ impl Answer {
             "model": self.model, "output": output, "parallel_tool_calls": true,
             "tool_choice": "auto", "tools": [],
             "usage": {
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "total_tokens": self.input_tokens + self.output_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "input_tokens": input, "output_tokens": output_tokens,
+                "total_tokens": input + output_tokens,
+                "input_tokens_details": {"cached_tokens": self.detail.cache_read},
+                "output_tokens_details": {"reasoning_tokens": self.detail.reasoning},
             },
         })
     }

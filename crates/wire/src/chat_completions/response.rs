@@ -68,6 +68,7 @@ pub fn parse_response(
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| requested_model.to_owned()),
         usage: parsed.usage.map(Usage::from),
+        response_id: parsed.id.filter(|id| !id.is_empty()),
     })
 }
 
@@ -110,6 +111,8 @@ pub fn finish_reason_with(reason: Option<&str>, called: bool) -> FinishReason {
 
 #[derive(Deserialize)]
 struct WireResponse {
+    /// `chatcmpl-…` at OpenAI; compatible servers mint their own or none.
+    id: Option<String>,
     model: Option<String>,
     #[serde(default)]
     choices: Vec<WireChoice>,
@@ -166,7 +169,10 @@ impl WireArguments {
     }
 }
 
-/// OpenAI's usage object, read from a provider and written to a client.
+/// OpenAI's usage object, read from a provider and written to a client
+/// (openai-python `types/completion_usage.py`). `prompt_tokens` includes
+/// the cached tokens and `completion_tokens` the reasoning tokens that the
+/// details break out.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 pub struct WireUsage {
     #[serde(default)]
@@ -175,6 +181,28 @@ pub struct WireUsage {
     pub completion_tokens: u64,
     #[serde(default)]
     pub total_tokens: u64,
+    /// Read from a provider only: a client's answer keeps the shape it
+    /// had before the details were read.
+    #[serde(default, skip_serializing)]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default, skip_serializing)]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details` (its `audio_tokens` not read). Compatible
+/// servers send `null` members, so each one may be absent or null.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct PromptTokensDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+}
+
+/// `usage.completion_tokens_details` (its audio and prediction counts not
+/// read).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct CompletionTokensDetails {
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl From<Usage> for WireUsage {
@@ -183,6 +211,8 @@ impl From<Usage> for WireUsage {
             prompt_tokens: u.input_tokens,
             completion_tokens: u.output_tokens,
             total_tokens: u.input_tokens + u.output_tokens,
+            prompt_tokens_details: None,
+            completion_tokens_details: None,
         }
     }
 }
@@ -192,6 +222,15 @@ impl From<WireUsage> for Usage {
         Self {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            cache_read_input_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cache_write_input_tokens: 0,
+            reasoning_output_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
         }
     }
 }
@@ -258,11 +297,13 @@ mod tests {
         let c = parse_response(&received, "asked").unwrap();
         assert_eq!(c.text, "Hello! How can I help you today?");
         assert_eq!(c.model, "gpt-4o-mini-2024-07-18");
+        assert_eq!(c.response_id.as_deref(), Some("chatcmpl-ABC123"));
         assert_eq!(
             c.usage,
             Some(Usage {
                 input_tokens: 19,
-                output_tokens: 10
+                output_tokens: 10,
+                ..Usage::default()
             })
         );
         assert_eq!(c.finish_reason, FinishReason::Stop);

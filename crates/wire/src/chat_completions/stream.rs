@@ -25,6 +25,8 @@ const MAX_REFUSAL: usize = 4096;
 #[derive(Debug, Default)]
 pub struct OpenAiStream {
     model: String,
+    /// The first chunk's `id` (every chunk of an answer repeats it).
+    id: Option<String>,
     finish: Option<String>,
     usage: Option<Usage>,
     text_seen: bool,
@@ -181,6 +183,9 @@ impl StreamParser for OpenAiStream {
         if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = model;
         }
+        if self.id.is_none() {
+            self.id = chunk.id.filter(|id| !id.is_empty());
+        }
         if let Some(u) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
             self.usage = Some(Usage::from(u));
         }
@@ -231,6 +236,10 @@ impl StreamParser for OpenAiStream {
         &self.model
     }
 
+    fn response_id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         if let Some(failure) = self.stray.take_failure(mid_stream_error) {
             out.push_back(Err(failure));
@@ -248,6 +257,7 @@ impl StreamParser for OpenAiStream {
 
 #[derive(Deserialize)]
 struct WireChunk {
+    id: Option<String>,
     model: Option<String>,
     #[serde(default)]
     choices: Vec<WireChunkChoice>,

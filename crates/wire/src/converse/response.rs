@@ -56,6 +56,9 @@ pub fn completion(parsed: &WireResponse, model: &str, status: u16) -> Result<Com
         model: model.to_owned(),
         finish_reason,
         usage: parsed.usage.as_ref().map(WireUsage::to_usage),
+        // A Converse answer carries no id of its own (only the request's
+        // `x-amzn-RequestId` header, which names the call, not the answer).
+        response_id: None,
     })
 }
 
@@ -153,7 +156,8 @@ pub struct WireToolUse {
     pub input: Option<Value>,
 }
 
-/// Token counts; Bedrock counts cached input apart, as Anthropic does.
+/// Token counts (AWS `TokenUsage`); Bedrock counts cached input apart, as
+/// Anthropic does, and breaks no reasoning out of `outputTokens`.
 #[derive(Debug, Deserialize, Clone, Copy)]
 #[serde(rename_all = "camelCase")]
 pub struct WireUsage {
@@ -165,11 +169,14 @@ pub struct WireUsage {
 
 impl WireUsage {
     pub fn to_usage(&self) -> Usage {
+        let cache_read = self.cache_read_input_tokens.unwrap_or(0);
+        let cache_write = self.cache_write_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0)
-                + self.cache_read_input_tokens.unwrap_or(0)
-                + self.cache_write_input_tokens.unwrap_or(0),
+            input_tokens: self.input_tokens.unwrap_or(0) + cache_read + cache_write,
             output_tokens: self.output_tokens.unwrap_or(0),
+            cache_read_input_tokens: cache_read,
+            cache_write_input_tokens: cache_write,
+            reasoning_output_tokens: 0,
         }
     }
 }

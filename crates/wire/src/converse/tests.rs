@@ -280,7 +280,9 @@ fn answers_mean_what_their_stop_reasons_say() {
         ok.usage,
         Some(Usage {
             input_tokens: 20,
-            output_tokens: 12
+            output_tokens: 12,
+            cache_read_input_tokens: 2,
+            ..Usage::default()
         })
     );
     let calls = answer(with_content(
@@ -423,7 +425,8 @@ fn a_text_stream_finishes_with_the_usage_that_follows_message_stop() {
                 finish_reason: FinishReason::Stop,
                 usage: Some(Usage {
                     input_tokens: 9,
-                    output_tokens: 3
+                    output_tokens: 3,
+                    ..Usage::default()
                 }),
                 model: Some("meta.llama3-1-8b-instruct-v1:0".into()),
             })

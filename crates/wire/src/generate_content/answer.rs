@@ -317,6 +317,7 @@ mod tests {
             usage: Some(Usage {
                 input_tokens: 3,
                 output_tokens: 4,
+                ..Usage::default()
             }),
             attempts: Vec::new(),
             latency_ms: 1.0,
@@ -339,6 +340,7 @@ mod tests {
             Some(Usage {
                 input_tokens: 1,
                 output_tokens: 2,
+                ..Usage::default()
             }),
             "gpt-4.1",
             Some("id1"),

@@ -137,11 +137,18 @@ pub fn too_many_calls() -> Failure {
     )
 }
 
+/// A response's `usageMetadata` as usage: `promptTokenCount` includes
+/// the cached content's tokens, and `candidatesTokenCount` leaves out the
+/// thoughts', which are output tokens all the same.
 pub fn usage(response: &WireResponse) -> Option<Usage> {
     let u = response.usage_metadata.as_ref()?;
+    let thoughts = u.thoughts_token_count.unwrap_or(0);
     Some(Usage {
         input_tokens: u.prompt_token_count.unwrap_or(0),
-        output_tokens: u.candidates_token_count.unwrap_or(0) + u.thoughts_token_count.unwrap_or(0),
+        output_tokens: u.candidates_token_count.unwrap_or(0) + thoughts,
+        cache_read_input_tokens: u.cached_content_token_count.unwrap_or(0),
+        cache_write_input_tokens: 0,
+        reasoning_output_tokens: thoughts,
     })
 }
 
@@ -196,6 +203,8 @@ pub struct WireResponse {
     prompt_feedback: Option<WirePromptFeedback>,
     usage_metadata: Option<WireUsage>,
     pub model_version: Option<String>,
+    /// The answer's id (every chunk of a stream repeats it).
+    pub response_id: Option<String>,
     pub error: Option<WireError>,
 }
 
@@ -245,4 +254,5 @@ struct WireUsage {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
     thoughts_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }

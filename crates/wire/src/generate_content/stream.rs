@@ -24,6 +24,8 @@ use crate::stray::StrayJson;
 #[derive(Debug, Default)]
 pub struct GeminiStream {
     model: String,
+    /// The chunks' `responseId`.
+    id: Option<String>,
     text_seen: bool,
     /// Tool calls emitted so far (the next one's index).
     calls: u32,
@@ -99,6 +101,9 @@ impl StreamParser for GeminiStream {
         if let Some(version) = &chunk.model_version {
             self.model.clone_from(version);
         }
+        if self.id.is_none() {
+            self.id = chunk.response_id.clone().filter(|id| !id.is_empty());
+        }
         // Thought parts (`thought: true`): the model is reasoning.
         let thoughts = thought_text(&chunk);
         if !thoughts.is_empty() {
@@ -148,6 +153,10 @@ impl StreamParser for GeminiStream {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn response_id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {

@@ -61,6 +61,7 @@ pub fn completion(
         model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
         finish_reason: finish_reason(stop),
         usage: parsed.usage.as_ref().map(WireUsage::to_usage),
+        response_id: parsed.id.clone().filter(|id| !id.is_empty()),
     })
 }
 
@@ -121,6 +122,8 @@ pub(super) fn refusal_detail(details: Option<&Value>) -> String {
 /// A provider's answer.
 #[derive(Debug, Deserialize)]
 pub struct WireResponse {
+    /// `msg_…` (Bedrock's `msg_bdrk_…`, Vertex's `msg_vrtx_…`).
+    id: Option<String>,
     model: Option<String>,
     content: Option<Vec<WireBlock>>,
     stop_reason: Option<String>,
@@ -140,21 +143,41 @@ pub(super) struct WireBlock {
     pub(super) input: Option<Value>,
 }
 
+/// A usage object (an answer's, `message_start`'s, or `message_delta`'s
+/// cumulative one; anthropic-sdk-python `types/usage.py`,
+/// `message_delta_usage.py`). `input_tokens` leaves out the tokens read
+/// from and written to the cache; `output_tokens` includes the thinking
+/// tokens that `output_tokens_details` breaks out.
 #[derive(Debug, Deserialize)]
 pub(super) struct WireUsage {
-    input_tokens: Option<u64>,
+    pub(super) input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
+    pub(super) output_tokens_details: Option<WireOutputDetails>,
+}
+
+/// `usage.output_tokens_details`.
+#[derive(Debug, Deserialize)]
+pub(super) struct WireOutputDetails {
+    pub(super) thinking_tokens: Option<u64>,
 }
 
 impl WireUsage {
     pub(super) fn to_usage(&self) -> Usage {
+        let cache_read = self.cache_read_input_tokens.unwrap_or(0);
+        let cache_write = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0)
-                + self.cache_creation_input_tokens.unwrap_or(0)
-                + self.cache_read_input_tokens.unwrap_or(0),
+            input_tokens: self.input_tokens.unwrap_or(0) + cache_write + cache_read,
             output_tokens: self.output_tokens.unwrap_or(0),
+            cache_read_input_tokens: cache_read,
+            cache_write_input_tokens: cache_write,
+            reasoning_output_tokens: self.thinking_tokens().unwrap_or(0),
         }
+    }
+
+    /// The thinking tokens, where the usage breaks them out.
+    pub(super) fn thinking_tokens(&self) -> Option<u64> {
+        self.output_tokens_details.as_ref()?.thinking_tokens
     }
 }

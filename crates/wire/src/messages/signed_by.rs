@@ -182,6 +182,10 @@ impl StreamParser for SignedStream {
     fn model(&self) -> &str {
         self.inner.model()
     }
+
+    fn response_id(&self) -> Option<&str> {
+        self.inner.response_id()
+    }
 }
 
 #[cfg(test)]

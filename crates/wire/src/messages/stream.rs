@@ -20,10 +20,18 @@ use crate::stray::StrayJson;
 #[derive(Debug, Default)]
 pub struct AnthropicStream {
     model: String,
+    /// `message_start`'s `message.id`.
+    id: Option<String>,
     /// Pass every event on as sent, too (a natively forwarded request).
     native: bool,
+    /// The counts so far as Anthropic reports them (input without the
+    /// cache): `message_start`'s, raised by each `message_delta`'s
+    /// cumulative ones.
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
+    thinking_tokens: u64,
     stop_reason: Option<String>,
     text_seen: bool,
     /// The `tool_use` blocks so far, in order: the position is the tool
@@ -164,6 +172,15 @@ impl AnthropicStream {
         }
     }
 
+    /// `message_start`'s usage: the counts so far.
+    fn on_start_usage(&mut self, u: &WireUsage) {
+        self.input_tokens = Some(u.input_tokens.unwrap_or(0));
+        self.output_tokens = u.output_tokens;
+        self.cache_read_tokens = u.cache_read_input_tokens.unwrap_or(0);
+        self.cache_write_tokens = u.cache_creation_input_tokens.unwrap_or(0);
+        self.thinking_tokens = u.thinking_tokens().unwrap_or(0);
+    }
+
     /// `message_delta`: the output tokens so far and the stop reason; a
     /// `refusal` stop fails the stream.
     fn on_message_delta(
@@ -172,8 +189,20 @@ impl AnthropicStream {
         delta: Option<WireDelta>,
         out: &mut VecDeque<Result<StreamEvent, Failure>>,
     ) {
-        if let Some(u) = usage.and_then(|u| u.output_tokens) {
-            self.output_tokens = Some(u);
+        if let Some(u) = usage {
+            if let Some(n) = u.output_tokens {
+                self.output_tokens = Some(n);
+            }
+            // The other counts are cumulative too, so they only grow: a
+            // delta that leaves one out, or sends 0 for it (a compaction's
+            // does), keeps the one `message_start` gave.
+            if let Some(n) = u.input_tokens {
+                self.input_tokens = Some(self.input_tokens.unwrap_or(0).max(n));
+            }
+            let raise = |known: &mut u64, n: Option<u64>| *known = (*known).max(n.unwrap_or(0));
+            raise(&mut self.cache_read_tokens, u.cache_read_input_tokens);
+            raise(&mut self.cache_write_tokens, u.cache_creation_input_tokens);
+            raise(&mut self.thinking_tokens, u.thinking_tokens());
         }
         if let Some(delta) = delta {
             if delta.stop_reason.as_deref() == Some("refusal") {
@@ -212,8 +241,11 @@ impl AnthropicStream {
         let usage = match (self.input_tokens, self.output_tokens) {
             (None, None) => None,
             (i, o) => Some(Usage {
-                input_tokens: i.unwrap_or(0),
+                input_tokens: i.unwrap_or(0) + self.cache_read_tokens + self.cache_write_tokens,
                 output_tokens: o.unwrap_or(0),
+                cache_read_input_tokens: self.cache_read_tokens,
+                cache_write_input_tokens: self.cache_write_tokens,
+                reasoning_output_tokens: self.thinking_tokens,
             }),
         };
         out.push_back(Ok(StreamEvent::Finish {
@@ -253,9 +285,11 @@ impl StreamParser for AnthropicStream {
                     if let Some(model) = message.model {
                         self.model = model;
                     }
+                    if let Some(id) = message.id.filter(|id| !id.is_empty()) {
+                        self.id = Some(id);
+                    }
                     if let Some(u) = message.usage {
-                        self.input_tokens = Some(u.to_usage().input_tokens);
-                        self.output_tokens = u.output_tokens;
+                        self.on_start_usage(&u);
                     }
                 }
             }
@@ -288,6 +322,10 @@ impl StreamParser for AnthropicStream {
         &self.model
     }
 
+    fn response_id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         let failure = self.stray.failure_at_eof(mid_stream_error, "message_stop");
         out.push_back(Err(failure));
@@ -308,6 +346,7 @@ struct WireEvent {
 
 #[derive(Debug, Deserialize)]
 struct WireStartMessage {
+    id: Option<String>,
     model: Option<String>,
     usage: Option<WireUsage>,
 }

@@ -99,7 +99,11 @@ pub struct ResponseOut<'a> {
 }
 
 /// The Responses API's usage object, written to a client and read from a
-/// provider (which may leave any of it out).
+/// provider (which may leave any of it out; openai-python
+/// `types/responses/response_usage.py`). `input_tokens` includes the
+/// cached tokens and `output_tokens` the reasoning tokens that the details
+/// break out. A client's answer carries no details yet (zeros, as before
+/// they were read).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UsageOut {
@@ -127,6 +131,9 @@ impl From<UsageOut> for Usage {
         Self {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
+            cache_read_input_tokens: u.input_tokens_details.cached_tokens,
+            cache_write_input_tokens: 0,
+            reasoning_output_tokens: u.output_tokens_details.reasoning_tokens,
         }
     }
 }

@@ -28,6 +28,8 @@ pub const CONTENT_FILTER: &str = "content_filter";
 /// A `response` object as a provider sends it.
 #[derive(Deserialize)]
 pub(crate) struct WireResponse {
+    /// `resp_…`.
+    pub id: Option<String>,
     pub status: Option<String>,
     pub model: Option<String>,
     #[serde(default)]
@@ -76,6 +78,7 @@ pub fn parse_response(
         model: parsed.model.unwrap_or_else(|| model.to_owned()),
         finish_reason,
         usage: parsed.usage.map(Usage::from),
+        response_id: parsed.id.filter(|id| !id.is_empty()),
         native,
         rate_limits: None,
     })

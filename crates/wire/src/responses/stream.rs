@@ -21,6 +21,9 @@ use crate::sse::SseItem;
 #[derive(Debug, Default)]
 pub struct ResponsesStream {
     pub(crate) model: String,
+    /// The `response.id` of the first event that carries the response
+    /// (`response.created`).
+    id: Option<String>,
     pub(crate) native: bool,
     pub(crate) tag: String,
     /// Function calls by output index: their neutral index.
@@ -77,6 +80,13 @@ impl ResponsesStream {
     fn on_event(&mut self, event: WireEvent, out: &mut VecDeque<Result<StreamEvent, Failure>>) {
         if let Some(model) = event.response.as_ref().and_then(|r| r.model.clone()) {
             self.model = model;
+        }
+        if self.id.is_none() {
+            self.id = event
+                .response
+                .as_ref()
+                .and_then(|r| r.id.clone())
+                .filter(|id| !id.is_empty());
         }
         match event.kind.as_str() {
             "response.output_text.delta" => {
@@ -207,5 +217,9 @@ impl StreamParser for ResponsesStream {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn response_id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 }
