@@ -275,8 +275,12 @@ impl Run {
 
     /// Notes (for a recorded trace) the serving answer.
     fn note_answer(&mut self, c: &crate::chat::Completion) {
-        let id = None /*RESPONSE_ID*/;
-        self.note_served(id, &c.finish_reason, &c.text, &c.tool_calls);
+        self.note_served(
+            c.response_id.clone(),
+            &c.finish_reason,
+            &c.text,
+            &c.tool_calls,
+        );
     }
 
     /// Notes (for a recorded trace) the serving answer's id, how it ended,

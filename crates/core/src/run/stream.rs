@@ -497,7 +497,8 @@ impl Run {
                 }
             };
         }
-        let response_id = self.notes.as_ref().and(None /*STREAM_RESPONSE_ID*/);
+        // Asked only for a recorded trace (it copies the id).
+        let response_id = self.notes.as_ref().and_then(|_| stream.response_id());
         drop(stream); // closes the upstream connection now, whatever happened
         let latency = started.elapsed();
         let mut continued_by = None;

@@ -244,6 +244,25 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
             "gen_ai.usage.output_tokens",
             Value::Int(u.output_tokens as i64),
         ));
+        // The parts of those the provider reported (zero: not reported).
+        for (name, n) in [
+            (
+                "gen_ai.usage.cache_read.input_tokens",
+                u.cache_read_input_tokens,
+            ),
+            (
+                "gen_ai.usage.cache_creation.input_tokens",
+                u.cache_write_input_tokens,
+            ),
+            (
+                "gen_ai.usage.reasoning.output_tokens",
+                u.reasoning_output_tokens,
+            ),
+        ] {
+            if n > 0 {
+                attributes.push((name, Value::Int(n as i64)));
+            }
+        }
     }
 }
 

@@ -73,11 +73,25 @@ async fn check(
 ) {
     sim.push_n(2, Reply::text(ANSWER));
     let request = ChatRequest::user(QUESTION);
-    let c = adapter.complete(model, &request, PATIENCE).await.unwrap();
+    let c = adapter
+        .complete(
+            model,
+            &request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await
+        .unwrap();
     assert_eq!(c.text, ANSWER);
     assert_eq!(c.usage, Some(reports.usage()), "the whole answer's usage");
 
-    let mut stream = adapter.stream(model, &request, PATIENCE).await.unwrap();
+    let mut stream = adapter
+        .stream(
+            model,
+            &request,
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
+        .await
+        .unwrap();
     let mut last = None;
     while let Some(event) = tokio::time::timeout(PATIENCE, stream.next()).await.unwrap() {
         last = Some(event.unwrap());
@@ -235,7 +249,11 @@ async fn without_details_the_counts_are_zero() {
     sim.push(Reply::text(ANSWER));
     let builder = TestGateway::builder().provider("p", &sim);
     let c = adapter(&builder, "p")
-        .complete("p-model", &ChatRequest::user(QUESTION), PATIENCE)
+        .complete(
+            "p-model",
+            &ChatRequest::user(QUESTION),
+            &understudy_core::CallOptions::connect(PATIENCE),
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_testkit::otlp::Receiver;
-use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway, eventually_within};
+use understudy_testkit::{
+    Refusal, Reply, SimProvider, TestGateway, UsageDetail, eventually_within,
+};
 
 use crate::common::TestServer;
 
@@ -103,6 +105,15 @@ fn check_fallback(spans: &[Value], caller_span: &str, route: &str, streamed: boo
         "{second}"
     );
     assert!(second.get("error.type").is_none());
+    // The answer's own id, how it ended, and the parts of its tokens the
+    // provider reported (the simulator reports them as Anthropic does).
+    let id = second["gen_ai.response.id"].as_str().unwrap_or_default();
+    assert!(id.starts_with("msg_01"), "{second}");
+    assert_eq!(second["gen_ai.response.finish_reasons"], json!(["stop"]));
+    assert_eq!(second["gen_ai.usage.cache_read.input_tokens"], 1024);
+    assert_eq!(second["gen_ai.usage.cache_creation.input_tokens"], 256);
+    assert_eq!(second["gen_ai.usage.reasoning.output_tokens"], 64);
+    assert!(first.get("gen_ai.response.id").is_none());
     if streamed {
         assert_eq!(second["gen_ai.request.stream"], true);
         assert!(
@@ -123,7 +134,13 @@ async fn a_fallback_is_one_server_span_and_two_attempts_under_the_caller_s_span(
     let groq = SimProvider::openai().await.unwrap();
     let claude = SimProvider::anthropic().await.unwrap();
     groq.always(Reply::status(503));
-    claude.always(Reply::text("Hello from the fallback"));
+    claude
+        .always(Reply::text("Hello from the fallback"))
+        .with_usage_detail(UsageDetail {
+            cache_read: 1024,
+            cache_write: 256,
+            reasoning: 64,
+        });
     let s = gateway(&groq, &claude, &receiver).await;
     let cases = [
         (
