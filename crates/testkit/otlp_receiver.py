@@ -117,7 +117,6 @@ def serve_grpc():
             if STATE["down"]:
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the receiver is down")
             metadata = {k.lower(): v for k, v in context.invocation_metadata()}
-            metadata["content-type"] = "application/grpc"
             record(request, metadata)
             return ExportTraceServiceResponse()
 

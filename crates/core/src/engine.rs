@@ -372,6 +372,11 @@ impl Engine {
                 .scope(record, &request.route)
                 .map_err(Error::Client)?;
         }
+        // Counting makes no event, so no spans: no notes for them either.
+        let request = GenerateRequest {
+            trace: None,
+            ..request
+        };
         let run = self.prepare(request, Instant::now(), Mode::Answer)?;
         run.count_tokens().await
     }

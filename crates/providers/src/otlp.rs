@@ -70,8 +70,12 @@ pub(crate) fn sender(telemetry: &TelemetrySettings) -> Result<Arc<dyn SpanSender
     crate::install_tls_provider();
     let mut builder = reqwest::Client::builder();
     if grpc {
-        // gRPC is HTTP/2 only; over `http://` there is no ALPN to ask.
+        // gRPC is HTTP/2 only; over `http://` there is no ALPN to ask, and
+        // a proxy in between would not speak cleartext HTTP/2.
         builder = builder.http2_prior_knowledge();
+        if url.starts_with("http://") {
+            builder = builder.no_proxy();
+        }
     }
     let client = builder
         .connect_timeout(Duration::from_secs(5))

@@ -265,7 +265,13 @@ impl Run {
     fn call_options(&self, idx: usize, connect: Duration, span: Option<[u8; 8]>) -> CallOptions {
         let trace = match (&self.trace, span) {
             (Some(ctx), Some(span)) if self.forwards_trace(idx) => Some(TraceHeaders {
-                traceparent: ctx.traceparent_for(&span),
+                // An attempt's span that is not exported would be a parent
+                // nobody sees: unrecorded, the caller's own span is passed
+                // on, as an OpenTelemetry API without an SDK does.
+                traceparent: ctx.traceparent_for(match ctx.parent {
+                    Some(ref parent) if !ctx.recording => parent,
+                    _ => &span,
+                }),
                 tracestate: ctx.state.clone(),
             }),
             _ => None,
@@ -275,6 +281,9 @@ impl Run {
 
     /// Notes (for a recorded trace) the serving answer.
     fn note_answer(&mut self, c: &crate::chat::Completion) {
+        if self.notes.is_none() {
+            return;
+        }
         self.note_served(
             c.response_id.clone(),
             &c.finish_reason,

@@ -498,7 +498,7 @@ impl Run {
             };
         }
         // Asked only for a recorded trace (it copies the id).
-        let response_id = self.notes.as_ref().and_then(|_| stream.response_id());
+        let mut response_id = self.notes.as_ref().and_then(|_| stream.response_id());
         drop(stream); // closes the upstream connection now, whatever happened
         let latency = started.elapsed();
         let mut continued_by = None;
@@ -515,9 +515,11 @@ impl Run {
                 record.key = key.clone();
                 record.span_id = span;
                 attempts.push(record);
-                match self.continuation(idx, &sent.text, &tx, &mut attempts).await {
-                    Ok((by, finish)) => {
+                match self.continuation(idx, &mut sent, &tx, &mut attempts).await {
+                    Ok((by, finish, id)) => {
                         continued_by = Some(by);
+                        // The answer's end is the continuation's.
+                        response_id = id;
                         Ok(finish)
                     }
                     Err(e) => Err(e),
@@ -645,16 +647,18 @@ impl Run {
     }
 
     /// Continues a cut answer on the next target that accepts an assistant
-    /// prefill (`continue_after_cut`). Returns who continued and how the
-    /// answer ended; a target that refuses the prefill (or fails before its
-    /// first text) is never hidden: the stream then ends in its error.
+    /// prefill (`continue_after_cut`). Returns who continued, how the
+    /// answer ended and (for a recorded trace) the continuation's answer id;
+    /// what it relays is added to `sent`. A target that refuses the prefill
+    /// (or fails before its first text) is never hidden: the stream then
+    /// ends in its error.
     async fn continuation(
         &mut self,
         cut: usize,
-        text: &str,
+        sent: &mut Sent,
         tx: &mpsc::Sender<Feed>,
         attempts: &mut Vec<Attempt>,
-    ) -> Result<(String, Finish), Failure> {
+    ) -> Result<(String, Finish, Option<String>), Failure> {
         let Some(idx) = (0..self.plan.targets.len())
             .filter(|&i| i != cut)
             .find(|&i| self.streams.prefill.get(i) == Some(&true))
@@ -688,12 +692,13 @@ impl Run {
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
         let key_name = ticket.as_ref().and_then(Ticket::name);
-        let (prefix, trimmed) = prefill(text);
+        let (prefix, trimmed) = prefill(&sent.text);
         let mut chat = (*self.chat).clone();
         // The prefill is the neutral history's last turn: a native body
         // (the client's own bytes) could not carry it.
         chat.native = None;
         chat.messages.push(Message::assistant(prefix));
+        let mut response_id = None;
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
@@ -704,8 +709,9 @@ impl Run {
         {
             Ok(mut stream) => {
                 let result = self
-                    .continue_on(&mut stream, idx, trimmed, tx, first_token_by)
+                    .continue_on(&mut stream, idx, trimmed, tx, first_token_by, sent)
                     .await;
+                response_id = self.notes.as_ref().and_then(|_| stream.response_id());
                 drop(stream);
                 let outcome = match &result {
                     Ok(_) => Ok(()),
@@ -730,7 +736,7 @@ impl Run {
         attempts.push(record);
         let _ = self.key_outcome(idx, ticket, None, failure);
         match result {
-            Ok(finish) => Ok((provider, finish)),
+            Ok(finish) => Ok((provider, finish, response_id)),
             Err(f) => Err(Failure::new(
                 FailureKind::StreamInterrupted,
                 format!(
@@ -750,6 +756,7 @@ impl Run {
         mut trim_start: bool,
         tx: &mpsc::Sender<Feed>,
         first_token_by: Instant,
+        sent: &mut Sent,
     ) -> Result<Finish, Failure> {
         let idle = self.timeouts(idx).stream_idle;
         let mut watch = Watch::committed(HELD_BYTES);
@@ -787,6 +794,7 @@ impl Run {
                 other => other,
             };
             let Some(item) = item_of(event) else { continue };
+            sent.note(&item);
             if !send(tx, item).await {
                 return Err(client_left());
             }

@@ -44,100 +44,135 @@ pub(crate) async fn run(
     };
     let mut tick = tokio::time::interval(t.export_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut in_flight: Option<Export> = None;
+    // The export under way, and how many spans it carries.
+    let mut in_flight: Option<(u64, Export)> = None;
+    // A tick's round is under way: what it found held goes, a batch at a
+    // time, until none is left (or an export fails).
+    let mut round = false;
     loop {
-        // What to send now: everything (a tick), or a full batch of
-        // answered requests (the queue filled).
-        let start = tokio::select! {
+        tokio::select! {
             event = rx.recv() => match event {
-                Some(e) => {
-                    exporter.hold(e);
-                    exporter.full().then_some(Due::Full)
-                }
+                Some(e) => exporter.hold(e),
                 None => break,
             },
             _ = tick.tick() => {
                 exporter.unanswered = false;
-                Some(Due::Tick)
+                round = true;
             }
-            (n, result) = async {
+            result = async {
                 match in_flight.as_mut() {
-                    Some(export) => export.await,
+                    Some((_, export)) => export.await,
                     None => std::future::pending().await,
                 }
             }, if in_flight.is_some() => {
-                in_flight = None;
-                exporter.sent(n, result);
-                exporter.full().then_some(Due::Full)
+                if let Some((n, _)) = in_flight.take() {
+                    exporter.sent(n, result);
+                }
+                // While the collector fails, only the next tick tries again.
+                round &= !exporter.failing;
             }
             stopped = stop.wait_for(|s| *s) => {
                 drop(stopped);
                 break;
             }
+        }
+        if in_flight.is_some() {
+            continue;
+        }
+        let due = if round {
+            Due::Tick
+        } else if exporter.full() {
+            Due::Full
+        } else {
+            continue;
         };
-        if let (Some(due), None) = (start, &in_flight) {
-            in_flight = exporter
-                .batch(due)
-                .map(|(n, body)| send(Arc::clone(&sender), t.export_timeout, n, body));
+        in_flight = exporter
+            .batch(due)
+            .map(|(n, body)| (n, send(Arc::clone(&sender), t.export_timeout, body)));
+        match due {
+            // Nothing left that the round may send.
+            Due::Tick => round = in_flight.is_some(),
             // Nothing held was answered yet: the tick sends it (no scan of
             // the queue per event meanwhile).
-            exporter.unanswered = due == Due::Full && in_flight.is_none();
+            _ => exporter.unanswered = in_flight.is_none(),
         }
     }
-    if let Some(export) = in_flight.take() {
-        let (n, result) = export.await;
-        exporter.sent(n, result);
-    }
+    shut_down(&mut exporter, &sender, in_flight, &mut rx).await;
+}
+
+/// Sends what is held at shutdown, all within one `export_timeout` (the
+/// export under way included): what is not sent by then is dropped and
+/// counted, and a collector that fails gets no second try.
+async fn shut_down(
+    exporter: &mut Exporter,
+    sender: &Arc<dyn SpanSender>,
+    in_flight: Option<(u64, Export)>,
+    rx: &mut mpsc::Receiver<Arc<GenerationEvent>>,
+) {
+    let timeout = exporter.settings.telemetry.export_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
     while let Ok(e) = rx.try_recv() {
         exporter.hold(e);
     }
-    while let Some((n, body)) = exporter.batch(Due::Tick) {
-        let (n, result) = send(Arc::clone(&sender), t.export_timeout, n, body).await;
-        exporter.sent(n, result);
-        if exporter.failing {
-            // A collector that fails at shutdown gets one try, not one a
-            // batch: the rest is dropped and counted.
+    let mut next = in_flight;
+    loop {
+        if let Some((n, export)) = next.take() {
+            match tokio::time::timeout_at(deadline, export).await {
+                Ok(result) => exporter.sent(n, result),
+                Err(_) => exporter.sent(n, Err("shutting down".into())),
+            }
+        }
+        if exporter.failing || tokio::time::Instant::now() >= deadline {
             exporter.drop_held();
+            return;
+        }
+        match exporter.batch(Due::All) {
+            Some((n, body)) => next = Some((n, send(Arc::clone(sender), timeout, body))),
+            None => return,
         }
     }
 }
+
+/// Roughly the bytes of one span without content (its attributes, ids
+/// and times).
+const SPAN_BYTES: usize = 600;
+
+/// The most bytes one export carries, roughly: well under a collector's
+/// limit (the OpenTelemetry Collector's gRPC receiver takes 4 MiB).
+const BATCH_BYTES: usize = 2 * 1024 * 1024;
 
 /// Why an export starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Due {
-    /// The tick: everything held goes, a batch at a time.
+    /// The tick: everything held goes, a batch at a time, but a request
+    /// whose answer's status is not yet recorded and that came since the
+    /// last tick (it is being answered: its span should have the status).
     Tick,
-    /// A batch's worth is held: requests already answered go (one whose
-    /// answer's status is not yet recorded waits for the tick, so its span
-    /// has it).
+    /// A batch's worth is held: requests already answered go.
     Full,
+    /// Shutdown: everything.
+    All,
 }
 
-/// One export under way: the spans it carries, and how it went.
-type Export =
-    std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Result<(), String>)> + Send>>;
+/// One export under way: how it went.
+type Export = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
-/// Posts `body` (`n` spans) within `timeout`.
-fn send(
-    sender: Arc<dyn SpanSender>,
-    timeout: std::time::Duration,
-    n: u64,
-    body: Vec<u8>,
-) -> Export {
+/// Posts `body` within `timeout`.
+fn send(sender: Arc<dyn SpanSender>, timeout: std::time::Duration, body: Vec<u8>) -> Export {
     Box::pin(async move {
-        let result = match tokio::time::timeout(timeout, sender.send(body)).await {
+        match tokio::time::timeout(timeout, sender.send(body)).await {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {timeout:?}")),
-        };
-        (n, result)
+        }
     })
 }
 
 struct Exporter {
     resource: Vec<(String, Value)>,
-    /// Sampled events waiting to be sent (their spans are made when sent,
-    /// so the front end has recorded the answer's status by then).
-    held: VecDeque<Arc<GenerationEvent>>,
+    /// Recorded requests' events waiting to be sent, with when they came
+    /// (their spans are made when sent, so the front end has recorded the
+    /// answer's status by then).
+    held: VecDeque<(tokio::time::Instant, Arc<GenerationEvent>)>,
     held_spans: usize,
     metrics: Arc<Metrics>,
     settings: Arc<Settings>,
@@ -165,7 +200,7 @@ impl Exporter {
             return;
         }
         self.held_spans += n;
-        self.held.push_back(e);
+        self.held.push_back((tokio::time::Instant::now(), e));
     }
 
     /// Drops (and counts) everything held.
@@ -179,20 +214,39 @@ impl Exporter {
     /// `max_batch` spans, made now, encoded.
     fn batch(&mut self, due: Due) -> Option<(u64, Vec<u8>)> {
         let t = &self.settings.telemetry;
+        // A request that came before this moment and is still unanswered
+        // is not being answered (its client left): the tick sends it.
+        let patience = tokio::time::Instant::now()
+            .checked_sub(t.export_every)
+            .unwrap_or_else(tokio::time::Instant::now);
         let mut spans = Vec::new();
+        let mut bytes = 0;
         let mut waiting = VecDeque::new();
-        while let Some(e) = self.held.pop_front() {
+        while let Some((at, e)) = self.held.pop_front() {
             let n = e.attempts.len() + 1;
-            if !spans.is_empty() && spans.len() + n > t.max_batch {
-                self.held.push_front(e);
+            // Captured content makes spans large: a batch stays under
+            // BATCH_BYTES (roughly) too.
+            let size = n * SPAN_BYTES
+                + e.notes
+                    .as_ref()
+                    .and_then(|n| n.content.as_ref())
+                    .map_or(0, |c| c.size());
+            if !spans.is_empty() && (spans.len() + n > t.max_batch || bytes + size > BATCH_BYTES) {
+                self.held.push_front((at, e));
                 break;
             }
             let answered = e.trace.as_ref().is_none_or(|ctx| ctx.status().is_some());
-            if due == Due::Full && !answered {
-                waiting.push_back(e);
+            let goes = match due {
+                Due::All => true,
+                Due::Tick => answered || at <= patience,
+                Due::Full => answered,
+            };
+            if !goes {
+                waiting.push_back((at, e));
                 continue;
             }
             self.held_spans -= n;
+            bytes += size;
             if let Some(ctx) = &e.trace {
                 spans.extend(crate::trace::spans::of_event(&e, ctx, &self.settings));
             }
@@ -301,11 +355,11 @@ mod tests {
     }
 
     fn ids(e: &Exporter) -> Vec<&str> {
-        e.held.iter().map(|e| e.request_id.as_str()).collect()
+        e.held.iter().map(|(_, e)| e.request_id.as_str()).collect()
     }
 
-    #[test]
-    fn a_full_batch_leaves_a_request_not_yet_answered_for_the_tick() {
+    #[tokio::test(start_paused = true)]
+    async fn a_request_not_yet_answered_waits_for_a_tick_after_it() {
         let mut x = exporter(2);
         x.hold(event("a", Some(200)));
         x.hold(event("b", None));
@@ -315,9 +369,34 @@ mod tests {
         assert_eq!(n, 2);
         assert_eq!(ids(&x), ["b"]);
         assert!(x.batch(Due::Full).is_none(), "nothing answered is left");
-        // The tick sends it, status or not.
+        // A tick right after it leaves it too: it is being answered.
+        assert!(x.batch(Due::Tick).is_none());
+        // A tick a whole period later sends it, status or not (its client
+        // left).
+        tokio::time::advance(x.settings.telemetry.export_every).await;
         let (n, _) = x.batch(Due::Tick).expect("the tick's batch");
         assert_eq!((n, x.held_spans), (1, 0));
+        // Shutdown sends everything.
+        x.hold(event("d", None));
+        assert_eq!(x.batch(Due::All).map(|(n, _)| n), Some(1));
+    }
+
+    #[test]
+    fn large_content_splits_batches_by_bytes() {
+        let mut x = exporter(512);
+        for id in ["a", "b", "c"] {
+            let mut e = (*event(id, Some(200))).clone();
+            e.notes = Some(Box::new(crate::trace::notes::TraceNotes {
+                content: Some(crate::trace::notes::Content {
+                    input: "x".repeat(BATCH_BYTES * 2 / 3),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }));
+            x.hold(Arc::new(e));
+        }
+        let sizes: Vec<u64> = std::iter::from_fn(|| x.batch(Due::All).map(|(n, _)| n)).collect();
+        assert_eq!(sizes, [1, 1, 1], "one large request a batch");
     }
 
     #[test]

@@ -41,8 +41,11 @@ pub struct Skip {
 /// Message content as the GenAI conventions write it (JSON text).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Content {
-    /// `gen_ai.input.messages`: the conversation the client sent.
+    /// `gen_ai.input.messages`: the conversation the client sent (its
+    /// latest messages, within [`INPUT_LIMIT`]).
     pub input: String,
+    /// How many of the earliest messages were left out of `input`.
+    pub omitted: usize,
     /// `gen_ai.system_instructions`, when the request has a system prompt.
     pub system: Option<String>,
     /// The softened retry's system instructions, when one was made.
@@ -56,18 +59,45 @@ pub struct Content {
 /// span a collector refuses.
 pub const PART_LIMIT: usize = 16 * 1024;
 
+/// The most bytes of `gen_ai.input.messages`: a long conversation keeps
+/// its latest messages (a batch of spans must stay well under a
+/// collector's limit, 4 MiB for the OpenTelemetry Collector's gRPC).
+pub const INPUT_LIMIT: usize = 64 * 1024;
+
 // === impl Content ===
 
 impl Content {
     /// The request's content.
     pub fn of_request(chat: &ChatRequest) -> Self {
-        let input: Vec<Value> = chat.messages.iter().map(message).collect();
+        // The latest messages that fit, in order.
+        let mut kept = Vec::new();
+        let mut size = 2;
+        for m in chat.messages.iter().rev() {
+            let text = message(m).to_string();
+            if size + text.len() + 1 > INPUT_LIMIT && !kept.is_empty() {
+                break;
+            }
+            size += text.len() + 1;
+            kept.push(text);
+        }
+        kept.reverse();
         Self {
-            input: Value::Array(input).to_string(),
+            input: format!("[{}]", kept.join(",")),
+            omitted: chat.messages.len() - kept.len(),
             system: chat.system.as_deref().map(instructions),
             softened_system: None,
             output: None,
         }
+    }
+
+    /// Roughly how many bytes the content adds to its spans.
+    pub fn size(&self) -> usize {
+        [&self.system, &self.softened_system, &self.output]
+            .into_iter()
+            .flatten()
+            .map(String::len)
+            .sum::<usize>()
+            + self.input.len()
     }
 }
 
@@ -119,9 +149,12 @@ fn message(m: &Message) -> Value {
 }
 
 fn tool_call(c: &ToolCall) -> Value {
-    // The arguments as the object they are, else as the text.
-    let arguments = serde_json::from_str::<Value>(&c.arguments)
-        .unwrap_or_else(|_| Value::String(bounded(&c.arguments)));
+    // The arguments as the object they are, else (or when too long) as
+    // the text, cut.
+    let arguments = match serde_json::from_str::<Value>(&c.arguments) {
+        Ok(v) if c.arguments.len() <= PART_LIMIT => v,
+        _ => Value::String(bounded(&c.arguments)),
+    };
     json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": arguments})
 }
 
@@ -213,6 +246,36 @@ mod tests {
             json!([{"role": "assistant", "parts": [{"type": "text", "content": "Hello"}],
                     "finish_reason": "stop"}])
         );
+    }
+
+    #[test]
+    fn a_long_conversation_keeps_its_latest_messages() {
+        let chat = ChatRequest {
+            messages: (0..40)
+                .map(|i| Message::user(format!("{i}:{}", "x".repeat(8 * 1024))))
+                .collect(),
+            ..ChatRequest::default()
+        };
+        let c = Content::of_request(&chat);
+        assert!(c.input.len() <= INPUT_LIMIT, "{}", c.input.len());
+        let input: Value = serde_json::from_str(&c.input).unwrap();
+        let kept = input.as_array().unwrap();
+        assert_eq!(kept.len() + c.omitted, 40);
+        assert!(c.omitted > 0);
+        let last = kept.last().unwrap()["parts"][0]["content"]
+            .as_str()
+            .unwrap();
+        assert!(last.starts_with("39:"), "the latest message is kept");
+        // Tool arguments too long are cut as text.
+        let call = ToolCall {
+            id: "c".into(),
+            name: "write".into(),
+            arguments: serde_json::json!({"body": "y".repeat(PART_LIMIT)}).to_string(),
+        };
+        let out: Value =
+            serde_json::from_str(&output("", &[call], &FinishReason::ToolCalls)).unwrap();
+        let args = out[0]["parts"][0]["arguments"].as_str().unwrap();
+        assert!(args.len() < PART_LIMIT + 64, "{}", args.len());
     }
 
     #[test]

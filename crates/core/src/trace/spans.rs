@@ -161,11 +161,9 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
     let mut error = None;
     if let Some(code) = e.error_code.filter(|_| !e.success) {
         attributes.push(("error.type", Value::Str(code.as_str().into())));
-        error = Some(
-            e.error_detail
-                .clone()
-                .unwrap_or_else(|| code.as_str().into()),
-        );
+        // The code, not the error's words: they carry the providers'
+        // messages, which can echo the prompt.
+        error = Some(code.as_str().to_owned());
     }
     if e.success {
         served_attributes(e, &mut attributes);
@@ -199,6 +197,12 @@ fn noted(server: &mut Span, notes: &TraceNotes, engine_start: u64) {
         server
             .attributes
             .push(("gen_ai.input.messages", Value::Str(c.input.clone())));
+        if c.omitted > 0 {
+            server.attributes.push((
+                "understudy.input.messages_omitted",
+                Value::Int(c.omitted as i64),
+            ));
+        }
         if let Some(system) = &c.system {
             server
                 .attributes

@@ -184,7 +184,10 @@ impl StreamParser for OpenAiStream {
             self.model = model;
         }
         if self.id.is_none() {
-            self.id = chunk.id.filter(|id| !id.is_empty());
+            self.id = chunk
+                .id
+                .filter(|id| !id.is_empty())
+                .map(|id| id.into_owned());
         }
         if let Some(u) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
             self.usage = Some(Usage::from(u));
@@ -256,8 +259,11 @@ impl StreamParser for OpenAiStream {
 }
 
 #[derive(Deserialize)]
-struct WireChunk {
-    id: Option<String>,
+struct WireChunk<'a> {
+    /// Borrowed: it is kept once, from the first chunk that has one, and
+    /// every chunk repeats it.
+    #[serde(borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
     model: Option<String>,
     #[serde(default)]
     choices: Vec<WireChunkChoice>,

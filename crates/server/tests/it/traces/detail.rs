@@ -10,7 +10,7 @@ use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
 use understudy_testkit::otlp::Receiver;
 
-use super::{CALLER_SPAN, CALLER_TRACE, hi, kind, traceparent};
+use super::{CALLER_SPAN, CALLER_TRACE, chat_in, hi, kind, traceparent};
 use crate::common::TestServer;
 
 /// groq first, claude as its fallback, exporting to `receiver`, with
@@ -261,13 +261,7 @@ async fn a_target_behind_an_open_breaker_is_an_event_and_the_policy_an_attribute
     assert_eq!(clients.len(), 1, "only claude was called: {spans:#?}");
     assert_eq!(clients[0]["attributes"]["understudy.provider"], "claude");
     // A request without the header runs under the configured policy.
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent("00f067aa0ba90500"))],
-            hi(),
-        )
-        .await;
+    let answer = chat_in(&s, "00f067aa0ba90500").await;
     assert_eq!(answer.status, 200);
     let spans = receiver
         .spans_where(1, |s| s["parent_span_id"] == "00f067aa0ba90500")
@@ -335,13 +329,7 @@ async fn samplers_decide_what_is_recorded_and_traceresponse_says_so() {
     assert_eq!(kind(&all, 2).len(), 1, "{all:#?}");
     // A request refused before the engine (no key) records nothing, and
     // says so.
-    let refused = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent("00f067aa0ba90602"))],
-            hi(),
-        )
-        .await;
+    let refused = chat_in(&s, "00f067aa0ba90602").await;
     assert_eq!(refused.status, 401);
     assert!(refused.header("traceresponse").unwrap().ends_with("-00"));
 }
@@ -403,13 +391,7 @@ async fn spans_held_at_shutdown_are_sent() {
     let s = TestServer::start(gw.engine).await;
     for i in 0..3 {
         let caller_span = format!("{:016x}", 0x00f0_67aa_0ba9_0700_u64 + i);
-        let answer = s
-            .post_with(
-                "/v1/chat/completions",
-                &[("traceparent", &traceparent(&caller_span))],
-                hi(),
-            )
-            .await;
+        let answer = chat_in(&s, &caller_span).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
     s.engine.shutdown().await;
@@ -430,13 +412,7 @@ async fn with_no_exporter_a_forwarding_provider_still_gets_the_caller_s_context(
         .await
         .unwrap();
     let s = TestServer::start(gw.engine).await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            hi(),
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     // Nothing is recorded here, and the answer says so.
     assert!(answer.header("traceresponse").unwrap().ends_with("-00"));
@@ -448,9 +424,9 @@ async fn with_no_exporter_a_forwarding_provider_still_gets_the_caller_s_context(
         .expect("claude receives traceparent");
     let parts: Vec<&str> = parent.split('-').collect();
     assert_eq!(parts[1], CALLER_TRACE);
-    assert_ne!(
+    assert_eq!(
         parts[2], CALLER_SPAN,
-        "a span of its own under the caller's"
+        "the caller's span: none of this gateway's is exported"
     );
     assert_eq!(parts[3], "01", "the caller's sampled flag");
 }
@@ -474,18 +450,11 @@ async fn spans_go_over_grpc_with_the_configured_headers() {
         .await
         .unwrap();
     let s = TestServer::start(gw.engine).await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent(CALLER_SPAN))],
-            hi(),
-        )
-        .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let spans = receiver.trace(CALLER_TRACE, 3).await;
     let server = kind(&spans, 2)[0];
     assert_eq!(server["parent_span_id"], CALLER_SPAN);
-    assert_eq!(server["headers"]["content-type"], "application/grpc");
     assert_eq!(server["headers"]["x-api-key"], "collector-secret");
     let providers: Vec<&Value> = attempts(&spans)
         .iter()
@@ -493,46 +462,109 @@ async fn spans_go_over_grpc_with_the_configured_headers() {
         .collect();
     assert_eq!(providers, [&json!("groq"), &json!("claude")]);
     // The collector's grpc-status 0 (a trailer) is read as delivered.
-    understudy_testkit::eventually_within(
-        std::time::Duration::from_secs(20),
-        "exported spans counted",
-        async || {
-            let m = s.get("/metrics").await.body;
-            match super::counter(&m, "understudy_otlp_spans_total{outcome=\"exported\"}") {
-                n if n >= 3.0 => Ok(()),
-                _ => Err(m),
-            }
-        },
-    )
-    .await;
+    super::spans_counted(&s, "exported", 3.0).await;
     // A collector that answers UNAVAILABLE (in grpc-status): counted drops,
     // and every request still answered.
     receiver.set("down").await;
     for _ in 0..5 {
         assert_eq!(s.post("/v1/chat/completions", hi()).await.status, 200);
     }
-    understudy_testkit::eventually_within(
-        std::time::Duration::from_secs(20),
-        "dropped spans counted",
-        async || {
-            let m = s.get("/metrics").await.body;
-            match super::counter(&m, "understudy_otlp_spans_total{outcome=\"dropped\"}") {
-                n if n > 0.0 => Ok(()),
-                _ => Err(m),
-            }
-        },
-    )
-    .await;
+    super::spans_counted(&s, "dropped", 1.0).await;
     receiver.set("up").await;
-    let answer = s
-        .post_with(
-            "/v1/chat/completions",
-            &[("traceparent", &traceparent("00f067aa0ba90800"))],
-            hi(),
-        )
-        .await;
+    let answer = chat_in(&s, "00f067aa0ba90800").await;
     assert_eq!(answer.status, 200);
     receiver
         .spans_where(1, |s| s["parent_span_id"] == "00f067aa0ba90800")
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_nobody_serves_says_its_code_never_the_providers_words() {
+    const ECHO: &str = "your prompt was: my secret plan";
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    let failing = |status: u16, body: &str| Reply::Status {
+        status,
+        body: body.to_owned(),
+        headers: Vec::new(),
+    };
+    groq.always(failing(
+        503,
+        &json!({"error": {"message": ECHO, "type": "server_error"}}).to_string(),
+    ));
+    claude.always(failing(
+        529,
+        &json!({"type": "error", "error": {"type": "overloaded_error", "message": ECHO}})
+            .to_string(),
+    ));
+    let s = gateway_with(
+        &groq,
+        &claude,
+        &receiver,
+        |b| b,
+        "[breaker]\nfailure_threshold = 0",
+    )
+    .await;
+    let answer = chat_in(&s, CALLER_SPAN).await;
+    assert_eq!(answer.status, 502, "{}", answer.body);
+    let spans = receiver.trace(CALLER_TRACE, 3).await;
+    let server = kind(&spans, 2)[0];
+    assert_eq!(server["status"]["code"], 2, "an ERROR status");
+    assert_eq!(server["status"]["message"], "unavailable");
+    assert_eq!(server["attributes"]["error.type"], "unavailable");
+    let text = serde_json::to_string(&spans).unwrap();
+    assert!(!text.contains("secret plan"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_stream_s_answer_is_the_continuation_s() {
+    use understudy_testkit::{StreamEnd, StreamSpec};
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    // Cut after two words, with no end; claude continues from the prefill.
+    groq.push(
+        StreamSpec::new(&["one", " two"])
+            .ending(StreamEnd::EndWithoutMarker)
+            .reply(),
+    );
+    claude.push(Reply::stream(&[" three", " four"]));
+    let s = gateway_with(
+        &groq,
+        &claude,
+        &receiver,
+        |b| b,
+        "capture_content = true\n[timeouts]\nstream_idle = 0.5",
+    )
+    .await;
+    let answer = s
+        .post_with(
+            "/v1/chat/completions",
+            &[
+                ("traceparent", &traceparent(CALLER_SPAN)),
+                ("x-understudy-continue-after-cut", "true"),
+            ],
+            json!({"model": "default", "stream": true,
+                   "messages": [{"role": "user", "content": "count"}]})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let spans = receiver.trace(CALLER_TRACE, 3).await;
+    let clients = attempts(&spans);
+    let continued = clients
+        .iter()
+        .find(|c| c["attributes"]["understudy.attempt.kind"] == "continuation")
+        .expect("the continuation's span");
+    let a = &continued["attributes"];
+    assert!(
+        a["gen_ai.response.id"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("msg_01"),
+        "the continuation's own id: {a}"
+    );
+    let output = parsed(&a["gen_ai.output.messages"]);
+    assert_eq!(output[0]["parts"][0]["content"], "one two three four");
 }

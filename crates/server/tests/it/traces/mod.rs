@@ -293,19 +293,7 @@ async fn a_receiver_that_refuses_costs_counted_drops_and_no_request() {
         let answer = s.post("/v1/chat/completions", body.clone()).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
-    let dropped = eventually_within(
-        Duration::from_secs(20),
-        "dropped spans counted",
-        async || {
-            let m = s.get("/metrics").await.body;
-            match counter(&m, "understudy_otlp_spans_total{outcome=\"dropped\"}") {
-                n if n >= 40.0 => Ok(n),
-                n => Err(format!("{n} dropped")),
-            }
-        },
-    )
-    .await;
-    assert!(dropped >= 40.0);
+    spans_counted(&s, "dropped", 40.0).await;
     receiver.set("up").await;
     let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200);
@@ -315,6 +303,24 @@ async fn a_receiver_that_refuses_costs_counted_drops_and_no_request() {
         counter(&m, "understudy_otlp_spans_total{outcome=\"exported\"}") >= 2.0,
         "{m}"
     );
+}
+
+/// `understudy_otlp_spans_total{outcome}` on `s`'s /metrics, once it is at
+/// least `at_least`.
+async fn spans_counted(s: &TestServer, outcome: &str, at_least: f64) -> f64 {
+    let series = format!("understudy_otlp_spans_total{{outcome=\"{outcome}\"}}");
+    eventually_within(
+        Duration::from_secs(20),
+        &format!("{outcome} spans counted"),
+        async || {
+            let m = s.get("/metrics").await.body;
+            match counter(&m, &series) {
+                n if n >= at_least => Ok(n),
+                n => Err(format!("{n} {outcome}")),
+            }
+        },
+    )
+    .await
 }
 
 fn counter(metrics: &str, series: &str) -> f64 {
