@@ -10,7 +10,7 @@ use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
 use understudy_testkit::otlp::Receiver;
 
-use super::{CALLER_SPAN, CALLER_TRACE, chat_in, hi, kind, traceparent};
+use super::{CALLER_SPAN, CALLER_TRACE, attempts, chat_in, hi, kind, traceparent};
 use crate::common::TestServer;
 
 /// groq first, claude as its fallback, exporting to `receiver`, with
@@ -33,11 +33,22 @@ async fn gateway_with(
     TestServer::start(gw.engine).await
 }
 
-/// The client spans, in the order they started.
-fn attempts(spans: &[Value]) -> Vec<&Value> {
-    let mut clients = kind(spans, 3);
-    clients.sort_by_key(|s| s["start"].as_u64());
-    clients
+/// A receiver, groq down (503), claude answering, and a gateway over
+/// them exporting to the receiver (`configure` and `toml` as for
+/// [`gateway_with`]).
+async fn fallback_setup(
+    configure: impl FnOnce(
+        understudy_testkit::TestGatewayBuilder,
+    ) -> understudy_testkit::TestGatewayBuilder,
+    toml: &str,
+) -> (Receiver, SimProvider, SimProvider, TestServer) {
+    let receiver = Receiver::start();
+    let groq = SimProvider::openai().await.unwrap();
+    let claude = SimProvider::anthropic().await.unwrap();
+    groq.always(Reply::status(503));
+    claude.always(Reply::text("Hello from the fallback"));
+    let s = gateway_with(&groq, &claude, &receiver, configure, toml).await;
+    (receiver, groq, claude, s)
 }
 
 fn parsed(attribute: &Value) -> Value {
@@ -137,15 +148,7 @@ async fn content_is_in_spans_only_when_the_operator_opts_in() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traceparent_reaches_only_the_providers_that_forward_it() {
-    let receiver = Receiver::start();
-    let groq = SimProvider::openai().await.unwrap();
-    let claude = SimProvider::anthropic().await.unwrap();
-    groq.always(Reply::status(503));
-    claude.always(Reply::text("Hello from the fallback"));
-    let s = gateway_with(
-        &groq,
-        &claude,
-        &receiver,
+    let (receiver, groq, claude, s) = fallback_setup(
         |b| b.provider_option("claude", "forward_traceparent = true"),
         "[breaker]\nfailure_threshold = 0",
     )
@@ -213,19 +216,8 @@ async fn traceparent_reaches_only_the_providers_that_forward_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_behind_an_open_breaker_is_an_event_and_the_policy_an_attribute() {
-    let receiver = Receiver::start();
-    let groq = SimProvider::openai().await.unwrap();
-    let claude = SimProvider::anthropic().await.unwrap();
-    groq.always(Reply::status(503));
-    claude.always(Reply::text("Hello from the fallback"));
-    let s = gateway_with(
-        &groq,
-        &claude,
-        &receiver,
-        |b| b,
-        "[breaker]\nfailure_threshold = 1\ncooldown = 600",
-    )
-    .await;
+    let (receiver, _groq, _claude, s) =
+        fallback_setup(|b| b, "[breaker]\nfailure_threshold = 1\ncooldown = 600").await;
     // The first request opens groq's breaker; the second passes it over.
     let first = s.post("/v1/chat/completions", hi()).await;
     assert_eq!(first.status, 200, "{}", first.body);

@@ -60,6 +60,13 @@ fn kind(spans: &[Value], k: i64) -> Vec<&Value> {
     spans.iter().filter(|s| s["kind"] == k).collect()
 }
 
+/// The client spans, in the order they started.
+fn attempts(spans: &[Value]) -> Vec<&Value> {
+    let mut clients = kind(spans, 3);
+    clients.sort_by_key(|s| s["start"].as_u64());
+    clients
+}
+
 /// One SERVER span under the caller's, and CLIENT spans under it: the
 /// first groq's failed with a 503, the last claude's with its tokens.
 fn check_fallback(spans: &[Value], caller_span: &str, route: &str, streamed: bool) {
@@ -77,8 +84,7 @@ fn check_fallback(spans: &[Value], caller_span: &str, route: &str, streamed: boo
     assert_eq!(a["gen_ai.operation.name"], "chat");
     assert_eq!(server["resource"]["service.name"], "understudy-test");
     assert_eq!(server["resource"]["deployment.environment"], "ci");
-    let mut clients = kind(spans, 3);
-    clients.sort_by_key(|s| s["start"].as_u64());
+    let clients = attempts(spans);
     assert_eq!(clients.len(), 2, "{spans:#?}");
     for c in &clients {
         assert_eq!(c["parent_span_id"], server["span_id"]);
@@ -228,8 +234,7 @@ async fn a_refusal_recovered_by_softening_is_two_attempts_of_one_provider() {
     let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let spans = receiver.trace(CALLER_TRACE, 3).await;
-    let mut clients = kind(&spans, 3);
-    clients.sort_by_key(|s| s["start"].as_u64());
+    let clients = attempts(&spans);
     let kinds: Vec<&Value> = clients
         .iter()
         .map(|c| &c["attributes"]["understudy.attempt.kind"])
@@ -342,8 +347,7 @@ async fn a_retry_after_wait_is_an_event_of_the_retry() {
     let answer = chat_in(&s, CALLER_SPAN).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let spans = receiver.trace(CALLER_TRACE, 3).await;
-    let mut clients = kind(&spans, 3);
-    clients.sort_by_key(|s| s["start"].as_u64());
+    let clients = attempts(&spans);
     assert_eq!(clients[0]["attributes"]["error.type"], "rate_limited");
     assert_eq!(clients[0]["attributes"]["http.response.status_code"], 429);
     assert_eq!(
