@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::provider::RawProvider;
+use super::provider_table::RawProvider;
 use super::routes::RawRouteSpec;
 use super::routing::RawRouting;
 use super::server::RawServer;

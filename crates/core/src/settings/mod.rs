@@ -38,6 +38,7 @@ mod file;
 mod keys;
 mod platform;
 mod provider;
+mod provider_table;
 mod routes;
 mod routing;
 mod secret;
