@@ -407,6 +407,9 @@ impl Run {
     /// when a provider was at work but the usage is not known (a stream cut
     /// after it committed, an answer without usage).
     fn publish(&mut self, mut event: crate::event::GenerationEvent) {
+        if let Some(trace) = self.trace.as_ref().filter(|t| t.recording) {
+            trace.end_now();
+        }
         event.trace.clone_from(&self.trace);
         event.notes = self.notes.take();
         if let Some(ticket) = &self.ticket {

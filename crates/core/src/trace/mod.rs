@@ -12,7 +12,7 @@ pub mod spans;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::settings::{RootSampler, Sampler};
@@ -36,6 +36,9 @@ pub struct TraceContext {
     pub start_unix_nano: u64,
     /// The HTTP status the request was answered with (0 until known).
     status: AtomicU16,
+    /// When the run published its event (Unix nanoseconds; 0 until then):
+    /// the spans' end, to the nanosecond (the event's time is in ms).
+    ended: AtomicU64,
     /// The request reached the engine's run, so it makes an event and
     /// (when recording) spans; one refused before (a 401, a 400) makes
     /// none, and `traceresponse` then says it was not recorded.
@@ -83,7 +86,19 @@ impl TraceContext {
             start_unix_nano: unix_nano(SystemTime::now()),
             status: AtomicU16::new(0),
             ran: AtomicBool::new(false),
+            ended: AtomicU64::new(0),
         }
+    }
+
+    /// Notes that the request's run ends now (it publishes its event).
+    pub fn end_now(&self) {
+        self.ended
+            .store(unix_nano(SystemTime::now()), Ordering::Relaxed);
+    }
+
+    /// When the request's run ended, once it has.
+    pub fn ended(&self) -> Option<u64> {
+        Some(self.ended.load(Ordering::Relaxed)).filter(|t| *t != 0)
     }
 
     /// The context with `recording` off whatever was sampled (no exporter

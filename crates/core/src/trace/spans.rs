@@ -270,10 +270,12 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
     }
 }
 
-/// When the request ended: its event's time (milliseconds), never before
-/// it began.
+/// When the request ended: when its run published the event (else the
+/// event's time, in milliseconds), never before it began.
 fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
-    let end = crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano);
+    let end = ctx
+        .ended()
+        .unwrap_or_else(|| crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano));
     end.max(ctx.start_unix_nano)
 }
 
@@ -331,4 +333,39 @@ fn server_address(provider: &str, settings: &Settings) -> Option<(String, Option
         _ => (host_port, None),
     };
     Some((host.to_owned(), port)).filter(|(h, _)| !h.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_end_when_the_run_ended_to_the_nanosecond() {
+        let mut e: GenerationEvent = serde_json::from_value(serde_json::json!({
+            "request_id": "r", "timestamp": "2026-12-01T00:00:00.000Z", "route": "default",
+            "api": "openai", "provider": "a", "model": "m", "primary": "a",
+            "success": true, "fell_back": false, "content_filtered": false,
+            "streamed": false, "cached": false, "error_code": null, "error_detail": null,
+            "attempts": [{"provider": "a", "model": "m", "kind": "primary", "outcome": "ok",
+                          "latency_ms": 100.0, "started_ms": 150.0}],
+            "latency_ms": 250.0, "ttft_ms": null, "usage": null, "cost_usd": null,
+        }))
+        .expect("a valid event");
+        let mut ctx = TraceContext::new(None, None, crate::settings::Sampler::AlwaysOn);
+        // The request came 300 ms ago; its run took the last 250.
+        ctx.start_unix_nano -= 300 * MS;
+        ctx.end_now();
+        let ended = ctx.ended().expect("ended");
+        e.trace = None;
+        let settings = Settings::load(None, |_| None).expect("default settings");
+        let spans = of_event(&e, &ctx, &settings);
+        assert_eq!(spans[0].end_time_unix_nano, ended);
+        // The attempt: 150 ms into a 250 ms run, for 100 ms.
+        let start = ended - 250 * MS + 150 * MS;
+        assert_eq!(
+            (spans[1].start_time_unix_nano, spans[1].end_time_unix_nano),
+            (start, start + 100 * MS)
+        );
+        assert_eq!(spans[0].start_time_unix_nano, ctx.start_unix_nano);
+    }
 }
