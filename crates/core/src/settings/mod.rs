@@ -149,7 +149,7 @@ impl Settings {
             .timeouts
             .apply(Timeouts::default(), "timeouts")
             .map_err(|e| blame.field(e))?;
-        let mut providers = provider::read(raw.providers, timeouts, env, &blame)?;
+        let mut providers = provider_table::read(raw.providers, timeouts, env, &blame)?;
         let routing = routing::read(raw.routing, &providers, env, &blame)?;
         let (routes, route_options) = routes::read(raw.routes, &mut providers, &blame)?;
         let rate_limit_max_wait = tables::rate_limit_max_wait(raw.rate_limit, &blame)?;

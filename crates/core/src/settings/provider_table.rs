@@ -1,7 +1,9 @@
-//! A `[providers.NAME]` table of the file, and how it makes a provider
-//! (an extra one) or is laid over one (a built-in's defaults): its
-//! endpoint, key or pool, models and prices, transport, and a cloud's
-//! settings checked against its kind.
+//! Reading every provider's settings: the built-ins, the file's
+//! `[providers.NAME]` tables over them — each making a provider (an extra
+//! one) or laid over one (a built-in's defaults): its endpoint, key or
+//! pool, models and prices, transport, and a cloud's settings checked
+//! against its kind — then the environment over the file, and the pools
+//! and platforms resolved.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,11 +15,211 @@ use crate::protocol::Protocol;
 use super::ca_file::read_ca_file;
 use super::capabilities::{CapabilityOverrides, Price};
 use super::keys::{RawKey, RawPool};
-use super::platform::{Kind, RawCloud};
-use super::provider::{BUILTIN_PROVIDERS, ProviderSettings, check_url, passthrough};
-use super::secret::Secret;
-use super::source::FieldError;
+use super::platform::{CloudEnv, Kind, Platform, RawCloud};
+use super::provider::{BUILTIN_PROVIDERS, BUILTINS, ProviderSettings};
+use super::secret::{Secret, redact_url};
+use super::source::{Blame, Env, FieldError, SettingsError};
 use super::timeouts::{RawTimeouts, Timeouts};
+
+/// Every provider: the built-ins, the file's tables over them, then the
+/// environment over the file.
+pub(super) fn read(
+    raw: BTreeMap<String, RawProvider>,
+    timeouts: Timeouts,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<BTreeMap<String, ProviderSettings>, SettingsError> {
+    let (mut providers, clouds) = from_file(raw, timeouts, blame)?;
+    apply_env(&mut providers, env, blame)?;
+    for p in providers.values_mut() {
+        resolve_pool(p, env)
+            .map_err(|(key, m)| blame.file(format!("providers.{}.{key}", p.name), m))?;
+    }
+    for (name, (kind, cloud)) in clouds {
+        if let Some(p) = providers.get_mut(&name) {
+            resolve_platform(p, kind, &cloud, &CloudEnv { env })
+                .map_err(|(key, m)| blame.file(format!("providers.{name}.{key}"), m))?;
+        }
+    }
+    for p in providers.values() {
+        if let Some(i) = p.pool.keys.iter().position(|k| k.region.is_some()) {
+            if matches!(p.platform, Platform::Direct | Platform::Azure(_)) {
+                return Err(blame.file(
+                    format!("providers.{}.keys[{i}].region", p.name),
+                    "`region` is a setting of kind bedrock or vertex".into(),
+                ));
+            }
+        }
+    }
+    Ok(providers)
+}
+
+/// A pool's keys read from the environment; the provider's `api_key` is
+/// its first key that is set (so that whatever asks whether the provider
+/// has a key asks the pool).
+fn resolve_pool(p: &mut ProviderSettings, env: &Env<'_>) -> Result<(), (String, String)> {
+    if p.pool.keys.is_empty() {
+        return Ok(());
+    }
+    p.pool.read_env(env);
+    if let Some(i) = p.pool.duplicate() {
+        return Err((
+            format!("keys[{i}]"),
+            format!(
+                "key `{}` is the same key as another of the pool",
+                p.pool.keys[i].name
+            ),
+        ));
+    }
+    p.api_key = p.pool.first_secret().cloned();
+    p.api_key_env = None;
+    p.requires_key = true;
+    Ok(())
+}
+
+/// A provider's cloud settings, completed from the environment once its
+/// key is known (a Bedrock API key or a Vertex access token needs no
+/// other credentials).
+fn resolve_platform(
+    p: &mut ProviderSettings,
+    kind: Kind,
+    cloud: &RawCloud,
+    env: &CloudEnv<'_, '_>,
+) -> Result<(), (String, String)> {
+    let key = p.api_key.is_some();
+    p.platform = match kind {
+        Kind::Protocol(_) => return Ok(()),
+        Kind::Bedrock => Platform::Bedrock(env.bedrock(cloud, key)?),
+        Kind::Vertex => Platform::Vertex(env.vertex(cloud, key)?),
+        Kind::Azure => Platform::Azure(CloudEnv::azure(cloud)?),
+    };
+    if p.base_url.is_empty() {
+        p.base_url = p.platform.default_base_url().ok_or_else(|| {
+            (
+                "base_url".to_owned(),
+                "an azure provider needs its resource's base_url (`https://NAME.openai.azure.com`)"
+                    .to_owned(),
+            )
+        })?;
+    }
+    if let Some(protocol) = p.platform.protocol_for(&p.model) {
+        p.kind = protocol;
+    }
+    Ok(())
+}
+
+/// A cloud provider's kind and cloud settings, completed from the
+/// environment after the rest.
+type Clouds = BTreeMap<String, (Kind, RawCloud)>;
+
+/// The built-ins with the file's tables on top: a table named after a
+/// built-in changes it, any other declares a provider. Beside them, the
+/// cloud settings of the tables that set a cloud kind.
+fn from_file(
+    raw: BTreeMap<String, RawProvider>,
+    timeouts: Timeouts,
+    blame: &Blame,
+) -> Result<(BTreeMap<String, ProviderSettings>, Clouds), SettingsError> {
+    let mut clouds = Clouds::new();
+    let mut providers: BTreeMap<String, ProviderSettings> = BUILTINS
+        .iter()
+        .map(|b| (b.name.to_owned(), b.settings(timeouts)))
+        .collect();
+    for (name, rp) in raw {
+        let at = format!("providers.{name}");
+        if !valid_name(&name) {
+            return Err(blame.file(at, "a provider name uses only a-z, 0-9, `-` and `_`".into()));
+        }
+        let cloud = rp.cloud(&at).map_err(|e| blame.field(e))?;
+        let p = match providers.remove(&name) {
+            Some(existing) => rp.overlay(existing, &at),
+            None => rp.create(&name, timeouts, &at),
+        }
+        .map_err(|e| blame.field(e))?;
+        if let Some(cloud) = cloud {
+            clouds.insert(name.clone(), cloud);
+        }
+        providers.insert(name, p);
+    }
+    Ok((providers, clouds))
+}
+
+/// The environment over the file: the built-ins' own variables, then the
+/// keys that `api_key_env` names.
+fn apply_env(
+    providers: &mut BTreeMap<String, ProviderSettings>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<(), SettingsError> {
+    for b in &BUILTINS {
+        let Some(p) = providers.get_mut(b.name) else {
+            continue;
+        };
+        if let Some((var, key)) = b.key_vars.iter().find_map(|v| env.get(v).map(|k| (*v, k))) {
+            p.api_key = Some(Secret::new(key.trim()));
+            p.api_key_env = Some(var.to_owned());
+        }
+        if let Some(url) = env.get(b.base_url_var) {
+            p.base_url = check_url(&url).map_err(|m| blame.env(b.base_url_var, m))?;
+        }
+        if let Some(model) = env.get(b.model_var) {
+            p.model = model.trim().to_owned();
+        }
+    }
+    for p in providers.values_mut() {
+        if p.api_key.is_none() {
+            if let Some(var) = &p.api_key_env {
+                p.api_key = env.get(var).map(|k| Secret::new(k.trim()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// `url` without surrounding white space or a trailing slash, if it is an
+/// `http://` or `https://` URL with a host.
+fn check_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    // Errors show the URL without its userinfo (a password, a token).
+    let shown = redact_url(url);
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{shown}` is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("`{shown}` has no host"));
+    }
+    if rest.contains(char::is_whitespace) {
+        return Err(format!("`{shown}` contains white space"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The features that `passthrough = [...]` names.
+fn passthrough(names: &[String]) -> Result<crate::passthrough::GatedSet, String> {
+    let mut allowed = crate::passthrough::GatedSet::NONE;
+    for name in names {
+        let Some(g) = crate::passthrough::Gated::parse(name) else {
+            let known: Vec<&str> = crate::passthrough::Gated::ALL
+                .iter()
+                .map(|g| g.name())
+                .collect();
+            return Err(format!(
+                "unknown feature `{name}` (known: {})",
+                known.join(", ")
+            ));
+        };
+        allowed.insert(g);
+    }
+    Ok(allowed)
+}
 
 /// A `[providers.NAME]` table of the file.
 #[derive(Debug, Default, Deserialize)]
