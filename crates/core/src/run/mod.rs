@@ -5,7 +5,8 @@
 //! they hold no policy of their own.
 //!
 //! - `answer.rs`: a non-streamed request (and the response cache).
-//! - `stream.rs`: a streamed request: the walk to the commit, then the pump.
+//! - `stream/`: a streamed request: the walk to the commit, then the pump
+//!   (`continuation.rs`: a cut stream continued on another target).
 //! - `prepare.rs`: a run planned from the router's published view.
 //! - `count.rs`: counting input tokens (`count_tokens`) past the same
 //!   breakers.
