@@ -25,6 +25,9 @@ pub enum Unavailable {
     BreakerOpen,
     /// The provider's actor is gone and its restart budget is spent.
     Stopped,
+    /// Every key of its pool is cooling down (found when its turn comes,
+    /// never at planning).
+    KeysOut,
 }
 
 /// A request's plan: the route's primary and the targets to try in order.
@@ -54,6 +57,18 @@ impl Unavailable {
             Self::NoAdapter => "adapter not compiled in",
             Self::BreakerOpen => "circuit breaker open",
             Self::Stopped => "stopped after repeated crashes",
+            Self::KeysOut => "every key of its pool is out",
+        }
+    }
+
+    /// A stable snake_case code (a span event's `understudy.skip.reason`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::NoKey => "no_key",
+            Self::NoAdapter => "no_adapter",
+            Self::BreakerOpen => "breaker_open",
+            Self::Stopped => "stopped",
+            Self::KeysOut => "keys_out",
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::generation::{GenerateResult, Generation};
 use crate::keys::Ticket;
 use crate::policy::decide::{Call, Decider, Input, Next};
 use crate::policy::output;
+use crate::policy::plan::Unavailable;
 use crate::policy::softening::soften;
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
@@ -132,7 +133,7 @@ impl Run {
             Arc::clone(&self.chat)
         };
         if !self.admit(call).await {
-            self.note_skip(idx, "breaker_open");
+            self.note_skip(idx, Unavailable::BreakerOpen);
             return Input::Skipped;
         }
         let ticket = match self.pick_key(call) {
@@ -140,7 +141,7 @@ impl Run {
             KeyChoice::Pooled(ticket) => Some(ticket),
             KeyChoice::None => {
                 self.release_held_probe();
-                self.note_skip(idx, "keys_out");
+                self.note_skip(idx, Unavailable::KeysOut);
                 return Input::Skipped;
             }
             KeyChoice::RateLimited(failure) => {

@@ -51,7 +51,7 @@ use crate::failure::Failure;
 use crate::failure::FailureCode;
 use crate::policy::breaker::Admission;
 use crate::policy::decide::{Call, Rules, Verdict};
-use crate::policy::plan::Plan;
+use crate::policy::plan::{Plan, Unavailable};
 use crate::policy::timeouts::timeouts_for;
 use crate::settings::{Settings, TimeoutOverrides, Timeouts};
 use crate::shared::{SharedState, unix_ms};
@@ -282,11 +282,8 @@ impl Run {
 
     /// Notes (for a recorded trace) the serving answer.
     fn note_answer(&mut self, c: &crate::chat::Completion) {
-        if self.notes.is_none() {
-            return;
-        }
         self.note_served(
-            c.response_id.clone(),
+            c.response_id.as_deref(),
             &c.finish_reason,
             &c.text,
             &c.tool_calls,
@@ -297,7 +294,7 @@ impl Run {
     /// and its content where content is captured.
     fn note_served(
         &mut self,
-        response_id: Option<String>,
+        response_id: Option<&str>,
         finish: &crate::chat::FinishReason,
         text: &str,
         tool_calls: &[crate::chat::ToolCall],
@@ -305,7 +302,7 @@ impl Run {
         let Some(notes) = self.notes.as_mut() else {
             return;
         };
-        notes.response_id = response_id;
+        notes.response_id = response_id.map(str::to_owned);
         notes.finish_reason = Some(finish.clone());
         if let Some(content) = notes.content.as_mut() {
             content.output = Some(crate::trace::notes::output(text, tool_calls, finish));
@@ -324,7 +321,7 @@ impl Run {
     }
 
     /// Notes (for a recorded trace) that target `idx` was passed over.
-    fn note_skip(&mut self, idx: usize, reason: &'static str) {
+    fn note_skip(&mut self, idx: usize, reason: Unavailable) {
         let at_ms = millis(self.started.elapsed());
         let target = &self.plan.targets[idx];
         if let Some(notes) = self.notes.as_mut() {

@@ -53,19 +53,14 @@ fn notes(
     let skips = plan
         .skipped
         .iter()
-        .filter_map(|(t, why)| {
-            let reason = match why {
-                Unavailable::BreakerOpen => "breaker_open",
-                Unavailable::Stopped => "stopped",
-                // Configuration, not an event of this request.
-                Unavailable::NoKey | Unavailable::NoAdapter => return None,
-            };
-            Some(Skip {
-                provider: t.provider.to_string(),
-                model: t.model.to_string(),
-                reason,
-                at_ms: 0.0,
-            })
+        // A missing key or adapter is configuration, not an event of this
+        // request.
+        .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+        .map(|(t, why)| Skip {
+            provider: t.provider.to_string(),
+            model: t.model.to_string(),
+            reason: *why,
+            at_ms: 0.0,
         })
         .collect();
     Box::new(TraceNotes {

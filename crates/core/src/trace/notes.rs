@@ -30,10 +30,10 @@ pub struct TraceNotes {
 pub struct Skip {
     pub provider: String,
     pub model: String,
-    /// `breaker_open` (left out of the plan, or turned away when its turn
-    /// came), `keys_out` (every key of its pool is cooling down) or
-    /// `stopped` (its actor is gone).
-    pub reason: &'static str,
+    /// Its breaker is open (it was left out of the plan, or turned away
+    /// when its turn came), every key of its pool is out, or its actor is
+    /// gone.
+    pub reason: crate::policy::plan::Unavailable,
     /// When, in milliseconds from the engine's start of the request.
     pub at_ms: f64,
 }

@@ -217,7 +217,10 @@ fn noted(server: &mut Span, notes: &TraceNotes, engine_start: u64) {
             attributes: vec![
                 ("understudy.provider", Value::Str(skip.provider.clone())),
                 ("gen_ai.request.model", Value::Str(skip.model.clone())),
-                ("understudy.skip.reason", Value::Str(skip.reason.into())),
+                (
+                    "understudy.skip.reason",
+                    Value::Str(skip.reason.code().into()),
+                ),
             ],
         });
     }

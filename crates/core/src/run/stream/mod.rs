@@ -33,6 +33,7 @@ use crate::event::{EventContext, GenerationEvent};
 use crate::failure::{Failure, FailureKind};
 use crate::keys::Ticket;
 use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
+use crate::policy::plan::Unavailable;
 use crate::policy::stream::{HELD_BYTES, Step, Watch, may_continue};
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
@@ -275,7 +276,7 @@ impl Run {
     async fn open_and_wait(&mut self, call: Call) -> Opened {
         let idx = call.target;
         if !self.admit(call).await {
-            self.note_skip(idx, "breaker_open");
+            self.note_skip(idx, Unavailable::BreakerOpen);
             return Opened::Skipped;
         }
         let ticket = match self.pick_key(call) {
@@ -283,7 +284,7 @@ impl Run {
             KeyChoice::Pooled(ticket) => Some(ticket),
             KeyChoice::None => {
                 self.release_held_probe();
-                self.note_skip(idx, "keys_out");
+                self.note_skip(idx, Unavailable::KeysOut);
                 return Opened::Skipped;
             }
             KeyChoice::RateLimited(failure) => {
@@ -562,7 +563,7 @@ impl Run {
                 if let Some(named) = named.filter(|_| continued_by.is_none()) {
                     model = named;
                 }
-                self.note_served(response_id, &finish_reason, &sent.text, &[]);
+                self.note_served(response_id.as_deref(), &finish_reason, &sent.text, &[]);
                 let done = StreamDone {
                     request_id,
                     provider,
