@@ -13,13 +13,18 @@ use crate::trace::{TraceContext, new_span_id};
 
 const MS: u64 = 1_000_000;
 
+/// Milliseconds (as events keep them) in nanoseconds.
+fn nanos(ms: f64) -> u64 {
+    (ms * MS as f64) as u64
+}
+
 /// The spans of `e`, a request of trace `ctx`.
 pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) -> Vec<Span> {
     let op = crate::sink::genai::operation(e.api);
     let end = end_of(e, ctx);
     // The engine's clock started at the request's start less what the
     // front end took before it: attempts are placed from the end back.
-    let engine_start = end.saturating_sub((e.latency_ms * MS as f64) as u64);
+    let engine_start = end.saturating_sub(nanos(e.latency_ms));
     let flags = u32::from(ctx.sampled);
     let mut spans = Vec::with_capacity(e.attempts.len() + 1);
     let mut server = server_span(e, ctx, op, end, flags);
@@ -30,9 +35,8 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
     let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
     for (i, a) in e.attempts.iter().enumerate() {
         // Never before the request's own span (the times are in ms).
-        let start =
-            (engine_start + (a.started_ms * MS as f64) as u64).max(ctx.start_unix_nano.min(end));
-        let finish = start + (a.latency_ms * MS as f64) as u64;
+        let start = (engine_start + nanos(a.started_ms)).max(ctx.start_unix_nano.min(end));
+        let finish = start + nanos(a.latency_ms);
         let mut attributes = vec![
             ("gen_ai.operation.name", Value::Str(op.into())),
             (
@@ -78,8 +82,7 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
         if let (AttemptKind::RateLimitRetry, Some(before)) = (a.kind, i.checked_sub(1)) {
             // The wait for the provider's Retry-After, from the 429 to now.
             let prev = &e.attempts[before];
-            let waited_from =
-                engine_start + ((prev.started_ms + prev.latency_ms) * MS as f64) as u64;
+            let waited_from = engine_start + nanos(prev.started_ms + prev.latency_ms);
             events.push(Event {
                 time_unix_nano: waited_from.min(start),
                 name: "understudy.retry_after.wait",
@@ -100,7 +103,7 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
                     Value::Double(ttft / 1000.0),
                 ));
                 events.push(Event {
-                    time_unix_nano: engine_start + (ttft * MS as f64) as u64,
+                    time_unix_nano: engine_start + nanos(ttft),
                     name: "understudy.stream.commit",
                     attributes: Vec::new(),
                 });
@@ -211,8 +214,7 @@ fn noted(server: &mut Span, notes: &TraceNotes, engine_start: u64) {
     }
     for skip in &notes.skips {
         server.events.push(Event {
-            time_unix_nano: (engine_start + (skip.at_ms * MS as f64) as u64)
-                .max(server.start_time_unix_nano),
+            time_unix_nano: (engine_start + nanos(skip.at_ms)).max(server.start_time_unix_nano),
             name: "understudy.target.skipped",
             attributes: vec![
                 ("understudy.provider", Value::Str(skip.provider.clone())),
