@@ -113,6 +113,18 @@ pub trait Credentials: Send + Sync + fmt::Debug + 'static {
     /// Where they come from and when they expire, for `understudy
     /// providers`. Never the secret.
     fn status(&self) -> CredentialStatus;
+
+    /// Whether a request could sign with them now (credentials held that
+    /// have not expired).
+    fn usable(&self) -> bool {
+        true
+    }
+
+    /// The gate that bounds how long a request waits for them to be
+    /// fetched, when they are fetched at all (see [`crate::credentials`]).
+    fn gate(&self) -> Option<&crate::credentials::CredentialGate> {
+        None
+    }
 }
 
 /// What [`Credentials::status`] reports.
@@ -123,7 +135,8 @@ pub struct CredentialStatus {
     pub source: String,
     /// When the ones held expire (Unix seconds), if they do.
     pub expires_at: Option<u64>,
-    /// The last refresh's error, while the held ones are still in use.
+    /// The last refresh's error (while the held ones are still in use, or
+    /// why there are none). Names no file and no value from one.
     pub error: Option<String>,
 }
 

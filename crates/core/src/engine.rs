@@ -289,9 +289,17 @@ impl Engine {
                 continue;
             };
             if let (true, Some(credentials)) = (wait, lease.adapter_of(0).credentials()) {
-                // The actor's own first fetch is under way: this one
-                // waits for it and does not fetch again.
-                let _ = tokio::time::timeout(CREDENTIALS_WAIT, credentials.refresh()).await;
+                // The actor's own first fetch is under way (begun on the
+                // gate before the spawn returned): this one waits for it
+                // and does not fetch again.
+                match credentials.gate() {
+                    Some(gate) => {
+                        let _ = tokio::time::timeout(CREDENTIALS_WAIT, gate.settled()).await;
+                    }
+                    None => {
+                        let _ = tokio::time::timeout(CREDENTIALS_WAIT, credentials.refresh()).await;
+                    }
+                }
             }
         }
     }
@@ -411,6 +419,25 @@ impl Engine {
         crate::run::prepare(&view, request, started, mode)
     }
 
+    /// The routes that no target can serve now, and why each target
+    /// cannot (empty: ready). See [`crate::readiness`].
+    pub async fn readiness(&self) -> Result<Vec<crate::readiness::UnreadyRoute>, Error> {
+        let providers = self.providers().await?;
+        let view = current(&self.inner.view)
+            .ok_or_else(|| Error::Engine("the router is not running".into()))?;
+        let routes: Vec<(String, Vec<crate::Target>)> =
+            std::iter::once(("default".to_owned(), view.default_route.clone()))
+                .chain(view.routes.iter().map(|(n, t)| (n.clone(), t.clone())))
+                .map(|(name, targets)| {
+                    (
+                        name,
+                        crate::policy::plan::cloud_ids(targets, &view.settings),
+                    )
+                })
+                .collect();
+        Ok(crate::readiness::unready(&routes, &providers))
+    }
+
     /// Every provider with its availability, sorted by routing order.
     pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
         let mut infos = match self
@@ -436,6 +463,12 @@ impl Engine {
                 if let Ok(CallResult::Success(stats)) =
                     actor.call(ProviderMsg::Stats, Some(QUERY_TIMEOUT)).await
                 {
+                    // Credentials that cannot be had make it unavailable,
+                    // as the runs find it (they pass it over).
+                    if let (true, Some(why)) = (info.available, &stats.credentials_unusable) {
+                        info.available = false;
+                        info.unavailable_reason = Some(why.clone());
+                    }
                     info.stats = Some(stats);
                 }
             }

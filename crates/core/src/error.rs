@@ -94,6 +94,16 @@ impl Error {
         }
     }
 
+    /// The error's message as a client reads it: the engine's own words
+    /// (an actor, a task, a setting) stay in the log, and a client learns
+    /// only that the gateway cannot serve now.
+    pub fn client_message(&self) -> String {
+        match self {
+            Self::Engine(_) => "the gateway cannot serve requests right now".to_owned(),
+            e => e.to_string(),
+        }
+    }
+
     /// Every attempt made before the request gave up, in order.
     pub fn attempts(&self) -> &[Attempt] {
         match self {

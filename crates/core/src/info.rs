@@ -74,4 +74,8 @@ pub struct ProviderStats {
     /// their source and expiry, never the secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials: Option<crate::adapter::CredentialStatus>,
+    /// Why no request can be signed now (the credentials are still being
+    /// fetched, or cannot be had): the provider is unavailable meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials_unusable: Option<String>,
 }

@@ -16,11 +16,14 @@
 //!   (`policy::decide`), plan, timeouts, softening, refusal policy,
 //!   backoff, breaker, budget windows.
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
+//! - [`credentials`]: how long a request may wait on credentials that the
+//!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
 //! - `actor`: router, provider and supervisor actors (private).
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
 //! - [`engine`]: [`Engine`], the handle every front end uses.
+//! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
 //! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
@@ -38,6 +41,7 @@ pub mod attempt;
 pub mod breakers;
 pub mod chat;
 pub mod clock;
+pub mod credentials;
 pub mod engine;
 pub mod error;
 pub mod event;
@@ -51,6 +55,7 @@ pub mod passthrough;
 pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
+pub mod readiness;
 pub mod redis_link;
 pub mod settings;
 pub mod shared;
@@ -73,6 +78,7 @@ pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
     ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
+pub use credentials::CredentialGate;
 pub use engine::Engine;
 pub use error::Error;
 pub use event::GenerationEvent;

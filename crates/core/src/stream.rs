@@ -127,7 +127,7 @@ impl StreamError {
         Self {
             request_id,
             code: error.code(),
-            message: error.to_string(),
+            message: error.client_message(),
             provider: last.map_or_else(String::new, |a| a.provider.clone()),
             model: last.map_or_else(String::new, |a| a.model.clone()),
             fell_back: attempts.len() > 1,

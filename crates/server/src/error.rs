@@ -140,12 +140,17 @@ impl ApiError {
             Self::Engine(e @ (Error::UnknownProvider(_) | Error::UnknownRoute(_))) => {
                 ("not_found".into(), e.to_string(), Some("model".into()), &[])
             }
-            Self::Engine(e) => (
-                e.code().as_str().to_owned(),
-                e.to_string(),
-                None,
-                e.attempts(),
-            ),
+            Self::Engine(e) => {
+                if let Error::Engine(detail) = e {
+                    tracing::warn!(%detail, "the engine could not take a request");
+                }
+                (
+                    e.code().as_str().to_owned(),
+                    e.client_message(),
+                    None,
+                    e.attempts(),
+                )
+            }
         }
     }
 }

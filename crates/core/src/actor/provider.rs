@@ -10,6 +10,13 @@
 //! restart builds a fresh adapter and lease). Breakers are not kept here:
 //! admission and outcomes go through the one
 //! [`crate::breakers::BreakerBoard`], from the run.
+//!
+//! Credentials that cannot be had (a missing or broken key file, a token
+//! endpoint that refuses or hangs) do not fail the spawn: adapters are
+//! built without them, the actor keeps trying on its schedule (so that
+//! fixing the file recovers the provider without a restart), and until
+//! then requests pass the provider over ([`crate::credentials`]) and
+//! `understudy providers` shows it unavailable, with why.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +26,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
 
 use crate::adapter::{Adapter, AdapterFactory, BoxFuture, Credentials};
+use crate::credentials::CredentialGate;
 use crate::failure::{Failure, FailureCode, FailureKind};
 use crate::info::ProviderStats;
 use crate::settings::ProviderSettings;
@@ -27,8 +35,13 @@ use crate::settings::ProviderSettings;
 pub(crate) enum ProviderMsg {
     /// Counts of recent outcomes, for `understudy providers` and the API.
     Stats(RpcReplyPort<ProviderStats>),
-    /// Time to refresh the credentials of key `n` (0 without a pool).
-    Refresh(usize),
+    /// Time to refresh the credentials of key `n` (0 without a pool), as
+    /// scheduled at the given epoch (a timer of an older epoch is stale:
+    /// every refresh that ends schedules the next one afresh).
+    Refresh(usize, u64),
+    /// A fetch of key `n`'s credentials was begun on its gate (by a
+    /// request that found none held, or at start): make it.
+    Fetch(usize),
     /// A refresh of key `n`'s credentials ended.
     Refreshed(usize, Result<(), String>),
     /// The adapter panicked during an attempt (the attempt failed as
@@ -52,6 +65,9 @@ pub(crate) struct Lease {
     adapter: Arc<dyn Adapter>,
     /// The adapters of the pool's other keys, in order.
     others: Arc<[Arc<dyn Adapter>]>,
+    /// Per key, in the same order: the credentials its adapter signs
+    /// with, where they expire or change.
+    credentials: Arc<[Option<Arc<dyn Credentials>>]>,
     counts: Arc<Counts>,
 }
 
@@ -85,16 +101,20 @@ pub(crate) struct ProviderArgs {
 }
 
 pub(crate) struct ProviderState {
+    /// The provider's name, for its log lines.
+    name: String,
     lease: Lease,
-    /// Per key: the credentials its adapter refreshes, if they expire, and
-    /// the refreshes that failed in a row (the next one waits longer).
-    credentials: Vec<Option<Arc<dyn Credentials>>>,
+    /// Per key: the refreshes that failed in a row (the next one waits
+    /// longer), the epoch of its refresh timer, and the error last logged
+    /// (a failure is logged at WARN once per change, not per retry).
     failed_refreshes: Vec<u32>,
+    epochs: Vec<u64>,
+    logged: Vec<Option<String>>,
 }
 
-/// The longest one refresh may take before it counts as failed (a token
-/// endpoint's exchange gives up after 15 s itself).
-const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest one refresh may take before it counts as failed, on the
+/// actor's task (a token endpoint's exchange gives up after 15 s itself).
+pub(crate) const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The wait before refreshing again after `failed` refreshes failed in a
 /// row: 2 s doubling to at most a minute (the held credentials stay in
@@ -117,28 +137,43 @@ impl Actor for ProviderActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let (adapter, others) = build_adapters(&*args.factory, &args.settings)
             .map_err(|e| format!("provider `{}`: {e}", args.settings.name))?;
+        let credentials: Arc<[Option<Arc<dyn Credentials>>]> = std::iter::once(&adapter)
+            .chain(others.iter())
+            .map(|a| a.credentials())
+            .collect();
         let lease = Lease {
             actor: myself.clone(),
             adapter,
             others: others.into(),
+            credentials: Arc::clone(&credentials),
             counts: Arc::new(Counts::default()),
         };
-        let credentials: Vec<Option<Arc<dyn Credentials>>> = std::iter::once(&lease.adapter)
-            .chain(lease.others.iter())
-            .map(|a| a.credentials())
-            .collect();
         for (n, c) in credentials.iter().enumerate() {
-            if c.is_some() {
-                // The first credentials are fetched at once, not on the
-                // first request.
-                let _ = myself.cast(ProviderMsg::Refresh(n));
+            let Some(c) = c else { continue };
+            // The first credentials are fetched at once, not on the
+            // first request; the fetch is begun on the gate here, so that
+            // a request (or `understudy providers`) arriving before this
+            // actor's first message waits for it rather than start another.
+            match c.gate() {
+                Some(gate) => {
+                    let me = myself.clone();
+                    gate.attach(Box::new(move || me.cast(ProviderMsg::Fetch(n)).is_ok()));
+                    if gate.try_begin() {
+                        let _ = myself.cast(ProviderMsg::Fetch(n));
+                    }
+                }
+                None => {
+                    let _ = myself.cast(ProviderMsg::Refresh(n, 0));
+                }
             }
         }
         let _ = args.lease_to.send(lease.clone());
         Ok(ProviderState {
+            name: args.settings.name.clone(),
             failed_refreshes: vec![0; credentials.len()],
+            epochs: vec![0; credentials.len()],
+            logged: vec![None; credentials.len()],
             lease,
-            credentials,
         })
     }
 
@@ -150,60 +185,30 @@ impl Actor for ProviderActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ProviderMsg::Stats(reply) => {
+                let credentials = &state.lease.credentials;
                 let mut stats = state.lease.counts.stats();
-                stats.credentials = state
-                    .credentials
-                    .iter()
-                    .flatten()
-                    .next()
-                    .map(|c| c.status());
+                stats.credentials = credentials.iter().flatten().next().map(|c| c.status());
+                stats.credentials_unusable = unusable(credentials);
                 let _ = reply.send(stats);
             }
-            ProviderMsg::Refresh(n) => {
-                if let Some(Some(credentials)) = state.credentials.get(n) {
-                    // On a task of its own: the actor keeps answering while
-                    // a token endpoint is slow.
-                    let credentials = Arc::clone(credentials);
-                    tokio::spawn(async move {
-                        // Always answered, so the next refresh is always
-                        // scheduled: a refresh that panics or hangs is a
-                        // failed one.
-                        let mut refresh = tokio::spawn(async move { credentials.refresh().await });
-                        let result = match tokio::time::timeout(REFRESH_TIMEOUT, &mut refresh).await
-                        {
-                            Ok(Ok(result)) => result,
-                            Ok(Err(_)) => Err("the refresh panicked".to_owned()),
-                            Err(_) => {
-                                refresh.abort();
-                                Err("the refresh took too long".to_owned())
-                            }
-                        };
-                        let _ = myself.cast(ProviderMsg::Refreshed(n, result));
-                    });
-                }
-            }
-            ProviderMsg::Refreshed(n, result) => {
-                let Some(failed) = state.failed_refreshes.get_mut(n) else {
+            ProviderMsg::Refresh(n, epoch) => {
+                if state.epochs.get(n) != Some(&epoch) {
                     return Ok(());
-                };
-                let next = match result {
-                    Ok(()) => {
-                        *failed = 0;
-                        state
-                            .credentials
-                            .get(n)
-                            .and_then(|c| c.as_ref()?.refresh_in())
+                }
+                if let Some(Some(c)) = state.lease.credentials.get(n) {
+                    // A fetch under way (a request's) schedules the next
+                    // refresh when it ends.
+                    if c.gate().is_none_or(CredentialGate::try_begin) {
+                        spawn_refresh(&myself, n, Arc::clone(c));
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "refreshing the provider's credentials failed; the held ones stay in use");
-                        *failed = failed.saturating_add(1);
-                        Some(refresh_backoff(*failed - 1))
-                    }
-                };
-                if let Some(next) = next {
-                    myself.send_after(next, move || ProviderMsg::Refresh(n));
                 }
             }
+            ProviderMsg::Fetch(n) => {
+                if let Some(Some(c)) = state.lease.credentials.get(n) {
+                    spawn_refresh(&myself, n, Arc::clone(c));
+                }
+            }
+            ProviderMsg::Refreshed(n, result) => state.refreshed(&myself, n, result),
             ProviderMsg::AdapterPanicked => {
                 return Err("the adapter panicked during an attempt; starting afresh".into());
             }
@@ -234,6 +239,42 @@ fn build_adapters(
         None => Ok((factory.build(settings)?, Vec::new())),
         Some(first) => Ok((first?, built.collect::<Result<_, _>>()?)),
     }
+}
+
+/// Refreshes `credentials` (key `n`'s) on a task of its own, so that the
+/// actor keeps answering while a token endpoint is slow and a request that
+/// stops waiting cancels nothing; always answered with `Refreshed`, so
+/// that the next refresh is always scheduled (a refresh that panics or
+/// hangs is a failed one).
+fn spawn_refresh(myself: &ActorRef<ProviderMsg>, n: usize, credentials: Arc<dyn Credentials>) {
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        let result = crate::credentials::refresh(credentials, REFRESH_TIMEOUT).await;
+        let _ = myself.cast(ProviderMsg::Refreshed(n, result));
+    });
+}
+
+/// Why the provider cannot sign a request now, when no key's credentials
+/// can (a pool is available while one key's are): still fetching the
+/// first ones, or why they cannot be had. Names no file.
+fn unusable(credentials: &[Option<Arc<dyn Credentials>>]) -> Option<String> {
+    let mut why = None;
+    for c in credentials {
+        match c {
+            None => return None,
+            Some(c) if c.usable() => return None,
+            Some(c) => {
+                why.get_or_insert_with(|| match c.status().error {
+                    Some(e) => format!("credentials unusable: {e}"),
+                    None if c.gate().is_some_and(CredentialGate::fetching) => {
+                        "credentials not fetched yet".to_owned()
+                    }
+                    None => "credentials unusable".to_owned(),
+                });
+            }
+        }
+    }
+    why
 }
 
 /// Runs `attempt` until `deadline`; past it, a timeout failure that says
@@ -282,6 +323,79 @@ impl<T> std::future::Future for CatchUnwind<'_, T> {
     }
 }
 
+/// What a refresh's end is worth a log line, given the error last logged
+/// (`None`: none since the credentials were last had): a failure once per
+/// change of its reason (WARN), a recovery once (INFO), never once per
+/// retry.
+#[derive(Debug, PartialEq, Eq)]
+enum LogChange<'a> {
+    Failing(&'a str),
+    Same,
+    Recovered,
+    Quiet,
+}
+
+fn log_change<'a>(logged: Option<&str>, result: &'a Result<(), String>) -> LogChange<'a> {
+    match (logged, result) {
+        (None, Ok(())) => LogChange::Quiet,
+        (Some(_), Ok(())) => LogChange::Recovered,
+        (Some(was), Err(e)) if was == e => LogChange::Same,
+        (_, Err(e)) => LogChange::Failing(e),
+    }
+}
+
+// === impl ProviderState ===
+
+impl ProviderState {
+    /// A refresh of key `n`'s credentials ended: the next one scheduled
+    /// (when they say, or backing off after a failure), and a change of
+    /// state logged once — at WARN when they fail, with the detail only
+    /// the log gets.
+    fn refreshed(&mut self, myself: &ActorRef<ProviderMsg>, n: usize, result: Result<(), String>) {
+        let (Some(failed), Some(epoch), Some(logged)) = (
+            self.failed_refreshes.get_mut(n),
+            self.epochs.get_mut(n),
+            self.logged.get_mut(n),
+        ) else {
+            return;
+        };
+        let credentials = self.lease.credentials.get(n).and_then(Option::as_ref);
+        let held = credentials.is_some_and(|c| c.usable());
+        match log_change(logged.as_deref(), &result) {
+            LogChange::Recovered => {
+                tracing::info!(provider = %self.name, "the provider's credentials are usable again");
+            }
+            LogChange::Failing(e) if held => {
+                tracing::warn!(provider = %self.name, error = %e, "refreshing the provider's credentials failed; the held ones stay in use");
+            }
+            LogChange::Failing(e) => {
+                tracing::warn!(provider = %self.name, error = %e, "the provider's credentials cannot be had: requests pass it over until they can");
+            }
+            LogChange::Same => {
+                tracing::debug!(provider = %self.name, "the provider's credentials still cannot be refreshed");
+            }
+            LogChange::Quiet => {}
+        }
+        let next = match result {
+            Ok(()) => {
+                *logged = None;
+                *failed = 0;
+                credentials.and_then(|c| c.refresh_in())
+            }
+            Err(e) => {
+                *logged = Some(e);
+                *failed = failed.saturating_add(1);
+                Some(refresh_backoff(*failed - 1))
+            }
+        };
+        *epoch += 1;
+        if let Some(next) = next {
+            let epoch = *epoch;
+            myself.send_after(next, move || ProviderMsg::Refresh(n, epoch));
+        }
+    }
+}
+
 // === impl Lease ===
 
 impl Lease {
@@ -307,6 +421,26 @@ impl Lease {
         match key.checked_sub(1).and_then(|k| self.others.get(k)) {
             Some(a) => &**a,
             None => &*self.adapter,
+        }
+    }
+
+    /// Whether key `key`'s credentials (0 without a pool) are held, or will
+    /// be within [`crate::credentials::CREDENTIAL_WAIT`]: `false` passes
+    /// the target over.
+    pub(crate) async fn credentials_ready(&self, key: usize) -> bool {
+        let slot = match self.credentials.get(key) {
+            Some(slot) => slot,
+            None => match self.credentials.first() {
+                Some(slot) => slot,
+                None => return true,
+            },
+        };
+        match slot {
+            None => true,
+            Some(c) => match c.gate() {
+                Some(gate) => gate.ready(|| c.usable()).await,
+                None => c.usable(),
+            },
         }
     }
 
@@ -381,6 +515,44 @@ impl Counts {
                 total_us as f64 / 1000.0 / ok as f64
             },
             credentials: None,
+            credentials_unusable: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credentials_failure_is_logged_once_per_change() {
+        let broken: Result<(), String> = Err("the key file is not JSON".into());
+        let other: Result<(), String> = Err("the token endpoint refused".into());
+        // A run of refreshes: what each one logs, the error logged before
+        // it carried along as the actor carries it.
+        let run = [
+            (Ok(()), LogChange::Quiet),
+            (
+                broken.clone(),
+                LogChange::Failing("the key file is not JSON"),
+            ),
+            (broken.clone(), LogChange::Same),
+            (broken.clone(), LogChange::Same),
+            (
+                other.clone(),
+                LogChange::Failing("the token endpoint refused"),
+            ),
+            (Ok(()), LogChange::Recovered),
+            (Ok(()), LogChange::Quiet),
+            (
+                broken.clone(),
+                LogChange::Failing("the key file is not JSON"),
+            ),
+        ];
+        let mut logged: Option<String> = None;
+        for (i, (result, want)) in run.iter().enumerate() {
+            assert_eq!(log_change(logged.as_deref(), result), *want, "refresh {i}");
+            logged = result.as_ref().err().cloned();
         }
     }
 }

@@ -72,6 +72,9 @@ pub(crate) struct SupervisorState {
     restarts: HashMap<Arc<str>, VecDeque<Instant>>,
     /// Providers whose budget ran out; they stay down.
     stopped: HashMap<Arc<str>, String>,
+    /// Why a provider's actor last failed to start, as logged (once per
+    /// change, not once per request that asked for it).
+    failed_starts: HashMap<Arc<str>, String>,
 }
 
 impl Actor for SupervisorActor {
@@ -92,6 +95,7 @@ impl Actor for SupervisorActor {
             by_id: HashMap::new(),
             restarts: HashMap::new(),
             stopped: HashMap::new(),
+            failed_starts: HashMap::new(),
         })
     }
 
@@ -166,9 +170,8 @@ impl Actor for SupervisorActor {
             return Ok(());
         }
         history.push_back(now);
-        if let Err(e) = state.start(&name, myself.get_cell()).await {
-            tracing::error!(provider = %name, error = ?e, "provider actor restart failed");
-        }
+        // A failure to start again is logged by `start`.
+        let _ = state.start(&name, myself.get_cell()).await;
         Ok(())
     }
 }
@@ -176,7 +179,27 @@ impl Actor for SupervisorActor {
 // === impl SupervisorState ===
 
 impl SupervisorState {
+    /// Starts `name`'s actor; a failure to start is logged here, at WARN
+    /// when its reason changed, since a client is told only that the
+    /// provider could not be started.
     async fn start(&mut self, name: &Arc<str>, me: ActorCell) -> Result<Lease, EnsureError> {
+        let started = self.spawn(name, me).await;
+        match &started {
+            Ok(_) => {
+                self.failed_starts.remove(name);
+            }
+            Err(EnsureError::StartFailed(why)) => {
+                if self.failed_starts.get(name) != Some(why) {
+                    tracing::warn!(provider = %name, error = %why, "the provider's actor cannot start");
+                    self.failed_starts.insert(Arc::clone(name), why.clone());
+                }
+            }
+            Err(EnsureError::Unavailable(_)) => {}
+        }
+        started
+    }
+
+    async fn spawn(&mut self, name: &Arc<str>, me: ActorCell) -> Result<Lease, EnsureError> {
         let Some(settings) = self.settings.providers.get(&**name) else {
             return Err(EnsureError::StartFailed(format!(
                 "unknown provider `{name}`"
@@ -195,7 +218,14 @@ impl SupervisorState {
         // between engines in one process.
         let (actor, _join) = Actor::spawn_linked(None, ProviderActor, args, me)
             .await
-            .map_err(|e| EnsureError::StartFailed(e.to_string()))?;
+            .map_err(|e| {
+                // Why the adapter could not be built (a setting named, what
+                // is wrong with it), without ractor's words around it.
+                EnsureError::StartFailed(match e {
+                    ractor::SpawnErr::StartupFailed(why) => why.to_string(),
+                    other => format!("cannot spawn: {other}"),
+                })
+            })?;
         // `pre_start` sent it before the spawn returned.
         let Ok(lease) = lease.try_recv() else {
             actor.stop(None);

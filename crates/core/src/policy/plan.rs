@@ -28,6 +28,10 @@ pub enum Unavailable {
     /// Every key of its pool is cooling down (found when its turn comes,
     /// never at planning).
     KeysOut,
+    /// Its credentials are not held and cannot be had within the bound a
+    /// request waits for them (a token endpoint that fails or hangs, a
+    /// broken key file; found when its turn comes, never at planning).
+    Credentials,
 }
 
 /// A request's plan: the route's primary and the targets to try in order.
@@ -58,6 +62,7 @@ impl Unavailable {
             Self::BreakerOpen => "circuit breaker open",
             Self::Stopped => "stopped after repeated crashes",
             Self::KeysOut => "every key of its pool is out",
+            Self::Credentials => "credentials unusable",
         }
     }
 
@@ -69,6 +74,7 @@ impl Unavailable {
             Self::BreakerOpen => "breaker_open",
             Self::Stopped => "stopped",
             Self::KeysOut => "keys_out",
+            Self::Credentials => "credentials",
         }
     }
 }
@@ -145,7 +151,7 @@ pub fn resolve(
 
 /// `targets` with each model name its provider maps (`models = {…}`) in
 /// place of the name: one client name reaches every cloud's id for it.
-fn cloud_ids(mut targets: Vec<Target>, settings: &Settings) -> Vec<Target> {
+pub fn cloud_ids(mut targets: Vec<Target>, settings: &Settings) -> Vec<Target> {
     for t in &mut targets {
         let Some(p) = settings.providers.get(&*t.provider) else {
             continue;

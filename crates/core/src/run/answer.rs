@@ -157,6 +157,11 @@ impl Run {
             }
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
+        if !self.credentials_ready(idx, key).await {
+            self.release_held_probe();
+            self.note_skip(idx, Unavailable::Credentials);
+            return Input::Skipped;
+        }
         let timeouts = self.timeouts(idx);
         let started = Instant::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);

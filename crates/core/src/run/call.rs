@@ -49,9 +49,12 @@ async fn ensure(
         Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
             Err(Failure::new(FailureKind::Unavailable, why.as_str()))
         }
+        // Which setting is wrong and how (never its value: a build error
+        // names no file), without the actor's words around it; the
+        // supervisor logged it too.
         Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => Err(Failure::new(
             FailureKind::Unavailable,
-            format!("provider failed to start: {why}"),
+            format!("the provider could not be started: {why}"),
         )),
         _ => Err(Failure::new(
             FailureKind::Unavailable,

@@ -110,6 +110,9 @@ pub(crate) struct Run {
     pub trace: Option<Arc<crate::trace::TraceContext>>,
     /// What its spans need beyond the event (a recorded trace only).
     pub notes: Option<Box<TraceNotes>>,
+    /// Why targets were passed over when their turn came, each reason
+    /// once, in the order met.
+    pub skip_reasons: Vec<Unavailable>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -320,8 +323,23 @@ impl Run {
         }
     }
 
-    /// Notes (for a recorded trace) that target `idx` was passed over.
+    /// Whether target `idx`'s credentials for key `key` are held, or come
+    /// within the bound a request waits for them (a target whose lease
+    /// cannot be had goes on to its call, which reports why).
+    async fn credentials_ready(&mut self, idx: usize, key: usize) -> bool {
+        let provider = Arc::clone(&self.plan.targets[idx].provider);
+        match call::lease(&mut self.leases[idx], &self.supervisor, &provider).await {
+            Ok(lease) => lease.credentials_ready(key).await,
+            Err(_) => true,
+        }
+    }
+
+    /// Notes that target `idx` was passed over: for the request's error
+    /// (when every target was), and for a recorded trace.
     fn note_skip(&mut self, idx: usize, reason: Unavailable) {
+        if !self.skip_reasons.contains(&reason) {
+            self.skip_reasons.push(reason);
+        }
         let at_ms = millis(self.started.elapsed());
         let target = &self.plan.targets[idx];
         if let Some(notes) = self.notes.as_mut() {
@@ -375,14 +393,7 @@ impl Run {
                     .collect();
                 Error::NoProviderAvailable(why.join(", "))
             }
-            Verdict::AllSkipped if !self.keys_tried.is_empty() || self.plan_has_pool() => {
-                Error::NoProviderAvailable(
-                    "every target's circuit breaker is open or every key of its pool is out".into(),
-                )
-            }
-            Verdict::AllSkipped => {
-                Error::NoProviderAvailable("every target's circuit breaker is open".into())
-            }
+            Verdict::AllSkipped => Error::NoProviderAvailable(self.all_skipped()),
             Verdict::Failed(code) => Error::ProvidersFailed { code, attempts },
             Verdict::Refused => Error::Refused { attempts },
             Verdict::BudgetSpent => {
@@ -442,6 +453,24 @@ impl Run {
             .and_then(|p| p.price_of(&target.model))
             .map(|p| (p.input_per_mtok, p.output_per_mtok));
         ticket.calling(price);
+    }
+
+    /// Why every target was passed over: each reason met, in the order
+    /// met (a breaker, a pool's keys, credentials).
+    fn all_skipped(&self) -> String {
+        if self
+            .skip_reasons
+            .iter()
+            .any(|r| *r != Unavailable::BreakerOpen && *r != Unavailable::KeysOut)
+        {
+            let reasons: Vec<&str> = self.skip_reasons.iter().map(|r| r.as_str()).collect();
+            return format!("every target was passed over ({})", reasons.join(", "));
+        }
+        if !self.keys_tried.is_empty() || self.plan_has_pool() {
+            "every target's circuit breaker is open or every key of its pool is out".into()
+        } else {
+            "every target's circuit breaker is open".into()
+        }
     }
 
     /// Whether a target of the plan has a key pool.

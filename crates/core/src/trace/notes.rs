@@ -31,8 +31,9 @@ pub struct Skip {
     pub provider: String,
     pub model: String,
     /// Its breaker is open (it was left out of the plan, or turned away
-    /// when its turn came), every key of its pool is out, or its actor is
-    /// gone.
+    /// when its turn came), every key of its pool is out, its credentials
+    /// cannot be had within the bound a request waits for them, or its
+    /// actor is gone.
     pub reason: crate::policy::plan::Unavailable,
     /// When, in milliseconds from the engine's start of the request.
     pub at_ms: f64,

@@ -4,13 +4,20 @@
 //! credentials file, which the provider's actor reads again when the file
 //! changes (a `credential_process` or SSO login rewriting it), and at once
 //! when Bedrock says the session token expired.
+//!
+//! A profile that cannot be read does not fail the provider's start: its
+//! status says why (naming no file; the actor's log line does), requests
+//! pass the provider over, and the actor reads the file again on its
+//! schedule, so that fixing it recovers the provider without a restart.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use understudy_core::settings::{AwsCredentials, shown_key_id};
-use understudy_core::{BoxFuture, CredentialStatus, Credentials, Failure, FailureKind};
+use understudy_core::{
+    BoxFuture, CredentialGate, CredentialStatus, Credentials, Failure, FailureKind,
+};
 
 use crate::sigv4;
 
@@ -21,7 +28,10 @@ const FILE_CHECK: Duration = Duration::from_secs(30);
 pub(crate) struct AwsKeys {
     source: Source,
     held: RwLock<Option<Held>>,
+    /// Why the file could not be read last, naming no file.
     error: Mutex<Option<String>>,
+    /// How long a request waits for the actor's first read.
+    gate: CredentialGate,
 }
 
 enum Source {
@@ -70,6 +80,7 @@ impl AwsKeys {
                     modified: None,
                 })),
                 error: Mutex::new(None),
+                gate: CredentialGate::default(),
             },
             AwsCredentials::Profile { file, profile } => Self {
                 source: Source::Profile {
@@ -78,6 +89,7 @@ impl AwsKeys {
                 },
                 held: RwLock::new(None),
                 error: Mutex::new(None),
+                gate: CredentialGate::default(),
             },
         }
     }
@@ -88,8 +100,11 @@ impl AwsKeys {
         if let Some(held) = self.held.read().ok().as_ref().and_then(|h| h.as_ref()) {
             return Ok(Arc::clone(&held.keys));
         }
-        self.read_file(true)
-            .map_err(|e| Failure::new(FailureKind::Auth, e))?;
+        // Why not (a file, a profile) is the status's and the log's, not
+        // the request's.
+        self.read_file(true).map_err(|_| {
+            Failure::new(FailureKind::Auth, "the AWS credentials could not be read")
+        })?;
         self.held
             .read()
             .ok()
@@ -143,7 +158,7 @@ impl AwsKeys {
         if let Ok(mut error) = self.error.lock() {
             *error = result.as_ref().err().cloned();
         }
-        result
+        result.map_err(|e| format!("{e} ({})", file.display()))
     }
 }
 
@@ -180,18 +195,22 @@ impl Credentials for AwsKeys {
             error: self.error.lock().ok().and_then(|e| e.clone()),
         }
     }
+
+    fn usable(&self) -> bool {
+        self.held.read().is_ok_and(|h| h.is_some())
+    }
+
+    fn gate(&self) -> Option<&CredentialGate> {
+        matches!(self.source, Source::Profile { .. }).then_some(&self.gate)
+    }
 }
 
 /// The keys of `profile` in an AWS shared credentials file (INI: `[name]`
 /// sections of `key = value`; `[profile name]` as the config file writes
-/// it is taken too). Errors name the file and the profile, never a value.
+/// it is taken too). Errors name the profile, never the file or a value.
 pub(crate) fn read_profile(file: &Path, profile: &str) -> Result<sigv4::Credentials, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        format!(
-            "cannot read the AWS credentials file {}: {e}",
-            file.display()
-        )
-    })?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the AWS credentials file: {}", e.kind()))?;
     let mut in_profile = false;
     let (mut id, mut secret, mut token) = (None, None, None);
     for line in text.lines() {
@@ -230,8 +249,7 @@ pub(crate) fn read_profile(file: &Path, profile: &str) -> Result<sigv4::Credenti
             })
         }
         _ => Err(format!(
-            "the AWS credentials file {} has no `aws_access_key_id` and `aws_secret_access_key` for profile `{profile}`",
-            file.display()
+            "the AWS credentials file has no `aws_access_key_id` and `aws_secret_access_key` for profile `{profile}`"
         )),
     }
 }

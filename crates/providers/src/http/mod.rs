@@ -476,13 +476,10 @@ impl Transport {
         let roots = match &settings.ca_file {
             None => Vec::new(),
             Some(ca) => {
-                let bad = |why: String| {
-                    format!(
-                        "`providers.{}.ca_file` (`{}`): {why}",
-                        settings.name,
-                        ca.path.display()
-                    )
-                };
+                // The setting is named, not its value: this error can reach
+                // a client (an attempt's detail), and the operator knows
+                // which file the setting names.
+                let bad = |why: String| format!("`providers.{}.ca_file`: {why}", settings.name);
                 // Parsed here, with rustls (as the verifier will), so that a
                 // bad file is named in the error rather than reported as a
                 // client that cannot be built.

@@ -5,21 +5,29 @@
 //!
 //! The [`GoogleToken`] cell is what the provider's actor refreshes: it
 //! fetches at start and again at three quarters of each token's lifetime,
-//! so that a request reads the held token without waiting. Only with no
-//! valid token held (the first requests before the actor's first fetch,
-//! every refresh failing until the token ran out, or Vertex saying it
-//! expired) does a request fetch one itself, and then concurrent requests
-//! share one exchange (single-flight).
+//! so that a request reads the held token without waiting. With no valid
+//! token held (before the actor's first fetch, every refresh failing until
+//! the token ran out, or Vertex saying it expired), a request never makes
+//! the exchange itself: it asks the actor for one through the cell's
+//! [`CredentialGate`] and waits at most
+//! [`understudy_core::credentials::CREDENTIAL_WAIT`], else the target is
+//! passed over (the exchange goes on, on the actor's task).
 //!
 //! Why three quarters: a one-hour token is renewed with 15 minutes left,
 //! time for the actor's backoff (2 s doubling to a minute) to try a dozen
 //! times before any request would see it run out; Google's own libraries
-//! renew with under four minutes left, pydantic-ai after 50 of 60
-//! (clouds.md §2.4). A 30 s test token is renewed with 7.5 s left.
+//! renew with under four minutes left, pydantic-ai after 50 of 60. A 30 s
+//! test token is renewed with 7.5 s left.
+//!
+//! A key file that cannot be read (missing, not JSON, not a PEM key) does
+//! not fail the provider's start: the cell holds no key, its status says
+//! why, and each refresh reads the file again, so that writing a good key
+//! recovers the provider without a restart.
 //!
 //! Nothing here shows a secret: not the private key, not the assertion,
-//! not the token — `Debug`, [`Credentials::status`] and every error name
-//! the key file and the account's e-mail address at most.
+//! not the token. [`Credentials::status`] names the account's e-mail
+//! address at most, and its error names no file (the actor's log line
+//! does, for the operator).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +38,9 @@ use base64::Engine as _;
 use reqwest::header::HeaderValue;
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use tokio::time::Instant;
-use understudy_core::{BoxFuture, CredentialStatus, Credentials, Failure, FailureKind};
+use understudy_core::{
+    BoxFuture, CredentialGate, CredentialStatus, Credentials, Failure, FailureKind,
+};
 
 /// The OAuth scope every Vertex call needs.
 pub(crate) const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -50,17 +60,9 @@ const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// the actor renews it, so the renewal still comes first.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(10);
 
-/// How long one exchange may take before it fails.
+/// How long one exchange may take before it fails (the actor's own
+/// bound on a refresh is longer).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// A token fetched less than this long ago makes the actor's refresh
-/// unneeded (a request that found none fetched it).
-const FETCHED_RECENTLY: Duration = Duration::from_secs(5);
-
-/// After a failed exchange, requests that find no valid token fail at
-/// once for this long (they fall back) rather than each trying again: the
-/// actor keeps trying on its own schedule.
-const FAILED_RECENTLY: Duration = Duration::from_secs(1);
 
 /// The most of a token endpoint's error answer quoted in an error.
 const ERROR_QUOTE: usize = 200;
@@ -69,21 +71,21 @@ const ERROR_QUOTE: usize = 200;
 pub(crate) struct GoogleToken {
     source: Source,
     held: RwLock<Option<Held>>,
-    /// Held while an exchange is under way: the single flight.
+    /// Held while an exchange is under way: one at a time.
     flight: tokio::sync::Mutex<()>,
+    /// Why the last exchange failed, naming no file.
     error: Mutex<Option<String>>,
-    /// When an exchange last failed.
-    failed: Mutex<Option<Instant>>,
-    /// Exchanges done, and how many of those a request waited on.
+    /// How long a request waits for a token the actor fetches.
+    gate: CredentialGate,
+    /// Exchanges made.
     exchanges: AtomicU64,
-    in_request: AtomicU64,
 }
 
 enum Source {
     /// `api_key`: a token someone else refreshes.
     Static(HeaderValue),
     /// A service account's key file, read again when it changes.
-    Account(RwLock<Arc<Account>>),
+    Account(KeyFile),
     /// A token endpoint in-process (tests).
     #[cfg(test)]
     Fake(Fake),
@@ -92,6 +94,21 @@ enum Source {
 #[cfg(test)]
 pub(crate) type Fake =
     Box<dyn Fn() -> BoxFuture<'static, Result<(String, Duration), String>> + Send + Sync>;
+
+/// A service account's key file and the key read from it, once it could
+/// be.
+struct KeyFile {
+    file: PathBuf,
+    client: reqwest::Client,
+    key: RwLock<Option<Arc<Account>>>,
+}
+
+/// Why no token could be had: what the status shows (naming no file), and
+/// what the actor logs (naming it).
+struct Trouble {
+    public: String,
+    detail: String,
+}
 
 /// A service account's key, read from its JSON file.
 pub(crate) struct Account {
@@ -138,11 +155,23 @@ impl GoogleToken {
         ))?)))
     }
 
-    /// The service account of the JSON key `file`.
-    pub(crate) fn account(file: &Path, client: reqwest::Client) -> Result<Self, String> {
-        Ok(Self::of(Source::Account(RwLock::new(Arc::new(
-            Account::read(file, client)?,
-        )))))
+    /// The service account of the JSON key `file`. A file that cannot be
+    /// read now is read again at each refresh: the provider starts, and
+    /// its status says why it has no token.
+    pub(crate) fn account(file: &Path, client: reqwest::Client) -> Self {
+        let (key, error) = match Account::load(file, client.clone()) {
+            Ok(account) => (Some(Arc::new(account)), None),
+            Err(e) => (None, Some(e)),
+        };
+        let token = Self::of(Source::Account(KeyFile {
+            file: file.to_owned(),
+            client,
+            key: RwLock::new(key),
+        }));
+        if let Ok(mut held) = token.error.lock() {
+            *held = error;
+        }
+        token
     }
 
     #[cfg(test)]
@@ -156,24 +185,20 @@ impl GoogleToken {
             held: RwLock::new(None),
             flight: tokio::sync::Mutex::new(()),
             error: Mutex::new(None),
-            failed: Mutex::new(None),
+            gate: CredentialGate::default(),
             exchanges: AtomicU64::new(0),
-            in_request: AtomicU64::new(0),
         }
     }
 
-    /// Exchanges done so far, and how many of them a request waited on.
+    /// Exchanges made so far.
     #[cfg(test)]
-    pub(crate) fn exchanges(&self) -> (u64, u64) {
-        (
-            self.exchanges.load(Ordering::SeqCst),
-            self.in_request.load(Ordering::SeqCst),
-        )
+    pub(crate) fn exchanges(&self) -> u64 {
+        self.exchanges.load(Ordering::SeqCst)
     }
 
     /// The `Authorization` value for a request now: the held token, else
-    /// (none valid) one fetched here, shared with every request waiting
-    /// at the same time.
+    /// (none valid) the one the actor fetches, waited for at most the
+    /// gate's bound.
     pub(crate) async fn current(&self) -> Result<HeaderValue, Failure> {
         if let Source::Static(value) = &self.source {
             return Ok(value.clone());
@@ -181,53 +206,32 @@ impl GoogleToken {
         if let Some(value) = self.valid() {
             return Ok(value);
         }
-        let _flight = self.flight.lock().await;
-        if let Some(value) = self.valid() {
-            return Ok(value);
-        }
-        if within(&self.failed, FAILED_RECENTLY) {
-            let error = self.error.lock().ok().and_then(|e| e.clone());
-            return Err(Failure::new(
-                FailureKind::Auth,
-                error.unwrap_or_else(|| "no access token".to_owned()),
-            ));
-        }
-        self.in_request.fetch_add(1, Ordering::SeqCst);
-        self.exchange()
-            .await
-            .map_err(|e| Failure::new(FailureKind::Auth, e))?;
+        self.gate.ready(|| self.valid().is_some()).await;
         self.valid()
-            .ok_or_else(|| Failure::new(FailureKind::Auth, "the new access token already expired"))
+            .ok_or_else(|| Failure::new(FailureKind::Auth, "no access token is held"))
     }
 
     /// Vertex refused `rejected` (the `Authorization` a request went
-    /// with): fetches another, unless the held token is already another
-    /// one (a request that met the same refusal renewed it: one exchange
-    /// for all of them). Whether the request may go again.
+    /// with): another one, unless the held token is already another one
+    /// (a request that met the same refusal renewed it: one exchange for
+    /// all of them), waited for at most the gate's bound. Whether the
+    /// request may go again.
     pub(crate) async fn renew(&self, rejected: Option<&HeaderValue>) -> bool {
         if matches!(self.source, Source::Static(_)) {
             return false;
         }
-        let _flight = self.flight.lock().await;
-        if let Some(held) = self.valid() {
-            if rejected.is_some_and(|r| *r != held) {
-                return true;
-            }
-        }
-        // The refused token is not handed out again: until a new one is
-        // fetched, requests fetch (or, within the cooldown, fall back).
+        // The refused token is not handed out again.
         if let Ok(mut held) = self.held.write() {
             if held.as_ref().is_some_and(|h| rejected == Some(&h.header)) {
                 *held = None;
             }
         }
-        // The token endpoint failed a moment ago: fall back rather than
-        // wait on it once per refused request.
-        if within(&self.failed, FAILED_RECENTLY) {
-            return false;
+        if self.valid().is_some() {
+            return true;
         }
-        self.in_request.fetch_add(1, Ordering::SeqCst);
-        self.exchange().await.is_ok()
+        // Within the window after a failed exchange, the gate says no at
+        // once: the request falls back rather than wait on it.
+        self.gate.ready(|| self.valid().is_some()).await
     }
 
     fn valid(&self) -> Option<HeaderValue> {
@@ -236,31 +240,29 @@ impl GoogleToken {
         (held.expires > Instant::now()).then(|| held.header.clone())
     }
 
-    fn obtained_within(&self, window: Duration) -> bool {
-        self.held
-            .read()
-            .ok()
-            .and_then(|h| h.as_ref().map(|h| h.obtained.elapsed() < window))
-            .unwrap_or(false)
-    }
-
     /// One exchange (the caller holds the flight): the new token held, or
-    /// the error kept for `status` (the held token stays until it expires).
+    /// why not kept for `status` (the held token stays until it expires).
+    /// The error returned is the log's: it may name the key file.
     async fn exchange(&self) -> Result<(), String> {
         self.exchanges.fetch_add(1, Ordering::SeqCst);
-        let result = match &self.source {
+        let fetched = match &self.source {
             Source::Static(_) => return Ok(()),
-            Source::Account(cell) => current_key(cell).fetch().await,
+            Source::Account(file) => match file.current() {
+                Ok(account) => account.fetch().await.map_err(Trouble::plain),
+                Err(trouble) => Err(trouble),
+            },
             #[cfg(test)]
-            Source::Fake(fetch) => fetch().await,
+            Source::Fake(fetch) => fetch().await.map_err(Trouble::plain),
         };
-        let result = result.and_then(|(token, lifetime)| {
+        let result = fetched.and_then(|(token, lifetime)| {
             // Bounded: an absurd `expires_in` neither overflows a clock
             // nor keeps a token past what Google issues (an hour; a day
             // at most).
             let lifetime = lifetime.clamp(Duration::from_secs(1), MAX_TOKEN_LIFETIME);
             let header = crate::sensitive(&format!("Bearer {token}")).map_err(|_| {
-                "the token endpoint answered a token that cannot go in a header".to_owned()
+                Trouble::plain(
+                    "the token endpoint answered a token that cannot go in a header".to_owned(),
+                )
             })?;
             let now = Instant::now();
             let unix = SystemTime::now()
@@ -278,39 +280,63 @@ impl GoogleToken {
             Ok(())
         });
         if let Ok(mut error) = self.error.lock() {
-            *error = result.as_ref().err().cloned();
+            *error = result.as_ref().err().map(|t| t.public.clone());
         }
-        if let Ok(mut failed) = self.failed.lock() {
-            *failed = result.is_err().then(Instant::now);
-        }
-        result
+        result.map_err(|t| t.detail)
     }
 }
 
-/// The key `cell` holds, read again first when its file changed since
-/// (a rotated key); a file that cannot be read now keeps the key held,
-/// with a warning (which names the file, never a value from it).
-fn current_key(cell: &RwLock<Arc<Account>>) -> Arc<Account> {
-    let held = match cell.read() {
-        Ok(held) => Arc::clone(&held),
-        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-    };
-    let modified = modified(&held.file);
-    if modified.is_none() || modified == held.modified {
-        return held;
-    }
-    match Account::read(&held.file, held.client.clone()) {
-        Ok(fresh) => {
-            tracing::info!(file = %held.file.display(), "the service account key changed: read again");
-            let fresh = Arc::new(fresh);
-            if let Ok(mut cell) = cell.write() {
-                *cell = Arc::clone(&fresh);
+// === impl KeyFile ===
+
+impl KeyFile {
+    /// The key held, read again first when the file changed since (a
+    /// rotated key), or read now when none could be yet. A changed file
+    /// that cannot be read keeps the key held, with a warning (which
+    /// names the file, never a value from it).
+    fn current(&self) -> Result<Arc<Account>, Trouble> {
+        let held = match self.key.read() {
+            Ok(held) => held.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let modified = modified(&self.file);
+        if let Some(held) = &held {
+            if modified.is_none() || modified == held.modified {
+                return Ok(Arc::clone(held));
             }
-            fresh
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "the service account key changed but cannot be read: the old one stays");
-            held
+        match Account::load(&self.file, self.client.clone()) {
+            Ok(fresh) => {
+                if held.is_some() {
+                    tracing::info!(file = %self.file.display(), "the service account key changed: read again");
+                }
+                let fresh = Arc::new(fresh);
+                if let Ok(mut key) = self.key.write() {
+                    *key = Some(Arc::clone(&fresh));
+                }
+                Ok(fresh)
+            }
+            Err(e) => match held {
+                Some(held) => {
+                    tracing::warn!(file = %self.file.display(), error = %e, "the service account key changed but cannot be read: the old one stays");
+                    Ok(held)
+                }
+                None => Err(Trouble {
+                    detail: format!("{e} ({})", self.file.display()),
+                    public: e,
+                }),
+            },
+        }
+    }
+}
+
+// === impl Trouble ===
+
+impl Trouble {
+    /// An error that names no file: the same for the status and the log.
+    fn plain(e: String) -> Self {
+        Self {
+            public: e.clone(),
+            detail: e,
         }
     }
 }
@@ -320,22 +346,10 @@ fn modified(file: &Path) -> Option<SystemTime> {
     std::fs::metadata(file).and_then(|m| m.modified()).ok()
 }
 
-/// Whether the time in `cell` is less than `window` ago.
-fn within(cell: &Mutex<Option<Instant>>, window: Duration) -> bool {
-    cell.lock()
-        .ok()
-        .and_then(|t| *t)
-        .is_some_and(|t| t.elapsed() < window)
-}
-
 impl Credentials for GoogleToken {
     fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             let _flight = self.flight.lock().await;
-            // A request that found none fetched one a moment ago.
-            if self.obtained_within(FETCHED_RECENTLY) {
-                return Ok(());
-            }
             self.exchange().await
         })
     }
@@ -356,9 +370,9 @@ impl Credentials for GoogleToken {
     fn status(&self) -> CredentialStatus {
         let source = match &self.source {
             Source::Static(_) => "a static access token (api_key)".to_owned(),
-            Source::Account(cell) => match cell.read() {
-                Ok(a) => format!("service account {} ({})", a.client_email, a.file.display()),
-                Err(_) => "a service account".to_owned(),
+            Source::Account(file) => match file.key.read().ok().and_then(|k| k.clone()) {
+                Some(a) => format!("service account {} ({})", a.client_email, a.file.display()),
+                None => format!("service account key {}", file.file.display()),
             },
             #[cfg(test)]
             Source::Fake(_) => "a test token endpoint".to_owned(),
@@ -373,6 +387,14 @@ impl Credentials for GoogleToken {
             error: self.error.lock().ok().and_then(|e| e.clone()),
         }
     }
+
+    fn usable(&self) -> bool {
+        matches!(self.source, Source::Static(_)) || self.valid().is_some()
+    }
+
+    fn gate(&self) -> Option<&CredentialGate> {
+        (!matches!(self.source, Source::Static(_))).then_some(&self.gate)
+    }
 }
 
 // === impl Account ===
@@ -380,7 +402,14 @@ impl Credentials for GoogleToken {
 impl Account {
     /// Reads a service-account key file. Errors name the file and what is
     /// wrong with it, never a value from it.
+    #[cfg(test)]
     pub(crate) fn read(file: &Path, client: reqwest::Client) -> Result<Self, String> {
+        Self::load(file, client).map_err(|e| format!("{e} ({})", file.display()))
+    }
+
+    /// [`Account::read`], its errors naming neither the file nor a value
+    /// from it (what `understudy providers` and the API show).
+    fn load(file: &Path, client: reqwest::Client) -> Result<Self, String> {
         #[derive(serde::Deserialize)]
         struct Key {
             #[serde(rename = "type")]
@@ -390,13 +419,12 @@ impl Account {
             private_key_id: Option<String>,
             token_uri: Option<String>,
         }
-        let at = file.display();
         let modified = modified(file);
         let text = std::fs::read(file)
-            .map_err(|e| format!("cannot read the service account key {at}: {}", e.kind()))?;
+            .map_err(|e| format!("cannot read the service account key file: {}", e.kind()))?;
         let key: Key = serde_json::from_slice(&text).map_err(|e| {
             format!(
-                "the service account key {at} is not a JSON key file (line {}, column {})",
+                "the service account key file is not a JSON key file (line {}, column {})",
                 e.line(),
                 e.column()
             )
@@ -407,29 +435,32 @@ impl Account {
                 kind @ ("authorized_user" | "external_account" | "impersonated_service_account"),
             ) => {
                 return Err(format!(
-                    "{at} is an `{kind}` credential; a vertex provider takes a service account key (`type: service_account`) or a static access token (`api_key`)"
+                    "the service account key file holds an `{kind}` credential; a vertex provider takes a service account key (`type: service_account`) or a static access token (`api_key`)"
                 ));
             }
             _ => {
-                return Err(format!(
-                    "{at} is not a service account key (`type: service_account`)"
-                ));
+                return Err(
+                    "the service account key file is not a service account key (`type: service_account`)"
+                        .to_owned(),
+                );
             }
         }
-        let missing = |field: &str| format!("the service account key {at} has no `{field}`");
+        let missing = |field: &str| format!("the service account key file has no `{field}`");
         let client_email = key.client_email.ok_or_else(|| missing("client_email"))?;
         let pem = key.private_key.ok_or_else(|| missing("private_key"))?;
         let token_uri = key
             .token_uri
             .unwrap_or_else(|| "https://oauth2.googleapis.com/token".to_owned());
         reqwest::Url::parse(&token_uri).map_err(|_| {
-            format!("the service account key {at} has a `token_uri` that is not a URL")
+            "the service account key file has a `token_uri` that is not a URL".to_owned()
         })?;
         let der = pem_body(&pem).ok_or_else(|| {
-            format!("the `private_key` of {at} is not a PEM `PRIVATE KEY` (PKCS#8)")
+            "the `private_key` of the service account key file is not a PEM `PRIVATE KEY` (PKCS#8)"
+                .to_owned()
         })?;
         let key_pair = RsaKeyPair::from_pkcs8(&der).map_err(|_| {
-            format!("the `private_key` of {at} is not an RSA key ring can sign with")
+            "the `private_key` of the service account key file is not an RSA key ring can sign with"
+                .to_owned()
         })?;
         Ok(Self {
             file: file.to_owned(),

@@ -1,9 +1,11 @@
 //! The token cell's checks: the JWT a service account signs (verified
 //! against the test account's public key), key-file errors that name the
-//! file and never its content, single-flight fetches, one renewal per
-//! 401 storm, and — in paused time — a 30 s token refreshed ahead of its
-//! expiry under a 2-minute run at concurrency 16 without any request
-//! waiting on an exchange.
+//! file (for the log) and never its content, a status that names neither,
+//! single-flight fetches, one renewal per 401 storm, and — in paused time —
+//! a request that waits no longer than the gate's bound while the token
+//! endpoint hangs, and a 30 s token refreshed ahead of its expiry under a
+//! 2-minute run at concurrency 16 without any request waiting on an
+//! exchange.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
@@ -32,6 +34,26 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 fn client() -> reqwest::Client {
     crate::install_tls_provider();
     reqwest::Client::new()
+}
+
+/// `token`, its fetches made as the provider's actor makes them: asked
+/// for through its gate, on a task of their own.
+fn served(token: GoogleToken) -> Arc<GoogleToken> {
+    let token = Arc::new(token);
+    let weak = Arc::downgrade(&token);
+    token.gate.attach(Box::new(move || {
+        let Some(token) = weak.upgrade() else {
+            return false;
+        };
+        // Bounded as the actor bounds a refresh (20 s).
+        tokio::spawn(async move {
+            let refresh = tokio::time::timeout(Duration::from_secs(20), token.refresh());
+            let ok = matches!(refresh.await, Ok(Ok(())));
+            token.gate.finish(ok);
+        });
+        true
+    }));
+    token
 }
 
 fn b64(part: &str) -> Vec<u8> {
@@ -114,9 +136,59 @@ fn key_file_errors_name_the_file_and_never_its_content() {
     assert!(missing.contains("no-such-key.json"), "{missing}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_broken_key_file_is_unusable_with_a_reason_that_names_no_file_and_recovers() {
+    let cases = [
+        ("missing.json", None),
+        ("not-json.json", Some("{\"type\": \"service_acc")),
+        (
+            "not-pem.json",
+            Some(
+                "{\"type\": \"service_account\", \"client_email\": \"a@b\", \"private_key\": \"SECRET\"}",
+            ),
+        ),
+    ];
+    for (name, text) in cases {
+        let dir = std::env::temp_dir().join(format!("understudy-vertex-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        if let Some(text) = text {
+            temp_file(name, text);
+        }
+        // The provider builds: no error to fail its actor's start.
+        let token = served(GoogleToken::account(&path, client()));
+        assert!(!token.usable(), "{name}");
+        let shown = token.status().error.unwrap();
+        assert!(!shown.contains(&*dir.to_string_lossy()), "{name}: {shown}");
+        assert!(!shown.contains("SECRET"), "{name}: {shown}");
+        // The log's error names the file.
+        let logged = token.refresh().await.unwrap_err();
+        assert!(
+            logged.contains(&*path.to_string_lossy()),
+            "{name}: {logged}"
+        );
+        // A request is not sent with nothing: it fails, naming no file.
+        let failure = token.current().await.unwrap_err();
+        assert!(!failure.detail.contains(name), "{}", failure.detail);
+        // A good key written over it: the next refresh reads it.
+        let mut key: Value =
+            serde_json::from_str(&std::fs::read_to_string(data("vertex-test-sa.json")).unwrap())
+                .unwrap();
+        key["token_uri"] = "http://127.0.0.1:9/token".into();
+        std::fs::write(&path, key.to_string()).unwrap();
+        let _ = token.refresh().await;
+        assert!(
+            token.status().source.contains("understudy-test@"),
+            "{name}: {}",
+            token.status().source
+        );
+    }
+}
+
 #[test]
 fn debug_and_status_show_no_secret() {
-    let account = GoogleToken::account(&data("vertex-test-sa.json"), client()).unwrap();
+    let account = GoogleToken::account(&data("vertex-test-sa.json"), client());
     let shown = format!("{account:?} {:?}", account.status());
     assert!(
         shown.contains("understudy-test@understudy-sim.iam.gserviceaccount.com"),
@@ -162,6 +234,11 @@ fn issuer(latency: Duration, lifetime: Duration) -> (GoogleToken, Issuer) {
     (GoogleToken::fake(fetch), Issuer { issued, count })
 }
 
+/// A token endpoint that accepts and never answers.
+fn hanging() -> GoogleToken {
+    GoogleToken::fake(Box::new(|| Box::pin(std::future::pending())))
+}
+
 fn token_of(header: &HeaderValue) -> String {
     header
         .to_str()
@@ -174,7 +251,7 @@ fn token_of(header: &HeaderValue) -> String {
 #[tokio::test(start_paused = true)]
 async fn concurrent_requests_with_no_token_share_one_exchange() {
     let (token, issuer) = issuer(Duration::from_millis(200), Duration::from_secs(3600));
-    let token = Arc::new(token);
+    let token = served(token);
     let tasks: Vec<_> = (0..16)
         .map(|_| {
             let token = Arc::clone(&token);
@@ -185,7 +262,7 @@ async fn concurrent_requests_with_no_token_share_one_exchange() {
         assert_eq!(task.await.unwrap().unwrap(), "tok-0");
     }
     assert_eq!(issuer.count.load(Ordering::SeqCst), 1);
-    assert_eq!(token.exchanges(), (1, 1));
+    assert_eq!(token.exchanges(), 1);
 
     // Vertex's 401s to all 16 at once (each sent with tok-0): one renewal
     // between them.
@@ -205,7 +282,7 @@ async fn concurrent_requests_with_no_token_share_one_exchange() {
     // At once, tok-1 refused too: renewed again (no window to wait out).
     assert!(token.renew(Some(&renewed)).await);
     assert_eq!(issuer.count.load(Ordering::SeqCst), 3);
-    assert_eq!(token.exchanges(), (3, 3));
+    assert_eq!(token.exchanges(), 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -216,16 +293,51 @@ async fn a_refused_exchange_fails_requests_at_once_and_keeps_the_error() {
             Err("the token endpoint refused the key (400): invalid_grant".to_owned())
         })
     });
-    let token = GoogleToken::fake(fetch);
+    let token = served(GoogleToken::fake(fetch));
     let first = token.current().await.unwrap_err();
     assert_eq!(first.kind, FailureKind::Auth);
-    assert!(first.detail.contains("invalid_grant"), "{}", first.detail);
+    // The request's failure is a client's to read: the endpoint's words
+    // stay in the status (and the actor's log).
+    assert!(!first.detail.contains("invalid_grant"), "{}", first.detail);
     // The next request fails without another exchange.
     let started = Instant::now();
     assert!(token.current().await.is_err());
     assert_eq!(started.elapsed(), Duration::ZERO);
-    assert_eq!(token.exchanges(), (1, 1));
+    assert_eq!(token.exchanges(), 1);
     assert!(token.status().error.unwrap().contains("invalid_grant"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_token_endpoint_costs_a_request_the_bound_at_most() {
+    use understudy_core::credentials::{CREDENTIAL_RETRY, CREDENTIAL_WAIT};
+    let token = served(hanging());
+    // The first request asks for a token and waits the bound, no more.
+    let started = Instant::now();
+    assert!(token.current().await.is_err());
+    assert_eq!(started.elapsed(), CREDENTIAL_WAIT);
+    // The exchange goes on without it: the next requests do not wait at
+    // all (the exchange under way is older than the bound), and none
+    // starts another.
+    for _ in 0..10 {
+        let started = Instant::now();
+        assert!(token.current().await.is_err());
+        assert!(!token.renew(None).await);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+    assert_eq!(token.exchanges(), 1);
+    assert!(!token.gate.try_begin(), "the exchange is still under way");
+    // It times out at last (the actor's bound): the window opens, and a
+    // request after it asks again, waiting the bound again.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let started = Instant::now();
+    assert!(token.current().await.is_err());
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(token.exchanges(), 1);
+    tokio::time::sleep(CREDENTIAL_RETRY).await;
+    let started = Instant::now();
+    assert!(token.current().await.is_err());
+    assert_eq!(started.elapsed(), CREDENTIAL_WAIT);
+    assert_eq!(token.exchanges(), 2);
 }
 
 /// The actor's loop over the credentials (`actor/provider.rs`): a refresh
@@ -288,8 +400,7 @@ async fn a_30s_token_is_refreshed_ahead_of_time_under_load() {
     actor.abort();
     assert_eq!(failed, 0, "requests whose token expired under them");
     assert_eq!(waited, 0, "requests that waited on an exchange");
-    let (exchanges, in_request) = token.exchanges();
-    assert_eq!(in_request, 0, "exchanges made inside a request");
+    let exchanges = token.exchanges();
     assert!(exchanges >= 4, "{exchanges} exchanges in two minutes");
     assert!(done > 16 * 50, "{done} requests");
 }
@@ -310,7 +421,7 @@ async fn a_rotated_key_file_is_read_again_and_a_broken_one_keeps_the_old_key() {
             .unwrap();
     };
     set_modified(1_700_000_000);
-    let token = GoogleToken::account(&path, client()).unwrap();
+    let token = GoogleToken::account(&path, client());
     let email = |t: &GoogleToken| t.status().source;
     assert!(
         email(&token).contains("understudy-test@"),
@@ -336,7 +447,7 @@ async fn a_rotated_key_file_is_read_again_and_a_broken_one_keeps_the_old_key() {
 async fn an_absurd_lifetime_is_bounded_and_a_token_expires_a_little_early() {
     // `expires_in: 18446744073709551615`, as a token endpoint could say.
     let fetch: Fake = Box::new(|| Box::pin(async { Ok(("tok-0".to_owned(), Duration::MAX)) }));
-    let token = GoogleToken::fake(fetch);
+    let token = served(GoogleToken::fake(fetch));
     // No overflow: the token lives a day at most.
     let header = token.current().await.unwrap();
     assert_eq!(token_of(&header), "tok-0");
@@ -346,6 +457,7 @@ async fn an_absurd_lifetime_is_bounded_and_a_token_expires_a_little_early() {
     // A 30 s token is handed out for 27 s (a tenth of its life early),
     // and the actor renews it before that.
     let (token, _) = issuer(Duration::ZERO, Duration::from_secs(30));
+    let token = served(token);
     token.current().await.unwrap();
     assert!(token.refresh_in().unwrap() < Duration::from_secs(27));
     tokio::time::sleep(Duration::from_millis(26_900)).await;
@@ -371,7 +483,7 @@ async fn a_refused_token_is_not_handed_out_again_and_a_failing_endpoint_is_not_a
             }
         })
     });
-    let token = Arc::new(GoogleToken::fake(fetch));
+    let token = served(GoogleToken::fake(fetch));
     let rejected = token.current().await.unwrap();
     // Google revoked tok-0 and its token endpoint is down: 16 requests
     // meet the 401 at once. One exchange is tried; the rest fall back.
@@ -392,6 +504,6 @@ async fn a_refused_token_is_not_handed_out_again_and_a_failing_endpoint_is_not_a
     assert_eq!(count.load(Ordering::SeqCst), 2);
     // The endpoint is back: after the cooldown a request fetches a new one.
     fail.store(false, Ordering::SeqCst);
-    tokio::time::sleep(FAILED_RECENTLY * 2).await;
+    tokio::time::sleep(understudy_core::credentials::CREDENTIAL_RETRY).await;
     assert_eq!(token_of(&token.current().await.unwrap()), "tok-2");
 }

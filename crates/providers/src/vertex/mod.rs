@@ -57,7 +57,7 @@ pub(crate) fn adapter(
         (None, Some(file)) => {
             let transport = crate::http::Transport::of(settings)?;
             let client = crate::http::client(&transport, settings.timeouts.connect)?;
-            GoogleToken::account(file, client)?
+            GoogleToken::account(file, client)
         }
         (None, None) => {
             return Err("no Google credentials: set `credentials_file` (or GOOGLE_APPLICATION_CREDENTIALS) to a service account key, or `api_key` to an access token".into());

@@ -19,6 +19,7 @@ mod claude_code;
 mod claude_code_session;
 mod clients;
 mod cloud_twins;
+mod credentials;
 mod events;
 mod gemini_api;
 mod generate;

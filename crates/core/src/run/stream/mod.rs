@@ -293,6 +293,11 @@ impl Run {
             }
         };
         let key = ticket.as_ref().map_or(0, Ticket::key);
+        if !self.credentials_ready(idx, key).await {
+            self.release_held_probe();
+            self.note_skip(idx, Unavailable::Credentials);
+            return Opened::Skipped;
+        }
         let key_name = ticket.as_ref().and_then(Ticket::name);
         let started = Instant::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
