@@ -8,7 +8,9 @@
 //! "no provider available" error with neither the engine's words nor the
 //! file in it, `/readyz` says not ready while a route has no target that
 //! can serve, and writing a good key recovers the provider without a
-//! restart.
+//! restart; the same for a missing AWS profile. A provider whose adapter
+//! cannot be built is told to a client without ractor's words or the
+//! file.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -417,4 +419,71 @@ async fn a_provider_that_cannot_start_is_told_without_the_engines_words_or_its_f
         );
     }
     let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_aws_profile_is_unavailable_and_recovers_when_written() {
+    const MODEL: &str = "us.anthropic.claude-haiku-4-5-20251001-v1:0";
+    const KEY_ID: &str = "AKIDSIMULATEDBEDROCK";
+    const SECRET: &str = "simulated/Secret+Key/for-the-credentials-test";
+    let dir =
+        std::env::temp_dir().join(format!("understudy-credentials-aws-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A name no message would hold by chance.
+    let file = dir.join("aws-shared-file");
+    let _ = std::fs::remove_file(&file);
+    let account = understudy_testkit::BedrockSim::new("us-east-1", KEY_ID, SECRET, None);
+    let bedrock = SimProvider::bedrock(&account).await.unwrap();
+    bedrock.always(Reply::text("From Bedrock."));
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.always(Reply::text("From the fallback."));
+    let gw = TestGateway::builder()
+        .provider("claude", &claude)
+        .toml(&format!(
+            "[providers.bedrock]\nkind = \"bedrock\"\nregion = \"us-east-1\"\nbase_url = {:?}\nmodel = {MODEL:?}\naws_profile = \"sim\"\n",
+            bedrock.base_url()
+        ))
+        .env("AWS_SHARED_CREDENTIALS_FILE", file.to_str().unwrap())
+        .order(&["bedrock", "claude"])
+        .env("UNDERSTUDY_API_KEYS", KEY)
+        .build()
+        .await
+        .unwrap();
+    let server = TestServer::start(gw.engine).await;
+    let p = eventually("bedrock shown unusable", async || {
+        let v = server.get_with("/v1/providers", &[AUTH]).await.json();
+        match v["providers"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "bedrock").cloned())
+        {
+            Some(p)
+                if p["unavailable_reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("credentials unusable")) =>
+            {
+                Ok(p)
+            }
+            p => Err(format!("{p:?}")),
+        }
+    })
+    .await;
+    assert_eq!(p["available"], false);
+    private(p["unavailable_reason"].as_str().unwrap(), &file);
+    // Requests fall back without signing with nothing.
+    let a = chat(&server, false).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.headers["x-understudy-provider"], "claude");
+    assert_eq!(bedrock.request_count(), 0);
+    // The profile written: Bedrock serves again, without a restart.
+    std::fs::write(
+        &file,
+        format!("[sim]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n"),
+    )
+    .unwrap();
+    eventually_within_minute("Bedrock serves again", async || {
+        chat(&server, false).await.headers["x-understudy-provider"] == "bedrock"
+    })
+    .await;
+    assert_eq!(bedrock.violations(), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
