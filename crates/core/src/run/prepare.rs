@@ -74,6 +74,31 @@ fn notes(
     })
 }
 
+/// The prices of every target `request`'s route (or pin, with the
+/// fallbacks its client's record allows) may be served by, breakers open
+/// or not: a client's budget reserves the request's worst case at the
+/// dearest. A route that does not resolve has none (the run refuses it).
+pub(crate) fn route_prices(view: &View, request: &GenerateRequest) -> Vec<crate::tenants::Price> {
+    let Ok(mut route) = plan::resolve(
+        &request.route,
+        &view.settings,
+        &view.default_route,
+        &view.routes,
+    ) else {
+        return Vec::new();
+    };
+    if let Some(record) = request.tenant.as_deref() {
+        scope_pin(&mut route, record, &request.route, view);
+    }
+    route
+        .iter()
+        .filter_map(|t| {
+            let p = view.settings.providers.get(&*t.provider)?.price_of(&t.model)?;
+            Some((p.input_per_mtok, p.output_per_mtok))
+        })
+        .collect()
+}
+
 /// Plans `request` from the router's `view` and gathers what its run
 /// needs: a pure read of the view, on the caller's task.
 pub(crate) fn prepare(
