@@ -26,8 +26,8 @@ use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
-use crate::tenants::{Kept, StateFile, Tenants};
 use crate::tenants::fleet::FleetSync;
+use crate::tenants::{Kept, StateFile, Tenants};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);

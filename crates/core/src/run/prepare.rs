@@ -93,7 +93,11 @@ pub(crate) fn route_prices(view: &View, request: &GenerateRequest) -> Vec<crate:
     route
         .iter()
         .filter_map(|t| {
-            let p = view.settings.providers.get(&*t.provider)?.price_of(&t.model)?;
+            let p = view
+                .settings
+                .providers
+                .get(&*t.provider)?
+                .price_of(&t.model)?;
             Some((p.input_per_mtok, p.output_per_mtok))
         })
         .collect()

@@ -565,7 +565,11 @@ mod tests {
             assert!(!message.contains(key), "{message}");
         }
         // The extremes fit.
-        for key in ["k".repeat(16), "~".repeat(256), "sk-!#$%&'()*+,-./:;<=>?@[]^_`{|}".into()] {
+        for key in [
+            "k".repeat(16),
+            "~".repeat(256),
+            "sk-!#$%&'()*+,-./:;<=>?@[]^_`{|}".into(),
+        ] {
             assert!(raw(&key).read("", &none).is_ok(), "{key}");
         }
     }

@@ -122,8 +122,13 @@ impl Tenants {
             )));
         }
         tenants.check_key_free(&record, None)?;
-        self.save(shared, &record.name.clone(), Some(record.clone()), Mode::New)
-            .await?;
+        self.save(
+            shared,
+            &record.name.clone(),
+            Some(record.clone()),
+            Mode::New,
+        )
+        .await?;
         Ok(Saved {
             client: record.view(),
             key: made,
@@ -178,7 +183,11 @@ impl Tenants {
 
     /// Where the admin API's changes are kept.
     pub fn kept_in(&self, shared: Option<&SharedState>) -> KeptIn {
-        if shared.is_some() { "redis" } else { "state_file" }
+        if shared.is_some() {
+            "redis"
+        } else {
+            "state_file"
+        }
     }
 
     fn admin_record(&self, name: &str) -> Result<Arc<ClientRecord>, AdminError> {
@@ -211,8 +220,7 @@ impl Tenants {
             .collect();
         admin.extend(record.clone());
         if let Some(shared) = shared {
-            let published =
-                super::fleet::publish_record(shared, name, record.as_ref(), mode).await;
+            let published = super::fleet::publish_record(shared, name, record.as_ref(), mode).await;
             refused_by_fleet(published, name)?;
         } else if let Some(state) = &self.state {
             state.keep_clients(admin.clone()).await.map_err(|e| {

@@ -538,9 +538,9 @@ pub fn worst_cost_nanos(usage: Usage, prices: &[Price]) -> u64 {
 /// of it left for the request's worst case (the codes of `fleet.rs`'s
 /// script, which decides the same way).
 fn verdict_of(record: &ClientRecord, c: &Counts, want: Reserve) -> u8 {
-    let over_budget = record.budget_nanos.is_some_and(|b| {
-        c.spent_nanos >= b || c.spent_nanos.saturating_add(want.worst) > b
-    });
+    let over_budget = record
+        .budget_nanos
+        .is_some_and(|b| c.spent_nanos >= b || c.spent_nanos.saturating_add(want.worst) > b);
     if over_budget {
         3
     } else if record.rpm.is_some_and(|l| c.requests >= l) {

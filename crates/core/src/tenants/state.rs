@@ -131,7 +131,11 @@ impl std::fmt::Debug for StateFile {
 fn render(kept: &Kept) -> String {
     let disk = OnDisk {
         understudy_state: FORMAT,
-        clients: kept.clients.iter().map(super::fleet::stored_value).collect(),
+        clients: kept
+            .clients
+            .iter()
+            .map(super::fleet::stored_value)
+            .collect(),
         routing: kept.routing.clone(),
     };
     let mut text = serde_json::to_string_pretty(&disk).unwrap_or_default();
@@ -155,8 +159,8 @@ fn read(path: &Path) -> Result<Kept, StateError> {
 
 /// The state a file's `text` holds.
 fn parse(text: &str) -> Result<Kept, String> {
-    let disk: OnDisk =
-        serde_json::from_str(text).map_err(|e| format!("is not a state file Understudy wrote: {e}"))?;
+    let disk: OnDisk = serde_json::from_str(text)
+        .map_err(|e| format!("is not a state file Understudy wrote: {e}"))?;
     if disk.understudy_state != FORMAT {
         return Err(format!(
             "is of format {}; this version reads format {FORMAT}",
@@ -183,8 +187,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("its directory cannot be made: {e}"))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("its directory cannot be made: {e}"))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -232,10 +235,8 @@ mod tests {
     }
 
     fn dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "understudy-state-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("understudy-state-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
@@ -245,7 +246,9 @@ mod tests {
         let path = dir("kept").join("state.json");
         let (file, kept) = StateFile::open(path.clone()).unwrap();
         assert_eq!(kept, Kept::default(), "no file yet: nothing kept");
-        file.keep_clients(vec![record("a"), record("b")]).await.unwrap();
+        file.keep_clients(vec![record("a"), record("b")])
+            .await
+            .unwrap();
         let table = RoutingTable {
             default: "groq".into(),
             order: vec!["groq".into(), "openai".into()],

@@ -163,20 +163,32 @@ async fn a_spent_budget_refuses_until_its_window_ends() {
         ..record("a")
     }]);
     let route = RouteSelector::Default;
-    let one = t.admit(&r[0], &route, &chat("hi", None), &[]).await.unwrap();
-    let two = t.admit(&r[0], &route, &chat("hi", None), &[]).await.unwrap();
+    let one = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
+    let two = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
     one.settle(Used::Known {
         tokens: 100,
         cost_usd: 0.006,
     });
     // Still under: admitted.
-    let three = t.admit(&r[0], &route, &chat("hi", None), &[]).await.unwrap();
+    let three = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
     two.settle(Used::Known {
         tokens: 100,
         cost_usd: 0.006,
     });
     three.settle(Used::Nothing);
-    let e = t.admit(&r[0], &route, &chat("hi", None), &[]).await.unwrap_err();
+    let e = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap_err();
     let ClientRefusal::Budget {
         budget_usd,
         resets_in,
@@ -211,7 +223,11 @@ fn the_worst_case_is_at_the_dearest_target() {
     let cases: [(Usage, &[Price], u64); 5] = [
         (usage(1000, 1000), &[], 0),
         (usage(1000, 1000), &[(1.0, 2.0)], 3_000_000),
-        (usage(1000, 1000), &[(1.0, 2.0), (3.0, 0.5), (0.1, 0.1)], 3_500_000),
+        (
+            usage(1000, 1000),
+            &[(1.0, 2.0), (3.0, 0.5), (0.1, 0.1)],
+            3_500_000,
+        ),
         // The dearest for this request, not the dearest per token.
         (usage(0, 1000), &[(10.0, 1.0), (1.0, 2.0)], 2_000_000),
         (usage(2, 0), &[(-5.0, 0.0)], 0),

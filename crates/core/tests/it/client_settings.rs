@@ -151,18 +151,29 @@ fn the_state_file_is_beside_the_settings_file_unless_set() {
     let config = dir.join("gateway.toml");
     let at = |toml: &str, env: &[(&str, &str)]| {
         std::fs::write(&config, toml).unwrap();
-        let env: Vec<(String, String)> =
-            env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
         Settings::load(Some(&config), move |k| {
             env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
         })
         .map(|s| s.server.state_file)
     };
     // (the file's [server], the environment, where the state is kept)
-    let cases: [(&str, &[(&str, &str)], PathBuf); 4] = [
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], PathBuf);
+    let cases: [Case<'_>; 4] = [
         ("", &[], dir.join("understudy-state.json")),
-        ("state_file = \"data/kept.json\"", &[], dir.join("data/kept.json")),
-        ("state_file = \"/var/lib/us/kept.json\"", &[], "/var/lib/us/kept.json".into()),
+        (
+            "state_file = \"data/kept.json\"",
+            &[],
+            dir.join("data/kept.json"),
+        ),
+        (
+            "state_file = \"/var/lib/us/kept.json\"",
+            &[],
+            "/var/lib/us/kept.json".into(),
+        ),
         (
             "state_file = \"data/kept.json\"",
             &[("UNDERSTUDY_STATE_FILE", "elsewhere.json")],
@@ -170,11 +181,18 @@ fn the_state_file_is_beside_the_settings_file_unless_set() {
         ),
     ];
     for (server, env, path) in cases {
-        assert_eq!(at(&format!("[server]\n{server}\n"), env).unwrap(), path, "{server}");
+        assert_eq!(
+            at(&format!("[server]\n{server}\n"), env).unwrap(),
+            path,
+            "{server}"
+        );
     }
     let e = at("[server]\nstate_file = \" \"\n", &[]).unwrap_err();
     assert_eq!(e.setting, "server.state_file", "{e}");
     // Without a settings file: in the working directory.
     let bare = Settings::load(None, |_| None).unwrap();
-    assert_eq!(bare.server.state_file, PathBuf::from("understudy-state.json"));
+    assert_eq!(
+        bare.server.state_file,
+        PathBuf::from("understudy-state.json")
+    );
 }

@@ -124,7 +124,11 @@ async fn eight_at_once_behind_two_instances_stay_within_the_budget() {
     let b = Arc::new(instance(&sim, Some(&redis.url())).await);
     let answers = burst(&[a, b]).await;
     check(&answers);
-    assert_eq!(sim.request_count(), 3, "no refused request reached a provider");
+    assert_eq!(
+        sim.request_count(),
+        3,
+        "no refused request reached a provider"
+    );
     // Every reservation settled to what its answer cost.
     let spent = eventually_within(
         Duration::from_secs(20),

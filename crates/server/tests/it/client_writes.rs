@@ -146,7 +146,11 @@ fn one_created(answers: &[(Value, Answer)]) -> (Value, Value) {
 async fn bursts_keep_the_record_that_got_201(servers: &[Arc<TestServer>]) {
     for round in 0..5 {
         let key = format!("sk-shared-key-{round}-0123456789");
-        let answers = burst(servers, |i| json!({"name": format!("key-{round}-{i}"), "key": key})).await;
+        let answers = burst(
+            servers,
+            |i| json!({"name": format!("key-{round}-{i}"), "key": key}),
+        )
+        .await;
         let (body, created) = one_created(&answers);
         let winner = body["name"].as_str().unwrap().to_owned();
         let prefix = created["client"]["key_sha256_prefix"]
@@ -170,9 +174,10 @@ async fn bursts_keep_the_record_that_got_201(servers: &[Arc<TestServer>]) {
             assert_eq!(ask(s, &key).await.status, 200);
         }
         let name = format!("name-{round}");
-        let answers = burst(servers, |i| {
-            json!({"name": name, "key": format!("sk-name-{round}-{i}-0123456789")})
-        })
+        let answers = burst(
+            servers,
+            |i| json!({"name": name, "key": format!("sk-name-{round}-{i}-0123456789")}),
+        )
         .await;
         let (body, _) = one_created(&answers);
         let kept_key = body["key"].as_str().unwrap().to_owned();
@@ -279,7 +284,10 @@ async fn a_state_file_that_cannot_be_read_stops_the_start() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains(&state.display().to_string()), "names the file: {e}");
+    assert!(
+        e.contains(&state.display().to_string()),
+        "names the file: {e}"
+    );
     assert!(e.contains("admin API"), "says what it holds: {e}");
 }
 
@@ -287,7 +295,13 @@ async fn a_state_file_that_cannot_be_read_stops_the_start() {
 async fn a_change_the_state_file_cannot_take_is_a_503_that_changes_nothing() {
     let (sim, other) = sims().await;
     let dir = state_dir("refused");
-    let s = start(gateway(&sim, &other, None, &dir.join("blocked").join("state.json"))).await;
+    let s = start(gateway(
+        &sim,
+        &other,
+        None,
+        &dir.join("blocked").join("state.json"),
+    ))
+    .await;
     // The file's directory becomes a file: nothing can be written there.
     std::fs::write(dir.join("blocked"), "").unwrap();
     let made = admin(
@@ -322,9 +336,8 @@ async fn keys_no_client_could_send_or_that_open_more_are_refused() {
     let (sim, other) = sims().await;
     let dir = state_dir("keys");
     let s = start(gateway(&sim, &other, None, &dir.join("state.json"))).await;
-    let admin_hash = understudy_core::settings::hex(&understudy_core::settings::sha256(
-        ADMIN.as_bytes(),
-    ));
+    let admin_hash =
+        understudy_core::settings::hex(&understudy_core::settings::sha256(ADMIN.as_bytes()));
     // (the key field and its value, what the message says)
     let long = "k".repeat(257);
     let cases: [(&str, &str, &str); 9] = [
@@ -350,7 +363,11 @@ async fn keys_no_client_could_send_or_that_open_more_are_refused() {
         let message = made.json()["error"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains(says), "{key:?}: {message}");
         assert!(message.starts_with(field), "names the field: {message}");
-        assert!(!made.body.contains(key), "never echoes the key: {}", made.body);
+        assert!(
+            !made.body.contains(key),
+            "never echoes the key: {}",
+            made.body
+        );
     }
     assert!(records(&s).await.is_empty());
     // A change to such a key is refused as a new record would be.
