@@ -175,7 +175,19 @@ impl Tenants {
     /// Keeps the admin API's records in `state` (no Redis), starting from
     /// the records it holds.
     pub fn with_state_file(mut self, state: StateFile, records: Vec<ClientRecord>) -> Self {
+        let names: Vec<Arc<str>> = records.iter().map(|r| Arc::clone(&r.name)).collect();
         self.set_admin_records(records);
+        for name in names {
+            if self.from_file(&name) || self.named(&name).is_none() {
+                // The settings file's record of that name or key wins.
+                tracing::warn!(
+                    client = %name,
+                    path = %state.path().display(),
+                    "a client record in the state file clashes with one in the settings file; \
+                     the settings file's is in force"
+                );
+            }
+        }
         self.state = Some(state);
         self
     }

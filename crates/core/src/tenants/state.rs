@@ -192,7 +192,10 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "state".into());
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Unique per write: two engines of one process (tests) never share one.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
     let written = (|| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
