@@ -177,6 +177,9 @@ impl Tenants {
     pub fn with_state_file(mut self, state: StateFile, records: Vec<ClientRecord>) -> Self {
         let names: Vec<Arc<str>> = records.iter().map(|r| Arc::clone(&r.name)).collect();
         self.set_admin_records(records);
+        // Keys were given out: they are asked for, even if the settings no
+        // longer hold a key of their own.
+        self.closed |= self.any();
         for name in names {
             if self.from_file(&name) || self.named(&name).is_none() {
                 // The settings file's record of that name or key wins.

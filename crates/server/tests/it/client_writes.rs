@@ -2,9 +2,9 @@
 //! server: a burst of creates that share a key or a name gets one 201 and
 //! the record kept is that one (one instance alone, and two instances on
 //! one real `redis-server`); without Redis the records and routing are
-//! kept in the state file over a restart, a state file that cannot be
-//! read stops the start, and a change the file cannot take is a 503 that
-//! changes nothing; keys no client could send, or that open something
+//! kept in the state file over a restart (and keep the gateway closed), a
+//! state file that cannot be read stops the start, and a change the file
+//! cannot take is a 503 that changes nothing; keys no client could send, or that open something
 //! else, are a 400 that never echoes the key.
 
 use std::path::{Path, PathBuf};
@@ -391,4 +391,40 @@ async fn keys_no_client_could_send_or_that_open_more_are_refused() {
     assert_eq!(ask(&s, "sk-good-team-0123456789").await.status, 200);
     // The admin token is not a client key.
     assert_eq!(ask(&s, ADMIN).await.status, 401);
+}
+
+#[tokio::test]
+async fn kept_records_keep_the_gateway_closed() {
+    let (sim, other) = sims().await;
+    let dir = state_dir("closed");
+    let state = dir.join("state.json");
+    let first = start(gateway(&sim, &other, None, &state)).await;
+    let made = admin(
+        &first,
+        "POST",
+        "/v1/admin/clients",
+        Some(json!({"name": "kept-team"})),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    first.engine.shutdown().await;
+    drop(first);
+    // The settings now hold no key of their own: the kept record's key is
+    // still asked for, and nothing gets in without a key.
+    let bare = start(
+        TestGateway::builder()
+            .provider("groq", &sim)
+            .env("UNDERSTUDY_STATE_FILE", &state.display().to_string()),
+    )
+    .await;
+    assert_eq!(ask(&bare, &key).await.status, 200);
+    let open = bare
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(open.status, 401, "{}", open.body);
 }
