@@ -26,8 +26,8 @@ use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
-use crate::tenants::Tenants;
 use crate::tenants::fleet::FleetSync;
+use crate::tenants::{Kept, StateFile, Tenants};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,6 +65,65 @@ struct Inner {
     /// Whether a provider receives `traceparent` (so requests get a trace
     /// context even with no exporter).
     forwarding: bool,
+    /// One routing change at a time, so that a change the state file could
+    /// not keep is undone to the table it replaced.
+    routing_writes: tokio::sync::Mutex<()>,
+}
+
+/// The state file and what it holds, without Redis (with Redis, Redis
+/// holds the admin API's changes and the file is not read).
+fn open_state(settings: &Settings) -> Result<Option<(StateFile, Kept)>, Error> {
+    if settings.redis_url.is_some() {
+        return Ok(None);
+    }
+    let (file, kept) = StateFile::open(settings.server.state_file.clone()).map_err(|e| {
+        Error::Engine(format!(
+            "{e}. It holds the client records and routing the admin API made: repair it, or \
+             move it away to start without them (server.state_file names it)"
+        ))
+    })?;
+    if !kept.clients.is_empty() || kept.routing.is_some() {
+        tracing::info!(
+            path = %file.path().display(),
+            clients = kept.clients.len(),
+            routing = kept.routing.is_some(),
+            "the admin API's changes read from the state file"
+        );
+    }
+    Ok(Some((file, kept)))
+}
+
+/// Puts the routing table the state file kept in force; one that no longer
+/// fits the providers is left out (the settings file's stays) with a
+/// warning, and stays in the file until the next change.
+async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: RoutingTable) {
+    let applied = router
+        .call(
+            |reply| RouterMsg::SetRouting {
+                update: update_of(table),
+                reply,
+            },
+            Some(QUERY_TIMEOUT),
+        )
+        .await;
+    match applied {
+        Ok(CallResult::Success(Ok(_))) => {}
+        Ok(CallResult::Success(Err(e))) => tracing::warn!(
+            error = %e,
+            "the routing in the state file does not fit the providers now; the settings file's is in force"
+        ),
+        _ => tracing::warn!("the router did not take the state file's routing"),
+    }
+}
+
+/// The change that puts `table` in force whole.
+fn update_of(table: RoutingTable) -> RoutingUpdate {
+    RoutingUpdate {
+        default: Some(table.default),
+        order: Some(table.order),
+        refusal_policy: Some(table.refusal_policy),
+        routes: Some(table.routes),
+    }
 }
 
 // === impl Engine ===
@@ -78,6 +137,9 @@ impl Engine {
         factory: Arc<dyn AdapterFactory>,
     ) -> Result<Self, Error> {
         let settings = Arc::new(settings);
+        // Before anything starts: a state file that cannot be read stops
+        // the start.
+        let state = open_state(&settings)?;
         let metrics = Arc::new(Metrics::new());
         let redis = match &settings.redis_url {
             Some(url) => Some(
@@ -150,11 +212,13 @@ impl Engine {
             .clone()
             .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
         let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
-        let tenants = Arc::new(Tenants::new(
-            &settings.server,
-            shared.clone(),
-            Arc::clone(&metrics),
-        ));
+        let mut tenants = Tenants::new(&settings.server, shared.clone(), Arc::clone(&metrics));
+        let mut kept_routing = None;
+        if let Some((file, kept)) = state {
+            tenants = tenants.with_state_file(file, kept.clients);
+            kept_routing = kept.routing;
+        }
+        let tenants = Arc::new(tenants);
         let board = Arc::new(
             BreakerBoard::new(
                 settings.breaker,
@@ -230,6 +294,9 @@ impl Engine {
             sync.sync().await;
             writers.push(tokio::spawn(sync.run(stop_sinks.subscribe())));
         }
+        if let Some(table) = kept_routing {
+            apply_kept_routing(&router, table).await;
+        }
         let engine = Self {
             inner: Arc::new(Inner {
                 router,
@@ -246,6 +313,7 @@ impl Engine {
                 shared,
                 tracing_on,
                 forwarding,
+                routing_writes: tokio::sync::Mutex::new(()),
             }),
         };
         if engine.expiring_credentials().next().is_some() {
@@ -399,9 +467,15 @@ impl Engine {
             return Ok(None);
         };
         let tenants = &self.inner.tenants;
+        // A budget reserves the worst case at the dearest target the route
+        // can reach.
+        let prices = match (record.budget_nanos, current(&self.inner.view)) {
+            (Some(_), Some(view)) => crate::run::route_prices(&view, request),
+            _ => Vec::new(),
+        };
         // Boxed, so that a request without a record does not carry the
         // admission's future in its own.
-        Box::pin(tenants.admit(record, &request.route, &request.chat))
+        Box::pin(tenants.admit(record, &request.route, &request.chat, &prices))
             .await
             .map(Some)
             .map_err(Error::Client)
@@ -494,14 +568,38 @@ impl Engine {
     /// next request, and requests in flight keep their plan.
     /// With Redis, every instance of the fleet takes the new table within a
     /// second (and an instance that starts later takes it too).
+    /// Without Redis the new table is kept in the state file, so that a
+    /// restart keeps it; a change the file cannot take is undone and
+    /// refused.
     pub async fn set_routing(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
-        let table = self.set_routing_here(update).await?;
-        if let Some(shared) = &self.inner.shared {
-            if !crate::tenants::fleet::publish_routing(shared, &table).await {
-                tracing::warn!("Redis is unreachable: the routing changed on this instance only");
+        let _one = self.inner.routing_writes.lock().await;
+        let Some(state) = self.inner.tenants.state_file() else {
+            let table = self.set_routing_here(update).await?;
+            if let Some(shared) = &self.inner.shared {
+                if !crate::tenants::fleet::publish_routing(shared, &table).await {
+                    tracing::warn!(
+                        "Redis is unreachable: the routing changed on this instance only"
+                    );
+                }
             }
+            return Ok(table);
+        };
+        let before = self.routing().await?;
+        let table = self.set_routing_here(update).await?;
+        if let Err(e) = state.keep_routing(table.clone()).await {
+            tracing::error!(error = %e, "a routing change was not kept; undone");
+            // Nothing half-kept: the table it replaced is back in force.
+            let _ = self.set_routing_here(update_of(before)).await;
+            return Err(Error::Engine(format!(
+                "{e}; the routing change was not made"
+            )));
         }
         Ok(table)
+    }
+
+    /// Where the admin API's changes are kept: `redis` or `state_file`.
+    pub fn kept_in(&self) -> crate::tenants::KeptIn {
+        self.inner.tenants.kept_in(self.inner.shared.as_deref())
     }
 
     async fn set_routing_here(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {

@@ -149,11 +149,18 @@ pub enum ClientRefusal {
     /// The request alone is estimated above the whole `tpm` (429 that is
     /// not worth retrying).
     TooLarge { estimate: u64, limit: u64 },
-    /// The budget of the window is spent (402, not worth retrying before
-    /// the window ends).
+    /// The budget of the window cannot take the request's worst case: it
+    /// is spent, what is left of it (less the reservations of requests in
+    /// flight) is less, or the worst case is more than the whole budget
+    /// (402, not worth retrying before the window ends).
     Budget {
         budget_usd: f64,
         resets_in: Duration,
+        /// What the window has left, in USD.
+        left_usd: f64,
+        /// The request's worst case: its estimated prompt and `max_tokens`
+        /// at the price of the dearest target its route can reach.
+        worst_usd: f64,
     },
 }
 
@@ -208,7 +215,31 @@ impl fmt::Display for ClientRefusal {
             ),
             Self::Budget {
                 budget_usd,
+                worst_usd,
+                ..
+            } if worst_usd > budget_usd => write!(
+                f,
+                "this request's worst case, USD {worst_usd:.6} (its prompt and max_tokens at the \
+                 price of the dearest target its route can reach), is more than this key's whole \
+                 budget of USD {budget_usd} (budget_usd): lower max_tokens or shorten the prompt"
+            ),
+            Self::Budget {
+                budget_usd,
                 resets_in,
+                left_usd,
+                worst_usd,
+            } if *left_usd > 0.0 => write!(
+                f,
+                "budget nearly spent: USD {left_usd:.6} of USD {budget_usd} (budget_usd) is left \
+                 for this window, less than this request's worst case of USD {worst_usd:.6} (its \
+                 prompt and max_tokens at the price of the dearest target its route can reach); \
+                 lower max_tokens, or wait: it renews in {} s",
+                resets_in.as_secs()
+            ),
+            Self::Budget {
+                budget_usd,
+                resets_in,
+                ..
             } => write!(
                 f,
                 "budget spent: USD {budget_usd} for this window (budget_usd); it renews in {} s",

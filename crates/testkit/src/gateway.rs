@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use understudy_core::{Engine, Error, Settings};
 use understudy_providers::Providers;
@@ -50,6 +51,16 @@ impl TestGateway {
     pub fn key_for(name: &str) -> String {
         format!("test-key-{name}")
     }
+}
+
+/// A state file no other gateway of any test uses (in the system's
+/// temporary directory; made only when an admin change is kept).
+pub fn state_file() -> std::path::PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir()
+        .join("understudy-testkit-state")
+        .join(format!("{}-{n}.json", std::process::id()))
 }
 
 /// A simulator that could not start, as an engine error.
@@ -143,6 +154,10 @@ impl TestGatewayBuilder {
         let mut env = self.env.clone();
         env.entry("UNDERSTUDY_CACHE".into())
             .or_insert_with(|| "off".into());
+        // A state file of its own, never one in the working directory (the
+        // default without a settings file).
+        env.entry("UNDERSTUDY_STATE_FILE".into())
+            .or_insert_with(|| state_file().display().to_string());
         Settings::from_toml_str(&text, move |k| env.get(k).cloned()).map_err(|e| e.to_string())
     }
 

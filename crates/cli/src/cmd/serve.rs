@@ -48,6 +48,11 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     }
     if engine.settings().server.admin_token.is_none() {
         tracing::info!("no admin token: the admin API is off");
+    } else if engine.settings().redis_url.is_none() {
+        tracing::info!(
+            path = %engine.settings().server.state_file.display(),
+            "without Redis, the admin API's changes are kept in the state file"
+        );
     }
     let listener = match TcpListener::bind(addr).await {
         Ok(l) => l,

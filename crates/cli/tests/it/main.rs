@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod admin_state;
 mod claude_code;
 mod cli;
 mod codex;

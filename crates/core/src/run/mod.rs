@@ -29,7 +29,7 @@ mod validate;
 
 mod stream;
 
-pub(crate) use prepare::prepare;
+pub(crate) use prepare::{prepare, route_prices};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

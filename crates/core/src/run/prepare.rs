@@ -22,13 +22,13 @@ fn scope_pin(
     route: &mut Vec<crate::target::Target>,
     record: &crate::settings::ClientRecord,
     asked: &crate::generation::RouteSelector,
-    view: &View,
+    routes: &std::collections::BTreeMap<String, Vec<crate::target::Target>>,
 ) {
     use crate::generation::RouteSelector;
     let pinned = match asked {
         RouteSelector::Pin { .. } => true,
         RouteSelector::Model(name) => {
-            name != "default" && plan::route_name(asked, &view.routes).is_none()
+            name != "default" && plan::route_name(asked, routes).is_none()
         }
         _ => false,
     };
@@ -74,6 +74,37 @@ fn notes(
     })
 }
 
+/// The prices of every target `request`'s route (or pin, with the
+/// fallbacks its client's record allows) may be served by, breakers open
+/// or not: a client's budget reserves the request's worst case at the
+/// dearest. A route that does not resolve has none (the run refuses it).
+pub(crate) fn route_prices(view: &View, request: &GenerateRequest) -> Vec<crate::tenants::Price> {
+    prices_of_route(&view.settings, &view.default_route, &view.routes, request)
+}
+
+/// [`route_prices`] from the routing in force: `default_route` and
+/// `routes`.
+fn prices_of_route(
+    settings: &crate::settings::Settings,
+    default_route: &[crate::target::Target],
+    routes: &std::collections::BTreeMap<String, Vec<crate::target::Target>>,
+    request: &GenerateRequest,
+) -> Vec<crate::tenants::Price> {
+    let Ok(mut route) = plan::resolve(&request.route, settings, default_route, routes) else {
+        return Vec::new();
+    };
+    if let Some(record) = request.tenant.as_deref() {
+        scope_pin(&mut route, record, &request.route, routes);
+    }
+    route
+        .iter()
+        .filter_map(|t| {
+            let p = settings.providers.get(&*t.provider)?.price_of(&t.model)?;
+            Some((p.input_per_mtok, p.output_per_mtok))
+        })
+        .collect()
+}
+
 /// Plans `request` from the router's `view` and gathers what its run
 /// needs: a pure read of the view, on the caller's task.
 pub(crate) fn prepare(
@@ -92,7 +123,7 @@ pub(crate) fn prepare(
         &view.routes,
     )?;
     if let Some(record) = request.tenant.as_deref() {
-        scope_pin(&mut route, record, &request.route, view);
+        scope_pin(&mut route, record, &request.route, &view.routes);
     }
     let now = Instant::now();
     let mut plan = plan::plan(route, |t| {
@@ -185,4 +216,91 @@ pub(crate) fn prepare(
         supervisor: view.supervisor.clone(),
         started,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::generation::RouteSelector;
+    use crate::settings::{RawClient, Settings};
+    use crate::{ChatRequest, tenants::Price};
+
+    const TOML: &str = r#"
+[routing]
+default = "groq"
+order = ["groq", "openai"]
+[providers.groq]
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key = "k-groq-0123456789"
+model = "groq-model"
+price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }
+[providers.openai]
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key = "k-openai-0123456789"
+model = "openai-model"
+price = { input_per_mtok = 5.0, output_per_mtok = 10.0 }
+prices = { "cheap-model" = { input_per_mtok = 0.1, output_per_mtok = 0.2 } }
+[providers.free]
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key = "k-free-0123456789"
+model = "free-model"
+[routes]
+fast = ["groq", "free"]
+"#;
+
+    #[test]
+    fn a_budget_is_priced_at_every_target_its_route_can_reach() {
+        let settings = Settings::from_toml_str(TOML, |_| None).unwrap();
+        let openai_only = Arc::new(
+            RawClient {
+                name: Some("scoped".into()),
+                key: Some("sk-scoped-0123456789".into()),
+                models: Some(vec!["openai:*".into()]),
+                ..RawClient::default()
+            }
+            .read("", &|_| None)
+            .unwrap(),
+        );
+        // (what the request names, its record's scope, the prices reached)
+        let cases: [(RouteSelector, Option<&Arc<_>>, &[Price]); 7] = [
+            (RouteSelector::Default, None, &[(1.0, 2.0), (5.0, 10.0)]),
+            // A target without a price spends nothing.
+            (RouteSelector::Model("fast".into()), None, &[(1.0, 2.0)]),
+            // A pin is priced at its model, and its fallbacks at theirs.
+            (
+                RouteSelector::Model("openai:cheap-model".into()),
+                None,
+                &[(0.1, 0.2), (1.0, 2.0)],
+            ),
+            // A record's scope leaves out fallbacks it could not reach.
+            (
+                RouteSelector::Model("openai:cheap-model".into()),
+                Some(&openai_only),
+                &[(0.1, 0.2)],
+            ),
+            (RouteSelector::pin("groq"), None, &[(1.0, 2.0), (5.0, 10.0)]),
+            // Unknown routes are refused by the run: nothing to reserve.
+            (RouteSelector::Named("nowhere".into()), None, &[]),
+            (RouteSelector::Model("nobody:x".into()), None, &[]),
+        ];
+        for (route, tenant, prices) in cases {
+            let request = GenerateRequest {
+                route: route.clone(),
+                tenant: tenant.cloned(),
+                ..GenerateRequest::new(ChatRequest::user("hi"))
+            };
+            let got = prices_of_route(
+                &settings,
+                &settings.default_route(),
+                &settings.routes,
+                &request,
+            );
+            assert_eq!(got, prices, "{route}");
+        }
+    }
 }

@@ -15,6 +15,9 @@ use super::source::{Env, FieldError};
 /// The shortest client key a record accepts.
 pub const MIN_CLIENT_KEY: usize = 16;
 
+/// The longest client key a record accepts.
+pub const MAX_CLIENT_KEY: usize = 256;
+
 /// Nano-USD in one USD: budgets and spend are counted in whole nano-USD,
 /// so that every instance adds the same integers (Redis `INCRBY`).
 pub const NANOS_PER_USD: f64 = 1e9;
@@ -58,7 +61,8 @@ pub enum ClientWindow {
 #[serde(deny_unknown_fields)]
 pub struct RawClient {
     pub name: Option<String>,
-    /// The key itself (at least [`MIN_CLIENT_KEY`] characters).
+    /// The key itself ([`MIN_CLIENT_KEY`] to [`MAX_CLIENT_KEY`] printable
+    /// ASCII characters, no space).
     pub key: Option<String>,
     /// The variable holding the key.
     pub key_env: Option<String>,
@@ -93,12 +97,13 @@ pub struct ClientView {
     pub expires: Option<String>,
 }
 
-/// The `[[server.clients]]` tables: the records, every key at least
-/// [`MIN_CLIENT_KEY`] characters, no name or key twice, no key that is also
-/// one of `server.api_keys` (`plain`).
+/// The `[[server.clients]]` tables: the records, every key of the shape
+/// [`check_key`] asks, no name or key twice, no key that is also one of
+/// `server.api_keys` (`plain`) or the admin token.
 pub(super) fn read_all(
     raw: &[RawClient],
     plain: &[super::Secret],
+    admin: Option<&super::Secret>,
     env: &Env<'_>,
 ) -> Result<Vec<ClientRecord>, FieldError> {
     let mut out: Vec<ClientRecord> = Vec::with_capacity(raw.len());
@@ -124,6 +129,13 @@ pub(super) fn read_all(
             return Err((
                 format!("{at}.{}", r.key_field()),
                 "the same key as one of `server.api_keys`".into(),
+            ));
+        }
+        if admin.is_some_and(|t| sha256(t.expose().as_bytes()) == record.key_sha256) {
+            return Err((
+                format!("{at}.{}", r.key_field()),
+                "the same key as the admin token: a client key must never open the admin API"
+                    .into(),
             ));
         }
         out.push(record);
@@ -293,14 +305,28 @@ impl RawClient {
             },
             (None, None) => unreachable!("one of the three is set"),
         };
-        if key.chars().count() < MIN_CLIENT_KEY {
-            return Err((
-                f,
-                format!("a client key must be at least {MIN_CLIENT_KEY} characters"),
-            ));
-        }
+        check_key(&key).map_err(|m| (f, m))?;
         Ok(sha256(key.as_bytes()))
     }
+}
+
+/// A client key any HTTP client can send in a header: [`MIN_CLIENT_KEY`]
+/// to [`MAX_CLIENT_KEY`] printable ASCII characters, no space (a NUL, a
+/// control character or a non-ASCII letter could never arrive). The
+/// message names the rule, never the key.
+pub fn check_key(key: &str) -> Result<(), String> {
+    if !(MIN_CLIENT_KEY..=MAX_CLIENT_KEY).contains(&key.len()) {
+        return Err(format!(
+            "a client key must be {MIN_CLIENT_KEY} to {MAX_CLIENT_KEY} characters"
+        ));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(
+            "a client key must be printable ASCII without spaces (what an HTTP header carries)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// A record's name: 1 to 64 of `A-Z a-z 0-9 . _ -` (it labels metrics and
@@ -518,6 +544,34 @@ mod tests {
         assert!(!rec.allows("default"));
         assert!(!rec.expired(UNIX_EPOCH + Duration::from_secs(1_790_000_000)));
         assert!(rec.expired(UNIX_EPOCH + Duration::from_secs(1_800_000_000)));
+    }
+
+    #[test]
+    fn key_shapes_no_client_could_send_are_refused() {
+        // (key, what the message says)
+        let cases = [
+            ("short-key", "16 to 256 characters"),
+            (&*"k".repeat(257), "16 to 256 characters"),
+            ("sk-with a-space-0123", "printable ASCII"),
+            ("sk-with-nul\0-0123456", "printable ASCII"),
+            ("sk-with-tab\t-0123456", "printable ASCII"),
+            ("sk-non-ascii-é-0123456", "printable ASCII"),
+            ("sk-non-ascii-\u{7f}-012345", "printable ASCII"),
+        ];
+        for (key, says) in cases {
+            let (field, message) = raw(key).read("", &none).unwrap_err();
+            assert_eq!(field, "key", "{key:?}");
+            assert!(message.contains(says), "{key:?}: {message}");
+            assert!(!message.contains(key), "{message}");
+        }
+        // The extremes fit.
+        for key in [
+            "k".repeat(16),
+            "~".repeat(256),
+            "sk-!#$%&'()*+,-./:;<=>?@[]^_`{|}".into(),
+        ] {
+            assert!(raw(&key).read("", &none).is_ok(), "{key}");
+        }
     }
 
     #[test]

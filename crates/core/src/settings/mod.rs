@@ -65,7 +65,7 @@ pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};
 pub use secret::{Secret, redact_url};
-pub use server::{DEFAULT_MAX_BODY_BYTES, ServerSettings};
+pub use server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_STATE_FILE, ServerSettings};
 pub use source::SettingsError;
 pub use tables::{BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds};
 pub use telemetry::{OtlpProtocol, RootSampler, Sampler, TelemetrySettings};
@@ -153,7 +153,11 @@ impl Settings {
         let routing = routing::read(raw.routing, &providers, env, &blame)?;
         let (routes, route_options) = routes::read(raw.routes, &mut providers, &blame)?;
         let rate_limit_max_wait = tables::rate_limit_max_wait(raw.rate_limit, &blame)?;
-        let server = server::read(raw.server, env, &blame)?;
+        // A settings file's directory holds the state file by default.
+        let config_dir = file
+            .and_then(|(path, _)| path.parent())
+            .filter(|dir| !dir.as_os_str().is_empty());
+        let server = server::read(raw.server, env, &blame, config_dir)?;
         let events = tables::events(raw.events, &blame)?;
         let cache = tables::cache(raw.cache, env, &blame)?;
         let breaker = tables::breaker(raw.breaker, &blame)?;

@@ -1,7 +1,9 @@
 //! The `[server]` table: where the gateway listens, the keys its clients
-//! and its admin send, and the limits on connections and requests.
+//! and its admin send, the limits on connections and requests, and where
+//! the admin API's changes are kept without Redis.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -51,7 +53,15 @@ pub struct ServerSettings {
     /// Client records (`[[server.clients]]`): keys with a name, a budget,
     /// rates and a model scope.
     pub clients: Vec<ClientRecord>,
+    /// Where the admin API's client records and routing are kept when
+    /// there is no Redis (`UNDERSTUDY_STATE_FILE` over `[server]
+    /// state_file`; default `understudy-state.json` beside the settings
+    /// file, or in the working directory without one).
+    pub state_file: PathBuf,
 }
+
+/// The state file's name when `server.state_file` does not set one.
+pub const DEFAULT_STATE_FILE: &str = "understudy-state.json";
 
 /// The default of `[server] max_body_bytes`.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -72,14 +82,17 @@ pub(super) struct RawServer {
     allowed_hosts: Vec<String>,
     cors_origins: Vec<String>,
     clients: Vec<RawClient>,
+    state_file: Option<String>,
 }
 
 /// The server's settings: the file's `[server]` with the environment over
-/// the keys and the listen address.
+/// the keys, the listen address and the state file. `config_dir`: the
+/// settings file's directory, when it was read from one.
 pub(super) fn read(
     raw: RawServer,
     env: &Env<'_>,
     blame: &Blame,
+    config_dir: Option<&Path>,
 ) -> Result<ServerSettings, SettingsError> {
     let (api_keys, admin_token) = keys(&raw, env, blame)?;
     let listen = listen(raw.listen.as_deref(), env, blame)?;
@@ -93,10 +106,12 @@ pub(super) fn read(
     if raw.max_body_bytes == 0 {
         return Err(blame.file("server.max_body_bytes", "must be at least 1".into()));
     }
-    let clients =
-        super::clients::read_all(&raw.clients, &api_keys, env).map_err(|e| blame.field(e))?;
+    let clients = super::clients::read_all(&raw.clients, &api_keys, admin_token.as_ref(), env)
+        .map_err(|e| blame.field(e))?;
+    let state_file = state_file(raw.state_file.as_deref(), env, blame, config_dir)?;
     Ok(ServerSettings {
         clients,
+        state_file,
         listen,
         api_keys,
         admin_token,
@@ -149,6 +164,34 @@ fn keys(
     Ok((api_keys, admin_token))
 }
 
+/// The state file: `UNDERSTUDY_STATE_FILE` (from the working directory)
+/// over `state_file` (from the settings file's directory), else
+/// [`DEFAULT_STATE_FILE`] beside the settings file.
+fn state_file(
+    file: Option<&str>,
+    env: &Env<'_>,
+    blame: &Blame,
+    config_dir: Option<&Path>,
+) -> Result<PathBuf, SettingsError> {
+    let beside = |p: &str| match config_dir {
+        Some(dir) => dir.join(p),
+        None => PathBuf::from(p),
+    };
+    match (env.get("UNDERSTUDY_STATE_FILE"), file) {
+        (Some(v), _) if v.trim().is_empty() => Err(blame.env(
+            "UNDERSTUDY_STATE_FILE",
+            "a file's path (leave the variable unset for the default)".into(),
+        )),
+        (Some(v), _) => Ok(PathBuf::from(v.trim())),
+        (None, Some(p)) if p.trim().is_empty() => Err(blame.file(
+            "server.state_file",
+            "a file's path (leave it out for the default)".into(),
+        )),
+        (None, Some(p)) => Ok(beside(p.trim())),
+        (None, None) => Ok(beside(DEFAULT_STATE_FILE)),
+    }
+}
+
 /// The listen address: `UNDERSTUDY_LISTEN` over `listen`, else
 /// `127.0.0.1:8080`.
 fn listen(file: Option<&str>, env: &Env<'_>, blame: &Blame) -> Result<SocketAddr, SettingsError> {
@@ -182,6 +225,7 @@ impl Default for RawServer {
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             clients: Vec::new(),
+            state_file: None,
         }
     }
 }

@@ -1,13 +1,18 @@
 //! What the admin API does to client records: list, create (a made key
-//! is shown once), update, revoke; for the whole fleet when Redis is
-//! configured (the record is stored there first, then every instance reads
-//! it within a second), else for this instance alone.
+//! is shown once), update, revoke. With Redis the fleet's records are in
+//! Redis: one script checks the name and the key against every record and
+//! stores the change, then every instance reads it within a second.
+//! Without Redis they are this instance's, kept in the state file
+//! (`state.rs`) before they are applied. Either way one write at a time
+//! per instance (check, store, apply), so an answer of 201 means the
+//! record is kept, and two writes never both take one name or key.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::Tenants;
+use super::fleet::{Mode, Publish};
 use crate::settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
 use crate::shared::SharedState;
 
@@ -21,11 +26,16 @@ pub enum AdminError {
     Conflict(String),
     #[error("{0}")]
     NotFound(String),
-    /// Redis is configured but unreachable: the change would reach this
-    /// instance only, so it is not made (503).
+    /// Redis is configured but unreachable (the change would reach this
+    /// instance only), or the state file cannot take the change: it is not
+    /// made (503).
     #[error("{0}")]
     Unavailable(String),
 }
+
+/// Where the admin API's changes are kept: `redis` (the fleet's) or
+/// `state_file` (this instance's, over restarts).
+pub type KeptIn = &'static str;
 
 /// A record as `GET /v1/admin/clients` lists it.
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +63,8 @@ pub struct Saved {
     pub client: ClientView,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Where the record is kept ([`KeptIn`]).
+    pub kept_in: KeptIn,
 }
 
 // === what the admin API does ===
@@ -101,6 +113,8 @@ impl Tenants {
             _ => None,
         };
         let record = read(&raw)?;
+        self.check_not_a_gateway_key(&record, &raw)?;
+        let _one = self.writes.lock().await;
         if tenants.named(&record.name).is_some() {
             return Err(AdminError::Conflict(format!(
                 "a client record named `{}` exists: PUT /v1/admin/clients/{} changes it",
@@ -108,11 +122,17 @@ impl Tenants {
             )));
         }
         tenants.check_key_free(&record, None)?;
-        self.save(shared, &record.name.clone(), Some(record.clone()), true)
-            .await?;
+        self.save(
+            shared,
+            &record.name.clone(),
+            Some(record.clone()),
+            Mode::New,
+        )
+        .await?;
         Ok(Saved {
             client: record.view(),
             key: made,
+            kept_in: self.kept_in(shared),
         })
     }
 
@@ -125,6 +145,7 @@ impl Tenants {
         mut raw: RawClient,
     ) -> Result<Saved, AdminError> {
         let tenants = self;
+        let _one = self.writes.lock().await;
         let old = self.admin_record(name)?;
         if raw.name.as_deref().is_some_and(|n| n != name) {
             return Err(AdminError::Invalid {
@@ -137,11 +158,14 @@ impl Tenants {
             raw.key_sha256 = Some(hex(&old.key_sha256));
         }
         let record = read(&raw)?;
+        self.check_not_a_gateway_key(&record, &raw)?;
         tenants.check_key_free(&record, Some(name))?;
-        self.save(shared, name, Some(record.clone()), false).await?;
+        self.save(shared, name, Some(record.clone()), Mode::Change)
+            .await?;
         Ok(Saved {
             client: record.view(),
             key: None,
+            kept_in: self.kept_in(shared),
         })
     }
 
@@ -152,8 +176,18 @@ impl Tenants {
         shared: Option<&SharedState>,
         name: &str,
     ) -> Result<(), AdminError> {
+        let _one = self.writes.lock().await;
         self.admin_record(name)?;
-        self.save(shared, name, None, false).await
+        self.save(shared, name, None, Mode::Delete).await
+    }
+
+    /// Where the admin API's changes are kept.
+    pub fn kept_in(&self, shared: Option<&SharedState>) -> KeptIn {
+        if shared.is_some() {
+            "redis"
+        } else {
+            "state_file"
+        }
     }
 
     fn admin_record(&self, name: &str) -> Result<Arc<ClientRecord>, AdminError> {
@@ -168,41 +202,53 @@ impl Tenants {
             .ok_or_else(|| AdminError::NotFound(format!("no client record named `{name}`")))
     }
 
-    /// Stores `record` under `name` (or removes it) for the fleet, then
-    /// here.
+    /// Stores `record` under `name` (or removes it) for the fleet, or in
+    /// the state file without Redis, then applies it here. The caller
+    /// holds `writes`.
     async fn save(
         &self,
         shared: Option<&SharedState>,
         name: &str,
         record: Option<ClientRecord>,
-        new: bool,
+        mode: Mode,
     ) -> Result<(), AdminError> {
         let tenants = self;
-        if let Some(shared) = shared {
-            match super::fleet::publish_record(shared, name, record.as_ref(), new).await {
-                Some(true) => {}
-                Some(false) => {
-                    return Err(AdminError::Conflict(format!(
-                        "a client record named `{name}` exists in the fleet"
-                    )));
-                }
-                None => {
-                    return Err(AdminError::Unavailable(
-                        "Redis is unreachable: the change would reach this instance only, so \
-                         it was not made; try again"
-                            .into(),
-                    ));
-                }
-            }
-        }
         let mut admin: Vec<ClientRecord> = tenants
             .admin_records()
             .into_iter()
             .filter(|r| &*r.name != name)
             .collect();
-        admin.extend(record);
+        admin.extend(record.clone());
+        if let Some(shared) = shared {
+            let published = super::fleet::publish_record(shared, name, record.as_ref(), mode).await;
+            refused_by_fleet(published, name)?;
+        } else if let Some(state) = &self.state {
+            state.keep_clients(admin.clone()).await.map_err(|e| {
+                tracing::error!(error = %e, "an admin change of client records was not kept");
+                AdminError::Unavailable(format!("{e}; the change was not made"))
+            })?;
+        }
         tenants.set_admin_records(admin);
         Ok(())
+    }
+}
+
+/// The admin error of what the fleet said of a write, if it refused it.
+fn refused_by_fleet(published: Option<Publish>, name: &str) -> Result<(), AdminError> {
+    match published {
+        Some(Publish::Saved) => Ok(()),
+        Some(Publish::NameTaken) => Err(AdminError::Conflict(format!(
+            "a client record named `{name}` exists in the fleet"
+        ))),
+        Some(Publish::KeyTaken) => Err(AdminError::Conflict("the key is already in use".into())),
+        Some(Publish::Gone) => Err(AdminError::NotFound(format!(
+            "no client record named `{name}` (another instance revoked it)"
+        ))),
+        None => Err(AdminError::Unavailable(
+            "Redis is unreachable: the change would reach this instance only, so it was not \
+             made; try again"
+                .into(),
+        )),
     }
 }
 
@@ -220,8 +266,7 @@ fn read(raw: &RawClient) -> Result<ClientRecord, AdminError> {
 }
 
 impl Tenants {
-    /// Refuses a key another record (but `except`) or a plain client key
-    /// already has.
+    /// Refuses a key another record (but `except`) already has (409).
     fn check_key_free(
         &self,
         record: &ClientRecord,
@@ -230,12 +275,36 @@ impl Tenants {
         let taken = self
             .list()
             .iter()
-            .any(|r| r.key_sha256 == record.key_sha256 && Some(&*r.name) != except)
-            || self.plain.contains(&record.key_sha256);
+            .any(|r| r.key_sha256 == record.key_sha256 && Some(&*r.name) != except);
         if taken {
             return Err(AdminError::Conflict("the key is already in use".into()));
         }
         Ok(())
+    }
+
+    /// Refuses a record's key that is the admin token or one of
+    /// `server.api_keys` (400): a client key must open nothing else.
+    fn check_not_a_gateway_key(
+        &self,
+        record: &ClientRecord,
+        raw: &RawClient,
+    ) -> Result<(), AdminError> {
+        let field = if raw.key_sha256.is_some() {
+            "key_sha256"
+        } else {
+            "key"
+        };
+        let message = if self.admin == Some(record.key_sha256) {
+            "a client key must not be the admin token"
+        } else if self.plain.contains(&record.key_sha256) {
+            "a client key must not be one of `server.api_keys` (those need no record)"
+        } else {
+            return Ok(());
+        };
+        Err(AdminError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        })
     }
 
     /// `record`'s counts as last seen.

@@ -25,7 +25,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::json;
 
-use super::{Counts, Tenants};
+use super::{Counts, Reserve, Tenants};
 use crate::actor::router::RouterMsg;
 use crate::settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 use crate::shared::SharedState;
@@ -35,14 +35,16 @@ pub const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// Checks and reserves in one step. KEYS: requests, tokens, spend. ARGV:
 /// rpm, tpm, budget (0: none, else one more than the nano-USD), the
-/// estimate, the counters' lifetime (ms). Returns `{verdict, requests,
-/// tokens, spent}` (the verdict codes of `verdict_of`).
+/// estimate, the minute counters' lifetime (ms), the worst cost (nano-USD),
+/// the spend's lifetime (ms). Returns `{verdict, requests, tokens, spent}`
+/// (the verdict codes of `verdict_of`, which decides the same way).
 const ADMIT: &str = r"
 local r = tonumber(redis.call('GET', KEYS[1]) or '0')
 local t = tonumber(redis.call('GET', KEYS[2]) or '0')
 local u = tonumber(redis.call('GET', KEYS[3]) or '0')
 local rpm, tpm, budget, est = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if budget > 0 and u >= budget - 1 then return {3, r, t, u} end
+local worst = tonumber(ARGV[6])
+if budget > 0 and (u >= budget - 1 or u + worst > budget - 1) then return {3, r, t, u} end
 if rpm > 0 and r >= rpm then return {1, r, t, u} end
 if tpm > 0 and t + est > tpm then return {2, r, t, u} end
 r = redis.call('INCR', KEYS[1])
@@ -51,18 +53,27 @@ if est > 0 then
   t = redis.call('INCRBY', KEYS[2], est)
   if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
 end
+if worst > 0 then
+  u = redis.call('INCRBY', KEYS[3], worst)
+  if redis.call('PTTL', KEYS[3]) < 0 then redis.call('PEXPIRE', KEYS[3], ARGV[7]) end
+end
 return {0, r, t, u}
 ";
 
-/// Settles. KEYS: tokens, spend. ARGV: the tokens' change, the nano-USD
-/// spent, the spend's lifetime (ms). A minute already gone is left alone.
+/// Settles. KEYS: tokens, spend. ARGV: the tokens' change, the spend's
+/// change (the cost less the reservation; never below zero), the spend's
+/// lifetime (ms). A minute already gone is left alone.
 const SETTLE: &str = r"
 local d, c = tonumber(ARGV[1]), tonumber(ARGV[2])
 if d ~= 0 and redis.call('EXISTS', KEYS[1]) == 1 then
   if d < 0 and tonumber(redis.call('GET', KEYS[1])) + d < 0 then d = -tonumber(redis.call('GET', KEYS[1])) end
   redis.call('INCRBY', KEYS[1], d)
 end
-if c > 0 then
+if c < 0 then
+  local u = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if u + c < 0 then c = -u end
+end
+if c ~= 0 then
   redis.call('INCRBY', KEYS[2], c)
   if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 end
@@ -86,26 +97,29 @@ const RECORDS_VERSION: &str = "understudy:{clients}:version";
 const ROUTING: &str = "understudy:{routing}";
 const ROUTING_VERSION: &str = "understudy:{routing}:version";
 
-/// The fleet's check-and-reserve: the verdict code and the counts after
-/// it; `None` while Redis is unreachable.
+/// The fleet's check-and-reserve of `want` in the minute and window of
+/// `at`: the verdict code and the counts after it; `None` while Redis is
+/// unreachable.
 pub(super) async fn admit(
     shared: &SharedState,
     record: &ClientRecord,
-    want: Counts,
-    estimate: u64,
+    at: Counts,
+    want: Reserve,
 ) -> Option<(u8, Counts)> {
     let name = &record.name;
     let keys = [
-        key(name, "rpm", want.minute),
-        key(name, "tpm", want.minute),
-        key(name, "usd", want.window),
+        key(name, "rpm", at.minute),
+        key(name, "tpm", at.minute),
+        key(name, "usd", at.window),
     ];
     let args = [
         record.rpm.unwrap_or(0),
         record.tpm.unwrap_or(0),
         record.budget_nanos.map_or(0, |b| b.saturating_add(1)),
-        estimate,
+        want.estimate,
         MINUTE_KEEP_MS,
+        want.worst,
+        spend_keep_ms(record, crate::shared::unix_ms()),
     ];
     let reply: Vec<i64> = shared
         .call(|mut c| async move {
@@ -118,26 +132,27 @@ pub(super) async fn admit(
                 .await
         })
         .await?;
-    let at = |i: usize| reply.get(i).map_or(0, |v| (*v).max(0) as u64);
+    let read = |i: usize| reply.get(i).map_or(0, |v| (*v).max(0) as u64);
     Some((
-        at(0) as u8,
+        read(0) as u8,
         Counts {
-            requests: at(1),
-            tokens: at(2),
-            spent_nanos: at(3),
-            ..want
+            requests: read(1),
+            tokens: read(2),
+            spent_nanos: read(3),
+            ..at
         },
     ))
 }
 
-/// Adds a settled request's token change and spend to the fleet's counts;
-/// `false`: Redis did not take them.
+/// Adds a settled request's token change and spend change (its cost less
+/// its reservation) to the fleet's counts; `false`: Redis did not take
+/// them.
 pub(super) async fn settle(
     shared: &SharedState,
     record: &ClientRecord,
     at: Counts,
     delta: i64,
-    cost_nanos: u64,
+    spend: i64,
 ) -> bool {
     let keys = [
         key(&record.name, "tpm", at.minute),
@@ -151,7 +166,7 @@ pub(super) async fn settle(
                 .arg(2)
                 .arg(&keys)
                 .arg(delta)
-                .arg(cost_nanos)
+                .arg(spend)
                 .arg(keep)
                 .query_async::<i64>(&mut c)
                 .await
@@ -165,6 +180,11 @@ pub(super) async fn settle(
 
 /// A record as the fleet stores it: its fields, the key as its SHA-256.
 fn stored(record: &ClientRecord) -> String {
+    stored_value(record).to_string()
+}
+
+/// A record as the fleet and the state file store it.
+pub(super) fn stored_value(record: &ClientRecord) -> serde_json::Value {
     let view = record.view();
     json!({
         "name": view.name,
@@ -176,12 +196,15 @@ fn stored(record: &ClientRecord) -> String {
         "models": (!view.models.is_empty()).then_some(view.models),
         "expires": view.expires,
     })
-    .to_string()
 }
 
 /// Reads a stored record (`None`: not one this version can read).
 fn read_stored(text: &str) -> Option<ClientRecord> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    read_stored_value(serde_json::from_str(text).ok()?)
+}
+
+/// Reads a record as the fleet and the state file store it.
+pub(super) fn read_stored_value(value: serde_json::Value) -> Option<ClientRecord> {
     let object: serde_json::Map<String, serde_json::Value> = value
         .as_object()?
         .iter()
@@ -192,27 +215,68 @@ fn read_stored(text: &str) -> Option<ClientRecord> {
     raw.read("", &|_| None).ok()
 }
 
-/// Stores or deletes a record, bumping the version. KEYS: the records, the
-/// version. ARGV: the name, the record (empty: delete), `1` when it must be
-/// new. Returns 0 when a new record's name is taken.
+/// Checks and stores (or deletes) a record in one step, bumping the
+/// version: a new record's name must be free, a changed or deleted one
+/// must exist, and no other record may hold its key (every stored record
+/// is read: admin writes are rare, and no index can drift from the
+/// records). KEYS: the records, the version. ARGV: the name, the record
+/// (empty: delete), the mode (`new`, `change`, `delete`), the key's SHA-256
+/// (hex; empty on delete). Returns the [`Publish`] codes.
 const SAVE_RECORD: &str = r"
-if ARGV[3] == '1' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[3] == 'new' and old then return 0 end
+if ARGV[3] ~= 'new' and not old then return 2 end
+if ARGV[4] ~= '' then
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if all[i] ~= ARGV[1] then
+      local ok, r = pcall(cjson.decode, all[i + 1])
+      if ok and type(r) == 'table' and r.key_sha256 == ARGV[4] then return 3 end
+    end
+  end
+end
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 redis.call('INCR', KEYS[2])
 return 1
 ";
 
-/// Stores the admin API's record (or, `None`, deletes `name`) for the
-/// fleet; `new`: only if no instance has one of that name. `None`: Redis is
-/// unreachable; `Some(false)`: the name is taken.
+/// What the fleet said of an admin write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publish {
+    Saved,
+    /// A new record's name is another record's.
+    NameTaken,
+    /// The record to change or delete is gone.
+    Gone,
+    /// Another record holds the key.
+    KeyTaken,
+}
+
+/// What an admin write does to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    New,
+    Change,
+    Delete,
+}
+
+/// Checks and stores the admin API's record `name` for the fleet
+/// (`record` `None`: deletes it) in one step. `None`: Redis is
+/// unreachable.
 pub(crate) async fn publish_record(
     shared: &SharedState,
     name: &str,
     record: Option<&ClientRecord>,
-    new: bool,
-) -> Option<bool> {
+    mode: Mode,
+) -> Option<Publish> {
     let (name, value) = (name.to_owned(), record.map(stored).unwrap_or_default());
-    shared
+    let key = record.map(|r| hex(&r.key_sha256)).unwrap_or_default();
+    let mode = match mode {
+        Mode::New => "new",
+        Mode::Change => "change",
+        Mode::Delete => "delete",
+    };
+    let code = shared
         .call(|mut c| async move {
             redis::cmd("EVAL")
                 .arg(SAVE_RECORD)
@@ -221,12 +285,18 @@ pub(crate) async fn publish_record(
                 .arg(RECORDS_VERSION)
                 .arg(name)
                 .arg(value)
-                .arg(if new { "1" } else { "0" })
+                .arg(mode)
+                .arg(key)
                 .query_async::<i64>(&mut c)
                 .await
         })
-        .await
-        .map(|saved| saved == 1)
+        .await?;
+    Some(match code {
+        1 => Publish::Saved,
+        0 => Publish::NameTaken,
+        2 => Publish::Gone,
+        _ => Publish::KeyTaken,
+    })
 }
 
 /// Stores the routing table the admin API set, for the fleet.
@@ -284,6 +354,9 @@ impl FleetSync {
     }
 
     async fn load_records(&self) -> bool {
+        // An admin write of this instance waits, so that a read from before
+        // it never replaces what it applied.
+        let _writes = self.tenants.writes.lock().await;
         let all = self
             .shared
             .call(|mut c| async move {

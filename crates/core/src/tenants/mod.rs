@@ -9,9 +9,14 @@
 //!   four characters a token, plus `max_tokens` or [`OUTPUT_ESTIMATE`]);
 //!   its settlement replaces the estimate by the answer's usage (streamed
 //!   answers too), or gives it back when nothing was used;
-//! - spend in the budget's window (`budget_usd`, `window`): checked at
-//!   admission, added at settlement. Requests in flight when the budget
-//!   runs out still finish, so a budget can be passed by what they cost.
+//! - spend in the budget's window (`budget_usd`, `window`): a request
+//!   reserves its worst case ([`worst_cost_nanos`]: its estimated prompt
+//!   and its `max_tokens`, or [`OUTPUT_ESTIMATE`], at the price of the
+//!   dearest target its route can reach) and is refused when that no longer
+//!   fits; its settlement replaces the reservation by what it cost. So
+//!   concurrent requests cannot together pass a budget: only a provider
+//!   that uses more than the estimate (an answer past `max_tokens`, a
+//!   prompt longer than four characters a token) can.
 //!
 //! With Redis (`REDIS_URL`) the counters are the fleet's (`fleet.rs`: one
 //! Lua script checks and reserves atomically, so two instances admit no
@@ -20,9 +25,11 @@
 
 mod admin;
 pub(crate) mod fleet;
+mod state;
 
 pub use crate::error::ClientRefusal;
-pub use admin::{AdminError, ClientListing, ClientUsage, Saved};
+pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
+pub use state::{Kept, StateError, StateFile};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,6 +46,10 @@ use crate::sink::metrics::Metrics;
 /// The answer tokens a request without `max_tokens` is assumed to use at
 /// admission (its settlement counts what it did use).
 pub const OUTPUT_ESTIMATE: u64 = 1024;
+
+/// A target's price for a budget: USD per million input and output
+/// tokens.
+pub type Price = (f64, f64);
 
 /// The counts of one record that decide admission, and the last the
 /// fleet reported (the `x-ratelimit-*` headers show them).
@@ -70,11 +81,19 @@ pub struct Tenants {
     file: Vec<Arc<str>>,
     /// SHA-256 of each plain client key (`server.api_keys`).
     plain: Vec<[u8; 32]>,
+    /// SHA-256 of the admin token: never a client's key.
+    admin: Option<[u8; 32]>,
+    /// One admin write at a time on this instance (check, store, apply),
+    /// and no fleet read applied in the middle of one.
+    writes: tokio::sync::Mutex<()>,
+    /// Where the admin API's records are kept without Redis.
+    state: Option<StateFile>,
     /// Whether the gateway asks clients for a key at all.
     pub closed: bool,
     counts: Mutex<HashMap<Arc<str>, Counts>>,
-    /// Per record, spend the fleet has not heard of yet: (window, nano-USD).
-    unsent: Mutex<HashMap<Arc<str>, (u64, u64)>>,
+    /// Per record, spend the fleet has not heard of yet: (window, nano-USD;
+    /// negative: a reservation given back).
+    unsent: Mutex<HashMap<Arc<str>, (u64, i64)>>,
     shared: Option<Arc<SharedState>>,
     metrics: Arc<Metrics>,
 }
@@ -89,6 +108,9 @@ pub struct Ticket {
     estimate: u64,
     /// The estimate as prompt and answer tokens, for its cost.
     usage_estimate: Usage,
+    /// The spend reserved (nano-USD; 0 without a budget): the estimate at
+    /// the price of the dearest target the route can reach.
+    reserved_nanos: u64,
     /// Whether the reservation was made in Redis.
     in_fleet: bool,
     settled: AtomicBool,
@@ -136,12 +158,46 @@ impl Tenants {
                 .iter()
                 .map(|k| sha256(k.expose().as_bytes()))
                 .collect(),
+            admin: server
+                .admin_token
+                .as_ref()
+                .map(|t| sha256(t.expose().as_bytes())),
+            writes: tokio::sync::Mutex::new(()),
+            state: None,
             closed: !server.api_keys.is_empty() || !records.is_empty(),
             counts: Mutex::new(HashMap::new()),
             unsent: Mutex::new(HashMap::new()),
             shared,
             metrics,
         }
+    }
+
+    /// Keeps the admin API's records in `state` (no Redis), starting from
+    /// the records it holds.
+    pub fn with_state_file(mut self, state: StateFile, records: Vec<ClientRecord>) -> Self {
+        let names: Vec<Arc<str>> = records.iter().map(|r| Arc::clone(&r.name)).collect();
+        self.set_admin_records(records);
+        // Keys were given out: they are asked for, even if the settings no
+        // longer hold a key of their own.
+        self.closed |= self.any();
+        for name in names {
+            if self.from_file(&name) || self.named(&name).is_none() {
+                // The settings file's record of that name or key wins.
+                tracing::warn!(
+                    client = %name,
+                    path = %state.path().display(),
+                    "a client record in the state file clashes with one in the settings file; \
+                     the settings file's is in force"
+                );
+            }
+        }
+        self.state = Some(state);
+        self
+    }
+
+    /// The state file, without Redis.
+    pub fn state_file(&self) -> Option<&StateFile> {
+        self.state.as_ref()
     }
 
     fn all(&self) -> Arc<HashMap<[u8; 32], Arc<ClientRecord>>> {
@@ -242,12 +298,15 @@ impl Tenants {
 
     /// Admits a request of `record` for `route` (the route, `default` or
     /// pin it named), reserving its share of the limits; refused
-    /// otherwise, and counted in metrics.
+    /// otherwise, and counted in metrics. `prices` are those of every
+    /// target the route may be served by: the budget reserves the request's
+    /// worst case at the dearest.
     pub async fn admit(
         self: &Arc<Self>,
         record: &Arc<ClientRecord>,
         route: &RouteSelector,
         chat: &ChatRequest,
+        prices: &[Price],
     ) -> Result<Ticket, ClientRefusal> {
         let estimate = Usage {
             input_tokens: crate::chat::estimate_tokens(chat),
@@ -255,7 +314,7 @@ impl Tenants {
             ..Usage::default()
         };
         let verdict = match self.scope(record, route) {
-            Ok(()) => self.check(record, estimate).await,
+            Ok(()) => self.check(record, estimate, prices).await,
             Err(refusal) => Err(refusal),
         };
         if let Err(refusal) = &verdict {
@@ -288,6 +347,7 @@ impl Tenants {
         self: &Arc<Self>,
         record: &Arc<ClientRecord>,
         usage: Usage,
+        prices: &[Price],
     ) -> Result<Ticket, ClientRefusal> {
         let estimate = if record.tpm.is_some() {
             usage.input_tokens + usage.output_tokens
@@ -298,29 +358,41 @@ impl Tenants {
             return Err(ClientRefusal::TooLarge { estimate, limit });
         }
         let now_ms = unix_ms();
-        let want = Counts {
+        let worst = match record.budget_nanos {
+            Some(budget) => {
+                let worst = worst_cost_nanos(usage, prices);
+                if worst > budget {
+                    // More than the whole budget: no window would take it.
+                    return Err(budget_refusal(record, now_ms, 0, worst));
+                }
+                worst
+            }
+            None => 0,
+        };
+        let want = Reserve { estimate, worst };
+        let at = Counts {
             minute: now_ms / 60_000,
             window: record.window.at(now_ms / 1000).0,
             ..Counts::default()
         };
-        let mut counts = want;
+        let mut counts = at;
         let mut in_fleet = false;
         if record.counted() {
             let fleet = match &self.shared {
                 // Boxed: the Redis call's future would otherwise grow every
                 // request's.
-                Some(shared) => Box::pin(fleet::admit(shared, record, want, estimate)).await,
+                Some(shared) => Box::pin(fleet::admit(shared, record, at, want)).await,
                 None => None,
             };
             counts = match fleet {
                 Some((code, seen)) => {
                     self.lock().insert(Arc::clone(&record.name), seen);
                     self.flush_unsent(record);
-                    refusal(code, record, now_ms)?;
+                    refusal(code, record, now_ms, &seen, worst)?;
                     in_fleet = true;
                     seen
                 }
-                None => self.admit_here(record, want, estimate, now_ms)?,
+                None => self.admit_here(record, at, want, now_ms)?,
             };
         }
         Ok(Ticket {
@@ -329,6 +401,7 @@ impl Tenants {
             counts,
             estimate,
             usage_estimate: usage,
+            reserved_nanos: worst,
             in_fleet,
             settled: AtomicBool::new(false),
             calling: AtomicU64::new(NOT_CALLED),
@@ -357,7 +430,7 @@ impl Tenants {
         }
     }
 
-    fn unsent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u64, u64)>> {
+    fn unsent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u64, i64)>> {
         self.unsent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -365,7 +438,7 @@ impl Tenants {
 
     /// Keeps spend the fleet has not heard of, for the next admission that
     /// reaches Redis (a window already gone is dropped).
-    fn keep_unsent(&self, name: &Arc<str>, window: u64, nanos: u64) {
+    fn keep_unsent(&self, name: &Arc<str>, window: u64, nanos: i64) {
         let mut unsent = self.unsent_lock();
         let entry = unsent.entry(Arc::clone(name)).or_insert((window, 0));
         if entry.0 != window {
@@ -378,35 +451,30 @@ impl Tenants {
     fn admit_here(
         &self,
         record: &ClientRecord,
-        want: Counts,
-        estimate: u64,
+        at: Counts,
+        want: Reserve,
         now_ms: u64,
     ) -> Result<Counts, ClientRefusal> {
         let mut all = self.lock();
         let c = all.entry(Arc::clone(&record.name)).or_default();
-        if c.minute != want.minute {
-            (c.minute, c.requests, c.tokens) = (want.minute, 0, 0);
+        if c.minute != at.minute {
+            (c.minute, c.requests, c.tokens) = (at.minute, 0, 0);
         }
-        if c.window != want.window {
-            (c.window, c.spent_nanos) = (want.window, 0);
+        if c.window != at.window {
+            (c.window, c.spent_nanos) = (at.window, 0);
         }
-        refusal(verdict_of(record, c, estimate), record, now_ms)?;
-        c.requests += 1;
-        c.tokens += estimate;
+        refusal(verdict_of(record, c, want), record, now_ms, c, want.worst)?;
+        reserve(c, want);
         Ok(*c)
     }
 
-    /// Settles a ticket: the tokens used replace the estimate, the cost is
-    /// spent. A reservation made in Redis is settled there; one made here
-    /// (Redis was away) is settled here, and its spend kept for the fleet.
+    /// Settles a ticket: the tokens used replace the estimate, the cost
+    /// replaces the spend reserved. A reservation made in Redis is settled
+    /// there; one made here (Redis was away) is settled here, and its cost
+    /// kept for the fleet.
     fn settle(self: &Arc<Self>, ticket: &Ticket, tokens: u64, cost_nanos: u64) {
-        let counted_tokens = ticket.record.tpm.is_some();
-        let delta = if counted_tokens {
-            tokens as i64 - ticket.estimate as i64
-        } else {
-            0
-        };
-        if delta == 0 && cost_nanos == 0 {
+        let (delta, spend) = settlement(ticket, tokens, cost_nanos);
+        if delta == 0 && spend == 0 {
             return;
         }
         let name = &ticket.record.name;
@@ -417,7 +485,7 @@ impl Tenants {
                     c.tokens = c.tokens.saturating_add_signed(delta);
                 }
                 if c.window == ticket.counts.window {
-                    c.spent_nanos = c.spent_nanos.saturating_add(cost_nanos);
+                    c.spent_nanos = c.spent_nanos.saturating_add_signed(spend);
                 }
             }
         }
@@ -425,8 +493,11 @@ impl Tenants {
             return;
         };
         if !ticket.in_fleet {
+            // The reservation was this instance's alone: the fleet hears of
+            // the cost only.
             if cost_nanos > 0 {
-                self.keep_unsent(name, ticket.counts.window, cost_nanos);
+                let cost = i64::try_from(cost_nanos).unwrap_or(i64::MAX);
+                self.keep_unsent(name, ticket.counts.window, cost);
             }
             return;
         }
@@ -434,9 +505,9 @@ impl Tenants {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let tenants = Arc::clone(self);
             handle.spawn(async move {
-                let sent = fleet::settle(&shared, &record, counts, delta, cost_nanos).await;
-                if !sent && cost_nanos > 0 {
-                    tenants.keep_unsent(&record.name, counts.window, cost_nanos);
+                let sent = fleet::settle(&shared, &record, counts, delta, spend).await;
+                if !sent && spend != 0 {
+                    tenants.keep_unsent(&record.name, counts.window, spend);
                 }
             });
         }
@@ -451,23 +522,92 @@ impl fmt::Debug for Tenants {
     }
 }
 
-/// What `record`'s counts `c` say of one more request of `estimate`
-/// tokens: 0 admit, 1 requests spent, 2 tokens spent, 3 budget spent (the
-/// codes of `fleet.rs`'s script).
-fn verdict_of(record: &ClientRecord, c: &Counts, estimate: u64) -> u8 {
-    if record.budget_nanos.is_some_and(|b| c.spent_nanos >= b) {
+/// What one request reserves: its estimated tokens (0 without `tpm`) and
+/// its worst cost (nano-USD; 0 without a budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reserve {
+    pub estimate: u64,
+    pub worst: u64,
+}
+
+/// The cost of `usage` at `price`, in nano-USD.
+pub fn cost_nanos(usage: Usage, price: Price) -> u64 {
+    let (input, output) = price;
+    let usd = (usage.input_tokens as f64 * input + usage.output_tokens as f64 * output) / 1e6;
+    (usd.max(0.0) * NANOS_PER_USD).round() as u64
+}
+
+/// A request's worst cost: its estimated `usage` at the dearest of the
+/// `prices` of the targets that may serve it (nothing when none has a
+/// price, as such a target spends nothing).
+pub fn worst_cost_nanos(usage: Usage, prices: &[Price]) -> u64 {
+    prices
+        .iter()
+        .map(|p| cost_nanos(usage, *p))
+        .max()
+        .unwrap_or(0)
+}
+
+/// What `record`'s counts `c` say of one more request reserving `want`:
+/// 0 admit, 1 requests spent, 2 tokens spent, 3 budget spent or too little
+/// of it left for the request's worst case (the codes of `fleet.rs`'s
+/// script, which decides the same way).
+fn verdict_of(record: &ClientRecord, c: &Counts, want: Reserve) -> u8 {
+    let over_budget = record
+        .budget_nanos
+        .is_some_and(|b| c.spent_nanos >= b || c.spent_nanos.saturating_add(want.worst) > b);
+    if over_budget {
         3
     } else if record.rpm.is_some_and(|l| c.requests >= l) {
         1
-    } else if record.tpm.is_some_and(|l| c.tokens + estimate > l) {
+    } else if record.tpm.is_some_and(|l| c.tokens + want.estimate > l) {
         2
     } else {
         0
     }
 }
 
-/// The refusal a verdict code stands for.
-fn refusal(code: u8, record: &ClientRecord, now_ms: u64) -> Result<(), ClientRefusal> {
+/// Adds an admitted request's reservation to the counts.
+fn reserve(c: &mut Counts, want: Reserve) {
+    c.requests += 1;
+    c.tokens += want.estimate;
+    c.spent_nanos = c.spent_nanos.saturating_add(want.worst);
+}
+
+/// A settlement's changes to the counts: the tokens (the usage for the
+/// estimate, with `tpm`) and the spend (the cost for the reservation).
+fn settlement(ticket: &Ticket, tokens: u64, cost_nanos: u64) -> (i64, i64) {
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let tokens = if ticket.record.tpm.is_some() {
+        signed(tokens) - signed(ticket.estimate)
+    } else {
+        0
+    };
+    (tokens, signed(cost_nanos) - signed(ticket.reserved_nanos))
+}
+
+/// The budget's refusal, with what is left of it (`spent` nano-USD
+/// counted) and the request's worst case.
+fn budget_refusal(record: &ClientRecord, now_ms: u64, spent: u64, worst: u64) -> ClientRefusal {
+    let budget = record.budget_nanos.unwrap_or_default();
+    let ends = record.window.at(now_ms / 1000).1;
+    ClientRefusal::Budget {
+        budget_usd: record.budget_usd().unwrap_or_default(),
+        resets_in: Duration::from_secs(ends.saturating_sub(now_ms / 1000)),
+        left_usd: budget.saturating_sub(spent) as f64 / NANOS_PER_USD,
+        worst_usd: worst as f64 / NANOS_PER_USD,
+    }
+}
+
+/// The refusal a verdict code stands for (`c`: the counts it was decided
+/// on, `worst`: the request's worst cost).
+fn refusal(
+    code: u8,
+    record: &ClientRecord,
+    now_ms: u64,
+    c: &Counts,
+    worst: u64,
+) -> Result<(), ClientRefusal> {
     let retry_after = minute_left(now_ms);
     match code {
         1 => Err(ClientRefusal::Requests {
@@ -478,13 +618,7 @@ fn refusal(code: u8, record: &ClientRecord, now_ms: u64) -> Result<(), ClientRef
             limit: record.tpm.unwrap_or_default(),
             retry_after,
         }),
-        3 => {
-            let ends = record.window.at(now_ms / 1000).1;
-            Err(ClientRefusal::Budget {
-                budget_usd: record.budget_usd().unwrap_or_default(),
-                resets_in: Duration::from_secs(ends.saturating_sub(now_ms / 1000)),
-            })
-        }
+        3 => Err(budget_refusal(record, now_ms, c.spent_nanos, worst)),
         _ => Ok(()),
     }
 }
@@ -517,12 +651,8 @@ impl Ticket {
 
     /// A provider is about to be called for this ticket, at `price` (USD per
     /// million input and output tokens, when the target has one).
-    pub fn calling(&self, price: Option<(f64, f64)>) {
-        let u = self.usage_estimate;
-        let usd = price.map_or(0.0, |(input, output)| {
-            (u.input_tokens as f64 * input + u.output_tokens as f64 * output) / 1_000_000.0
-        });
-        let nanos = (usd.max(0.0) * NANOS_PER_USD).round() as u64;
+    pub fn calling(&self, price: Option<Price>) {
+        let nanos = price.map_or(0, |p| cost_nanos(self.usage_estimate, p));
         self.calling
             .store(nanos.min(NOT_CALLED - 1), Ordering::Release);
     }

@@ -48,7 +48,7 @@ async fn exactly_rpm_requests_are_admitted_in_a_minute() {
     let mut admitted = Vec::new();
     let mut refused = Vec::new();
     for _ in 0..5 {
-        match t.admit(&r[0], &route, &chat("hi", None)).await {
+        match t.admit(&r[0], &route, &chat("hi", None), &[]).await {
             Ok(ticket) => admitted.push(ticket),
             Err(e) => refused.push(e),
         }
@@ -76,9 +76,9 @@ async fn tokens_are_reserved_then_settled_from_the_usage() {
     let route = RouteSelector::Default;
     // 400 bytes of prompt (100 tokens) and max_tokens 500: 600 reserved.
     let big = chat(&"x".repeat(400), Some(500));
-    let first = t.admit(&r[0], &route, &big).await.unwrap();
+    let first = t.admit(&r[0], &route, &big, &[]).await.unwrap();
     let minute = first.counts.minute;
-    let second = t.admit(&r[0], &route, &big).await;
+    let second = t.admit(&r[0], &route, &big, &[]).await;
     if t.remaining(&r[0])
         .is_some_and(|_| unix_ms() / 60_000 == minute)
     {
@@ -93,11 +93,11 @@ async fn tokens_are_reserved_then_settled_from_the_usage() {
         });
         let left = t.remaining(&r[0]).unwrap().tokens.unwrap();
         assert_eq!(left, (1000, 850));
-        assert!(t.admit(&r[0], &route, &big).await.is_ok());
+        assert!(t.admit(&r[0], &route, &big, &[]).await.is_ok());
     }
     // A request larger than the whole minute is not worth a retry.
     let huge = chat("hi", Some(5000));
-    let e = t.admit(&r[0], &route, &huge).await.unwrap_err();
+    let e = t.admit(&r[0], &route, &huge, &[]).await.unwrap_err();
     assert!(matches!(e, ClientRefusal::TooLarge { limit: 1000, .. }));
     assert_eq!(e.retry_after(), None);
 }
@@ -112,7 +112,12 @@ async fn a_run_that_ends_not_knowing_what_it_used_is_charged_its_estimate() {
     let c = chat(&"x".repeat(400), Some(900));
     // A provider was called (USD 1 000 a million either way): a stream
     // cut after it committed, a client gone while the provider worked.
-    let ticket = t.admit(&r[0], &RouteSelector::Default, &c).await.unwrap();
+    let priced = [(1000.0, 1000.0)];
+    // The worst case is the whole budget: it fits, once.
+    let ticket = t
+        .admit(&r[0], &RouteSelector::Default, &c, &priced)
+        .await
+        .unwrap();
     let minute = ticket.counts.minute;
     ticket.calling(Some((1000.0, 1000.0)));
     drop(ticket);
@@ -126,7 +131,7 @@ async fn a_run_that_ends_not_knowing_what_it_used_is_charged_its_estimate() {
     );
     // Now the budget is spent.
     let e = t
-        .admit(&r[0], &RouteSelector::Default, &c)
+        .admit(&r[0], &RouteSelector::Default, &c, &[])
         .await
         .unwrap_err();
     assert!(matches!(e, ClientRefusal::Budget { .. }), "{e:?}");
@@ -139,7 +144,7 @@ async fn an_unsettled_ticket_gives_its_estimate_back() {
         ..record("a")
     }]);
     let ticket = t
-        .admit(&r[0], &RouteSelector::Default, &chat("hi", Some(1000)))
+        .admit(&r[0], &RouteSelector::Default, &chat("hi", Some(1000)), &[])
         .await
         .unwrap();
     let minute = ticket.counts.minute;
@@ -158,30 +163,171 @@ async fn a_spent_budget_refuses_until_its_window_ends() {
         ..record("a")
     }]);
     let route = RouteSelector::Default;
-    let one = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
-    let two = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
+    let one = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
+    let two = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
     one.settle(Used::Known {
         tokens: 100,
         cost_usd: 0.006,
     });
     // Still under: admitted.
-    let three = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap();
+    let three = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
     two.settle(Used::Known {
         tokens: 100,
         cost_usd: 0.006,
     });
     three.settle(Used::Nothing);
-    let e = t.admit(&r[0], &route, &chat("hi", None)).await.unwrap_err();
+    let e = t
+        .admit(&r[0], &route, &chat("hi", None), &[])
+        .await
+        .unwrap_err();
     let ClientRefusal::Budget {
         budget_usd,
         resets_in,
+        left_usd,
+        ..
     } = e
     else {
         panic!("{e:?}");
     };
     assert_eq!(budget_usd, 0.01);
+    assert_eq!(left_usd, 0.0);
+    assert!(e.to_string().starts_with("budget spent"), "{e}");
     assert!(resets_in <= Duration::from_secs(86_400));
     assert_eq!(e.retry_after(), None, "a budget is never a Retry-After");
+}
+
+/// USD per million tokens such that one request of `chat("hi", Some(20))`
+/// (no prompt tokens at four characters a token, 20 answer tokens) costs
+/// `usd` at most.
+fn priced_at(usd: f64) -> Price {
+    (usd * 1e6 / 20.0, usd * 1e6 / 20.0)
+}
+
+#[test]
+fn the_worst_case_is_at_the_dearest_target() {
+    let usage = |input, output| Usage {
+        input_tokens: input,
+        output_tokens: output,
+        ..Usage::default()
+    };
+    // (usage, prices, nano-USD)
+    let cases: [(Usage, &[Price], u64); 5] = [
+        (usage(1000, 1000), &[], 0),
+        (usage(1000, 1000), &[(1.0, 2.0)], 3_000_000),
+        (
+            usage(1000, 1000),
+            &[(1.0, 2.0), (3.0, 0.5), (0.1, 0.1)],
+            3_500_000,
+        ),
+        // The dearest for this request, not the dearest per token.
+        (usage(0, 1000), &[(10.0, 1.0), (1.0, 2.0)], 2_000_000),
+        (usage(2, 0), &[(-5.0, 0.0)], 0),
+    ];
+    for (u, prices, nanos) in cases {
+        assert_eq!(worst_cost_nanos(u, prices), nanos, "{u:?} {prices:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_budget_admits_only_the_worst_cases_it_can_pay() {
+    let (t, r) = tenants(vec![RawClient {
+        budget_usd: Some(0.05),
+        window: Some("day".into()),
+        ..record("a")
+    }]);
+    let route = RouteSelector::Default;
+    let c = chat("hi", Some(20));
+    // USD 0.015 each at worst: three fit in USD 0.05, the fourth does not.
+    let prices = [priced_at(0.005), priced_at(0.015)];
+    let mut tickets = Vec::new();
+    let mut refusals = Vec::new();
+    for _ in 0..8 {
+        match t.admit(&r[0], &route, &c, &prices).await {
+            Ok(ticket) => tickets.push(ticket),
+            Err(e) => refusals.push(e),
+        }
+    }
+    assert_eq!((tickets.len(), refusals.len()), (3, 5), "{refusals:?}");
+    let ClientRefusal::Budget {
+        left_usd,
+        worst_usd,
+        ..
+    } = refusals[0]
+    else {
+        panic!("{:?}", refusals[0]);
+    };
+    assert!((left_usd - 0.005).abs() < 1e-9, "{left_usd}");
+    assert!((worst_usd - 0.015).abs() < 1e-9, "{worst_usd}");
+    assert!(refusals[0].to_string().contains("nearly spent"));
+    assert!((t.usage(&r[0]).spent_usd - 0.045).abs() < 1e-9);
+    let spent = |usd: f64| {
+        let now = t.usage(&r[0]).spent_usd;
+        assert!((now - usd).abs() < 1e-9, "spent {now}, not {usd}");
+    };
+    // Settled: the cost replaces the reservation (0.045 - 0.015 + 0.004).
+    tickets.pop().unwrap().settle(Used::Known {
+        tokens: 10,
+        cost_usd: 0.004,
+    });
+    spent(0.034);
+    // Room again for one worst case, not two.
+    let again = t.admit(&r[0], &route, &c, &prices).await.unwrap();
+    assert!(t.admit(&r[0], &route, &c, &prices).await.is_err());
+    spent(0.049);
+    // A run that cannot tell what it used after calling the cheaper target
+    // is charged the estimate at that target's price.
+    again.calling(Some(priced_at(0.005)));
+    drop(again);
+    spent(0.039);
+    // A reservation nothing used is given back.
+    tickets.pop().unwrap().settle(Used::Nothing);
+    spent(0.024);
+    // A provider that used more than the estimate is charged it all: only
+    // that can pass the budget.
+    tickets.pop().unwrap().settle(Used::Known {
+        tokens: 100,
+        cost_usd: 0.045,
+    });
+    spent(0.054);
+    let spent = t.admit(&r[0], &route, &c, &[]).await.unwrap_err();
+    assert!(spent.to_string().starts_with("budget spent"), "{spent}");
+}
+
+#[tokio::test]
+async fn a_worst_case_above_the_whole_budget_says_so() {
+    let (t, r) = tenants(vec![RawClient {
+        budget_usd: Some(0.01),
+        ..record("a")
+    }]);
+    let e = t
+        .admit(
+            &r[0],
+            &RouteSelector::Default,
+            &chat("hi", Some(20)),
+            &[priced_at(0.02)],
+        )
+        .await
+        .unwrap_err();
+    let ClientRefusal::Budget { worst_usd, .. } = e else {
+        panic!("{e:?}");
+    };
+    assert!((worst_usd - 0.02).abs() < 1e-9);
+    let message = e.to_string();
+    assert!(
+        message.contains("more than this key's whole budget of USD 0.01")
+            && message.contains("max_tokens"),
+        "{message}"
+    );
+    assert_eq!(t.usage(&r[0]).spent_usd, 0.0, "nothing reserved");
 }
 
 #[tokio::test]
@@ -198,15 +344,15 @@ async fn models_and_expiry_scope_a_record() {
     ]);
     let c = chat("hi", None);
     let named = |n: &str| RouteSelector::Model(n.into());
-    assert!(t.admit(&r[0], &named("fast"), &c).await.is_ok());
+    assert!(t.admit(&r[0], &named("fast"), &c, &[]).await.is_ok());
     assert!(
-        t.admit(&r[0], &RouteSelector::pin("groq"), &c)
+        t.admit(&r[0], &RouteSelector::pin("groq"), &c, &[])
             .await
             .is_ok()
     );
-    assert!(t.admit(&r[0], &named("groq:llama"), &c).await.is_ok());
+    assert!(t.admit(&r[0], &named("groq:llama"), &c, &[]).await.is_ok());
     let e = t
-        .admit(&r[0], &named("openai:gpt-4o"), &c)
+        .admit(&r[0], &named("openai:gpt-4o"), &c, &[])
         .await
         .unwrap_err();
     assert_eq!(
@@ -216,7 +362,7 @@ async fn models_and_expiry_scope_a_record() {
         }
     );
     let e = t
-        .admit(&r[1], &RouteSelector::Default, &c)
+        .admit(&r[1], &RouteSelector::Default, &c, &[])
         .await
         .unwrap_err();
     assert_eq!(e, ClientRefusal::Expired);

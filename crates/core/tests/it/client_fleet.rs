@@ -1,7 +1,7 @@
 //! A client record's counters in a real `redis-server`: a reservation
-//! settled there from the answer's usage, and spend made while Redis was
-//! away sent to the fleet once it is back (never lost, never charged
-//! twice).
+//! (tokens and the budget's worst case) settled there from the answer's
+//! usage and cost, and spend made while Redis was away sent to the fleet
+//! once it is back (never lost, never charged twice).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,20 +62,27 @@ async fn settlements_reach_redis_and_spend_made_while_it_was_away_follows() {
         format!("understudy:{{client:fleet-team}}:tpm:{minute}"),
         format!("understudy:{{client:fleet-team}}:usd:{}", unix() / 86_400),
     );
+    // At USD 1 000 a million tokens either way the worst case is USD 1.
+    let priced = [(1000.0, 1000.0)];
     let ticket = tenants
-        .admit(&record, &RouteSelector::Default, &chat)
+        .admit(&record, &RouteSelector::Default, &chat, &priced)
         .await
         .unwrap();
     let same_minute = || unix() / 60 == minute;
     if same_minute() {
         assert_eq!(get(&redis, &tpm).await, Some(1000));
     }
+    assert_eq!(
+        get(&redis, &usd).await,
+        Some(1_000_000_000),
+        "the worst case reserved at admission"
+    );
     ticket.settle(Used::Known {
         tokens: 150,
         cost_usd: 0.25,
     });
     let wait = Duration::from_secs(20);
-    eventually_within(wait, "the settlement in Redis", async || {
+    eventually_within(wait, "the cost in Redis for the reservation", async || {
         get(&redis, &usd).await == Some(250_000_000)
     })
     .await;
@@ -86,7 +93,7 @@ async fn settlements_reach_redis_and_spend_made_while_it_was_away_follows() {
     // with the next admission that reaches it, once.
     redis.stop();
     let local = tenants
-        .admit(&record, &RouteSelector::Default, &chat)
+        .admit(&record, &RouteSelector::Default, &chat, &priced)
         .await
         .unwrap();
     local.settle(Used::Known {
@@ -101,7 +108,9 @@ async fn settlements_reach_redis_and_spend_made_while_it_was_away_follows() {
     );
     eventually_within(wait, "the spend made while Redis was away", async || {
         // An admission that reaches Redis sends what it did not hear of.
-        let t = tenants.admit(&record, &RouteSelector::Default, &chat).await;
+        let t = tenants
+            .admit(&record, &RouteSelector::Default, &chat, &[])
+            .await;
         if let Ok(t) = t {
             t.settle(Used::Nothing);
         }

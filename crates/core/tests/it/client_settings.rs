@@ -2,6 +2,8 @@
 //! record reads as, and bad records as configuration errors that name the
 //! setting and never show a key.
 
+use std::path::PathBuf;
+
 use understudy_core::Settings;
 use understudy_core::settings::{ClientWindow, sha256};
 
@@ -72,7 +74,17 @@ fn bad_records_name_the_field_and_show_no_secret() {
         (
             "[[server.clients]]\nname = \"team\"\nkey = \"short-key\"\n".to_owned(),
             "server.clients[0].key",
-            "at least 16 characters",
+            "16 to 256 characters",
+        ),
+        (
+            "[[server.clients]]\nname = \"team\"\nkey = \"sk team 0123456789\"\n".to_owned(),
+            "server.clients[0].key",
+            "printable ASCII without spaces",
+        ),
+        (
+            format!("[server]\nadmin_token = \"{KEY}\"\n{}", record("")),
+            "server.clients[0].key",
+            "the same key as the admin token",
         ),
         (
             format!("[server]\napi_keys = [\"{KEY}\"]\n{}", record("")),
@@ -130,4 +142,57 @@ fn the_docs_example_loads_as_it_says() {
     assert!(r.allows("fast") && r.allows("groq") && r.allows("openai:gpt-4o-mini"));
     assert!(!r.allows("anthropic:claude-sonnet-4-5"));
     assert!(r.expires.is_some());
+}
+
+#[test]
+fn the_state_file_is_beside_the_settings_file_unless_set() {
+    let dir = std::env::temp_dir().join(format!("understudy-state-setting-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    let at = |toml: &str, env: &[(&str, &str)]| {
+        std::fs::write(&config, toml).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        Settings::load(Some(&config), move |k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })
+        .map(|s| s.server.state_file)
+    };
+    // (the file's [server], the environment, where the state is kept)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], PathBuf);
+    let cases: [Case<'_>; 4] = [
+        ("", &[], dir.join("understudy-state.json")),
+        (
+            "state_file = \"data/kept.json\"",
+            &[],
+            dir.join("data/kept.json"),
+        ),
+        (
+            "state_file = \"/var/lib/us/kept.json\"",
+            &[],
+            "/var/lib/us/kept.json".into(),
+        ),
+        (
+            "state_file = \"data/kept.json\"",
+            &[("UNDERSTUDY_STATE_FILE", "elsewhere.json")],
+            "elsewhere.json".into(),
+        ),
+    ];
+    for (server, env, path) in cases {
+        assert_eq!(
+            at(&format!("[server]\n{server}\n"), env).unwrap(),
+            path,
+            "{server}"
+        );
+    }
+    let e = at("[server]\nstate_file = \" \"\n", &[]).unwrap_err();
+    assert_eq!(e.setting, "server.state_file", "{e}");
+    // Without a settings file: in the working directory.
+    let bare = Settings::load(None, |_| None).unwrap();
+    assert_eq!(
+        bare.server.state_file,
+        PathBuf::from("understudy-state.json")
+    );
 }

@@ -5,6 +5,11 @@
 //!   /v1/admin/clients/{name}`: list, create (a key the gateway makes is
 //!   shown once), change and revoke client records (with Redis, for every
 //!   instance within a second).
+//!
+//! A change is kept before it is answered: in Redis when it is configured,
+//! else in the state file (`server.state_file`); the client answers say
+//! which (`kept_in`). A change that cannot be kept is a 503 and is not
+//! made.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -46,7 +51,11 @@ async fn write(
 }
 
 async fn list_clients(State(state): State<AppState>) -> Response {
-    Json(json!({ "clients": state.engine.list_clients() })).into_response()
+    Json(json!({
+        "clients": state.engine.list_clients(),
+        "kept_in": state.engine.kept_in(),
+    }))
+    .into_response()
 }
 
 async fn create_client(
@@ -84,7 +93,7 @@ async fn delete_client(
         .await
         .map_err(admin_error)?;
     tracing::info!(client = %name, "client record revoked by the admin API");
-    Ok(Json(json!({ "deleted": name })).into_response())
+    Ok(Json(json!({ "deleted": name, "kept_in": state.engine.kept_in() })).into_response())
 }
 
 fn admin_error(e: AdminError) -> ApiError {

@@ -178,19 +178,31 @@ async fn a_spent_budget_is_a_402_the_sdks_send_once() {
     sim.always(Reply::text("Hello from the budget"));
     let key = "sk-budget-0123456789";
     let toml = format!(
-        "[[server.clients]]\nname = \"small\"\nkey = \"{key}\"\nbudget_usd = 0.01\nwindow = \"day\"\n"
+        "[[server.clients]]\nname = \"small\"\nkey = \"{key}\"\nbudget_usd = 0.012\nwindow = \"day\"\n"
     );
     let s = instance(&sim, &toml, Some(&redis.url())).await;
-    // "hello there" (2 tokens) and a 4-token answer at USD 1000 a million:
-    // USD 0.006 a request. The first two pass; together they spend it.
-    let first = ask(&s, key).await;
-    assert_eq!(first.status, 200, "{}", first.body);
+    // "hello there" (2 tokens) and at most 4 answer tokens at USD 1000 a
+    // million: USD 0.006 a request at worst. The first two fit; together
+    // they spend it.
+    let capped = |stream: bool| {
+        json!({"model": "default", "stream": stream, "max_tokens": 4,
+               "messages": [{"role": "user", "content": "hello there"}]})
+        .to_string()
+    };
     let bearer = format!("Bearer {key}");
+    let first = s
+        .post_with(
+            "/v1/chat/completions",
+            &[("authorization", &bearer)],
+            capped(false),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
     let streamed = s
         .post_with(
             "/v1/chat/completions",
             &[("authorization", &bearer)],
-            chat(true),
+            capped(true),
         )
         .await;
     assert_eq!(streamed.status, 200, "{}", streamed.body);

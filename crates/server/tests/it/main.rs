@@ -17,6 +17,8 @@ mod bedrock;
 mod bedrock_converse;
 mod claude_code;
 mod claude_code_session;
+mod client_budget;
+mod client_writes;
 mod clients;
 mod cloud_twins;
 mod credentials;
