@@ -54,7 +54,7 @@ pub type Kick = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// What a request does about credentials now: see the module's docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Credentials are held: sign with them.
     Go,
     /// Pass the target over.

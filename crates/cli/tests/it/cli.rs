@@ -342,6 +342,51 @@ async fn providers_shows_a_vertex_tokens_source_and_expiry_never_the_token() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn providers_shows_a_broken_vertex_key_unavailable_and_warns_once() {
+    let groq = SimProvider::openai().await.unwrap();
+    let openai = SimProvider::openai().await.unwrap();
+    let account = understudy_testkit::VertexSim::new("cli-project", "us-east5");
+    let vertex = SimProvider::vertex(understudy_testkit::Protocol::Messages, &account)
+        .await
+        .unwrap();
+    let key_file = account.key_file(&format!("{}/token", vertex.base_url()));
+    std::fs::write(&key_file, "{\"type\": \"service_acc").unwrap();
+    let config = config_file(
+        "vertex-broken",
+        &format!(
+            "[providers.vertex]\nkind = \"vertex\"\nproject = \"cli-project\"\nregion = \"us-east5\"\nbase_url = {:?}\ncredentials_file = {:?}\nmodel = \"claude-haiku-4-5@20251001\"\n",
+            vertex.base_url(),
+            key_file.display().to_string()
+        ),
+    );
+    let mut cmd = understudy(&groq, &openai);
+    cmd.arg("--config").arg(&config).arg("providers");
+    let out = run(cmd).await;
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("vertex"))
+        .unwrap_or_else(|| panic!("vertex missing: {text}"));
+    assert!(
+        line.contains(
+            "unavailable: credentials unusable: the service account key file is not a JSON key file"
+        ),
+        "{line}"
+    );
+    // One WARN line, for the operator: it names the file.
+    let log = String::from_utf8_lossy(&out.stderr);
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("credentials cannot be had"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains(&*key_file.to_string_lossy()), "{log}");
+    assert_eq!(account.exchanges(), 0);
+    let _ = std::fs::remove_file(&key_file);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bedrock_credentials_reach_no_log_error_or_output_even_at_trace() {
     let groq = SimProvider::openai().await.unwrap();
     let openai = SimProvider::openai().await.unwrap();
