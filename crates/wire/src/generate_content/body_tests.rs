@@ -197,6 +197,18 @@ fn bodies_that_are_not_one_json_object_are_refused() {
 }
 
 #[test]
+fn a_refused_value_is_not_repeated_whole() {
+    let long = "!".repeat(100_000);
+    let body = json!({"contents": [{"role": "model", "parts": [{"text": "x", "thoughtSignature": long}]}]});
+    let message = check(&body).expect_err("refused");
+    assert!(message.len() <= 1030, "{}", message.len());
+    assert!(
+        message
+            .starts_with("Invalid value at 'contents[0].parts[0].thought_signature' (TYPE_BYTES)")
+    );
+}
+
+#[test]
 fn a_part_is_small() {
     // A part of a body of many small parts costs a few words, not the
     // hundreds of bytes of a struct of every optional field.

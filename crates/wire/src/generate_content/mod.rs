@@ -23,7 +23,8 @@
 //! `alt=sse` stream, `error.rs` classifies `google.rpc.Status` errors, and
 //! `schema.rs` reduces JSON Schema to what Gemini accepts (and reads
 //! Google's schemas back). For the Gemini front end: `body.rs` reads a
-//! client's body as strictly as Google does, `inbound.rs` translates it
+//! client's body as strictly as Google does (`invalid.rs`: Google's
+//! messages for what it refuses), `inbound.rs` translates it
 //! into the neutral request, `answer.rs` writes answers,
 //! stream chunks and errors.
 
@@ -31,6 +32,7 @@ pub mod answer;
 pub mod body;
 pub mod error;
 pub mod inbound;
+mod invalid;
 pub mod native;
 pub mod request;
 pub mod response;
