@@ -22,6 +22,9 @@
 //! its schema reduction) is `understudy_wire::generate_content`; this is
 //! its transport: the endpoint, the key header, the pooled client.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use understudy_wire::generate_content::{error, request, response, stream};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -131,12 +134,23 @@ impl Upstream for GeminiProtocol {
         if let Some(native) = self.native(request) {
             // The client's own body as it wrote it (thought signatures
             // intact): only the model, which is in the URL, changes (and
-            // an unsigned call turn gets Google's dummy signature).
+            // an unsigned call turn gets Google's dummy signature). A body
+            // that needs no change goes from the request's own buffer, not
+            // a copy of it.
+            let body = match understudy_wire::generate_content::native::prepare(&native.body) {
+                Cow::Owned(edited) => reqwest::Body::from(edited),
+                Cow::Borrowed(_) => match &request.native {
+                    Some(shared) => reqwest::Body::from(bytes::Bytes::from_owner(
+                        crate::http::NativeBody(Arc::clone(shared)),
+                    )),
+                    None => reqwest::Body::from(native.body.clone()),
+                },
+            };
             return Ok(crate::http::raw_post(
                 client,
                 self.url(model, method),
                 self.headers.clone(),
-                understudy_wire::generate_content::native::prepare(&native.body).into_owned(),
+                body,
             ));
         }
         let url = self.url(model, method);

@@ -429,9 +429,21 @@ pub(crate) fn raw_post(
     client: &reqwest::Client,
     url: impl reqwest::IntoUrl,
     headers: HeaderMap,
-    body: String,
+    body: impl Into<reqwest::Body>,
 ) -> reqwest::RequestBuilder {
     client.post(url).headers(headers).body(body)
+}
+
+/// A client's native body as an upstream request's body, sharing the
+/// request's buffer (`bytes::Bytes::from_owner`): a large body is sent
+/// without a second copy of it.
+#[derive(Debug)]
+pub(crate) struct NativeBody(pub(crate) std::sync::Arc<understudy_core::NativeRequest>);
+
+impl AsRef<[u8]> for NativeBody {
+    fn as_ref(&self) -> &[u8] {
+        self.0.body.as_bytes()
+    }
 }
 
 /// `model` when it can stand as one URL path segment as it is (letters,

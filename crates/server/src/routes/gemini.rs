@@ -7,10 +7,14 @@
 //! other APIs; the failover shows in `x-understudy-*` headers and in
 //! `modelVersion`, which names the model that answered.
 //!
-//! A Gemini target gets the client's body as sent (thought signatures
-//! intact; see `understudy_wire::generate_content::native`); every other
-//! target gets the translation (`inbound.rs` there), and its answer is
-//! written in Gemini's shapes (`answer.rs` there).
+//! A body is read as strictly as Google reads it (`body.rs` there): what
+//! Google refuses gets Google's own 400 `INVALID_ARGUMENT` here, so a
+//! client that works through the gateway works against Google too. A
+//! Gemini target gets the client's body as sent (thought signatures
+//! intact; see `understudy_wire::generate_content::native`), in the same
+//! buffer the body arrived in; every other target gets the translation
+//! (`inbound.rs` there), and its answer is written in Gemini's shapes
+//! (`answer.rs` there).
 
 use std::sync::Arc;
 
@@ -23,9 +27,8 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
-use understudy_wire::generate_content::inbound::{GenerateContentRequest, Translated};
+use understudy_wire::generate_content::inbound::{self, Translated};
 
-use super::parse_json;
 use crate::frames::{Framing, KeepAlive};
 use crate::front::{Front, Preamble, native_json, serve};
 use crate::{ApiError, AppState, GeminiError};
@@ -82,14 +85,12 @@ async fn generate(
     framing: Option<Framing>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
-    // The bytes as sent, for Gemini targets (`Bytes` shares its buffer).
-    let raw = body.as_ref().ok().cloned();
-    let body: GenerateContentRequest = parse_json(body)?;
+    let bytes = body.map_err(super::body_error)?;
     let Translated {
         mut chat,
         include_thoughts,
-    } = body.translate().map_err(ApiError::from)?;
-    chat.native = native(raw);
+    } = inbound::read(&bytes)?.translate()?;
+    chat.native = native(bytes);
     let front = GenerateContent {
         id: preamble.id.clone(),
         include_thoughts,
@@ -139,9 +140,11 @@ impl Front for GenerateContent {
     }
 }
 
-/// The client's body as sent, for Gemini targets.
-fn native(raw: Option<Bytes>) -> Option<Arc<NativeRequest>> {
-    let body = String::from_utf8(raw?.to_vec()).ok()?;
+/// The client's body as sent, for Gemini targets: the buffer it arrived
+/// in (the typed request holds no reference to it, so it is the only
+/// owner and becomes the `String` without a copy).
+fn native(bytes: Bytes) -> Option<Arc<NativeRequest>> {
+    let body = String::from_utf8(Vec::from(bytes)).ok()?;
     Some(Arc::new(NativeRequest::new(
         Protocol::GenerateContent,
         body,
@@ -158,12 +161,11 @@ async fn count_tokens(
     model: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
-    let raw = body.as_ref().ok().cloned();
-    let body: GenerateContentRequest = parse_json(body)?;
-    let counted = body.counted();
+    let bytes = body.map_err(super::body_error)?;
+    let counted = inbound::read(&bytes)?.counted();
     let estimate = counted.estimate_input_tokens();
-    let Translated { mut chat, .. } = counted.translate().map_err(ApiError::from)?;
-    chat.native = native(raw);
+    let Translated { mut chat, .. } = counted.translate()?;
+    chat.native = native(bytes);
     let mut request = GenerateRequest::new(chat).route(super::model_route(model));
     // The client's record scopes a count as it does a generation.
     request.tenant = preamble.tenant;

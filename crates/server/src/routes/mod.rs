@@ -42,15 +42,7 @@ pub(crate) async fn not_found(uri: Uri) -> Response {
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| {
-        let status = rejection.status();
-        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "the body is larger than the gateway accepts (server.max_body_bytes)".to_owned()
-        } else {
-            rejection.body_text()
-        };
-        ApiError::Body { status, message }
-    })?;
+    let bytes = body.map_err(body_error)?;
     let not_json = |what: String| ApiError::Body {
         status: StatusCode::BAD_REQUEST,
         message: format!("the body is not a valid JSON object (no field is at fault): {what}"),
@@ -81,6 +73,17 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     de.end()
         .map_err(|e| not_json(format!("{e} (after the JSON object)")))?;
     Ok(value)
+}
+
+/// A body that could not be read (too large, cut short) as the API's error.
+pub(crate) fn body_error(rejection: BytesRejection) -> ApiError {
+    let status = rejection.status();
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "the body is larger than the gateway accepts (server.max_body_bytes)".to_owned()
+    } else {
+        rejection.body_text()
+    };
+    ApiError::Body { status, message }
 }
 
 /// The field a serde path names: the path without the segments

@@ -2,7 +2,8 @@
 //! against the real server over strict simulators: the two stream
 //! framings, `?key=`, Google's error shape, a surfaced refusal, a stream
 //! cut past the commit, the softened retry on a natively forwarded body,
-//! what only Gemini can carry, and `countTokens` counted or estimated.
+//! what only Gemini can carry, `countTokens` counted or estimated, and a
+//! body Google would refuse refused with Google's own 400.
 
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
@@ -154,12 +155,90 @@ async fn keys_come_from_the_header_or_the_query_and_errors_are_googles() {
     assert_eq!(a.status, 400, "{}", a.body);
     let e = json_of(&a.body);
     assert_eq!(e["error"]["status"], "INVALID_ARGUMENT");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("contents[0].role")),
+    assert_eq!(
+        e["error"]["message"], "Please use a valid role: user, model.",
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn what_google_refuses_is_refused_with_googles_400_and_never_forwarded() {
+    let (gemini, openai, s) = setup().await;
+    gemini.always(Reply::text("fine"));
+    openai.always(Reply::text("fine"));
+    let call_turn = json!({"role": "model", "parts": [
+        {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": "skip_thought_signature_validator"}
+    ]});
+    // (body, Google's message)
+    let cases = [
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "hi", "foo": 1}]}]}),
+            "Invalid JSON payload received. Unknown name \"foo\" at 'contents[0].parts[0]': Cannot find field.",
+        ),
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "foo": 1}),
+            "Invalid JSON payload received. Unknown name \"foo\": Cannot find field.",
+        ),
+        (
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "call f"}]},
+                call_turn,
+                {"role": "function", "parts": [{"functionResponse": {"name": "f", "response": {"result": 1}}}]}
+            ]}),
+            "Please use a valid role: user, model.",
+        ),
+        (
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "call f"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}, "thoughtSignature": 42}]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"result": 1}}}]}
+            ]}),
+            "Invalid value at 'contents[1].parts[0].thought_signature' (TYPE_BYTES), 42",
+        ),
+        (
+            json!({"contents": [{"role": "user", "parts": [{"thought": true}]}]}),
+            "* GenerateContentRequest.contents[0].parts[0].data: required oneof field 'data' must have one initialized field\n",
+        ),
+    ];
+    for (body, message) in &cases {
+        for route in ["gem", "oai"] {
+            for method in [
+                "generateContent",
+                "streamGenerateContent?alt=sse",
+                "countTokens",
+            ] {
+                let path = format!("/v1beta/models/{route}:{method}");
+                let a = s.post_with(&path, &[KEY], body.to_string()).await;
+                assert_eq!(a.status, 400, "{path} {body}: {}", a.body);
+                assert_eq!(
+                    json_of(&a.body),
+                    json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
+                    "{path} {body}"
+                );
+            }
+        }
+    }
+    assert_eq!(gemini.request_count(), 0, "nothing reached Gemini");
+    assert_eq!(openai.request_count(), 0, "nothing reached OpenAI");
+
+    // The simulator, Google's stand-in, refuses the same bodies itself.
+    let client = reqwest::Client::new();
+    for (body, _) in &cases {
+        let url = format!(
+            "{}/v1beta/models/gemini-x:generateContent",
+            gemini.base_url()
+        );
+        let r = client
+            .post(&url)
+            .header("x-goog-api-key", "sim")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the simulator answers");
+        assert_eq!(r.status(), 400, "{body}");
+        let e = json_of(&r.text().await.expect("Google's error"));
+        assert_eq!(e["error"]["status"], "INVALID_ARGUMENT", "{body}: {e}");
+    }
 }
 
 #[tokio::test]

@@ -18,186 +18,18 @@
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
 use serde_json::Value;
 use understudy_core::passthrough::Gated;
 use understudy_core::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
+pub use super::body::{
+    Content, FileData, FunctionCall, FunctionResponse, GenerateContentRequest, GenerationConfig,
+    Instruction, NativePart, PartIn, Speaker, ToolConfig, ToolIn, read,
+};
 use super::schema;
 use crate::Invalid;
-
-/// A `generateContent` (or `countTokens`) body as a client sends it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GenerateContentRequest {
-    #[serde(default)]
-    pub contents: Vec<Content>,
-    #[serde(alias = "system_instruction")]
-    pub system_instruction: Option<Content>,
-    #[serde(default)]
-    pub tools: Vec<ToolIn>,
-    #[serde(alias = "tool_config")]
-    pub tool_config: Option<ToolConfig>,
-    #[serde(alias = "generation_config")]
-    pub generation_config: Option<GenerationConfig>,
-    #[serde(default, alias = "safety_settings")]
-    pub safety_settings: Vec<Value>,
-    #[serde(alias = "cached_content")]
-    pub cached_content: Option<String>,
-    /// `countTokens` wraps a whole request here.
-    #[serde(alias = "generate_content_request")]
-    pub generate_content_request: Option<Box<GenerateContentRequest>>,
-}
-
-/// One turn: a role (`user`, `model`; none means `user`) and its parts.
-#[derive(Debug, Default, Deserialize)]
-pub struct Content {
-    pub role: Option<String>,
-    #[serde(default)]
-    pub parts: Vec<PartIn>,
-}
-
-/// One part: exactly one of its data fields is set.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PartIn {
-    pub text: Option<String>,
-    pub thought: Option<bool>,
-    #[serde(alias = "inline_data")]
-    pub inline_data: Option<Blob>,
-    #[serde(alias = "file_data")]
-    pub file_data: Option<FileData>,
-    #[serde(alias = "function_call")]
-    pub function_call: Option<FunctionCall>,
-    #[serde(alias = "function_response")]
-    pub function_response: Option<FunctionResponse>,
-    #[serde(alias = "executable_code")]
-    pub executable_code: Option<Value>,
-    #[serde(alias = "code_execution_result")]
-    pub code_execution_result: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Blob {
-    #[serde(alias = "mime_type")]
-    pub mime_type: String,
-    pub data: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FileData {
-    #[serde(default, alias = "mime_type")]
-    pub mime_type: Option<String>,
-    #[serde(alias = "file_uri")]
-    pub file_uri: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FunctionCall {
-    pub id: Option<String>,
-    pub name: String,
-    #[serde(default)]
-    pub args: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FunctionResponse {
-    pub id: Option<String>,
-    pub name: String,
-    #[serde(default)]
-    pub response: Option<Value>,
-}
-
-/// One entry of `tools`: function declarations, or one of Google's own
-/// tools (kept by name: only Gemini targets can run them).
-#[derive(Debug, Deserialize)]
-pub struct ToolIn {
-    #[serde(
-        default,
-        rename = "functionDeclarations",
-        alias = "function_declarations"
-    )]
-    pub function_declarations: Vec<FunctionDeclaration>,
-    #[serde(flatten)]
-    pub other: serde_json::Map<String, Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FunctionDeclaration {
-    pub name: String,
-    pub description: Option<String>,
-    /// Google's OpenAPI subset.
-    pub parameters: Option<Value>,
-    /// JSON Schema.
-    #[serde(alias = "parameters_json_schema")]
-    pub parameters_json_schema: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolConfig {
-    #[serde(alias = "function_calling_config")]
-    pub function_calling_config: Option<FunctionCallingConfig>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FunctionCallingConfig {
-    pub mode: Option<String>,
-    #[serde(default, alias = "allowed_function_names")]
-    pub allowed_function_names: Vec<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GenerationConfig {
-    pub temperature: Option<f32>,
-    #[serde(alias = "top_p")]
-    pub top_p: Option<f32>,
-    #[serde(alias = "top_k")]
-    pub top_k: Option<f32>,
-    #[serde(alias = "max_output_tokens")]
-    pub max_output_tokens: Option<u32>,
-    #[serde(default, alias = "stop_sequences")]
-    pub stop_sequences: Vec<String>,
-    #[serde(alias = "candidate_count")]
-    pub candidate_count: Option<u32>,
-    #[serde(alias = "presence_penalty")]
-    pub presence_penalty: Option<f32>,
-    #[serde(alias = "frequency_penalty")]
-    pub frequency_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    #[serde(alias = "response_mime_type")]
-    pub response_mime_type: Option<String>,
-    /// Google's OpenAPI subset.
-    #[serde(alias = "response_schema")]
-    pub response_schema: Option<Value>,
-    /// JSON Schema.
-    #[serde(alias = "response_json_schema", alias = "_responseJsonSchema")]
-    pub response_json_schema: Option<Value>,
-    #[serde(alias = "thinking_config")]
-    pub thinking_config: Option<ThinkingConfig>,
-    #[serde(default, alias = "response_modalities")]
-    pub response_modalities: Vec<String>,
-    #[serde(alias = "speech_config")]
-    pub speech_config: Option<Value>,
-    #[serde(alias = "response_logprobs")]
-    pub response_logprobs: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ThinkingConfig {
-    #[serde(alias = "include_thoughts")]
-    pub include_thoughts: Option<bool>,
-    #[serde(alias = "thinking_budget")]
-    pub thinking_budget: Option<i64>,
-}
 
 /// The neutral request, and whether the client asked to see thoughts.
 #[derive(Debug)]
@@ -221,12 +53,13 @@ impl GenerateContentRequest {
     }
 
     /// The neutral request: every field a neutral target can serve,
-    /// translated; what it cannot, named in `native_only`.
-    pub fn translate(&self) -> Result<Translated, Invalid> {
+    /// translated; what it cannot, named in `native_only`. The request is
+    /// consumed: its texts move into the neutral one rather than being
+    /// copied.
+    pub fn translate(self) -> Result<Translated, Invalid> {
         let mut foreign = Foreign::default();
         let mut chat = ChatRequest {
             system: self.system_instruction.as_ref().and_then(system_text),
-            messages: messages(&self.contents, &mut foreign)?,
             tools: tools(&self.tools, &mut foreign)?,
             ..ChatRequest::default()
         };
@@ -247,6 +80,10 @@ impl GenerateContentRequest {
             // Content cached on the operator's account.
             foreign.gate(Gated::Files);
         }
+        if self.continuation_token.is_some() {
+            foreign.only("continuationToken");
+        }
+        chat.messages = messages(self.contents, &mut foreign)?;
         chat.native_only = foreign.only;
         chat.native_gated = foreign.gated;
         Ok(Translated {
@@ -258,22 +95,24 @@ impl GenerateContentRequest {
     /// A rough count of the input tokens (four characters a token), for
     /// `countTokens` when no Gemini target can count.
     pub fn estimate_input_tokens(&self) -> u64 {
-        let text = |c: &Content| -> usize {
-            c.parts
+        let text = |parts: &[PartIn]| -> usize {
+            parts
                 .iter()
-                .map(|p| {
-                    p.text.as_deref().map_or(0, str::len)
-                        + p.function_call.as_ref().map_or(0, |f| {
-                            f.name.len() + f.args.as_ref().map_or(0, |a| a.to_string().len())
-                        })
-                        + p.function_response.as_ref().map_or(0, |f| {
-                            f.response.as_ref().map_or(0, |r| r.to_string().len())
-                        })
+                .map(|p| match p {
+                    PartIn::Text { text, .. } => text.len(),
+                    PartIn::FunctionCall(f) => {
+                        f.name.len() + f.args.as_ref().map_or(0, |a| a.get().len())
+                    }
+                    PartIn::FunctionResponse(f) => f.response.as_ref().map_or(0, |r| r.get().len()),
+                    _ => 0,
                 })
                 .sum()
         };
-        let chars: usize = self.contents.iter().map(text).sum::<usize>()
-            + self.system_instruction.as_ref().map_or(0, text);
+        let chars: usize = self.contents.iter().map(|c| text(&c.parts)).sum::<usize>()
+            + self
+                .system_instruction
+                .as_ref()
+                .map_or(0, |s| text(&s.parts));
         (chars as u64).div_ceil(4)
     }
 }
@@ -298,58 +137,55 @@ impl Foreign {
 
 /// The system instruction's text parts, joined (its role is ignored, as
 /// Google ignores it: the Gemini CLI sends `user`).
-fn system_text(content: &Content) -> Option<String> {
-    let text: Vec<&str> = content
+fn system_text(instruction: &Instruction) -> Option<String> {
+    let text: Vec<&str> = instruction
         .parts
         .iter()
-        .filter_map(|p| p.text.as_deref())
+        .filter_map(|p| match p {
+            PartIn::Text { text, .. } => Some(&**text),
+            _ => None,
+        })
         .collect();
     (!text.is_empty()).then(|| text.join("\n"))
 }
 
 /// The conversation as neutral turns.
-fn messages(contents: &[Content], foreign: &mut Foreign) -> Result<Vec<Message>, Invalid> {
+fn messages(contents: Vec<Content>, foreign: &mut Foreign) -> Result<Vec<Message>, Invalid> {
     let mut out = Vec::with_capacity(contents.len());
     let mut ids: HashSet<String> = HashSet::new();
     // The calls of the latest model turn not answered yet: (id, name).
     let mut pending: Vec<(String, String)> = Vec::new();
-    for (i, content) in contents.iter().enumerate() {
+    for (i, content) in contents.into_iter().enumerate() {
         let field = |j: usize, what: &str| format!("contents[{i}].parts[{j}].{what}");
-        match content.role.as_deref() {
-            None | Some("user" | "function") => {
-                user_turn(content, &mut pending, foreign, &mut out, &field)?
+        match content.role {
+            None | Some(Speaker::User) => {
+                user_turn(content.parts, &mut pending, foreign, &mut out, &field)?
             }
-            Some("model") => {
+            Some(Speaker::Model) => {
                 pending.clear();
                 let mut m = Message::text(Role::Assistant, String::new());
                 m.content.clear();
-                for (j, part) in content.parts.iter().enumerate() {
-                    if let Some(call) = &part.function_call {
-                        let id = call_id(call.id.as_deref(), i, j, &mut ids);
-                        pending.push((id.clone(), call.name.clone()));
-                        m.tool_calls.push(ToolCall {
-                            id,
-                            name: call.name.clone(),
-                            arguments: call
-                                .args
-                                .as_ref()
-                                .map_or_else(|| "{}".to_owned(), Value::to_string),
-                        });
-                    } else if part.thought == Some(true) {
+                for (j, part) in content.parts.into_vec().into_iter().enumerate() {
+                    match part {
+                        PartIn::FunctionCall(call) => {
+                            let FunctionCall { id, name, args, .. } = *call;
+                            let id = call_id(id.as_deref(), i, j, &mut ids);
+                            pending.push((id.clone(), name.clone()));
+                            m.tool_calls.push(ToolCall {
+                                id,
+                                name,
+                                arguments: args
+                                    .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned()),
+                            });
+                        }
                         // Reasoning: only Gemini reads its own back.
-                    } else {
-                        content_part(part, &mut m.content, foreign, &|w| field(j, w))?;
+                        PartIn::Text { thought: true, .. } => {}
+                        part => content_part(part, &mut m.content, foreign, &|w| field(j, w))?,
                     }
                 }
                 if !m.is_empty() {
                     out.push(m);
                 }
-            }
-            Some(other) => {
-                return Err(Invalid::new(
-                    format!("contents[{i}].role"),
-                    format!("`{other}` is not a role: expected `user` or `model`"),
-                ));
             }
         }
     }
@@ -359,7 +195,7 @@ fn messages(contents: &[Content], foreign: &mut Foreign) -> Result<Vec<Message>,
 /// A user turn: its function responses first (each a tool turn answering
 /// its call), then its text and images as one user turn.
 fn user_turn(
-    content: &Content,
+    parts: Box<[PartIn]>,
     pending: &mut Vec<(String, String)>,
     foreign: &mut Foreign,
     out: &mut Vec<Message>,
@@ -367,8 +203,8 @@ fn user_turn(
 ) -> Result<(), Invalid> {
     let mut user = Message::text(Role::User, String::new());
     user.content.clear();
-    for (j, part) in content.parts.iter().enumerate() {
-        let Some(response) = &part.function_response else {
+    for (j, part) in parts.into_vec().into_iter().enumerate() {
+        let PartIn::FunctionResponse(response) = part else {
             content_part(part, &mut user.content, foreign, &|w| field(j, w))?;
             continue;
         };
@@ -387,7 +223,7 @@ fn user_turn(
             ));
         };
         let (id, _) = pending.remove(at);
-        out.push(Message::tool_result(id, response_text(response)));
+        out.push(Message::tool_result(id, response_text(&response)));
     }
     if !user.is_empty() {
         out.push(user);
@@ -412,48 +248,63 @@ fn call_id(given: Option<&str>, i: usize, j: usize, ids: &mut HashSet<String>) -
 /// A function response as the tool result's text: the `output` or
 /// `result` text when that is all it holds, else its JSON.
 fn response_text(response: &FunctionResponse) -> String {
-    match &response.response {
-        None => String::new(),
-        Some(Value::Object(map)) if map.len() == 1 => {
-            match map.get("output").or_else(|| map.get("result")) {
-                Some(Value::String(s)) => s.clone(),
-                _ => Value::Object(map.clone()).to_string(),
+    let Some(raw) = &response.response else {
+        return String::new();
+    };
+    if let Ok(map) = serde_json::from_str::<serde_json::Map<String, Value>>(raw.get()) {
+        if map.len() == 1 {
+            if let Some(Value::String(s)) = map.get("output").or_else(|| map.get("result")) {
+                return s.clone();
             }
         }
-        Some(v) => v.to_string(),
+        return Value::Object(map).to_string();
     }
+    raw.get().to_owned()
 }
 
 /// One text, image or file part into `parts`; anything else only Gemini
 /// can carry.
 fn content_part(
-    part: &PartIn,
+    part: PartIn,
     parts: &mut Vec<Part>,
     foreign: &mut Foreign,
     field: &dyn Fn(&str) -> String,
 ) -> Result<(), Invalid> {
-    if let Some(text) = &part.text {
-        if part.thought != Some(true) {
-            parts.push(Part::Text { text: text.clone() });
+    match part {
+        PartIn::Text { text, thought } => {
+            if !thought {
+                parts.push(Part::Text { text: text.into() });
+            }
         }
-    } else if let Some(blob) = &part.inline_data {
-        if blob.mime_type.to_ascii_lowercase().starts_with("image/") {
-            parts.push(Part::Image {
-                url: format!("data:{};base64,{}", blob.mime_type, blob.data),
-                detail: None,
-            });
-        } else {
-            foreign.only("inline data that is not an image");
+        PartIn::InlineData(blob) => {
+            if blob.mime_type.to_ascii_lowercase().starts_with("image/") {
+                parts.push(Part::Image {
+                    url: format!("data:{};base64,{}", blob.mime_type, blob.data),
+                    detail: None,
+                });
+            } else {
+                foreign.only("inline data that is not an image");
+            }
         }
-    } else if let Some(file) = &part.file_data {
-        file_part(file, parts, foreign, field)?;
-    } else if part.executable_code.is_some() || part.code_execution_result.is_some() {
-        foreign.only("code execution parts");
-    } else if part.function_call.is_some() {
-        return Err(Invalid::new(
-            field("functionCall"),
-            "a function call is the model's: it belongs in a `model` turn",
-        ));
+        PartIn::FileData(file) => file_part(&file, parts, foreign, field)?,
+        PartIn::Native(NativePart::ExecutableCode | NativePart::CodeExecutionResult) => {
+            foreign.only("code execution parts");
+        }
+        PartIn::Native(NativePart::ToolCall | NativePart::ToolResponse) => {
+            foreign.only("server tool parts");
+        }
+        PartIn::FunctionCall(_) => {
+            return Err(Invalid::new(
+                field("functionCall"),
+                "a function call is the model's: it belongs in a `model` turn",
+            ));
+        }
+        PartIn::FunctionResponse(_) => {
+            return Err(Invalid::new(
+                field("functionResponse"),
+                "a function response is the user's: it belongs in a `user` turn",
+            ));
+        }
     }
     Ok(())
 }
@@ -522,17 +373,29 @@ fn tools(tools: &[ToolIn], foreign: &mut Foreign) -> Result<Vec<Tool>, Invalid> 
                 strict: None,
             });
         }
-        for name in tool.other.keys() {
-            match name.as_str() {
-                "googleSearch"
-                | "google_search"
-                | "googleSearchRetrieval"
-                | "google_search_retrieval" => foreign.gate(Gated::WebSearch),
-                "urlContext" | "url_context" => foreign.gate(Gated::WebFetch),
-                "codeExecution" | "code_execution" => foreign.gate(Gated::CodeExecution),
-                _ => {}
+        // (present, gated on the operator's key as)
+        let own = [
+            (tool.google_search.is_some(), Some(Gated::WebSearch)),
+            (
+                tool.google_search_retrieval.is_some(),
+                Some(Gated::WebSearch),
+            ),
+            (tool.google_maps.is_some(), Some(Gated::WebSearch)),
+            (tool.enterprise_web_search.is_some(), Some(Gated::WebSearch)),
+            (tool.retrieval.is_some(), Some(Gated::WebSearch)),
+            (tool.url_context.is_some(), Some(Gated::WebFetch)),
+            (tool.code_execution.is_some(), Some(Gated::CodeExecution)),
+            (tool.mcp_servers.is_some(), Some(Gated::Mcp)),
+            (tool.file_search.is_some(), Some(Gated::Files)),
+            (tool.computer_use.is_some(), None),
+        ];
+        for (present, gated) in own {
+            if present {
+                if let Some(g) = gated {
+                    foreign.gate(g);
+                }
+                foreign.only("Google's own tools");
             }
-            foreign.only("Google's own tools");
         }
     }
     Ok(out)
@@ -622,8 +485,14 @@ fn generation(
         .iter()
         .any(|m| !m.eq_ignore_ascii_case("text"))
         || config.speech_config.is_some()
+        || config.image_config.is_some()
+        || config.audio_transcription_config.is_some()
+        || config.audio_timestamp == Some(true)
     {
         foreign.only("image and audio output");
+    }
+    if config.routing_config.is_some() || config.model_selection_config.is_some() {
+        foreign.only("Vertex's model routing");
     }
     if config.response_logprobs == Some(true) {
         foreign.only("log probabilities");

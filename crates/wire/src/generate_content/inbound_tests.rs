@@ -8,9 +8,10 @@ use understudy_core::{Message, Part, ResponseFormat, Role, ToolCall, ToolChoice}
 use super::*;
 
 fn read(body: Value) -> Result<Translated, Invalid> {
-    let request: GenerateContentRequest =
-        serde_json::from_value(body).expect("the body has Gemini's shape");
-    request.translate()
+    let bytes = serde_json::to_vec(&body).expect("JSON");
+    super::read(&bytes)
+        .expect("the body has Gemini's shape")
+        .translate()
 }
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {
@@ -218,8 +219,9 @@ fn what_google_refuses_is_a_400_naming_the_field() {
     // (body, field)
     let cases = [
         (
-            json!({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}),
-            "contents[0].role",
+            json!({"contents": [{"role": "model", "parts": [
+                {"functionResponse": {"name": "f", "response": {}}}]}]}),
+            "contents[0].parts[0].functionResponse",
         ),
         (
             json!({"contents": [{"role": "user", "parts": [
@@ -256,10 +258,10 @@ fn what_google_refuses_is_a_400_naming_the_field() {
 
 #[test]
 fn a_count_body_counts_its_inner_request() {
-    let r: GenerateContentRequest = serde_json::from_value(json!({
+    let body = json!({
         "generateContentRequest": {"model": "models/x", "contents": [{"parts": [{"text": "12345678"}]}]}
-    }))
-    .expect("shape");
+    });
+    let r = super::read(body.to_string().as_bytes()).expect("shape");
     let r = r.counted();
     assert_eq!(r.estimate_input_tokens(), 2);
 }

@@ -22,13 +22,17 @@
 //! reads an answer (refusals, calls, usage), `stream.rs` parses the
 //! `alt=sse` stream, `error.rs` classifies `google.rpc.Status` errors, and
 //! `schema.rs` reduces JSON Schema to what Gemini accepts (and reads
-//! Google's schemas back). For the Gemini front end: `inbound.rs` reads a
-//! client's body into the neutral request, `answer.rs` writes answers,
+//! Google's schemas back). For the Gemini front end: `body.rs` reads a
+//! client's body as strictly as Google does (`invalid.rs`: Google's
+//! messages for what it refuses), `inbound.rs` translates it
+//! into the neutral request, `answer.rs` writes answers,
 //! stream chunks and errors.
 
 pub mod answer;
+pub mod body;
 pub mod error;
 pub mod inbound;
+mod invalid;
 pub mod native;
 pub mod request;
 pub mod response;

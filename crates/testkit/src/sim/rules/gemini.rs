@@ -17,6 +17,11 @@
 //!   or `parametersJsonSchema` (JSON Schema), not both: the API reference
 //!   says the latter "is mutually exclusive with parameters".
 //!
+//! - no field Google's JSON mapping does not know in the request, its
+//!   contents and their parts ("Invalid JSON payload received. Unknown
+//!   name …: Cannot find field."), and exactly one data field in a part
+//!   (`Part.data` is a `oneof`);
+//!
 //! Google's JSON parser takes a field in camelCase or in snake_case (the
 //! google-genai Python SDK sends `parameters_json_schema`), so every rule
 //! reads both spellings.
@@ -56,6 +61,7 @@ pub(super) fn check(
             "* GenerateContentRequest.contents: contents is not specified\n".into(),
         ));
     };
+    known_fields(&body, contents)?;
     roles(contents)?;
     signatures(contents, minted)?;
     responses_follow_calls(contents)?;
@@ -63,6 +69,134 @@ pub(super) fn check(
     declarations(&body)?;
     if thinking {
         current_loop_signed(contents)?;
+    }
+    Ok(())
+}
+
+/// The fields of a `GenerateContentRequest`, camelCase (snake_case is
+/// read as its camelCase spelling).
+const REQUEST_FIELDS: &[&str] = &[
+    "model",
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "safetySettings",
+    "generationConfig",
+    "cachedContent",
+    "labels",
+    "serviceTier",
+    "store",
+    "continuationToken",
+];
+
+/// The fields of a `Part` that hold its data: exactly one is set.
+const PART_DATA: &[&str] = &[
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
+];
+
+/// The other fields of a `Part`.
+const PART_METADATA: &[&str] = &[
+    "thought",
+    "thoughtSignature",
+    "partMetadata",
+    "videoMetadata",
+    "mediaResolution",
+    "audioMetadata",
+    "audioTranscription",
+    "documentMetadata",
+    "mediaProcessing",
+    "speechMetadata",
+    "spreadsheetMetadata",
+];
+
+/// A snake_case field name in camelCase (`inline_data` → `inlineData`).
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' && !out.is_empty() {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Google's message for a field its JSON mapping does not know.
+fn unknown(name: &str, at: &str) -> Violation {
+    Violation::gemini(if at.is_empty() {
+        format!("Invalid JSON payload received. Unknown name \"{name}\": Cannot find field.")
+    } else {
+        format!(
+            "Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field."
+        )
+    })
+}
+
+/// Every field of the request, its contents and their parts is one Google
+/// defines, and every part holds exactly one kind of data.
+fn known_fields(body: &Value, contents: &[Value]) -> Result<(), Violation> {
+    let Some(request) = body.as_object() else {
+        return Err(Violation::gemini(
+            "Invalid JSON payload received. Expected an object.".into(),
+        ));
+    };
+    if let Some(name) = request
+        .keys()
+        .find(|k| !REQUEST_FIELDS.contains(&camel(k).as_str()))
+    {
+        return Err(unknown(name, ""));
+    }
+    for (i, content) in contents.iter().enumerate() {
+        let Some(content) = content.as_object() else {
+            return Err(Violation::gemini(format!(
+                "Invalid value at 'contents[{i}]' (type.googleapis.com/google.ai.generativelanguage.v1beta.Content), {content}"
+            )));
+        };
+        if let Some(name) = content
+            .keys()
+            .find(|k| !matches!(k.as_str(), "role" | "parts"))
+        {
+            return Err(unknown(name, &format!("contents[{i}]")));
+        }
+        let parts = content.get("parts").and_then(Value::as_array);
+        for (j, part) in parts.into_iter().flatten().enumerate() {
+            let at = format!("contents[{i}].parts[{j}]");
+            let Some(part) = part.as_object() else {
+                return Err(unknown("parts", &format!("contents[{i}]")));
+            };
+            let mut data = 0;
+            for (name, value) in part {
+                let name_camel = camel(name);
+                if PART_DATA.contains(&name_camel.as_str()) {
+                    data += usize::from(!value.is_null());
+                } else if !PART_METADATA.contains(&name_camel.as_str()) {
+                    return Err(unknown(name, &at));
+                }
+            }
+            if data != 1 {
+                return Err(Violation::gemini(if data == 0 {
+                    format!(
+                        "* GenerateContentRequest.{at}.data: required oneof field 'data' must have one initialized field\n"
+                    )
+                } else {
+                    format!("Invalid value at '{at}' (oneof), oneof field 'data' is already set.")
+                }));
+            }
+        }
     }
     Ok(())
 }
@@ -142,6 +276,11 @@ fn signatures(contents: &[Value], minted: &dyn Fn(&str) -> bool) -> Result<(), V
         .flat_map(parts)
         .filter_map(|p| field(p, "thoughtSignature", "thought_signature"));
     for signature in signed {
+        if !signature.is_string() {
+            return Err(Violation::gemini(format!(
+                "Invalid value at 'thought_signature' (TYPE_BYTES), {signature}"
+            )));
+        }
         match signature.as_str() {
             // Google reads `bytes` as base64 in either alphabet, and the
             // Python SDK sends back a signature it decoded in the URL-safe
