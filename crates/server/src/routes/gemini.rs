@@ -128,6 +128,9 @@ async fn generate(
         mut chat,
         include_thoughts,
     } = body.translate().map_err(ApiError::from)?;
+    // The run holds the neutral request and the bytes as sent; the typed
+    // request, as large again, goes now rather than when the answer has.
+    drop(body);
     chat.native = native(raw);
     let front = GenerateContent {
         id: preamble.id.clone(),
@@ -178,9 +181,10 @@ impl Front for GenerateContent {
     }
 }
 
-/// The client's body as sent, for Gemini targets.
+/// The client's body as sent, for Gemini targets: its own buffer when
+/// nothing else holds it any more (after the parse), not a copy.
 fn native(raw: Option<Bytes>) -> Option<Arc<NativeRequest>> {
-    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    let body = String::from_utf8(Vec::from(raw?)).ok()?;
     Some(Arc::new(NativeRequest::new(
         Protocol::GenerateContent,
         body,

@@ -162,7 +162,7 @@ fn native_request(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Arc<NativeRequest>> {
-    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    let body = String::from_utf8(Vec::from(raw?)).ok()?;
     let query = query
         .into_iter()
         .flat_map(|q| q.split('&'))
