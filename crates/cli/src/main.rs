@@ -5,6 +5,7 @@
 //! configuration.
 
 mod cmd;
+mod malloc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +51,10 @@ pub(crate) const EXIT_FAILED: u8 = 1;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_) | Command::Demo(_)) {
+        // Long-running: memory must go back after a burst.
+        malloc::restart_tuned();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

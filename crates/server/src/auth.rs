@@ -256,6 +256,19 @@ pub(crate) async fn client_auth(
         }
         return response;
     }
+    if admitted(&req) {
+        // Admission that needs no body, before it is read: a record whose
+        // minute's requests or budget are spent costs no parse.
+        if let Err(refusal) = tenants.spent(&record) {
+            tenants.refused(&record, &refusal);
+            let refusal = understudy_core::Error::Client(refusal);
+            let mut response = in_shape(&req, ApiError::Engine(refusal));
+            if let Some(left) = tenants.remaining(&record) {
+                rate_limit_headers(response.headers_mut(), &left);
+            }
+            return response;
+        }
+    }
     req.extensions_mut()
         .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
     req.extensions_mut().insert(Tenant(Arc::clone(&record)));
@@ -264,6 +277,16 @@ pub(crate) async fn client_auth(
         rate_limit_headers(response.headers_mut(), &left);
     }
     response
+}
+
+/// Whether the engine admits `req` against its client record's limits:
+/// every `POST` of the API routes but the token counts (which a record's
+/// `models` scopes, but its rates and budget do not).
+fn admitted(req: &Request) -> bool {
+    let path = req.uri().path();
+    req.method() == Method::POST
+        && !path.ends_with("/count_tokens")
+        && !path.ends_with(":countTokens")
 }
 
 /// A client record's own `x-ratelimit-{limit,remaining,reset}-{requests,

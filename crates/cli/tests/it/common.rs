@@ -141,6 +141,11 @@ impl Gateway {
         Self { child, url, log }
     }
 
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What the gateway logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")

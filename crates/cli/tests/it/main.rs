@@ -10,5 +10,6 @@ mod cli;
 mod codex;
 mod common;
 mod gemini_cli;
+mod malloc;
 mod shipping;
 mod traces;

@@ -65,7 +65,7 @@ pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};
 pub use secret::{Secret, redact_url};
-pub use server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_STATE_FILE, ServerSettings};
+pub use server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PARTS, DEFAULT_STATE_FILE, ServerSettings};
 pub use source::SettingsError;
 pub use tables::{BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds};
 pub use telemetry::{OtlpProtocol, RootSampler, Sampler, TelemetrySettings};

@@ -50,6 +50,14 @@ pub struct ServerSettings {
     /// 32 MiB, Anthropic's own limit for the Messages API: a long agent
     /// session with screenshots reaches several MB).
     pub max_body_bytes: usize,
+    /// The most JSON parts one request body may hold: its objects and
+    /// arrays and the members they hold (each `{`, `[` and `,` outside a
+    /// string counts one), counted before the body is parsed. A body past
+    /// it is a 400 in the API's own error shape (`[server] max_parts`,
+    /// default [`DEFAULT_MAX_PARTS`]): what a parse holds grows with the
+    /// parts, not the bytes, so the limit bounds a request's memory where
+    /// `max_body_bytes` alone does not.
+    pub max_parts: usize,
     /// Client records (`[[server.clients]]`): keys with a name, a budget,
     /// rates and a model scope.
     pub clients: Vec<ClientRecord>,
@@ -66,6 +74,15 @@ pub const DEFAULT_STATE_FILE: &str = "understudy-state.json";
 /// The default of `[server] max_body_bytes`.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
+/// The default of `[server] max_parts`. A Claude Code turn with its twelve
+/// tools holds about 500 parts (the schemas most of them), a message about
+/// ten: a session of 2 000 messages with a hundred tools stays under
+/// 30 000, so real agents keep more than three times their largest
+/// sessions' room, while the worst a parse can make of one part (a
+/// free-form JSON value: about 400 bytes in the bench's probe) keeps a
+/// request within tens of MB.
+pub const DEFAULT_MAX_PARTS: usize = 100_000;
+
 /// The `[server]` table of the file. What it leaves out is the default:
 /// in its `Default` below, or (a duration) where it is read.
 #[derive(Debug, Deserialize)]
@@ -79,6 +96,7 @@ pub(super) struct RawServer {
     max_connections: usize,
     max_pinned_targets: usize,
     max_body_bytes: usize,
+    max_parts: usize,
     allowed_hosts: Vec<String>,
     cors_origins: Vec<String>,
     clients: Vec<RawClient>,
@@ -106,6 +124,9 @@ pub(super) fn read(
     if raw.max_body_bytes == 0 {
         return Err(blame.file("server.max_body_bytes", "must be at least 1".into()));
     }
+    if raw.max_parts == 0 {
+        return Err(blame.file("server.max_parts", "must be at least 1".into()));
+    }
     let clients = super::clients::read_all(&raw.clients, &api_keys, admin_token.as_ref(), env)
         .map_err(|e| blame.field(e))?;
     let state_file = state_file(raw.state_file.as_deref(), env, blame, config_dir)?;
@@ -122,6 +143,7 @@ pub(super) fn read(
         cors_origins: raw.cors_origins,
         max_pinned_targets: raw.max_pinned_targets,
         max_body_bytes: raw.max_body_bytes,
+        max_parts: raw.max_parts,
     })
 }
 
@@ -222,6 +244,7 @@ impl Default for RawServer {
             max_connections: 1024,
             max_pinned_targets: 1024,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_parts: DEFAULT_MAX_PARTS,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             clients: Vec::new(),

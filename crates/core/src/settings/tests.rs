@@ -215,6 +215,26 @@ fn errors_name_the_setting() {
 }
 
 #[test]
+fn max_parts_has_a_default_a_file_value_and_a_floor() {
+    let default = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(default.server.max_parts, super::DEFAULT_MAX_PARTS);
+    let set = Settings::from_toml_str("[server]\nmax_parts = 5000", env(&[])).unwrap();
+    assert_eq!(set.server.max_parts, 5000);
+    check_err(
+        "[server]\nmax_parts = 0",
+        &[],
+        "server.max_parts",
+        "at least 1",
+    );
+    check_err(
+        "[server]\nmax_parts = -3",
+        &[],
+        "server.max_parts",
+        "expected usize",
+    );
+}
+
+#[test]
 fn missing_file_is_a_clear_error() {
     let err =
         Settings::load(Some(Path::new("/nonexistent/understudy.toml")), env(&[])).unwrap_err();

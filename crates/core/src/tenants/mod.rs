@@ -323,6 +323,31 @@ impl Tenants {
         verdict
     }
 
+    /// A refusal that needs no request, from `record`'s last counts (the
+    /// fleet's as it last reported them): the minute's requests or the
+    /// budget's window already spent. Requests and spend only grow within
+    /// their minute and window, so whatever this refuses admission would
+    /// refuse too; it lets a request be refused before its body is read.
+    /// Admitting stays [`Tenants::admit`]'s check-and-reserve.
+    pub fn spent(&self, record: &ClientRecord) -> Result<(), ClientRefusal> {
+        if record.rpm.is_none() && record.budget_nanos.is_none() {
+            return Ok(());
+        }
+        let Some(c) = self.lock().get(&record.name).copied() else {
+            return Ok(());
+        };
+        let now_ms = unix_ms();
+        let budget = c.window == record.window.at(now_ms / 1000).0
+            && record.budget_nanos.is_some_and(|b| c.spent_nanos >= b);
+        let requests = c.minute == now_ms / 60_000 && record.rpm.is_some_and(|l| c.requests >= l);
+        let code = match (budget, requests) {
+            (true, _) => 3,
+            (false, true) => 1,
+            (false, false) => 0,
+        };
+        refusal(code, record, now_ms, &c, 0)
+    }
+
     /// Counts a refusal of `record`'s request in metrics.
     pub fn refused(&self, record: &ClientRecord, refusal: &ClientRefusal) {
         self.metrics.client_refused(&record.name, refusal.limit());

@@ -385,3 +385,66 @@ fn admin_records_leave_the_file_s_alone() {
     t.set_admin_records(Vec::new());
     assert!(t.named("b").is_none() && t.named("file-a").is_some());
 }
+
+#[tokio::test]
+async fn spent_refuses_early_only_what_admission_would() {
+    let (t, r) = tenants(vec![
+        RawClient {
+            rpm: Some(2),
+            ..record("rate")
+        },
+        RawClient {
+            budget_usd: Some(0.01),
+            ..record("budget")
+        },
+        RawClient {
+            tpm: Some(10_000),
+            ..record("tokens")
+        },
+    ]);
+    let (rate, budget, tokens) = (&r[0], &r[1], &r[2]);
+    let route = RouteSelector::Default;
+    // Nothing counted yet: nothing to refuse.
+    for record in [rate, budget, tokens] {
+        assert_eq!(t.spent(record), Ok(()), "{}", record.name);
+    }
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        kept.push(t.admit(rate, &route, &chat("hi", None), &[]).await.unwrap());
+    }
+    // The minute may turn between the admissions and the check (then the
+    // count is of a minute gone, and nothing is refused).
+    match t.spent(rate) {
+        Ok(()) => {}
+        Err(ClientRefusal::Requests { limit, retry_after }) => {
+            assert_eq!(limit, 2);
+            assert!(retry_after <= Duration::from_secs(60));
+        }
+        Err(other) => panic!("{other:?}"),
+    }
+    // A budget spent is refused early as admission would (402's refusal).
+    let ticket = t
+        .admit(budget, &route, &chat("hi", None), &[])
+        .await
+        .unwrap();
+    ticket.settle(Used::Known {
+        tokens: 10,
+        cost_usd: 0.02,
+    });
+    let early = t.spent(budget);
+    assert!(
+        matches!(early, Err(ClientRefusal::Budget { budget_usd, .. }) if budget_usd == 0.01),
+        "{early:?}"
+    );
+    assert!(matches!(
+        t.admit(budget, &route, &chat("hi", None), &[]).await,
+        Err(ClientRefusal::Budget { .. })
+    ));
+    // Tokens are not refused early: a settlement can give them back.
+    let ticket = t
+        .admit(tokens, &route, &chat("hi", Some(9_000)), &[])
+        .await
+        .unwrap();
+    assert_eq!(t.spent(tokens), Ok(()));
+    drop(ticket);
+}

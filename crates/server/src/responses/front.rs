@@ -125,7 +125,7 @@ pub(crate) fn native_request(
     conversation: [&[Value]; 2],
 ) -> Option<Arc<NativeRequest>> {
     body.model.as_ref()?;
-    let mut text = String::from_utf8(raw?.to_vec()).ok()?;
+    let mut text = String::from_utf8(Vec::from(raw?)).ok()?;
     if body.previous_response_id.is_some() {
         text = with_conversation(&text, conversation)?;
     }

@@ -44,7 +44,7 @@ async fn write(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RoutingTable>, ApiError> {
-    let update: RoutingUpdate = parse_json(body)?;
+    let update: RoutingUpdate = parse_json(body, state.engine.settings().server.max_parts)?;
     let table = state.engine.set_routing(update).await?;
     tracing::info!(default = %table.default, order = ?table.order, policy = %table.refusal_policy, "routing changed by the admin API");
     Ok(Json(table))
@@ -62,7 +62,7 @@ async fn create_client(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let raw: RawClient = parse_json(body)?;
+    let raw: RawClient = parse_json(body, state.engine.settings().server.max_parts)?;
     let saved = state.engine.create_client(raw).await.map_err(admin_error)?;
     tracing::info!(client = %saved.client.name, "client record created by the admin API");
     Ok((StatusCode::CREATED, Json(saved)).into_response())
@@ -73,7 +73,7 @@ async fn update_client(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let raw: RawClient = parse_json(body)?;
+    let raw: RawClient = parse_json(body, state.engine.settings().server.max_parts)?;
     let saved = state
         .engine
         .update_client(&name, raw)

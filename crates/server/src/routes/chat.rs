@@ -30,7 +30,8 @@ async fn completions(
     preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
-    let mut body: ChatCompletionRequest = parse_json(body)?;
+    let mut body: ChatCompletionRequest =
+        parse_json(body, state.engine.settings().server.max_parts)?;
     let chat = body.take_chat()?;
     let model = body.model.as_deref().unwrap_or("default");
     let front = ChatCompletions {

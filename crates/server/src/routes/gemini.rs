@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -40,13 +40,15 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/models/{target}", get(model).post(method))
 }
 
-/// `POST models/{model}:{method}`.
+/// `POST models/{model}:{method}`. The model is in the path, so a client
+/// record whose `models` do not cover it is refused before the body is
+/// read; the body is read only then.
 async fn method(
     State(state): State<AppState>,
     preamble: Preamble,
     Path(target): Path<String>,
     RawQuery(query): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    req: Request,
 ) -> Result<Response, GeminiError> {
     let Some((model, method)) = target.rsplit_once(':') else {
         return Err(ApiError::NotFound(format!(
@@ -54,6 +56,18 @@ async fn method(
         ))
         .into());
     };
+    if !matches!(
+        method,
+        "generateContent" | "streamGenerateContent" | "countTokens"
+    ) {
+        return Err(ApiError::NotFound(format!(
+            "`{method}` is not a method of the Gemini API here: expected generateContent, \
+             streamGenerateContent or countTokens"
+        ))
+        .into());
+    }
+    in_scope(&state, &preamble, model, method)?;
+    let body = Bytes::from_request(req, &state).await;
     match method {
         "generateContent" => generate(state, preamble, model, None, body).await,
         "streamGenerateContent" => {
@@ -68,13 +82,38 @@ async fn method(
             };
             generate(state, preamble, model, Some(framing), body).await
         }
-        "countTokens" => count_tokens(state, preamble, model, body).await,
-        other => Err(ApiError::NotFound(format!(
-            "`{other}` is not a method of the Gemini API here: expected generateContent, \
-             streamGenerateContent or countTokens"
-        ))
-        .into()),
+        _ => count_tokens(state, preamble, model, body).await,
     }
+}
+
+/// Refuses a client record's request for a model its `models` do not
+/// cover (Google's 403), from the path alone: the route a generation asks
+/// for is `x-understudy-route` when sent, else the path's model; a count
+/// always the path's.
+fn in_scope(
+    state: &AppState,
+    preamble: &Preamble,
+    model: &str,
+    method: &str,
+) -> Result<(), GeminiError> {
+    let Some(record) = &preamble.tenant else {
+        return Ok(());
+    };
+    let asked = match preamble.headers.get("x-understudy-route") {
+        // Not text: the override is refused with the body's other checks.
+        Some(route) if method != "countTokens" => match route.to_str() {
+            Ok(route) => route.trim(),
+            Err(_) => return Ok(()),
+        },
+        _ => model,
+    };
+    let tenants = state.engine.tenants();
+    tenants
+        .scope(record, &super::model_route(asked))
+        .map_err(|refusal| {
+            tenants.refused(record, &refusal);
+            ApiError::Engine(understudy_core::Error::Client(refusal)).into()
+        })
 }
 
 /// `generateContent`, or `streamGenerateContent` in `framing`.
@@ -86,6 +125,7 @@ async fn generate(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
     let bytes = body.map_err(super::body_error)?;
+    super::check_parts(&bytes, state.engine.settings().server.max_parts)?;
     let Translated {
         mut chat,
         include_thoughts,
@@ -162,6 +202,7 @@ async fn count_tokens(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, GeminiError> {
     let bytes = body.map_err(super::body_error)?;
+    super::check_parts(&bytes, state.engine.settings().server.max_parts)?;
     let counted = inbound::read(&bytes)?.counted();
     let estimate = counted.estimate_input_tokens();
     let Translated { mut chat, .. } = counted.translate()?;

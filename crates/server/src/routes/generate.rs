@@ -23,7 +23,7 @@ async fn generate(
     preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: GenerateBody = parse_json(body)?;
+    let body: GenerateBody = parse_json(body, state.engine.settings().server.max_parts)?;
     let streamed = body.stream;
     let mut request = body.into_request()?;
     preamble.apply(&mut request)?;

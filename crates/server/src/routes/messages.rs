@@ -46,7 +46,7 @@ async fn messages(
     // The bytes as sent, for Anthropic targets (a cheap clone: `Bytes`
     // shares its buffer).
     let raw = body.as_ref().ok().cloned();
-    let mut body: MessagesRequest = parse_json(body)?;
+    let mut body: MessagesRequest = parse_json(body, state.engine.settings().server.max_parts)?;
     let mut chat = body.take_chat()?;
     gate_betas(&preamble.headers, &mut chat);
     chat.native = native_request(raw, &preamble.headers, query.as_deref());
@@ -116,7 +116,7 @@ async fn count_tokens(
         input_tokens: u64,
     }
     let raw = body.as_ref().ok().cloned();
-    let mut body: MessagesRequest = parse_json(body)?;
+    let mut body: MessagesRequest = parse_json(body, state.engine.settings().server.max_parts)?;
     let Some(model) = body.model.clone().filter(|m| !m.trim().is_empty()) else {
         return Err(crate::ApiError::invalid("model", "model is required").into());
     };
@@ -162,7 +162,7 @@ fn native_request(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Arc<NativeRequest>> {
-    let body = String::from_utf8(raw?.to_vec()).ok()?;
+    let body = String::from_utf8(Vec::from(raw?)).ok()?;
     let query = query
         .into_iter()
         .flat_map(|q| q.split('&'))

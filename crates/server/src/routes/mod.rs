@@ -8,6 +8,7 @@ pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod metrics;
 pub(crate) mod models;
+pub(crate) mod parts;
 pub(crate) mod responses;
 pub(crate) mod status;
 pub(crate) mod wit;
@@ -38,9 +39,12 @@ pub(crate) async fn not_found(uri: Uri) -> Response {
 
 /// Reads a JSON body, turning every failure into a 4xx that names the
 /// offending field where there is one. Strict: the body is one JSON object
-/// and nothing but white space may follow it.
+/// and nothing but white space may follow it. Its parts are counted first
+/// (see [`parts`]): past `max_parts` (`server.max_parts`) it is refused
+/// before anything of it is built.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
+    max_parts: usize,
 ) -> Result<T, ApiError> {
     let bytes = body.map_err(body_error)?;
     let not_json = |what: String| ApiError::Body {
@@ -53,6 +57,7 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
         None => return Err(not_json("the body is empty".into())),
         Some(_) => return Err(not_json("it does not start with `{`".into())),
     }
+    check_parts(&bytes, max_parts)?;
     // The plain parse is the fast path (it rejects trailing characters
     // too); only a body that fails is parsed again to name the offending
     // field.
@@ -84,6 +89,32 @@ pub(crate) fn body_error(rejection: BytesRejection) -> ApiError {
         rejection.body_text()
     };
     ApiError::Body { status, message }
+}
+
+/// Counts `bytes`' parts (see [`parts`]): past `max_parts`
+/// (`server.max_parts`), or nested too deep, the 400 that says so, before
+/// anything of the body is built.
+pub(crate) fn check_parts(bytes: &[u8], max_parts: usize) -> Result<(), ApiError> {
+    parts::check(bytes, max_parts).map_err(|refused| too_many(refused, max_parts))
+}
+
+/// The 400 of a body refused by its parts, naming the limit and the
+/// setting.
+fn too_many(refused: parts::Refused, max_parts: usize) -> ApiError {
+    let message = match refused {
+        parts::Refused::Parts => format!(
+            "the body holds more than {max_parts} JSON parts (objects, arrays and their \
+             members), the most the gateway accepts (server.max_parts)"
+        ),
+        parts::Refused::Depth => format!(
+            "the body nests JSON deeper than {} levels, the most the gateway accepts",
+            parts::MAX_DEPTH
+        ),
+    };
+    ApiError::Body {
+        status: StatusCode::BAD_REQUEST,
+        message,
+    }
 }
 
 /// The field a serde path names: the path without the segments

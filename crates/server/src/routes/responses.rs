@@ -46,7 +46,7 @@ async fn create(
 ) -> Result<Response, OpenAiError> {
     // The bytes as sent, for Responses API targets (a cheap clone).
     let raw = body.as_ref().ok().cloned();
-    let mut body: CreateRequest = parse_json(body)?;
+    let mut body: CreateRequest = parse_json(body, state.engine.settings().server.max_parts)?;
     body.check()?;
     let input = body.input_items()?;
     let owner = owner_of(preamble.client);

@@ -84,7 +84,7 @@ async fn wit(
     preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: WitBody = parse_json(body)?;
+    let body: WitBody = parse_json(body, state.engine.settings().server.max_parts)?;
     let topic = body.topic.trim();
     if topic.is_empty() {
         return Err(ApiError::invalid("topic", "the topic is empty"));

@@ -15,6 +15,7 @@ mod anthropic_sdk;
 mod azure;
 mod bedrock;
 mod bedrock_converse;
+mod before_the_body;
 mod claude_code;
 mod claude_code_session;
 mod client_budget;

@@ -9,6 +9,7 @@
 //! prints a table (also written as JSON to `target/bench/latest.json`). It
 //! never asserts on timing.
 
+mod bodies;
 mod full;
 mod load;
 mod phase;
@@ -63,6 +64,7 @@ async fn run() -> Result<(), Error> {
     match only.as_str() {
         "" => full::run(&gateway_bin, &out_dir, upstream, cpu).await,
         "tls" => tls::only(&gateway_bin, &out_dir, cpu).await,
+        "bodies" => bodies::run(&gateway_bin, &out_dir, upstream, cpu).await,
         only => phase::one(only, &gateway_bin, &out_dir, upstream, cpu).await,
     }
 }

@@ -1,7 +1,8 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
 //! closer look (`closed:<c>`, `fallback:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
-//! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s).
+//! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
+//! `bodies.rs`'s).
 
 use std::net::SocketAddr;
 use std::path::Path;

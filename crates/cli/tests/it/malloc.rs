@@ -1,0 +1,51 @@
+//! `serve` on Linux with glibc runs with glibc's mmap threshold fixed (so
+//! that a burst of large bodies' pages go back), by starting itself again
+//! once with `GLIBC_TUNABLES` set: the process the service manager started
+//! (the same process id) has it in its environment and still serves; an
+//! operator's own `GLIBC_TUNABLES` is kept as it is.
+
+use understudy_testkit::{Reply, SimProvider};
+
+use crate::common::{Gateway, Scratch, providers};
+
+/// The `GLIBC_TUNABLES` of a running process, from `/proc`.
+fn tunables_of(pid: u32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok())
+        .find_map(|kv| kv.strip_prefix("GLIBC_TUNABLES=").map(str::to_owned))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_runs_with_the_mmap_threshold_fixed_unless_the_operator_tuned_glibc() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let groq = SimProvider::openai().await.unwrap();
+    groq.always(Reply::text("Hello"));
+    let toml = providers(&[("groq", "openai", &groq)]);
+    for (given, expected) in [
+        (None, "glibc.malloc.mmap_threshold=131072"),
+        (Some("glibc.malloc.arena_max=2"), "glibc.malloc.arena_max=2"),
+    ] {
+        let scratch = Scratch::new("malloc", "tunables");
+        let env: Vec<(&str, &str)> = given.map(|v| ("GLIBC_TUNABLES", v)).into_iter().collect();
+        let mut gateway = Gateway::start_with(&scratch, &toml, "sk-malloc-test", &env);
+        assert_eq!(
+            tunables_of(gateway.pid()).as_deref(),
+            Some(expected),
+            "{given:?}"
+        );
+        let answer = understudy_testkit::http_client()
+            .post(format!("{}/v1/chat/completions", gateway.url))
+            .bearer_auth("sk-malloc-test")
+            .header("content-type", "application/json")
+            .body(r#"{"model": "default", "messages": [{"role": "user", "content": "hi"}]}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{}", gateway.log());
+        assert!(gateway.terminate().await.success(), "{}", gateway.log());
+    }
+}
