@@ -283,19 +283,23 @@ async fn a_record_whose_rpm_is_spent_gets_429_for_a_malformed_body() {
 async fn a_spent_budget_is_a_402_before_the_body() {
     let key = "sk-budget-0123456789";
     let toml = format!(
-        "[[server.clients]]\nname = \"small\"\nkey = \"{key}\"\nbudget_usd = 0.001\nwindow = \"day\"\n"
+        "[[server.clients]]\nname = \"small\"\nkey = \"{key}\"\nbudget_usd = 0.01\nwindow = \"day\"\n"
     );
     let (sim, s) = gateway(&toml).await;
+    // An answer far longer than the `max_tokens` admission priced.
+    sim.always(Reply::text(&"word ".repeat(50)));
     let bearer = format!("Bearer {key}");
     let headers = [("authorization", bearer.as_str())];
-    // "hello there" and "Hello" at USD 1000 a million tokens: about
-    // USD 0.003, so the one request admitted spends the budget.
+    // At USD 1000 a million tokens, "hello there" with `max_tokens = 1`
+    // has a worst case of about USD 0.004, within the budget; its answer
+    // of 50 words costs about USD 0.05, so the one request admitted
+    // spends the budget (only usage above the estimate can).
     {
         let a = s
             .post_with(
                 "/v1/chat/completions",
                 &headers,
-                json!({"model": "default", "messages": [{"role": "user", "content": "hello there"}]})
+                json!({"model": "default", "max_tokens": 1, "messages": [{"role": "user", "content": "hello there"}]})
                     .to_string(),
             )
             .await;
