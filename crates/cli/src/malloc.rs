@@ -21,14 +21,22 @@
 /// What the gateway sets.
 const TUNABLES: &str = "glibc.malloc.mmap_threshold=131072";
 
+/// Set on the started-again process, so it never starts itself again:
+/// glibc drops `GLIBC_TUNABLES` from the environment of a process that
+/// runs with raised privileges (file capabilities such as
+/// `cap_net_bind_service`, set-user-ID), so its absence alone cannot tell
+/// a first start from the second.
+const RESTARTED: &str = "UNDERSTUDY_MALLOC_TUNED";
+
 /// Starts this binary again with [`TUNABLES`] in `GLIBC_TUNABLES`, unless
-/// it is set already (by the operator, or by the start before this one);
+/// it is set already (by the operator) or this is the second start
+/// ([`RESTARTED`]);
 /// returns only when that cannot be done, and then the gateway runs with
 /// glibc's defaults.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(crate) fn restart_tuned() {
     use std::os::unix::process::CommandExt as _;
-    if std::env::var_os("GLIBC_TUNABLES").is_some() {
+    if std::env::var_os("GLIBC_TUNABLES").is_some() || std::env::var_os(RESTARTED).is_some() {
         return;
     }
     let Ok(exe) = std::env::current_exe() else {
@@ -41,7 +49,11 @@ pub(crate) fn restart_tuned() {
     }
     // `exec` returns only on failure (a binary replaced or deleted since
     // it started): then glibc's defaults.
-    let _ = command.args(args).env("GLIBC_TUNABLES", TUNABLES).exec();
+    let _ = command
+        .args(args)
+        .env("GLIBC_TUNABLES", TUNABLES)
+        .env(RESTARTED, "1")
+        .exec();
 }
 
 /// Other systems' allocators are left as they are.

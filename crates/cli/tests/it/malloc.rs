@@ -2,7 +2,8 @@
 //! that a burst of large bodies' pages go back), by starting itself again
 //! once with `GLIBC_TUNABLES` set: the process the service manager started
 //! (the same process id) has it in its environment and still serves; an
-//! operator's own `GLIBC_TUNABLES` is kept as it is.
+//! operator's own `GLIBC_TUNABLES` is kept as it is, and a second start
+//! never starts itself again.
 
 use understudy_testkit::{Reply, SimProvider};
 
@@ -25,18 +26,22 @@ async fn serve_runs_with_the_mmap_threshold_fixed_unless_the_operator_tuned_glib
     let groq = SimProvider::openai().await.unwrap();
     groq.always(Reply::text("Hello"));
     let toml = providers(&[("groq", "openai", &groq)]);
-    for (given, expected) in [
-        (None, "glibc.malloc.mmap_threshold=131072"),
-        (Some("glibc.malloc.arena_max=2"), "glibc.malloc.arena_max=2"),
-    ] {
+    // The environment a start is given, and the GLIBC_TUNABLES it runs
+    // with. The last case is a second start whose GLIBC_TUNABLES glibc
+    // dropped (a binary with file capabilities): it must not start itself
+    // again, and again, but serve with glibc's defaults.
+    let cases: [(&[(&str, &str)], Option<&str>); 3] = [
+        (&[], Some("glibc.malloc.mmap_threshold=131072")),
+        (
+            &[("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")],
+            Some("glibc.malloc.arena_max=2"),
+        ),
+        (&[("UNDERSTUDY_MALLOC_TUNED", "1")], None),
+    ];
+    for (env, expected) in cases {
         let scratch = Scratch::new("malloc", "tunables");
-        let env: Vec<(&str, &str)> = given.map(|v| ("GLIBC_TUNABLES", v)).into_iter().collect();
-        let mut gateway = Gateway::start_with(&scratch, &toml, "sk-malloc-test", &env);
-        assert_eq!(
-            tunables_of(gateway.pid()).as_deref(),
-            Some(expected),
-            "{given:?}"
-        );
+        let mut gateway = Gateway::start_with(&scratch, &toml, "sk-malloc-test", env);
+        assert_eq!(tunables_of(gateway.pid()).as_deref(), expected, "{env:?}");
         let answer = understudy_testkit::http_client()
             .post(format!("{}/v1/chat/completions", gateway.url))
             .bearer_auth("sk-malloc-test")
