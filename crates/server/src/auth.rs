@@ -280,13 +280,17 @@ pub(crate) async fn client_auth(
 }
 
 /// Whether the engine admits `req` against its client record's limits:
-/// every `POST` of the API routes but the token counts (which a record's
-/// `models` scopes, but its rates and budget do not).
+/// every `POST` of the API routes that generates — not the token counts
+/// (which a record's `models` scopes, but its rates and budget do not),
+/// and on Google's model paths only the two generating methods (any other
+/// is a 404 whatever the record's counts).
 fn admitted(req: &Request) -> bool {
     let path = req.uri().path();
-    req.method() == Method::POST
-        && !path.ends_with("/count_tokens")
-        && !path.ends_with(":countTokens")
+    if req.method() != Method::POST || path.ends_with("/count_tokens") {
+        return false;
+    }
+    let google = path.starts_with("/v1beta/models/") || path.starts_with("/v1/models/");
+    !google || path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent")
 }
 
 /// A client record's own `x-ratelimit-{limit,remaining,reset}-{requests,

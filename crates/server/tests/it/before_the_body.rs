@@ -252,6 +252,16 @@ async fn a_record_whose_rpm_is_spent_gets_429_for_a_malformed_body() {
         .await;
     assert_eq!(gemini.status, 429, "{}", gemini.body);
     assert_eq!(gemini.json()["error"]["status"], "RESOURCE_EXHAUSTED");
+    // A method Google's paths do not serve here is a 404, whatever the
+    // record's counts: admission would never see it.
+    let unknown = s
+        .post_with(
+            "/v1beta/models/default:embedContent",
+            &[("x-goog-api-key", "sk-one-a-minute-0123")],
+            "{}",
+        )
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
     let messages = s
         .post_with(
             "/v1/messages",

@@ -142,8 +142,8 @@ pub struct FunctionCall {
     #[serde(default)]
     pub id: Option<String>,
     pub name: String,
-    /// The arguments' JSON, as sent.
-    #[serde(default)]
+    /// The arguments' JSON object, as sent.
+    #[serde(default, deserialize_with = "object")]
     pub args: Option<Box<RawValue>>,
     #[serde(default, alias = "partial_args")]
     pub partial_args: Option<IgnoredAny>,
@@ -157,8 +157,8 @@ pub struct FunctionResponse {
     #[serde(default)]
     pub id: Option<String>,
     pub name: String,
-    /// The response's JSON, as sent.
-    #[serde(default)]
+    /// The response's JSON object, as sent.
+    #[serde(default, deserialize_with = "object")]
     pub response: Option<Box<RawValue>>,
     /// Media a function returned (only Gemini reads it).
     #[serde(default)]
@@ -269,8 +269,9 @@ pub struct GenerationConfig {
     pub temperature: Option<f32>,
     #[serde(default, alias = "top_p")]
     pub top_p: Option<f32>,
+    /// An int32 in Google's schema (a fraction is refused, as Google does).
     #[serde(default, alias = "top_k")]
-    pub top_k: Option<f32>,
+    pub top_k: Option<i32>,
     #[serde(default, alias = "max_output_tokens")]
     pub max_output_tokens: Option<u32>,
     #[serde(default, alias = "stop_sequences", deserialize_with = "nullable")]
@@ -635,6 +636,23 @@ impl<'de> Deserialize<'de> for Signature {
             }
         }
         de.deserialize_str(SignatureVisitor)
+    }
+}
+
+/// A `google.protobuf.Struct` (a function call's arguments, a function's
+/// response): a JSON object, kept as sent; anything else is Google's 400
+/// (a number or a list would reach a neutral target as "arguments" no
+/// tool could read).
+fn object<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    let raw: Option<Box<RawValue>> = Option::deserialize(de)?;
+    match raw {
+        Some(raw) if !raw.get().trim_start().starts_with('{') => {
+            Err(de::Error::custom(format_args!(
+                "Invalid value at '{{path}}' (type.googleapis.com/google.protobuf.Struct), {}",
+                raw.get()
+            )))
+        }
+        other => Ok(other),
     }
 }
 

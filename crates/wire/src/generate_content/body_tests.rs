@@ -119,6 +119,18 @@ fn what_google_refuses_gets_googles_message() {
             "Please use a valid role: user, model.",
         ),
         (
+            json!({"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": 5}}]}]}),
+            "Invalid value at 'contents[0].parts[0].function_call.args' (type.googleapis.com/google.protobuf.Struct), 5",
+        ),
+        (
+            json!({"contents": [{"parts": [{"functionResponse": {"name": "f", "response": ["a"]}}]}]}),
+            "Invalid value at 'contents[0].parts[0].function_response.response' (type.googleapis.com/google.protobuf.Struct), [\"a\"]",
+        ),
+        (
+            json!({"contents": [], "generationConfig": {"topK": 40.5}}),
+            "Invalid value at 'generation_config.top_k' (TYPE_INT32), 40.5",
+        ),
+        (
             json!({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}),
             "Please use a valid role: user, model.",
         ),
