@@ -48,6 +48,11 @@ pub struct GenerationEvent {
     /// The client record's name (never its key), when the key had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// The route's targets passed over without a call, in order, and why
+    /// (an open breaker, a stopped provider, a pool's keys cooling down,
+    /// credentials not ready): what the attempts alone do not show.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedTarget>,
     /// The request's trace, when traces are on (not written: the spans
     /// carry it).
     #[serde(skip)]
@@ -56,6 +61,15 @@ pub struct GenerationEvent {
     /// only; not written).
     #[serde(skip)]
     pub notes: Option<Box<crate::trace::notes::TraceNotes>>,
+}
+
+/// A target a request passed over without calling it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedTarget {
+    pub provider: String,
+    pub model: String,
+    /// `breaker_open`, `stopped`, `keys_out`, `credentials`.
+    pub reason: String,
 }
 
 /// What every event of one request shares.
@@ -97,6 +111,7 @@ impl GenerationEvent {
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            skipped: Vec::new(),
             trace: None,
             notes: None,
         }
@@ -126,6 +141,7 @@ impl GenerationEvent {
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            skipped: Vec::new(),
             trace: None,
             notes: None,
         }
@@ -154,6 +170,7 @@ impl GenerationEvent {
             cost_usd,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            skipped: Vec::new(),
             trace: None,
             notes: None,
         }
@@ -184,6 +201,7 @@ impl GenerationEvent {
             cost_usd: None,
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
+            skipped: Vec::new(),
             trace: None,
             notes: None,
         }

@@ -113,6 +113,8 @@ pub(crate) struct Run {
     /// Why targets were passed over when their turn came, each reason
     /// once, in the order met.
     pub skip_reasons: Vec<Unavailable>,
+    /// The targets passed over when their turn came, for the event.
+    pub passed_over: Vec<crate::event::SkippedTarget>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -342,6 +344,11 @@ impl Run {
         }
         let at_ms = millis(self.started.elapsed());
         let target = &self.plan.targets[idx];
+        self.passed_over.push(crate::event::SkippedTarget {
+            provider: target.provider.to_string(),
+            model: target.model.to_string(),
+            reason: reason.code().to_owned(),
+        });
         if let Some(notes) = self.notes.as_mut() {
             notes.skips.push(Skip {
                 provider: target.provider.to_string(),
@@ -350,6 +357,29 @@ impl Run {
                 at_ms,
             });
         }
+    }
+
+    /// Every target this run passed over, in order: those the plan left
+    /// out (an open breaker, a stopped provider; a missing key or adapter
+    /// is configuration, not an event of this request), then those passed
+    /// over when their turn came. Nothing is allocated when there are none.
+    fn skipped_targets(&mut self) -> Vec<crate::event::SkippedTarget> {
+        let planned = self
+            .plan
+            .skipped
+            .iter()
+            .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped));
+        if planned.clone().next().is_none() {
+            return std::mem::take(&mut self.passed_over);
+        }
+        planned
+            .map(|(t, why)| crate::event::SkippedTarget {
+                provider: t.provider.to_string(),
+                model: t.model.to_string(),
+                reason: why.code().to_owned(),
+            })
+            .chain(self.passed_over.drain(..))
+            .collect()
     }
 
     /// Gives back the half-open probe this run took, if its outcome was
@@ -421,6 +451,7 @@ impl Run {
         }
         event.trace.clone_from(&self.trace);
         event.notes = self.notes.take();
+        event.skipped = self.skipped_targets();
         if let Some(ticket) = &self.ticket {
             use crate::tenants::Used;
             event.client = Some(ticket.client().to_string());

@@ -199,6 +199,7 @@ pub(crate) fn prepare(
         probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
         keys_tried: Vec::new(),
         skip_reasons: Vec::new(),
+        passed_over: Vec::new(),
         rules: Rules {
             mode,
             refusal,

@@ -161,6 +161,19 @@ async fn a_hanging_token_endpoint_costs_no_request_more_than_the_bound() {
         skips[0]["attributes"]["understudy.skip.reason"],
         "credentials"
     );
+    // And the requests' events (what the sinks record) name the target
+    // passed over and why.
+    eventually_within_minute("an event naming the skipped target", async || {
+        let status = server.get_with("/v1/status", &[AUTH]).await;
+        status.json()["events"].as_array().is_some_and(|events| {
+            events.iter().any(|e| {
+                e["provider"] == "claude"
+                    && e["skipped"]
+                        == json!([{"provider": "vertex", "model": CLAUDE, "reason": "credentials"}])
+            })
+        })
+    })
+    .await;
 }
 
 /// One request's answer and how long it took.
