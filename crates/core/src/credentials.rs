@@ -15,6 +15,12 @@
 //! - otherwise: ask the actor for a fetch and wait for it, at most
 //!   [`CREDENTIAL_WAIT`].
 //!
+//! However many fetches begin and end while a request waits (one that
+//! ends well but leaves nothing usable begins another), one wait ends at
+//! most [`CREDENTIAL_WAIT`] after it began: an attempt on a target waits
+//! once before it is sent, and once more for credentials renewed after a
+//! refusal.
+//!
 //! The fetch itself always runs on a task the actor spawns, under its own
 //! timeout ([`refresh`]): a request that stops waiting never cancels it,
 //! and its outcome serves the requests that come after.
@@ -94,8 +100,19 @@ impl CredentialGate {
     /// Whether credentials will be held, given `usable` (whether they are
     /// now): at once, or after waiting for a fetch at most
     /// [`CREDENTIAL_WAIT`]. `false` means the target is passed over.
+    ///
+    /// The bound holds for the whole call, not for each fetch: a fetch
+    /// that ends well but leaves nothing usable by the time this waiter
+    /// wakes (a token a 401 had cleared again) begins another, but the
+    /// waiting still ends [`CREDENTIAL_WAIT`] after the call began.
     pub async fn ready(&self, usable: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + CREDENTIAL_WAIT;
         loop {
+            if Instant::now() >= deadline {
+                // Woken at the bound: no other fetch is begun for a
+                // waiter that is about to give up.
+                return usable();
+            }
             // Registered before the state is read: a fetch that ends in
             // between still wakes this waiter.
             let ended = self.ended.notified();
@@ -120,7 +137,10 @@ impl CredentialGate {
                     }
                 }
             };
-            if tokio::time::timeout_at(until, ended).await.is_err() {
+            if tokio::time::timeout_at(until.min(deadline), ended)
+                .await
+                .is_err()
+            {
                 return usable();
             }
         }

@@ -187,3 +187,65 @@ async fn with_nobody_to_fetch_the_target_is_passed_over() {
     creds.gate.finish(true);
     creds.gate.settled().await;
 }
+
+/// Credentials whose fetch ends well after [`FORGETFUL_FETCH`] but leaves
+/// nothing usable, as a token that a 401 cleared again at once.
+#[derive(Debug, Default)]
+struct Forgetful {
+    gate: CredentialGate,
+    fetches: AtomicU32,
+}
+
+const FORGETFUL_FETCH: Duration = Duration::from_millis(200);
+
+impl Credentials for Forgetful {
+    fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(FORGETFUL_FETCH).await;
+            Ok(())
+        })
+    }
+
+    fn refresh_in(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+
+    fn status(&self) -> CredentialStatus {
+        CredentialStatus {
+            source: "a forgetful test token".into(),
+            expires_at: None,
+            error: None,
+        }
+    }
+
+    fn usable(&self) -> bool {
+        false
+    }
+
+    fn gate(&self) -> Option<&CredentialGate> {
+        Some(&self.gate)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn fetches_that_leave_nothing_usable_do_not_stretch_the_bound() {
+    let creds = Arc::new(Forgetful::default());
+    let weak = Arc::downgrade(&creds);
+    creds.gate.attach(Box::new(move || {
+        let Some(creds) = weak.upgrade() else {
+            return false;
+        };
+        tokio::spawn(refresh(creds, Duration::from_secs(60)));
+        true
+    }));
+    let asked = Instant::now();
+    // Each fetch ends well, so the gate never opens its window: a wait
+    // bounded per fetch would begin one after another for ever.
+    let ready =
+        tokio::time::timeout(Duration::from_secs(10), creds.gate.ready(|| creds.usable())).await;
+    assert_eq!(ready, Ok(false), "the wait outlived the bound");
+    assert_eq!(asked.elapsed(), CREDENTIAL_WAIT);
+    // Fetches began at 0, 200 and 400 ms; none after the bound.
+    assert_eq!(creds.fetches.load(Ordering::SeqCst), 3);
+}

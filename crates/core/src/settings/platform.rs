@@ -401,7 +401,9 @@ impl Platform {
     }
 
     /// Where its credentials other than a key come from, when it has
-    /// some: shown by `understudy providers`, never a secret.
+    /// some: shown by `understudy providers` and served by `/v1/providers`
+    /// and `/v1/status`, so never a secret nor a file's path (a path tells
+    /// a client about the host; only the actor's log names the file).
     pub fn credentials_source(&self) -> Option<String> {
         match self {
             Self::Bedrock(Bedrock {
@@ -417,13 +419,13 @@ impl Platform {
                 shown_key_id(access_key_id)
             )),
             Self::Bedrock(Bedrock {
-                credentials: Some(AwsCredentials::Profile { file, profile }),
+                credentials: Some(AwsCredentials::Profile { profile, .. }),
                 ..
-            }) => Some(format!("AWS profile `{profile}` in {}", file.display())),
+            }) => Some(format!("AWS profile `{profile}`")),
             Self::Vertex(Vertex {
-                credentials_file: Some(file),
+                credentials_file: Some(_),
                 ..
-            }) => Some(format!("service account key {}", file.display())),
+            }) => Some("service account key file".to_owned()),
             _ => None,
         }
     }

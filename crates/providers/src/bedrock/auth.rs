@@ -3,10 +3,13 @@
 //! environment (they never change), or read from a profile of the shared
 //! credentials file, which the provider's actor reads again when the file
 //! changes (a `credential_process` or SSO login rewriting it), and at once
-//! when Bedrock says the session token expired.
+//! when Bedrock says the session token expired. A request never reads the
+//! file itself (a file on a hung network mount would stall it): with no
+//! keys held it waits for the actor's read at most the gate's bound.
 //!
 //! A profile that cannot be read does not fail the provider's start: its
-//! status says why (naming no file; the actor's log line does), requests
+//! status says why and names the profile, never the file (the status is
+//! served to clients; the actor's log line names it), requests
 //! pass the provider over, and the actor reads the file again on its
 //! schedule, so that fixing it recovers the provider without a restart.
 
@@ -95,45 +98,57 @@ impl AwsKeys {
     }
 
     /// The keys to sign with now: the held ones, else (before the actor's
-    /// first read) the file's, read here.
-    pub(crate) fn current(&self) -> Result<Arc<sigv4::Credentials>, Failure> {
-        if let Some(held) = self.held.read().ok().as_ref().and_then(|h| h.as_ref()) {
-            return Ok(Arc::clone(&held.keys));
+    /// first read, or after expired keys were dropped) the ones the actor
+    /// reads, waited for at most the gate's bound. A request never reads
+    /// the file itself: a file on a hung network mount would stall it.
+    pub(crate) async fn current(&self) -> Result<Arc<sigv4::Credentials>, Failure> {
+        if let Some(keys) = self.held() {
+            return Ok(keys);
         }
+        self.gate.ready(|| self.usable()).await;
         // Why not (a file, a profile) is the status's and the log's, not
         // the request's.
-        self.read_file(true).map_err(|_| {
-            Failure::new(FailureKind::Auth, "the AWS credentials could not be read")
-        })?;
+        self.held()
+            .ok_or_else(|| Failure::new(FailureKind::Auth, "the AWS credentials could not be read"))
+    }
+
+    /// Bedrock said the session token expired: the held keys are dropped
+    /// and the actor reads the file again (a request waiting for it at
+    /// most the gate's bound). Whether other keys were found.
+    pub(crate) async fn reload(&self) -> bool {
+        if matches!(self.source, Source::Fixed { .. }) {
+            return false;
+        }
+        let Some(before) = self.held() else {
+            return false;
+        };
+        // The expired keys are not handed out again, unless another
+        // request's reload already replaced them (one read for all).
+        if let Ok(mut held) = self.held.write() {
+            if held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.keys, &before)) {
+                *held = None;
+            }
+        }
+        self.gate.ready(|| self.usable()).await;
+        self.held().is_some_and(|after| {
+            before.access_key_id != after.access_key_id
+                || before.secret_access_key != after.secret_access_key
+                || before.session_token != after.session_token
+        })
+    }
+
+    /// The keys held now, if any.
+    fn held(&self) -> Option<Arc<sigv4::Credentials>> {
         self.held
             .read()
             .ok()
             .and_then(|h| h.as_ref().map(|h| Arc::clone(&h.keys)))
-            .ok_or_else(|| Failure::new(FailureKind::Auth, "no AWS credentials"))
     }
 
-    /// Reads the credentials file again after Bedrock said the session
-    /// token expired: whether other keys were found.
-    pub(crate) fn reload(&self) -> bool {
-        let before = self.current().ok();
-        if self.read_file(true).is_err() {
-            return false;
-        }
-        let after = self.current().ok();
-        match (before, after) {
-            (Some(b), Some(a)) => {
-                b.access_key_id != a.access_key_id
-                    || b.secret_access_key != a.secret_access_key
-                    || b.session_token != a.session_token
-            }
-            (None, Some(_)) => true,
-            _ => false,
-        }
-    }
-
-    /// Reads the profile from the file (always with `force`, else only
-    /// when the file changed since the held keys were read).
-    fn read_file(&self, force: bool) -> Result<(), String> {
+    /// Reads the profile from the file when the file changed since the
+    /// held keys were read, or none are held. Only the actor's task calls
+    /// it.
+    fn read_file(&self) -> Result<(), String> {
         let Source::Profile { file, profile } = &self.source else {
             return Ok(());
         };
@@ -144,7 +159,7 @@ impl AwsKeys {
             .ok()
             .and_then(|h| h.as_ref().map(|h| h.modified))
             .is_some_and(|m| m.is_some() && m == modified);
-        if unchanged && !force {
+        if unchanged {
             return Ok(());
         }
         let result = read_profile(file, profile).map(|keys| {
@@ -164,7 +179,7 @@ impl AwsKeys {
 
 impl Credentials for AwsKeys {
     fn refresh(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.read_file(false) })
+        Box::pin(async move { self.read_file() })
     }
 
     fn refresh_in(&self) -> Option<Duration> {
@@ -182,9 +197,7 @@ impl Credentials for AwsKeys {
             .and_then(|h| h.as_ref().map(|h| shown_key_id(&h.keys.access_key_id)));
         let place = match &self.source {
             Source::Fixed { from } => format!("AWS keys from the {from}"),
-            Source::Profile { file, profile } => {
-                format!("AWS profile `{profile}` in {}", file.display())
-            }
+            Source::Profile { profile, .. } => format!("AWS profile `{profile}`"),
         };
         CredentialStatus {
             source: match key {
@@ -264,8 +277,64 @@ mod tests {
         path
     }
 
-    #[test]
-    fn a_profile_is_read_from_its_section_only() {
+    /// `keys` with the actor's part played: a read asked of the gate runs
+    /// on a task of its own.
+    fn with_reader(keys: AwsKeys) -> Arc<AwsKeys> {
+        let keys = Arc::new(keys);
+        let weak = Arc::downgrade(&keys);
+        keys.gate.attach(Box::new(move || {
+            let Some(keys) = weak.upgrade() else {
+                return false;
+            };
+            tokio::spawn(async move {
+                let read = keys.refresh().await;
+                keys.gate.finish(read.is_ok());
+            });
+            true
+        }));
+        keys
+    }
+
+    /// A file on a mount that hangs: the actor's read takes a minute, the
+    /// request waits for it no longer than the gate's bound, and the read,
+    /// once done, serves the requests after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_never_reads_the_file_on_its_own_task() {
+        use understudy_core::credentials::CREDENTIAL_WAIT;
+        let dir = std::env::temp_dir().join(format!("understudy-aws-hung-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = write(
+            &dir,
+            "[sim]\naws_access_key_id = AKIDHUNG\naws_secret_access_key = s0\n",
+        );
+        let keys = Arc::new(AwsKeys::of(&AwsCredentials::Profile {
+            file: path,
+            profile: "sim".into(),
+        }));
+        let weak = Arc::downgrade(&keys);
+        keys.gate.attach(Box::new(move || {
+            let Some(keys) = weak.upgrade() else {
+                return false;
+            };
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let read = keys.refresh().await;
+                keys.gate.finish(read.is_ok());
+            });
+            true
+        }));
+        let asked = tokio::time::Instant::now();
+        assert!(keys.current().await.is_err(), "the file was read at once");
+        assert_eq!(asked.elapsed(), CREDENTIAL_WAIT);
+        keys.gate.settled().await;
+        let asked = tokio::time::Instant::now();
+        assert_eq!(keys.current().await.unwrap().access_key_id, "AKIDHUNG");
+        assert_eq!(asked.elapsed(), Duration::ZERO);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_profile_is_read_from_its_section_only() {
         let dir = std::env::temp_dir().join(format!("understudy-aws-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = write(
@@ -287,20 +356,25 @@ mod tests {
 
         // Keys that change on disk are found by the actor's refresh and by
         // a reload after an expired token.
-        let keys = AwsKeys::of(&AwsCredentials::Profile {
+        let keys = with_reader(AwsKeys::of(&AwsCredentials::Profile {
             file: path.clone(),
             profile: "prod".into(),
-        });
-        assert_eq!(keys.current().unwrap().access_key_id, "AKIDPROD");
-        assert!(!keys.reload(), "the same keys are not new ones");
+        }));
+        assert_eq!(keys.current().await.unwrap().access_key_id, "AKIDPROD");
+        assert!(!keys.reload().await, "the same keys are not new ones");
         write(
             &dir,
             "[prod]\naws_access_key_id = AKIDNEW\naws_secret_access_key = s2\n",
         );
-        assert!(keys.reload());
-        assert_eq!(keys.current().unwrap().access_key_id, "AKIDNEW");
+        assert!(keys.reload().await);
+        assert_eq!(keys.current().await.unwrap().access_key_id, "AKIDNEW");
         let status = keys.status();
         assert!(status.source.contains("profile `prod`") && status.source.contains("AKID…"));
+        // Where the file is, is the log's: the status is served to clients.
+        assert!(
+            !status.source.contains(&*dir.to_string_lossy()),
+            "{status:?}"
+        );
         assert!(!format!("{keys:?} {status:?}").contains("s2"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

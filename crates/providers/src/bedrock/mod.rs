@@ -139,12 +139,12 @@ impl Account {
         &'a self,
         request: &'a mut reqwest::Request,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { self.auth.authorize(request, &self.region) })
+        Box::pin(async move { self.auth.authorize(request, &self.region).await })
     }
 
     /// Expired keys read again, once.
     fn renew<'a>(&'a self, failure: &'a Failure) -> BoxFuture<'a, bool> {
-        Box::pin(async move { self.auth.renew(failure) })
+        Box::pin(async move { self.auth.renew(failure).await })
     }
 
     /// The credentials the provider's actor refreshes.
@@ -157,21 +157,21 @@ impl Account {
 
 impl Auth {
     /// Adds the credentials to `request`, whose body is final.
-    fn authorize(&self, request: &mut reqwest::Request, region: &str) -> Result<(), Failure> {
+    async fn authorize(&self, request: &mut reqwest::Request, region: &str) -> Result<(), Failure> {
         match self {
             Self::Bearer(value) => {
                 request.headers_mut().insert(AUTHORIZATION, value.clone());
                 Ok(())
             }
-            Self::SigV4(keys) => sign(request, region, &*keys.current()?),
+            Self::SigV4(keys) => sign(request, region, &*keys.current().await?),
         }
     }
 
     /// Whether `failure` says the credentials expired and fresh ones were
     /// read (the request goes once more).
-    fn renew(&self, failure: &Failure) -> bool {
+    async fn renew(&self, failure: &Failure) -> bool {
         match self {
-            Self::SigV4(keys) if error::expired(failure) => keys.reload(),
+            Self::SigV4(keys) if error::expired(failure) => keys.reload().await,
             _ => false,
         }
     }

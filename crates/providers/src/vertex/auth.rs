@@ -371,8 +371,8 @@ impl Credentials for GoogleToken {
         let source = match &self.source {
             Source::Static(_) => "a static access token (api_key)".to_owned(),
             Source::Account(file) => match file.key.read().ok().and_then(|k| k.clone()) {
-                Some(a) => format!("service account {} ({})", a.client_email, a.file.display()),
-                None => format!("service account key {}", file.file.display()),
+                Some(a) => format!("service account {}", a.client_email),
+                None => "service account key file".to_owned(),
             },
             #[cfg(test)]
             Source::Fake(_) => "a test token endpoint".to_owned(),

@@ -4,7 +4,8 @@
 //! one, streamed, through the Gemini front end, and the skip is a span
 //! event); a service-account file that is missing, not JSON or not a PEM
 //! key leaves the provider unavailable with a reason that names no file
-//! (`/v1/providers`, `/v1/status`), the client gets its API's ordinary
+//! (`/v1/providers`, `/v1/status`, neither of which names the file for a
+//! working key either), the client gets its API's ordinary
 //! "no provider available" error with neither the engine's words nor the
 //! file in it, `/readyz` says not ready while a route has no target that
 //! can serve, and writing a good key recovers the provider without a
@@ -246,6 +247,33 @@ fn private(body: &str, file: &std::path::Path) {
     );
 }
 
+/// What the gateway serves about its providers — `/v1/providers` (the
+/// key's and the credentials' source included), `/v1/status` and the
+/// status page — names no key file; `provider`'s credentials are told by
+/// `source`.
+async fn served_privately(
+    server: &TestServer,
+    provider: &str,
+    file: &std::path::Path,
+    source: &str,
+) {
+    for path in ["/v1/providers", "/v1/status", "/"] {
+        let a = server.get_with(path, &[AUTH]).await;
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        private(&a.body, file);
+    }
+    let v = server.get_with("/v1/providers", &[AUTH]).await.json();
+    let p = v["providers"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == provider).cloned())
+        .unwrap_or_default();
+    let shown = p["stats"]["credentials"]["source"]
+        .as_str()
+        .or(p["key"]["source"].as_str())
+        .unwrap_or_default();
+    assert!(shown.starts_with(source), "{source}: {p}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_key_file_is_unavailable_loud_private_and_recovers() {
     for (what, text) in BROKEN {
@@ -316,6 +344,7 @@ async fn a_broken_key_file_is_unavailable_loud_private_and_recovers() {
             .unwrap();
         assert_eq!(vertex_status["available"], false, "{what}");
         private(vertex_status["unavailable_reason"].as_str().unwrap(), &file);
+        served_privately(&server, "vertex", &file, "service account key file").await;
 
         // Its only route cannot serve: the ordinary unavailable error, in
         // each API's shape.
@@ -411,6 +440,13 @@ async fn a_broken_key_file_is_unavailable_loud_private_and_recovers() {
             .find(|p| p["name"] == "vertex")
             .unwrap();
         assert_eq!(p["available"], true, "{what}: {p}");
+        served_privately(
+            &server,
+            "vertex",
+            &file,
+            &format!("service account {}", understudy_testkit::TEST_CLIENT_EMAIL),
+        )
+        .await;
         assert_eq!(vertex.violations(), Vec::<String>::new());
     }
 }
@@ -506,6 +542,7 @@ async fn a_missing_aws_profile_is_unavailable_and_recovers_when_written() {
     .await;
     assert_eq!(p["available"], false);
     private(p["unavailable_reason"].as_str().unwrap(), &file);
+    served_privately(&server, "bedrock", &file, "AWS profile `sim`").await;
     // Requests fall back without signing with nothing.
     let a = chat(&server, false).await;
     assert_eq!(a.status, 200, "{}", a.body);
@@ -521,6 +558,7 @@ async fn a_missing_aws_profile_is_unavailable_and_recovers_when_written() {
         chat(&server, false).await.headers["x-understudy-provider"] == "bedrock"
     })
     .await;
+    served_privately(&server, "bedrock", &file, "AWS profile `sim`").await;
     assert_eq!(bedrock.violations(), Vec::<String>::new());
     std::fs::remove_dir_all(&dir).unwrap();
 }
