@@ -28,6 +28,7 @@ pub(crate) mod fleet;
 mod state;
 
 pub use crate::error::ClientRefusal;
+pub(crate) use admin::whole;
 pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
 pub use state::{Kept, StateError, StateFile};
 
@@ -182,12 +183,14 @@ impl Tenants {
         self.closed |= self.any();
         for name in names {
             if self.from_file(&name) || self.named(&name).is_none() {
-                // The settings file's record of that name or key wins.
+                // The settings file's record of that name or key wins;
+                // the state file's is left out, so the next write drops it.
                 tracing::warn!(
                     client = %name,
                     path = %state.path().display(),
-                    "a client record in the state file clashes with one in the settings file; \
-                     the settings file's is in force"
+                    "a client record in the state file has the name or key of one in the \
+                     settings file; the settings file's is in force, and the next admin change \
+                     of client records removes this one from the state file"
                 );
             }
         }

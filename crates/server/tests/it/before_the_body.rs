@@ -287,7 +287,7 @@ async fn a_spent_budget_is_a_402_before_the_body() {
     );
     let (sim, s) = gateway(&toml).await;
     // An answer far longer than the `max_tokens` admission priced.
-    sim.always(Reply::text(&"word ".repeat(50)));
+    sim.always(Reply::text("word ".repeat(50)));
     let bearer = format!("Bearer {key}");
     let headers = [("authorization", bearer.as_str())];
     // At USD 1000 a million tokens, "hello there" with `max_tokens = 1`
