@@ -572,6 +572,12 @@ impl Engine {
     /// restart keeps it; a change the file cannot take is undone and
     /// refused.
     pub async fn set_routing(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
+        let engine = self.clone();
+        crate::tenants::whole(async move { engine.set_routing_whole(update).await }).await
+    }
+
+    /// [`Self::set_routing`], run to its end even if its caller is dropped.
+    async fn set_routing_whole(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
         let _one = self.inner.routing_writes.lock().await;
         let Some(state) = self.inner.tenants.state_file() else {
             let table = self.set_routing_here(update).await?;
@@ -672,8 +678,12 @@ impl Engine {
         &self,
         raw: crate::settings::RawClient,
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
-        let shared = self.inner.shared.as_deref();
-        self.inner.tenants.create_client(shared, raw).await
+        let engine = self.clone();
+        crate::tenants::whole(async move {
+            let shared = engine.inner.shared.as_deref();
+            engine.inner.tenants.create_client(shared, raw).await
+        })
+        .await
     }
 
     /// Replaces the limits of the admin API's record `name`.
@@ -682,14 +692,22 @@ impl Engine {
         name: &str,
         raw: crate::settings::RawClient,
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
-        let shared = self.inner.shared.as_deref();
-        self.inner.tenants.update_client(shared, name, raw).await
+        let (engine, name) = (self.clone(), name.to_owned());
+        crate::tenants::whole(async move {
+            let shared = engine.inner.shared.as_deref();
+            engine.inner.tenants.update_client(shared, &name, raw).await
+        })
+        .await
     }
 
     /// Revokes the admin API's record `name`.
     pub async fn delete_client(&self, name: &str) -> Result<(), crate::tenants::AdminError> {
-        let shared = self.inner.shared.as_deref();
-        self.inner.tenants.delete_client(shared, name).await
+        let (engine, name) = (self.clone(), name.to_owned());
+        crate::tenants::whole(async move {
+            let shared = engine.inner.shared.as_deref();
+            engine.inner.tenants.delete_client(shared, &name).await
+        })
+        .await
     }
 
     /// The settings the engine started with.

@@ -324,3 +324,35 @@ impl Tenants {
         }
     }
 }
+
+/// Runs an admin write (check, store, apply) on a task of its own and waits
+/// for it: a caller dropped mid-write (its client gone) cannot cut it
+/// between keeping the change and applying it, which would leave what is
+/// kept and what is in force disagreeing.
+pub(crate) async fn whole<T, E>(
+    write: impl Future<Output = Result<T, E>> + Send + 'static,
+) -> Result<T, E>
+where
+    T: Send + 'static,
+    E: Send + 'static + From<WriteStopped>,
+{
+    tokio::spawn(write)
+        .await
+        .unwrap_or_else(|e| Err(WriteStopped(e.to_string()).into()))
+}
+
+/// An admin write's task that ended without an answer (it panicked).
+#[derive(Debug)]
+pub(crate) struct WriteStopped(String);
+
+impl From<WriteStopped> for crate::error::Error {
+    fn from(e: WriteStopped) -> Self {
+        crate::error::Error::Engine(format!("the change stopped before its end: {}", e.0))
+    }
+}
+
+impl From<WriteStopped> for AdminError {
+    fn from(e: WriteStopped) -> Self {
+        Self::Unavailable(format!("the change stopped before its end: {}", e.0))
+    }
+}

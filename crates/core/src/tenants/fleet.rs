@@ -424,14 +424,21 @@ impl FleetSync {
         true
     }
 
-    /// Syncs every [`SYNC_EVERY`] until `stop` turns true.
+    /// Syncs every [`SYNC_EVERY`] until `stop` turns true, sending the
+    /// fleet the spend it has not heard of each time, and once more at the
+    /// stop.
     pub(crate) async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
-            tokio::select! {
-                () = tokio::time::sleep(SYNC_EVERY) => {}
-                _ = stop.wait_for(|s| *s) => return,
+            let stopped = tokio::select! {
+                () = tokio::time::sleep(SYNC_EVERY) => false,
+                _ = stop.wait_for(|s| *s) => true,
+            };
+            if stopped {
+                self.tenants.send_unsent(&self.shared).await;
+                return;
             }
             self.sync().await;
+            self.tenants.send_unsent(&self.shared).await;
         }
     }
 }

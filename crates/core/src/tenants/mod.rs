@@ -21,13 +21,17 @@
 //! With Redis (`REDIS_URL`) the counters are the fleet's (`fleet.rs`: one
 //! Lua script checks and reserves atomically, so two instances admit no
 //! more than one would); without it, or while it is unreachable, each
-//! instance counts alone, going on from the last counts it saw.
+//! instance counts alone, going on from the last counts it saw. A change
+//! Redis did not take (spend made while it was away, a settlement that
+//! failed) is kept and sent by the next sync (every second) or admission
+//! of its record that reaches Redis.
 
 mod admin;
 pub(crate) mod fleet;
 mod state;
 
 pub use crate::error::ClientRefusal;
+pub(crate) use admin::whole;
 pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
 pub use state::{Kept, StateError, StateFile};
 
@@ -62,7 +66,15 @@ pub struct Counts {
     /// The budget window the spend is of.
     pub window: u64,
     pub spent_nanos: u64,
+    /// When an admission last read these counts (the fleet's reply with
+    /// Redis); `None` in a reply not yet kept.
+    pub seen: Option<tokio::time::Instant>,
 }
+
+/// How long the spend an admission read decides an early refusal: spend
+/// holds the worst cases of requests in flight, which shrink when they
+/// settle (on any instance), so an older count may be too high.
+pub const SPEND_FRESH: Duration = Duration::from_secs(2);
 
 /// What a record's limits leave, for the `x-ratelimit-*` headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,12 +194,14 @@ impl Tenants {
         self.closed |= self.any();
         for name in names {
             if self.from_file(&name) || self.named(&name).is_none() {
-                // The settings file's record of that name or key wins.
+                // The settings file's record of that name or key wins;
+                // the state file's is left out, so the next write drops it.
                 tracing::warn!(
                     client = %name,
                     path = %state.path().display(),
-                    "a client record in the state file clashes with one in the settings file; \
-                     the settings file's is in force"
+                    "a client record in the state file has the name or key of one in the \
+                     settings file; the settings file's is in force, and the next admin change \
+                     of client records removes this one from the state file"
                 );
             }
         }
@@ -324,11 +338,15 @@ impl Tenants {
     }
 
     /// A refusal that needs no request, from `record`'s last counts (the
-    /// fleet's as it last reported them): the minute's requests or the
-    /// budget's window already spent. Requests and spend only grow within
-    /// their minute and window, so whatever this refuses admission would
-    /// refuse too; it lets a request be refused before its body is read.
-    /// Admitting stays [`Tenants::admit`]'s check-and-reserve.
+    /// fleet's as an admission last read them): the minute's requests, or
+    /// the budget's window spent as read within [`SPEND_FRESH`]. Requests
+    /// only grow within their minute, so a request count of any age refuses
+    /// nothing admission would take; spend holds the worst cases of
+    /// requests in flight and shrinks as they settle (on other instances
+    /// too, unseen here), so only a fresh reading of it refuses. A request
+    /// not refused here meets admission, which reads the counts again.
+    /// This lets a request be refused before its body is read; admitting
+    /// stays [`Tenants::admit`]'s check-and-reserve.
     pub fn spent(&self, record: &ClientRecord) -> Result<(), ClientRefusal> {
         if record.rpm.is_none() && record.budget_nanos.is_none() {
             return Ok(());
@@ -337,7 +355,9 @@ impl Tenants {
             return Ok(());
         };
         let now_ms = unix_ms();
-        let budget = c.window == record.window.at(now_ms / 1000).0
+        let fresh = c.seen.is_some_and(|at| at.elapsed() < SPEND_FRESH);
+        let budget = fresh
+            && c.window == record.window.at(now_ms / 1000).0
             && record.budget_nanos.is_some_and(|b| c.spent_nanos >= b);
         let requests = c.minute == now_ms / 60_000 && record.rpm.is_some_and(|l| c.requests >= l);
         let code = match (budget, requests) {
@@ -410,7 +430,8 @@ impl Tenants {
                 None => None,
             };
             counts = match fleet {
-                Some((code, seen)) => {
+                Some((code, mut seen)) => {
+                    seen.seen = Some(tokio::time::Instant::now());
                     self.lock().insert(Arc::clone(&record.name), seen);
                     self.flush_unsent(record);
                     refusal(code, record, now_ms, &seen, worst)?;
@@ -445,14 +466,55 @@ impl Tenants {
             window,
             ..Counts::default()
         };
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let tenants = Arc::clone(self);
-            handle.spawn(async move {
-                if !fleet::settle(&shared, &record, at, 0, nanos).await {
-                    tenants.keep_unsent(&record.name, window, nanos);
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            // No runtime to send it with (shutting down): kept for the
+            // fleet's next sync.
+            self.keep_unsent(&record.name, window, nanos);
+            return;
+        };
+        let tenants = Arc::clone(self);
+        handle.spawn(async move {
+            if !fleet::settle(&shared, &record, at, 0, nanos).await {
+                tenants.keep_unsent(&record.name, window, nanos);
+            }
+        });
+    }
+
+    /// Sends the fleet every record's spend it has not heard of (settlements
+    /// that failed while Redis was away, give-backs of reservations made
+    /// there): each sync does, and the last one at shutdown, so that a
+    /// reservation given back reaches Redis without waiting for another
+    /// admission of its record. What Redis does not take is kept for the
+    /// next.
+    pub(crate) async fn send_unsent(&self, shared: &SharedState) {
+        let all: Vec<(Arc<str>, (u64, i64))> = self.unsent_lock().drain().collect();
+        let mut all = all.into_iter();
+        while let Some((name, (window, nanos))) = all.next() {
+            // A record revoked since has no budget left to count against.
+            let Some(record) = self.named(&name) else {
+                continue;
+            };
+            let at = Counts {
+                window,
+                ..Counts::default()
+            };
+            if !fleet::settle(shared, &record, at, 0, nanos).await {
+                // Redis is away: the rest waits for the next sync rather
+                // than each waiting out its own call.
+                for (name, (window, nanos)) in std::iter::once((name, (window, nanos))).chain(all) {
+                    self.keep_unsent(&name, window, nanos);
                 }
-            });
+                return;
+            }
         }
+    }
+
+    /// The spend change of `record` this instance holds for the fleet, not
+    /// yet taken by Redis (nano-USD; negative: reservations given back).
+    pub fn unsent_nanos(&self, record: &ClientRecord) -> Option<i64> {
+        self.unsent_lock()
+            .get(&record.name)
+            .map(|(_, nanos)| *nanos)
     }
 
     fn unsent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u64, i64)>> {
@@ -461,12 +523,17 @@ impl Tenants {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keeps spend the fleet has not heard of, for the next admission that
-    /// reaches Redis (a window already gone is dropped).
+    /// Keeps spend the fleet has not heard of, for the next sync or
+    /// admission that reaches Redis (a window already gone is dropped).
     fn keep_unsent(&self, name: &Arc<str>, window: u64, nanos: i64) {
         let mut unsent = self.unsent_lock();
         let entry = unsent.entry(Arc::clone(name)).or_insert((window, 0));
-        if entry.0 != window {
+        if entry.0 > window {
+            // Put back after a newer window's spend was kept: its own
+            // window is gone.
+            return;
+        }
+        if entry.0 < window {
             *entry = (window, 0);
         }
         entry.1 = entry.1.saturating_add(nanos);
@@ -488,6 +555,7 @@ impl Tenants {
         if c.window != at.window {
             (c.window, c.spent_nanos) = (at.window, 0);
         }
+        c.seen = Some(tokio::time::Instant::now());
         refusal(verdict_of(record, c, want), record, now_ms, c, want.worst)?;
         reserve(c, want);
         Ok(*c)
@@ -527,15 +595,24 @@ impl Tenants {
             return;
         }
         let (record, counts) = (Arc::clone(&ticket.record), ticket.counts);
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let tenants = Arc::clone(self);
-            handle.spawn(async move {
-                let sent = fleet::settle(&shared, &record, counts, delta, spend).await;
-                if !sent && spend != 0 {
-                    tenants.keep_unsent(&record.name, counts.window, spend);
-                }
-            });
-        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            // No runtime to send it with (shutting down): the spend's change
+            // is kept for the fleet's next sync; the minute's tokens expire
+            // with their minute.
+            if spend != 0 {
+                self.keep_unsent(name, counts.window, spend);
+            }
+            return;
+        };
+        let tenants = Arc::clone(self);
+        handle.spawn(async move {
+            let sent = fleet::settle(&shared, &record, counts, delta, spend).await;
+            if !sent && spend != 0 {
+                // Sent by the fleet's next sync, or the record's next
+                // admission that reaches Redis.
+                tenants.keep_unsent(&record.name, counts.window, spend);
+            }
+        });
     }
 }
 

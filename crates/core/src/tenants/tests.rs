@@ -448,3 +448,60 @@ async fn spent_refuses_early_only_what_admission_would() {
     assert_eq!(t.spent(tokens), Ok(()));
     drop(ticket);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_spend_count_refuses_early_only_while_fresh() {
+    let (t, r) = tenants(vec![RawClient {
+        budget_usd: Some(0.01),
+        window: Some("day".into()),
+        ..record("a")
+    }]);
+    let (route, c) = (RouteSelector::Default, chat("hi", Some(20)));
+    // One request in flight holds the whole budget as its worst case.
+    let held = t
+        .admit(&r[0], &route, &c, &[priced_at(0.01)])
+        .await
+        .unwrap();
+    let budget = |e: Result<(), ClientRefusal>| matches!(e, Err(ClientRefusal::Budget { .. }));
+    assert!(budget(t.spent(&r[0])), "a fresh count refuses early");
+    // The count grows old: its reservation may have been given back where
+    // this instance does not see it, so the request goes on to admission.
+    tokio::time::advance(SPEND_FRESH).await;
+    assert_eq!(
+        t.spent(&r[0]),
+        Ok(()),
+        "a stale count refuses nothing early"
+    );
+    // Admission reads the counts again (here: still held) and refreshes
+    // them, so the next request is refused early once more.
+    let e = t.admit(&r[0], &route, &c, &[priced_at(0.01)]).await;
+    assert!(matches!(e, Err(ClientRefusal::Budget { .. })), "{e:?}");
+    assert!(budget(t.spent(&r[0])), "admission refreshed the count");
+    // Given back: nothing refused, early or at admission.
+    held.settle(Used::Nothing);
+    assert_eq!(t.spent(&r[0]), Ok(()));
+    assert!(t.admit(&r[0], &route, &c, &[priced_at(0.01)]).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_count_refuses_early_at_any_age() {
+    let (t, r) = tenants(vec![RawClient {
+        rpm: Some(1),
+        ..record("a")
+    }]);
+    let ticket = t
+        .admit(&r[0], &RouteSelector::Default, &chat("hi", None), &[])
+        .await
+        .unwrap();
+    let minute = ticket.counts.minute;
+    // Paused time leaves the wall clock's minute alone; a settlement gives
+    // no request back.
+    tokio::time::advance(SPEND_FRESH * 10).await;
+    ticket.settle(Used::Nothing);
+    if unix_ms() / 60_000 == minute {
+        assert!(matches!(
+            t.spent(&r[0]),
+            Err(ClientRefusal::Requests { limit: 1, .. })
+        ));
+    }
+}

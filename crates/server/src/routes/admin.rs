@@ -21,7 +21,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use understudy_core::settings::RawClient;
 use understudy_core::tenants::AdminError;
-use understudy_core::{RoutingTable, RoutingUpdate};
+use understudy_core::{Error, RoutingTable, RoutingUpdate};
 
 use super::parse_json;
 use crate::{ApiError, AppState};
@@ -45,7 +45,20 @@ async fn write(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RoutingTable>, ApiError> {
     let update: RoutingUpdate = parse_json(body, state.engine.settings().server.max_parts)?;
-    let table = state.engine.set_routing(update).await?;
+    let table = state
+        .engine
+        .set_routing(update)
+        .await
+        .map_err(|e| match e {
+            // The admin is the operator: a change not kept says why (the state
+            // file's path is the operator's own setting), where a client would
+            // get a generic message.
+            Error::Engine(message) => ApiError::Body {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message,
+            },
+            e => e.into(),
+        })?;
     tracing::info!(default = %table.default, order = ?table.order, policy = %table.refusal_policy, "routing changed by the admin API");
     Ok(Json(table))
 }

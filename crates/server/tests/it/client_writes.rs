@@ -323,6 +323,13 @@ async fn a_change_the_state_file_cannot_take_is_a_503_that_changes_nothing() {
     )
     .await;
     assert_eq!(routed.status, 503, "{}", routed.body);
+    // The admin is the operator: the answer names the file and says the
+    // change was not made.
+    assert!(
+        routed.body.contains("state.json") && routed.body.contains("not made"),
+        "{}",
+        routed.body
+    );
     let routing = admin(&s, "GET", "/v1/admin/routing", None).await;
     assert_eq!(routing.json()["default"], "groq", "the change was undone");
     assert_eq!(
@@ -427,4 +434,49 @@ async fn kept_records_keep_the_gateway_closed() {
         )
         .await;
     assert_eq!(open.status, 401, "{}", open.body);
+}
+
+#[tokio::test]
+async fn a_write_whose_caller_is_gone_is_kept_and_applied_alike() {
+    let (sim, other) = sims().await;
+    let dir = state_dir("dropped");
+    let path = dir.join("state.json");
+    let engine = gateway(&sim, &other, None, &path)
+        .build()
+        .await
+        .unwrap()
+        .engine;
+    let raw =
+        serde_json::from_value(json!({"name": "gone-team", "key": "sk-gone-team-0123456789"}))
+            .unwrap();
+    // The admin's connection drops while the write is under way: its
+    // handler's future is polled once (the write begins) and dropped.
+    {
+        let mut write = std::pin::pin!(engine.create_client(raw));
+        std::future::poll_fn(|cx| {
+            let _ = write.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+    // The write runs to its end: the record is in force and in the file,
+    // never in one alone.
+    let kept = || {
+        std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("gone-team")
+    };
+    let applied = || {
+        engine
+            .list_clients()
+            .iter()
+            .any(|c| c.record.name == "gone-team")
+    };
+    eventually_within(
+        Duration::from_secs(20),
+        "the record kept and applied",
+        async || kept() && applied(),
+    )
+    .await;
+    engine.shutdown().await;
 }
