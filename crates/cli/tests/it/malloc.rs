@@ -30,7 +30,8 @@ async fn serve_runs_with_the_mmap_threshold_fixed_unless_the_operator_tuned_glib
     // with. The last case is a second start whose GLIBC_TUNABLES glibc
     // dropped (a binary with file capabilities): it must not start itself
     // again, and again, but serve with glibc's defaults.
-    let cases: [(&[(&str, &str)], Option<&str>); 3] = [
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+    let cases: [Case; 3] = [
         (&[], Some("glibc.malloc.mmap_threshold=131072")),
         (
             &[("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")],
