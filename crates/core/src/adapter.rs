@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Completion, StreamEvent};
+pub use crate::credentials::{CredentialStatus, Credentials};
 use crate::error::Failure;
 use crate::protocol::Protocol;
 use crate::settings::ProviderSettings;
@@ -94,50 +95,6 @@ impl CallOptions {
             trace: None,
         }
     }
-}
-
-/// Credentials that expire or change. The provider's actor calls
-/// [`Credentials::refresh`] when [`Credentials::refresh_in`] says; the
-/// adapter reads the current ones on every request (and fetches them
-/// itself only when there are none yet, or when the provider said they
-/// expired).
-pub trait Credentials: Send + Sync + fmt::Debug + 'static {
-    /// Fetches (or reads again) the credentials now; on an error the ones
-    /// held stay in use until they expire.
-    fn refresh(&self) -> BoxFuture<'_, Result<(), String>>;
-
-    /// How long until the next refresh is due (`None`: never, they do not
-    /// change).
-    fn refresh_in(&self) -> Option<Duration>;
-
-    /// Where they come from and when they expire, for `understudy
-    /// providers`. Never the secret.
-    fn status(&self) -> CredentialStatus;
-
-    /// Whether a request could sign with them now (credentials held that
-    /// have not expired).
-    fn usable(&self) -> bool {
-        true
-    }
-
-    /// The gate that bounds how long a request waits for them to be
-    /// fetched, when they are fetched at all (see [`crate::credentials`]).
-    fn gate(&self) -> Option<&crate::credentials::CredentialGate> {
-        None
-    }
-}
-
-/// What [`Credentials::status`] reports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CredentialStatus {
-    /// Where they come from: `environment`, a file and a profile, a
-    /// service account's e-mail address, …
-    pub source: String,
-    /// When the ones held expire (Unix seconds), if they do.
-    pub expires_at: Option<u64>,
-    /// The last refresh's error (while the held ones are still in use, or
-    /// why there are none). Names no file and no value from one.
-    pub error: Option<String>,
 }
 
 /// A provider's streamed answer, as neutral events.

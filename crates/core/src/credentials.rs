@@ -25,13 +25,14 @@
 //! timeout ([`refresh`]): a request that stops waiting never cancels it,
 //! and its outcome serves the requests that come after.
 
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use crate::adapter::Credentials;
 
 /// The longest a request waits for credentials: well under any target's
 /// first-token timeout, long enough for a token endpoint that answers to
@@ -42,6 +43,50 @@ pub const CREDENTIAL_WAIT: Duration = Duration::from_millis(500);
 /// long rather than each asking for another fetch (the actor goes on
 /// trying on its own schedule meanwhile).
 pub const CREDENTIAL_RETRY: Duration = Duration::from_secs(5);
+
+/// Credentials that expire or change. The provider's actor calls
+/// [`Credentials::refresh`] when [`Credentials::refresh_in`] says, or when
+/// a request finds none usable (through the [`CredentialGate`]); the
+/// adapter reads the current ones on every request and never fetches them
+/// on the request's task.
+pub trait Credentials: Send + Sync + fmt::Debug + 'static {
+    /// Fetches (or reads again) the credentials now; on an error the ones
+    /// held stay in use until they expire.
+    fn refresh(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+
+    /// How long until the next refresh is due (`None`: never, they do not
+    /// change).
+    fn refresh_in(&self) -> Option<Duration>;
+
+    /// Where they come from and when they expire, for `understudy
+    /// providers`. Never the secret.
+    fn status(&self) -> CredentialStatus;
+
+    /// Whether a request could sign with them now (credentials held that
+    /// have not expired).
+    fn usable(&self) -> bool {
+        true
+    }
+
+    /// The gate that bounds how long a request waits for them to be
+    /// fetched, when they are fetched at all (see this module).
+    fn gate(&self) -> Option<&CredentialGate> {
+        None
+    }
+}
+
+/// What [`Credentials::status`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialStatus {
+    /// Where they come from: `environment`, a file and a profile, a
+    /// service account's e-mail address, …
+    pub source: String,
+    /// When the ones held expire (Unix seconds), if they do.
+    pub expires_at: Option<u64>,
+    /// The last refresh's error (while the held ones are still in use, or
+    /// why there are none). Names no file and no value from one.
+    pub error: Option<String>,
+}
 
 /// Whether a fetch is under way and how the last one went, shared by the
 /// provider's actor (which fetches) and the requests (which wait, bounded).
