@@ -22,7 +22,9 @@
 //! - `actor`: router, provider and supervisor actors (private).
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
-//! - [`engine`]: [`Engine`], the handle every front end uses.
+//! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
+//!   the routing table and client records changed at run time, and where
+//!   those changes are kept).
 //! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
@@ -35,6 +37,9 @@
 //!   encoding (exported by `sink::otlp`).
 //! - [`tenants`]: client records held to their budgets, rates, models
 //!   and expiry (across the fleet with Redis).
+//! - [`protocol`]: [`Protocol`], the one name of a wire protocol (a leaf).
+//! - [`ratelimit`]: the rate-limit budgets providers report (a leaf).
+//! - [`keys`]: a pooled provider's keys at run time (`KeyPool`).
 
 pub mod adapter;
 pub mod attempt;
