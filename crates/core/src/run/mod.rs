@@ -110,11 +110,10 @@ pub(crate) struct Run {
     pub trace: Option<Arc<crate::trace::TraceContext>>,
     /// What its spans need beyond the event (a recorded trace only).
     pub notes: Option<Box<TraceNotes>>,
-    /// Why targets were passed over when their turn came, each reason
-    /// once, in the order met.
-    pub skip_reasons: Vec<Unavailable>,
-    /// The targets passed over when their turn came, for the event.
-    pub passed_over: Vec<crate::event::SkippedTarget>,
+    /// The targets passed over when their turn came, in order (their
+    /// place in the plan, and why): for the request's error when every
+    /// target was, and for its event.
+    pub passed_over: Vec<(usize, Unavailable)>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -339,16 +338,9 @@ impl Run {
     /// Notes that target `idx` was passed over: for the request's error
     /// (when every target was), and for a recorded trace.
     fn note_skip(&mut self, idx: usize, reason: Unavailable) {
-        if !self.skip_reasons.contains(&reason) {
-            self.skip_reasons.push(reason);
-        }
+        self.passed_over.push((idx, reason));
         let at_ms = millis(self.started.elapsed());
         let target = &self.plan.targets[idx];
-        self.passed_over.push(crate::event::SkippedTarget {
-            provider: target.provider.to_string(),
-            model: target.model.to_string(),
-            reason: reason.code().to_owned(),
-        });
         if let Some(notes) = self.notes.as_mut() {
             notes.skips.push(Skip {
                 provider: target.provider.to_string(),
@@ -363,22 +355,22 @@ impl Run {
     /// out (an open breaker, a stopped provider; a missing key or adapter
     /// is configuration, not an event of this request), then those passed
     /// over when their turn came. Nothing is allocated when there are none.
-    fn skipped_targets(&mut self) -> Vec<crate::event::SkippedTarget> {
-        let planned = self
-            .plan
+    fn skipped_targets(&self) -> Vec<crate::event::SkippedTarget> {
+        let skipped = |t: &crate::target::Target, why: Unavailable| crate::event::SkippedTarget {
+            provider: t.provider.to_string(),
+            model: t.model.to_string(),
+            reason: why.code().to_owned(),
+        };
+        self.plan
             .skipped
             .iter()
-            .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped));
-        if planned.clone().next().is_none() {
-            return std::mem::take(&mut self.passed_over);
-        }
-        planned
-            .map(|(t, why)| crate::event::SkippedTarget {
-                provider: t.provider.to_string(),
-                model: t.model.to_string(),
-                reason: why.code().to_owned(),
-            })
-            .chain(self.passed_over.drain(..))
+            .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+            .map(|(t, why)| skipped(t, *why))
+            .chain(
+                self.passed_over
+                    .iter()
+                    .map(|&(idx, why)| skipped(&self.plan.targets[idx], why)),
+            )
             .collect()
     }
 
@@ -489,12 +481,17 @@ impl Run {
     /// Why every target was passed over: each reason met, in the order
     /// met (a breaker, a pool's keys, credentials).
     fn all_skipped(&self) -> String {
-        if self
-            .skip_reasons
+        let mut reasons: Vec<Unavailable> = Vec::new();
+        for &(_, why) in &self.passed_over {
+            if !reasons.contains(&why) {
+                reasons.push(why);
+            }
+        }
+        if reasons
             .iter()
             .any(|r| *r != Unavailable::BreakerOpen && *r != Unavailable::KeysOut)
         {
-            let reasons: Vec<&str> = self.skip_reasons.iter().map(|r| r.as_str()).collect();
+            let reasons: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
             return format!("every target was passed over ({})", reasons.join(", "));
         }
         if !self.keys_tried.is_empty() || self.plan_has_pool() {

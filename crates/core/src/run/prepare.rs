@@ -198,7 +198,6 @@ pub(crate) fn prepare(
         streams,
         probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
         keys_tried: Vec::new(),
-        skip_reasons: Vec::new(),
         passed_over: Vec::new(),
         rules: Rules {
             mode,
