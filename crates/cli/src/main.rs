@@ -3,6 +3,11 @@
 //!
 //! Exit status: 0 success, 1 when no provider answered, 2 for bad usage or
 //! configuration.
+//!
+//! # Layout
+//! - `cmd`: one module per subcommand (`ask`, `providers`, `serve`, `demo`:
+//!   the gateway in front of the testkit's simulators, `events`).
+//! - `malloc`: glibc's malloc told to give large blocks back to the system.
 
 mod cmd;
 mod malloc;

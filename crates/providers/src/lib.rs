@@ -20,12 +20,11 @@
 //!   `api-key` header or an Entra ID token, its errors).
 //! - `by_model`: one provider, two APIs by model (Bedrock's, Vertex's).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
-//! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
+//! - [`signature`] (re-exported from `understudy_wire`): Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
-//! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
-//! - `ids`: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
+//! - [`sse`] (re-exported from `understudy_wire`): the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
-//! - `stray`: raw JSON errors that arrive inside a stream without SSE framing.
+//! - `otlp`: the span sender, posting encoded spans to an OTLP collector (HTTP or gRPC).
 
 pub mod anthropic;
 mod azure;
