@@ -11,11 +11,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, Completion, StreamEvent};
-pub use crate::credentials::{CredentialStatus, Credentials};
-use crate::error::Failure;
-use crate::protocol::Protocol;
-use crate::settings::ProviderSettings;
+pub use crate::{credentials::CredentialStatus, credentials::Credentials};
+use understudy_settings::ProviderSettings;
+use understudy_types::error::Failure;
+use understudy_types::protocol::Protocol;
+use understudy_types::{chat::ChatRequest, chat::Completion, chat::StreamEvent};
 
 /// A boxed, sendable future (object-safe async trait methods).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -113,14 +113,14 @@ pub trait EventStream: Send + 'static {
     }
 
     /// The provider's own id for the answer being streamed, once the
-    /// stream named it (see [`crate::Completion::response_id`]).
+    /// stream named it (see [`understudy_types::Completion::response_id`]).
     fn response_id(&self) -> Option<String> {
         None
     }
 
     /// The rate-limit budget the stream's response headers reported (read
     /// only for a pool's key).
-    fn rate_limits(&self) -> Option<crate::ratelimit::RateLimits> {
+    fn rate_limits(&self) -> Option<understudy_types::ratelimit::RateLimits> {
         None
     }
 }
@@ -140,7 +140,7 @@ pub trait AdapterFactory: Send + Sync + fmt::Debug + 'static {
     /// (`None`: this factory has none, and traces stay off).
     fn span_sender(
         &self,
-        _telemetry: &crate::settings::TelemetrySettings,
+        _telemetry: &understudy_settings::TelemetrySettings,
     ) -> Option<Result<Arc<dyn crate::trace::SpanSender>, String>> {
         None
     }

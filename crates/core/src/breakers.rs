@@ -18,13 +18,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::time::Instant;
+use std::time::Instant;
 
-use crate::failure::FailureCode;
 use crate::keys::KeyPool;
-use crate::policy::breaker::{Admission, Breaker, BreakerSettings, BreakerState};
-use crate::sink::metrics::{Metrics, StateLabels};
-use crate::target::Target;
+use crate::{sink::metrics::Metrics, sink::metrics::StateLabels};
+use understudy_policy::{breaker::Admission, breaker::Breaker, breaker::BreakerState};
+use understudy_settings::BreakerSettings;
+use understudy_types::failure::FailureCode;
+use understudy_types::target::Target;
 
 /// Every target's breaker.
 #[derive(Debug)]
@@ -328,7 +329,7 @@ mod tests {
     async fn one_state_for_plans_admissions_and_the_fleet() {
         let b = board();
         let t = Target::new("groq", "a");
-        let now = Instant::now();
+        let now = crate::now();
         for i in 0..3 {
             assert_eq!(b.admit(&t, now, false), Admission::Yes);
             let change = b.record(&t, Err(FailureCode::Unavailable), now);
@@ -351,7 +352,7 @@ mod tests {
         let b = board();
         let t = Target::new("groq", "a");
         let pin = Target::new("groq", "pinned");
-        let now = Instant::now();
+        let now = crate::now();
         let until = now + Duration::from_secs(4);
         b.sync(&t, Some(until), now);
         b.sync(&pin, Some(until), now);
@@ -364,7 +365,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn pins_are_bounded_and_the_least_recently_used_goes_first() {
         let b = board();
-        let now = Instant::now();
+        let now = crate::now();
         let pin = |m: &str| Target::new("groq", m);
         for m in ["p1", "p2"] {
             b.record(&pin(m), Err(FailureCode::Unavailable), now);

@@ -26,13 +26,13 @@ use redis::AsyncCommands;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::chat::ChatRequest;
-use crate::generation::{ClientTag, Generation};
-use crate::policy::plan::Target;
-use crate::policy::refusal::RefusalPolicy;
-use crate::protocol::Protocol;
 use crate::redis_link::RedisLink;
-use crate::settings::CacheSettings;
+use crate::{generation::ClientTag, generation::Generation};
+use understudy_policy::plan::Target;
+use understudy_settings::CacheSettings;
+use understudy_types::chat::ChatRequest;
+use understudy_types::protocol::Protocol;
+use understudy_types::refusal::RefusalPolicy;
 
 /// How long a Redis cache lookup may take before it counts as a miss.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
@@ -96,7 +96,7 @@ enum Scope<'a> {
 struct Material<'a> {
     version: u32,
     scope: Scope<'a>,
-    #[serde(with = "crate::protocol::api_serde")]
+    #[serde(with = "understudy_types::protocol::api_serde")]
     api: Option<Protocol>,
     route: &'a str,
     policy: &'a str,
@@ -109,7 +109,7 @@ struct Material<'a> {
 /// A natively forwarded body, as the target of its protocol receives it.
 #[derive(Serialize)]
 struct Native<'a> {
-    kind: crate::protocol::Protocol,
+    kind: understudy_types::protocol::Protocol,
     body: &'a str,
     headers: &'a [(String, String)],
     query: Option<&'a str>,

@@ -3,12 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::chat::Usage;
-pub use crate::clock::{civil_from_days, now_rfc3339, rfc3339_of as rfc3339};
-use crate::error::{Error, FailureCode, bounded};
-use crate::generation::{Attempt, Generation, Outcome};
-use crate::protocol::Protocol;
-use crate::stream::{StreamDone, StreamError};
+use std::time::{SystemTime, UNIX_EPOCH};
+use understudy_types::chat::Usage;
+
+use crate::generation::Generation;
+use understudy_types::clock::rfc3339_of;
+use understudy_types::protocol::Protocol;
+use understudy_types::{Attempt, Outcome};
+use understudy_types::{StreamDone, StreamError};
+use understudy_types::{error::Error, error::FailureCode, error::bounded};
 
 /// One generation, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,7 +23,7 @@ pub struct GenerationEvent {
     pub route: String,
     /// The API the request came through: `neutral`, `openai`, `responses`,
     /// `anthropic`, `gemini`.
-    #[serde(default, with = "crate::protocol::api_serde")]
+    #[serde(default, with = "understudy_types::protocol::api_serde")]
     pub api: Option<Protocol>,
     /// Who served, or `None` when nobody did.
     pub provider: Option<String>,
@@ -214,6 +217,14 @@ impl GenerationEvent {
     }
 }
 
+/// Now as RFC 3339 (`2026-11-29T16:20:01.123Z`).
+fn now_rfc3339() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339_of(since.as_secs(), since.subsec_millis())
+}
+
 fn refused(attempts: &[Attempt]) -> bool {
     attempts
         .iter()
@@ -224,10 +235,13 @@ fn refused(attempts: &[Attempt]) -> bool {
 mod tests {
     #[test]
     fn rfc3339() {
-        assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(super::rfc3339_of(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            super::rfc3339(1_796_000_000, 999),
+            super::rfc3339_of(951_782_400, 5),
+            "2000-02-29T00:00:00.005Z"
+        );
+        assert_eq!(
+            super::rfc3339_of(1_796_000_000, 999),
             "2026-11-30T00:53:20.999Z"
         );
     }

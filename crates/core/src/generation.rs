@@ -7,31 +7,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::chat::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
-use crate::error::Error;
-use crate::policy::refusal::RefusalPolicy;
-
-/// Which targets a request should walk.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RouteSelector {
-    /// The default route (the configured primary, then the fallback order).
-    #[default]
-    Default,
-    /// A named route from the settings.
-    Named(String),
-    /// A name a client sent as its model: `default`, a route if one has
-    /// this name when the request is planned, else `provider` or
-    /// `provider:model` as a pin; anything else is an unknown model.
-    /// Resolved by the router, so it sees the routing table in force.
-    Model(String),
-    /// `provider` or `provider:model` as the primary; the rest of the default
-    /// order follows as fallbacks.
-    Pin {
-        provider: String,
-        model: Option<String>,
-    },
-}
+use understudy_types::RouteSelector;
+use understudy_types::attempt::Attempt;
+use understudy_types::error::Error;
+use understudy_types::refusal::RefusalPolicy;
+use understudy_types::{
+    chat::ChatRequest, chat::Completion, chat::FinishReason, chat::ToolCall, chat::Usage,
+};
 
 /// Which client key sent a request: a keyed hash of the key, never the key
 /// itself, so that stored state (the response cache) can belong to the
@@ -56,16 +38,16 @@ pub struct GenerateRequest {
     pub timeout: Option<std::time::Duration>,
     /// The API it came through (`None`: the neutral API, the CLI, the
     /// demo).
-    pub api: Option<crate::protocol::Protocol>,
+    pub api: Option<understudy_types::protocol::Protocol>,
     /// The client key it came with (none on an open gateway): the response
     /// cache answers it only from its own entries unless `[cache] shared`.
     pub client: Option<ClientTag>,
     /// The client key's record (budget, rates, models), when it has one.
-    pub tenant: Option<Arc<crate::settings::ClientRecord>>,
+    pub tenant: Option<Arc<understudy_settings::ClientRecord>>,
     /// The request's trace, when traces are on.
     pub trace: Option<Arc<crate::trace::TraceContext>>,
     /// Overrides the route's `stream_commit` (streamed requests only).
-    pub stream_commit: Option<crate::settings::StreamCommit>,
+    pub stream_commit: Option<understudy_settings::StreamCommit>,
     /// Overrides the route's `continue_after_cut` (streamed requests only).
     pub continue_after_cut: Option<bool>,
     /// Hosted tools the front end left out because no target can run them
@@ -177,74 +159,6 @@ impl fmt::Debug for ClientTag {
             "ClientTag({:02x}{:02x}{:02x}{:02x}…)",
             self.0[0], self.0[1], self.0[2], self.0[3]
         )
-    }
-}
-
-// === impl RouteSelector ===
-
-impl fmt::Display for RouteSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Default => f.write_str("default"),
-            Self::Named(name) | Self::Model(name) => f.write_str(name),
-            Self::Pin {
-                provider,
-                model: Some(m),
-            } => write!(f, "{provider}:{m}"),
-            Self::Pin {
-                provider,
-                model: None,
-            } => f.write_str(provider),
-        }
-    }
-}
-
-/// The longest model, route or pin name accepted, in bytes.
-pub const MAX_MODEL_NAME: usize = 256;
-
-impl RouteSelector {
-    /// Rejects a name no provider could have: longer than
-    /// [`MAX_MODEL_NAME`] bytes, or with control characters (before any
-    /// work, so client-chosen names cannot grow the gateway's state).
-    pub fn validate(&self) -> Result<(), Error> {
-        let names: [Option<&str>; 2] = match self {
-            Self::Default => [None, None],
-            Self::Named(n) | Self::Model(n) => [Some(n), None],
-            Self::Pin { provider, model } => [Some(provider), model.as_deref()],
-        };
-        for name in names.into_iter().flatten() {
-            if name.len() > MAX_MODEL_NAME {
-                return Err(Error::invalid(
-                    "model",
-                    format!("the model name is longer than {MAX_MODEL_NAME} bytes"),
-                ));
-            }
-            if name.chars().any(char::is_control) {
-                return Err(Error::invalid(
-                    "model",
-                    "the model name contains control characters",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Parses `provider` or `provider:model` as a pin.
-    pub fn pin(spec: &str) -> Self {
-        match spec.split_once(':') {
-            Some((provider, model)) if !model.is_empty() => Self::Pin {
-                provider: provider.to_owned(),
-                model: Some(model.to_owned()),
-            },
-            Some((provider, _)) => Self::Pin {
-                provider: provider.to_owned(),
-                model: None,
-            },
-            None => Self::Pin {
-                provider: spec.to_owned(),
-                model: None,
-            },
-        }
     }
 }
 

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::policy::breaker::BreakerState;
-use crate::protocol::Protocol;
+use understudy_policy::breaker::BreakerState;
+use understudy_types::protocol::Protocol;
 
 /// One provider as `understudy providers` and `GET /v1/providers` show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

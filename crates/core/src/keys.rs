@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::time::Instant;
+use std::time::Instant;
 
-use crate::failure::{FailureCode, FailureKind};
-use crate::policy::keys::{Ask, KeyState, Started, choose};
-use crate::ratelimit::RateLimits;
-use crate::settings::{ProviderSettings, Sticky};
+use understudy_policy::{
+    key_choice::Ask, key_choice::KeyState, key_choice::Started, key_choice::choose,
+};
+use understudy_settings::{ProviderSettings, Sticky};
+use understudy_types::ratelimit::RateLimits;
+use understudy_types::{failure::FailureCode, failure::FailureKind};
 
 /// One pooled provider's keys.
 #[derive(Debug)]
@@ -81,7 +83,7 @@ pub fn present(p: &ProviderSettings) -> Vec<usize> {
 impl KeyPool {
     /// The pool of `p`, if it has one with at least one key set.
     pub fn of(p: &ProviderSettings) -> Option<Arc<Self>> {
-        let present: Vec<(usize, &crate::settings::PoolKey)> = present(p)
+        let present: Vec<(usize, &understudy_settings::PoolKey)> = present(p)
             .into_iter()
             .map(|i| (i, &p.pool.keys[i]))
             .collect();
@@ -132,7 +134,7 @@ impl KeyPool {
 
     /// Until when every key is out for a rate limit, if they all are.
     pub fn rate_limited_until(&self, now: Instant) -> Option<Instant> {
-        crate::policy::keys::rate_limited_until(&self.lock(), now)
+        understudy_policy::key_choice::rate_limited_until(&self.lock(), now)
     }
 
     /// Whether a key this request has not tried may take it now.

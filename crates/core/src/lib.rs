@@ -1,30 +1,24 @@
-//! Understudy's engine: everything that decides, nothing that speaks a wire
-//! protocol.
+//! Understudy's engine: everything that runs a request, nothing that speaks
+//! a wire protocol. The vocabulary it speaks is `understudy-types`, its
+//! settings `understudy-settings`, and the decisions it carries out
+//! `understudy-policy` (pure); this crate does the I/O, holds the state and
+//! runs the actors.
 //!
 //! # Layout
-//! Leaves (plain types, no I/O): [`failure`] (codes, one attempt's
-//! [`Failure`] and its [`Disposition`]), [`attempt`], [`target`],
-//! [`chat`], [`error`] (a request's [`Error`]), [`generation`]
-//! ([`GenerateRequest`], [`Generation`]), [`info`] (what `providers`
-//! shows), [`stream`] (the [`GenerationStream`] a caller reads),
-//! [`settings`] (defaults, TOML file and environment, DESIGN §4),
-//! [`limits`] (built-in output-token limits of well-known models),
-//! [`passthrough`] (what the native pass-through refuses unless allowed),
-//! [`clock`] (RFC 3339 times read and written, UTC calendar days).
-//!
-//! - [`policy`]: pure decisions, no I/O: the decision machine
-//!   (`policy::decide`), plan, timeouts, softening, refusal policy,
-//!   backoff, breaker, budget windows.
+//! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
+//!   the routing table and client records changed at run time, and where
+//!   those changes are kept).
+//! - `run`: thin executors of the decision machine, answer and stream
+//!   (private).
+//! - `actor`: router, provider and supervisor actors (private).
+//! - [`generation`]: [`GenerateRequest`], [`Generation`], request ids.
+//! - [`stream`]: the [`GenerationStream`] a caller reads.
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
 //! - [`credentials`]: how long a request may wait on credentials that the
 //!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
-//! - `actor`: router, provider and supervisor actors (private).
-//! - `run`: thin executors of the decision machine, answer and stream
-//!   (private).
-//! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
-//!   the routing table and client records changed at run time, and where
-//!   those changes are kept).
+//! - [`keys`]: a pooled provider's keys at run time (`KeyPool`).
+//! - [`info`]: what `providers` shows.
 //! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
@@ -37,37 +31,22 @@
 //!   encoding (exported by `sink::otlp`).
 //! - [`tenants`]: client records held to their budgets, rates, models
 //!   and expiry (across the fleet with Redis).
-//! - [`protocol`]: [`Protocol`], the one name of a wire protocol (a leaf).
-//! - [`ratelimit`]: the rate-limit budgets providers report (a leaf).
-//! - [`keys`]: a pooled provider's keys at run time (`KeyPool`).
 
 pub mod adapter;
-pub mod attempt;
 pub mod breakers;
-pub mod chat;
-pub mod clock;
 pub mod credentials;
 pub mod engine;
-pub mod error;
 pub mod event;
-pub mod failure;
 pub mod generation;
 pub mod info;
 pub mod keys;
-pub mod limits;
 pub mod logctx;
-pub mod passthrough;
-pub mod policy;
-pub mod protocol;
-pub mod ratelimit;
 pub mod readiness;
 pub mod redis_link;
-pub mod settings;
 pub mod shared;
 pub mod sink;
 pub mod spend;
 pub mod stream;
-pub mod target;
 pub mod tenants;
 pub mod trace;
 
@@ -79,24 +58,20 @@ pub use adapter::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
     EventStream,
 };
-pub use chat::{
-    ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
-    ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
-};
 pub use credentials::CredentialGate;
 pub use engine::Engine;
-pub use error::Error;
 pub use event::GenerationEvent;
-pub use failure::{Disposition, Failure, FailureCode, FailureKind};
-pub use generation::{
-    Attempt, AttemptKind, ClientTag, GenerateRequest, GenerateResult, Generation, Outcome,
-    RouteSelector, new_request_id,
-};
+pub use generation::{ClientTag, GenerateRequest, GenerateResult, Generation, new_request_id};
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
-pub use policy::refusal::RefusalPolicy;
-pub use protocol::Protocol;
-pub use settings::{
-    ProviderSettings, RoutingTable, RoutingUpdate, Secret, Settings, SettingsError,
-};
-pub use stream::{GenerationStream, StreamDone, StreamError, StreamItem};
-pub use target::Target;
+pub use stream::GenerationStream;
+
+/// Now, on tokio's clock (paused in tests), as the std `Instant` the pure
+/// policies take (the conversion is free).
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// How long since `t`, on tokio's clock (see [`now`]).
+pub(crate) fn since(t: std::time::Instant) -> std::time::Duration {
+    now().saturating_duration_since(t)
+}

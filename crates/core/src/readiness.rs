@@ -8,8 +8,8 @@
 use serde::Serialize;
 
 use crate::info::ProviderInfo;
-use crate::policy::breaker::BreakerState;
-use crate::target::Target;
+use understudy_policy::breaker::BreakerState;
+use understudy_types::target::Target;
 
 /// A route that no target can serve now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -81,8 +81,8 @@ fn cannot_serve(t: &Target, providers: &[ProviderInfo]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::info::{KeyStatus, TargetBreaker};
-    use crate::protocol::Protocol;
+    use crate::{info::KeyStatus, info::TargetBreaker};
+    use understudy_types::protocol::Protocol;
 
     fn provider(name: &str, unavailable: Option<&str>, open: &[&str]) -> ProviderInfo {
         ProviderInfo {

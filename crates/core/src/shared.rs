@@ -31,7 +31,7 @@ use crate::breakers::BreakerBoard;
 use crate::keys::KeyPool;
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
-use crate::target::Target;
+use understudy_types::target::Target;
 
 /// Every shared-state call is bounded by this.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -355,7 +355,7 @@ impl BreakerPoller {
             return;
         };
         let now_ms = unix_ms();
-        let now = tokio::time::Instant::now();
+        let now = crate::now();
         for (i, (target, until)) in self.targets.iter().zip(open).enumerate() {
             match until {
                 // Open: hold it open here too, until the same moment.
@@ -387,11 +387,11 @@ impl BreakerPoller {
             return;
         };
         let now_ms = unix_ms();
-        let now = tokio::time::Instant::now();
+        let now = crate::now();
         for ((pool, key), out) in self.keys.iter().zip(out) {
             if let Some((until_ms, code)) = out.filter(|(u, _)| *u > now_ms) {
-                let code = crate::failure::FailureCode::parse(&code)
-                    .unwrap_or(crate::failure::FailureCode::RateLimited);
+                let code = understudy_types::failure::FailureCode::parse(&code)
+                    .unwrap_or(understudy_types::failure::FailureCode::RateLimited);
                 pool.sync(*key, now + Duration::from_millis(until_ms - now_ms), code);
             }
         }
@@ -411,7 +411,7 @@ impl BreakerPoller {
 
 /// Every target this instance may call: each provider's default model and
 /// every named route's targets.
-pub(crate) fn configured_targets(settings: &crate::settings::Settings) -> Vec<Target> {
+pub(crate) fn configured_targets(settings: &understudy_settings::Settings) -> Vec<Target> {
     let mut out: Vec<Target> = settings
         .providers
         .values()

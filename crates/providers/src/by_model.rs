@@ -7,9 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, CallOptions, ChatRequest, Completion, Credentials, Failure,
-};
+use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions, Credentials};
+use understudy_types::{ChatRequest, Completion, Failure};
 
 /// `first` for the models `takes` picks, `second` for the rest.
 #[derive(Debug)]

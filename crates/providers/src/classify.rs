@@ -1,7 +1,7 @@
 //! What transport errors mean; the HTTP statuses and rate-limit hints every
 //! protocol shares are `understudy_wire::classify`, re-exported here.
 
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 pub use understudy_wire::classify::*;
 

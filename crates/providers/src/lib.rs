@@ -1,7 +1,7 @@
 //! Understudy's wire adapters: one per protocol, each translating the
-//! neutral [`ChatRequest`](understudy_core::ChatRequest) to a provider's
+//! neutral [`ChatRequest`](understudy_types::ChatRequest) to a provider's
 //! HTTP API and classifying every outcome into a
-//! [`Failure`](understudy_core::Failure) the decision table understands.
+//! [`Failure`](understudy_types::Failure) the decision table understands.
 //!
 //! # Layout
 //! - [`openai_compat`]: OpenAI Chat Completions and compatible servers (Groq, Ollama, vLLM, OpenRouter…).
@@ -49,10 +49,10 @@ use http::Upstream as _;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use understudy_core::settings::Platform;
-use understudy_core::{
-    Adapter, AdapterFactory, Failure, Protocol, ProviderSettings, Secret, StreamEvent,
-};
+use understudy_core::{Adapter, AdapterFactory};
+use understudy_settings::Platform;
+use understudy_settings::{ProviderSettings, Secret};
+use understudy_types::{Failure, Protocol, StreamEvent};
 
 /// The factory the engine uses to build adapters for every compiled-in protocol.
 #[derive(Debug, Default, Clone, Copy)]
@@ -95,7 +95,7 @@ impl AdapterFactory for Providers {
 
     fn span_sender(
         &self,
-        telemetry: &understudy_core::settings::TelemetrySettings,
+        telemetry: &understudy_settings::TelemetrySettings,
     ) -> Option<Result<Arc<dyn understudy_core::trace::SpanSender>, String>> {
         Some(otlp::sender(telemetry))
     }
@@ -139,7 +139,7 @@ pub fn decode_response(
     status: u16,
     headers: HeaderMap,
     body: &[u8],
-) -> Result<understudy_core::Completion, Failure> {
+) -> Result<understudy_types::Completion, Failure> {
     let received = http::Received {
         status,
         headers,
@@ -211,7 +211,7 @@ pub(crate) fn redact(mut failure: Failure, key: Option<&Secret>) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use understudy_core::FailureKind;
+    use understudy_types::FailureKind;
 
     #[test]
     fn redaction() {

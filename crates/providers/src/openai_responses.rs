@@ -14,7 +14,8 @@
 //! transport: the endpoint, the bearer key, the pooled client.
 
 use reqwest::header::HeaderMap;
-use understudy_core::{ChatRequest, Completion, Failure, Protocol, ProviderSettings};
+use understudy_settings::ProviderSettings;
+use understudy_types::{ChatRequest, Completion, Failure, Protocol};
 use understudy_wire::responses::native::{prepare_native, target_tag};
 use understudy_wire::responses::request::translate;
 use understudy_wire::responses::response::parse_response;
@@ -38,7 +39,7 @@ pub(crate) struct ResponsesProtocol {
     provider: String,
     limits: crate::OutputLimits,
     /// The hosted tools a native body may keep here.
-    passthrough: understudy_core::passthrough::GatedSet,
+    passthrough: understudy_types::passthrough::GatedSet,
 }
 
 /// Builds the adapter for a Responses API provider.

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use understudy_core::settings::{OtlpProtocol, TelemetrySettings};
 use understudy_core::trace::SpanSender;
+use understudy_settings::{OtlpProtocol, TelemetrySettings};
 
 pub(crate) struct OtlpSender {
     client: reqwest::Client,
@@ -35,7 +35,7 @@ impl std::fmt::Debug for OtlpSender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL may hold a token; the headers are a vendor's keys.
         f.debug_struct("OtlpSender")
-            .field("url", &understudy_core::settings::redact_url(&self.url))
+            .field("url", &understudy_settings::redact_url(&self.url))
             .finish_non_exhaustive()
     }
 }

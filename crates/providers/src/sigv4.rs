@@ -293,7 +293,7 @@ fn hex(bytes: &[u8]) -> String {
 pub fn amz_dates(time: SystemTime) -> (String, String) {
     let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = understudy_core::event::civil_from_days(days as i64);
+    let (y, m, d) = understudy_types::clock::civil_from_days(days as i64);
     let date = format!("{y:04}{m:02}{d:02}");
     let stamp = format!(
         "{date}T{:02}{:02}{:02}Z",

@@ -2,9 +2,10 @@
 //! CLI's `ask --json` prints the same [`GenerateResponse`].
 
 use serde::{Deserialize, Serialize};
-use understudy_core::{
-    Attempt, ChatRequest, Error, FinishReason, GenerateRequest, GenerateResult, Message,
-    RefusalPolicy, RouteSelector, ToolCall, Usage,
+use understudy_core::{GenerateRequest, GenerateResult};
+use understudy_types::{
+    Attempt, ChatRequest, Error, FinishReason, Message, RefusalPolicy, RouteSelector, ToolCall,
+    Usage,
 };
 
 use crate::ApiError;
@@ -173,7 +174,7 @@ impl GenerateResponse {
         let attempts = e.attempts().to_vec();
         let served_by_none_but_refused = attempts.iter().any(|a| {
             a.outcome
-                == understudy_core::Outcome::Failed(understudy_core::FailureCode::ContentFilter)
+                == understudy_types::Outcome::Failed(understudy_types::FailureCode::ContentFilter)
         });
         Self {
             success: false,

@@ -19,11 +19,12 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use understudy_core::settings::ServerSettings;
+use understudy_settings::ServerSettings;
 
-use understudy_core::settings::ClientRecord;
-use understudy_core::tenants::{ClientRefusal, Remaining};
-use understudy_core::{ClientTag, Protocol};
+use understudy_core::ClientTag;
+use understudy_core::{tenants::ClientRefusal, tenants::Remaining};
+use understudy_settings::ClientRecord;
+use understudy_types::Protocol;
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 
@@ -249,7 +250,7 @@ pub(crate) async fn client_auth(
     };
     if record.expired(std::time::SystemTime::now()) {
         tenants.refused(&record, &ClientRefusal::Expired);
-        let refusal = understudy_core::Error::Client(ClientRefusal::Expired);
+        let refusal = understudy_types::Error::Client(ClientRefusal::Expired);
         let mut response = in_shape(&req, ApiError::Engine(refusal));
         if let Some(left) = tenants.remaining(&record) {
             rate_limit_headers(response.headers_mut(), &left);
@@ -261,7 +262,7 @@ pub(crate) async fn client_auth(
         // minute's requests or budget are spent costs no parse.
         if let Err(refusal) = tenants.spent(&record) {
             tenants.refused(&record, &refusal);
-            let refusal = understudy_core::Error::Client(refusal);
+            let refusal = understudy_types::Error::Client(refusal);
             let mut response = in_shape(&req, ApiError::Engine(refusal));
             if let Some(left) = tenants.remaining(&record) {
                 rate_limit_headers(response.headers_mut(), &left);

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::tenants::ClientRefusal;
-use understudy_core::{Attempt, Error, FailureCode};
+use understudy_types::{Attempt, Error, FailureCode};
 use understudy_wire::messages::error::{WireErrorEnvelope, error_type, status_of};
 
 /// An error on its way to the client (rendered in the neutral shape; wrap

@@ -26,7 +26,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::time::{Instant, Sleep};
-use understudy_core::{FailureCode, GenerationStream, StreamError, StreamItem};
+use understudy_core::GenerationStream;
+use understudy_types::{FailureCode, StreamError, StreamItem};
 use understudy_wire::{Encoder, Frame};
 
 /// How often an idle event stream says it is alive (axum's default).

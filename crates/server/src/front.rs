@@ -18,9 +18,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use understudy_core::{
-    Attempt, ChatRequest, ClientTag, Error, GenerateRequest, Generation, GenerationStream, Protocol,
-};
+use understudy_core::{ClientTag, GenerateRequest, Generation, GenerationStream};
+use understudy_types::{Attempt, ChatRequest, Error, Protocol};
 use understudy_wire::Encoder;
 
 use crate::auth::{Client, RequestId, Tenant};
@@ -39,7 +38,7 @@ pub(crate) struct Preamble {
     /// The client key's tag; `None` on an open gateway.
     pub client: Option<ClientTag>,
     /// The client key's record, when it has one.
-    pub tenant: Option<std::sync::Arc<understudy_core::settings::ClientRecord>>,
+    pub tenant: Option<std::sync::Arc<understudy_settings::ClientRecord>>,
     /// The request's trace, when traces are on.
     pub trace: Option<std::sync::Arc<understudy_core::trace::TraceContext>>,
     pub headers: HeaderMap,

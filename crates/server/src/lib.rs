@@ -51,7 +51,8 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
-use understudy_core::{Engine, Secret};
+use understudy_core::Engine;
+use understudy_settings::Secret;
 
 pub use error::{AnthropicError, ApiError, GeminiError, OpenAiError};
 

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use understudy_core::StreamItem;
+use understudy_types::StreamItem;
 use understudy_wire::{Encoder, Frame};
 
 /// The neutral API's events.

@@ -4,8 +4,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use understudy_core::{Engine, Error, Settings};
+use understudy_core::Engine;
 use understudy_providers::Providers;
+use understudy_settings::Settings;
+use understudy_types::Error;
 
 use crate::sim::{Protocol, SimProvider};
 

@@ -12,7 +12,8 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use understudy_testkit::{Reply, SimProvider, TestGateway};
-//! use understudy_core::{ChatRequest, GenerateRequest};
+//! use understudy_types::ChatRequest;
+//! use understudy_core::GenerateRequest;
 //!
 //! let groq = SimProvider::openai().await?;
 //! let openai = SimProvider::openai().await?;

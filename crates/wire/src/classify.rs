@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 /// The class of an HTTP error status when the body says nothing more
 /// specific (wire-formats §6).

@@ -2,7 +2,7 @@
 //! server-sent events, or AWS's binary event stream (Bedrock), whose
 //! messages a cloud's function turns into the same items.
 
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 use crate::eventstream;
 use crate::sse::{SseDecoder, SseItem};

@@ -47,7 +47,8 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use understudy_core::{Failure, FailureKind, ProviderSettings, StreamEvent};
+use understudy_settings::ProviderSettings;
+use understudy_types::{Failure, FailureKind, StreamEvent};
 
 use crate::sse::SseItem;
 
@@ -103,7 +104,7 @@ pub trait Encoder: Send + 'static {
     /// The frames for one item (none for an item the protocol does not
     /// carry), from `model`, the model answering as the stream names it
     /// now. The last item is a `Done` or an `Error`.
-    fn item(&mut self, item: understudy_core::StreamItem, model: &str, out: &mut Vec<Frame>);
+    fn item(&mut self, item: understudy_types::StreamItem, model: &str, out: &mut Vec<Frame>);
 
     /// The frames of a refusal the policy surfaced before anything was
     /// sent, in the protocol's own form for one: `model` refused, in the
@@ -160,9 +161,9 @@ pub fn mint_call_id() -> String {
 /// protocols take: no arguments (or `null`) is `{}`; arguments that are not
 /// a JSON object cannot be sent, and say which call.
 pub fn arguments_object(
-    call: &understudy_core::ToolCall,
-) -> Result<serde_json::Value, understudy_core::Failure> {
-    use understudy_core::{Failure, FailureKind};
+    call: &understudy_types::ToolCall,
+) -> Result<serde_json::Value, understudy_types::Failure> {
+    use understudy_types::{Failure, FailureKind};
     if call.arguments.trim().is_empty() {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
@@ -187,7 +188,7 @@ pub fn arguments_object(
 }
 
 /// A provider's output-token limit per model (configured, else built in
-/// for well-known models; see [`understudy_core::limits::output_limit`]), kept by
+/// for well-known models; see [`understudy_settings::limits::output_limit`]), kept by
 /// each protocol so that a client's `max_tokens` meant for another model
 /// never makes this one answer 400.
 #[derive(Debug, Clone)]
@@ -209,7 +210,7 @@ impl OutputLimits {
 
     /// `model`'s limit, when known.
     pub fn limit(&self, model: &str) -> Option<u32> {
-        understudy_core::limits::output_limit(self.0.as_ref()?, model)
+        understudy_settings::limits::output_limit(self.0.as_ref()?, model)
     }
 
     /// `requested` clamped to `model`'s limit (a request with none keeps
@@ -237,9 +238,9 @@ pub fn fitted_user(user: &str, max: usize) -> std::borrow::Cow<'_, str> {
 }
 
 /// A message's text, borrowed when it is one text part.
-pub fn text_of(m: &understudy_core::Message) -> std::borrow::Cow<'_, str> {
+pub fn text_of(m: &understudy_types::Message) -> std::borrow::Cow<'_, str> {
     match m.content.as_slice() {
-        [understudy_core::Part::Text { text }] => std::borrow::Cow::Borrowed(text),
+        [understudy_types::Part::Text { text }] => std::borrow::Cow::Borrowed(text),
         _ => std::borrow::Cow::Owned(m.text_content()),
     }
 }

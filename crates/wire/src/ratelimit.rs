@@ -21,7 +21,7 @@ use http::HeaderMap;
 
 use crate::classify::go_duration;
 
-pub use understudy_core::ratelimit::{Budget, RateLimits};
+pub use understudy_types::{ratelimit::Budget, ratelimit::RateLimits};
 
 /// The budgets in `headers`, as of `now` (Anthropic's resets are times).
 pub fn read(headers: &HeaderMap, now: SystemTime) -> RateLimits {
@@ -30,7 +30,7 @@ pub fn read(headers: &HeaderMap, now: SystemTime) -> RateLimits {
     };
     let anthropic = |[limit, remaining, reset]: [&str; 3]| {
         budget(headers, limit, remaining, reset, |s| {
-            until(understudy_core::clock::rfc3339(s)?, now)
+            until(understudy_types::clock::rfc3339(s)?, now)
         })
     };
     RateLimits {

@@ -5,7 +5,7 @@
 //! part that holds a `functionCall` (on parallel calls only to the first),
 //! and Gemini 3 refuses a history whose current tool loop does not return
 //! it exactly (ai.google.dev/gemini-api/docs/thought-signatures). The
-//! neutral [`ToolCall`](understudy_core::ToolCall) has only an id, a name
+//! neutral [`ToolCall`](understudy_types::ToolCall) has only an id, a name
 //! and arguments, and OpenAI's and Anthropic's clients hand back only the
 //! id, so the signature travels in the id (as other gateways do it, e.g.
 //! LiteLLM's `__thought__` suffix):

@@ -15,8 +15,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_core::{ChatRequest, NativeRequest, Protocol, Softened};
+use understudy_types::chat::SOFTENING_SUFFIX;
+use understudy_types::{ChatRequest, NativeRequest, Protocol, Softened};
 
 /// `request` as its adapter forwards it: unchanged unless it is a softened
 /// retry of a native body, whose body then carries the softening. A body

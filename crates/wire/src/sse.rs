@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use understudy_core::{Failure, StreamEvent};
+use understudy_types::{Failure, StreamEvent};
 
 use crate::StreamParser;
 

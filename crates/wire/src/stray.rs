@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use understudy_core::{Failure, FailureKind, StreamEvent};
+use understudy_types::{Failure, FailureKind, StreamEvent};
 
 use crate::sse::SseItem;
 

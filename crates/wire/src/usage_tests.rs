@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 use http::HeaderMap;
 use serde_json::{Value, json};
-use understudy_core::{Completion, Failure, StreamEvent, Usage};
+use understudy_types::{Completion, Failure, StreamEvent, Usage};
 
 use crate::StreamParser;
 use crate::sse::{SseDecoder, SseItem};

@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use understudy_core::{
-    ChatRequest, Error, GenerateRequest, Message, Part, RefusalPolicy, ResponseFormat, Role,
-    RouteSelector, StreamItem,
-};
+use understudy_core::GenerateRequest;
 use understudy_server::api::GenerateResponse;
+use understudy_types::{
+    ChatRequest, Error, Message, Part, RefusalPolicy, ResponseFormat, Role, RouteSelector,
+    StreamItem,
+};
 
 use super::{engine, out, report};
 use crate::{EXIT_FAILED, EXIT_USAGE};

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_core::{Engine, Settings};
+use understudy_core::Engine;
 use understudy_providers::Providers;
+use understudy_settings::Settings;
 use understudy_testkit::{Received, Refusal, Reply, SimProvider, StreamSpec};
+use understudy_types::chat::SOFTENING_SUFFIX;
 
 use super::{out, report};
 use crate::{EXIT_FAILED, EXIT_USAGE};

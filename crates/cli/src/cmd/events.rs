@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use understudy_core::Settings;
 use understudy_core::sink::redis::from_fields;
+use understudy_settings::Settings;
 
 use super::{out, report};
 use crate::EXIT_USAGE;

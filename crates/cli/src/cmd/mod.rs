@@ -9,8 +9,9 @@ pub(crate) mod serve;
 use std::io::Write as _;
 use std::path::Path;
 
-use understudy_core::{Engine, Settings};
+use understudy_core::Engine;
 use understudy_providers::Providers;
+use understudy_settings::Settings;
 
 use crate::{EXIT_FAILED, EXIT_USAGE};
 

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use understudy_core::policy::breaker::BreakerState;
 use understudy_core::{KeyStatus, ProviderInfo};
+use understudy_policy::breaker::BreakerState;
 
 use super::{engine, out, report};
 use crate::EXIT_FAILED;

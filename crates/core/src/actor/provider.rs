@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::time::Instant;
+use std::time::Instant;
 
-use crate::adapter::{Adapter, AdapterFactory, BoxFuture, Credentials};
 use crate::credentials::CredentialGate;
-use crate::failure::{Failure, FailureCode, FailureKind};
 use crate::info::ProviderStats;
-use crate::settings::ProviderSettings;
+use crate::{adapter::Adapter, adapter::AdapterFactory, adapter::BoxFuture, adapter::Credentials};
+use understudy_settings::ProviderSettings;
+use understudy_types::{failure::Failure, failure::FailureCode, failure::FailureKind};
 
 /// Messages of [`ProviderActor`].
 pub(crate) enum ProviderMsg {
@@ -288,7 +288,7 @@ pub(crate) async fn by_deadline<T>(
     what: &str,
     attempt: BoxFuture<'_, Result<T, Failure>>,
 ) -> Result<T, Failure> {
-    match tokio::time::timeout_at(deadline, CatchUnwind(attempt)).await {
+    match tokio::time::timeout_at(deadline.into(), CatchUnwind(attempt)).await {
         Ok(Ok(result)) => result,
         Ok(Err(())) => {
             let _ = actor.cast(ProviderMsg::AdapterPanicked);
@@ -407,7 +407,7 @@ impl Lease {
             self.adapter_of(key),
             InFlight {
                 counts: Arc::clone(&self.counts),
-                started: Instant::now(),
+                started: crate::now(),
                 finished: false,
             },
         )
@@ -456,7 +456,7 @@ impl InFlight {
     /// Records how the attempt ended.
     pub(crate) fn finish(mut self, outcome: Result<(), FailureCode>) {
         self.finished = true;
-        self.counts.end(outcome, self.started.elapsed());
+        self.counts.end(outcome, crate::since(self.started));
     }
 }
 

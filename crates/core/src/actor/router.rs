@@ -10,19 +10,19 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::actor::provider::Lease;
-use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
-use crate::policy::plan::{Target, Unavailable};
-use crate::settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
+use crate::{actor::supervisor::ProviderNotice, actor::supervisor::SupervisorMsg};
+use crate::{info::KeyStatus, info::ProviderInfo, info::TargetBreaker};
+use understudy_policy::{plan::Target, plan::Unavailable};
+use understudy_settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -37,7 +37,7 @@ pub(crate) enum RouterMsg {
     /// runs in flight keep the plan they started with.
     SetRouting {
         update: RoutingUpdate,
-        reply: RpcReplyPort<Result<RoutingTable, crate::Error>>,
+        reply: RpcReplyPort<Result<RoutingTable, understudy_types::Error>>,
     },
 }
 
@@ -228,7 +228,7 @@ impl View {
     /// state, then those whose variable is not set.
     fn pool_keys(
         &self,
-        p: &crate::settings::ProviderSettings,
+        p: &understudy_settings::ProviderSettings,
         now: Instant,
     ) -> Vec<crate::keys::PoolKeyStatus> {
         let mut keys = self
@@ -251,7 +251,7 @@ impl View {
     }
 
     fn providers(&self) -> Vec<ProviderInfo> {
-        let now = Instant::now();
+        let now = crate::now();
         let breakers = self.board.views(now);
         let order = |name: &str| {
             std::iter::once(&self.routing.default)
@@ -285,7 +285,7 @@ impl View {
                     platform: p.platform.name(),
                     model: p.model.clone(),
                     // Shown without userinfo: a URL may carry a password.
-                    base_url: crate::settings::redact_url(&p.base_url),
+                    base_url: understudy_settings::redact_url(&p.base_url),
                     key,
                     stats: None,
                     breakers: breakers

@@ -16,10 +16,13 @@ use ractor::{
 };
 use tokio::time::Instant;
 
-use crate::actor::provider::{Lease, ProviderActor, ProviderArgs, ProviderMsg};
 use crate::adapter::AdapterFactory;
-use crate::policy::plan::Unavailable;
-use crate::settings::Settings;
+use crate::{
+    actor::provider::Lease, actor::provider::ProviderActor, actor::provider::ProviderArgs,
+    actor::provider::ProviderMsg,
+};
+use understudy_policy::plan::Unavailable;
+use understudy_settings::Settings;
 
 /// Restarts allowed per provider within [`RESTART_WINDOW`].
 pub(crate) const RESTART_BUDGET: usize = 5;

@@ -9,8 +9,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::chat::{Message, NativeRequest, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice};
-use crate::protocol::Protocol;
+use understudy_types::protocol::Protocol;
+use understudy_types::{
+    chat::Message, chat::NativeRequest, chat::Part, chat::ResponseFormat, chat::Role, chat::Tool,
+    chat::ToolCall, chat::ToolChoice,
+};
 
 /// Everything a key is made of, owned, so that two can be compared.
 #[derive(Debug, Clone, PartialEq)]
@@ -305,7 +308,7 @@ fn generation(text: &str) -> Generation {
         tool_calls: Vec::new(),
         provider: "p".into(),
         model: "m".into(),
-        finish_reason: crate::chat::FinishReason::Stop,
+        finish_reason: understudy_types::chat::FinishReason::Stop,
         usage: None,
         fell_back: false,
         content_filtered: false,

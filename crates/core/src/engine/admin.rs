@@ -9,9 +9,9 @@ use ractor::rpc::CallResult;
 
 use super::{Engine, QUERY_TIMEOUT};
 use crate::actor::router::RouterMsg;
-use crate::error::Error;
-use crate::settings::{RoutingTable, RoutingUpdate, Settings};
-use crate::tenants::{Kept, StateFile};
+use crate::{tenants::Kept, tenants::StateFile};
+use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
+use understudy_types::error::Error;
 
 /// The state file and what it holds, without Redis (with Redis, Redis
 /// holds the admin API's changes and the file is not read).
@@ -154,7 +154,7 @@ impl Engine {
     /// `key_sha256`, with a new key, shown this once.
     pub async fn create_client(
         &self,
-        raw: crate::settings::RawClient,
+        raw: understudy_settings::RawClient,
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
         let engine = self.clone();
         crate::tenants::whole(async move {
@@ -168,7 +168,7 @@ impl Engine {
     pub async fn update_client(
         &self,
         name: &str,
-        raw: crate::settings::RawClient,
+        raw: understudy_settings::RawClient,
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
         let (engine, name) = (self.clone(), name.to_owned());
         crate::tenants::whole(async move {

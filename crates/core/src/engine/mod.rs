@@ -8,30 +8,36 @@ use std::time::Duration;
 
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
+use std::time::Instant;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 
 use crate::actor::provider::ProviderMsg;
-use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, current};
-use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::error::Error;
-use crate::generation::{GenerateRequest, GenerateResult};
-pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
+use crate::{
+    actor::router::Published, actor::router::RouterActor, actor::router::RouterArgs,
+    actor::router::RouterMsg, actor::router::current,
+};
+use crate::{
+    actor::supervisor::SupervisorActor, actor::supervisor::SupervisorArgs,
+    actor::supervisor::SupervisorMsg,
+};
+use crate::{generation::GenerateRequest, generation::GenerateResult};
+pub use crate::{info::KeyStatus, info::ProviderInfo, info::TargetBreaker};
+use understudy_types::error::Error;
 
 mod admin;
 
-use crate::policy::decide::Mode;
-use crate::settings::{Platform, Settings};
-use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
 use crate::tenants::Tenants;
 use crate::tenants::fleet::FleetSync;
+use crate::{shared::BreakerPoller, shared::SharedState, shared::configured_targets};
 use admin::{apply_kept_routing, open_state};
+use understudy_policy::decide::Mode;
+use understudy_settings::{Platform, Settings};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -327,8 +333,8 @@ impl Engine {
         request.route.validate()?;
         request.chat.validate()?;
         // Compiling a client's schema is the caller's work, not the router's.
-        crate::policy::output::check_request(&request.chat)?;
-        let started = Instant::now();
+        understudy_policy::output::check_request(&request.chat)?;
+        let started = crate::now();
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Answer)?;
         run.ticket = ticket;
@@ -349,8 +355,8 @@ impl Engine {
     ) -> Result<crate::GenerationStream, Error> {
         request.route.validate()?;
         request.chat.validate()?;
-        crate::policy::output::check_request(&request.chat)?;
-        let started = Instant::now();
+        understudy_policy::output::check_request(&request.chat)?;
+        let started = crate::now();
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Stream)?;
         run.ticket = ticket;
@@ -401,7 +407,7 @@ impl Engine {
             trace: None,
             ..request
         };
-        let run = self.prepare(request, Instant::now(), Mode::Answer)?;
+        let run = self.prepare(request, crate::now(), Mode::Answer)?;
         run.count_tokens().await
     }
 
@@ -447,13 +453,13 @@ impl Engine {
         let providers = self.providers().await?;
         let view = current(&self.inner.view)
             .ok_or_else(|| Error::Engine("the router is not running".into()))?;
-        let routes: Vec<(String, Vec<crate::Target>)> =
+        let routes: Vec<(String, Vec<understudy_types::Target>)> =
             std::iter::once(("default".to_owned(), view.default_route.clone()))
                 .chain(view.routes.iter().map(|(n, t)| (n.clone(), t.clone())))
                 .map(|(name, targets)| {
                     (
                         name,
-                        crate::policy::plan::cloud_ids(targets, &view.settings),
+                        understudy_policy::plan::cloud_ids(targets, &view.settings),
                     )
                 })
                 .collect();
@@ -514,7 +520,7 @@ impl Engine {
         traceparent: Option<&str>,
         tracestate: Option<&str>,
     ) -> Option<Arc<crate::trace::TraceContext>> {
-        use crate::settings::{RootSampler, Sampler};
+        use understudy_settings::{RootSampler, Sampler};
         if !self.traces_on() {
             return None;
         }

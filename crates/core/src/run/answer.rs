@@ -4,23 +4,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::actor::provider::by_deadline;
 use crate::adapter::CallOptions;
-use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::cache::KeyContext;
-use crate::chat::{ChatRequest, Completion};
 use crate::event::GenerationEvent;
-use crate::generation::{GenerateResult, Generation};
 use crate::keys::Ticket;
-use crate::policy::decide::{Call, Decider, Input, Next};
-use crate::policy::output;
-use crate::policy::plan::Unavailable;
-use crate::policy::softening::soften;
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
-use crate::run::{Run, cost_usd, millis};
+use crate::{generation::GenerateResult, generation::Generation};
+use crate::{run::Run, run::cost_usd, run::millis};
+use understudy_policy::output;
+use understudy_policy::plan::Unavailable;
+use understudy_policy::softening::soften;
+use understudy_policy::{decide::Call, decide::Decider, decide::Input, decide::Next};
+use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
+use understudy_types::{chat::ChatRequest, chat::Completion};
 
 impl Run {
     /// The answer, from the cache or the plan, with its event published.
@@ -47,7 +47,7 @@ impl Run {
                 g.request_id = ctx.request_id.clone();
                 g.cached = true;
                 g.attempts.clear();
-                g.latency_ms = millis(started.elapsed());
+                g.latency_ms = millis(crate::since(started));
                 self.publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
                 return Ok(g);
             }
@@ -65,7 +65,7 @@ impl Run {
                 &ctx,
                 e,
                 false,
-                millis(started.elapsed()),
+                millis(crate::since(started)),
             )),
         }
         result
@@ -81,7 +81,7 @@ impl Run {
         let mut answer: Option<Completion> = None;
         let mut input = Input::Start;
         loop {
-            let next = decider.next(input, Instant::now(), fastrand::f64());
+            let next = decider.next(input, crate::now(), fastrand::f64());
             input = match next {
                 Next::Call(call) => {
                     self.attempt(call, &expected, &mut attempts, &mut answer)
@@ -94,13 +94,15 @@ impl Run {
                 }
                 Next::Unsupported(call) => {
                     attempts.push(self.unsupported(call));
-                    Input::Failed(crate::FailureKind::Unsupported)
+                    Input::Failed(understudy_types::FailureKind::Unsupported)
                 }
                 Next::CheckBudget => Input::Budget(self.budget_allows().await),
                 Next::Served { target } => {
                     let Some(completion) = answer.take() else {
                         // Unreachable: `Served` follows a served attempt.
-                        return Err(crate::Error::Engine("served without an answer".into()));
+                        return Err(understudy_types::Error::Engine(
+                            "served without an answer".into(),
+                        ));
                     };
                     self.note_answer(&completion);
                     return Ok(self.served(target, &decider, completion, attempts));
@@ -163,7 +165,7 @@ impl Run {
             return Input::Skipped;
         }
         let timeouts = self.timeouts(idx);
-        let started = Instant::now();
+        let started = crate::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
         let mut limits = None;
         let span = self.attempt_span(idx);
@@ -179,7 +181,7 @@ impl Run {
             }
             Err(f) => Err(f),
         };
-        let latency = started.elapsed();
+        let latency = crate::since(started);
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
         let (outcome, failure) = match &result {
             Ok(_) => (Outcome::Ok, None),
@@ -207,12 +209,12 @@ impl Run {
         chat: &Arc<ChatRequest>,
         deadline: Instant,
         options: &CallOptions,
-    ) -> Result<Completion, crate::Failure> {
+    ) -> Result<Completion, understudy_types::Failure> {
         self.calling(idx);
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);
-        let started = Instant::now();
+        let started = crate::now();
         let result = by_deadline(
             &lease.actor,
             deadline,
@@ -221,7 +223,12 @@ impl Run {
             adapter.complete(&target.model, chat, options),
         )
         .await;
-        in_flight.finish(result.as_ref().map(|_| ()).map_err(crate::Failure::code));
+        in_flight.finish(
+            result
+                .as_ref()
+                .map(|_| ())
+                .map_err(understudy_types::Failure::code),
+        );
         result
     }
 
@@ -250,7 +257,7 @@ impl Run {
             fell_back,
             decider.content_filtered(),
             attempts,
-            millis(self.started.elapsed()),
+            millis(crate::since(self.started)),
         )
     }
 }

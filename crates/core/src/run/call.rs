@@ -8,8 +8,8 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 
 use crate::actor::provider::Lease;
-use crate::actor::supervisor::{EnsureError, SupervisorMsg};
-use crate::failure::{Failure, FailureKind};
+use crate::{actor::supervisor::EnsureError, actor::supervisor::SupervisorMsg};
+use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// The lease in `slot`, or the provider's (its actor started if needed),
 /// kept in `slot` for the run's next attempt on it.

@@ -6,14 +6,12 @@
 //! that answers does. A count never forces a call past an open breaker:
 //! with none admitted, the caller estimates.
 
-use tokio::time::Instant;
-
 use crate::actor::provider::by_deadline;
-use crate::attempt::AttemptKind;
-use crate::error::Error;
-use crate::policy::decide::Call;
 use crate::run::Run;
 use crate::run::call::lease;
+use understudy_policy::decide::Call;
+use understudy_types::attempt::AttemptKind;
+use understudy_types::error::Error;
 
 /// The count and the provider that made it; `None` when no target could.
 pub(crate) type CountResult = Result<Option<(u64, String)>, Error>;
@@ -52,18 +50,18 @@ impl Run {
                 continue;
             }
             let timeouts = self.timeouts(idx);
-            let deadline = (Instant::now() + timeouts.attempt).min(self.deadline);
+            let deadline = (crate::now() + timeouts.attempt).min(self.deadline);
             let key = self
                 .board
                 .pool(&target.provider)
-                .map_or(0, |pool| pool.any(Instant::now()));
+                .map_or(0, |pool| pool.any(crate::now()));
             let counted =
                 match lease(&mut self.leases[idx], &self.supervisor, &target.provider).await {
                     Ok(lease) => {
                         by_deadline(
                             &lease.actor,
                             deadline,
-                            Instant::now(),
+                            crate::now(),
                             "no count",
                             lease.adapter_of(key).count_tokens(
                                 &target.model,

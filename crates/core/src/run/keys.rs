@@ -5,18 +5,18 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
-use crate::attempt::AttemptKind;
-use crate::chat::{ChatRequest, Part};
-use crate::failure::{Failure, FailureKind};
-use crate::keys::{KeyPool, Ticket};
-use crate::policy::decide::{Call, Input};
-use crate::policy::keys::{Ask, Scope, scope};
-use crate::ratelimit::RateLimits;
 use crate::run::Run;
-use crate::settings::Sticky;
 use crate::shared::unix_ms;
+use crate::{keys::KeyPool, keys::Ticket};
+use understudy_policy::{decide::Call, decide::Input};
+use understudy_policy::{key_choice::Ask, key_choice::Scope, key_choice::scope};
+use understudy_settings::Sticky;
+use understudy_types::attempt::AttemptKind;
+use understudy_types::ratelimit::RateLimits;
+use understudy_types::{chat::ChatRequest, chat::Part};
+use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// Where a call goes.
 pub(crate) enum KeyChoice {
@@ -45,12 +45,12 @@ impl Run {
         }
         let ask = Ask {
             tried: self.keys_tried[call.target],
-            tokens: crate::chat::estimate_tokens(&self.chat),
+            tokens: understudy_types::chat::estimate_tokens(&self.chat),
             sticky: (pool.sticky == Sticky::Conversation).then(|| conversation(&self.chat)),
             last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
             draw: fastrand::f64(),
         };
-        let now = Instant::now();
+        let now = crate::now();
         match pool.pick(&ask, now) {
             Some(ticket) => {
                 self.keys_tried[call.target] |= 1u64 << ticket.key().min(63);
@@ -86,7 +86,7 @@ impl Run {
     ) -> Option<Input> {
         let ticket = ticket?;
         let pool = Arc::clone(ticket.pool());
-        let now = Instant::now();
+        let now = crate::now();
         let kind = failure.map(|f| &f.kind);
         if let Some((key, until)) = ticket.end(limits, kind, now) {
             self.announce_out(&pool, key, until, kind);
@@ -94,7 +94,11 @@ impl Run {
         let kind = kind?;
         let tried = self.keys_tried.get(idx).copied().unwrap_or(0);
         (scope(kind) == Scope::Key
-            && pool.another(tried, crate::chat::estimate_tokens(&self.chat), now))
+            && pool.another(
+                tried,
+                understudy_types::chat::estimate_tokens(&self.chat),
+                now,
+            ))
         .then(|| Input::KeyFailed(kind.clone()))
     }
 
@@ -113,8 +117,7 @@ impl Run {
         let provider = Arc::clone(&pool.provider);
         let name = Arc::clone(name);
         let code = kind.map_or("rate_limited", |k| k.code().as_str());
-        let until_ms =
-            unix_ms() + until.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let until_ms = unix_ms() + until.saturating_duration_since(crate::now()).as_millis() as u64;
         tokio::spawn(async move {
             shared
                 .publish_key_out(&provider, &name, until_ms, code)

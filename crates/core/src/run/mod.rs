@@ -1,6 +1,6 @@
 //! One request's run through its plan, on the caller's task (a stream's on
 //! a task of its own, which outlives the call): thin executors of the decision machine
-//! ([`crate::policy::decide`]). They make the calls it asks for, wait where
+//! ([`understudy_policy::decide`]). They make the calls it asks for, wait where
 //! it says, ask the spend meter when it asks, and report each outcome back;
 //! they hold no policy of their own.
 //!
@@ -36,28 +36,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ractor::ActorRef;
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::SupervisorMsg;
-use crate::adapter::{CallOptions, TraceHeaders};
-use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::breakers::{BreakerBoard, Change};
 use crate::cache::ResponseCache;
-use crate::chat::{ChatRequest, Usage};
-use crate::error::Error;
 use crate::event::EventContext;
-use crate::failure::Failure;
-use crate::failure::FailureCode;
-use crate::policy::breaker::Admission;
-use crate::policy::decide::{Call, Rules, Verdict};
-use crate::policy::plan::{Plan, Unavailable};
-use crate::policy::timeouts::timeouts_for;
-use crate::settings::{Settings, TimeoutOverrides, Timeouts};
-use crate::shared::{SharedState, unix_ms};
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
-use crate::trace::notes::{Skip, TraceNotes};
+use crate::{adapter::CallOptions, adapter::TraceHeaders};
+use crate::{breakers::BreakerBoard, breakers::Change};
+use crate::{shared::SharedState, shared::unix_ms};
+use crate::{trace::notes::Skip, trace::notes::TraceNotes};
+use understudy_policy::breaker::Admission;
+use understudy_policy::timeouts::timeouts_for;
+use understudy_policy::{decide::Call, decide::Rules, decide::Verdict};
+use understudy_policy::{plan::Plan, plan::Unavailable};
+use understudy_settings::{Settings, TimeoutOverrides, Timeouts};
+use understudy_types::error::Error;
+use understudy_types::failure::Failure;
+use understudy_types::failure::FailureCode;
+use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
+use understudy_types::{chat::ChatRequest, chat::Usage};
 
 /// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {
@@ -76,7 +76,7 @@ pub(crate) struct Run {
     /// `default`, a route name, or the pin, for events.
     pub route_label: String,
     /// The API the request came through, for events.
-    pub api: Option<crate::protocol::Protocol>,
+    pub api: Option<understudy_types::protocol::Protocol>,
     /// Hosted tools the front end left out, for events.
     pub omitted_tools: Vec<String>,
     pub bus: Arc<EventBus>,
@@ -120,7 +120,7 @@ pub(crate) struct Run {
 /// headers).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StreamRules {
-    pub commit: crate::settings::StreamCommit,
+    pub commit: understudy_settings::StreamCommit,
     pub continue_after_cut: bool,
     /// Per plan target: it accepts an assistant prefill.
     pub prefill: Vec<bool>,
@@ -167,7 +167,7 @@ impl Run {
     /// lock (always taken without shared state, or while Redis is down).
     async fn admit(&self, call: Call) -> bool {
         let target = &self.plan.targets[call.target];
-        match self.board.admit(target, Instant::now(), call.force) {
+        match self.board.admit(target, crate::now(), call.force) {
             Admission::Yes => true,
             Admission::No => false,
             Admission::Probe => {
@@ -183,7 +183,7 @@ impl Run {
                 if taken {
                     self.probe_held.store(call.target, Ordering::Relaxed);
                 } else {
-                    self.board.release_probe(target, Instant::now());
+                    self.board.release_probe(target, crate::now());
                 }
                 taken
             }
@@ -199,14 +199,14 @@ impl Run {
             self.probe_held
                 .compare_exchange(idx, NO_PROBE, Ordering::Relaxed, Ordering::Relaxed);
         let target = &self.plan.targets[idx];
-        let change = self.board.record(target, outcome, Instant::now());
+        let change = self.board.record(target, outcome, crate::now());
         if let (Some(change), Some(shared)) = (change, &self.shared) {
             let shared = Arc::clone(shared);
             let target = target.clone();
             match change {
                 Change::Opened(until) => {
                     let until_ms = unix_ms()
-                        + until.saturating_duration_since(Instant::now()).as_millis() as u64;
+                        + until.saturating_duration_since(crate::now()).as_millis() as u64;
                     tokio::spawn(async move { shared.publish_open(&target, until_ms).await });
                 }
                 Change::Closed => {
@@ -244,7 +244,7 @@ impl Run {
             detail: failure.map(Failure::describe),
             status: failure.and_then(|f| f.status),
             key: None,
-            started_ms: millis(self.started.elapsed().saturating_sub(latency)),
+            started_ms: millis(crate::since(self.started).saturating_sub(latency)),
             span_id: None,
         }
     }
@@ -285,7 +285,7 @@ impl Run {
     }
 
     /// Notes (for a recorded trace) the serving answer.
-    fn note_answer(&mut self, c: &crate::chat::Completion) {
+    fn note_answer(&mut self, c: &understudy_types::chat::Completion) {
         self.note_served(
             c.response_id.as_deref(),
             &c.finish_reason,
@@ -299,9 +299,9 @@ impl Run {
     fn note_served(
         &mut self,
         response_id: Option<&str>,
-        finish: &crate::chat::FinishReason,
+        finish: &understudy_types::chat::FinishReason,
         text: &str,
-        tool_calls: &[crate::chat::ToolCall],
+        tool_calls: &[understudy_types::chat::ToolCall],
     ) {
         let Some(notes) = self.notes.as_mut() else {
             return;
@@ -339,7 +339,7 @@ impl Run {
     /// (when every target was), and for a recorded trace.
     fn note_skip(&mut self, idx: usize, reason: Unavailable) {
         self.passed_over.push((idx, reason));
-        let at_ms = millis(self.started.elapsed());
+        let at_ms = millis(crate::since(self.started));
         let target = &self.plan.targets[idx];
         if let Some(notes) = self.notes.as_mut() {
             notes.skips.push(Skip {
@@ -356,11 +356,12 @@ impl Run {
     /// is configuration, not an event of this request), then those passed
     /// over when their turn came. Nothing is allocated when there are none.
     fn skipped_targets(&self) -> Vec<crate::event::SkippedTarget> {
-        let skipped = |t: &crate::target::Target, why: Unavailable| crate::event::SkippedTarget {
-            provider: t.provider.to_string(),
-            model: t.model.to_string(),
-            reason: why.code().to_owned(),
-        };
+        let skipped =
+            |t: &understudy_types::target::Target, why: Unavailable| crate::event::SkippedTarget {
+                provider: t.provider.to_string(),
+                model: t.model.to_string(),
+                reason: why.code().to_owned(),
+            };
         self.plan
             .skipped
             .iter()
@@ -379,7 +380,7 @@ impl Run {
     fn release_held_probe(&self) {
         let idx = self.probe_held.swap(NO_PROBE, Ordering::Relaxed);
         if let Some(target) = self.plan.targets.get(idx) {
-            self.board.release_probe(target, Instant::now());
+            self.board.release_probe(target, crate::now());
         }
     }
 

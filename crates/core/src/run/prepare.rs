@@ -5,26 +5,26 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::actor::router::View;
 use crate::generation::GenerateRequest;
-use crate::policy::decide::{Mode, Rules};
-use crate::policy::plan::{self, Unavailable};
-use crate::policy::timeouts::request_timeout;
 use crate::run::Run;
-use crate::trace::notes::{Content, Skip, TraceNotes};
+use crate::{trace::notes::Content, trace::notes::Skip, trace::notes::TraceNotes};
+use understudy_policy::timeouts::request_timeout;
+use understudy_policy::{decide::Mode, decide::Rules};
+use understudy_policy::{plan, plan::Unavailable};
 
 /// A pin's fallbacks (the default route's other targets) kept to those a
 /// client record's `models` allow; the pin itself was allowed at admission.
 /// A route the record names is its unit: its fallbacks all serve it.
 fn scope_pin(
-    route: &mut Vec<crate::target::Target>,
-    record: &crate::settings::ClientRecord,
-    asked: &crate::generation::RouteSelector,
-    routes: &std::collections::BTreeMap<String, Vec<crate::target::Target>>,
+    route: &mut Vec<understudy_types::target::Target>,
+    record: &understudy_settings::ClientRecord,
+    asked: &understudy_types::RouteSelector,
+    routes: &std::collections::BTreeMap<String, Vec<understudy_types::target::Target>>,
 ) {
-    use crate::generation::RouteSelector;
+    use understudy_types::RouteSelector;
     let pinned = match asked {
         RouteSelector::Pin { .. } => true,
         RouteSelector::Model(name) => {
@@ -46,9 +46,9 @@ fn scope_pin(
 /// content where the operator opted in.
 fn notes(
     plan: &plan::Plan,
-    refusal: crate::RefusalPolicy,
-    chat: &crate::ChatRequest,
-    settings: &crate::settings::Settings,
+    refusal: understudy_types::RefusalPolicy,
+    chat: &understudy_types::ChatRequest,
+    settings: &understudy_settings::Settings,
 ) -> Box<TraceNotes> {
     let skips = plan
         .skipped
@@ -85,9 +85,9 @@ pub(crate) fn route_prices(view: &View, request: &GenerateRequest) -> Vec<crate:
 /// [`route_prices`] from the routing in force: `default_route` and
 /// `routes`.
 fn prices_of_route(
-    settings: &crate::settings::Settings,
-    default_route: &[crate::target::Target],
-    routes: &std::collections::BTreeMap<String, Vec<crate::target::Target>>,
+    settings: &understudy_settings::Settings,
+    default_route: &[understudy_types::target::Target],
+    routes: &std::collections::BTreeMap<String, Vec<understudy_types::target::Target>>,
     request: &GenerateRequest,
 ) -> Vec<crate::tenants::Price> {
     let Ok(mut route) = plan::resolve(&request.route, settings, default_route, routes) else {
@@ -112,7 +112,7 @@ pub(crate) fn prepare(
     request: GenerateRequest,
     started: Instant,
     mode: Mode,
-) -> Result<Run, crate::Error> {
+) -> Result<Run, understudy_types::Error> {
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
@@ -125,7 +125,7 @@ pub(crate) fn prepare(
     if let Some(record) = request.tenant.as_deref() {
         scope_pin(&mut route, record, &request.route, &view.routes);
     }
-    let now = Instant::now();
+    let now = crate::now();
     let mut plan = plan::plan(route, |t| {
         view.availability(&t.provider).or_else(|| {
             view.board
@@ -133,7 +133,7 @@ pub(crate) fn prepare(
                 .then_some(Unavailable::BreakerOpen)
         })
     })
-    .ok_or_else(|| crate::Error::NoProviderAvailable("the route is empty".into()))?;
+    .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;
@@ -149,7 +149,7 @@ pub(crate) fn prepare(
         .iter()
         .map(|t| {
             view.settings.providers.get(&*t.provider).is_some_and(|p| {
-                p.protocol_for(&t.model) == crate::protocol::Protocol::Messages
+                p.protocol_for(&t.model) == understudy_types::protocol::Protocol::Messages
                     || p.capabilities_of(&t.model).assistant_prefill
             })
         })
@@ -223,9 +223,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::generation::RouteSelector;
-    use crate::settings::{RawClient, Settings};
-    use crate::{ChatRequest, tenants::Price};
+    use crate::tenants::Price;
+    use understudy_settings::{RawClient, Settings};
+    use understudy_types::ChatRequest;
+    use understudy_types::RouteSelector;
 
     const TOML: &str = r#"
 [routing]

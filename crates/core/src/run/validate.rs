@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use crate::chat::Completion;
-use crate::failure::{Failure, FailureKind};
-use crate::policy::output::Expected;
+use understudy_policy::output::Expected;
+use understudy_types::chat::Completion;
+use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// How long checking one answer against a schema may take, waiting for a
 /// turn included.

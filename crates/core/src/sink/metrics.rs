@@ -473,7 +473,7 @@ impl Recorder {
                     .clone()
             })
             .inc();
-        let api = crate::protocol::api_label(e.api);
+        let api = understudy_types::protocol::api_label(e.api);
         find_or(&mut h.duration, (e.streamed, api), || {
             m.duration
                 .get_or_create(&DurationLabels {
@@ -514,7 +514,7 @@ impl Recorder {
         let served = e
             .attempts
             .iter()
-            .rposition(|a| a.outcome == crate::attempt::Outcome::Ok);
+            .rposition(|a| a.outcome == understudy_types::attempt::Outcome::Ok);
         for (i, a) in e.attempts.iter().enumerate() {
             let (kind, outcome) = (a.kind.as_str(), a.outcome.as_str());
             let Some(h) = handles(&mut self.providers, &a.provider) else {

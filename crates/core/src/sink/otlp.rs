@@ -15,10 +15,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::event::GenerationEvent;
-use crate::settings::Settings;
 use crate::sink::metrics::Metrics;
 use crate::trace::SpanSender;
-use crate::trace::otlp::{Value, export_request};
+use crate::{trace::otlp::Value, trace::otlp::export_request};
+use understudy_settings::Settings;
 
 /// Runs the exporter until the bus is dropped or `stop` turns true, then
 /// sends what it holds (each export still bounded by its timeout). One
@@ -346,7 +346,7 @@ mod tests {
             "attempts": [], "latency_ms": 1.0, "ttft_ms": null, "usage": null, "cost_usd": null,
         }))
         .expect("a valid event");
-        let ctx = TraceContext::new(None, None, crate::settings::Sampler::AlwaysOn);
+        let ctx = TraceContext::new(None, None, understudy_settings::Sampler::AlwaysOn);
         if let Some(status) = status {
             ctx.answered(status);
         }
@@ -407,7 +407,7 @@ mod tests {
             e.trace = Some(Arc::new(TraceContext::new(
                 None,
                 None,
-                crate::settings::Sampler::AlwaysOff,
+                understudy_settings::Sampler::AlwaysOff,
             )));
             Arc::new(e)
         };

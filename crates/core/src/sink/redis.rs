@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::event::GenerationEvent;
-use crate::settings::EventSettings;
 use crate::sink::metrics::Metrics;
+use understudy_settings::EventSettings;
 
 /// The longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(2);

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::Tenants;
 use super::fleet::{Mode, Publish};
-use crate::settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
 use crate::shared::SharedState;
+use understudy_settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
 
 /// Why an admin change of a record was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -317,7 +317,7 @@ impl Tenants {
             requests_this_minute: if minute { c.requests } else { 0 },
             tokens_this_minute: if minute { c.tokens } else { 0 },
             spent_usd: if window {
-                c.spent_nanos as f64 / crate::settings::NANOS_PER_USD
+                c.spent_nanos as f64 / understudy_settings::NANOS_PER_USD
             } else {
                 0.0
             },
@@ -345,9 +345,12 @@ where
 #[derive(Debug)]
 pub(crate) struct WriteStopped(String);
 
-impl From<WriteStopped> for crate::error::Error {
+impl From<WriteStopped> for understudy_types::error::Error {
     fn from(e: WriteStopped) -> Self {
-        crate::error::Error::Engine(format!("the change stopped before its end: {}", e.0))
+        understudy_types::error::Error::Engine(format!(
+            "the change stopped before its end: {}",
+            e.0
+        ))
     }
 }
 

@@ -27,8 +27,8 @@ use serde_json::json;
 
 use super::{Counts, Reserve, Tenants};
 use crate::actor::router::RouterMsg;
-use crate::settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 use crate::shared::SharedState;
+use understudy_settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 
 /// How often an instance reads the fleet's records and routing.
 pub const SYNC_EVERY: Duration = Duration::from_secs(1);

@@ -30,10 +30,10 @@ mod admin;
 pub(crate) mod fleet;
 mod state;
 
-pub use crate::error::ClientRefusal;
 pub(crate) use admin::whole;
 pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
 pub use state::{Kept, StateError, StateFile};
+pub use understudy_types::error::ClientRefusal;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,11 +41,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use crate::chat::{ChatRequest, Usage};
-use crate::generation::RouteSelector;
-use crate::settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
-use crate::shared::{SharedState, unix_ms};
 use crate::sink::metrics::Metrics;
+use crate::{shared::SharedState, shared::unix_ms};
+use understudy_settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
+use understudy_types::RouteSelector;
+use understudy_types::{chat::ChatRequest, chat::Usage};
 
 /// The answer tokens a request without `max_tokens` is assumed to use at
 /// admission (its settlement counts what it did use).
@@ -323,7 +323,7 @@ impl Tenants {
         prices: &[Price],
     ) -> Result<Ticket, ClientRefusal> {
         let estimate = Usage {
-            input_tokens: crate::chat::estimate_tokens(chat),
+            input_tokens: understudy_types::chat::estimate_tokens(chat),
             output_tokens: chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from),
             ..Usage::default()
         };

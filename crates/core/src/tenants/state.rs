@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{ClientRecord, RoutingTable};
+use understudy_settings::{ClientRecord, RoutingTable};
 
 /// The format this version writes and reads.
 const FORMAT: u32 = 1;
@@ -222,7 +222,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::RawClient;
+    use understudy_settings::RawClient;
 
     fn record(name: &str) -> ClientRecord {
         RawClient {
@@ -255,7 +255,7 @@ mod tests {
         let table = RoutingTable {
             default: "groq".into(),
             order: vec!["groq".into(), "openai".into()],
-            refusal_policy: crate::RefusalPolicy::default(),
+            refusal_policy: understudy_types::RefusalPolicy::default(),
             routes: Default::default(),
         };
         file.keep_routing(table.clone()).await.unwrap();

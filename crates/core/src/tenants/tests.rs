@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::chat::ChatRequest;
-use crate::settings::{RawClient, Secret};
+use understudy_settings::{RawClient, Secret};
+use understudy_types::chat::ChatRequest;
 
 fn tenants(records: Vec<RawClient>) -> (Arc<Tenants>, Vec<Arc<ClientRecord>>) {
     let clients: Vec<ClientRecord> = records
@@ -14,7 +14,7 @@ fn tenants(records: Vec<RawClient>) -> (Arc<Tenants>, Vec<Arc<ClientRecord>>) {
     let server = ServerSettings {
         clients: clients.clone(),
         api_keys: vec![Secret::new("plain-key-0123456789")],
-        ..crate::settings::Settings::load(None, |_| None)
+        ..understudy_settings::Settings::load(None, |_| None)
             .unwrap()
             .server
     };

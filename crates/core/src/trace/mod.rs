@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::settings::{RootSampler, Sampler};
+use understudy_settings::{RootSampler, Sampler};
 
 /// One request's place in a trace.
 pub struct TraceContext {
@@ -125,14 +125,14 @@ impl TraceContext {
         format!(
             "00-{}-{}-{:02x}",
             self.trace_id_hex(),
-            crate::settings::hex(span),
+            understudy_settings::hex(span),
             u8::from(self.sampled)
         )
     }
 
     /// The trace id, 32 lowercase hex digits.
     pub fn trace_id_hex(&self) -> String {
-        crate::settings::hex(&self.trace_id)
+        understudy_settings::hex(&self.trace_id)
     }
 
     /// `traceresponse` (W3C Trace Context level 2): this request's span in
@@ -142,7 +142,7 @@ impl TraceContext {
         format!(
             "00-{}-{}-{:02x}",
             self.trace_id_hex(),
-            crate::settings::hex(&self.span_id),
+            understudy_settings::hex(&self.span_id),
             u8::from(self.recorded())
         )
     }
@@ -199,8 +199,8 @@ pub fn parse_traceparent(header: &str) -> Option<([u8; 16], [u8; 8], u8)> {
     if !lower_hex(trace) || !lower_hex(span) || !lower_hex(flags) {
         return None;
     }
-    let t: [u8; 16] = crate::settings::unhex(trace)?;
-    let s: [u8; 8] = crate::settings::unhex(span)?;
+    let t: [u8; 16] = understudy_settings::unhex(trace)?;
+    let s: [u8; 8] = understudy_settings::unhex(span)?;
     if t == [0; 16] || s == [0; 8] {
         return None;
     }

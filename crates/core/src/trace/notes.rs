@@ -8,7 +8,9 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::{ChatRequest, FinishReason, Message, Part, Role, ToolCall};
+use understudy_types::{
+    chat::ChatRequest, chat::FinishReason, chat::Message, chat::Part, chat::Role, chat::ToolCall,
+};
 
 /// A sampled request's notes for its spans.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,7 +36,7 @@ pub struct Skip {
     /// when its turn came), every key of its pool is out, its credentials
     /// cannot be had within the bound a request waits for them, or its
     /// actor is gone.
-    pub reason: crate::policy::plan::Unavailable,
+    pub reason: understudy_policy::plan::Unavailable,
     /// When, in milliseconds from the engine's start of the request.
     pub at_ms: f64,
 }

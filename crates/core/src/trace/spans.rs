@@ -3,13 +3,13 @@
 //! OpenTelemetry GenAI semantic conventions (still in development; the
 //! names of `gen-ai/client-inference.md`, 2026).
 
-use crate::attempt::{AttemptKind, Outcome};
 use crate::event::GenerationEvent;
-use crate::protocol::Protocol;
-use crate::settings::{Platform, Settings};
 use crate::trace::notes::TraceNotes;
-use crate::trace::otlp::{Event, Kind, Span, Value};
-use crate::trace::{TraceContext, new_span_id};
+use crate::{trace::TraceContext, trace::new_span_id};
+use crate::{trace::otlp::Event, trace::otlp::Kind, trace::otlp::Span, trace::otlp::Value};
+use understudy_settings::{Platform, Settings};
+use understudy_types::protocol::Protocol;
+use understudy_types::{attempt::AttemptKind, attempt::Outcome};
 
 const MS: u64 = 1_000_000;
 
@@ -278,9 +278,9 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
 /// When the request ended: when its run published the event (else the
 /// event's time, in milliseconds), never before it began.
 fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
-    let end = ctx
-        .ended()
-        .unwrap_or_else(|| crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano));
+    let end = ctx.ended().unwrap_or_else(|| {
+        understudy_types::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano)
+    });
     end.max(ctx.start_unix_nano)
 }
 
@@ -356,7 +356,7 @@ mod tests {
             "latency_ms": 250.0, "ttft_ms": null, "usage": null, "cost_usd": null,
         }))
         .expect("a valid event");
-        let mut ctx = TraceContext::new(None, None, crate::settings::Sampler::AlwaysOn);
+        let mut ctx = TraceContext::new(None, None, understudy_settings::Sampler::AlwaysOn);
         // The request came 300 ms ago; its run took the last 250.
         ctx.start_unix_nano -= 300 * MS;
         ctx.end_now();

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use understudy_core::{
-    Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, CredentialStatus,
-    Credentials, Engine, Failure, FailureKind, FinishReason, GenerateRequest, Protocol,
-    ProviderSettings, Settings,
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, CredentialStatus, Credentials, Engine,
+    GenerateRequest,
 };
+use understudy_settings::{ProviderSettings, Settings};
 use understudy_testkit::eventually;
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind, FinishReason, Protocol};
 
 /// Builds adapters that count themselves; the first one built for `groq`
 /// panics on every call.

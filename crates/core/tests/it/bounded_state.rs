@@ -5,8 +5,9 @@
 //! measured by the process's RSS, is the `rss` test binary: alone in its
 //! process, since every other test here would grow the RSS meanwhile.)
 
-use understudy_core::{ChatRequest, GenerateRequest, RouteSelector};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_types::{ChatRequest, RouteSelector};
 
 fn pinned(model: &str) -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x")).route(RouteSelector::pin(&format!("groq:{model}")))

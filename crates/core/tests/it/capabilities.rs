@@ -5,10 +5,9 @@
 //! tells requests apart by every field. Through real HTTP to simulators.
 
 use serde_json::json;
-use understudy_core::{
-    Attempt, ChatRequest, Error, GenerateRequest, Message, Part, ResponseFormat, Tool,
-};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Reply, SimProvider, TestGateway, eventually};
+use understudy_types::{Attempt, ChatRequest, Error, Message, Part, ResponseFormat, Tool};
 
 fn weather_tool() -> Tool {
     Tool {
@@ -323,7 +322,7 @@ async fn the_softened_retry_keeps_tools_and_the_response_format() {
 async fn a_tool_history_without_tools_offered_sends_no_tool_choice_to_openai() {
     let (groq, _openai, gw) = pair("").await;
     groq.always(Reply::text("It was sunny."));
-    let call = understudy_core::ToolCall {
+    let call = understudy_types::ToolCall {
         id: "toolu_01".into(),
         name: "get_weather".into(),
         arguments: r#"{"city": "Oslo"}"#.into(),
@@ -337,7 +336,7 @@ async fn a_tool_history_without_tools_offered_sends_no_tool_choice_to_openai() {
             },
             Message::tool_result("toolu_01", r#"{"celsius": 21}"#),
         ],
-        tool_choice: Some(understudy_core::ToolChoice::Auto),
+        tool_choice: Some(understudy_types::ToolChoice::Auto),
         parallel_tool_calls: Some(false),
         ..ChatRequest::default()
     };

@@ -8,12 +8,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use understudy_core::settings::RawClient;
 use understudy_core::shared::SharedState;
 use understudy_core::sink::metrics::Metrics;
-use understudy_core::tenants::{Tenants, Used};
-use understudy_core::{ChatRequest, RouteSelector, Settings};
+use understudy_core::{tenants::Tenants, tenants::Used};
+use understudy_settings::RawClient;
+use understudy_settings::Settings;
 use understudy_testkit::{RedisServer, SimProvider, TestGateway, eventually, eventually_within};
+use understudy_types::{ChatRequest, RouteSelector};
 
 fn unix() -> u64 {
     SystemTime::now()
@@ -127,7 +128,7 @@ async fn settlements_reach_redis_and_spend_made_while_it_was_away_follows() {
 }
 
 /// A record whose budget is USD 1 a day.
-fn budget_record() -> understudy_core::settings::ClientRecord {
+fn budget_record() -> understudy_settings::ClientRecord {
     RawClient {
         name: Some("held".into()),
         key: Some("sk-held-0123456789abcdef".into()),

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use understudy_core::Settings;
-use understudy_core::settings::{ClientWindow, sha256};
+use understudy_settings::Settings;
+use understudy_settings::{ClientWindow, sha256};
 
 const KEY: &str = "sk-client-secret-0001";
 const OTHER: &str = "sk-client-secret-0002";

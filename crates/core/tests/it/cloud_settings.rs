@@ -3,8 +3,9 @@
 //! name what is missing, and the model map that gives one client name each
 //! cloud's id.
 
-use understudy_core::settings::{AwsCredentials, Platform};
-use understudy_core::{Protocol, RouteSelector, Settings, Target};
+use understudy_settings::Settings;
+use understudy_settings::{AwsCredentials, Platform};
+use understudy_types::{Protocol, RouteSelector, Target};
 
 fn load_with(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
     crate::settings_with(toml, env).map_err(|e| e.to_string())
@@ -219,7 +220,7 @@ fn a_pattern_route_reaches_each_clouds_id_for_one_model_name() {
         &[("AWS_ACCESS_KEY_ID", "A"), ("AWS_SECRET_ACCESS_KEY", "B")],
     )
     .unwrap();
-    let targets = understudy_core::policy::plan::resolve(
+    let targets = understudy_policy::plan::resolve(
         &RouteSelector::Model("claude-sonnet-4-5".into()),
         &s,
         &s.default_route(),
@@ -264,7 +265,7 @@ fn the_bedrock_example_of_the_docs_loads_as_it_says() {
     let p = &s.providers["bedrock"];
     assert_eq!(p.kind, Protocol::Messages);
     assert!(p.has_key());
-    let targets = understudy_core::policy::plan::resolve(
+    let targets = understudy_policy::plan::resolve(
         &RouteSelector::Model("claude-sonnet-4-5".into()),
         &s,
         &s.default_route(),
@@ -301,7 +302,7 @@ fn the_converse_example_of_the_docs_loads_as_it_says() {
         p.protocol_for("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
         Protocol::Messages
     );
-    let targets = understudy_core::policy::plan::resolve(
+    let targets = understudy_policy::plan::resolve(
         &RouteSelector::Named("chat".into()),
         &s,
         &s.default_route(),
@@ -318,7 +319,7 @@ fn the_converse_example_of_the_docs_loads_as_it_says() {
     // Neither is Anthropic's: both go through Converse.
     for t in &targets[1..] {
         assert_eq!(
-            understudy_core::settings::bedrock_protocol(&t.model),
+            understudy_settings::bedrock_protocol(&t.model),
             Protocol::Converse
         );
     }
@@ -337,7 +338,7 @@ fn the_vertex_example_of_the_docs_loads_as_it_says() {
     let p = &s.providers["vertex"];
     assert_eq!(p.kind, Protocol::Messages);
     assert!(p.has_key());
-    let targets = understudy_core::policy::plan::resolve(
+    let targets = understudy_policy::plan::resolve(
         &RouteSelector::Model("claude-sonnet-4-5".into()),
         &s,
         &s.default_route(),
@@ -364,7 +365,7 @@ fn the_azure_example_of_the_docs_loads_as_it_says() {
     assert_eq!(p.kind, Protocol::ChatCompletions);
     assert!(p.has_key());
     assert!(p.capabilities.max_completion_tokens);
-    let targets = understudy_core::policy::plan::resolve(
+    let targets = understudy_policy::plan::resolve(
         &RouteSelector::Model("gpt-4.1".into()),
         &s,
         &s.default_route(),

@@ -1,7 +1,7 @@
 //! Configuration errors about settings that can hold a secret name the
 //! setting and what was expected, never the value (issue 17, item 4).
 
-use understudy_core::Settings;
+use understudy_settings::Settings;
 
 const SECRET: &str = "sk-live-0123456789abcdef";
 
@@ -121,7 +121,7 @@ fn a_valid_base_url_keeps_its_userinfo_for_requests() {
 
 #[test]
 fn redacted_urls_lose_their_userinfo() {
-    use understudy_core::settings::redact_url;
+    use understudy_settings::redact_url;
     assert_eq!(
         redact_url("https://user:pw@example.com/v1"),
         "https://***@example.com/v1"

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, Protocol};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_types::{ChatRequest, NativeRequest, Protocol};
 
 const BODY: &str =
     r#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#;

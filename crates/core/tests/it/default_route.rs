@@ -1,9 +1,10 @@
 //! The default route `groq → gemini → claude` across three wire protocols,
 //! through real HTTP: each provider gets the request in its own format.
 
-use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_core::{ChatRequest, GenerateRequest, Message, Role};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+use understudy_types::chat::SOFTENING_SUFFIX;
+use understudy_types::{ChatRequest, Message, Role};
 
 #[tokio::test]
 async fn groq_refuses_twice_gemini_blocks_claude_answers() {

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, Error, GenerateRequest, RouteSelector};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+use understudy_types::{ChatRequest, Error, RouteSelector};
 
 /// Expected attempts as `provider/kind/outcome`.
 type Want<'a> = (&'a [&'a str], Option<&'a str>);

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use understudy_core::policy::breaker::BreakerState;
-use understudy_core::{ChatRequest, Engine, GenerateRequest};
+use understudy_core::{Engine, GenerateRequest};
+use understudy_policy::breaker::BreakerState;
 use understudy_testkit::{RedisServer, Reply, SimProvider, TestGateway, eventually};
+use understudy_types::ChatRequest;
 
 fn ask() -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x"))

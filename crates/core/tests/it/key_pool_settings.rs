@@ -2,8 +2,8 @@
 //! its keys are read from, each key's own base URL or region, and the
 //! errors that name the setting without showing a key.
 
-use understudy_core::Settings;
-use understudy_core::settings::{Platform, Sticky};
+use understudy_settings::Settings;
+use understudy_settings::{Platform, Sticky};
 
 const A: &str = "sk-pool-secret-aaaa-0001";
 const B: &str = "sk-pool-secret-bbbb-0002";

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, GenerateRequest, Generation, StreamItem};
+use understudy_core::{GenerateRequest, Generation};
 use understudy_testkit::{RedisServer, Reply, SimProvider, TestGateway, eventually};
+use understudy_types::{ChatRequest, StreamItem};
 
 const A: &str = "sk-pool-key-a-0001";
 const B: &str = "sk-pool-key-b-0002";
@@ -271,11 +272,11 @@ async fn a_conversation_keeps_its_key() {
             let mut chat = ChatRequest::user(&first);
             for t in 0..turn {
                 chat.messages
-                    .push(understudy_core::chat::Message::assistant(format!(
+                    .push(understudy_types::chat::Message::assistant(format!(
                         "answer {t}"
                     )));
                 chat.messages
-                    .push(understudy_core::chat::Message::user(format!("turn {t}")));
+                    .push(understudy_types::chat::Message::user(format!("turn {t}")));
             }
             gw.engine
                 .generate(GenerateRequest::new(chat))

@@ -13,8 +13,8 @@
 fn settings_with(
     toml: &str,
     env: &[(&str, &str)],
-) -> Result<understudy_core::Settings, understudy_core::settings::SettingsError> {
-    understudy_core::Settings::from_toml_str(toml, |k| {
+) -> Result<understudy_settings::Settings, understudy_settings::SettingsError> {
+    understudy_settings::Settings::from_toml_str(toml, |k| {
         env.iter()
             .find(|(name, _)| *name == k)
             .map(|(_, v)| (*v).to_owned())

@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, GenerateRequest, StreamItem};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Reply, StreamSpec, TestGateway, eventually};
+use understudy_types::{ChatRequest, StreamItem};
 
 #[tokio::test]
 async fn whitespace_and_nameless_tool_calls_are_no_answer_in_either_mode() {

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use understudy_core::{ChatRequest, GenerateRequest, NativeRequest, Protocol, StreamItem};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
+use understudy_types::{ChatRequest, NativeRequest, Protocol, StreamItem};
 
 const BODY: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"system":[{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}"#;
 

@@ -1,9 +1,10 @@
 //! The softened retry: its exact prompt and temperature, and that
 //! fallbacks get the original request.
 
-use understudy_core::policy::softening::SOFTENING_SUFFIX;
-use understudy_core::{ChatRequest, GenerateRequest, RefusalPolicy};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
+use understudy_types::chat::SOFTENING_SUFFIX;
+use understudy_types::{ChatRequest, RefusalPolicy};
 
 async fn gateway(groq: &SimProvider, openai: &SimProvider, groq_option: &str) -> TestGateway {
     TestGateway::builder()

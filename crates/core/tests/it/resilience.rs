@@ -3,9 +3,10 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use understudy_core::policy::breaker::BreakerState;
-use understudy_core::{ChatRequest, GenerateRequest, RouteSelector};
+use understudy_core::GenerateRequest;
+use understudy_policy::breaker::BreakerState;
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway, eventually};
+use understudy_types::{ChatRequest, RouteSelector};
 
 fn ask() -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x"))

@@ -2,7 +2,8 @@
 //! older spelling `responses_api = true`, for an OpenAI-compatible provider
 //! (built-in or extra) only; refused for any other protocol.
 
-use understudy_core::{Protocol, Settings};
+use understudy_settings::Settings;
+use understudy_types::Protocol;
 
 fn load(toml: &str) -> Result<Settings, String> {
     Settings::from_toml_str(toml, |_| None).map_err(|e| e.to_string())

@@ -10,11 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use understudy_core::{
-    Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, Engine,
-    EventStream, Failure, FailureKind, GenerateRequest, Protocol, Settings, StreamEvent,
-    StreamItem,
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, Engine, EventStream, GenerateRequest,
 };
+use understudy_settings::Settings;
 use understudy_testkit::{Reply, SimProvider, StreamEnd, StreamSpec, TestGateway};
+use understudy_types::{
+    ChatRequest, Completion, Failure, FailureKind, Protocol, StreamEvent, StreamItem,
+};
 
 /// `w1 w2 … wN` as chunks (`"w1"`, `" w2"`, …), from word `from` (1-based).
 fn words(prefix: &str, from: usize, to: usize) -> Vec<String> {
@@ -98,7 +100,7 @@ async fn run(gw: &TestGateway, mode: Mode) -> (String, StreamItem) {
     match mode {
         Mode::Defaults => {}
         Mode::Complete => {
-            request.stream_commit = Some(understudy_core::settings::StreamCommit::Complete);
+            request.stream_commit = Some(understudy_settings::StreamCommit::Complete);
         }
         Mode::Continue => request.continue_after_cut = Some(true),
     }
@@ -223,7 +225,7 @@ async fn a_route_sets_its_streams_commit_and_continuation() {
             }
         });
         let request = GenerateRequest::new(ChatRequest::user("sixty words"))
-            .route(understudy_core::RouteSelector::Named(route.into()));
+            .route(understudy_types::RouteSelector::Named(route.into()));
         let mut s = gw.engine.generate_stream(request).await.unwrap();
         let mut text = String::new();
         let end = loop {
@@ -314,7 +316,7 @@ impl Adapter for Thinker {
         let thoughts = (self.think.as_secs() / 5) as usize;
         let mut left: Vec<StreamEvent> = Vec::new();
         left.push(StreamEvent::Finish {
-            finish_reason: understudy_core::FinishReason::Stop,
+            finish_reason: understudy_types::FinishReason::Stop,
             usage: None,
             model: None,
         });
@@ -344,7 +346,7 @@ impl AdapterFactory for Factory {
         true
     }
 
-    fn build(&self, p: &understudy_core::ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
+    fn build(&self, p: &understudy_settings::ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         let mut t = self.0.clone();
         if p.name == "quick" {
             t.think = Duration::ZERO;

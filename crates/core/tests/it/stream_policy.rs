@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use understudy_core::{
-    Attempt, ChatRequest, GenerateRequest, GenerationStream, RouteSelector, StreamItem,
-};
+use understudy_core::{GenerateRequest, GenerationStream};
 use understudy_testkit::{Reply, SimProvider, StreamSpec, TestGateway};
+use understudy_types::{Attempt, ChatRequest, RouteSelector, StreamItem};
 
 /// The text and the final item of a stream.
 async fn drain(mut s: GenerationStream) -> (String, StreamItem) {

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use understudy_core::stream::STREAM_BUFFER;
 use understudy_core::{
-    Adapter, AdapterFactory, BoxEventStream, BoxFuture, ChatRequest, Completion, Engine,
-    EventStream, Failure, FailureKind, GenerateRequest, Protocol, Settings, StreamEvent,
-    StreamItem,
+    Adapter, AdapterFactory, BoxEventStream, BoxFuture, Engine, EventStream, GenerateRequest,
 };
+use understudy_settings::Settings;
 use understudy_testkit::{
     Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway, eventually,
+};
+use understudy_types::{
+    ChatRequest, Completion, Failure, FailureKind, Protocol, StreamEvent, StreamItem,
 };
 
 const ALL: [Protocol; 3] = [
@@ -58,7 +60,7 @@ async fn pair(protocol: Protocol) -> (SimProvider, SimProvider, TestGateway) {
 }
 
 /// The text received, and the final item.
-async fn collect(gw: &TestGateway) -> Result<(String, StreamItem), understudy_core::Error> {
+async fn collect(gw: &TestGateway) -> Result<(String, StreamItem), understudy_types::Error> {
     let mut s = gw
         .engine
         .generate_stream(GenerateRequest::new(ChatRequest::user("tell me a story")))
@@ -220,7 +222,7 @@ async fn surface_policy_returns_a_refusal_at_the_start() {
     let (primary, fallback, gw) = pair(Protocol::GenerateContent).await;
     primary.push(Reply::Refuse(Refusal::PromptBlocked));
     let req = GenerateRequest::new(ChatRequest::user("x"))
-        .refusal_policy(understudy_core::RefusalPolicy::Surface);
+        .refusal_policy(understudy_types::RefusalPolicy::Surface);
     let err = gw.engine.generate_stream(req).await.unwrap_err();
     assert_eq!(err.code().as_str(), "content_filter");
     assert_eq!(fallback.request_count(), 0);
@@ -292,7 +294,7 @@ impl EventStream for EndlessStream {
             return Box::pin(async {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 Some(Ok(StreamEvent::Finish {
-                    finish_reason: understudy_core::FinishReason::Stop,
+                    finish_reason: understudy_types::FinishReason::Stop,
                     usage: None,
                     model: None,
                 }))
@@ -342,7 +344,7 @@ impl AdapterFactory for EndlessFactory {
         true
     }
 
-    fn build(&self, _: &understudy_core::ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
+    fn build(&self, _: &understudy_settings::ProviderSettings) -> Result<Arc<dyn Adapter>, String> {
         Ok(Arc::new(Endless {
             pulled: Arc::clone(&self.0.pulled),
             dropped: Arc::clone(&self.0.dropped),

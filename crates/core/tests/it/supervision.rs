@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use understudy_core::{ChatRequest, GenerateRequest, ProviderInfo};
+use understudy_core::{GenerateRequest, ProviderInfo};
 use understudy_testkit::{Reply, SimProvider, TestGateway, eventually};
+use understudy_types::ChatRequest;
 
 fn ask() -> GenerateRequest {
     GenerateRequest::new(ChatRequest::user("x"))

@@ -1,7 +1,7 @@
 //! Traces' settings from OpenTelemetry's own variables over `[telemetry]`.
 
-use understudy_core::Settings;
-use understudy_core::settings::{RootSampler, Sampler};
+use understudy_settings::Settings;
+use understudy_settings::{RootSampler, Sampler};
 
 fn load(toml: &str, env: &[(&str, &str)]) -> Result<Settings, String> {
     crate::settings_with(toml, env).map_err(|e| e.to_string())
@@ -72,7 +72,7 @@ fn the_standard_variables_win_over_the_table() {
 
 #[test]
 fn grpc_takes_the_base_endpoint_as_it_is() {
-    use understudy_core::settings::OtlpProtocol;
+    use understudy_settings::OtlpProtocol;
     let grpc = load(
         "",
         &[

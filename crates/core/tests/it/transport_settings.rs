@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use understudy_core::Settings;
+use understudy_settings::Settings;
 
 fn load(toml: &str) -> Result<Settings, String> {
     Settings::from_toml_str(toml, |_| None).map_err(|e| e.to_string())

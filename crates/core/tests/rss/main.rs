@@ -9,8 +9,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
-use understudy_core::{ChatRequest, Error, GenerateRequest, RouteSelector};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_types::{ChatRequest, Error, RouteSelector};
 
 /// The process's resident set, in KiB.
 fn rss_kib() -> u64 {

@@ -7,7 +7,8 @@
 //! query for a native body, the pooled client.
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings};
+use understudy_settings::ProviderSettings;
+use understudy_types::{ChatRequest, Completion, Failure};
 use understudy_wire::messages::error::{WireErrorEnvelope, classify_error_object};
 use understudy_wire::messages::response::{WireResponse, completion};
 use understudy_wire::messages::{max_tokens, native, request::wire_request};
@@ -72,7 +73,7 @@ impl AnthropicProtocol {
 impl AnthropicProtocol {
     /// This provider's headers (its key among them) with the client's
     /// `anthropic-*` headers; no other client header is ever forwarded.
-    fn native_headers(&self, native: &understudy_core::NativeRequest) -> HeaderMap {
+    fn native_headers(&self, native: &understudy_types::NativeRequest) -> HeaderMap {
         let mut headers = self.headers.clone();
         for (name, value) in &native.headers {
             let (Ok(name), Ok(value)) = (
@@ -91,7 +92,7 @@ impl AnthropicProtocol {
 
 impl Upstream for AnthropicProtocol {
     type Parser = AnthropicStream;
-    const NATIVE: Option<understudy_core::Protocol> = Some(understudy_core::Protocol::Messages);
+    const NATIVE: Option<understudy_types::Protocol> = Some(understudy_types::Protocol::Messages);
 
     fn request(
         &self,

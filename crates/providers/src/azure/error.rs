@@ -17,7 +17,7 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 use understudy_wire::classify;
 
 /// The reset headers Azure has sent with a 429 and no `Retry-After`.

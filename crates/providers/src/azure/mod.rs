@@ -27,8 +27,10 @@ pub(crate) use error::classify_error;
 use std::sync::Arc;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use understudy_core::settings::Azure;
-use understudy_core::{Adapter, Protocol, ProviderSettings};
+use understudy_core::Adapter;
+use understudy_settings::Azure;
+use understudy_settings::ProviderSettings;
+use understudy_types::Protocol;
 
 use crate::http::HttpAdapter;
 use crate::openai_compat::{Dialect, Endpoint, OpenAiProtocol};
@@ -73,7 +75,7 @@ pub(crate) fn resource(base_url: &str) -> Result<reqwest::Url, String> {
     if url.cannot_be_a_base() || url.query().is_some() {
         return Err(format!(
             "`{}` is not an Azure resource URL (`https://NAME.openai.azure.com`)",
-            understudy_core::settings::redact_url(base_url)
+            understudy_settings::redact_url(base_url)
         ));
     }
     Ok(url)

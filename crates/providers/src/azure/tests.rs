@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
-use understudy_core::{ChatRequest, FailureKind, Settings, StreamEvent};
+use understudy_settings::Settings;
+use understudy_types::{ChatRequest, FailureKind, StreamEvent};
 
 use super::*;
 use crate::http::Upstream as _;
@@ -21,7 +22,7 @@ fn azure(extra: &str) -> (ProviderSettings, Azure) {
     );
     let s = Settings::from_toml_str(&toml, |_| None).unwrap();
     let p = s.providers["az"].clone();
-    let understudy_core::settings::Platform::Azure(a) = p.platform.clone() else {
+    let understudy_settings::Platform::Azure(a) = p.platform.clone() else {
         panic!("not azure")
     };
     (p, a)
@@ -123,7 +124,7 @@ fn classify(status: u16, headers: &[(&'static str, &str)], body: &str) -> Failur
     classify_error("az", status, &h, body.as_bytes())
 }
 
-use understudy_core::Failure;
+use understudy_types::Failure;
 
 #[test]
 fn content_filters_old_and_new_are_refusals() {
@@ -177,7 +178,7 @@ fn rate_limit_hints_in_azures_order() {
     );
 }
 
-fn decoded(status: u16, body: &str) -> Result<understudy_core::Completion, Failure> {
+fn decoded(status: u16, body: &str) -> Result<understudy_types::Completion, Failure> {
     crate::decode_response(
         Protocol::ChatCompletions,
         "my-deployment",

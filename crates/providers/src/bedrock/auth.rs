@@ -17,10 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use understudy_core::settings::{AwsCredentials, shown_key_id};
-use understudy_core::{
-    BoxFuture, CredentialGate, CredentialStatus, Credentials, Failure, FailureKind,
-};
+use understudy_core::{BoxFuture, CredentialGate, CredentialStatus, Credentials};
+use understudy_settings::{AwsCredentials, shown_key_id};
+use understudy_types::{Failure, FailureKind};
 
 use crate::sigv4;
 

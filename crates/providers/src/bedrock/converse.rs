@@ -12,7 +12,7 @@
 //! the client gets the in-band error).
 
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
-use understudy_core::{ChatRequest, Completion, Failure, FailureKind};
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
 use understudy_wire::converse::request::wire_request;
 use understudy_wire::converse::response::{WireResponse, completion};
 use understudy_wire::converse::stream::ConverseStream;
@@ -64,7 +64,7 @@ impl BedrockConverse {
 
 impl Upstream for BedrockConverse {
     type Parser = ConverseStream;
-    const NATIVE: Option<understudy_core::Protocol> = None;
+    const NATIVE: Option<understudy_types::Protocol> = None;
     const AUTHORIZES: bool = true;
 
     fn request(

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 /// The prefix of an expired-credentials failure's detail, by which the
 /// adapter knows to read its credentials again.

@@ -1,5 +1,5 @@
 //! AWS Bedrock (`kind = "bedrock"`): one provider, two APIs by model
-//! (`understudy_core::settings::bedrock_protocol`): Claude through
+//! (`understudy_settings::bedrock_protocol`): Claude through
 //! InvokeModel and InvokeModelWithResponseStream with Anthropic's Messages
 //! body (here), every other model (Llama, Mistral, Nova, …) through
 //! Converse and ConverseStream (`converse.rs`, the translation in
@@ -27,8 +27,10 @@ use std::time::SystemTime;
 
 use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::settings::{Bedrock, bedrock_protocol};
-use understudy_core::{BoxFuture, ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
+use understudy_core::BoxFuture;
+use understudy_settings::ProviderSettings;
+use understudy_settings::{Bedrock, bedrock_protocol};
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
 use understudy_wire::eventstream::{Kind, Message};
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
@@ -127,7 +129,7 @@ pub(crate) fn adapter(
     Ok(ByModel {
         first: HttpAdapter::new(settings, BedrockMessages { account })?,
         second: HttpAdapter::new(settings, converse)?,
-        takes: |model| bedrock_protocol(model) == understudy_core::Protocol::Messages,
+        takes: |model| bedrock_protocol(model) == understudy_types::Protocol::Messages,
     })
 }
 
@@ -242,7 +244,7 @@ impl BedrockMessages {
 
 impl Upstream for BedrockMessages {
     type Parser = SignedStream;
-    const NATIVE: Option<understudy_core::Protocol> = Some(understudy_core::Protocol::Messages);
+    const NATIVE: Option<understudy_types::Protocol> = Some(understudy_types::Protocol::Messages);
     const AUTHORIZES: bool = true;
 
     fn request(
@@ -382,7 +384,7 @@ fn encode_model(model: &str) -> String {
 }
 
 /// The client's `anthropic-beta` header values that Bedrock takes.
-fn bedrock_betas(native: &understudy_core::NativeRequest) -> Vec<&str> {
+fn bedrock_betas(native: &understudy_types::NativeRequest) -> Vec<&str> {
     native
         .headers
         .iter()

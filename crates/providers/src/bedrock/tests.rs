@@ -5,8 +5,9 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use understudy_core::{
-    ChatRequest, FailureKind, FinishReason, NativeRequest, Protocol, Settings, StreamEvent,
+use understudy_settings::Settings;
+use understudy_types::{
+    ChatRequest, FailureKind, FinishReason, NativeRequest, Protocol, StreamEvent,
 };
 use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
 use understudy_wire::framing::Framing;
@@ -20,7 +21,7 @@ pub(super) fn bedrock(extra: &str) -> (ProviderSettings, Bedrock) {
     );
     let s = Settings::from_toml_str(&toml, |_| None).unwrap();
     let p = s.providers["b"].clone();
-    let understudy_core::settings::Platform::Bedrock(b) = p.platform.clone() else {
+    let understudy_settings::Platform::Bedrock(b) = p.platform.clone() else {
         panic!("not bedrock")
     };
     (p, b)

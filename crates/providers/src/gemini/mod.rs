@@ -29,7 +29,8 @@ use understudy_wire::generate_content::{error, request, response, stream};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
-use understudy_core::{ChatRequest, Completion, Failure, ProviderSettings, ToolCall};
+use understudy_settings::ProviderSettings;
+use understudy_types::{ChatRequest, Completion, Failure, ToolCall};
 
 use crate::classify;
 use crate::http::{HttpAdapter, Received, Upstream};
@@ -115,8 +116,8 @@ fn valid_model(model: &str) -> Result<&str, Failure> {
 
 impl Upstream for GeminiProtocol {
     type Parser = GeminiStream;
-    const NATIVE: Option<understudy_core::Protocol> =
-        Some(understudy_core::Protocol::GenerateContent);
+    const NATIVE: Option<understudy_types::Protocol> =
+        Some(understudy_types::Protocol::GenerateContent);
 
     fn request(
         &self,

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use understudy_core::ratelimit::RateLimits;
-use understudy_core::{
-    Adapter, BoxEventStream, BoxFuture, CallOptions, ChatRequest, Completion, Failure, FailureKind,
-    ProviderSettings, Secret,
-};
+use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions};
+use understudy_settings::{ProviderSettings, Secret};
+use understudy_types::ratelimit::RateLimits;
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
 
 use crate::classify;
 
@@ -67,11 +66,11 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
     /// The protocol this is, or `None` for one that never forwards a
     /// client's body as it is (Chat Completions: no front end hands one
     /// on).
-    const NATIVE: Option<understudy_core::Protocol>;
+    const NATIVE: Option<understudy_types::Protocol>;
 
     /// `request`'s native body, when the client wrote it in this protocol
     /// (and so it is forwarded as it is).
-    fn native<'r>(&self, request: &'r ChatRequest) -> Option<&'r understudy_core::NativeRequest> {
+    fn native<'r>(&self, request: &'r ChatRequest) -> Option<&'r understudy_types::NativeRequest> {
         let native = request.native.as_deref()?;
         (Some(native.kind) == Self::NATIVE).then_some(native)
     }
@@ -438,7 +437,7 @@ pub(crate) fn raw_post(
 /// request's buffer (`bytes::Bytes::from_owner`): a large body is sent
 /// without a second copy of it.
 #[derive(Debug)]
-pub(crate) struct NativeBody(pub(crate) std::sync::Arc<understudy_core::NativeRequest>);
+pub(crate) struct NativeBody(pub(crate) std::sync::Arc<understudy_types::NativeRequest>);
 
 impl AsRef<[u8]> for NativeBody {
     fn as_ref(&self) -> &[u8] {
@@ -468,7 +467,7 @@ pub(crate) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| {
         format!(
             "`{}` is not a valid URL: {e}",
-            understudy_core::settings::redact_url(url)
+            understudy_settings::redact_url(url)
         )
     })
 }

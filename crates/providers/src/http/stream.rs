@@ -6,8 +6,10 @@
 use std::collections::VecDeque;
 
 use http_body_util::BodyExt as _;
-use understudy_core::ratelimit::RateLimits;
-use understudy_core::{BoxFuture, EventStream, Failure, FailureKind, Secret, StreamEvent};
+use understudy_core::{BoxFuture, EventStream};
+use understudy_settings::Secret;
+use understudy_types::ratelimit::RateLimits;
+use understudy_types::{Failure, FailureKind, StreamEvent};
 use understudy_wire::sse::SseItem;
 
 use super::{Framing, InFlight, STREAM_TEXT_LIMIT, StreamParser};

@@ -8,7 +8,8 @@
 //! [`Dialect`] (`crate::azure`).
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::{ChatRequest, Completion, Failure, FailureKind, ProviderSettings};
+use understudy_settings::ProviderSettings;
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
 
 use crate::http::{HttpAdapter, Received, Upstream};
 
@@ -149,7 +150,7 @@ impl OpenAiProtocol {
 
 impl Upstream for OpenAiProtocol {
     type Parser = OpenAiStream;
-    const NATIVE: Option<understudy_core::Protocol> = None;
+    const NATIVE: Option<understudy_types::Protocol> = None;
 
     fn request(
         &self,

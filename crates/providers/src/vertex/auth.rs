@@ -38,9 +38,8 @@ use base64::Engine as _;
 use reqwest::header::HeaderValue;
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use tokio::time::Instant;
-use understudy_core::{
-    BoxFuture, CredentialGate, CredentialStatus, Credentials, Failure, FailureKind,
-};
+use understudy_core::{BoxFuture, CredentialGate, CredentialStatus, Credentials};
+use understudy_types::{Failure, FailureKind};
 
 /// The OAuth scope every Vertex call needs.
 pub(crate) const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 use understudy_wire::generate_content::error::{WireError, classify_error_object, error_of};
 use understudy_wire::messages::error::WireErrorEnvelope;
 

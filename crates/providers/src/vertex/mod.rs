@@ -1,5 +1,5 @@
 //! Google Vertex AI (`kind = "vertex"`): one provider, two protocols by
-//! model (`understudy_core::settings::vertex_protocol`).
+//! model (`understudy_settings::vertex_protocol`).
 //!
 //! - Claude through `rawPredict` / `streamRawPredict` at
 //!   `{base}/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}`:
@@ -22,10 +22,10 @@ mod error;
 use std::sync::Arc;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use understudy_core::settings::{Vertex, vertex_protocol};
-use understudy_core::{
-    BoxFuture, ChatRequest, Completion, Failure, FailureKind, Protocol, ProviderSettings,
-};
+use understudy_core::BoxFuture;
+use understudy_settings::ProviderSettings;
+use understudy_settings::{Vertex, vertex_protocol};
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind, Protocol};
 use understudy_wire::messages::native::{self, CloudBody};
 use understudy_wire::messages::response::{WireResponse, completion};
 use understudy_wire::messages::signed_by::{self, SignedStream};

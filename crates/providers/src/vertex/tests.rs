@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use understudy_core::{NativeRequest, Settings};
+use understudy_settings::Settings;
+use understudy_types::NativeRequest;
 
 use super::*;
 

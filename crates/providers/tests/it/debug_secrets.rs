@@ -3,8 +3,9 @@
 //! engine — shows no API key, no extra header's value and no password of a
 //! URL.
 
-use understudy_core::{Engine, Settings};
+use understudy_core::Engine;
 use understudy_providers::Providers;
+use understudy_settings::Settings;
 
 /// Every secret the configuration below holds.
 const SECRETS: [&str; 9] = [

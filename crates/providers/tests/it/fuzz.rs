@@ -7,9 +7,9 @@
 
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
-use understudy_core::{Protocol, StreamEvent};
 use understudy_providers::sse::{SseDecoder, SseItem};
 use understudy_providers::{decode_response, decode_stream};
+use understudy_types::{Protocol, StreamEvent};
 
 use crate::common::split;
 
@@ -136,7 +136,7 @@ proptest! {
         for kind in KINDS {
             let result = decode_response(kind, "m", status, HeaderMap::new(), &data);
             if let Err(f) = result {
-                prop_assert!(f.detail.len() <= understudy_core::error::DETAIL_LIMIT + 3);
+                prop_assert!(f.detail.len() <= understudy_types::error::DETAIL_LIMIT + 3);
             } else {
                 prop_assert!((200..300).contains(&status));
             }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{ChatRequest, NativeRequest, Protocol, StreamEvent};
 use understudy_testkit::{Reply, SimProvider, TestGateway};
+use understudy_types::{ChatRequest, NativeRequest, Protocol, StreamEvent};
 
 use crate::common::adapter_for;
 

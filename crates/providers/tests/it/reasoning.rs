@@ -4,8 +4,8 @@
 //! `thinking_delta`, OpenAI-compatible `reasoning_content` and `reasoning`
 //! deltas, Gemini's thought parts.
 
-use understudy_core::{Protocol, StreamEvent};
 use understudy_providers::decode_stream;
+use understudy_types::{Protocol, StreamEvent};
 
 /// Each event as a short string: `r:…` reasoning, `t:…` text, `finish`,
 /// or the failure's code.

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use understudy_core::{AdapterFactory, ChatRequest, StreamEvent};
+use understudy_core::AdapterFactory;
 use understudy_providers::Providers;
 use understudy_testkit::{
     Protocol, Refusal, Reply, SimProvider, StreamEnd, StreamSpec, TestGateway,
 };
+use understudy_types::{ChatRequest, StreamEvent};
 
 const ALL: [Protocol; 3] = [
     Protocol::ChatCompletions,

@@ -8,10 +8,11 @@
 use std::time::Duration;
 
 use reqwest::Version;
-use understudy_core::{ChatRequest, Error, FailureCode, GenerateRequest, Outcome, StreamItem};
+use understudy_core::GenerateRequest;
 use understudy_testkit::{
     Protocol, Reply, StreamSpec, TestCerts, TestGateway, TlsOptions, TlsSimProvider, eventually,
 };
+use understudy_types::{ChatRequest, Error, FailureCode, Outcome, StreamItem};
 
 /// A gateway whose only provider, `corp`, is `sim`, trusting its CA.
 async fn gateway(sim: &TlsSimProvider, extra: &[&str]) -> TestGateway {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::Value;
-use understudy_core::{ChatRequest, Message, Part, Role, Tool, ToolCall};
 use understudy_testkit::SimProvider;
+use understudy_types::{ChatRequest, Message, Part, Role, Tool, ToolCall};
 
 use crate::common::adapter_for;
 

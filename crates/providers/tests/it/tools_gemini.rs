@@ -12,12 +12,12 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use understudy_core::{
+use understudy_providers::{decode_response, decode_stream};
+use understudy_testkit::{Reply, SimProvider, SimToolCall};
+use understudy_types::{
     ChatRequest, Completion, Failure, FinishReason, Message, Part, Protocol, ResponseFormat, Role,
     StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
-use understudy_providers::{decode_response, decode_stream};
-use understudy_testkit::{Reply, SimProvider, SimToolCall};
 
 use crate::common::{adapter_for, split};
 

@@ -20,12 +20,13 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use understudy_core::{
-    Adapter, AdapterFactory, ChatRequest, Completion, Failure, FinishReason, Message, Part,
-    Protocol, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, Usage,
-};
+use understudy_core::{Adapter, AdapterFactory};
 use understudy_providers::{Providers, decode_response, decode_stream};
 use understudy_testkit::{Reply, SimProvider, SimToolCall, TestGateway};
+use understudy_types::{
+    ChatRequest, Completion, Failure, FinishReason, Message, Part, Protocol, ResponseFormat, Role,
+    StreamEvent, Tool, ToolCall, ToolChoice, Usage,
+};
 
 // === helpers ===
 

@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{Adapter, AdapterFactory, ChatRequest, StreamEvent, Usage};
+use understudy_core::{Adapter, AdapterFactory};
 use understudy_providers::Providers;
 use understudy_testkit::{BedrockSim, Reply, SimProvider, TestGateway, UsageDetail};
+use understudy_types::{ChatRequest, StreamEvent, Usage};
 
 const PATIENCE: Duration = Duration::from_secs(5);
 

@@ -5,8 +5,8 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use understudy_core::{FailureKind, FinishReason, Protocol, StreamEvent, Usage};
 use understudy_providers::{decode_response, decode_stream};
+use understudy_types::{FailureKind, FinishReason, Protocol, StreamEvent, Usage};
 
 fn fixture(provider: &str, name: &str) -> Vec<u8> {
     let path = format!(
@@ -34,7 +34,7 @@ fn got(
     status: u16,
     headers: &[(&str, &str)],
     want: Result<&str, &str>,
-) -> Result<understudy_core::Completion, understudy_core::Failure> {
+) -> Result<understudy_types::Completion, understudy_types::Failure> {
     let mut h = HeaderMap::new();
     for (k, v) in headers {
         h.insert(
@@ -62,7 +62,7 @@ fn check(
 }
 
 fn retry_after(
-    result: Result<understudy_core::Completion, understudy_core::Failure>,
+    result: Result<understudy_types::Completion, understudy_types::Failure>,
 ) -> Option<Duration> {
     match result {
         Err(f) => match f.kind {

@@ -19,9 +19,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde_json::json;
-use understudy_core::settings::RawClient;
 use understudy_core::tenants::AdminError;
-use understudy_core::{Error, RoutingTable, RoutingUpdate};
+use understudy_settings::RawClient;
+use understudy_settings::{RoutingTable, RoutingUpdate};
+use understudy_types::Error;
 
 use super::parse_json;
 use crate::{ApiError, AppState};

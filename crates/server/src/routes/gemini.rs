@@ -25,7 +25,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
+use understudy_core::{GenerateRequest, Generation};
+use understudy_types::{NativeRequest, Protocol};
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
 use understudy_wire::generate_content::inbound::{self, Translated};
 
@@ -112,7 +113,7 @@ fn in_scope(
         .scope(record, &super::model_route(asked))
         .map_err(|refusal| {
             tenants.refused(record, &refusal);
-            ApiError::Engine(understudy_core::Error::Client(refusal)).into()
+            ApiError::Engine(understudy_types::Error::Client(refusal)).into()
         })
 }
 

@@ -21,7 +21,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
+use understudy_core::{GenerateRequest, Generation};
+use understudy_types::{NativeRequest, Protocol};
 use understudy_wire::messages::answer::MessageOut;
 use understudy_wire::messages::client::MessagesRequest;
 use understudy_wire::messages::events::MessageEvents;
@@ -141,14 +142,14 @@ async fn count_tokens(
 /// Betas that make the provider fetch URLs, run code or read the account's
 /// files are the operator's to allow (see `passthrough`): marks those the
 /// request's `anthropic-beta` headers (every one of them) switch on.
-fn gate_betas(headers: &HeaderMap, chat: &mut understudy_core::ChatRequest) {
+fn gate_betas(headers: &HeaderMap, chat: &mut understudy_types::ChatRequest) {
     for beta in headers
         .get_all("anthropic-beta")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
     {
-        if let Some(g) = understudy_core::passthrough::Gated::of_beta(beta.trim()) {
+        if let Some(g) = understudy_types::passthrough::Gated::of_beta(beta.trim()) {
             chat.native_gated.insert(g);
         }
     }

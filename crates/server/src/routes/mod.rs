@@ -243,8 +243,8 @@ pub(crate) fn timeout_ms(
 /// A client's model name (or `x-understudy-route`): the engine resolves it
 /// against the routing table in force when the request is planned (a
 /// route, else a provider pin; anything else is a 404 `model_not_found`).
-pub(crate) fn model_route(name: &str) -> understudy_core::RouteSelector {
-    understudy_core::RouteSelector::Model(name.to_owned())
+pub(crate) fn model_route(name: &str) -> understudy_types::RouteSelector {
+    understudy_types::RouteSelector::Model(name.to_owned())
 }
 
 /// A token count's answer: `body`, with `x-understudy-provider` naming the

@@ -11,8 +11,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use understudy_core::Settings;
-use understudy_core::settings::parse_target;
+use understudy_settings::Settings;
+use understudy_settings::parse_target;
 
 use crate::{AnthropicError, ApiError, AppState, OpenAiError};
 

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use understudy_core::Protocol;
+use understudy_types::Protocol;
 use understudy_wire::responses::answer::Echo;
 use understudy_wire::responses::events::Head;
 use understudy_wire::responses::inbound::CreateRequest;

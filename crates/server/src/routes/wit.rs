@@ -11,7 +11,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use understudy_core::{ChatRequest, GenerateRequest};
+use understudy_core::GenerateRequest;
+use understudy_types::ChatRequest;
 
 use super::parse_json;
 use crate::frames::{Framed, Framing, KeepAlive};

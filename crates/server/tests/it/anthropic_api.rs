@@ -252,7 +252,7 @@ async fn a_non_streamed_answer_in_anthropic_s_shape() {
     .await;
     assert_eq!(event.provider.as_deref(), Some("groq"));
     assert!(event.fell_back);
-    assert_eq!(event.api, Some(understudy_core::Protocol::Messages));
+    assert_eq!(event.api, Some(understudy_types::Protocol::Messages));
     let metrics = s.engine.metrics_text(false).await;
     assert!(
         metrics.lines().any(

@@ -343,8 +343,7 @@ async fn keys_no_client_could_send_or_that_open_more_are_refused() {
     let (sim, other) = sims().await;
     let dir = state_dir("keys");
     let s = start(gateway(&sim, &other, None, &dir.join("state.json"))).await;
-    let admin_hash =
-        understudy_core::settings::hex(&understudy_core::settings::sha256(ADMIN.as_bytes()));
+    let admin_hash = understudy_settings::hex(&understudy_settings::sha256(ADMIN.as_bytes()));
     // (the key field and its value, what the message says)
     let long = "k".repeat(257);
     let cases: [(&str, &str, &str); 9] = [

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_core::sink::redis::from_fields;
-use understudy_core::{ChatRequest, GenerateRequest, GenerationEvent, StreamItem};
+use understudy_core::{GenerateRequest, GenerationEvent};
 use understudy_testkit::{
     RedisServer, Refusal, Reply, SimProvider, TestGateway, eventually_within,
 };
+use understudy_types::{ChatRequest, StreamItem};
 
 use crate::common::TestServer;
 

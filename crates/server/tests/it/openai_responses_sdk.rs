@@ -10,8 +10,8 @@
 //! instance of a two-instance fleet sharing a real `redis-server`.
 
 use serde_json::{Value, json};
-use understudy_core::Protocol;
 use understudy_testkit::{RedisServer, Reply, SimProvider, SimToolCall, TestGateway, eventually};
+use understudy_types::Protocol;
 
 use crate::common::{self, TestServer};
 
@@ -137,7 +137,10 @@ async fn create_text_falls_back_to_another_protocol() {
     })
     .await;
     assert_eq!(event.api, Some(Protocol::Responses));
-    assert_eq!(understudy_core::protocol::api_label(event.api), "responses");
+    assert_eq!(
+        understudy_types::protocol::api_label(event.api),
+        "responses"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use understudy_core::policy::softening::SOFTENING_SUFFIX;
 use understudy_testkit::{Refusal, Reply, SimProvider, StreamSpec, TestGateway, eventually};
+use understudy_types::chat::SOFTENING_SUFFIX;
 
 use crate::common::TestServer;
 

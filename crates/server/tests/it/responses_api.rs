@@ -266,7 +266,7 @@ async fn a_codex_request_is_translated_and_its_tools_mapped_back() {
     })
     .await;
     assert_eq!(event.omitted_tools, ["web_search"]);
-    assert_eq!(event.api, Some(understudy_core::Protocol::Responses));
+    assert_eq!(event.api, Some(understudy_types::Protocol::Responses));
     assert!(event.fell_back);
     assert_eq!(headers["x-understudy-provider"], "openai");
     let v: Value = serde_json::from_str(&text).unwrap();

@@ -693,7 +693,7 @@ fn parse_amz_date(d: &str) -> Option<SystemTime> {
     let num = |r: std::ops::Range<usize>| d.get(r)?.parse::<i64>().ok();
     let (y, m, day) = (num(0..4)?, num(4..6)?, num(6..8)?);
     let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
-    let days = understudy_core::clock::days_from_civil(y, m, day);
+    let days = understudy_types::clock::days_from_civil(y, m, day);
     let secs = u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()?;
     Some(UNIX_EPOCH + Duration::from_secs(secs))
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use understudy_core::Protocol;
+use understudy_types::Protocol;
 
 use super::{Received, Reply, lock};
 

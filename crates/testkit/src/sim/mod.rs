@@ -70,7 +70,7 @@ pub use vertex::{TEST_CLIENT_EMAIL, VertexSim};
 /// The wire protocol a simulator speaks: the gateway's own enum, so that
 /// a simulator and the provider it stands for are named alike (the
 /// simulators share no code with the wire crate: they are the oracle).
-pub use understudy_core::Protocol;
+pub use understudy_types::Protocol;
 
 /// A refusal, rendered in each protocol's own shape (wire-formats §1.4,
 /// §3.4, §4.4).

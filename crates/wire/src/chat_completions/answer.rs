@@ -6,7 +6,7 @@
 //! a response in the profile, a tenth of the gateway's work per request.
 
 use serde::Serialize;
-use understudy_core::ToolCall;
+use understudy_types::ToolCall;
 
 use super::response::WireUsage;
 

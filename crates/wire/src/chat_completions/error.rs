@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use http::HeaderMap;
 use serde::Deserialize;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 use crate::classify;
 

@@ -6,7 +6,7 @@
 //! answer for a complete one. The server frames each as an SSE event.
 
 use serde_json::json;
-use understudy_core::{FailureCode, StreamItem};
+use understudy_types::{FailureCode, StreamItem};
 
 use super::answer::{
     ChunkChoiceOut, ChunkOut, DeltaOut, FunctionDeltaOut, ToolCallDeltaOut, UsageChunkOut,

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
@@ -296,10 +296,10 @@ pub fn message(i: usize, m: ChatMessage) -> Result<Message, Invalid> {
 
 /// The neutral request's own checks (`ChatRequest::validate`), which name
 /// the field they refuse.
-impl From<understudy_core::Error> for Invalid {
-    fn from(e: understudy_core::Error) -> Self {
+impl From<understudy_types::Error> for Invalid {
+    fn from(e: understudy_types::Error) -> Self {
         match e {
-            understudy_core::Error::InvalidRequest { field, message } => Self::new(field, message),
+            understudy_types::Error::InvalidRequest { field, message } => Self::new(field, message),
             other => Self {
                 field: None,
                 message: other.to_string(),

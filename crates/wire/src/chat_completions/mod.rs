@@ -31,7 +31,7 @@ pub mod request;
 pub mod response;
 pub mod stream;
 
-use understudy_core::FinishReason;
+use understudy_types::FinishReason;
 
 /// The finish reasons both directions name, one table: what a provider's
 /// `finish_reason` means, and what the gateway answers for ours. Any other

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use serde::{Serialize, Serializer};
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 

@@ -5,7 +5,7 @@
 
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
-use understudy_core::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
+use understudy_types::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
 
 use super::error::{WireError, classify_error, classify_error_body};
 

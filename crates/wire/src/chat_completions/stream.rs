@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use serde::Deserialize;
-use understudy_core::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
+use understudy_types::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::{WireError, mid_stream_error, mid_stream_error_body};
 use super::response::{WireArguments, WireToolCall, WireUsage, finish_reason_with};

@@ -30,7 +30,7 @@ pub mod stream;
 #[cfg(test)]
 mod tests;
 
-use understudy_core::{Failure, FailureKind, FinishReason};
+use understudy_types::{Failure, FailureKind, FinishReason};
 
 /// What a `stopReason` means: a finish, or the failure it is.
 pub fn stop_reason(reason: Option<&str>) -> Result<FinishReason, Failure> {

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Failure, FailureKind, Message, Part, ResponseFormat, Role, ToolChoice,
 };
 
@@ -376,7 +376,7 @@ struct WireTool<'a> {
 }
 
 impl<'a> WireTool<'a> {
-    fn of(tool: &'a understudy_core::Tool) -> Self {
+    fn of(tool: &'a understudy_types::Tool) -> Self {
         Self {
             tool_spec: WireToolSpec {
                 name: &tool.name,

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{Completion, Failure, FailureKind, ToolCall, Usage};
+use understudy_types::{Completion, Failure, FailureKind, ToolCall, Usage};
 
 /// The most tool calls one answer may carry; more is garbage.
 pub const MAX_TOOL_CALLS: usize = 1024;

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 
 use serde::Deserialize;
-use understudy_core::{Failure, FailureKind, FinishReason, StreamEvent, ToolCallDelta, Usage};
+use understudy_types::{Failure, FailureKind, FinishReason, StreamEvent, ToolCallDelta, Usage};
 
 use super::response::{MAX_TOOL_CALLS, WireToolUse, WireUsage, call_id, with_words};
 use crate::StreamParser;

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use serde_json::{Value, json};
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Failure, FailureKind, FinishReason, Message, Part, ResponseFormat, Role,
     StreamEvent, Tool, ToolCall, ToolChoice, Usage,
 };
@@ -253,7 +253,7 @@ fn tool_use_ids_fit_bedrocks_alphabet_and_length_injectively() {
 }
 
 /// An answer body read as a completion of `m`.
-fn answer(body: Value) -> Result<understudy_core::Completion, Failure> {
+fn answer(body: Value) -> Result<understudy_types::Completion, Failure> {
     let parsed: WireResponse = serde_json::from_value(body).unwrap();
     completion(&parsed, "m", 200)
 }
@@ -482,7 +482,7 @@ fn a_tool_call_streams_in_fragments_under_its_start() {
     ];
     let got = stream(&events);
     let delta = |index, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        Ok(StreamEvent::ToolCall(understudy_core::ToolCallDelta {
+        Ok(StreamEvent::ToolCall(understudy_types::ToolCallDelta {
             index,
             id: id.map(str::to_owned),
             name: name.map(str::to_owned),

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{
+use understudy_types::{
     FailureCode, FinishReason, NativeEvent, StreamItem, ToolCall, ToolCallDelta, Usage,
 };
 
@@ -294,7 +294,7 @@ impl Encoder for ChunkEncoder {
 mod tests {
     use super::*;
     use serde_json::json;
-    use understudy_core::{StreamDone, StreamError};
+    use understudy_types::{StreamDone, StreamError};
 
     fn frames(encoder: &mut ChunkEncoder, items: Vec<StreamItem>) -> Vec<Value> {
         let mut out = Vec::new();

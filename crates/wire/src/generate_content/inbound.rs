@@ -19,8 +19,8 @@
 use std::collections::HashSet;
 
 use serde_json::Value;
-use understudy_core::passthrough::Gated;
-use understudy_core::{
+use understudy_types::passthrough::Gated;
+use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
@@ -122,7 +122,7 @@ impl GenerateContentRequest {
 #[derive(Debug, Default)]
 struct Foreign {
     only: Option<&'static str>,
-    gated: understudy_core::passthrough::GatedSet,
+    gated: understudy_types::passthrough::GatedSet,
 }
 
 impl Foreign {

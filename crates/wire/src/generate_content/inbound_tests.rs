@@ -2,8 +2,8 @@
 //! google-genai SDK and the Gemini CLI send, and what is refused.
 
 use serde_json::{Value, json};
-use understudy_core::passthrough::Gated;
-use understudy_core::{Message, Part, ResponseFormat, Role, ToolCall, ToolChoice};
+use understudy_types::passthrough::Gated;
+use understudy_types::{Message, Part, ResponseFormat, Role, ToolCall, ToolChoice};
 
 use super::*;
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Failure, FailureKind, Message, Part, ResponseFormat, Role, ToolChoice,
 };
 

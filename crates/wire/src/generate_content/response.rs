@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind, FinishReason, Usage};
+use understudy_types::{Failure, FailureKind, FinishReason, Usage};
 
 use super::error::WireError;
 

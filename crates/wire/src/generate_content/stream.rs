@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind, NativeEvent, StreamEvent, ToolCallDelta, Usage};
+use understudy_types::{Failure, FailureKind, NativeEvent, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::mid_stream_error;
 use super::response::{

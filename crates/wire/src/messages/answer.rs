@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{FinishReason, ToolCall, Usage};
+use understudy_types::{FinishReason, ToolCall, Usage};
 
 use super::request::BlockOut;
 use super::stop_reason;

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind};
+use understudy_types::{Failure, FailureKind};
 
 use crate::classify;
 

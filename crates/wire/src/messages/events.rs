@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{FailureCode, NativeEvent, StreamItem, ToolCallDelta, Usage};
+use understudy_types::{FailureCode, NativeEvent, StreamItem, ToolCallDelta, Usage};
 
 use super::answer::MessageOut;
 use super::error::WireErrorEnvelope;

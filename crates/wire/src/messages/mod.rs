@@ -72,7 +72,7 @@ pub mod translate;
 #[cfg(test)]
 mod tests;
 
-use understudy_core::FinishReason;
+use understudy_types::FinishReason;
 
 /// Sent when the request sets no `max_tokens` and the model's output limit
 /// is unknown (neither configured nor built in): the Messages API requires

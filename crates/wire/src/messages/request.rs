@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
-use understudy_core::{ChatRequest, Failure, Message, Part, ResponseFormat, Role, ToolChoice};
+use understudy_types::{ChatRequest, Failure, Message, Part, ResponseFormat, Role, ToolChoice};
 
 use super::schema::structured_schema;
 

@@ -5,7 +5,7 @@
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{Completion, Failure, FailureKind, ToolCall, Usage};
+use understudy_types::{Completion, Failure, FailureKind, ToolCall, Usage};
 
 use super::error::{WireError, classify_error_object};
 use super::finish_reason;

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use understudy_core::{Failure, StreamEvent};
+use understudy_types::{Failure, StreamEvent};
 
 use crate::StreamParser;
 use crate::messages::stream::AnthropicStream;

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
+use understudy_types::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::{WireError, mid_stream_error, stream_error};
 use super::finish_reason;
@@ -262,7 +262,7 @@ impl StreamParser for AnthropicStream {
             return;
         };
         if self.native {
-            out.push_back(Ok(StreamEvent::Native(understudy_core::NativeEvent {
+            out.push_back(Ok(StreamEvent::Native(understudy_types::NativeEvent {
                 event: name.clone().unwrap_or_default(),
                 data: data.clone(),
             })));

@@ -3,8 +3,8 @@
 //! can take (noted, not refused), and the stop reasons written back.
 
 use serde_json::Value;
-use understudy_core::passthrough::Gated;
-use understudy_core::{ChatRequest, FinishReason, Role, ToolChoice};
+use understudy_types::passthrough::Gated;
+use understudy_types::{ChatRequest, FinishReason, Role, ToolChoice};
 
 use super::client::MessagesRequest;
 use super::stop_reason;

@@ -10,10 +10,10 @@
 //! ignored (SDKs and Claude Code send many).
 
 use serde_json::Value;
-use understudy_core::passthrough::{Gated, GatedSet};
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
+use understudy_types::{passthrough::Gated, passthrough::GatedSet};
 
 use super::client::{Block, ImageSource, MessageIn, MessagesRequest, ResultBlock, TextOrBlocks};
 use crate::Invalid;
@@ -59,7 +59,7 @@ impl MessagesRequest {
         // made here as if it were.)
         if chat.native_only.is_none() {
             chat.validate().map_err(|e| match e {
-                understudy_core::Error::InvalidRequest { field, message } => {
+                understudy_types::Error::InvalidRequest { field, message } => {
                     Invalid::new(field, message)
                 }
                 other => Invalid {

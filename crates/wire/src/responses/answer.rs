@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use understudy_core::{ToolCall, Usage};
+use understudy_types::{ToolCall, Usage};
 
 use super::inbound::{CreateRequest, ToolNames};
 

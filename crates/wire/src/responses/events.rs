@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use understudy_core::{FailureCode, StreamItem, ToolCall, ToolCallDelta, Usage};
+use understudy_types::{FailureCode, StreamItem, ToolCall, ToolCallDelta, Usage};
 
 use crate::Encoder;
 

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
@@ -374,7 +374,7 @@ impl CreateRequest {
 }
 
 /// A validation error naming this API's field for the neutral one.
-fn in_our_terms(e: understudy_core::Error) -> Invalid {
+fn in_our_terms(e: understudy_types::Error) -> Invalid {
     let mut e = Invalid::from(e);
     if let Some(field) = &mut e.field {
         let ours = match field.as_str() {

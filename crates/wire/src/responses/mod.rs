@@ -37,8 +37,8 @@ mod tests_upstream;
 /// `call`, `rs`): 32 random hex digits.
 pub fn new_id(prefix: &str) -> String {
     format!(
-        "{prefix}_{}{}",
-        understudy_core::new_request_id(),
-        understudy_core::new_request_id()
+        "{prefix}_{:016x}{:016x}",
+        fastrand::u64(..),
+        fastrand::u64(..)
     )
 }

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use understudy_core::StreamItem;
+use understudy_types::StreamItem;
 
 use super::events::Event;
 

@@ -4,7 +4,7 @@
 //! from the response format, `store: false`.
 
 use serde_json::{Value, json};
-use understudy_core::{ChatRequest, Failure, Message, Part, ResponseFormat, Role, ToolChoice};
+use understudy_types::{ChatRequest, Failure, Message, Part, ResponseFormat, Role, ToolChoice};
 
 /// A Responses request built from the neutral one.
 pub fn translate(

@@ -8,7 +8,7 @@
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use understudy_core::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
+use understudy_types::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
 
 use super::answer::UsageOut;
 use super::native::{reasoning_ids, tag_ids};

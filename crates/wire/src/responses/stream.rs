@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_core::{
+use understudy_types::{
     Failure, FailureKind, FinishReason, NativeEvent, StreamEvent, ToolCallDelta, Usage,
 };
 

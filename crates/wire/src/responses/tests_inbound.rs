@@ -3,7 +3,7 @@
 //! translated target's answer becomes again.
 
 use serde_json::{Value, json};
-use understudy_core::{ResponseFormat, Role, ToolCall, ToolChoice};
+use understudy_types::{ResponseFormat, Role, ToolCall, ToolChoice};
 
 use super::answer::{OutputItem, custom_input, output};
 use super::inbound::{CreateRequest, Translated, flat_name};

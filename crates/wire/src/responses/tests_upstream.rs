@@ -5,11 +5,11 @@
 
 use http::HeaderMap;
 use serde_json::{Value, json};
-use understudy_core::passthrough::{Gated, GatedSet};
-use understudy_core::{
+use understudy_types::{
     ChatRequest, Completion, Failure, FailureKind, FinishReason, Message, NativeEvent, Part,
     ResponseFormat, Role, StreamEvent, ToolCall,
 };
+use understudy_types::{passthrough::Gated, passthrough::GatedSet};
 
 use super::native::{prepare_native, tagged_id, target_tag, untagged_id};
 use super::request::translate;
@@ -126,7 +126,7 @@ fn the_translation_speaks_the_responses_api() {
                 tool_call_id: Some("call_1".into()),
             },
         ],
-        tools: vec![understudy_core::Tool {
+        tools: vec![understudy_types::Tool {
             name: "get".into(),
             description: None,
             parameters: None,

@@ -5,21 +5,22 @@
 
 use std::sync::Arc;
 
+use std::time::Instant;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use super::{Finish, client_left, item_of, judged, send};
 use crate::adapter::BoxEventStream;
-use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::chat::{Message, StreamEvent};
-use crate::failure::{Failure, FailureKind};
 use crate::keys::Ticket;
-use crate::policy::decide::Call;
-use crate::policy::stream::{HELD_BYTES, Watch, prefill};
 use crate::run::Run;
 use crate::run::keys::KeyChoice;
-use crate::settings::StreamCommit;
-use crate::stream::{Feed, StreamItem};
+use crate::stream::Feed;
+use understudy_policy::decide::Call;
+use understudy_policy::{stream::HELD_BYTES, stream::Watch, stream::prefill};
+use understudy_settings::StreamCommit;
+use understudy_types::StreamItem;
+use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
+use understudy_types::{chat::Message, chat::StreamEvent};
+use understudy_types::{failure::Failure, failure::FailureKind};
 
 impl Run {
     /// Continues a cut answer on the next target that accepts an assistant
@@ -75,7 +76,7 @@ impl Run {
         chat.native = None;
         chat.messages.push(Message::assistant(prefix));
         let mut response_id = None;
-        let started = Instant::now();
+        let started = crate::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
         let span = self.attempt_span(idx);
@@ -94,7 +95,7 @@ impl Run {
                     Err(_) if tx.is_closed() => Ok(()),
                     Err(f) => Err(f.code()),
                 };
-                self.stream_ended(idx, outcome, started.elapsed());
+                self.stream_ended(idx, outcome, crate::since(started));
                 result
             }
             Err(f) => {
@@ -106,7 +107,8 @@ impl Run {
             Ok(_) => (Outcome::Ok, None),
             Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        let mut record = self.attempt_record(idx, call.kind, outcome, started.elapsed(), failure);
+        let mut record =
+            self.attempt_record(idx, call.kind, outcome, crate::since(started), failure);
         record.key = key_name;
         record.span_id = span;
         attempts.push(record);
@@ -137,13 +139,13 @@ impl Run {
         let idle = self.timeouts(idx).stream_idle;
         let mut watch = Watch::committed(HELD_BYTES);
         let mut started = Watch::new(StreamCommit::FirstOutput, HELD_BYTES);
-        let mut last = Instant::now();
+        let mut last = crate::now();
         loop {
             let by = started.silence_deadline(first_token_by, last, idle);
-            let Ok(next) = tokio::time::timeout_at(by, stream.next()).await else {
+            let Ok(next) = tokio::time::timeout_at(by.into(), stream.next()).await else {
                 return Err(started.on_silence(by.saturating_duration_since(last)));
             };
-            last = Instant::now();
+            last = crate::now();
             // Progress (for its deadline) is read from a fresh watch; what
             // to do with the event from the committed one.
             if let Some(Ok(event)) = &next {

@@ -3,12 +3,12 @@
 //! afterwards (but for an opted-in continuation after a cut).
 //!
 //! What each event means — progress, commitment, the end of an attempt — is
-//! decided by [`crate::policy::stream::Watch`]; this file only executes it:
+//! decided by [`understudy_policy::stream::Watch`]; this file only executes it:
 //! it holds what the watch says to hold, arms the silence deadline it
 //! names, and reports failures to the decision machine. Before the commit
 //! a failure is reported like any failed attempt, and the caller has seen
 //! nothing. After it, a failure ends the stream with a final error
-//! ([`crate::policy::decide::after_commit`] names its code), unless
+//! ([`understudy_policy::decide::after_commit`] names its code), unless
 //! `continue_after_cut` lets a target that accepts an assistant prefill
 //! continue the answer.
 //!
@@ -21,28 +21,29 @@ mod continuation;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
-use crate::attempt::{Attempt, AttemptKind, Outcome};
-use crate::chat::{ChatRequest, FinishReason, StreamEvent, Usage};
-use crate::error::Error;
-use crate::event::{EventContext, GenerationEvent};
-use crate::failure::{Failure, FailureKind};
 use crate::keys::Ticket;
-use crate::policy::decide::{Call, Decider, Input, Next, after_commit};
-use crate::policy::plan::Unavailable;
-use crate::policy::stream::{HELD_BYTES, Step, Watch, may_continue};
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
-use crate::run::{Run, cost_usd, millis};
-use crate::settings::StreamCommit;
-use crate::stream::{
-    Feed, GenerationStream, STREAM_BUFFER, Served, StreamDone, StreamError, StreamItem,
-};
+use crate::{event::EventContext, event::GenerationEvent};
+use crate::{run::Run, run::cost_usd, run::millis};
+use crate::{stream::Feed, stream::GenerationStream, stream::STREAM_BUFFER, stream::Served};
 use continuation::Sent;
+use understudy_policy::plan::Unavailable;
+use understudy_policy::{
+    decide::Call, decide::Decider, decide::Input, decide::Next, decide::after_commit,
+};
+use understudy_policy::{stream::HELD_BYTES, stream::Step, stream::Watch, stream::may_continue};
+use understudy_settings::StreamCommit;
+use understudy_types::error::Error;
+use understudy_types::{StreamDone, StreamError, StreamItem};
+use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
+use understudy_types::{chat::ChatRequest, chat::FinishReason, chat::StreamEvent, chat::Usage};
+use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// How a target's answer ends: its finish reason, usage and the model it
 /// named.
@@ -179,7 +180,7 @@ impl Run {
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut input = Input::Start;
         let committed = loop {
-            let next = decider.next(input, Instant::now(), fastrand::f64());
+            let next = decider.next(input, crate::now(), fastrand::f64());
             let call = match next {
                 Next::Call(call) => call,
                 Next::Wait(wait, call) => {
@@ -221,7 +222,7 @@ impl Run {
                 Opened::Committed(c) => {
                     // The machine answers `Served` to this; the loop ends
                     // with the committed target in hand.
-                    let _ = decider.next(Input::Served, Instant::now(), 0.0);
+                    let _ = decider.next(Input::Served, crate::now(), 0.0);
                     break Some(c);
                 }
                 Opened::Skipped => Input::Skipped,
@@ -254,7 +255,7 @@ impl Run {
     /// Publishes the failed event and answers the caller with the error: as
     /// the reply, or in-band on a held stream.
     async fn fail(&mut self, client: Client, error: Error) {
-        let latency_ms = millis(self.started.elapsed());
+        let latency_ms = millis(crate::since(self.started));
         self.publish(GenerationEvent::failed(
             &self.event_context(),
             &error,
@@ -299,7 +300,7 @@ impl Run {
             return Opened::Skipped;
         }
         let key_name = ticket.as_ref().and_then(Ticket::name);
-        let started = Instant::now();
+        let started = crate::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let chat = Arc::clone(&self.chat);
         let span = self.attempt_span(idx);
@@ -318,7 +319,7 @@ impl Run {
                         return Opened::Committed(committed);
                     }
                     Err(failure) => {
-                        self.stream_ended(idx, Err(failure.code()), started.elapsed());
+                        self.stream_ended(idx, Err(failure.code()), crate::since(started));
                         (failure, limits)
                     }
                 }
@@ -329,7 +330,7 @@ impl Run {
             }
         };
         let key_input = self.key_outcome(idx, ticket, limits.as_ref(), Some(&failure));
-        Opened::Failed(failure, started.elapsed(), key_name, span, key_input)
+        Opened::Failed(failure, crate::since(started), key_name, span, key_input)
     }
 
     /// Opens a stream of `chat` on target `idx` (connect and headers) by
@@ -352,7 +353,7 @@ impl Run {
         let opened = by_deadline(
             &lease.actor,
             first_token_by,
-            Instant::now(),
+            crate::now(),
             "no response",
             adapter.stream(&target.model, &chat, &options),
         )
@@ -382,11 +383,11 @@ impl Run {
             let by = watch
                 .silence_deadline(first_token_by, last, idle)
                 .min(self.deadline);
-            let Ok(next) = tokio::time::timeout_at(by, stream.next()).await else {
+            let Ok(next) = tokio::time::timeout_at(by.into(), stream.next()).await else {
                 let since = if watch.progressed() { last } else { started };
                 return Err(watch.on_silence(by.saturating_duration_since(since)));
             };
-            last = Instant::now();
+            last = crate::now();
             let step = watch.on_item(next.as_ref());
             let Some(Ok(event)) = next else {
                 return Err(match step {
@@ -450,7 +451,7 @@ impl Run {
         let provider = target.provider.to_string();
         let mut model = stream.model().unwrap_or_else(|| target.model.to_string());
         let request_id = std::mem::take(&mut self.request_id);
-        let ttft_ms = millis(self.started.elapsed());
+        let ttft_ms = millis(crate::since(self.started));
         let held = matches!(client, Client::Open(_));
         // A held stream's handle went out before anyone served: it renders
         // neutral items only, so a native target's own events are left out.
@@ -470,7 +471,7 @@ impl Run {
                     rx,
                 );
                 if reply.send(Ok(handle)).is_err() {
-                    self.stream_ended(idx, Ok(()), started.elapsed());
+                    self.stream_ended(idx, Ok(()), crate::since(started));
                     return; // the caller left before the first byte; dropping `stream` closes upstream
                 }
                 tx
@@ -509,7 +510,7 @@ impl Run {
         // Asked only for a recorded trace (it copies the id).
         let mut response_id = self.notes.as_ref().and_then(|_| stream.response_id());
         drop(stream); // closes the upstream connection now, whatever happened
-        let latency = started.elapsed();
+        let latency = crate::since(started);
         let mut continued_by = None;
         let end = match end {
             Err(f)
@@ -558,7 +559,7 @@ impl Run {
                 end
             }
         };
-        let latency_ms = millis(self.started.elapsed());
+        let latency_ms = millis(crate::since(self.started));
         let ctx = EventContext {
             request_id: request_id.clone(),
             ..self.event_context()
@@ -590,7 +591,7 @@ impl Run {
             Err(f) => {
                 let code = after_commit(&f.kind);
                 let content_filtered =
-                    content_filtered || code == crate::FailureCode::ContentFilter;
+                    content_filtered || code == understudy_types::FailureCode::ContentFilter;
                 let message = f.describe();
                 tracing::warn!(request_id = %request_id, provider = %provider, code = %code, error = %message, "stream failed after commit");
                 let error = StreamError {
@@ -622,23 +623,23 @@ impl Run {
         // One idle timer for the whole stream: each event only notes the
         // time, and the timer is moved when it fires early (a new timer per
         // token meant a timer-wheel insertion and removal per token).
-        let mut last_data = Instant::now();
-        let silence = tokio::time::sleep_until(last_data + idle);
+        let mut last_data = crate::now();
+        let silence = tokio::time::sleep_until((last_data + idle).into());
         tokio::pin!(silence);
         loop {
             let next = tokio::select! {
                 biased;
                 next = stream.next() => next,
                 () = &mut silence => {
-                    if last_data.elapsed() < idle {
-                        silence.as_mut().reset(last_data + idle);
+                    if crate::since(last_data) < idle {
+                        silence.as_mut().reset((last_data + idle).into());
                         continue;
                     }
                     return Err(watch.on_silence(idle));
                 }
                 () = tx.closed() => return Err(client_left()),
             };
-            last_data = Instant::now();
+            last_data = crate::now();
             let step = watch.on_item(next.as_ref());
             let event = match judged(step, next) {
                 Ok(Some(event)) => event,
@@ -651,7 +652,7 @@ impl Run {
                 return Err(client_left());
             }
             // Time spent waiting on a slow reader is not silence.
-            last_data = Instant::now();
+            last_data = crate::now();
         }
     }
 }

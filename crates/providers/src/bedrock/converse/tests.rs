@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use understudy_core::{FinishReason, NativeRequest, Protocol, StreamEvent};
+use understudy_types::{FinishReason, NativeRequest, Protocol, StreamEvent};
 use understudy_wire::eventstream::HeaderValue as EsValue;
 use understudy_wire::sse::parse_framed_bytes;
 

@@ -276,7 +276,7 @@ pub(crate) async fn held_streams(gw: &Gateway) -> Result<String, Error> {
         "{n} streams held under stream_commit = \"complete\" (a token every 100 ms, measured 10 s in: about 100 tokens held each): gateway RSS {} KiB, {:.1} KB per held stream (budget of held events: {} KiB per stream), CPU {:.0}% of one core",
         scale.rss_kib,
         scale.per_stream_kb,
-        understudy_core::policy::stream::HELD_BYTES / 1024,
+        understudy_policy::stream::HELD_BYTES / 1024,
         scale.cpu_percent
     ))
 }

@@ -1,0 +1,385 @@
+//! The decision machine: DESIGN §2's table (and §3's streamed variant) as
+//! one pure state machine. Given the plan, the request's mode, the policy
+//! settings and how the last attempt went, it answers "what next": call
+//! target *i* (as the primary, the softened retry, the rate-limit retry or a
+//! fallback), wait *d* and then call, ask whether the fallback spend allows
+//! another fallback, or stop (served, or with a request-level verdict).
+//!
+//! No I/O, no clock reads, no randomness: "now" and the rate-limit jitter
+//! are inputs, so the whole table is tested as data (below) without HTTP
+//! and without sleeping. The run (`run/answer.rs`) and the stream
+//! (`run/stream.rs`) are thin executors: they make the calls this machine
+//! asks for and report back.
+//!
+//! The two modes differ only where DESIGN §3 says: a stream gets no
+//! softened retry, and "served" means the first text or tool-call delta
+//! arrived (the commit); after it nothing is decided here any more, except
+//! how a failure is coded ([`after_commit`]).
+
+use std::time::Duration;
+
+use std::time::Instant;
+
+use crate::backoff::rate_limit_wait;
+use crate::plan::Plan;
+use understudy_types::attempt::AttemptKind;
+use understudy_types::refusal::RefusalPolicy;
+use understudy_types::{failure::Disposition, failure::FailureCode, failure::FailureKind};
+
+/// How the answer is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One complete answer.
+    Answer,
+    /// Server-sent deltas, committed to the first target that sends one.
+    Stream,
+}
+
+/// The settings the table reads for one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rules {
+    pub mode: Mode,
+    pub refusal: RefusalPolicy,
+    /// The longest rate-limit wait worth sitting out.
+    pub rate_limit_max_wait: Duration,
+    /// Only the primary may serve.
+    pub no_fallback: bool,
+    /// A fallback spend cap is configured: ask before each fallback.
+    pub spend_cap: bool,
+}
+
+/// One call for the executor to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// Index into the plan's targets.
+    pub target: usize,
+    pub kind: AttemptKind,
+    /// Past the target's breaker: every target of the plan was open, so
+    /// the primary is tried anyway.
+    pub force: bool,
+}
+
+/// What the executor does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    Call(Call),
+    /// Wait this long, then make the call (the rate-limit retry).
+    Wait(Duration, Call),
+    /// The call's target lacks what the request needs: record it as an
+    /// `unsupported` attempt without calling it, and answer with
+    /// `Input::Failed(FailureKind::Unsupported)`.
+    Unsupported(Call),
+    /// Ask whether the fallback spend cap allows one more fallback and
+    /// answer with [`Input::Budget`].
+    CheckBudget,
+    /// The target served (for a stream: sent its first delta).
+    Served {
+        target: usize,
+    },
+    /// The request is over without an answer.
+    Stop(Verdict),
+}
+
+/// Why a request ended without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The plan has no target: every one is unavailable.
+    NoTargets,
+    /// Every target's breaker turned the call away before any was made.
+    AllSkipped,
+    /// Every target that was tried failed; the request's code.
+    Failed(FailureCode),
+    /// A refusal the policy returns to the caller.
+    Refused,
+    /// The fallback spend cap is reached.
+    BudgetSpent,
+    /// The request deadline ran out.
+    Deadline,
+}
+
+/// How the last step went, or the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Start,
+    /// The call succeeded (for a stream: the first delta arrived).
+    Served,
+    /// The call failed.
+    Failed(FailureKind),
+    /// The call failed for a reason of its key's (401, 403, 429, quota:
+    /// `policy::keys::scope`) and another key of the same target may take
+    /// the request: the same call again, on that key, before any other
+    /// target. An attempt, as `Failed` is.
+    KeyFailed(FailureKind),
+    /// The call was not made: the breaker (or the fleet's probe lock)
+    /// turned it away. Not an attempt.
+    Skipped,
+    /// The answer to [`Next::CheckBudget`].
+    Budget(bool),
+}
+
+/// The role a target plays in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Primary,
+    Fallback,
+}
+
+/// One request's walk through its plan.
+#[derive(Debug, Clone)]
+pub struct Decider {
+    rules: Rules,
+    roles: Vec<Role>,
+    /// Per target: it lacks what the request needs.
+    unsupported: Vec<bool>,
+    forced: bool,
+    deadline: Instant,
+    /// The current target.
+    at: usize,
+    /// The call made (or waiting for the budget's answer).
+    pending: Option<Call>,
+    /// The current target had its softened retry.
+    softened: bool,
+    /// Attempts made so far (skips are not attempts; unsupported targets
+    /// are, though never called).
+    attempts: usize,
+    /// Calls turned away by a breaker (not attempts).
+    skips: usize,
+    /// Of the targets actually called: whether every one was rate limited,
+    /// and the last failure's code.
+    all_rate_limited: bool,
+    last_code: Option<FailureCode>,
+    content_filtered: bool,
+}
+
+/// After the commit a stream cannot move: a refusal stays a refusal, and
+/// anything else is an interruption (the inner cause goes in the detail).
+pub fn after_commit(kind: &FailureKind) -> FailureCode {
+    match kind.disposition() {
+        Disposition::Refusal => FailureCode::ContentFilter,
+        _ => FailureCode::StreamInterrupted,
+    }
+}
+
+// === impl Decider ===
+
+impl Decider {
+    /// A machine for `plan`, which must be over by `deadline`.
+    pub fn new(plan: &Plan, rules: Rules, deadline: Instant) -> Self {
+        Self {
+            rules,
+            roles: plan
+                .targets
+                .iter()
+                .map(|t| {
+                    if *t == plan.primary {
+                        Role::Primary
+                    } else {
+                        Role::Fallback
+                    }
+                })
+                .collect(),
+            unsupported: plan.unsupported.iter().map(Option::is_some).collect(),
+            forced: plan.forced,
+            deadline,
+            at: 0,
+            pending: None,
+            softened: false,
+            attempts: 0,
+            skips: 0,
+            all_rate_limited: true,
+            last_code: None,
+            content_filtered: false,
+        }
+    }
+
+    /// Some attempt was refused by a content filter (whoever serves).
+    pub fn content_filtered(&self) -> bool {
+        self.content_filtered
+    }
+
+    /// Whether target `idx` is a fallback (not the route's primary):
+    /// serving from it counts as falling back, and its spend counts
+    /// against the cap.
+    pub fn is_fallback(&self, idx: usize) -> bool {
+        self.roles.get(idx) == Some(&Role::Fallback)
+    }
+
+    /// The next step, given how the last one went. `now` is the current
+    /// time; `jitter` (0.0 to 1.0) places a rate-limit wait that the
+    /// provider did not specify.
+    pub fn next(&mut self, input: Input, now: Instant, jitter: f64) -> Next {
+        match input {
+            Input::Start => {
+                if self.roles.is_empty() {
+                    return Next::Stop(Verdict::NoTargets);
+                }
+                self.enter(0, now)
+            }
+            Input::Budget(allowed) => match self.pending {
+                Some(call) if allowed => Next::Call(call),
+                Some(_) => Next::Stop(Verdict::BudgetSpent),
+                None => self.enter(self.at + 1, now),
+            },
+            Input::Served => Next::Served { target: self.at },
+            Input::Skipped => {
+                self.skips += 1;
+                match self.pending {
+                    Some(Call {
+                        kind: AttemptKind::Softened,
+                        ..
+                    }) => self.after_refusal(now),
+                    _ => self.enter(self.at + 1, now),
+                }
+            }
+            Input::Failed(kind) => self.failed(&kind, now, jitter),
+            Input::KeyFailed(kind) => self.key_failed(&kind, now, jitter),
+        }
+    }
+
+    /// Another key of the same target takes the call (a rate limit there
+    /// is no reason to wait: this key waits alone).
+    fn key_failed(&mut self, kind: &FailureKind, now: Instant, jitter: f64) -> Next {
+        let Some(call) = self.pending else {
+            return self.failed(kind, now, jitter);
+        };
+        let code = kind.code();
+        self.attempts += 1;
+        self.all_rate_limited &= code == FailureCode::RateLimited;
+        self.last_code = Some(code);
+        if now >= self.deadline {
+            return Next::Stop(Verdict::Deadline);
+        }
+        Next::Call(call)
+    }
+
+    fn failed(&mut self, kind: &FailureKind, now: Instant, jitter: f64) -> Next {
+        let code = kind.code();
+        self.attempts += 1;
+        if code != FailureCode::Unsupported {
+            self.all_rate_limited &= code == FailureCode::RateLimited;
+            self.last_code = Some(code);
+        }
+        // A failure at the deadline (a timeout, typically) ends the walk.
+        if now >= self.deadline {
+            return Next::Stop(Verdict::Deadline);
+        }
+        let Some(call) = self.pending else {
+            return self.enter(self.at + 1, now);
+        };
+        if call.kind == AttemptKind::Softened {
+            // The softened retry failed, whatever the reason.
+            self.content_filtered |= kind.disposition() == Disposition::Refusal;
+            return self.after_refusal(now);
+        }
+        match (kind.disposition(), kind) {
+            (Disposition::Refusal, _) => self.refused(call, now),
+            (Disposition::RateLimit, FailureKind::RateLimited { retry_after })
+                if call.kind != AttemptKind::RateLimitRetry =>
+            {
+                match rate_limit_wait(*retry_after, self.rules.rate_limit_max_wait, jitter) {
+                    Some(wait) if now + wait < self.deadline => {
+                        let retry = Call {
+                            kind: AttemptKind::RateLimitRetry,
+                            ..call
+                        };
+                        self.pending = Some(retry);
+                        Next::Wait(wait, retry)
+                    }
+                    // Longer than the cap, or past the deadline: move on.
+                    _ => self.enter(self.at + 1, now),
+                }
+            }
+            // Outages, timeouts, auth, quota, bad requests, a second rate
+            // limit: never the same target again.
+            _ => self.enter(self.at + 1, now),
+        }
+    }
+
+    /// A content filter refused the current target.
+    fn refused(&mut self, call: Call, now: Instant) -> Next {
+        self.content_filtered = true;
+        if self.rules.refusal == RefusalPolicy::Surface {
+            return Next::Stop(Verdict::Refused);
+        }
+        // Only the primary earns the softened retry, and only when the
+        // answer is not streamed; a refusing fallback hands over.
+        if self.roles[self.at] == Role::Primary
+            && self.rules.mode == Mode::Answer
+            && self.rules.refusal.softens()
+            && !self.softened
+        {
+            self.softened = true;
+            let softened = Call {
+                kind: AttemptKind::Softened,
+                ..call
+            };
+            self.pending = Some(softened);
+            return Next::Call(softened);
+        }
+        self.after_refusal(now)
+    }
+
+    /// After a refusal (and the softened retry, if there was one).
+    fn after_refusal(&mut self, now: Instant) -> Next {
+        if self.roles[self.at] == Role::Primary && !self.rules.refusal.falls_back() {
+            return Next::Stop(Verdict::Refused);
+        }
+        self.enter(self.at + 1, now)
+    }
+
+    /// Moves to target `idx` (or ends the plan when there is none).
+    fn enter(&mut self, idx: usize, now: Instant) -> Next {
+        self.pending = None;
+        let Some(&role) = self.roles.get(idx) else {
+            return self.exhausted(now);
+        };
+        if role == Role::Fallback && self.rules.no_fallback {
+            return self.exhausted(now);
+        }
+        if now >= self.deadline {
+            return Next::Stop(Verdict::Deadline);
+        }
+        self.at = idx;
+        self.softened = false;
+        let call = Call {
+            target: idx,
+            kind: match role {
+                Role::Primary => AttemptKind::Primary,
+                Role::Fallback => AttemptKind::Fallback,
+            },
+            force: self.forced && idx == 0,
+        };
+        self.pending = Some(call);
+        if self.unsupported.get(idx) == Some(&true) {
+            return Next::Unsupported(call);
+        }
+        if role == Role::Fallback && self.rules.spend_cap {
+            return Next::CheckBudget;
+        }
+        Next::Call(call)
+    }
+
+    /// Every target is behind us.
+    fn exhausted(&mut self, now: Instant) -> Next {
+        self.pending = None;
+        if now >= self.deadline {
+            return Next::Stop(Verdict::Deadline);
+        }
+        if self.attempts == 0 {
+            return Next::Stop(Verdict::AllSkipped);
+        }
+        let code = match self.last_code {
+            // Nothing was called, and a target that could have served was
+            // only turned away by its breaker: no provider was available.
+            None if self.skips > 0 => return Next::Stop(Verdict::AllSkipped),
+            // Nothing was called: every attempt was an unsupported target.
+            None => FailureCode::Unsupported,
+            Some(_) if self.all_rate_limited => FailureCode::RateLimited,
+            Some(code) => code,
+        };
+        Next::Stop(Verdict::Failed(code))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,41 @@
+//! Understudy's pure decisions: no I/O, no clock reads, no randomness
+//! (time and jitter are inputs). The engine in `understudy-core` asks these
+//! functions what to do and does it.
+//!
+//! # Layout
+//! - `decide.rs`: the decision machine, what happens next in a request
+//!   (`decide/tests.rs`: its table of cases).
+//! - `plan.rs`: which targets a request walks.
+//! - `timeouts.rs`: which timeouts bound an attempt.
+//! - `stream.rs`: what a target's streamed events mean (progress,
+//!   commitment, the end of an attempt).
+//! - `output.rs`: whether an answer meets the structured output asked for.
+//! - `softening.rs`: how a refused request is softened.
+//! - `backoff.rs`: how long a rate limit is waited out.
+//! - `breaker.rs`: one target's circuit breaker, its state machine.
+//! - `key_choice.rs`: which key of a pool serves a call, and when a key is
+//!   benched.
+//! - `budget.rs`: which spend window a moment falls in.
+//!
+//! Purity is held by Cargo and clippy: the dependency list names
+//! `understudy-types`, `understudy-settings` and pure libraries only (a
+//! tidy fence reads it), and `clippy.toml` bans clock reads, the
+//! environment, files, threads and sockets.
+
+pub mod backoff;
+pub mod breaker;
+pub mod budget;
+pub mod decide;
+pub mod key_choice;
+pub mod output;
+pub mod plan;
+pub mod softening;
+pub mod stream;
+pub mod timeouts;
+
+/// A base instant for tests (time is an input everywhere else).
+#[cfg(test)]
+#[expect(clippy::disallowed_methods, reason = "tests pick a base instant")]
+pub(crate) fn test_now() -> std::time::Instant {
+    std::time::Instant::now()
+}

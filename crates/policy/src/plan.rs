@@ -1,0 +1,554 @@
+//! Which targets a request walks, in which order.
+//!
+//! A route is an ordered list of targets (provider + model). The plan is the
+//! route with unavailable targets removed: a provider with no key, no
+//! compiled-in adapter, or an open breaker never receives the request.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use understudy_settings::{Capabilities, ProviderSettings, Settings};
+use understudy_types::RouteSelector;
+use understudy_types::chat::Needs;
+use understudy_types::error::Error;
+use understudy_types::protocol::Protocol;
+pub use understudy_types::target::Target;
+
+/// Why a target is left out of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The provider needs an API key and none is set.
+    NoKey,
+    /// No adapter for the provider's protocol is compiled in.
+    NoAdapter,
+    /// The target's circuit breaker is open.
+    BreakerOpen,
+    /// The provider's actor is gone and its restart budget is spent.
+    Stopped,
+    /// Every key of its pool is cooling down (found when its turn comes,
+    /// never at planning).
+    KeysOut,
+    /// Its credentials are not held and cannot be had within the bound a
+    /// request waits for them (a token endpoint that fails or hangs, a
+    /// broken key file; found when its turn comes, never at planning).
+    Credentials,
+}
+
+/// A request's plan: the route's primary and the targets to try in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The route's first target, whether or not it is available: serving
+    /// from anything else counts as falling back.
+    pub primary: Target,
+    /// The available targets, the primary first when it is available.
+    pub targets: Vec<Target>,
+    /// The targets left out, and why.
+    pub skipped: Vec<(Target, Unavailable)>,
+    /// Every target was benched by its breaker, so the primary is tried
+    /// anyway, past its breaker.
+    pub forced: bool,
+    /// Per target (empty: all of them can): what it lacks that the request
+    /// needs. Such a target is recorded as `unsupported` and never called.
+    pub unsupported: Vec<Option<&'static str>>,
+}
+
+// === impl Unavailable ===
+
+impl Unavailable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoKey => "no API key",
+            Self::NoAdapter => "adapter not compiled in",
+            Self::BreakerOpen => "circuit breaker open",
+            Self::Stopped => "stopped after repeated crashes",
+            Self::KeysOut => "every key of its pool is out",
+            Self::Credentials => "credentials unusable",
+        }
+    }
+
+    /// A stable snake_case code (a span event's `understudy.skip.reason`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::NoKey => "no_key",
+            Self::NoAdapter => "no_adapter",
+            Self::BreakerOpen => "breaker_open",
+            Self::Stopped => "stopped",
+            Self::KeysOut => "keys_out",
+            Self::Credentials => "credentials",
+        }
+    }
+}
+
+// === route resolution ===
+
+/// The targets a selector names, before availability is considered.
+/// `default_route` is the current default route (routing can change at run
+/// time, so it is passed in rather than read from `settings`).
+pub fn resolve(
+    selector: &RouteSelector,
+    settings: &Settings,
+    default_route: &[Target],
+    routes: &BTreeMap<String, Vec<Target>>,
+) -> Result<Vec<Target>, Error> {
+    let targets = match selector {
+        RouteSelector::Default => default_route.to_vec(),
+        RouteSelector::Named(name) if name == "default" => default_route.to_vec(),
+        RouteSelector::Named(name) => routes
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownRoute(name.clone()))?,
+        // A client's model name: a route, else a route whose name is a
+        // pattern it matches, else a pin of a known provider, else (a
+        // Claude model name, as Claude Code picks them) a pin of that model
+        // on the first Anthropic provider.
+        RouteSelector::Model(name) => {
+            let selector = if name == "default" {
+                RouteSelector::Default
+            } else if routes.contains_key(name) {
+                RouteSelector::Named(name.clone())
+            } else if let Some((_, targets)) = pattern_route(name, routes) {
+                let targets: Vec<Target> = targets.iter().map(|t| t.for_model(name)).collect();
+                return Ok(dedup(cloud_ids(targets, settings)));
+            } else {
+                let provider = name.split_once(':').map_or(name.as_str(), |(p, _)| p);
+                if settings.providers.contains_key(provider) {
+                    RouteSelector::pin(name)
+                } else if let Some(claude) = claude_provider(name, settings) {
+                    RouteSelector::Pin {
+                        provider: claude.to_owned(),
+                        model: Some(name.clone()),
+                    }
+                } else {
+                    return Err(Error::UnknownModel(name.clone()));
+                }
+            };
+            return resolve(&selector, settings, default_route, routes);
+        }
+        RouteSelector::Pin { provider, model } => {
+            let p = settings
+                .providers
+                .get(provider)
+                .ok_or_else(|| Error::UnknownProvider(provider.clone()))?;
+            let model = model.as_deref().unwrap_or(&p.model);
+            if model.trim().is_empty() {
+                return Err(Error::invalid("model", "the model name is empty"));
+            }
+            let pinned = Target::new(provider, model);
+            // The primary is never its own fallback: the rest of the default
+            // order follows, without the pinned provider.
+            std::iter::once(pinned)
+                .chain(
+                    default_route
+                        .iter()
+                        .filter(|t| *t.provider != **provider)
+                        .cloned(),
+                )
+                .collect()
+        }
+    };
+    Ok(dedup(cloud_ids(targets, settings)))
+}
+
+/// `targets` with each model name its provider maps (`models = {…}`) in
+/// place of the name: one client name reaches every cloud's id for it.
+pub fn cloud_ids(mut targets: Vec<Target>, settings: &Settings) -> Vec<Target> {
+    for t in &mut targets {
+        let Some(p) = settings.providers.get(&*t.provider) else {
+            continue;
+        };
+        if let Some(id) = p.models.get(&*t.model) {
+            t.model = Arc::from(id.as_str());
+        }
+    }
+    targets
+}
+
+/// `targets` without repeats, in order.
+fn dedup(mut targets: Vec<Target>) -> Vec<Target> {
+    let mut seen = Vec::with_capacity(targets.len());
+    targets.retain(|t| {
+        let fresh = !seen.contains(t);
+        if fresh {
+            seen.push(t.clone());
+        }
+        fresh
+    });
+    targets
+}
+
+/// The route whose name is a pattern (`*` standing for any run of
+/// characters) that `name` matches; the most specific (longest) pattern
+/// wins.
+pub fn pattern_route<'r>(
+    name: &str,
+    routes: &'r BTreeMap<String, Vec<Target>>,
+) -> Option<(&'r str, &'r [Target])> {
+    routes
+        .iter()
+        .filter(|(pattern, _)| pattern.contains('*') && glob(pattern, name))
+        .max_by_key(|(pattern, _)| pattern.len())
+        .map(|(pattern, targets)| (pattern.as_str(), targets.as_slice()))
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of
+/// characters (none included) and everything else itself.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let mut pieces = pattern.split('*');
+    let Some(first) = pieces.next() else {
+        return name.is_empty();
+    };
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let pieces: Vec<&str> = pieces.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        // No `*`: the whole name must be the pattern.
+        return rest.is_empty();
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// For a Claude model name (`claude-…`) that no route names: the first
+/// Anthropic provider (`claude` if it is one), which then serves the model
+/// the client asked for, the default order following as fallbacks.
+fn claude_provider<'s>(name: &str, settings: &'s Settings) -> Option<&'s str> {
+    if !name.starts_with("claude-") {
+        return None;
+    }
+    let anthropic = |p: &&ProviderSettings| p.kind == Protocol::Messages;
+    settings
+        .providers
+        .get("claude")
+        .filter(anthropic)
+        .or_else(|| settings.providers.values().find(anthropic))
+        .map(|p| p.name.as_str())
+}
+
+/// The named route a selector takes, if any: a route's name, or a client's
+/// model name that is a route's name.
+pub fn route_name<'a>(
+    selector: &'a RouteSelector,
+    routes: &'a BTreeMap<String, Vec<Target>>,
+) -> Option<&'a str> {
+    match selector {
+        RouteSelector::Named(name) => Some(name),
+        RouteSelector::Model(name) if routes.contains_key(name) => Some(name),
+        RouteSelector::Model(name) => pattern_route(name, routes).map(|(pattern, _)| pattern),
+        _ => None,
+    }
+}
+
+/// Removes unavailable targets. `availability` answers for one target
+/// (no key, no adapter, stopped, or its breaker open). When every target is
+/// left out and the primary only for its breaker, the primary is tried
+/// anyway, past its breaker (`forced`): failing without trying helps no one.
+pub fn plan(
+    route: Vec<Target>,
+    availability: impl Fn(&Target) -> Option<Unavailable>,
+) -> Option<Plan> {
+    let primary = route.first()?.clone();
+    let mut targets = Vec::with_capacity(route.len());
+    let mut skipped = Vec::new();
+    for t in route {
+        match availability(&t) {
+            None => targets.push(t),
+            Some(why) => skipped.push((t, why)),
+        }
+    }
+    let forced = targets.is_empty()
+        && skipped
+            .iter()
+            .any(|(t, why)| *t == primary && *why == Unavailable::BreakerOpen);
+    if forced {
+        targets.push(primary.clone());
+    }
+    Some(Plan {
+        primary,
+        targets,
+        skipped,
+        forced,
+        unsupported: Vec::new(),
+    })
+}
+
+/// What a target with `caps`, speaking `kind`, lacks for a request that
+/// needs `needs` (`None`: it can serve it). A protocol that takes images
+/// only inline cannot serve a remote URL: the gateway never fetches URLs on
+/// a client's behalf.
+pub fn lacks(caps: Capabilities, kind: Protocol, needs: Needs) -> Option<&'static str> {
+    if let Some((_, what)) = needs.native_only.filter(|(native, _)| *native != kind) {
+        Some(what)
+    } else if let Some(refused) = needs
+        .gated
+        .filter(|(native, _)| *native == kind)
+        .and_then(|(_, used)| used.first_outside(caps.passthrough))
+    {
+        Some(refused.refusal())
+    } else if needs.tools && !caps.tools {
+        Some("tools")
+    } else if needs.vision && !caps.vision {
+        Some("vision")
+    } else if needs.remote_images && !kind.takes_remote_images() {
+        Some("remote image URLs (it takes images inline only)")
+    } else if needs.json && !caps.json_schema {
+        Some("json_schema")
+    } else {
+        None
+    }
+}
+
+/// Marks the plan's targets that cannot serve what the request needs
+/// (`what_of` answers for one target). When none of the targets the request
+/// may use can (only the primary with `no_fallback`), it is a client error
+/// that names what each lacks — unless a target that could serve it is only
+/// out for now (breaker open, provider stopped): then no provider is
+/// available, which is not the client's fault.
+pub fn check_capabilities(
+    plan: &mut Plan,
+    needs: Needs,
+    no_fallback: bool,
+    what_of: impl Fn(&Target) -> Option<&'static str>,
+) -> Result<(), Error> {
+    if needs == Needs::default() || plan.targets.is_empty() {
+        return Ok(());
+    }
+    plan.unsupported = plan.targets.iter().map(&what_of).collect();
+    let usable = |t: &Target| !no_fallback || *t == plan.primary;
+    let considered: Vec<(&Target, Option<&'static str>)> = plan
+        .targets
+        .iter()
+        .zip(plan.unsupported.iter().copied())
+        .filter(|(t, _)| usable(t))
+        .collect();
+    if considered.is_empty() || considered.iter().any(|(_, why)| why.is_none()) {
+        return Ok(());
+    }
+    let which: Vec<String> = considered
+        .iter()
+        .map(|(t, why)| format!("{t} lacks {}", why.unwrap_or("?")))
+        .collect();
+    let waiting: Vec<String> = plan
+        .skipped
+        .iter()
+        .filter(|(t, why)| {
+            matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped)
+                && usable(t)
+                && what_of(t).is_none()
+        })
+        .map(|(t, why)| format!("{t} ({})", why.as_str()))
+        .collect();
+    if !waiting.is_empty() {
+        return Err(Error::NoProviderAvailable(format!(
+            "the targets that can serve this request are unavailable for now: {}; the others: {}",
+            waiting.join(", "),
+            which.join("; ")
+        )));
+    }
+    let field = match considered[0].1 {
+        Some("tools") => "tools",
+        Some("json_schema") => "response_format",
+        _ => "messages",
+    };
+    Err(Error::invalid(
+        field,
+        format!(
+            "no target of this route can serve the request: {}",
+            which.join("; ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings::from_toml_str(
+            "[routes]\nfast = [\"groq:a\", \"groq:b\", \"groq:a\", \"openai\"]",
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn names(ts: &[Target]) -> Vec<String> {
+        ts.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn pin_puts_the_pinned_provider_first_and_never_again() {
+        let s = settings();
+        let route = resolve(
+            &RouteSelector::pin("gemini:g-pro"),
+            &s,
+            &s.default_route(),
+            &s.routes,
+        )
+        .unwrap();
+        assert_eq!(
+            names(&route),
+            [
+                "gemini:g-pro",
+                "groq:llama-3.1-8b-instant",
+                "claude:claude-haiku-4-5"
+            ]
+        );
+    }
+
+    #[test]
+    fn named_routes_keep_sibling_models_and_drop_duplicates() {
+        let s = settings();
+        let route = resolve(
+            &RouteSelector::Named("fast".into()),
+            &s,
+            &s.default_route(),
+            &s.routes,
+        )
+        .unwrap();
+        assert_eq!(names(&route), ["groq:a", "groq:b", "openai:gpt-4o-mini"]);
+        assert!(matches!(
+            resolve(
+                &RouteSelector::Named("nope".into()),
+                &s,
+                &s.default_route(),
+                &s.routes
+            ),
+            Err(Error::UnknownRoute(_))
+        ));
+        assert!(matches!(
+            resolve(
+                &RouteSelector::pin("nope"),
+                &s,
+                &s.default_route(),
+                &s.routes
+            ),
+            Err(Error::UnknownProvider(_))
+        ));
+    }
+
+    #[test]
+    fn unavailable_targets_are_skipped_but_the_primary_is_remembered() {
+        let s = settings();
+        let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
+        let p = plan(route, |t| {
+            (&*t.provider == "groq").then_some(Unavailable::NoKey)
+        })
+        .unwrap();
+        assert_eq!(&*p.primary.provider, "groq");
+        assert_eq!(
+            names(&p.targets),
+            ["gemini:gemini-2.5-flash", "claude:claude-haiku-4-5"]
+        );
+        assert_eq!(p.skipped.len(), 1);
+        assert!(!p.forced);
+    }
+
+    #[test]
+    fn when_every_target_is_open_the_primary_is_forced() {
+        let s = settings();
+        let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
+        // (why each target is unavailable, expected targets, forced)
+        type Availability = fn(&Target) -> Option<Unavailable>;
+        let cases: [(Availability, &[&str], bool); 3] = [
+            (
+                |_| Some(Unavailable::BreakerOpen),
+                &["groq:llama-3.1-8b-instant"],
+                true,
+            ),
+            (
+                |t| {
+                    Some(if &*t.provider == "groq" {
+                        Unavailable::NoKey
+                    } else {
+                        Unavailable::BreakerOpen
+                    })
+                },
+                &[],
+                false,
+            ),
+            (
+                |t| (&*t.provider != "claude").then_some(Unavailable::BreakerOpen),
+                &["claude:claude-haiku-4-5"],
+                false,
+            ),
+        ];
+        for (availability, want, forced) in cases {
+            let p = plan(route.clone(), availability).unwrap();
+            assert_eq!(names(&p.targets), want);
+            assert_eq!(p.forced, forced);
+        }
+    }
+
+    #[test]
+    fn capabilities_decide_between_a_client_error_and_an_unavailable_provider() {
+        let s = settings();
+        let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
+        let needs = Needs {
+            tools: true,
+            ..Needs::default()
+        };
+        let lacks_on = |providers: &'static [&'static str]| {
+            move |t: &Target| providers.contains(&&*t.provider).then_some("tools")
+        };
+        // (open breakers, targets lacking tools, no_fallback, expected)
+        let cases: [(&[&str], &'static [&'static str], bool, &str); 6] = [
+            (&[], &["groq"], false, "ok"),
+            (&[], &["groq", "gemini", "claude"], false, "invalid"),
+            (&["claude"], &["groq", "gemini"], false, "unavailable"),
+            (&[], &["groq"], true, "invalid"),
+            // The primary is out and no fallback is allowed: nothing to
+            // judge here (the walk finds no provider available).
+            (&["groq"], &["gemini", "claude"], true, "ok"),
+            (&["groq"], &["gemini"], false, "ok"),
+        ];
+        for (open, lacking, no_fallback, want) in cases {
+            let mut p = plan(route.clone(), |t| {
+                open.contains(&&*t.provider)
+                    .then_some(Unavailable::BreakerOpen)
+            })
+            .unwrap();
+            let got = match check_capabilities(&mut p, needs, no_fallback, lacks_on(lacking)) {
+                Ok(()) => "ok",
+                Err(Error::InvalidRequest { field: "tools", .. }) => "invalid",
+                Err(Error::NoProviderAvailable(_)) => "unavailable",
+                Err(e) => panic!("{e:?}"),
+            };
+            assert_eq!(
+                got, want,
+                "open {open:?}, lacking {lacking:?}, no_fallback {no_fallback}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_model_name_is_a_route_a_pin_or_unknown() {
+        let s = settings();
+        let resolve_model = |name: &str| {
+            resolve(
+                &RouteSelector::Model(name.into()),
+                &s,
+                &s.default_route(),
+                &s.routes,
+            )
+            .map(|r| names(&r))
+        };
+        assert_eq!(
+            resolve_model("fast").unwrap(),
+            ["groq:a", "groq:b", "openai:gpt-4o-mini"]
+        );
+        assert_eq!(resolve_model("gemini:x").unwrap()[0], "gemini:x");
+        assert_eq!(
+            resolve_model("default").unwrap()[0],
+            "groq:llama-3.1-8b-instant"
+        );
+        assert!(matches!(
+            resolve_model("gpt-5"),
+            Err(Error::UnknownModel(m)) if m == "gpt-5"
+        ));
+    }
+}

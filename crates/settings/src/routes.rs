@@ -1,0 +1,194 @@
+//! Named routes (`[routes]`): each a list of targets, or a table with the
+//! targets and what the route sets for the requests that take it (refusal
+//! policy, timeouts, when a stream commits, continuing after a cut).
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use super::provider::ProviderSettings;
+use super::routing::parse_target;
+use super::source::{Blame, SettingsError};
+use super::timeouts::{RawTimeouts, TimeoutOverrides};
+use understudy_types::refusal::RefusalPolicy;
+use understudy_types::target::Target;
+
+/// What a named route sets for the requests that take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteOptions {
+    pub refusal_policy: Option<RefusalPolicy>,
+    /// The timeouts this route sets; each one it sets replaces the
+    /// provider's for the targets of this route (see
+    /// [`understudy_policy::timeouts::timeouts_for`]).
+    pub timeouts: TimeoutOverrides,
+    /// When a stream commits (`stream_commit`); unset: at the first output.
+    pub stream_commit: Option<StreamCommit>,
+    /// A committed stream that is cut continues on a target that accepts
+    /// an assistant prefill (`continue_after_cut`).
+    pub continue_after_cut: Option<bool>,
+}
+
+/// When a stream commits to its target (`stream_commit`, per route, or per
+/// request with `x-understudy-stream-commit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StreamCommit {
+    /// At the first output the client would act on (the default).
+    #[default]
+    FirstOutput,
+    /// When the target finishes: the answer is held until then, so any
+    /// failure, a cut or a stall included, can still fall back.
+    Complete,
+}
+
+/// The named routes of the settings, and the options of those that set
+/// any.
+pub(super) type Routes = (
+    BTreeMap<String, Vec<Target>>,
+    BTreeMap<String, RouteOptions>,
+);
+
+/// A route: a list of targets, or a table with options.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawRouteSpec {
+    Targets(Vec<String>),
+    Table(RawRoute),
+}
+
+/// A route's table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    targets: Vec<String>,
+    refusal_policy: Option<String>,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+    stream_commit: Option<String>,
+    continue_after_cut: Option<bool>,
+}
+
+/// The file's named routes, each target's provider known. Every provider
+/// also learns the connect timeouts that routes through it set.
+pub(super) fn read(
+    raw: BTreeMap<String, RawRouteSpec>,
+    providers: &mut BTreeMap<String, ProviderSettings>,
+    blame: &Blame,
+) -> Result<Routes, SettingsError> {
+    let mut routes = BTreeMap::new();
+    let mut route_options = BTreeMap::new();
+    for (name, spec) in raw {
+        let at = format!("routes.{name}");
+        if name == "default" {
+            return Err(blame.file(
+                at,
+                "`default` is the configured order; name the route differently".into(),
+            ));
+        }
+        let (specs, table) = match spec {
+            RawRouteSpec::Targets(t) => (t, None),
+            RawRouteSpec::Table(mut r) => (std::mem::take(&mut r.targets), Some(r)),
+        };
+        if specs.is_empty() {
+            return Err(blame.file(at, "a route needs at least one target".into()));
+        }
+        let targets = specs
+            .iter()
+            .map(|spec| parse_target(spec, providers))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| blame.file(at.clone(), m))?;
+        if let Some(r) = table {
+            route_options.insert(name.clone(), r.options(&at, blame)?);
+        }
+        routes.insert(name, targets);
+    }
+    add_connect_timeouts(providers, &routes, &route_options);
+    Ok((routes, route_options))
+}
+
+/// Each provider keeps a client for every connect timeout a route
+/// through it sets.
+fn add_connect_timeouts(
+    providers: &mut BTreeMap<String, ProviderSettings>,
+    routes: &BTreeMap<String, Vec<Target>>,
+    route_options: &BTreeMap<String, RouteOptions>,
+) {
+    for (name, targets) in routes {
+        let Some(connect) = route_options.get(name).and_then(|o| o.timeouts.connect) else {
+            continue;
+        };
+        for t in targets {
+            if let Some(p) = providers.get_mut(&*t.provider) {
+                if !p.route_connect_timeouts.contains(&connect) {
+                    p.route_connect_timeouts.push(connect);
+                }
+            }
+        }
+    }
+}
+
+/// The value of `setting`, parsed, if the file sets it.
+fn parsed<T: FromStr<Err = String>>(
+    value: Option<&str>,
+    setting: &str,
+    blame: &Blame,
+) -> Result<Option<T>, SettingsError> {
+    value
+        .map(str::parse)
+        .transpose()
+        .map_err(|m| blame.file(setting, m))
+}
+
+// === impl StreamCommit ===
+
+impl FromStr for StreamCommit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "first_output" => Ok(Self::FirstOutput),
+            "complete" => Ok(Self::Complete),
+            other => Err(format!(
+                "`{other}` is not a stream commit (first_output or complete)"
+            )),
+        }
+    }
+}
+
+impl StreamCommit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstOutput => "first_output",
+            Self::Complete => "complete",
+        }
+    }
+}
+
+// === impl RawRoute ===
+
+impl RawRoute {
+    /// What this route's table sets besides its targets, at the TOML path
+    /// `at`.
+    fn options(&self, at: &str, blame: &Blame) -> Result<RouteOptions, SettingsError> {
+        let stream_commit = parsed(
+            self.stream_commit.as_deref(),
+            &format!("{at}.stream_commit"),
+            blame,
+        )?;
+        let refusal_policy = parsed(
+            self.refusal_policy.as_deref(),
+            &format!("{at}.refusal_policy"),
+            blame,
+        )?;
+        let timeouts = self
+            .timeouts
+            .overrides(&format!("{at}.timeouts"))
+            .map_err(|e| blame.field(e))?;
+        Ok(RouteOptions {
+            refusal_policy,
+            timeouts,
+            stream_commit,
+            continue_after_cut: self.continue_after_cut,
+        })
+    }
+}
