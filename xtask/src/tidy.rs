@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 mod docs;
 mod history;
-mod purity;
+mod layers;
 
 /// Returns every convention broken under `root`.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
@@ -31,7 +31,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             }
         }
     }
-    problems.extend(purity_problems(root, &files));
+    problems.extend(layers::problems(root));
     problems.extend(docs::problems(root));
     problems.extend(history::long_subjects(root));
     problems.extend(history::test_binaries(root));
@@ -40,53 +40,6 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     } else {
         Err(problems)
     }
-}
-
-/// Breaks of the purity rule ([`purity`]) in `crates/core/src/policy/`
-/// and in the leaf modules it may import from, which are held to the same
-/// rule.
-fn purity_problems(root: &Path, files: &[PathBuf]) -> Vec<String> {
-    let src = root.join("crates/core/src");
-    let mut checked: Vec<(PathBuf, String)> = files
-        .iter()
-        .filter_map(|f| {
-            let rel = f.strip_prefix(src.join("policy")).ok()?;
-            let stem = rel.file_stem()?.to_str()?;
-            // A `#[cfg(test)] mod tests;` in a file of its own is exempt, as
-            // an inline test module is.
-            if stem == "tests" {
-                return None;
-            }
-            let module = match stem {
-                "mod" => "crate::policy".to_owned(),
-                stem => format!("crate::policy::{stem}"),
-            };
-            Some((f.clone(), module))
-        })
-        .collect();
-    for leaf in purity::PURE_LEAVES
-        .iter()
-        .filter(|l| **l != "crate::policy")
-    {
-        let name = leaf.trim_start_matches("crate::");
-        checked.push((src.join(format!("{name}.rs")), (*leaf).to_owned()));
-    }
-    let mut problems = Vec::new();
-    for (file, module) in checked {
-        let shown = file
-            .strip_prefix(root)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            problems.push(format!("{shown}: a pure leaf module that cannot be read"));
-            continue;
-        };
-        problems.extend(purity::violations(&module, &text).into_iter().map(|what| {
-            format!("{shown}: `policy/` and its leaves are pure, but this file uses {what}")
-        }));
-    }
-    problems
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {

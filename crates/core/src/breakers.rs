@@ -329,7 +329,7 @@ mod tests {
     async fn one_state_for_plans_admissions_and_the_fleet() {
         let b = board();
         let t = Target::new("groq", "a");
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         for i in 0..3 {
             assert_eq!(b.admit(&t, now, false), Admission::Yes);
             let change = b.record(&t, Err(FailureCode::Unavailable), now);
@@ -352,7 +352,7 @@ mod tests {
         let b = board();
         let t = Target::new("groq", "a");
         let pin = Target::new("groq", "pinned");
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         let until = now + Duration::from_secs(4);
         b.sync(&t, Some(until), now);
         b.sync(&pin, Some(until), now);
@@ -365,7 +365,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn pins_are_bounded_and_the_least_recently_used_goes_first() {
         let b = board();
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         let pin = |m: &str| Target::new("groq", m);
         for m in ["p1", "p2"] {
             b.record(&pin(m), Err(FailureCode::Unavailable), now);

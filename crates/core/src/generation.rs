@@ -85,7 +85,7 @@ pub struct Generation {
     pub native: Option<String>,
 }
 
-/// The result of [`crate::Engine::generate`].
+/// The result of [`crate::engine::Engine::generate`].
 pub type GenerateResult = Result<Generation, Error>;
 
 /// A request id: 16 hex digits, unique enough for logs and correlation.

@@ -21,6 +21,8 @@
 //! - [`info`]: what `providers` shows.
 //! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
+//! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
+//!   tests), as the std instants the pure policies take.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
 //! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
 //! - `cache`: the response cache (memory or Redis).
@@ -53,6 +55,7 @@ pub mod trace;
 mod actor;
 mod cache;
 mod run;
+mod runtime_clock;
 
 pub use adapter::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
@@ -64,14 +67,3 @@ pub use event::GenerationEvent;
 pub use generation::{ClientTag, GenerateRequest, GenerateResult, Generation, new_request_id};
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
 pub use stream::GenerationStream;
-
-/// Now, on tokio's clock (paused in tests), as the std `Instant` the pure
-/// policies take (the conversion is free).
-pub(crate) fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
-}
-
-/// How long since `t`, on tokio's clock (see [`now`]).
-pub(crate) fn since(t: std::time::Instant) -> std::time::Duration {
-    now().saturating_duration_since(t)
-}

@@ -355,7 +355,7 @@ impl BreakerPoller {
             return;
         };
         let now_ms = unix_ms();
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         for (i, (target, until)) in self.targets.iter().zip(open).enumerate() {
             match until {
                 // Open: hold it open here too, until the same moment.
@@ -387,7 +387,7 @@ impl BreakerPoller {
             return;
         };
         let now_ms = unix_ms();
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         for ((pool, key), out) in self.keys.iter().zip(out) {
             if let Some((until_ms, code)) = out.filter(|(u, _)| *u > now_ms) {
                 let code = understudy_types::failure::FailureCode::parse(&code)

@@ -122,20 +122,68 @@ pub(super) fn read(
     env: &Env<'_>,
     blame: &Blame,
 ) -> Result<TelemetrySettings, SettingsError> {
-    let protocol = match (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
-        env.get("OTEL_EXPORTER_OTLP_PROTOCOL"),
-    ) {
-        (Some(p), _) => otlp_protocol(p.trim())
-            .map_err(|m| blame.env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", m))?,
-        (None, Some(p)) => {
-            otlp_protocol(p.trim()).map_err(|m| blame.env("OTEL_EXPORTER_OTLP_PROTOCOL", m))?
-        }
-        (None, None) => match raw.protocol.as_deref() {
-            Some(p) => otlp_protocol(p).map_err(|m| blame.file("telemetry.protocol", m))?,
-            None => OtlpProtocol::default(),
+    let protocol = read_protocol(raw.protocol.as_deref(), env, blame)?;
+    let endpoint = read_endpoint(&raw, protocol, env, blame)?;
+    let headers = read_headers(raw.headers, env, blame)?;
+    let (service_name, resource) = read_identity(raw.service_name, env, blame)?;
+    let sampler = read_sampler(raw.sampler.as_deref(), raw.sampler_arg, env, blame)?;
+    let export_timeout = seconds_or(raw.export_timeout, Duration::from_secs(10))
+        .map_err(|m| blame.file("telemetry.export_timeout", m))?;
+    let export_every = seconds_or(raw.export_every, Duration::from_secs(1))
+        .map_err(|m| blame.file("telemetry.export_every", m))?;
+    let max_queue = raw.max_queue.unwrap_or(8192);
+    if max_queue == 0 {
+        return Err(blame.file("telemetry.max_queue", "must be at least 1".into()));
+    }
+    Ok(TelemetrySettings {
+        traces_endpoint: endpoint,
+        protocol,
+        headers,
+        service_name,
+        resource,
+        sampler,
+        capture_content: raw.capture_content,
+        follow_traceparent: raw.follow_traceparent.unwrap_or(true),
+        max_queue,
+        max_batch: 512,
+        export_timeout,
+        export_every,
+    })
+}
+
+/// The OTLP transport: the traces variable, the general one, the file.
+fn read_protocol(
+    file: Option<&str>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<OtlpProtocol, SettingsError> {
+    Ok(
+        match (
+            env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+            env.get("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ) {
+            (Some(p), _) => otlp_protocol(p.trim())
+                .map_err(|m| blame.env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", m))?,
+            (None, Some(p)) => {
+                otlp_protocol(p.trim()).map_err(|m| blame.env("OTEL_EXPORTER_OTLP_PROTOCOL", m))?
+            }
+            (None, None) => match file {
+                Some(p) => otlp_protocol(p).map_err(|m| blame.file("telemetry.protocol", m))?,
+                None => OtlpProtocol::default(),
+            },
         },
-    };
+    )
+}
+
+/// Where traces go (`None`: nowhere, or `OTEL_SDK_DISABLED`): the traces
+/// variable as a whole URL, the general one or the file's base with the
+/// signal's path added over HTTP.
+fn read_endpoint(
+    raw: &RawTelemetry,
+    protocol: OtlpProtocol,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<Option<String>, SettingsError> {
     // A base endpoint gets the signal's path over HTTP; gRPC names the
     // service in its own path, so its base is used as it is.
     let base = |url: String| match protocol {
@@ -169,21 +217,37 @@ pub(super) fn read(
             (None, None) => None,
         },
     };
-    let headers = match env
-        .get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
-        .or_else(|| env.get("OTEL_EXPORTER_OTLP_HEADERS"))
-    {
-        Some(list) => parse_pairs(&list)
-            .map_err(|m| blame.env("OTEL_EXPORTER_OTLP_HEADERS", m))?
-            .into_iter()
-            .map(|(k, v)| (k, Secret::new(v)))
-            .collect(),
-        None => raw
-            .headers
-            .into_iter()
-            .map(|(k, v)| (k, Secret::new(v)))
-            .collect(),
-    };
+    Ok(endpoint.filter(|_| !disabled))
+}
+
+/// The headers sent with every export (secrets: they often carry a token).
+fn read_headers(
+    file: std::collections::BTreeMap<String, String>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<Vec<(String, Secret)>, SettingsError> {
+    Ok(
+        match env
+            .get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+            .or_else(|| env.get("OTEL_EXPORTER_OTLP_HEADERS"))
+        {
+            Some(list) => parse_pairs(&list)
+                .map_err(|m| blame.env("OTEL_EXPORTER_OTLP_HEADERS", m))?
+                .into_iter()
+                .map(|(k, v)| (k, Secret::new(v)))
+                .collect(),
+            None => file.into_iter().map(|(k, v)| (k, Secret::new(v))).collect(),
+        },
+    )
+}
+
+/// The service's name and the other resource attributes: the variables,
+/// then the file, then `understudy`.
+fn read_identity(
+    file_name: Option<String>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<(String, Vec<(String, String)>), SettingsError> {
     let mut resource = match env.get("OTEL_RESOURCE_ATTRIBUTES") {
         Some(list) => parse_pairs(&list).map_err(|m| blame.env("OTEL_RESOURCE_ATTRIBUTES", m))?,
         None => Vec::new(),
@@ -194,10 +258,20 @@ pub(super) fn read(
         .map(|i| resource.remove(i).1);
     let service_name = env
         .get("OTEL_SERVICE_NAME")
-        .or(raw.service_name)
+        .or(file_name)
         .or(from_resource)
         .unwrap_or_else(|| "understudy".to_owned());
-    let sampler = match env.get("OTEL_TRACES_SAMPLER") {
+    Ok((service_name, resource))
+}
+
+/// The root sampler: the variables, then the file.
+fn read_sampler(
+    file: Option<&str>,
+    file_arg: Option<f64>,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<Sampler, SettingsError> {
+    Ok(match env.get("OTEL_TRACES_SAMPLER") {
         Some(name) => {
             let arg = env
                 .get("OTEL_TRACES_SAMPLER_ARG")
@@ -206,34 +280,12 @@ pub(super) fn read(
                 .map_err(|_| blame.env("OTEL_TRACES_SAMPLER_ARG", "not a number".into()))?;
             sampler(name.trim(), arg).map_err(|m| blame.env("OTEL_TRACES_SAMPLER", m))?
         }
-        None => match raw.sampler.as_deref() {
+        None => match file {
             Some(name) => {
-                sampler(name, raw.sampler_arg).map_err(|m| blame.file("telemetry.sampler", m))?
+                sampler(name, file_arg).map_err(|m| blame.file("telemetry.sampler", m))?
             }
             None => Sampler::default(),
         },
-    };
-    let export_timeout = seconds_or(raw.export_timeout, Duration::from_secs(10))
-        .map_err(|m| blame.file("telemetry.export_timeout", m))?;
-    let export_every = seconds_or(raw.export_every, Duration::from_secs(1))
-        .map_err(|m| blame.file("telemetry.export_every", m))?;
-    let max_queue = raw.max_queue.unwrap_or(8192);
-    if max_queue == 0 {
-        return Err(blame.file("telemetry.max_queue", "must be at least 1".into()));
-    }
-    Ok(TelemetrySettings {
-        traces_endpoint: endpoint.filter(|_| !disabled),
-        protocol,
-        headers,
-        service_name,
-        resource,
-        sampler,
-        capture_content: raw.capture_content,
-        follow_traceparent: raw.follow_traceparent.unwrap_or(true),
-        max_queue,
-        max_batch: 512,
-        export_timeout,
-        export_every,
     })
 }
 

@@ -547,8 +547,17 @@ impl ChatRequest {
         needs
     }
 
-    /// Tools, tool turns and images that no provider could make sense of.
+    /// Tools, tool turns, images, the output schema and sampling ranges
+    /// that no provider could make sense of (checked in that order).
     fn validate_tools(&self) -> Result<(), Error> {
+        self.validate_declared_tools()?;
+        self.validate_messages()?;
+        self.validate_format_and_sampling()
+    }
+
+    /// The declared tools (names, uniqueness, parameter schemas) and the
+    /// tool choice that names them.
+    fn validate_declared_tools(&self) -> Result<(), Error> {
         let mut names = std::collections::HashSet::new();
         for t in &self.tools {
             let ok = !t.name.is_empty()
@@ -595,6 +604,12 @@ impl ChatRequest {
                 "tool_choice `required` needs at least one tool",
             ));
         }
+        Ok(())
+    }
+
+    /// The messages: tool calls only from the assistant, with an id, a name
+    /// and object arguments; tool answers to an earlier call; image URLs.
+    fn validate_messages(&self) -> Result<(), Error> {
         let mut called = std::collections::HashSet::new();
         for m in &self.messages {
             for call in &m.tool_calls {
@@ -663,6 +678,11 @@ impl ChatRequest {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The structured-output schema and the sampling parameters' ranges.
+    fn validate_format_and_sampling(&self) -> Result<(), Error> {
         if let Some(ResponseFormat::JsonSchema { schema, .. }) = &self.response_format {
             if !schema.is_object() {
                 return Err(Error::invalid(

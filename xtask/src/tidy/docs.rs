@@ -5,7 +5,7 @@
 //! Both lists are read from the code as text, not kept by hand:
 //!
 //! - **Settings**: the file's shape is the serde struct `RawFile` in
-//!   `crates/core/src/settings/`. Each of its fields is a TOML table (or
+//!   `crates/settings/src/`. Each of its fields is a TOML table (or
 //!   a map of tables); a field whose type is another struct or enum of
 //!   that folder is walked into, any other field is a setting. A setting
 //!   is written as its dotted path in backticks, a map's key as `<name>`
@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the settings' structs live, from the repository's root.
-const SETTINGS_DIR: &str = "crates/core/src/settings";
+const SETTINGS_DIR: &str = "crates/settings/src";
 /// The struct the whole TOML file is read into.
 const ROOT_STRUCT: &str = "RawFile";
 /// The doc that must name every setting.

@@ -407,7 +407,7 @@ impl Lease {
             self.adapter_of(key),
             InFlight {
                 counts: Arc::clone(&self.counts),
-                started: crate::now(),
+                started: crate::runtime_clock::now(),
                 finished: false,
             },
         )
@@ -456,7 +456,8 @@ impl InFlight {
     /// Records how the attempt ended.
     pub(crate) fn finish(mut self, outcome: Result<(), FailureCode>) {
         self.finished = true;
-        self.counts.end(outcome, crate::since(self.started));
+        self.counts
+            .end(outcome, crate::runtime_clock::since(self.started));
     }
 }
 

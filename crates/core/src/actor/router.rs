@@ -251,7 +251,7 @@ impl View {
     }
 
     fn providers(&self) -> Vec<ProviderInfo> {
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         let breakers = self.board.views(now);
         let order = |name: &str| {
             std::iter::once(&self.routing.default)

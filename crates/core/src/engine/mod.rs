@@ -334,7 +334,7 @@ impl Engine {
         request.chat.validate()?;
         // Compiling a client's schema is the caller's work, not the router's.
         understudy_policy::output::check_request(&request.chat)?;
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Answer)?;
         run.ticket = ticket;
@@ -352,11 +352,11 @@ impl Engine {
     pub async fn generate_stream(
         &self,
         request: GenerateRequest,
-    ) -> Result<crate::GenerationStream, Error> {
+    ) -> Result<crate::stream::GenerationStream, Error> {
         request.route.validate()?;
         request.chat.validate()?;
         understudy_policy::output::check_request(&request.chat)?;
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let ticket = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Stream)?;
         run.ticket = ticket;
@@ -407,7 +407,7 @@ impl Engine {
             trace: None,
             ..request
         };
-        let run = self.prepare(request, crate::now(), Mode::Answer)?;
+        let run = self.prepare(request, crate::runtime_clock::now(), Mode::Answer)?;
         run.count_tokens().await
     }
 

@@ -47,7 +47,7 @@ impl Run {
                 g.request_id = ctx.request_id.clone();
                 g.cached = true;
                 g.attempts.clear();
-                g.latency_ms = millis(crate::since(started));
+                g.latency_ms = millis(crate::runtime_clock::since(started));
                 self.publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
                 return Ok(g);
             }
@@ -65,7 +65,7 @@ impl Run {
                 &ctx,
                 e,
                 false,
-                millis(crate::since(started)),
+                millis(crate::runtime_clock::since(started)),
             )),
         }
         result
@@ -81,7 +81,7 @@ impl Run {
         let mut answer: Option<Completion> = None;
         let mut input = Input::Start;
         loop {
-            let next = decider.next(input, crate::now(), fastrand::f64());
+            let next = decider.next(input, crate::runtime_clock::now(), fastrand::f64());
             input = match next {
                 Next::Call(call) => {
                     self.attempt(call, &expected, &mut attempts, &mut answer)
@@ -165,7 +165,7 @@ impl Run {
             return Input::Skipped;
         }
         let timeouts = self.timeouts(idx);
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let deadline = (started + timeouts.attempt).min(self.deadline);
         let mut limits = None;
         let span = self.attempt_span(idx);
@@ -181,7 +181,7 @@ impl Run {
             }
             Err(f) => Err(f),
         };
-        let latency = crate::since(started);
+        let latency = crate::runtime_clock::since(started);
         self.outcome(idx, result.as_ref().map(|_| ()).map_err(|f| f.code()));
         let (outcome, failure) = match &result {
             Ok(_) => (Outcome::Ok, None),
@@ -214,7 +214,7 @@ impl Run {
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let result = by_deadline(
             &lease.actor,
             deadline,
@@ -257,7 +257,7 @@ impl Run {
             fell_back,
             decider.content_filtered(),
             attempts,
-            millis(crate::since(self.started)),
+            millis(crate::runtime_clock::since(self.started)),
         )
     }
 }

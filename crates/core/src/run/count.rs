@@ -50,18 +50,18 @@ impl Run {
                 continue;
             }
             let timeouts = self.timeouts(idx);
-            let deadline = (crate::now() + timeouts.attempt).min(self.deadline);
+            let deadline = (crate::runtime_clock::now() + timeouts.attempt).min(self.deadline);
             let key = self
                 .board
                 .pool(&target.provider)
-                .map_or(0, |pool| pool.any(crate::now()));
+                .map_or(0, |pool| pool.any(crate::runtime_clock::now()));
             let counted =
                 match lease(&mut self.leases[idx], &self.supervisor, &target.provider).await {
                     Ok(lease) => {
                         by_deadline(
                             &lease.actor,
                             deadline,
-                            crate::now(),
+                            crate::runtime_clock::now(),
                             "no count",
                             lease.adapter_of(key).count_tokens(
                                 &target.model,

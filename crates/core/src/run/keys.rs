@@ -50,7 +50,7 @@ impl Run {
             last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
             draw: fastrand::f64(),
         };
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         match pool.pick(&ask, now) {
             Some(ticket) => {
                 self.keys_tried[call.target] |= 1u64 << ticket.key().min(63);
@@ -86,7 +86,7 @@ impl Run {
     ) -> Option<Input> {
         let ticket = ticket?;
         let pool = Arc::clone(ticket.pool());
-        let now = crate::now();
+        let now = crate::runtime_clock::now();
         let kind = failure.map(|f| &f.kind);
         if let Some((key, until)) = ticket.end(limits, kind, now) {
             self.announce_out(&pool, key, until, kind);
@@ -117,7 +117,10 @@ impl Run {
         let provider = Arc::clone(&pool.provider);
         let name = Arc::clone(name);
         let code = kind.map_or("rate_limited", |k| k.code().as_str());
-        let until_ms = unix_ms() + until.saturating_duration_since(crate::now()).as_millis() as u64;
+        let until_ms = unix_ms()
+            + until
+                .saturating_duration_since(crate::runtime_clock::now())
+                .as_millis() as u64;
         tokio::spawn(async move {
             shared
                 .publish_key_out(&provider, &name, until_ms, code)

@@ -167,7 +167,10 @@ impl Run {
     /// lock (always taken without shared state, or while Redis is down).
     async fn admit(&self, call: Call) -> bool {
         let target = &self.plan.targets[call.target];
-        match self.board.admit(target, crate::now(), call.force) {
+        match self
+            .board
+            .admit(target, crate::runtime_clock::now(), call.force)
+        {
             Admission::Yes => true,
             Admission::No => false,
             Admission::Probe => {
@@ -183,7 +186,8 @@ impl Run {
                 if taken {
                     self.probe_held.store(call.target, Ordering::Relaxed);
                 } else {
-                    self.board.release_probe(target, crate::now());
+                    self.board
+                        .release_probe(target, crate::runtime_clock::now());
                 }
                 taken
             }
@@ -199,14 +203,18 @@ impl Run {
             self.probe_held
                 .compare_exchange(idx, NO_PROBE, Ordering::Relaxed, Ordering::Relaxed);
         let target = &self.plan.targets[idx];
-        let change = self.board.record(target, outcome, crate::now());
+        let change = self
+            .board
+            .record(target, outcome, crate::runtime_clock::now());
         if let (Some(change), Some(shared)) = (change, &self.shared) {
             let shared = Arc::clone(shared);
             let target = target.clone();
             match change {
                 Change::Opened(until) => {
                     let until_ms = unix_ms()
-                        + until.saturating_duration_since(crate::now()).as_millis() as u64;
+                        + until
+                            .saturating_duration_since(crate::runtime_clock::now())
+                            .as_millis() as u64;
                     tokio::spawn(async move { shared.publish_open(&target, until_ms).await });
                 }
                 Change::Closed => {
@@ -244,7 +252,7 @@ impl Run {
             detail: failure.map(Failure::describe),
             status: failure.and_then(|f| f.status),
             key: None,
-            started_ms: millis(crate::since(self.started).saturating_sub(latency)),
+            started_ms: millis(crate::runtime_clock::since(self.started).saturating_sub(latency)),
             span_id: None,
         }
     }
@@ -339,7 +347,7 @@ impl Run {
     /// (when every target was), and for a recorded trace.
     fn note_skip(&mut self, idx: usize, reason: Unavailable) {
         self.passed_over.push((idx, reason));
-        let at_ms = millis(crate::since(self.started));
+        let at_ms = millis(crate::runtime_clock::since(self.started));
         let target = &self.plan.targets[idx];
         if let Some(notes) = self.notes.as_mut() {
             notes.skips.push(Skip {
@@ -380,7 +388,8 @@ impl Run {
     fn release_held_probe(&self) {
         let idx = self.probe_held.swap(NO_PROBE, Ordering::Relaxed);
         if let Some(target) = self.plan.targets.get(idx) {
-            self.board.release_probe(target, crate::now());
+            self.board
+                .release_probe(target, crate::runtime_clock::now());
         }
     }
 

@@ -125,7 +125,7 @@ pub(crate) fn prepare(
     if let Some(record) = request.tenant.as_deref() {
         scope_pin(&mut route, record, &request.route, &view.routes);
     }
-    let now = crate::now();
+    let now = crate::runtime_clock::now();
     let mut plan = plan::plan(route, |t| {
         view.availability(&t.provider).or_else(|| {
             view.board

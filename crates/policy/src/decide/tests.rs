@@ -84,7 +84,7 @@ fn rate_limited(secs: u64) -> Input {
 /// Runs `script` (at second `t` of a 120 s request: input, expected)
 /// and returns the machine for further checks.
 fn check(plan: &Plan, rules: Rules, script: &[(u64, Input, Next)]) -> Decider {
-    let t0 = Instant::now();
+    let t0 = crate::test_now();
     let mut d = Decider::new(plan, rules, t0 + Duration::from_secs(120));
     for (i, (t, input, want)) in script.iter().enumerate() {
         let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);

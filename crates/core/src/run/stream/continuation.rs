@@ -76,7 +76,7 @@ impl Run {
         chat.native = None;
         chat.messages.push(Message::assistant(prefix));
         let mut response_id = None;
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let provider = self.plan.targets[idx].provider.to_string();
         let span = self.attempt_span(idx);
@@ -95,7 +95,7 @@ impl Run {
                     Err(_) if tx.is_closed() => Ok(()),
                     Err(f) => Err(f.code()),
                 };
-                self.stream_ended(idx, outcome, crate::since(started));
+                self.stream_ended(idx, outcome, crate::runtime_clock::since(started));
                 result
             }
             Err(f) => {
@@ -107,8 +107,13 @@ impl Run {
             Ok(_) => (Outcome::Ok, None),
             Err(f) => (Outcome::Failed(f.code()), Some(f)),
         };
-        let mut record =
-            self.attempt_record(idx, call.kind, outcome, crate::since(started), failure);
+        let mut record = self.attempt_record(
+            idx,
+            call.kind,
+            outcome,
+            crate::runtime_clock::since(started),
+            failure,
+        );
         record.key = key_name;
         record.span_id = span;
         attempts.push(record);
@@ -139,13 +144,13 @@ impl Run {
         let idle = self.timeouts(idx).stream_idle;
         let mut watch = Watch::committed(HELD_BYTES);
         let mut started = Watch::new(StreamCommit::FirstOutput, HELD_BYTES);
-        let mut last = crate::now();
+        let mut last = crate::runtime_clock::now();
         loop {
             let by = started.silence_deadline(first_token_by, last, idle);
             let Ok(next) = tokio::time::timeout_at(by.into(), stream.next()).await else {
                 return Err(started.on_silence(by.saturating_duration_since(last)));
             };
-            last = crate::now();
+            last = crate::runtime_clock::now();
             // Progress (for its deadline) is read from a fresh watch; what
             // to do with the event from the committed one.
             if let Some(Ok(event)) = &next {

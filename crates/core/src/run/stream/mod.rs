@@ -180,7 +180,7 @@ impl Run {
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut input = Input::Start;
         let committed = loop {
-            let next = decider.next(input, crate::now(), fastrand::f64());
+            let next = decider.next(input, crate::runtime_clock::now(), fastrand::f64());
             let call = match next {
                 Next::Call(call) => call,
                 Next::Wait(wait, call) => {
@@ -222,7 +222,7 @@ impl Run {
                 Opened::Committed(c) => {
                     // The machine answers `Served` to this; the loop ends
                     // with the committed target in hand.
-                    let _ = decider.next(Input::Served, crate::now(), 0.0);
+                    let _ = decider.next(Input::Served, crate::runtime_clock::now(), 0.0);
                     break Some(c);
                 }
                 Opened::Skipped => Input::Skipped,
@@ -255,7 +255,7 @@ impl Run {
     /// Publishes the failed event and answers the caller with the error: as
     /// the reply, or in-band on a held stream.
     async fn fail(&mut self, client: Client, error: Error) {
-        let latency_ms = millis(crate::since(self.started));
+        let latency_ms = millis(crate::runtime_clock::since(self.started));
         self.publish(GenerationEvent::failed(
             &self.event_context(),
             &error,
@@ -300,7 +300,7 @@ impl Run {
             return Opened::Skipped;
         }
         let key_name = ticket.as_ref().and_then(Ticket::name);
-        let started = crate::now();
+        let started = crate::runtime_clock::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
         let chat = Arc::clone(&self.chat);
         let span = self.attempt_span(idx);
@@ -319,7 +319,11 @@ impl Run {
                         return Opened::Committed(committed);
                     }
                     Err(failure) => {
-                        self.stream_ended(idx, Err(failure.code()), crate::since(started));
+                        self.stream_ended(
+                            idx,
+                            Err(failure.code()),
+                            crate::runtime_clock::since(started),
+                        );
                         (failure, limits)
                     }
                 }
@@ -330,7 +334,13 @@ impl Run {
             }
         };
         let key_input = self.key_outcome(idx, ticket, limits.as_ref(), Some(&failure));
-        Opened::Failed(failure, crate::since(started), key_name, span, key_input)
+        Opened::Failed(
+            failure,
+            crate::runtime_clock::since(started),
+            key_name,
+            span,
+            key_input,
+        )
     }
 
     /// Opens a stream of `chat` on target `idx` (connect and headers) by
@@ -353,7 +363,7 @@ impl Run {
         let opened = by_deadline(
             &lease.actor,
             first_token_by,
-            crate::now(),
+            crate::runtime_clock::now(),
             "no response",
             adapter.stream(&target.model, &chat, &options),
         )
@@ -387,7 +397,7 @@ impl Run {
                 let since = if watch.progressed() { last } else { started };
                 return Err(watch.on_silence(by.saturating_duration_since(since)));
             };
-            last = crate::now();
+            last = crate::runtime_clock::now();
             let step = watch.on_item(next.as_ref());
             let Some(Ok(event)) = next else {
                 return Err(match step {
@@ -451,7 +461,7 @@ impl Run {
         let provider = target.provider.to_string();
         let mut model = stream.model().unwrap_or_else(|| target.model.to_string());
         let request_id = std::mem::take(&mut self.request_id);
-        let ttft_ms = millis(crate::since(self.started));
+        let ttft_ms = millis(crate::runtime_clock::since(self.started));
         let held = matches!(client, Client::Open(_));
         // A held stream's handle went out before anyone served: it renders
         // neutral items only, so a native target's own events are left out.
@@ -471,7 +481,7 @@ impl Run {
                     rx,
                 );
                 if reply.send(Ok(handle)).is_err() {
-                    self.stream_ended(idx, Ok(()), crate::since(started));
+                    self.stream_ended(idx, Ok(()), crate::runtime_clock::since(started));
                     return; // the caller left before the first byte; dropping `stream` closes upstream
                 }
                 tx
@@ -510,7 +520,7 @@ impl Run {
         // Asked only for a recorded trace (it copies the id).
         let mut response_id = self.notes.as_ref().and_then(|_| stream.response_id());
         drop(stream); // closes the upstream connection now, whatever happened
-        let latency = crate::since(started);
+        let latency = crate::runtime_clock::since(started);
         let mut continued_by = None;
         let end = match end {
             Err(f)
@@ -559,7 +569,7 @@ impl Run {
                 end
             }
         };
-        let latency_ms = millis(crate::since(self.started));
+        let latency_ms = millis(crate::runtime_clock::since(self.started));
         let ctx = EventContext {
             request_id: request_id.clone(),
             ..self.event_context()
@@ -623,7 +633,7 @@ impl Run {
         // One idle timer for the whole stream: each event only notes the
         // time, and the timer is moved when it fires early (a new timer per
         // token meant a timer-wheel insertion and removal per token).
-        let mut last_data = crate::now();
+        let mut last_data = crate::runtime_clock::now();
         let silence = tokio::time::sleep_until((last_data + idle).into());
         tokio::pin!(silence);
         loop {
@@ -631,7 +641,7 @@ impl Run {
                 biased;
                 next = stream.next() => next,
                 () = &mut silence => {
-                    if crate::since(last_data) < idle {
+                    if crate::runtime_clock::since(last_data) < idle {
                         silence.as_mut().reset((last_data + idle).into());
                         continue;
                     }
@@ -639,7 +649,7 @@ impl Run {
                 }
                 () = tx.closed() => return Err(client_left()),
             };
-            last_data = crate::now();
+            last_data = crate::runtime_clock::now();
             let step = watch.on_item(next.as_ref());
             let event = match judged(step, next) {
                 Ok(Some(event)) => event,
@@ -652,7 +662,7 @@ impl Run {
                 return Err(client_left());
             }
             // Time spent waiting on a slow reader is not silence.
-            last_data = crate::now();
+            last_data = crate::runtime_clock::now();
         }
     }
 }
