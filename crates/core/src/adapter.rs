@@ -11,11 +11,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::{credentials::CredentialStatus, credentials::Credentials};
 use understudy_settings::ProviderSettings;
+use understudy_types::chat::{ChatRequest, Completion, StreamEvent};
 use understudy_types::error::Failure;
 use understudy_types::protocol::Protocol;
-use understudy_types::{chat::ChatRequest, chat::Completion, chat::StreamEvent};
+
+pub use crate::credentials::{CredentialStatus, Credentials};
 
 /// A boxed, sendable future (object-safe async trait methods).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -17,15 +17,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
 use std::time::Instant;
 
-use crate::keys::KeyPool;
-use crate::{sink::metrics::Metrics, sink::metrics::StateLabels};
-use understudy_policy::{breaker::Admission, breaker::Breaker, breaker::BreakerState};
+use understudy_policy::breaker::{Admission, Breaker, BreakerState};
 use understudy_settings::BreakerSettings;
 use understudy_types::failure::FailureCode;
 use understudy_types::target::Target;
+
+use crate::keys::KeyPool;
+use crate::{sink::metrics::Metrics, sink::metrics::StateLabels};
 
 /// Every target's breaker.
 #[derive(Debug)]

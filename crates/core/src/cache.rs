@@ -25,14 +25,14 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde::Serialize;
 use tokio::time::Instant;
-
-use crate::redis_link::RedisLink;
-use crate::{generation::ClientTag, generation::Generation};
-use understudy_policy::plan::Target;
 use understudy_settings::CacheSettings;
+use understudy_types::Target;
 use understudy_types::chat::ChatRequest;
 use understudy_types::protocol::Protocol;
 use understudy_types::refusal::RefusalPolicy;
+
+use crate::generation::{ClientTag, Generation};
+use crate::redis_link::RedisLink;
 
 /// How long a Redis cache lookup may take before it counts as a miss.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);

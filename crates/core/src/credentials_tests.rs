@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::*;
-use crate::{adapter::BoxFuture, adapter::CredentialStatus};
+use crate::adapter::{BoxFuture, CredentialStatus};
 
 #[test]
 fn the_table() {

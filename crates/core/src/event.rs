@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 use understudy_types::chat::Usage;
 
-use crate::generation::Generation;
 use understudy_types::clock::rfc3339_of;
+use understudy_types::error::{Error, FailureCode, bounded};
 use understudy_types::protocol::Protocol;
 use understudy_types::{Attempt, Outcome};
 use understudy_types::{StreamDone, StreamError};
-use understudy_types::{error::Error, error::FailureCode, error::bounded};
+
+use crate::generation::Generation;
 
 /// One generation, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

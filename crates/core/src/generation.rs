@@ -6,14 +6,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
 use understudy_types::RouteSelector;
 use understudy_types::attempt::Attempt;
+use understudy_types::chat::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
 use understudy_types::error::Error;
 use understudy_types::refusal::RefusalPolicy;
-use understudy_types::{
-    chat::ChatRequest, chat::Completion, chat::FinishReason, chat::ToolCall, chat::Usage,
-};
 
 /// Which client key sent a request: a keyed hash of the key, never the key
 /// itself, so that stored state (the response cache) can belong to the

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-
 use understudy_policy::breaker::BreakerState;
 use understudy_types::protocol::Protocol;
 

@@ -10,17 +10,13 @@
 //! A provider with one key has no pool and pays nothing here.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use std::time::Instant;
-
-use understudy_policy::{
-    key_choice::Ask, key_choice::KeyState, key_choice::Started, key_choice::choose,
-};
+use understudy_policy::key_choice::{Ask, KeyState, Started, choose};
 use understudy_settings::{ProviderSettings, Sticky};
+use understudy_types::failure::{FailureCode, FailureKind};
 use understudy_types::ratelimit::RateLimits;
-use understudy_types::{failure::FailureCode, failure::FailureKind};
 
 /// One pooled provider's keys.
 #[derive(Debug)]

@@ -6,10 +6,10 @@
 //! shows, so that `/readyz` can grow other checks beside it.
 
 use serde::Serialize;
-
-use crate::info::ProviderInfo;
 use understudy_policy::breaker::BreakerState;
 use understudy_types::target::Target;
+
+use crate::info::ProviderInfo;
 
 /// A route that no target can serve now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -80,9 +80,10 @@ fn cannot_serve(t: &Target, providers: &[ProviderInfo]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{info::KeyStatus, info::TargetBreaker};
     use understudy_types::protocol::Protocol;
+
+    use super::*;
+    use crate::info::{KeyStatus, TargetBreaker};
 
     fn provider(name: &str, unavailable: Option<&str>, open: &[&str]) -> ProviderInfo {
         ProviderInfo {

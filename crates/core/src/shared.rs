@@ -26,12 +26,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
+use understudy_types::target::Target;
 
 use crate::breakers::BreakerBoard;
 use crate::keys::KeyPool;
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
-use understudy_types::target::Target;
 
 /// Every shared-state call is bounded by this.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);

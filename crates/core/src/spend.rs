@@ -6,9 +6,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::shared::SharedState;
-use understudy_policy::{budget::window_id, budget::window_len};
+use understudy_policy::budget::{window_id, window_len};
 use understudy_settings::BudgetSettings;
+
+use crate::shared::SharedState;
 
 /// The spend of the current window: the fleet's (in Redis) when shared
 /// state is configured and reachable, else this process's.
@@ -86,8 +87,9 @@ fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use understudy_settings::BudgetWindow;
+
+    use super::*;
 
     #[tokio::test]
     async fn spend_accumulates_in_a_window() {

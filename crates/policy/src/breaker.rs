@@ -7,11 +7,11 @@
 //!
 //! Pure state, no I/O; time is passed in.
 
-use serde::Serialize;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use understudy_settings::BreakerSettings;
-use understudy_types::{failure::Disposition, failure::FailureCode};
+use understudy_types::failure::{Disposition, FailureCode};
 
 /// The state as others see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,15 +16,14 @@
 //! arrived (the commit); after it nothing is decided here any more, except
 //! how a failure is coded ([`after_commit`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
+use understudy_types::attempt::AttemptKind;
+use understudy_types::failure::{Disposition, FailureCode, FailureKind};
+use understudy_types::refusal::RefusalPolicy;
 
 use crate::backoff::rate_limit_wait;
 use crate::plan::Plan;
-use understudy_types::attempt::AttemptKind;
-use understudy_types::refusal::RefusalPolicy;
-use understudy_types::{failure::Disposition, failure::FailureCode, failure::FailureKind};
 
 /// How the answer is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,12 +13,10 @@
 //! new request until the reset the provider gave, while another key has
 //! room. No budget reported (or a reset passed): no reason to steer away.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
-
-use understudy_types::{failure::FailureCode, failure::FailureKind};
-use understudy_types::{ratelimit::Budget, ratelimit::RateLimits};
+use understudy_types::failure::{FailureCode, FailureKind};
+use understudy_types::ratelimit::{Budget, RateLimits};
 
 /// Who a failure belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

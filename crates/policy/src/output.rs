@@ -21,10 +21,9 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-
+use understudy_types::chat::{ChatRequest, Completion, ResponseFormat};
 use understudy_types::error::Error;
-use understudy_types::{chat::ChatRequest, chat::Completion, chat::ResponseFormat};
-use understudy_types::{failure::Failure, failure::FailureKind};
+use understudy_types::failure::{Failure, FailureKind};
 
 /// The largest schema accepted: bytes of its keys and strings.
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
@@ -306,9 +305,9 @@ fn unfence(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use understudy_types::chat::{FinishReason, ToolCall};
 
     use super::*;
-    use understudy_types::{chat::FinishReason, chat::ToolCall};
 
     fn answer(text: &str) -> Completion {
         Completion {

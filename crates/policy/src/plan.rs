@@ -12,7 +12,7 @@ use understudy_types::RouteSelector;
 use understudy_types::chat::Needs;
 use understudy_types::error::Error;
 use understudy_types::protocol::Protocol;
-pub use understudy_types::target::Target;
+use understudy_types::target::Target;
 
 /// Why a target is left out of a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

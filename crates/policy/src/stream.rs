@@ -21,13 +21,11 @@
 //! No I/O, no clock reads: times are inputs, and the table below is tested
 //! as data.
 
-use std::time::Duration;
-
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use understudy_settings::StreamCommit;
 use understudy_types::chat::StreamEvent;
-use understudy_types::{failure::Disposition, failure::Failure, failure::FailureKind};
+use understudy_types::failure::{Disposition, Failure, FailureKind};
 
 /// Bytes of events a stream may hold before its commit (reasoning, a
 /// native stream's own events, an answer held whole under
@@ -251,9 +249,10 @@ mod tests {
     //! Every protocol's event kinds, as the providers' parsers turn them
     //! into neutral events, run through the rules as data.
 
+    use understudy_types::chat::{FinishReason, NativeEvent, ToolCallDelta};
+
     use super::*;
     use StreamCommit::{Complete, FirstOutput};
-    use understudy_types::{chat::FinishReason, chat::NativeEvent, chat::ToolCallDelta};
 
     fn text(t: &str) -> StreamEvent {
         StreamEvent::Delta(t.into())

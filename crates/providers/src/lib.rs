@@ -210,8 +210,9 @@ pub(crate) fn redact(mut failure: Failure, key: Option<&Secret>) -> Failure {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use understudy_types::FailureKind;
+
+    use super::*;
 
     #[test]
     fn redaction() {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use understudy_settings::ServerSettings;
 
 use understudy_core::ClientTag;
-use understudy_core::{tenants::ClientRefusal, tenants::Remaining};
+use understudy_core::tenants::{ClientRefusal, Remaining};
 use understudy_settings::ClientRecord;
 use understudy_types::Protocol;
 

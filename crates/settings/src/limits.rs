@@ -9,8 +9,9 @@
 //! `vendor/` part, as OpenRouter-style names have), so dated snapshots
 //! (`claude-sonnet-4-5-20250929`) find their family.
 
-use crate::ProviderSettings;
 use understudy_types::protocol::Protocol;
+
+use crate::ProviderSettings;
 
 /// `(model name prefix, max output tokens)` per protocol.
 const OPENAI: &[(&str, u32)] = &[

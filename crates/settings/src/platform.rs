@@ -8,9 +8,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use understudy_types::protocol::Protocol;
+
 use super::secret::Secret;
 use super::source::Env;
-use understudy_types::protocol::Protocol;
 
 /// Where a provider's models are hosted.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-
 use understudy_types::protocol::Protocol;
 
 use super::ca_file::read_ca_file;

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde::Deserialize;
+use understudy_types::refusal::RefusalPolicy;
+use understudy_types::target::Target;
 
 use super::provider::ProviderSettings;
 use super::routing::parse_target;
 use super::source::{Blame, SettingsError};
 use super::timeouts::{RawTimeouts, TimeoutOverrides};
-use understudy_types::refusal::RefusalPolicy;
-use understudy_types::target::Target;
 
 /// What a named route sets for the requests that take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use understudy_types::refusal::RefusalPolicy;
+use understudy_types::target::Target;
 
 use super::provider::ProviderSettings;
 use super::source::{Blame, Env, SettingsError, Source};
-use understudy_types::refusal::RefusalPolicy;
-use understudy_types::target::Target;
 
 /// The `[routing]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Secret, Settings, Timeouts};
 use understudy_types::refusal::RefusalPolicy;
+
+use super::{Secret, Settings, Timeouts};
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = pairs

@@ -10,10 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::attempt::Attempt;
-pub use crate::{
-    failure::DETAIL_LIMIT, failure::Disposition, failure::Failure, failure::FailureCode,
-    failure::FailureKind, failure::bounded,
-};
+pub use crate::failure::{DETAIL_LIMIT, Disposition, Failure, FailureCode, FailureKind, bounded};
 
 /// What a whole request produced when it did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::attempt::Attempt;
+use crate::chat::{FinishReason, NativeEvent, ToolCallDelta, Usage};
 use crate::failure::FailureCode;
-use crate::{chat::FinishReason, chat::NativeEvent, chat::ToolCallDelta, chat::Usage};
 
 /// What a streamed generation yields: text and tool-call fragments, then
 /// exactly one `Done` or `Error`.

@@ -21,7 +21,7 @@ use http::HeaderMap;
 
 use crate::classify::go_duration;
 
-pub use understudy_types::{ratelimit::Budget, ratelimit::RateLimits};
+pub use understudy_types::ratelimit::{Budget, RateLimits};
 
 /// The budgets in `headers`, as of `now` (Anthropic's resets are times).
 pub fn read(headers: &HeaderMap, now: SystemTime) -> RateLimits {

@@ -20,16 +20,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use std::time::Instant;
+use understudy_settings::ProviderSettings;
+use understudy_types::failure::{Failure, FailureCode, FailureKind};
 
+use crate::adapter::{Adapter, AdapterFactory, BoxFuture, Credentials};
 use crate::credentials::CredentialGate;
 use crate::info::ProviderStats;
-use crate::{adapter::Adapter, adapter::AdapterFactory, adapter::BoxFuture, adapter::Credentials};
-use understudy_settings::ProviderSettings;
-use understudy_types::{failure::Failure, failure::FailureCode, failure::FailureKind};
 
 /// Messages of [`ProviderActor`].
 pub(crate) enum ProviderMsg {

@@ -8,21 +8,22 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use std::time::Instant;
+use understudy_policy::plan::Unavailable;
+use understudy_settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
+use understudy_types::Target;
 
 use crate::actor::provider::Lease;
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
+use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
 use crate::{actor::supervisor::ProviderNotice, actor::supervisor::SupervisorMsg};
-use crate::{info::KeyStatus, info::ProviderInfo, info::TargetBreaker};
-use understudy_policy::{plan::Target, plan::Unavailable};
-use understudy_settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {

@@ -15,14 +15,14 @@ use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
 use tokio::time::Instant;
+use understudy_policy::plan::Unavailable;
+use understudy_settings::Settings;
 
 use crate::adapter::AdapterFactory;
 use crate::{
     actor::provider::Lease, actor::provider::ProviderActor, actor::provider::ProviderArgs,
     actor::provider::ProviderMsg,
 };
-use understudy_policy::plan::Unavailable;
-use understudy_settings::Settings;
 
 /// Restarts allowed per provider within [`RESTART_WINDOW`].
 pub(crate) const RESTART_BUDGET: usize = 5;

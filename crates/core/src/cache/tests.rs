@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use understudy_types::chat::{
+    Message, NativeRequest, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
+};
+use understudy_types::protocol::Protocol;
 
 use super::*;
-use understudy_types::protocol::Protocol;
-use understudy_types::{
-    chat::Message, chat::NativeRequest, chat::Part, chat::ResponseFormat, chat::Role, chat::Tool,
-    chat::ToolCall, chat::ToolChoice,
-};
 
 /// Everything a key is made of, owned, so that two can be compared.
 #[derive(Debug, Clone, PartialEq)]

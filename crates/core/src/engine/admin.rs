@@ -6,12 +6,12 @@
 
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
+use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
+use understudy_types::error::Error;
 
 use super::{Engine, QUERY_TIMEOUT};
 use crate::actor::router::RouterMsg;
-use crate::{tenants::Kept, tenants::StateFile};
-use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
-use understudy_types::error::Error;
+use crate::tenants::{Kept, StateFile};
 
 /// The state file and what it holds, without Redis (with Redis, Redis
 /// holds the admin API's changes and the file is not read).

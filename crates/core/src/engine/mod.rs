@@ -4,17 +4,19 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
-use std::time::Instant;
 use tokio::task::JoinSet;
+use understudy_types::error::Error;
 
 use crate::actor::provider::ProviderMsg;
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
+use crate::generation::{GenerateRequest, GenerateResult};
+pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::{
     actor::router::Published, actor::router::RouterActor, actor::router::RouterArgs,
     actor::router::RouterMsg, actor::router::current,
@@ -23,21 +25,19 @@ use crate::{
     actor::supervisor::SupervisorActor, actor::supervisor::SupervisorArgs,
     actor::supervisor::SupervisorMsg,
 };
-use crate::{generation::GenerateRequest, generation::GenerateResult};
-pub use crate::{info::KeyStatus, info::ProviderInfo, info::TargetBreaker};
-use understudy_types::error::Error;
 
 mod admin;
 
+use understudy_policy::decide::Mode;
+use understudy_settings::{Platform, Settings};
+
+use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
 use crate::tenants::Tenants;
 use crate::tenants::fleet::FleetSync;
-use crate::{shared::BreakerPoller, shared::SharedState, shared::configured_targets};
 use admin::{apply_kept_routing, open_state};
-use understudy_policy::decide::Mode;
-use understudy_settings::{Platform, Settings};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -2,25 +2,24 @@
 //! the decision machine's steps (DESIGN §2), then publish the event.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
+use understudy_policy::decide::{Call, Decider, Input, Next};
+use understudy_policy::output;
+use understudy_policy::plan::Unavailable;
+use understudy_policy::softening::soften;
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_types::chat::{ChatRequest, Completion};
 
 use crate::actor::provider::by_deadline;
 use crate::adapter::CallOptions;
 use crate::cache::KeyContext;
 use crate::event::GenerationEvent;
+use crate::generation::{GenerateResult, Generation};
 use crate::keys::Ticket;
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
-use crate::{generation::GenerateResult, generation::Generation};
-use crate::{run::Run, run::cost_usd, run::millis};
-use understudy_policy::output;
-use understudy_policy::plan::Unavailable;
-use understudy_policy::softening::soften;
-use understudy_policy::{decide::Call, decide::Decider, decide::Input, decide::Next};
-use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
-use understudy_types::{chat::ChatRequest, chat::Completion};
+use crate::run::{Run, cost_usd, millis};
 
 impl Run {
     /// The answer, from the cache or the plan, with its event published.

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
+use understudy_types::failure::{Failure, FailureKind};
 
 use crate::actor::provider::Lease;
 use crate::{actor::supervisor::EnsureError, actor::supervisor::SupervisorMsg};
-use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// The lease in `slot`, or the provider's (its actor started if needed),
 /// kept in `slot` for the run's next attempt on it.

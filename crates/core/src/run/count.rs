@@ -6,12 +6,13 @@
 //! that answers does. A count never forces a call past an open breaker:
 //! with none admitted, the caller estimates.
 
-use crate::actor::provider::by_deadline;
-use crate::run::Run;
-use crate::run::call::lease;
 use understudy_policy::decide::Call;
 use understudy_types::attempt::AttemptKind;
 use understudy_types::error::Error;
+
+use crate::actor::provider::by_deadline;
+use crate::run::Run;
+use crate::run::call::lease;
 
 /// The count and the provider that made it; `None` when no target could.
 pub(crate) type CountResult = Result<Option<(u64, String)>, Error>;

@@ -4,19 +4,19 @@
 //! pool takes none of this: no lookup beyond the board's, no allocation.
 
 use std::sync::Arc;
-
 use std::time::Instant;
 
-use crate::run::Run;
-use crate::shared::unix_ms;
-use crate::{keys::KeyPool, keys::Ticket};
-use understudy_policy::{decide::Call, decide::Input};
-use understudy_policy::{key_choice::Ask, key_choice::Scope, key_choice::scope};
+use understudy_policy::decide::{Call, Input};
+use understudy_policy::key_choice::{Ask, Scope, scope};
 use understudy_settings::Sticky;
 use understudy_types::attempt::AttemptKind;
+use understudy_types::chat::{ChatRequest, Part};
+use understudy_types::failure::{Failure, FailureKind};
 use understudy_types::ratelimit::RateLimits;
-use understudy_types::{chat::ChatRequest, chat::Part};
-use understudy_types::{failure::Failure, failure::FailureKind};
+
+use crate::keys::{KeyPool, Ticket};
+use crate::run::Run;
+use crate::shared::unix_ms;
 
 /// Where a call goes.
 pub(crate) enum KeyChoice {

@@ -33,31 +33,30 @@ pub(crate) use prepare::{prepare, route_prices};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::ActorRef;
-use std::time::Instant;
-
-use crate::actor::provider::Lease;
-use crate::actor::supervisor::SupervisorMsg;
-use crate::cache::ResponseCache;
-use crate::event::EventContext;
-use crate::sink::fanout::EventBus;
-use crate::spend::SpendMeter;
-use crate::{adapter::CallOptions, adapter::TraceHeaders};
-use crate::{breakers::BreakerBoard, breakers::Change};
-use crate::{shared::SharedState, shared::unix_ms};
-use crate::{trace::notes::Skip, trace::notes::TraceNotes};
 use understudy_policy::breaker::Admission;
+use understudy_policy::decide::{Call, Rules, Verdict};
+use understudy_policy::plan::{Plan, Unavailable};
 use understudy_policy::timeouts::timeouts_for;
-use understudy_policy::{decide::Call, decide::Rules, decide::Verdict};
-use understudy_policy::{plan::Plan, plan::Unavailable};
 use understudy_settings::{Settings, TimeoutOverrides, Timeouts};
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_types::chat::{ChatRequest, Usage};
 use understudy_types::error::Error;
 use understudy_types::failure::Failure;
 use understudy_types::failure::FailureCode;
-use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
-use understudy_types::{chat::ChatRequest, chat::Usage};
+
+use crate::actor::provider::Lease;
+use crate::actor::supervisor::SupervisorMsg;
+use crate::adapter::{CallOptions, TraceHeaders};
+use crate::breakers::{BreakerBoard, Change};
+use crate::cache::ResponseCache;
+use crate::event::EventContext;
+use crate::shared::{SharedState, unix_ms};
+use crate::sink::fanout::EventBus;
+use crate::spend::SpendMeter;
+use crate::{trace::notes::Skip, trace::notes::TraceNotes};
 
 /// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {

@@ -4,16 +4,16 @@
 //! target is open — capabilities checked, and the run's context gathered.
 
 use std::sync::Arc;
-
 use std::time::Instant;
+
+use understudy_policy::decide::{Mode, Rules};
+use understudy_policy::timeouts::request_timeout;
+use understudy_policy::{plan, plan::Unavailable};
 
 use crate::actor::router::View;
 use crate::generation::GenerateRequest;
 use crate::run::Run;
 use crate::{trace::notes::Content, trace::notes::Skip, trace::notes::TraceNotes};
-use understudy_policy::timeouts::request_timeout;
-use understudy_policy::{decide::Mode, decide::Rules};
-use understudy_policy::{plan, plan::Unavailable};
 
 /// A pin's fallbacks (the default route's other targets) kept to those a
 /// client record's `models` allow; the pin itself was allowed at admission.
@@ -222,11 +222,12 @@ pub(crate) fn prepare(
 mod tests {
     use std::sync::Arc;
 
-    use super::*;
-    use crate::tenants::Price;
     use understudy_settings::{RawClient, Settings};
     use understudy_types::ChatRequest;
     use understudy_types::RouteSelector;
+
+    use super::*;
+    use crate::tenants::Price;
 
     const TOML: &str = r#"
 [routing]

@@ -9,10 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-
 use understudy_policy::output::Expected;
 use understudy_types::chat::Completion;
-use understudy_types::{failure::Failure, failure::FailureKind};
+use understudy_types::failure::{Failure, FailureKind};
 
 /// How long checking one answer against a schema may take, waiting for a
 /// turn included.

@@ -8,10 +8,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-
+use understudy_types::attempt::{Attempt, Outcome};
 use understudy_types::chat::Usage;
 use understudy_types::protocol::Protocol;
-use understudy_types::{attempt::Attempt, attempt::Outcome};
 
 /// Seconds: 0.01 doubling to 81.92 (the conventions' advice).
 const DURATION_BUCKETS: [f64; 14] = [

@@ -13,12 +13,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
+use understudy_settings::Settings;
 
 use crate::event::GenerationEvent;
 use crate::sink::metrics::Metrics;
 use crate::trace::SpanSender;
 use crate::{trace::otlp::Value, trace::otlp::export_request};
-use understudy_settings::Settings;
 
 /// Runs the exporter until the bus is dropped or `stop` turns true, then
 /// sends what it holds (each export still bounded by its timeout). One

@@ -17,10 +17,10 @@ use prometheus_client::metrics::counter::Counter;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use understudy_settings::EventSettings;
 
 use crate::event::GenerationEvent;
 use crate::sink::metrics::Metrics;
-use understudy_settings::EventSettings;
 
 /// The longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(2);

@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use understudy_settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
 
 use super::Tenants;
 use super::fleet::{Mode, Publish};
 use crate::shared::SharedState;
-use understudy_settings::{ClientRecord, ClientView, RawClient, hex, new_client_key};
 
 /// Why an admin change of a record was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 use serde_json::json;
+use understudy_settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 
 use super::{Counts, Reserve, Tenants};
 use crate::actor::router::RouterMsg;
 use crate::shared::SharedState;
-use understudy_settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 
 /// How often an instance reads the fleet's records and routing.
 pub const SYNC_EVERY: Duration = Duration::from_secs(1);

@@ -41,11 +41,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use crate::sink::metrics::Metrics;
-use crate::{shared::SharedState, shared::unix_ms};
 use understudy_settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
 use understudy_types::RouteSelector;
-use understudy_types::{chat::ChatRequest, chat::Usage};
+use understudy_types::chat::{ChatRequest, Usage};
+
+use crate::shared::{SharedState, unix_ms};
+use crate::sink::metrics::Metrics;
 
 /// The answer tokens a request without `max_tokens` is assumed to use at
 /// admission (its settlement counts what it did use).

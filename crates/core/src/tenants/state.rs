@@ -17,7 +17,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-
 use understudy_settings::{ClientRecord, RoutingTable};
 
 /// The format this version writes and reads.
@@ -221,8 +220,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use understudy_settings::RawClient;
+
+    use super::*;
 
     fn record(name: &str) -> ClientRecord {
         RawClient {

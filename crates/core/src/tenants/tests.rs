@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use super::*;
 use understudy_settings::{RawClient, Secret};
 use understudy_types::chat::ChatRequest;
+
+use super::*;
 
 fn tenants(records: Vec<RawClient>) -> (Arc<Tenants>, Vec<Arc<ClientRecord>>) {
     let clients: Vec<ClientRecord> = records

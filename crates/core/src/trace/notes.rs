@@ -7,10 +7,7 @@
 //! `gen_ai.output.messages`).
 
 use serde_json::{Value, json};
-
-use understudy_types::{
-    chat::ChatRequest, chat::FinishReason, chat::Message, chat::Part, chat::Role, chat::ToolCall,
-};
+use understudy_types::chat::{ChatRequest, FinishReason, Message, Part, Role, ToolCall};
 
 /// A sampled request's notes for its spans.
 #[derive(Debug, Clone, Default, PartialEq)]

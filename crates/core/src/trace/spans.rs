@@ -3,13 +3,14 @@
 //! OpenTelemetry GenAI semantic conventions (still in development; the
 //! names of `gen-ai/client-inference.md`, 2026).
 
+use understudy_settings::{Platform, Settings};
+use understudy_types::attempt::{AttemptKind, Outcome};
+use understudy_types::protocol::Protocol;
+
 use crate::event::GenerationEvent;
 use crate::trace::notes::TraceNotes;
-use crate::{trace::TraceContext, trace::new_span_id};
+use crate::trace::{TraceContext, new_span_id};
 use crate::{trace::otlp::Event, trace::otlp::Kind, trace::otlp::Span, trace::otlp::Value};
-use understudy_settings::{Platform, Settings};
-use understudy_types::protocol::Protocol;
-use understudy_types::{attempt::AttemptKind, attempt::Outcome};
 
 const MS: u64 = 1_000_000;
 

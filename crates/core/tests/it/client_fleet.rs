@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use understudy_core::shared::SharedState;
 use understudy_core::sink::metrics::Metrics;
-use understudy_core::{tenants::Tenants, tenants::Used};
+use understudy_core::tenants::{Tenants, Used};
 use understudy_settings::RawClient;
 use understudy_settings::Settings;
 use understudy_testkit::{RedisServer, SimProvider, TestGateway, eventually, eventually_within};

@@ -2,9 +2,10 @@
 //! (what happened, what the machine must answer). Time is a number of
 //! seconds after a fixed start; nothing sleeps.
 
+use understudy_types::target::Target;
+
 use super::*;
 use AttemptKind::{Fallback, Primary, RateLimitRetry, Softened};
-use understudy_types::target::Target;
 
 const OUTAGES: [FailureKind; 5] = [
     FailureKind::Unavailable,

@@ -309,7 +309,7 @@ async fn a_refused_exchange_fails_requests_at_once_and_keeps_the_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_token_endpoint_costs_a_request_the_bound_at_most() {
-    use understudy_core::{credentials::CREDENTIAL_RETRY, credentials::CREDENTIAL_WAIT};
+    use understudy_core::credentials::{CREDENTIAL_RETRY, CREDENTIAL_WAIT};
     let token = served(hanging());
     // The first request asks for a token and waits the bound, no more.
     let started = Instant::now();

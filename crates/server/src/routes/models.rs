@@ -10,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-
 use understudy_settings::Settings;
 use understudy_settings::parse_target;
 

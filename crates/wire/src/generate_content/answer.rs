@@ -292,9 +292,10 @@ impl Encoder for ChunkEncoder {
 
 #[cfg(test)]
 mod tests {
+    use understudy_types::{StreamDone, StreamError};
+
     use super::*;
     use serde_json::json;
-    use understudy_types::{StreamDone, StreamError};
 
     fn frames(encoder: &mut ChunkEncoder, items: Vec<StreamItem>) -> Vec<Value> {
         let mut out = Vec::new();

@@ -10,10 +10,10 @@
 //! ignored (SDKs and Claude Code send many).
 
 use serde_json::Value;
+use understudy_types::passthrough::{Gated, GatedSet};
 use understudy_types::{
     ChatRequest, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
-use understudy_types::{passthrough::Gated, passthrough::GatedSet};
 
 use super::client::{Block, ImageSource, MessageIn, MessagesRequest, ResultBlock, TextOrBlocks};
 use crate::Invalid;

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use understudy_types::{passthrough::Gated, passthrough::GatedSet};
+use understudy_types::passthrough::{Gated, GatedSet};
 
 /// `body` without `previous_response_id`, its `input` the whole
 /// conversation (the provider knows nothing of the gateway's store).

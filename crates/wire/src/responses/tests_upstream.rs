@@ -5,11 +5,11 @@
 
 use http::HeaderMap;
 use serde_json::{Value, json};
+use understudy_types::passthrough::{Gated, GatedSet};
 use understudy_types::{
     ChatRequest, Completion, Failure, FailureKind, FinishReason, Message, NativeEvent, Part,
     ResponseFormat, Role, StreamEvent, ToolCall,
 };
-use understudy_types::{passthrough::Gated, passthrough::GatedSet};
 
 use super::native::{prepare_native, tagged_id, target_tag, untagged_id};
 use super::request::translate;

@@ -4,9 +4,16 @@
 //! it may be needed.
 
 use std::sync::Arc;
-
 use std::time::Instant;
+
 use tokio::sync::mpsc;
+use understudy_policy::decide::Call;
+use understudy_policy::stream::{HELD_BYTES, Watch, prefill};
+use understudy_settings::StreamCommit;
+use understudy_types::StreamItem;
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_types::chat::{Message, StreamEvent};
+use understudy_types::failure::{Failure, FailureKind};
 
 use super::{Finish, client_left, item_of, judged, send};
 use crate::adapter::BoxEventStream;
@@ -14,13 +21,6 @@ use crate::keys::Ticket;
 use crate::run::Run;
 use crate::run::keys::KeyChoice;
 use crate::stream::Feed;
-use understudy_policy::decide::Call;
-use understudy_policy::{stream::HELD_BYTES, stream::Watch, stream::prefill};
-use understudy_settings::StreamCommit;
-use understudy_types::StreamItem;
-use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
-use understudy_types::{chat::Message, chat::StreamEvent};
-use understudy_types::{failure::Failure, failure::FailureKind};
 
 impl Run {
     /// Continues a cut answer on the next target that accepts an assistant

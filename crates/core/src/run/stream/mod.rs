@@ -19,31 +19,28 @@
 mod continuation;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
+use understudy_policy::decide::{Call, Decider, Input, Next, after_commit};
+use understudy_policy::plan::Unavailable;
+use understudy_policy::stream::{HELD_BYTES, Step, Watch, may_continue};
+use understudy_settings::StreamCommit;
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_types::chat::{ChatRequest, FinishReason, StreamEvent, Usage};
+use understudy_types::error::Error;
+use understudy_types::failure::{Failure, FailureKind};
+use understudy_types::{StreamDone, StreamError, StreamItem};
 
 use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
+use crate::event::{EventContext, GenerationEvent};
 use crate::keys::Ticket;
 use crate::run::call::lease;
 use crate::run::keys::KeyChoice;
-use crate::{event::EventContext, event::GenerationEvent};
-use crate::{run::Run, run::cost_usd, run::millis};
-use crate::{stream::Feed, stream::GenerationStream, stream::STREAM_BUFFER, stream::Served};
+use crate::run::{Run, cost_usd, millis};
+use crate::stream::{Feed, GenerationStream, STREAM_BUFFER, Served};
 use continuation::Sent;
-use understudy_policy::plan::Unavailable;
-use understudy_policy::{
-    decide::Call, decide::Decider, decide::Input, decide::Next, decide::after_commit,
-};
-use understudy_policy::{stream::HELD_BYTES, stream::Step, stream::Watch, stream::may_continue};
-use understudy_settings::StreamCommit;
-use understudy_types::error::Error;
-use understudy_types::{StreamDone, StreamError, StreamItem};
-use understudy_types::{attempt::Attempt, attempt::AttemptKind, attempt::Outcome};
-use understudy_types::{chat::ChatRequest, chat::FinishReason, chat::StreamEvent, chat::Usage};
-use understudy_types::{failure::Failure, failure::FailureKind};
 
 /// How a target's answer ends: its finish reason, usage and the model it
 /// named.
