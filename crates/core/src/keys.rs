@@ -1,6 +1,6 @@
 //! [`KeyPool`]: a pooled provider's keys at run time — each key's state
 //! (in flight, out until when and why, the budget its answers reported)
-//! behind one small mutex, stepped by `policy::keys`' pure rules.
+//! behind one small mutex, stepped by `understudy_policy::key_choice`' pure rules.
 //!
 //! Pools live beside the breakers on the [`crate::breakers::BreakerBoard`]
 //! (built once from the settings, so a provider actor's restart keeps

@@ -1,6 +1,6 @@
 //! Understudy's wire protocols, one folder per protocol, with no I/O: the
 //! serde types of each protocol in both directions, the translation
-//! between them and the neutral types of `understudy-core`, their stream
+//! between them and the neutral types of `understudy-types`, their stream
 //! events parsed (and rendered), their stop-reason and error tables, and
 //! the editing of a body a client wrote natively in one.
 //!

@@ -1,5 +1,5 @@
 //! A run's keys: which key of a pooled target a call goes to
-//! (`policy::keys::choose`, through the board's [`KeyPool`]), and what its
+//! (`understudy_policy::key_choice::choose`, through the board's [`KeyPool`]), and what its
 //! outcome tells the pool and the decision machine. A target without a
 //! pool takes none of this: no lookup beyond the board's, no allocation.
 
