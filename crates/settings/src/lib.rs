@@ -12,7 +12,8 @@
 //! settings has a file holding what changes when it does (its public type,
 //! its table's shape in the file, and how the two meet the environment):
 //! - `provider.rs`: the built-ins, `[providers.NAME]`, the providers'
-//!   environment variables; `capabilities.rs` (what a model can do and
+//!   environment variables; `provider_table.rs` (every provider read:
+//!   the file's tables over the built-ins), `capabilities.rs` (what a model can do and
 //!   costs), `ca_file.rs` (a provider's extra CA certificates) and
 //!   `platform.rs` (Bedrock, Vertex, Azure: their settings and
 //!   credentials) beside it.
