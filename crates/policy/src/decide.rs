@@ -7,8 +7,8 @@
 //!
 //! No I/O, no clock reads, no randomness: "now" and the rate-limit jitter
 //! are inputs, so the whole table is tested as data (below) without HTTP
-//! and without sleeping. The run (`run/answer.rs`) and the stream
-//! (`run/stream.rs`) are thin executors: they make the calls this machine
+//! and without sleeping. The run (core's `run/answer.rs`) and the stream
+//! (`run/stream/`) are thin executors: they make the calls this machine
 //! asks for and report back.
 //!
 //! The two modes differ only where DESIGN §3 says: a stream gets no

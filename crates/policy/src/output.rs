@@ -16,7 +16,7 @@
 //! `is_valid` (no error is collected) and explained only for a small
 //! schema, by its first error, never by enumerating all of them. The run
 //! also validates off the serving threads under a time budget
-//! (`run/validate.rs`).
+//! (core's `run/validate.rs`).
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
 //! What a target's streamed events mean (DESIGN §3): the two rules of a
-//! stream, as one pure state machine ([`Watch`]) that `run/stream.rs`
+//! stream, as one pure state machine ([`Watch`]) that core's `run/stream/`
 //! executes.
 //!
 //! - **Progress** satisfies the first-token deadline: text, a tool-call
