@@ -25,7 +25,7 @@ use understudy_types::failure::FailureCode;
 use understudy_types::target::Target;
 
 use crate::keys::KeyPool;
-use crate::{sink::metrics::Metrics, sink::metrics::StateLabels};
+use crate::sink::metrics::{Metrics, StateLabels};
 
 /// Every target's breaker.
 #[derive(Debug)]

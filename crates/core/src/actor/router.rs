@@ -16,6 +16,7 @@ use understudy_settings::{Routing, RoutingTable, RoutingUpdate, Settings, routin
 use understudy_types::Target;
 
 use crate::actor::provider::Lease;
+use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
@@ -23,7 +24,6 @@ use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
-use crate::{actor::supervisor::ProviderNotice, actor::supervisor::SupervisorMsg};
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {

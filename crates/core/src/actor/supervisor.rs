@@ -18,11 +18,8 @@ use tokio::time::Instant;
 use understudy_policy::plan::Unavailable;
 use understudy_settings::Settings;
 
+use crate::actor::provider::{Lease, ProviderActor, ProviderArgs, ProviderMsg};
 use crate::adapter::AdapterFactory;
-use crate::{
-    actor::provider::Lease, actor::provider::ProviderActor, actor::provider::ProviderArgs,
-    actor::provider::ProviderMsg,
-};
 
 /// Restarts allowed per provider within [`RESTART_WINDOW`].
 pub(crate) const RESTART_BUDGET: usize = 5;

@@ -12,19 +12,13 @@ use tokio::task::JoinSet;
 use understudy_types::error::Error;
 
 use crate::actor::provider::ProviderMsg;
+use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, current};
+use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
 use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
 use crate::generation::{GenerateRequest, GenerateResult};
 pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
-use crate::{
-    actor::router::Published, actor::router::RouterActor, actor::router::RouterArgs,
-    actor::router::RouterMsg, actor::router::current,
-};
-use crate::{
-    actor::supervisor::SupervisorActor, actor::supervisor::SupervisorArgs,
-    actor::supervisor::SupervisorMsg,
-};
 
 mod admin;
 

@@ -9,7 +9,7 @@ use ractor::rpc::CallResult;
 use understudy_types::failure::{Failure, FailureKind};
 
 use crate::actor::provider::Lease;
-use crate::{actor::supervisor::EnsureError, actor::supervisor::SupervisorMsg};
+use crate::actor::supervisor::{EnsureError, SupervisorMsg};
 
 /// The lease in `slot`, or the provider's (its actor started if needed),
 /// kept in `slot` for the run's next attempt on it.

@@ -56,7 +56,7 @@ use crate::event::EventContext;
 use crate::shared::{SharedState, unix_ms};
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
-use crate::{trace::notes::Skip, trace::notes::TraceNotes};
+use crate::trace::notes::{Skip, TraceNotes};
 
 /// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use understudy_policy::decide::{Mode, Rules};
+use understudy_policy::plan::{self, Unavailable};
 use understudy_policy::timeouts::request_timeout;
-use understudy_policy::{plan, plan::Unavailable};
 
 use crate::actor::router::View;
 use crate::generation::GenerateRequest;
 use crate::run::Run;
-use crate::{trace::notes::Content, trace::notes::Skip, trace::notes::TraceNotes};
+use crate::trace::notes::{Content, Skip, TraceNotes};
 
 /// A pin's fallbacks (the default route's other targets) kept to those a
 /// client record's `models` allow; the pin itself was allowed at admission.

@@ -18,7 +18,7 @@ use understudy_settings::Settings;
 use crate::event::GenerationEvent;
 use crate::sink::metrics::Metrics;
 use crate::trace::SpanSender;
-use crate::{trace::otlp::Value, trace::otlp::export_request};
+use crate::trace::otlp::{Value, export_request};
 
 /// Runs the exporter until the bus is dropped or `stop` turns true, then
 /// sends what it holds (each export still bounded by its timeout). One

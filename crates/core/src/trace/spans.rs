@@ -9,8 +9,8 @@ use understudy_types::protocol::Protocol;
 
 use crate::event::GenerationEvent;
 use crate::trace::notes::TraceNotes;
+use crate::trace::otlp::{Event, Kind, Span, Value};
 use crate::trace::{TraceContext, new_span_id};
-use crate::{trace::otlp::Event, trace::otlp::Kind, trace::otlp::Span, trace::otlp::Value};
 
 const MS: u64 = 1_000_000;
 
