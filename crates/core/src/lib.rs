@@ -7,7 +7,7 @@
 //! [`chat`], [`error`] (a request's [`Error`]), [`generation`]
 //! ([`GenerateRequest`], [`Generation`]), [`info`] (what `providers`
 //! shows), [`stream`] (the [`GenerationStream`] a caller reads),
-//! [`settings`] (defaults, TOML file and environment, DESIGN §4),
+//! [`settings`] (defaults, TOML file and environment),
 //! [`limits`] (built-in output-token limits of well-known models),
 //! [`passthrough`] (what the native pass-through refuses unless allowed),
 //! [`clock`] (RFC 3339 times read and written, UTC calendar days).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::chat::{ChatRequest, NativeRequest, Softened};
 
-/// Appended to the system prompt of a softened retry (DESIGN §2, verbatim).
+/// Appended to the system prompt of a softened retry, word for word.
 pub const SOFTENING_SUFFIX: &str = "\n\nIMPORTANT: Keep it light, playful, and safe for all audiences. Avoid anything offensive, mean-spirited, or inappropriate.";
 
 /// The lowest temperature a softened retry uses.

@@ -1,5 +1,5 @@
 //! Settings: built-in defaults, then the TOML file, then the environment
-//! (DESIGN §4). The result is validated as a whole, and every error names the
+//! (the later wins). The result is validated as a whole, and every error names the
 //! setting at fault and where it came from.
 //!
 //! The environment is read through a lookup function rather than
