@@ -3,6 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+// The fences: the map short, no citation outside the repository, short
+// functions, imports that run one way.
+mod citations;
+mod functions;
+mod graph;
+mod layers;
+mod lex;
+mod modules;
+
 mod docs;
 mod history;
 mod purity;
@@ -35,6 +44,11 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     problems.extend(docs::problems(root));
     problems.extend(history::long_subjects(root));
     problems.extend(history::test_binaries(root));
+    problems.extend(citations::map_length(root));
+    problems.extend(citations::problems(root, &files));
+    problems.extend(functions::problems(root, &files));
+    problems.extend(graph::problems(root));
+    problems.extend(layers::problems(root));
     if problems.is_empty() {
         Ok(())
     } else {
