@@ -112,11 +112,12 @@ fn block_comment_end(b: &[u8], i: usize) -> usize {
 fn char_literal_end(text: &str, i: usize) -> Option<usize> {
     let b = text.as_bytes();
     if b.get(i + 1) == Some(&b'\\') {
+        // The escaped character itself may be a quote ('\'').
         return b
-            .get(i + 2..)?
+            .get(i + 3..)?
             .iter()
             .position(|&c| c == b'\'')
-            .map(|p| i + 2 + p + 1);
+            .map(|p| i + 3 + p + 1);
     }
     let len = text.get(i + 1..)?.chars().next().map_or(1, char::len_utf8);
     (b.get(i + 1 + len) == Some(&b'\'')).then_some(i + 2 + len)
@@ -255,6 +256,13 @@ mod tests {
     #[test]
     fn comments_and_literals_are_blanked_in_place() {
         let text = "let s = r#\"{ // \"#; // a { comment\nlet c = '{'; fn f<'a>() {}\n/* { */";
+        let quotes = "let q = '\\''; let s = \"\\\"{\"; let n = '\\n'; fn g() {}";
+        assert_eq!(
+            blank(quotes).matches(['{', '}']).count(),
+            2,
+            "{}",
+            blank(quotes)
+        );
         let code = blank(text);
         assert_eq!(code.len(), text.len());
         assert_eq!(code.matches('{').count(), 1, "{code}");
