@@ -15,7 +15,12 @@
 //! - `tidy`: repository conventions (every Rust file opens with `//!`, no
 //!   `should_panic`, no ignored tests, the docs name every setting and
 //!   metric, commit subjects of at most 72 characters, at most two
-//!   integration-test binaries per crate); also a `#[test]`.
+//!   integration-test binaries per crate) and the fences: the map
+//!   `docs/architecture.md` at most 300 lines, no doc or comment citing an
+//!   issue or a note outside the repository, no function over 100 lines
+//!   outside tests, no import circle between a crate's files, at most 3
+//!   imports running up between core's modules, no crate depending on a
+//!   crate above it; also a `#[test]`, so `test` and `ci` run it.
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.

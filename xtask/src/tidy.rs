@@ -3,9 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
+// The fences: the map short, no citation outside the repository, short
+// functions, imports that run one way.
+mod citations;
+mod functions;
+mod graph;
+mod layers;
+mod lex;
+mod modules;
+
 mod docs;
 mod history;
-mod layers;
+mod pure_crates;
 
 /// Returns every convention broken under `root`.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
@@ -31,10 +40,15 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             }
         }
     }
-    problems.extend(layers::problems(root));
+    problems.extend(pure_crates::problems(root));
     problems.extend(docs::problems(root));
     problems.extend(history::long_subjects(root));
     problems.extend(history::test_binaries(root));
+    problems.extend(citations::map_length(root));
+    problems.extend(citations::problems(root, &files));
+    problems.extend(functions::problems(root, &files));
+    problems.extend(graph::problems(root));
+    problems.extend(layers::problems(root));
     if problems.is_empty() {
         Ok(())
     } else {

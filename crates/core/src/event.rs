@@ -1,5 +1,5 @@
 //! [`GenerationEvent`]: the record of one generation — success or failure,
-//! streamed or not, cached or not — that every sink receives (DESIGN §5).
+//! streamed or not, cached or not — that every sink receives.
 
 use serde::{Deserialize, Serialize};
 

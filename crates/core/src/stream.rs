@@ -1,4 +1,4 @@
-//! Streamed generation (DESIGN §3) as a caller sees it: a
+//! Streamed generation as a caller sees it: a
 //! [`GenerationStream`] committed to one target, yielding [`StreamItem`]s —
 //! text, then exactly one [`StreamDone`] or [`StreamError`].
 //!

@@ -1,4 +1,4 @@
-//! The decision machine: DESIGN §2's table (and §3's streamed variant) as
+//! The decision machine: the failover table (and its streamed variant) as
 //! one pure state machine. Given the plan, the request's mode, the policy
 //! settings and how the last attempt went, it answers "what next": call
 //! target *i* (as the primary, the softened retry, the rate-limit retry or a
@@ -11,7 +11,7 @@
 //! (`run/stream/`) are thin executors: they make the calls this machine
 //! asks for and report back.
 //!
-//! The two modes differ only where DESIGN §3 says: a stream gets no
+//! The two modes differ only here: a stream gets no
 //! softened retry, and "served" means the first text or tool-call delta
 //! arrived (the commit); after it nothing is decided here any more, except
 //! how a failure is coded ([`after_commit`]).

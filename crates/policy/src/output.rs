@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(plain.text, fenced);
     }
 
-    /// The 1.4 KB schema: twelve levels of `anyOf` over four
+    /// A 1.4 KB schema: twelve levels of `anyOf` over four
     /// `$ref`s to the level below (16.7 million paths).
     fn nested_any_of() -> serde_json::Value {
         let mut defs = serde_json::Map::new();

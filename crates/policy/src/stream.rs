@@ -1,4 +1,4 @@
-//! What a target's streamed events mean (DESIGN §3): the two rules of a
+//! What a target's streamed events mean: the two rules of a
 //! stream, as one pure state machine ([`Watch`]) that core's `run/stream/`
 //! executes.
 //!

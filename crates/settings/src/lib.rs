@@ -1,7 +1,7 @@
 //! Understudy's settings: built-in defaults, then the TOML file, then the
-//! environment (DESIGN §4). The result is validated as a whole, and every
-//! error names the setting at fault and where it came from. Plain std: it
-//! reads files and the environment, and starts nothing.
+//! environment (the later wins). The result is validated as a whole, and
+//! every error names the setting at fault and where it came from. Plain
+//! std: it reads files and the environment, and starts nothing.
 //!
 //! The environment is read through a lookup function rather than
 //! `std::env` directly, so tests can load settings in parallel without

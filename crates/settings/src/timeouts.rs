@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::source::FieldError;
 
-/// Timeouts (DESIGN §2 defaults).
+/// Timeouts; [`Default`] gives the built-in ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     pub connect: Duration,

@@ -3,7 +3,7 @@
 //! upstream connection closes — by checking it again and again until a
 //! deadline, then fails the test saying what it waited for and what it last
 //! saw. A bare `sleep` before an assertion is both slow (it always waits the
-//! worst case) and flaky (a loaded machine needs longer): STYLE §15, after
+//! worst case) and flaky (a loaded machine needs longer). After
 //! ractor's `periodic_check`.
 //!
 //! ```no_run

@@ -715,7 +715,7 @@ impl ChatRequest {
     }
 
     /// Rejects input that no provider could serve, before any provider is
-    /// called (DESIGN §2: invalid-for-everyone input never costs an attempt).
+    /// called (input invalid for every provider never costs an attempt).
     pub fn validate(&self) -> Result<(), Error> {
         if self.native.is_some() && self.native_only.is_some() {
             // Only targets of the client's own protocol can serve it, and

@@ -72,7 +72,7 @@ impl Error {
         }
     }
 
-    /// The request-level failure code (DESIGN §2).
+    /// The request-level failure code.
     pub fn code(&self) -> FailureCode {
         match self {
             Self::InvalidRequest { .. }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The stable, snake_case failure codes of DESIGN §2. They appear in
+/// The stable, snake_case failure codes. They appear in
 /// attempts, events, metric labels and error bodies, so renaming one is a
 /// breaking change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

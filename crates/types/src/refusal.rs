@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The refusal policy (DESIGN §2). `content_filtered` is recorded under
+/// The refusal policy. `content_filtered` is recorded under
 /// every policy; the policy only decides what is tried next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -8,7 +8,7 @@ use http::HeaderMap;
 use understudy_types::{Failure, FailureKind};
 
 /// The class of an HTTP error status when the body says nothing more
-/// specific (wire-formats §6).
+/// specific.
 pub fn status(status: u16) -> FailureKind {
     match status {
         401 | 403 => FailureKind::Auth,
@@ -123,7 +123,7 @@ pub fn go_duration(s: &str) -> Option<Duration> {
 }
 
 /// The wait some rate-limit messages name: OpenAI's "Please try again in
-/// 3.89s", Azure's "Please retry after 45 seconds" (clouds.md §3.4).
+/// 3.89s", Azure's "Please retry after 45 seconds".
 pub fn hint_in_message(message: &str) -> Option<Duration> {
     if let Some(at) = message.find("try again in ") {
         let tail = &message[at + "try again in ".len()..];

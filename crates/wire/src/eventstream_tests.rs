@@ -171,7 +171,7 @@ fn bedrock_s_exception_frame_reads_as_an_exception() {
         payload: br#"{"message":"Model Stream Error","originalStatusCode":500,"originalMessage":"The model stream failed."}"#.to_vec(),
     };
     let bytes = m.encode();
-    // The frame clouds.md decodes from a real Bedrock stream: 221 bytes,
+    // The frame as a real Bedrock stream sends it: 221 bytes,
     // 103 of headers, prelude CRC 0xc791907a, message CRC 0x57334313.
     assert_eq!(bytes.len(), 221);
     assert_eq!(&bytes[4..8], &103u32.to_be_bytes());

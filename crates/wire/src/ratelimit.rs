@@ -1,5 +1,5 @@
 //! The rate-limit budget a provider reports on its answers, read before
-//! a 429 comes (issue 32's "seeing the 429 coming"; production.md §2):
+//! a 429 comes, so that a target near its limit can be steered away from:
 //!
 //! - OpenAI and Groq: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`,
 //!   resets as Go durations (`6m0s`, `1.57s`, `399ms`).

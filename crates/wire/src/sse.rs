@@ -4,7 +4,7 @@
 //! `sse-stream`) follow the WHATWG rules and silently drop lines that are
 //! not fields. Gemini sheds load mid-stream by writing a raw, pretty-printed
 //! JSON error *without* a `data:` prefix and closing the connection
-//! (wire-formats §3.7); the only way to classify that failure is to see those
+//! right after it; the only way to classify that failure is to see those
 //! lines. This decoder implements the same rules (CR, LF or CRLF line ends,
 //! `:` comments, multi-line `data`, one optional space after the colon, a
 //! leading BOM) and hands every non-field line back as [`SseItem::Stray`].

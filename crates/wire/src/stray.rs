@@ -2,7 +2,7 @@
 //!
 //! Gemini (and some proxies) end a failing stream with a pretty-printed
 //! `{"error": …}` object written line by line without `data:` prefixes
-//! (wire-formats §3.7). The SSE decoder hands those lines over as strays;
+//! mid-stream. The SSE decoder hands those lines over as strays;
 //! this buffer reassembles them and, once they parse, lets the protocol
 //! classify the error.
 

@@ -1,7 +1,7 @@
 //! Every protocol's answer id and token details (cached input read and
 //! written, reasoning output), non-streamed and streamed, from bodies in
-//! the shapes the providers send (wire-formats §1.2, §1.3, §3.2, §3.3,
-//! §4.2, §4.3, §8; the SDKs' usage types): what arrives in the
+//! the shapes the providers send (as the SDKs' usage types read them):
+//! what arrives in the
 //! `Completion`, in the stream's `Finish` and from `StreamParser::response_id`.
 //! The totals keep their meaning: cached tokens are part of
 //! `input_tokens`, reasoning tokens part of `output_tokens`.
@@ -265,7 +265,7 @@ fn generate_content_answer_id_and_details() {
 
 #[test]
 fn generate_content_stream_id_and_details() {
-    // Each chunk repeats the id and the cumulative usage (wire-formats §3.3).
+    // Each chunk repeats the id and the cumulative usage.
     let chunk = |text: &str, finish: Option<&str>, candidates: u64, thoughts: u64| {
         let mut candidate =
             json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});

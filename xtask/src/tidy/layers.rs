@@ -1,59 +1,71 @@
-//! The layering fence: the pure crates at the bottom of the workspace name
-//! only what may sit below them in their `[dependencies]`, so Cargo itself
-//! keeps them free of I/O. `understudy-types` < `understudy-settings` <
-//! `understudy-policy`: each may depend on the ones to its left, none on a
-//! runtime, a network client or a source of randomness.
+//! The workspace's crates stand in layers, and a crate depends only on
+//! crates below it: Cargo then keeps every layer free of what sits above
+//! it (no checker of ours needs to). [`LAYERS`] is the order, bottom
+//! first; a crate may name any crate before it in its `[dependencies]`
+//! (and `[build-dependencies]`, `[target.….dependencies]`), none after it.
+//! Dev-dependencies are free: a crate's tests may use the testkit above
+//! it. A workspace crate missing from the list is a problem too, so that
+//! every new crate is given its place.
 
 use std::path::Path;
 
-/// The pure crates, bottom first: each may depend on those before it.
-const LAYERS: [&str; 3] = ["types", "settings", "policy"];
-
-/// Crates that do I/O, spawn tasks or draw random numbers.
-const IMPURE: [&str; 9] = [
-    "tokio",
-    "ractor",
-    "redis",
-    "reqwest",
-    "hyper",
-    "hyper-util",
-    "axum",
-    "fastrand",
-    "tower",
+/// The workspace's crates, bottom first. A name whose folder does not
+/// exist (yet) is passed over.
+const LAYERS: [&str; 11] = [
+    "understudy-types",
+    "understudy-settings",
+    "understudy-policy",
+    "understudy-wire",
+    "understudy-core",
+    "understudy-otlp",
+    "understudy-providers",
+    "understudy-server",
+    "understudy-testkit",
+    "understudy-cli",
+    "xtask",
 ];
 
-/// Every dependency of a pure crate that breaks the layering.
+/// Every dependency of a workspace crate on a crate at or above it, and
+/// every workspace crate that [`LAYERS`] does not place.
 pub(crate) fn problems(root: &Path) -> Vec<String> {
+    check(root, &LAYERS)
+}
+
+fn check(root: &Path, layers: &[&str]) -> Vec<String> {
+    let mut manifests: Vec<_> = std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|m| m.exists())
+        .collect();
+    manifests.sort();
+    manifests.push(root.join("xtask/Cargo.toml"));
     let mut problems = Vec::new();
-    for (floor, name) in LAYERS.iter().enumerate() {
-        let manifest = root.join("crates").join(name).join("Cargo.toml");
-        let shown = format!("crates/{name}/Cargo.toml");
+    for manifest in manifests {
         let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let shown = manifest.strip_prefix(root).unwrap_or(&manifest).display();
+        let Some(name) = package_name(&text) else {
+            problems.push(format!("{shown}: no `[package] name`"));
+            continue;
+        };
+        let Some(place) = layers.iter().position(|l| *l == name) else {
             problems.push(format!(
-                "{shown}: a pure crate's manifest that cannot be read"
+                "{shown}: the crate `{name}` has no place in the layers (xtask/src/tidy/layers.rs)"
             ));
             continue;
         };
-        let below = &LAYERS[..floor];
-        for dep in dependencies(&text) {
-            if IMPURE.contains(&dep.as_str()) {
+        for (line, dep) in dependencies(&text) {
+            let Some(above) = layers.iter().position(|l| *l == dep) else {
+                continue;
+            };
+            if above >= place {
                 problems.push(format!(
-                    "{shown}: `understudy-{name}` is pure, but depends on `{dep}`"
-                ));
-            } else if dep
-                .strip_prefix("understudy-")
-                .is_some_and(|other| !below.contains(&other))
-            {
-                let allowed: Vec<String> =
-                    below.iter().map(|b| format!("understudy-{b}")).collect();
-                problems.push(format!(
-                    "{shown}: `understudy-{name}` may depend only on the crates below it \
-                     ({}), not on `{dep}`",
-                    if allowed.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        allowed.join(", ")
-                    }
+                    "{shown}:{line}: `{name}` depends on `{dep}`, which stands above it \
+                     (the layers, bottom first: {})",
+                    layers.join(", ")
                 ));
             }
         }
@@ -61,92 +73,106 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
     problems
 }
 
-/// The names under `[dependencies]` (and `[target.….dependencies]`, and
-/// `[dependencies.NAME]` tables); dev- and build-dependencies are not
-/// shipped and so not fenced.
-fn dependencies(manifest: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut inside = false;
-    for line in manifest.lines() {
-        let line = line.trim();
+/// The `name` of the manifest's `[package]`.
+fn package_name(text: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
-            let header = line.trim_matches(|c| c == '[' || c == ']');
-            inside = header == "dependencies" || header.ends_with(".dependencies");
-            if let Some(name) = header.strip_prefix("dependencies.") {
-                names.push(name.trim_matches('"').to_owned());
-                inside = false;
+            in_package = line == "[package]";
+        } else if in_package {
+            if let Some(value) = line.strip_prefix("name").map(str::trim_start) {
+                let value = value.strip_prefix('=')?.trim().trim_matches('"');
+                return Some(value.to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The crates named in the manifest's normal and build dependencies, with
+/// the line that names each.
+fn dependencies(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for (n, line) in text.lines().enumerate().map(|(n, l)| (n + 1, l.trim())) {
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']');
+            let table = header.rsplit('.').next().unwrap_or(header);
+            let section = header.trim_start_matches("target.");
+            let is_deps = |s: &str| s == "dependencies" || s == "build-dependencies";
+            // `[dependencies.name]` names a crate in its header.
+            if let Some(dep) = ["dependencies.", "build-dependencies."]
+                .iter()
+                .find_map(|p| section.strip_prefix(p))
+            {
+                out.push((n, dep.trim_matches('"').to_owned()));
+                in_deps = false;
+            } else {
+                in_deps = is_deps(table);
             }
             continue;
         }
-        if !inside || line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let key = line.split(['=', '.']).next().unwrap_or_default();
-        let key = key.trim().trim_matches('"');
-        if !key.is_empty() {
-            names.push(key.to_owned());
+        if in_deps && !line.starts_with('#') {
+            let key = line
+                .split(['=', '.', ' '])
+                .next()
+                .unwrap_or("")
+                .trim_matches('"');
+            if !key.is_empty() {
+                out.push((n, key.to_owned()));
+            }
         }
     }
-    names
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    use super::*;
 
-    fn plant(dir: &str, manifests: [(&str, &str); 3]) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("xtask-layers-{dir}-{}", std::process::id()));
-        for (name, text) in manifests {
-            let crate_dir = root.join("crates").join(name);
-            std::fs::create_dir_all(&crate_dir).expect("a temp dir");
-            std::fs::write(crate_dir.join("Cargo.toml"), text).expect("a temp file");
-        }
-        root
-    }
-
-    const CLEAN: [(&str, &str); 3] = [
-        ("types", "[dependencies]\nserde.workspace = true\n"),
-        (
-            "settings",
-            "[dependencies]\ntoml.workspace = true\nunderstudy-types.workspace = true\n",
-        ),
-        (
-            "policy",
-            "[dependencies]\nunderstudy-settings.workspace = true\n\
-             understudy-types = { workspace = true }\n\
-             [dev-dependencies]\ntokio.workspace = true\n",
-        ),
-    ];
-
-    #[test]
-    fn clean_layers_pass() {
-        let root = plant("clean", CLEAN);
-        assert_eq!(super::problems(&root), Vec::<String>::new());
-        let _ = std::fs::remove_dir_all(root);
+    fn write(root: &Path, folder: &str, manifest: &str) {
+        let _ = std::fs::create_dir_all(root.join(folder));
+        let _ = std::fs::write(root.join(folder).join("Cargo.toml"), manifest);
     }
 
     #[test]
-    fn planted_violations_fail() {
-        let mut planted = CLEAN;
-        planted[0].1 = "[dependencies]\nserde.workspace = true\nfastrand = \"2\"\n";
-        planted[1].1 = "[dependencies]\nunderstudy-policy.workspace = true\n";
-        planted[2].1 = "[dependencies.tokio]\nworkspace = true\n";
-        let root = plant("planted", planted);
-        let problems = super::problems(&root);
-        assert_eq!(problems.len(), 3, "{problems:#?}");
-        assert!(
-            problems[0].contains("crates/types/Cargo.toml") && problems[0].contains("fastrand")
+    fn a_dependency_that_points_up_is_reported() {
+        let root = std::env::temp_dir().join(format!("xtask-layers-{}", std::process::id()));
+        write(&root, "xtask", "[package]\nname = \"xtask\"\n");
+        write(
+            &root,
+            "crates/low",
+            "[package]\nname = \"low\"\n\n[dependencies]\nserde = \"1\"\n\n\
+             [dev-dependencies]\nhigh = { path = \"../high\" }\n",
         );
-        assert!(problems[1].contains("understudy-policy"));
-        assert!(problems[2].contains("crates/policy/Cargo.toml") && problems[2].contains("tokio"));
-        let _ = std::fs::remove_dir_all(root);
+        write(
+            &root,
+            "crates/high",
+            "[package]\nname = \"high\"\n\n[dependencies]\nlow.workspace = true\n",
+        );
+        let layers = ["low", "high", "xtask"];
+        let clean = check(&root, &layers);
+        write(
+            &root,
+            "crates/low",
+            "[package]\nname = \"low\"\n\n[target.'cfg(unix)'.dependencies]\nhigh = \"1\"\n",
+        );
+        write(&root, "crates/stray", "[package]\nname = \"stray\"\n");
+        let found = check(&root, &layers);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(clean, Vec::<String>::new());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("crates/low/Cargo.toml:5: `low` depends on `high`"));
+        assert!(found[1].contains("the crate `stray` has no place"));
     }
 
     #[test]
-    fn the_workspace_keeps_its_layers() {
-        assert_eq!(
-            super::problems(&crate::project_root()),
-            Vec::<String>::new()
-        );
+    fn dependencies_are_read_in_every_form() {
+        let text = "[package]\nname = \"x\"\n[dependencies]\na.workspace = true\nb = \"1\"\n\
+                    # c = 1\n[dependencies.d]\npath = \"..\"\n[dev-dependencies]\ne = \"1\"\n\
+                    [build-dependencies]\nf = \"1\"\n[features]\ng = [\"a/h\"]\n";
+        let names: Vec<String> = dependencies(text).into_iter().map(|d| d.1).collect();
+        assert_eq!(names, ["a", "b", "d", "f"]);
+        assert_eq!(package_name(text).as_deref(), Some("x"));
     }
 }

@@ -787,7 +787,7 @@ async fn demo_runs_without_keys_and_summarises() {
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_listens_beyond_loopback_only_when_told() {
     // The demo has no client keys: like `serve`, it refuses a non-loopback
-    // address (issue 17, item 6)…
+    // address…
     for addr in ["0.0.0.0:0", "[::]:0"] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
         cmd.env_clear().args([

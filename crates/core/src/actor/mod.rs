@@ -1,4 +1,4 @@
-//! The actors. They own state; spawned tasks own I/O (STYLE §2): no
+//! The actors. They own state; spawned tasks own I/O: no
 //! `handle` here ever awaits a provider call or another actor's `call`.
 //!
 //! - [`router::RouterActor`] owns the routing state and publishes it as the

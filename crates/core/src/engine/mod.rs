@@ -339,7 +339,7 @@ impl Engine {
         run.answer().await
     }
 
-    /// Runs one streamed generation (DESIGN §3). Returns once a provider
+    /// Runs one streamed generation. Returns once a provider
     /// has sent its first text (the stream is then committed to it), or
     /// with the error when no target got that far. The run goes on, on a
     /// task of its own, feeding the stream.

@@ -1,5 +1,5 @@
 //! A non-streamed request: answer from the cache if it may, else execute
-//! the decision machine's steps (DESIGN §2), then publish the event.
+//! the decision machine's steps, then publish the event.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The Prometheus metrics (DESIGN §5), written by a task that consumes the
+//! The Prometheus metrics, written by a task that consumes the
 //! event channel, and read at `GET /metrics`.
 //!
 //! Labels are low-cardinality: provider names come from the settings, flags

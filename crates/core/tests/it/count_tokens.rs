@@ -1,5 +1,5 @@
 //! `Engine::count_tokens` goes through the same plan and breakers as a
-//! generation (issue 23, item 4): its failures are recorded on the
+//! generation: its failures are recorded on the
 //! target's breaker, and a target whose breaker is open is not called.
 //! Through real HTTP to a simulated Anthropic.
 

@@ -1,4 +1,4 @@
-//! The non-streamed decision table (DESIGN §2), row by row, through real
+//! The non-streamed decision table, row by row, through real
 //! HTTP to simulated OpenAI-compatible providers.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! The two modes behave alike where nothing forces them apart (issue 21,
-//! item 5): whitespace-only text and a nameless tool call are no answer
+//! The two modes behave alike where nothing forces them apart:
+//! whitespace-only text and a nameless tool call are no answer
 //! whether streamed or not, and a client that leaves stops a non-streamed
 //! run from walking more fallbacks, as it stops a streamed one. (Written
 //! against the engine's public API only, so that it also runs on the code

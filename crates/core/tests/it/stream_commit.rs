@@ -1,4 +1,4 @@
-//! Progress is not commitment (issue 21): a thinking target is working,
+//! Progress is not commitment: a thinking target is working,
 //! not failing; `stream_commit = "complete"` holds the answer until a
 //! target finishes; `continue_after_cut` continues a cut answer on a target
 //! that accepts an assistant prefill. The three stream faults of the public

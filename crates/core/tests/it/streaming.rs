@@ -1,4 +1,4 @@
-//! Streamed generation end to end (DESIGN §3) over all three protocols:
+//! Streamed generation end to end over all three protocols:
 //! commit on the first text, never stitch two providers together.
 
 use std::sync::Arc;

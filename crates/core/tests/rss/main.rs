@@ -1,6 +1,6 @@
 //! Client-chosen names cannot grow the gateway's state: a model name that
 //! is too long or has control characters is refused before any work, which
-//! the probe (400 pins of half a megabyte each) measures by the
+//! a probe (400 pins of half a megabyte each) measures by the
 //! process's resident set. The RSS is the whole process's, so this binary
 //! holds this one test and nothing else: in the crate's `it` binary every
 //! other test's gateway growing meanwhile (5 to 11 MB) would count against
@@ -35,7 +35,7 @@ async fn huge_or_odd_model_names_are_refused_before_any_work() {
         .build()
         .await
         .unwrap();
-    // The probe: 400 pins of half a megabyte each.
+    // The probe: 400 pins of half a megabyte each.
     let before = rss_kib();
     for i in 0..400 {
         let model = format!("{i}{}", "m".repeat(500_000));

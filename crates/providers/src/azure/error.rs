@@ -2,7 +2,7 @@
 //! (`understudy_wire::chat_completions::error`), which already knows
 //! Azure's content filter (`error.code` `content_filter`, or
 //! `innererror.code` `ResponsibleAIPolicyViolation` / `ContentFiltered`:
-//! a refusal) and its "retry after N seconds" text (clouds.md §3.3–3.4).
+//! a refusal) and its "retry after N seconds" text.
 //!
 //! - `DeploymentNotFound` is a configuration mistake (almost always the
 //!   model's name where the deployment's belongs): a bad request, which

@@ -1,6 +1,6 @@
 //! Azure OpenAI (`kind = "azure"`): OpenAI's Chat Completions and
 //! Responses protocols at Azure's URLs, behind Azure's key header, with
-//! Azure's errors read on top of OpenAI's (clouds.md §3).
+//! Azure's errors read on top of OpenAI's.
 //!
 //! - The v1 API (no `api_version`): `{resource}/openai/v1/chat/completions`
 //!   and `/openai/v1/responses`, the deployment's name as the body's

@@ -58,7 +58,7 @@ const SERVICE: &str = "bedrock";
 
 /// The betas Bedrock's InvokeModel takes (by prefix, any date): Bedrock
 /// answers `400 invalid beta flag` to any other, even to ones Anthropic's
-/// own API takes (clouds.md §1.3).
+/// own API takes.
 const BETAS: [&str; 9] = [
     "computer-use-",
     "token-efficient-tools-",

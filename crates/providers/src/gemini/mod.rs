@@ -1,7 +1,7 @@
 //! Google's Generative Language API (Gemini): `generateContent` and
 //! `streamGenerateContent?alt=sse`.
 //!
-//! Refusals all arrive as HTTP 200 (wire-formats §3.4): a prompt blocked
+//! Refusals all arrive as HTTP 200: a prompt blocked
 //! (`promptFeedback.blockReason`, no candidates), a candidate stopped by a
 //! filter (`finishReason` SAFETY, RECITATION, …), or an answer with no usable
 //! text at all — which this project counts as a refusal too, with a detail

@@ -667,7 +667,7 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
         // LLM APIs do not redirect; the redirect layer cost about 8 000
         // instructions a request in the profile.
         .redirect(reqwest::redirect::Policy::none())
-        // The engine owns every retry (DESIGN's decision table). With no
+        // The engine owns every retry (its decision table). With no
         // retries allowed reqwest also stops copying each request (headers,
         // body, extensions) in case it wants to resend it.
         .retry(reqwest::retry::never().max_retries_per_request(0))

@@ -1,7 +1,7 @@
 //! How a Vertex request is authorized: `Authorization: Bearer <access
 //! token>`, the token a static one from the settings (`api_key`), or one
 //! exchanged for a JWT a service account signs (RS256, the OAuth 2.0
-//! JWT-bearer grant at the key's `token_uri`; clouds.md §2.4).
+//! JWT-bearer grant at the key's `token_uri`).
 //!
 //! The [`GoogleToken`] cell is what the provider's actor refreshes: it
 //! fetches at start and again at three quarters of each token's lifetime,

@@ -1,4 +1,4 @@
-//! What Vertex's errors mean (clouds.md §2.1, §2.4). Two shapes come back:
+//! What Vertex's errors mean. Two shapes come back:
 //! Google's `google.rpc.Status` (`{"error":{"code","message","status",
 //! "details"}}`, for Claude often inside a one-element JSON array) for
 //! auth, quota and the platform's own refusals, and Anthropic's

@@ -1,4 +1,4 @@
-//! No secret in any debug output (issue 23, item 5): the `Debug` of a fully
+//! No secret in any debug output: the `Debug` of a fully
 //! configured gateway — its settings, every provider's adapter, the
 //! engine — shows no API key, no extra header's value and no password of a
 //! URL.

@@ -1,4 +1,4 @@
-//! Tool-call ids across protocols (issue 23, item 3): for arbitrary ids a
+//! Tool-call ids across protocols: for arbitrary ids a
 //! client sends in a history, the ids each target protocol receives are
 //! pairwise distinct (no two of the client's ids meet), each call's id is
 //! its result's, and Anthropic's are in its alphabet. Through real HTTP to

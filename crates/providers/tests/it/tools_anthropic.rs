@@ -1,4 +1,4 @@
-//! Tools, images and JSON output over Anthropic's Messages API (issue 15):
+//! Tools, images and JSON output over Anthropic's Messages API:
 //! recorded answers and streams (`tests/data/anthropic/`) through the public
 //! decoders, the exact request JSON a simulator receives, tool-call round
 //! trips through the simulator, and fuzzing of the new stream parsing.

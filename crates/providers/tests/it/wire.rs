@@ -1,4 +1,4 @@
-//! Every documented signal of every protocol (wire-formats.md), from
+//! Every documented signal of every protocol, from
 //! recorded payloads in `tests/data/<provider>/`: non-streamed bodies and
 //! streamed bytes, each to its failure code or its text.
 

@@ -1,4 +1,4 @@
-//! Issue 17's hardening, over real HTTP against the real server: a body
+//! The request hardening, over real HTTP against the real server: a body
 //! that trickles in is cut at `server.body_timeout` (408, connection
 //! closed); at most `server.max_connections` connections are served; the
 //! JSON endpoints refuse other content types (415); an open loopback

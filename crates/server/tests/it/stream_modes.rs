@@ -1,4 +1,4 @@
-//! Streams and answers mean the same through HTTP (issue 21, item 5), and
+//! Streams and answers mean the same through HTTP, and
 //! a held stream (`x-understudy-stream-commit: complete`) as the client
 //! sees it, byte for byte: a refusal surfaced by policy is a refusal in
 //! both modes on the OpenAI API; a provider's mid-stream error reaches a

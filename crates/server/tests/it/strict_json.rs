@@ -1,4 +1,4 @@
-//! One strict JSON parse for request bodies (issue 17, item 5): trailing
+//! One strict JSON parse for request bodies: trailing
 //! characters after the body are a 400 on every JSON route, and a body
 //! error names the offending field (`param`) when there is one, and no
 //! field (`param: null`, never `"?"`) when the body is not JSON at all.

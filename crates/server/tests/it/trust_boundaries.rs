@@ -1,4 +1,4 @@
-//! Issue 23's trust boundaries over real HTTP against the real server: the
+//! The trust boundaries over real HTTP against the real server: the
 //! response cache keeps each client key's entries to itself unless
 //! `[cache] shared`.
 
@@ -53,7 +53,7 @@ async fn a_client_key_never_reads_another_keys_cache_entry_unless_shared() {
     }
 }
 
-/// The issue's 1.4 KB schema: twelve levels of `anyOf` over four `$ref`s
+/// A 1.4 KB schema: twelve levels of `anyOf` over four `$ref`s
 /// to the level below (16.7 million paths when nothing matches).
 fn nested_any_of(levels: usize) -> Value {
     let mut defs = serde_json::Map::new();

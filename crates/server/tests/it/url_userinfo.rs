@@ -1,5 +1,5 @@
-//! `GET /v1/providers` shows base URLs without their userinfo (issue 17,
-//! item 4): a password in `base_url` stays in the configuration.
+//! `GET /v1/providers` shows base URLs without their userinfo:
+//! a password in `base_url` stays in the configuration.
 
 use serde_json::Value;
 use understudy_testkit::{SimProvider, TestGateway};

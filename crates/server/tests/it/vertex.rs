@@ -326,7 +326,7 @@ async fn a_refusing_token_endpoint_falls_back() {
     assert_eq!(f.vertex.violations(), Vec::<String>::new());
 }
 
-// Wall-clock time, as the issue asks: a 30 s token and two minutes of
+// Wall-clock time, not paused: a 30 s token and two minutes of
 // load at concurrency 16 cover the actor's refreshes at about 22.5 s,
 // 45 s, 67.5 s, 90 s and 112.5 s (the paused-time unit test in the
 // providers crate checks the same in no time).

@@ -1,5 +1,5 @@
 //! Configuration errors about settings that can hold a secret name the
-//! setting and what was expected, never the value (issue 17, item 4).
+//! setting and what was expected, never the value.
 
 use understudy_settings::Settings;
 

@@ -1,4 +1,4 @@
-//! Anthropic's Messages API as it answers (wire-formats §4): compact JSON,
+//! Anthropic's Messages API as it answers: compact JSON,
 //! refusals as `stop_reason: "refusal"` on a 200 or as a 400 "Output
 //! blocked by content filtering policy", and the named-event stream. Tool
 //! calls are `tool_use` blocks with `stop_reason: "tool_use"`; streamed, each
@@ -287,7 +287,7 @@ fn message_stop() -> Piece {
     Piece::text(event("message_stop", &json!({"type": "message_stop"})))
 }
 
-/// A streamed answer (wire-formats §4.3, §4.7).
+/// A streamed answer.
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     text_stream(spec, req, None)
 }

@@ -1,6 +1,6 @@
 //! Azure OpenAI in front of the OpenAI simulators (Chat Completions or
 //! the Responses API): what an Azure OpenAI resource checks and how it
-//! answers (clouds.md §3).
+//! answers.
 //!
 //! - Paths: the v1 API (`/openai/v1/chat/completions`,
 //!   `/openai/v1/responses`, the deployment's name as the body's `model`)
@@ -31,7 +31,7 @@ use super::cloud::{Cloud, Refused};
 use super::{Received, SimBody};
 
 /// The preamble Azure sends before a Chat Completions stream's first
-/// chunk (clouds.md §3.3, streaming quirk 1).
+/// chunk: empty `choices` with the prompt-filter results.
 pub const PREAMBLE: &str = "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n";
 
 const ACCESS_DENIED: &str = "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.";
@@ -262,7 +262,7 @@ fn content_filter(answer: hyper::Response<SimBody>) -> hyper::Response<SimBody> 
     out
 }
 
-/// Azure's prompt-filter 400 (clouds.md §3.3, the older shape).
+/// Azure's prompt-filter 400 (the older shape).
 fn azure_content_filter() -> Value {
     json!({"error": {
         "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry. To learn more about our content filtering policies please read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766",

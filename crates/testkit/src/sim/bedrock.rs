@@ -1,5 +1,5 @@
 //! AWS Bedrock in front of the Anthropic simulator: what bedrock-runtime
-//! checks and how it answers (clouds.md §1).
+//! checks and how it answers.
 //!
 //! - Paths: `POST /model/{modelId}/invoke` and
 //!   `/invoke-with-response-stream`, the id percent-decoded; and
@@ -39,7 +39,7 @@ use super::body::{ChannelBody, response};
 use super::cloud::{Cloud, Refused};
 use super::{Received, SimBody, lock};
 
-/// The betas Bedrock's InvokeModel takes, by prefix (clouds.md §1.3).
+/// The betas Bedrock's InvokeModel takes, by prefix.
 const BETAS: [&str; 9] = [
     "computer-use-",
     "token-efficient-tools-",

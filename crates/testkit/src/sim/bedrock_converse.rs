@@ -1,5 +1,5 @@
-//! Bedrock's Converse API in front of the Anthropic simulator
-//! (clouds.md §1.2): the body checked as bedrock-runtime checks it, handed
+//! Bedrock's Converse API in front of the Anthropic simulator:
+//! the body checked as bedrock-runtime checks it, handed
 //! on as the Messages request it means, and the answer dressed as
 //! Converse's (a JSON answer, or ConverseStream's events).
 //!

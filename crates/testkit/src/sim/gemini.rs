@@ -1,4 +1,4 @@
-//! Google's Generative Language API as it answers (wire-formats §3):
+//! Google's Generative Language API as it answers:
 //! pretty-printed JSON, refusals as 200s, `alt=sse` streams with CRLF
 //! framing and no sentinel, and raw JSON error tails mid-stream. A thinking
 //! model ([`SimProvider::thinking`]) signs the first function call of each
@@ -192,7 +192,7 @@ fn text_chunk(req: &Received, id: &str, text: &str, finish: Option<&str>, so_far
     json!({"candidates": [candidate], "usageMetadata": usage(req, prompt_tokens(req), Some(so_far)), "modelVersion": model_of(req), "responseId": id})
 }
 
-/// A streamed answer (wire-formats §3.3, §3.7).
+/// A streamed answer.
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let model = model_of(req);
     let prompt = prompt_tokens(req);

@@ -72,8 +72,7 @@ pub use vertex::{TEST_CLIENT_EMAIL, VertexSim};
 /// simulators share no code with the wire crate: they are the oracle).
 pub use understudy_types::Protocol;
 
-/// A refusal, rendered in each protocol's own shape (wire-formats §1.4,
-/// §3.4, §4.4).
+/// A refusal, rendered in each protocol's own shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The answer stopped by a filter. OpenAI: `finish_reason:

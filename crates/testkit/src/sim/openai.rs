@@ -1,5 +1,4 @@
-//! The OpenAI Chat Completions wire format, as OpenAI and Groq send it
-//! (wire-formats §1–2).
+//! The OpenAI Chat Completions wire format, as OpenAI and Groq send it.
 
 use serde_json::json;
 
@@ -190,7 +189,7 @@ fn chunk(id: &str, model: &str, delta: serde_json::Value, finish: Option<&str>) 
     format!("data: {body}\n\n")
 }
 
-/// A streamed answer (wire-formats §1.3).
+/// A streamed answer.
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();

@@ -1,4 +1,4 @@
-//! OpenAI's Responses API (`POST /v1/responses`, wire-formats §8; the
+//! OpenAI's Responses API (`POST /v1/responses`; the
 //! openai SDK's `types/responses/`): a `response` object, or the semantic
 //! event stream (`response.created`, `response.in_progress`, per output
 //! item `response.output_item.added` … `response.output_item.done`,

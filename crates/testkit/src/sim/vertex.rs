@@ -1,6 +1,6 @@
 //! Google Vertex AI in front of the Anthropic or the Gemini simulator:
 //! what aiplatform.googleapis.com and its token endpoint check, and how
-//! they answer (clouds.md §2).
+//! they answer.
 //!
 //! - `POST /token` is the OAuth token endpoint of the test service account
 //!   (`crates/testkit/data/vertex-test-sa.json`, a throwaway key): the

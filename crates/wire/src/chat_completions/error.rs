@@ -12,15 +12,15 @@ use understudy_types::{Failure, FailureKind};
 use crate::classify;
 
 /// Error codes that mean the model's own output was unusable: Groq's
-/// malformed tool call and its JSON mode's invalid JSON (wire-formats §2.5;
+/// malformed tool call and its JSON mode's invalid JSON (see
 /// groq/groq-typescript#28, Bklieger/infinite-bookshelf#42). Not the
 /// client's fault, and another target may well succeed.
 const OUTPUT_FAILURE_CODES: [&str; 2] = ["tool_use_failed", "json_validate_failed"];
 
 /// Error codes that mean a content policy refused the request: in
 /// `error.code`, or Azure's `error.innererror.code` (its older
-/// `ResponsibleAIPolicyViolation`, its newer `ContentFiltered`; clouds.md
-/// §3.3), never read from the message, whose wording changes.
+/// `ResponsibleAIPolicyViolation`, its newer `ContentFiltered`),
+/// never read from the message, whose wording changes.
 const CONTENT_POLICY_CODES: [&str; 5] = [
     "content_filter",
     "content_policy_violation",
@@ -141,7 +141,7 @@ struct WireErrorEnvelope {
     error: Option<WireError>,
 }
 
-/// Groq can send the error as a bare string (wire-formats §2.7).
+/// Groq can send the error as a bare string.
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub(crate) enum WireError {

@@ -4,7 +4,7 @@
 //! reads back, and the body a client sends the gateway and the answer it
 //! gets.
 //!
-//! Refusal signals (wire-formats §1.4, §1.8, §2.4): `finish_reason:
+//! Refusal signals: `finish_reason:
 //! "content_filter"`, a non-empty `message.refusal`, and a 400 whose error
 //! code is a content-policy code (Azure's `content_filter`).
 //!

@@ -20,8 +20,7 @@ const MAX_STREAM_CALLS: usize = 1024;
 /// The most refusal text a stream keeps for its failure's detail.
 const MAX_REFUSAL: usize = 4096;
 
-/// Parses `data: {chunk}` events up to `data: [DONE]` (wire-formats §1.3,
-/// §2.3, §1.7, §2.7).
+/// Parses `data: {chunk}` events up to `data: [DONE]`.
 #[derive(Debug, Default)]
 pub struct OpenAiStream {
     model: String,

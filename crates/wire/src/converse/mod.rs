@@ -21,7 +21,7 @@
 //!   framing's to turn into failures (the provider's error table).
 //!
 //! Sources: the Converse and ConverseStream API references and the smithy
-//! model's shapes (clouds.md §1.2).
+//! model's shapes.
 
 pub mod request;
 pub mod response;

@@ -2,12 +2,12 @@
 //! the answer and event stream it sends back, and the body a client sends
 //! to `POST /v1/messages` and the answer and events it gets.
 //!
-//! Refusals (wire-formats §4.4): `stop_reason: "refusal"` on a 200, with or
+//! Refusals: `stop_reason: "refusal"` on a 200, with or
 //! without partial text and `stop_details`; and "Output blocked by content
 //! filtering policy", which arrives as a 400 `invalid_request_error` (or as
 //! an `error` event mid-stream) but is a content filter, not a bad request.
 //!
-//! Tools, images and JSON output (issue 15), as the API takes them
+//! Tools, images and JSON output, as the API takes them
 //! (anthropic-sdk-python `types/`: `tool_param`, `tool_choice_*_param`,
 //! `tool_use_block_param`, `tool_result_block_param`, `*_image_source_param`,
 //! `metadata_param`, `output_config_param`):

@@ -1,4 +1,4 @@
-//! A streamed request (DESIGN §3): execute the decision machine's steps
+//! A streamed request: execute the decision machine's steps
 //! until one target commits, then pump it to the reader; never switch
 //! afterwards (but for an opted-in continuation after a cut).
 //!

@@ -1,4 +1,4 @@
-//! Anthropic's Messages API request rules (wire-formats §4, §7, §8), with
+//! Anthropic's Messages API request rules, with
 //! the API's own messages: `max_tokens` required and within the model's
 //! output limit; roles `user` and `assistant` (and `system` under the
 //! mid-conversation betas); tool-use ids in `^[a-zA-Z0-9_-]+$`;

@@ -1,4 +1,4 @@
-//! Gemini's `generateContent` request rules (wire-formats §3, §7), with the
+//! Gemini's `generateContent` request rules, with the
 //! API's own messages:
 //! - roles `user` and `model` only (a content's role may be left unset:
 //!   "can be left blank or unset" for single-turn requests);

@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions request rules (wire-formats §1, §7, §8), with
+//! OpenAI Chat Completions request rules, with
 //! OpenAI's own messages: an output budget (`max_tokens`,
 //! `max_completion_tokens`) within the model's limit; `user` at most 64
 //! characters; roles `system`, `developer`, `user`, `assistant`, `tool`;

@@ -1,4 +1,4 @@
-//! OpenAI Responses API request rules (wire-formats §8; the openai SDK's
+//! OpenAI Responses API request rules (the openai SDK's
 //! `types/responses/response_create_params.py`), with OpenAI's messages:
 //! `model` present; no Chat Completions or Anthropic fields (`messages`,
 //! `system`, `max_tokens`…: "Unknown parameter"); `max_output_tokens`
