@@ -190,8 +190,8 @@ pub struct NativeRequest {
     pub softened: Option<Softened>,
 }
 
-/// Appended to the system prompt of a softened retry (read by the
-/// softening policy and by the adapters that soften a native body; DESIGN §2, verbatim).
+/// Appended, word for word, to the system prompt of a softened retry (read
+/// by the softening policy and by the adapters that soften a native body).
 pub const SOFTENING_SUFFIX: &str = "\n\nIMPORTANT: Keep it light, playful, and safe for all audiences. Avoid anything offensive, mean-spirited, or inappropriate.";
 
 /// The softened retry of a natively written body, for the adapter to apply
