@@ -7,7 +7,7 @@
 //! need while it runs (`understudy_core::trace`: the `TraceContext` and the
 //! `TraceNotes`), and knows nothing of OTLP; whoever starts the engine (the
 //! CLI, the testkit) hands it the exporter as a
-//! [`Sink`](understudy_core::sink::Sink):
+//! [`Sink`]:
 //!
 //! ```no_run
 //! # async fn start(settings: understudy_core::Settings,
