@@ -136,13 +136,4 @@ pub trait AdapterFactory: Send + Sync + fmt::Debug + 'static {
 
     /// Builds the adapter for one provider.
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String>;
-
-    /// The HTTP client that posts spans to `telemetry.traces_endpoint`
-    /// (`None`: this factory has none, and traces stay off).
-    fn span_sender(
-        &self,
-        _telemetry: &understudy_settings::TelemetrySettings,
-    ) -> Option<Result<Arc<dyn crate::trace::SpanSender>, String>> {
-        None
-    }
 }

@@ -24,13 +24,14 @@
 //! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
 //!   tests), as the std instants the pure policies take.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
-//! - [`sink`]: the event fan-out, the metrics writer, the Redis writer.
+//! - [`sink`]: the event fan-out, the metrics writer (and the GenAI
+//!   metrics), the Redis writer, and the [`sink::Sink`] a starter hands the
+//!   engine (the span exporter, in `understudy-otlp`).
 //! - `cache`: the response cache (memory or Redis).
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 //! - [`spend`]: the fallback spend meter.
-//! - [`trace`]: a request's trace context, its spans and their OTLP
-//!   encoding (exported by `sink::otlp`).
+//! - [`trace`]: a request's trace context and the notes its spans need.
 //! - [`tenants`]: client records held to their budgets, rates, models
 //!   and expiry (across the fleet with Redis).
 

@@ -24,7 +24,6 @@
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
 //! - [`sse`] (re-exported from `understudy_wire`): the event-stream decoder (it keeps non-SSE lines; see its docs for why).
 //! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
-//! - `otlp`: the span sender, posting encoded spans to an OTLP collector (HTTP or gRPC).
 
 pub mod anthropic;
 mod azure;
@@ -35,7 +34,6 @@ pub mod gemini;
 mod http;
 pub mod openai_compat;
 mod openai_responses;
-mod otlp;
 pub mod sigv4;
 mod vertex;
 
@@ -91,13 +89,6 @@ impl AdapterFactory for Providers {
                 return Err("Converse is spoken only by a `kind = \"bedrock\"` provider".into());
             }
         })
-    }
-
-    fn span_sender(
-        &self,
-        telemetry: &understudy_settings::TelemetrySettings,
-    ) -> Option<Result<Arc<dyn understudy_core::trace::SpanSender>, String>> {
-        Some(otlp::sender(telemetry))
     }
 }
 

@@ -166,7 +166,8 @@ impl TestGatewayBuilder {
     /// Starts the engine.
     pub async fn build(self) -> Result<TestGateway, Error> {
         let settings = self.settings().map_err(Error::Engine)?;
-        let engine = Engine::start(settings, Providers::factory()).await?;
+        let sinks = understudy_otlp::sinks(&settings)?;
+        let engine = Engine::start_with(settings, Providers::factory(), sinks).await?;
         Ok(TestGateway { engine })
     }
 }

@@ -47,19 +47,20 @@
 //!   counting connections, handshakes and each request's HTTP version.
 //! - `gateway` (`test-support`): `TestGateway`, an engine over simulators.
 //! - `redis` (`test-support`): `RedisServer`, a real `redis-server` on a free port.
-//! - `otlp` (`test-support`): `Receiver`, a real OTLP/HTTP receiver (the
-//!   OpenTelemetry project's Python messages) and the spans it got.
+//! - `collector` (`test-support`): `Receiver`, a real OTLP collector for
+//!   trace tests (HTTP, optionally gRPC; the OpenTelemetry project's Python
+//!   messages) and the spans it got.
 //! - `python` (`test-support`): the Python (the provisioned venv) that the
 //!   out-of-process checks run on.
 //! - `eventually` (`test-support`): polling a condition until a deadline
 //!   instead of sleeping before an assertion.
 
 #[cfg(feature = "test-support")]
+pub mod collector;
+#[cfg(feature = "test-support")]
 pub mod eventually;
 #[cfg(feature = "test-support")]
 pub mod gateway;
-#[cfg(feature = "test-support")]
-pub mod otlp;
 #[cfg(feature = "test-support")]
 pub mod python;
 #[cfg(feature = "test-support")]

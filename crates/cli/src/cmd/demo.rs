@@ -148,7 +148,11 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let engine = match Engine::start(settings, Providers::factory()).await {
+    let engine = match understudy_otlp::sinks(&settings) {
+        Ok(sinks) => Engine::start_with(settings, Providers::factory(), sinks).await,
+        Err(e) => Err(e),
+    };
+    let engine = match engine {
         Ok(e) => e,
         Err(e) => {
             report(&format!("cannot start the engine: {e}"));

@@ -35,12 +35,14 @@ pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
         report(&format!("configuration error: {e}"));
         EXIT_USAGE
     })?;
-    Engine::start(settings, Providers::factory())
+    let cannot_start = |e: understudy_types::Error| {
+        report(&format!("cannot start the engine: {e}"));
+        EXIT_FAILED
+    };
+    let sinks = understudy_otlp::sinks(&settings).map_err(cannot_start)?;
+    Engine::start_with(settings, Providers::factory(), sinks)
         .await
-        .map_err(|e| {
-            report(&format!("cannot start the engine: {e}"));
-            EXIT_FAILED
-        })
+        .map_err(cannot_start)
 }
 
 /// Starts logging to standard error. `RUST_LOG` overrides `default`; with

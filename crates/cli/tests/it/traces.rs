@@ -5,7 +5,7 @@
 //! and what is held when `serve` gets SIGTERM is sent before it exits.
 
 use serde_json::json;
-use understudy_testkit::otlp::Receiver;
+use understudy_testkit::collector::Receiver;
 use understudy_testkit::{Reply, SimProvider};
 
 use crate::common::{Gateway, Scratch, providers};

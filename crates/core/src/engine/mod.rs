@@ -26,6 +26,7 @@ use understudy_policy::decide::Mode;
 use understudy_settings::{Platform, Settings};
 
 use crate::shared::{BreakerPoller, SharedState, configured_targets};
+use crate::sink::Sink;
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::spend::SpendMeter;
@@ -84,11 +85,25 @@ impl Engine {
         settings: Settings,
         factory: Arc<dyn AdapterFactory>,
     ) -> Result<Self, Error> {
+        Self::start_with(settings, factory, Vec::new()).await
+    }
+
+    /// [`Self::start`], with `sinks` fed beside the engine's own (the span
+    /// exporter, which lives above core, is handed in this way).
+    pub async fn start_with(
+        settings: Settings,
+        factory: Arc<dyn AdapterFactory>,
+        sinks: Vec<Box<dyn Sink>>,
+    ) -> Result<Self, Error> {
         let settings = Arc::new(settings);
         // Before anything starts: a state file that cannot be read stops
         // the start.
         let state = open_state(&settings)?;
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::with_registered(|registry| {
+            for sink in &sinks {
+                sink.register(registry);
+            }
+        }));
         let redis = match &settings.redis_url {
             Some(url) => Some(
                 redis::Client::open(url.expose())
@@ -106,7 +121,7 @@ impl Engine {
             .map(|name| {
                 (
                     name.clone(),
-                    crate::trace::spans::provider_name(name, &settings),
+                    crate::sink::genai::provider_name(name, &settings),
                 )
             })
             .collect();
@@ -134,25 +149,17 @@ impl Engine {
                 sinks_stopped,
             )));
         }
-        let mut tracing_on = false;
-        if settings.telemetry.traces_endpoint.is_some() {
-            match factory.span_sender(&settings.telemetry) {
-                Some(Ok(sender)) => {
-                    let rx = bus.add("otlp", metrics.dropped("otlp"));
-                    writers.push(tokio::spawn(crate::sink::otlp::run(
-                        Arc::clone(&settings),
-                        sender,
-                        Arc::clone(&metrics),
-                        rx,
-                        stop_sinks.subscribe(),
-                    )));
-                    tracing_on = true;
-                }
-                Some(Err(e)) => return Err(Error::Engine(format!("telemetry: {e}"))),
-                None => {
-                    tracing::warn!("an OTLP endpoint is set, but this build cannot export spans")
-                }
-            }
+        let tracing_on = sinks.iter().any(|s| s.exports_spans());
+        if settings.telemetry.traces_endpoint.is_some() && !tracing_on {
+            tracing::warn!("a traces endpoint is set, but no span exporter was started");
+        }
+        for sink in sinks {
+            let rx = bus.add(sink.name(), metrics.dropped(sink.name()));
+            writers.push(tokio::spawn(sink.run(
+                Arc::clone(&settings),
+                rx,
+                stop_sinks.subscribe(),
+            )));
         }
         let forwarding = settings.providers.values().any(|p| p.forward_traceparent);
         let bus = Arc::new(bus);

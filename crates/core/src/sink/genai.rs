@@ -2,12 +2,16 @@
 //! Prometheus names OTel's (dots to underscores, the unit a suffix):
 //! `gen_ai_client_operation_duration_seconds` (each attempt: a call to a
 //! provider) and `gen_ai_client_token_usage` (the serving attempt's input
-//! and output tokens), with the conventions' buckets and attributes.
+//! and output tokens), with the conventions' buckets and attributes; and
+//! the conventions' names the spans share ([`operation`],
+//! [`provider_name`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
+
+use understudy_settings::{Platform, Settings};
 use understudy_types::attempt::{Attempt, Outcome};
 use understudy_types::chat::Usage;
 use understudy_types::protocol::Protocol;
@@ -105,11 +109,39 @@ pub(crate) struct GenAiHandles {
 const MAX_MODELS: usize = 64;
 
 /// `gen_ai.operation.name` of a request that came through `api`.
-pub(crate) fn operation(api: Option<Protocol>) -> &'static str {
+pub fn operation(api: Option<Protocol>) -> &'static str {
     match api {
         Some(Protocol::GenerateContent) => "generate_content",
         _ => "chat",
     }
+}
+
+/// `gen_ai.provider.name`: the platform's, else the API's owner, else the
+/// provider's own name where the conventions list it (`groq`, …).
+pub fn provider_name(provider: &str, settings: &Settings) -> String {
+    const LISTED: [&str; 8] = [
+        "groq",
+        "deepseek",
+        "mistral_ai",
+        "x_ai",
+        "perplexity",
+        "cohere",
+        "moonshot_ai",
+        "openai",
+    ];
+    let Some(p) = settings.providers.get(provider) else {
+        return provider.to_owned();
+    };
+    let named = match (&p.platform, p.kind) {
+        (Platform::Bedrock(_), _) => "aws.bedrock",
+        (Platform::Vertex(_), _) => "gcp.vertex_ai",
+        (Platform::Azure(_), _) => "azure.ai.openai",
+        _ if LISTED.contains(&provider) => return provider.to_owned(),
+        (_, Protocol::Messages) => "anthropic",
+        (_, Protocol::GenerateContent) => "gcp.gemini",
+        _ => "openai",
+    };
+    named.to_owned()
 }
 
 impl GenAiHandles {

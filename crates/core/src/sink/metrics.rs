@@ -94,11 +94,6 @@ pub(crate) struct ClientRefusedLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct SinkLabels {
     sink: &'static str,
 }
@@ -138,12 +133,17 @@ pub struct Metrics {
     client_tokens: Family<ClientTokenLabels, Counter>,
     client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
     client_refused: Family<ClientRefusedLabels, Counter>,
-    otlp_spans: Family<OutcomeLabels, Counter>,
     pub(crate) genai: crate::sink::genai::GenAiMetrics,
 }
 
 impl Metrics {
     pub fn new() -> Self {
+        Self::with_registered(|_| {})
+    }
+
+    /// The engine's metrics, then those `registered` adds (a sink's handed
+    /// to the engine: see [`crate::sink::Sink::register`]).
+    pub fn with_registered(registered: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::default();
         let genai = crate::sink::genai::GenAiMetrics::register(&mut registry);
         let m = Self {
@@ -163,7 +163,6 @@ impl Metrics {
             client_tokens: Family::default(),
             client_cost: Family::default(),
             client_refused: Family::default(),
-            otlp_spans: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -241,19 +240,8 @@ impl Metrics {
             "A client record's requests refused at admission, by the limit that tripped",
             m.client_refused.clone(),
         );
-        registry.register(
-            "understudy_otlp_spans",
-            "Spans by outcome: exported to the collector, or dropped (queue full, collector down or slow)",
-            m.otlp_spans.clone(),
-        );
+        registered(&mut registry);
         Self { registry, ..m }
-    }
-
-    /// Counts `n` spans exported or dropped.
-    pub(crate) fn otlp_spans(&self, outcome: &'static str, n: u64) {
-        self.otlp_spans
-            .get_or_create(&OutcomeLabels { outcome })
-            .inc_by(n);
     }
 
     /// Counts a client's request refused by its record's `limit`.

@@ -1,10 +1,53 @@
 //! Where events go: a non-blocking fan-out ([`fanout::EventBus`]) to one
-//! bounded channel per sink, a Prometheus metrics writer, the recent history
-//! behind the status page, a Redis Stream writer and the span exporter (OTLP). A request never waits on a sink; anything dropped is counted.
+//! bounded channel per sink, a Prometheus metrics writer (with the GenAI
+//! client metrics), the recent history behind the status page, a Redis
+//! Stream writer, and any [`Sink`] whoever starts the engine hands it (the
+//! span exporter lives above core). A request never waits on a sink;
+//! anything dropped is counted.
 
 pub mod fanout;
-pub(crate) mod genai;
+pub mod genai;
 pub mod metrics;
-pub mod otlp;
 pub mod recent;
 pub mod redis;
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use tokio::sync::{mpsc, watch};
+
+use crate::adapter::BoxFuture;
+use crate::event::GenerationEvent;
+use understudy_settings::Settings;
+
+/// A sink handed to the engine by whoever starts it
+/// ([`crate::Engine::start_with`]): one that lives in a crate above core.
+/// The engine gives it a bounded channel of its own off the bus (full: the
+/// newest event is dropped and counted under its [`Sink::name`]), tells it
+/// to flush and stop on shutdown, and joins its task as it does its own
+/// sinks'.
+pub trait Sink: Send + fmt::Debug + 'static {
+    /// The `sink` label of the events it loses
+    /// (`understudy_events_dropped_total`).
+    fn name(&self) -> &'static str;
+
+    /// Whether it exports requests' spans: requests then get a trace
+    /// context that records, sampled by the configured sampler.
+    fn exports_spans(&self) -> bool {
+        false
+    }
+
+    /// Registers its own metrics, shown after the engine's on `/metrics`
+    /// (called once, before it runs).
+    fn register(&self, _registry: &mut Registry) {}
+
+    /// Runs until the bus is dropped or `stop` turns true, then flushes
+    /// what it holds (bounded: shutdown waits for it).
+    fn run(
+        self: Box<Self>,
+        settings: Arc<Settings>,
+        events: mpsc::Receiver<Arc<GenerationEvent>>,
+        stop: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, ()>;
+}

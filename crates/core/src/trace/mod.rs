@@ -1,17 +1,12 @@
-//! Traces: a request's [`TraceContext`] (the caller's W3C `traceparent`
-//! continued, or a new trace), the spans made of its event (`spans.rs`,
-//! in the GenAI semantic conventions), their OTLP/protobuf encoding
-//! (`otlp.rs`), and the [`SpanSender`] a front end's HTTP client supplies
-//! to post them. The exporter itself is a sink (`crate::sink::otlp`): spans
-//! are made and sent off the request path.
+//! Traces, as the engine records them while a request runs: its
+//! [`TraceContext`] (the caller's W3C `traceparent` continued, or a new
+//! trace, sampled) and the [`notes::TraceNotes`] its spans will need. The
+//! spans themselves are made and exported off the request path, by a
+//! [`crate::sink::Sink`] handed to the engine from above core.
 
 pub mod notes;
-pub mod otlp;
-pub mod spans;
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -43,12 +38,6 @@ pub struct TraceContext {
     /// (when recording) spans; one refused before (a 401, a 400) makes
     /// none, and `traceresponse` then says it was not recorded.
     ran: AtomicBool,
-}
-
-/// Posts one encoded export (`ExportTraceServiceRequest`) to the
-/// collector.
-pub trait SpanSender: Send + Sync + fmt::Debug + 'static {
-    fn send(&self, body: Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
 }
 
 // === impl TraceContext ===

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use understudy_testkit::otlp::Receiver;
+use understudy_testkit::collector::Receiver;
 use understudy_testkit::{Protocol, Reply, SimProvider, TestGateway, VertexSim, eventually};
 
 use crate::common::{Answer, TestServer};

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 use understudy_testkit::{Refusal, Reply, SimProvider, TestGateway};
 
-use understudy_testkit::otlp::Receiver;
+use understudy_testkit::collector::Receiver;
 
 use super::{CALLER_SPAN, CALLER_TRACE, attempts, chat_in, hi, kind, traceparent};
 use crate::common::TestServer;

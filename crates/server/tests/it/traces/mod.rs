@@ -1,5 +1,5 @@
 //! Traces against a receiver that decodes OTLP with the OpenTelemetry
-//! project's own messages (the testkit's `otlp::Receiver`, `opentelemetry-proto`):
+//! project's own messages (the testkit's `collector::Receiver`, `opentelemetry-proto`):
 //! a request with the caller's `traceparent` whose primary fails and whose
 //! fallback answers is one SERVER span under the caller's span and two
 //! CLIENT spans under it, on each front end, streamed or not; a refusal
@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use understudy_testkit::otlp::Receiver;
+use understudy_testkit::collector::Receiver;
 use understudy_testkit::{
     Refusal, Reply, SimProvider, TestGateway, UsageDetail, eventually_within,
 };

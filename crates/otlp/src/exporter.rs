@@ -1,34 +1,126 @@
 //! The span exporter: a sink that holds sampled requests' events, makes
-//! their spans (`crate::trace::spans`) when it sends them — every
+//! their spans ([`crate::spans`]) when it sends them — every
 //! `telemetry.export_every`, or sooner once `max_batch` spans are held —
-//! and posts them as OTLP/protobuf through the front end's
-//! [`SpanSender`]. Bounded everywhere: the bus channel (full: the event is
-//! dropped and counted as the sink's), the spans held (`max_queue`: beyond
-//! it new ones are dropped), and each export (`export_timeout`); a
-//! collector that is down or slow costs counted drops
+//! and posts them as OTLP/protobuf through a [`SpanSender`]. Bounded
+//! everywhere: the bus channel (full: the event is dropped and counted as
+//! the sink's), the spans held (`max_queue`: beyond it new ones are
+//! dropped), and each export (`export_timeout`); a collector that is down
+//! or slow costs counted drops
 //! (`understudy_otlp_spans_total{outcome="dropped"}`), never a request's
 //! time. Shutdown sends what is held.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
+use understudy_types::Error;
+use understudy_core::adapter::BoxFuture;
+use understudy_core::event::GenerationEvent;
 use understudy_settings::Settings;
+use understudy_core::sink::Sink;
 
-use crate::event::GenerationEvent;
-use crate::sink::metrics::Metrics;
-use crate::trace::SpanSender;
-use crate::trace::otlp::{Value, export_request};
+use crate::proto::{Value, export_request};
+use crate::sender::SpanSender;
+
+/// The span exporter, as the engine is handed it ([`Sink`]): the sender
+/// for the configured collector, and its counts of spans.
+#[derive(Debug)]
+pub struct SpanExporter {
+    sender: Arc<dyn SpanSender>,
+    counts: SpanCounts,
+}
+
+/// `understudy_otlp_spans_total{outcome}`: spans exported, or dropped
+/// (queue full, collector down or slow).
+#[derive(Debug, Clone, Default)]
+struct SpanCounts {
+    by_outcome: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+// === impl SpanExporter ===
+
+impl SpanExporter {
+    /// The exporter `settings` ask for: `None` when no traces endpoint is
+    /// set; an error when its sender cannot be built (a header that is not
+    /// one).
+    pub fn for_settings(settings: &Settings) -> Result<Option<Self>, Error> {
+        if settings.telemetry.traces_endpoint.is_none() {
+            return Ok(None);
+        }
+        let sender = crate::sender::sender(&settings.telemetry)
+            .map_err(|e| Error::Engine(format!("telemetry: {e}")))?;
+        Ok(Some(Self::with_sender(sender)))
+    }
+
+    /// An exporter posting through `sender`.
+    pub fn with_sender(sender: Arc<dyn SpanSender>) -> Self {
+        Self {
+            sender,
+            counts: SpanCounts::default(),
+        }
+    }
+}
+
+impl Sink for SpanExporter {
+    fn name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn exports_spans(&self) -> bool {
+        true
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        self.counts.register(registry);
+    }
+
+    fn run(
+        self: Box<Self>,
+        settings: Arc<Settings>,
+        events: mpsc::Receiver<Arc<GenerationEvent>>,
+        stop: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(run(settings, self.sender, self.counts, events, stop))
+    }
+}
+
+// === impl SpanCounts ===
+
+impl SpanCounts {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "understudy_otlp_spans",
+            "Spans by outcome: exported to the collector, or dropped (queue full, collector down or slow)",
+            self.by_outcome.clone(),
+        );
+    }
+
+    /// Counts `n` spans exported or dropped.
+    fn add(&self, outcome: &'static str, n: u64) {
+        self.by_outcome
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc_by(n);
+    }
+}
 
 /// Runs the exporter until the bus is dropped or `stop` turns true, then
 /// sends what it holds (each export still bounded by its timeout). One
 /// export is in flight at a time, and the bus is read meanwhile: a slow
 /// collector fills the queue (and costs counted drops past it), never the
 /// bus.
-pub(crate) async fn run(
+async fn run(
     settings: Arc<Settings>,
     sender: Arc<dyn SpanSender>,
-    metrics: Arc<Metrics>,
+    counts: SpanCounts,
     mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -37,7 +129,7 @@ pub(crate) async fn run(
         resource: resource(&settings),
         held: VecDeque::new(),
         held_spans: 0,
-        metrics,
+        counts,
         settings: Arc::clone(&settings),
         failing: false,
         unanswered: false,
@@ -174,7 +266,7 @@ struct Exporter {
     /// answer's status by then).
     held: VecDeque<(tokio::time::Instant, Arc<GenerationEvent>)>,
     held_spans: usize,
-    metrics: Arc<Metrics>,
+    counts: SpanCounts,
     settings: Arc<Settings>,
     /// The last export failed (logged once per outage).
     failing: bool,
@@ -196,7 +288,7 @@ impl Exporter {
         }
         let n = e.attempts.len() + 1;
         if self.held_spans + n > self.settings.telemetry.max_queue {
-            self.metrics.otlp_spans("dropped", n as u64);
+            self.counts.add("dropped", n as u64);
             return;
         }
         self.held_spans += n;
@@ -205,7 +297,7 @@ impl Exporter {
 
     /// Drops (and counts) everything held.
     fn drop_held(&mut self) {
-        self.metrics.otlp_spans("dropped", self.held_spans as u64);
+        self.counts.add("dropped", self.held_spans as u64);
         self.held.clear();
         self.held_spans = 0;
     }
@@ -248,7 +340,7 @@ impl Exporter {
             self.held_spans -= n;
             bytes += size;
             if let Some(ctx) = &e.trace {
-                spans.extend(crate::trace::spans::of_event(&e, ctx, &self.settings));
+                spans.extend(crate::spans::of_event(&e, ctx, &self.settings));
             }
         }
         // Those still waiting for their status go first next time.
@@ -271,13 +363,13 @@ impl Exporter {
     fn sent(&mut self, n: u64, result: Result<(), String>) {
         match result {
             Ok(()) => {
-                self.metrics.otlp_spans("exported", n);
+                self.counts.add("exported", n);
                 if std::mem::take(&mut self.failing) {
                     tracing::info!("spans reach the collector again");
                 }
             }
             Err(why) => {
-                self.metrics.otlp_spans("dropped", n);
+                self.counts.add("dropped", n);
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(error = %why, "cannot export spans; dropping them until the collector answers");
                 }
@@ -319,7 +411,10 @@ fn resource(settings: &Settings) -> Vec<(String, Value)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::TraceContext;
+    use understudy_settings::Sampler;
+    use understudy_core::sink::metrics::Metrics;
+    use understudy_core::trace::TraceContext;
+    use understudy_core::trace::notes::{Content, TraceNotes};
 
     fn exporter(max_batch: usize) -> Exporter {
         let mut settings = Settings::load(None, |_| None).expect("default settings");
@@ -328,7 +423,7 @@ mod tests {
             resource: Vec::new(),
             held: VecDeque::new(),
             held_spans: 0,
-            metrics: Arc::new(Metrics::new()),
+            counts: SpanCounts::default(),
             settings: Arc::new(settings),
             failing: false,
             unanswered: false,
@@ -346,7 +441,7 @@ mod tests {
             "attempts": [], "latency_ms": 1.0, "ttft_ms": null, "usage": null, "cost_usd": null,
         }))
         .expect("a valid event");
-        let ctx = TraceContext::new(None, None, understudy_settings::Sampler::AlwaysOn);
+        let ctx = TraceContext::new(None, None, Sampler::AlwaysOn);
         if let Some(status) = status {
             ctx.answered(status);
         }
@@ -386,8 +481,8 @@ mod tests {
         let mut x = exporter(512);
         for id in ["a", "b", "c"] {
             let mut e = (*event(id, Some(200))).clone();
-            e.notes = Some(Box::new(crate::trace::notes::TraceNotes {
-                content: Some(crate::trace::notes::Content {
+            e.notes = Some(Box::new(TraceNotes {
+                content: Some(Content {
                     input: "x".repeat(BATCH_BYTES * 2 / 3),
                     ..Default::default()
                 }),
@@ -404,11 +499,7 @@ mod tests {
         let mut x = exporter(512);
         let unsampled = {
             let mut e = (*event("u", Some(200))).clone();
-            e.trace = Some(Arc::new(TraceContext::new(
-                None,
-                None,
-                understudy_settings::Sampler::AlwaysOff,
-            )));
+            e.trace = Some(Arc::new(TraceContext::new(None, None, Sampler::AlwaysOff)));
             Arc::new(e)
         };
         x.hold(unsampled);
@@ -418,7 +509,7 @@ mod tests {
             x.hold(event(&i.to_string(), Some(200)));
         }
         assert_eq!(x.held_spans, limit);
-        let text = x.metrics.prometheus_text();
+        let text = Metrics::with_registered(|r| x.counts.register(r)).prometheus_text();
         assert!(
             text.contains("understudy_otlp_spans_total{outcome=\"dropped\"} 3"),
             "{text}"
@@ -448,13 +539,7 @@ mod tests {
         let (tx, rx) = mpsc::channel(2);
         let (_stop_tx, stop) = watch::channel(false);
         let sender: Arc<dyn SpanSender> = hanging.clone();
-        tokio::spawn(run(
-            settings.clone(),
-            sender,
-            Arc::clone(&x.metrics),
-            rx,
-            stop,
-        ));
+        tokio::spawn(run(settings.clone(), sender, x.counts.clone(), rx, stop));
         tx.send(event("first", Some(200)))
             .await
             .expect("the bus is open");

@@ -1,16 +1,17 @@
 //! A request's spans, made from its event (off the request path): one
 //! SERVER span for the request, one CLIENT span per attempt, in the
 //! OpenTelemetry GenAI semantic conventions (still in development; the
-//! names of `gen-ai/client-inference.md`, 2026).
+//! names their client inference spans had in 2026).
 
-use understudy_settings::{Platform, Settings};
-use understudy_types::attempt::{AttemptKind, Outcome};
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_core::event::GenerationEvent;
 use understudy_types::protocol::Protocol;
+use understudy_settings::Settings;
+use understudy_core::sink::genai::{operation, provider_name};
+use understudy_core::trace::notes::{Content, TraceNotes, finish_reason};
+use understudy_core::trace::{TraceContext, new_span_id, unix_nano};
 
-use crate::event::GenerationEvent;
-use crate::trace::notes::TraceNotes;
-use crate::trace::otlp::{Event, Kind, Span, Value};
-use crate::trace::{TraceContext, new_span_id};
+use crate::proto::{Event, Kind, Span, Value};
 
 const MS: u64 = 1_000_000;
 
@@ -21,114 +22,158 @@ fn nanos(ms: f64) -> u64 {
 
 /// The spans of `e`, a request of trace `ctx`.
 pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) -> Vec<Span> {
-    let op = crate::sink::genai::operation(e.api);
+    let op = operation(e.api);
     let end = end_of(e, ctx);
-    // The engine's clock started at the request's start less what the
-    // front end took before it: attempts are placed from the end back.
-    let engine_start = end.saturating_sub(nanos(e.latency_ms));
-    let flags = u32::from(ctx.sampled);
+    let request = Request {
+        e,
+        ctx,
+        op,
+        // The engine's clock started at the request's start less what the
+        // front end took before it: attempts are placed from the end back.
+        engine_start: end.saturating_sub(nanos(e.latency_ms)),
+        end,
+        flags: u32::from(ctx.sampled),
+    };
     let mut spans = Vec::with_capacity(e.attempts.len() + 1);
-    let mut server = server_span(e, ctx, op, end, flags);
+    let mut server = server_span(e, ctx, op, end, request.flags);
     if let Some(notes) = &e.notes {
-        noted(&mut server, notes, engine_start);
+        noted(&mut server, notes, request.engine_start);
     }
     spans.push(server);
     let served = e.attempts.iter().rposition(|a| a.outcome == Outcome::Ok);
-    for (i, a) in e.attempts.iter().enumerate() {
-        // Never before the request's own span (the times are in ms).
-        let start = (engine_start + nanos(a.started_ms)).max(ctx.start_unix_nano.min(end));
-        let finish = start + nanos(a.latency_ms);
-        let mut attributes = vec![
-            ("gen_ai.operation.name", Value::Str(op.into())),
-            (
-                "gen_ai.provider.name",
-                Value::Str(provider_name(&a.provider, settings)),
-            ),
-            ("gen_ai.request.model", Value::Str(a.model.clone())),
-            ("understudy.provider", Value::Str(a.provider.clone())),
-            (
-                "understudy.attempt.kind",
-                Value::Str(a.kind.as_str().into()),
-            ),
-        ];
-        if e.streamed {
-            attributes.push(("gen_ai.request.stream", Value::Bool(true)));
-        }
-        if let Some((host, port)) = server_address(&a.provider, settings) {
-            attributes.push(("server.address", Value::Str(host)));
-            if let Some(port) = port {
-                attributes.push(("server.port", Value::Int(i64::from(port))));
-            }
-        }
-        if let Some(key) = &a.key {
-            attributes.push(("understudy.key", Value::Str(key.clone())));
-        }
-        let content = e.notes.as_ref().and_then(|n| n.content.as_ref());
-        if let (AttemptKind::Softened, Some(system)) =
-            (a.kind, content.and_then(|c| c.softened_system.as_ref()))
-        {
-            attributes.push(("gen_ai.system_instructions", Value::Str(system.clone())));
-        }
-        if let Some(status) = a.status {
-            attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
-        }
-        let mut error = None;
-        if let Outcome::Failed(code) = a.outcome {
-            attributes.push(("error.type", Value::Str(code.as_str().into())));
-            // The code, not the provider's words: an error body can echo
-            // the prompt.
-            error = Some(code.as_str().to_owned());
-        }
-        let mut events = Vec::new();
-        if let (AttemptKind::RateLimitRetry, Some(before)) = (a.kind, i.checked_sub(1)) {
-            // The wait for the provider's Retry-After, from the 429 to now.
-            let prev = &e.attempts[before];
-            let waited_from = engine_start + nanos(prev.started_ms + prev.latency_ms);
-            events.push(Event {
-                time_unix_nano: waited_from.min(start),
-                name: "understudy.retry_after.wait",
-                attributes: vec![(
-                    "understudy.wait_s",
-                    Value::Double(start.saturating_sub(waited_from) as f64 / 1e9),
-                )],
-            });
-        }
-        if Some(i) == served {
-            served_attributes(e, &mut attributes);
-            if let Some(output) = content.and_then(|c| c.output.as_ref()) {
-                attributes.push(("gen_ai.output.messages", Value::Str(output.clone())));
-            }
-            if let Some(ttft) = e.ttft_ms.filter(|_| e.streamed) {
-                attributes.push((
-                    "gen_ai.response.time_to_first_chunk",
-                    Value::Double(ttft / 1000.0),
-                ));
-                events.push(Event {
-                    time_unix_nano: engine_start + nanos(ttft),
-                    name: "understudy.stream.commit",
-                    attributes: Vec::new(),
-                });
-            }
-        }
-        spans.push(Span {
-            trace_id: ctx.trace_id,
-            // The id the call went out with (and a provider that receives
-            // `traceparent` saw), else a new one.
-            span_id: a.span_id.unwrap_or_else(new_span_id),
-            trace_state: ctx.state.clone(),
-            parent_span_id: Some(ctx.span_id),
-            // The parent (the request's span) is local: bit 8 set, 9 not.
-            flags: flags | 0x100,
-            name: format!("{op} {}", a.model),
-            kind: Kind::Client,
-            start_time_unix_nano: start,
-            end_time_unix_nano: finish.max(start),
-            attributes,
-            events,
-            error,
-        });
+    for i in 0..e.attempts.len() {
+        spans.push(attempt_span(&request, i, Some(i) == served, settings));
     }
     spans
+}
+
+/// What every span of one request is placed and named by.
+struct Request<'a> {
+    e: &'a GenerationEvent,
+    ctx: &'a TraceContext,
+    /// `gen_ai.operation.name`.
+    op: &'static str,
+    /// When the engine's run began, and when the request ended (Unix
+    /// nanoseconds).
+    engine_start: u64,
+    end: u64,
+    /// The W3C flags (bit 0: sampled).
+    flags: u32,
+}
+
+/// The CLIENT span of attempt `i` (`served`: the attempt that answered).
+fn attempt_span(r: &Request<'_>, i: usize, served: bool, settings: &Settings) -> Span {
+    let (e, ctx) = (r.e, r.ctx);
+    let a = &e.attempts[i];
+    // Never before the request's own span (the times are in ms).
+    let start = (r.engine_start + nanos(a.started_ms)).max(ctx.start_unix_nano.min(r.end));
+    let finish = start + nanos(a.latency_ms);
+    let content = e.notes.as_ref().and_then(|n| n.content.as_ref());
+    let (mut attributes, error) = call_attributes(e, a, r.op, content, settings);
+    let mut events = Vec::new();
+    if let (AttemptKind::RateLimitRetry, Some(before)) = (a.kind, i.checked_sub(1)) {
+        events.push(retry_wait(&e.attempts[before], r.engine_start, start));
+    }
+    if served {
+        served_attributes(e, &mut attributes);
+        if let Some(output) = content.and_then(|c| c.output.as_ref()) {
+            attributes.push(("gen_ai.output.messages", Value::Str(output.clone())));
+        }
+        if let Some(ttft) = e.ttft_ms.filter(|_| e.streamed) {
+            attributes.push((
+                "gen_ai.response.time_to_first_chunk",
+                Value::Double(ttft / 1000.0),
+            ));
+            events.push(Event {
+                time_unix_nano: r.engine_start + nanos(ttft),
+                name: "understudy.stream.commit",
+                attributes: Vec::new(),
+            });
+        }
+    }
+    Span {
+        trace_id: ctx.trace_id,
+        // The id the call went out with (and a provider that receives
+        // `traceparent` saw), else a new one.
+        span_id: a.span_id.unwrap_or_else(new_span_id),
+        trace_state: ctx.state.clone(),
+        parent_span_id: Some(ctx.span_id),
+        // The parent (the request's span) is local: bit 8 set, 9 not.
+        flags: r.flags | 0x100,
+        name: format!("{} {}", r.op, a.model),
+        kind: Kind::Client,
+        start_time_unix_nano: start,
+        end_time_unix_nano: finish.max(start),
+        attributes,
+        events,
+        error,
+    }
+}
+
+/// What attempt `a` called and how the call went: its attributes, and its
+/// error (the failure's code) when it failed.
+fn call_attributes(
+    e: &GenerationEvent,
+    a: &Attempt,
+    op: &'static str,
+    content: Option<&Content>,
+    settings: &Settings,
+) -> (Vec<(&'static str, Value)>, Option<String>) {
+    let mut attributes = vec![
+        ("gen_ai.operation.name", Value::Str(op.into())),
+        (
+            "gen_ai.provider.name",
+            Value::Str(provider_name(&a.provider, settings)),
+        ),
+        ("gen_ai.request.model", Value::Str(a.model.clone())),
+        ("understudy.provider", Value::Str(a.provider.clone())),
+        (
+            "understudy.attempt.kind",
+            Value::Str(a.kind.as_str().into()),
+        ),
+    ];
+    if e.streamed {
+        attributes.push(("gen_ai.request.stream", Value::Bool(true)));
+    }
+    if let Some((host, port)) = server_address(&a.provider, settings) {
+        attributes.push(("server.address", Value::Str(host)));
+        if let Some(port) = port {
+            attributes.push(("server.port", Value::Int(i64::from(port))));
+        }
+    }
+    if let Some(key) = &a.key {
+        attributes.push(("understudy.key", Value::Str(key.clone())));
+    }
+    if let (AttemptKind::Softened, Some(system)) =
+        (a.kind, content.and_then(|c| c.softened_system.as_ref()))
+    {
+        attributes.push(("gen_ai.system_instructions", Value::Str(system.clone())));
+    }
+    if let Some(status) = a.status {
+        attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+    }
+    let mut error = None;
+    if let Outcome::Failed(code) = a.outcome {
+        attributes.push(("error.type", Value::Str(code.as_str().into())));
+        // The code, not the provider's words: an error body can echo
+        // the prompt.
+        error = Some(code.as_str().to_owned());
+    }
+    (attributes, error)
+}
+
+/// The wait for the provider's Retry-After, from the 429 of `prev` to the
+/// retry's `start`.
+fn retry_wait(prev: &Attempt, engine_start: u64, start: u64) -> Event {
+    let waited_from = engine_start + nanos(prev.started_ms + prev.latency_ms);
+    Event {
+        time_unix_nano: waited_from.min(start),
+        name: "understudy.retry_after.wait",
+        attributes: vec![(
+            "understudy.wait_s",
+            Value::Double(start.saturating_sub(waited_from) as f64 / 1e9),
+        )],
+    }
 }
 
 /// The request's span: the HTTP route and status, what the client asked,
@@ -241,7 +286,7 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
         if let Some(f) = &notes.finish_reason {
             attributes.push((
                 "gen_ai.response.finish_reasons",
-                Value::StrArray(vec![super::notes::finish_reason(f).to_owned()]),
+                Value::StrArray(vec![finish_reason(f).to_owned()]),
             ));
         }
     }
@@ -279,9 +324,9 @@ fn served_attributes(e: &GenerationEvent, attributes: &mut Vec<(&'static str, Va
 /// When the request ended: when its run published the event (else the
 /// event's time, in milliseconds), never before it began.
 fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
-    let end = ctx.ended().unwrap_or_else(|| {
-        understudy_types::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano)
-    });
+    let end = ctx
+        .ended()
+        .unwrap_or_else(|| understudy_types::clock::rfc3339(&e.timestamp).map_or(0, unix_nano));
     end.max(ctx.start_unix_nano)
 }
 
@@ -294,34 +339,6 @@ fn http_route(api: Option<Protocol>) -> &'static str {
         Some(Protocol::GenerateContent) => "/v1beta/models/{model}:generateContent",
         Some(Protocol::Converse) | None => "/v1/generate",
     }
-}
-
-/// `gen_ai.provider.name`: the platform's, else the API's owner, else the
-/// provider's own name where the conventions list it (`groq`, …).
-pub(crate) fn provider_name(provider: &str, settings: &Settings) -> String {
-    const LISTED: [&str; 8] = [
-        "groq",
-        "deepseek",
-        "mistral_ai",
-        "x_ai",
-        "perplexity",
-        "cohere",
-        "moonshot_ai",
-        "openai",
-    ];
-    let Some(p) = settings.providers.get(provider) else {
-        return provider.to_owned();
-    };
-    let named = match (&p.platform, p.kind) {
-        (Platform::Bedrock(_), _) => "aws.bedrock",
-        (Platform::Vertex(_), _) => "gcp.vertex_ai",
-        (Platform::Azure(_), _) => "azure.ai.openai",
-        _ if LISTED.contains(&provider) => return provider.to_owned(),
-        (_, Protocol::Messages) => "anthropic",
-        (_, Protocol::GenerateContent) => "gcp.gemini",
-        _ => "openai",
-    };
-    named.to_owned()
 }
 
 /// The host and port a provider is called at (`server.address`,

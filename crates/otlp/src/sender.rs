@@ -14,8 +14,13 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use understudy_core::trace::SpanSender;
 use understudy_settings::{OtlpProtocol, TelemetrySettings};
+
+/// Posts one encoded export (`ExportTraceServiceRequest`) to the
+/// collector.
+pub trait SpanSender: Send + Sync + std::fmt::Debug + 'static {
+    fn send(&self, body: Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+}
 
 pub(crate) struct OtlpSender {
     client: reqwest::Client,
@@ -67,7 +72,9 @@ pub(crate) fn sender(telemetry: &TelemetrySettings) -> Result<Arc<dyn SpanSender
         value.set_sensitive(true);
         headers.insert(name, value);
     }
-    crate::install_tls_provider();
+    // reqwest is built without a crypto provider: ring is installed here,
+    // as the adapters install it (the first to run wins; both are ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder();
     if grpc {
         // gRPC is HTTP/2 only; over `http://` there is no ALPN to ask, and

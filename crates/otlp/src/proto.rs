@@ -1,8 +1,9 @@
 //! OTLP/protobuf, written by hand: an `ExportTraceServiceRequest` of one
-//! resource and one scope (opentelemetry-proto's `trace/v1/trace.proto`,
-//! `common/v1/common.proto`). Only what the gateway sends is written;
-//! nested messages take a one-byte length that is widened when the body
-//! turns out longer. Checked against the official decoder in the tests.
+//! resource and one scope (the OpenTelemetry protocol's trace and common
+//! messages). Only what the gateway sends is written; nested messages take
+//! a one-byte length that is widened when the body turns out longer.
+//! Checked against the official decoder by the gateway's trace tests (the
+//! testkit's `collector`).
 
 /// An attribute's value.
 #[derive(Debug, Clone, PartialEq)]
