@@ -24,7 +24,10 @@
 //!   (private).
 //! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
 //!   the routing table and client records changed at run time, and where
-//!   those changes are kept).
+//!   those changes are kept; `engine/start.rs`: each part the start starts).
+//! - `engine_wide`: the objects fixed for the engine's life (event bus,
+//!   response cache, breaker board, key pools, spend meter, fleet state),
+//!   shared by every run (private).
 //! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
@@ -39,7 +42,8 @@
 //!   and expiry (across the fleet with Redis).
 //! - [`protocol`]: [`Protocol`], the one name of a wire protocol (a leaf).
 //! - [`ratelimit`]: the rate-limit budgets providers report (a leaf).
-//! - [`keys`]: a pooled provider's keys at run time (`KeyPool`).
+//! - [`key_pools`]: a pooled provider's keys at run time (`KeyPool`,
+//!   every pool in `KeyPools`, a request's key in `KeyInUse`).
 
 pub mod adapter;
 pub mod attempt;
@@ -48,12 +52,13 @@ pub mod chat;
 pub mod clock;
 pub mod credentials;
 pub mod engine;
+mod engine_wide;
 pub mod error;
 pub mod event;
 pub mod failure;
 pub mod generation;
 pub mod info;
-pub mod keys;
+pub mod key_pools;
 pub mod limits;
 pub mod logctx;
 pub mod passthrough;

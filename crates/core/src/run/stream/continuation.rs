@@ -13,11 +13,11 @@ use crate::adapter::BoxEventStream;
 use crate::attempt::{Attempt, AttemptKind, Outcome};
 use crate::chat::{Message, StreamEvent};
 use crate::failure::{Failure, FailureKind};
-use crate::keys::Ticket;
+use crate::key_pools::KeyInUse;
 use crate::policy::decide::Call;
 use crate::policy::stream::{HELD_BYTES, Watch, prefill};
 use crate::run::Run;
-use crate::run::keys::KeyChoice;
+use crate::run::key_choice::KeyChoice;
 use crate::settings::StreamCommit;
 use crate::stream::{Feed, StreamItem};
 
@@ -66,8 +66,8 @@ impl Run {
                 ));
             }
         };
-        let key = ticket.as_ref().map_or(0, Ticket::key);
-        let key_name = ticket.as_ref().and_then(Ticket::name);
+        let key = ticket.as_ref().map_or(0, KeyInUse::key);
+        let key_name = ticket.as_ref().and_then(KeyInUse::name);
         let (prefix, trimmed) = prefill(&sent.text);
         let mut chat = (*self.chat).clone();
         // The prefill is the neutral history's last turn: a native body
