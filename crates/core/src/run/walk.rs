@@ -4,8 +4,9 @@
 //! credentials, the call, the attempt recorded and the key's outcome told
 //! to its pool — the same for an answer and a stream.
 //!
-//! What differs is supplied by the path, statically (no boxing, no dynamic
-//! dispatch): a [`Path`] makes the call (an answer's completion, or a
+//! What differs is supplied by the path as type parameters (no dynamic
+//! dispatch; the answer's attempt is not boxed, a stream's is, as each
+//! was before): a [`Path`] makes the call (an answer's completion, or a
 //! stream read until it commits) and keeps what served; a [`Caller`] says
 //! whether the one who asked is still there (a stream's caller may leave
 //! mid-walk; an answer's caller leaving drops the whole walk).
