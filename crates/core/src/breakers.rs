@@ -24,7 +24,6 @@ use understudy_settings::BreakerSettings;
 use understudy_types::failure::FailureCode;
 use understudy_types::target::Target;
 
-use crate::keys::KeyPool;
 use crate::sink::metrics::{Metrics, StateLabels};
 
 /// Every target's breaker.
@@ -38,8 +37,6 @@ pub struct BreakerBoard {
     /// is forgotten (breaker and metric label) to make room.
     pinned: Mutex<Pinned>,
     metrics: Arc<Metrics>,
-    /// The pooled providers' keys (`crate::keys`), fixed at start.
-    pools: HashMap<Arc<str>, Arc<KeyPool>>,
 }
 
 /// The pinned targets' breakers, least recently used first out.
@@ -123,30 +120,7 @@ impl BreakerBoard {
                 tick: 0,
             }),
             metrics,
-            pools: HashMap::new(),
         }
-    }
-
-    /// The board with these key pools beside the breakers.
-    pub fn with_pools(mut self, pools: impl IntoIterator<Item = Arc<KeyPool>>) -> Self {
-        self.pools = pools
-            .into_iter()
-            .map(|p| (Arc::clone(&p.provider), p))
-            .collect();
-        self
-    }
-
-    /// `provider`'s key pool, if it has one.
-    pub fn pool(&self, provider: &str) -> Option<&Arc<KeyPool>> {
-        if self.pools.is_empty() {
-            return None;
-        }
-        self.pools.get(provider)
-    }
-
-    /// Every key pool, for the fleet poller and the status.
-    pub fn pools(&self) -> impl Iterator<Item = &Arc<KeyPool>> {
-        self.pools.values()
     }
 
     /// The configured targets, for the fleet poller.

@@ -30,7 +30,7 @@ pub struct ProviderInfo {
     pub breakers: Vec<TargetBreaker>,
     /// Its pool's keys, by name (empty for a provider with one key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub keys: Vec<crate::keys::PoolKeyStatus>,
+    pub keys: Vec<crate::key_pools::PoolKeyStatus>,
 }
 
 /// One target's circuit breaker.

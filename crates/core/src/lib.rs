@@ -7,7 +7,7 @@
 //! # Layout
 //! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
 //!   the routing table and client records changed at run time, and where
-//!   those changes are kept).
+//!   those changes are kept; `engine/start.rs`: each part the start starts).
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
 //! - `actor`: router, provider and supervisor actors (private).
@@ -17,8 +17,12 @@
 //! - [`credentials`]: how long a request may wait on credentials that the
 //!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
-//! - [`keys`]: a pooled provider's keys at run time (`KeyPool`).
+//! - [`key_pools`]: a pooled provider's keys at run time (`KeyPool`,
+//!   every pool in `KeyPools`, a request's key in `KeyInUse`).
 //! - [`info`]: what `providers` shows.
+//! - `engine_wide`: the objects fixed for the engine's life (event bus,
+//!   response cache, breaker board, key pools, spend meter, fleet state),
+//!   shared by every run (private).
 //! - [`readiness`]: whether every route has a target that can serve.
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
@@ -39,10 +43,11 @@ pub mod adapter;
 pub mod breakers;
 pub mod credentials;
 pub mod engine;
+mod engine_wide;
 pub mod event;
 pub mod generation;
 pub mod info;
-pub mod keys;
+pub mod key_pools;
 pub mod logctx;
 pub mod readiness;
 pub mod redis_link;

@@ -29,7 +29,7 @@ use redis::AsyncCommands;
 use understudy_types::target::Target;
 
 use crate::breakers::BreakerBoard;
-use crate::keys::KeyPool;
+use crate::key_pools::{KeyPool, KeyPools};
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
 
@@ -327,11 +327,15 @@ pub(crate) struct BreakerPoller {
 }
 
 impl BreakerPoller {
-    pub(crate) fn new(shared: Arc<SharedState>, board: Arc<BreakerBoard>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<SharedState>,
+        board: Arc<BreakerBoard>,
+        pools: &KeyPools,
+    ) -> Self {
         let mut targets: Vec<Target> = board.configured().cloned().collect();
         targets.sort();
-        let keys: Vec<(Arc<KeyPool>, usize)> = board
-            .pools()
+        let keys: Vec<(Arc<KeyPool>, usize)> = pools
+            .iter()
             .flat_map(|p| (0..p.names.len()).map(move |k| (Arc::clone(p), k)))
             .collect();
         let key_names = keys

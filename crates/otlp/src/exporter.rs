@@ -17,11 +17,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
-use understudy_types::Error;
 use understudy_core::adapter::BoxFuture;
 use understudy_core::event::GenerationEvent;
-use understudy_settings::Settings;
 use understudy_core::sink::Sink;
+use understudy_settings::Settings;
+use understudy_types::Error;
 
 use crate::proto::{Value, export_request};
 use crate::sender::SpanSender;
@@ -411,10 +411,10 @@ fn resource(settings: &Settings) -> Vec<(String, Value)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use understudy_settings::Sampler;
     use understudy_core::sink::metrics::Metrics;
     use understudy_core::trace::TraceContext;
     use understudy_core::trace::notes::{Content, TraceNotes};
+    use understudy_settings::Sampler;
 
     fn exporter(max_batch: usize) -> Exporter {
         let mut settings = Settings::load(None, |_| None).expect("default settings");

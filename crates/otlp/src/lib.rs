@@ -39,9 +39,9 @@ pub mod spans;
 pub use exporter::SpanExporter;
 pub use sender::SpanSender;
 
-use understudy_types::Error;
-use understudy_settings::Settings;
 use understudy_core::sink::Sink;
+use understudy_settings::Settings;
+use understudy_types::Error;
 
 /// The sinks this crate adds to an engine that `settings` configure: the
 /// span exporter when a traces endpoint is set, else none. An error when

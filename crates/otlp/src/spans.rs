@@ -3,13 +3,13 @@
 //! OpenTelemetry GenAI semantic conventions (still in development; the
 //! names their client inference spans had in 2026).
 
-use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
 use understudy_core::event::GenerationEvent;
-use understudy_types::protocol::Protocol;
-use understudy_settings::Settings;
 use understudy_core::sink::genai::{operation, provider_name};
 use understudy_core::trace::notes::{Content, TraceNotes, finish_reason};
 use understudy_core::trace::{TraceContext, new_span_id, unix_nano};
+use understudy_settings::Settings;
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
+use understudy_types::protocol::Protocol;
 
 use crate::proto::{Event, Kind, Span, Value};
 

@@ -114,7 +114,7 @@ pub fn decode_stream(
         Protocol::Messages => {
             http::parse_stream_bytes(anthropic::AnthropicStream::for_model(model), chunks)
         }
-        Protocol::Converse => understudy_wire::sse::parse_framed_bytes(
+        Protocol::Converse => understudy_wire::framing::parse_framed_bytes(
             http::Framing::aws_event_stream(bedrock::converse::event_item),
             understudy_wire::converse::stream::ConverseStream::for_model(model),
             chunks,

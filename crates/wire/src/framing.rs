@@ -2,8 +2,11 @@
 //! server-sent events, or AWS's binary event stream (Bedrock), whose
 //! messages a cloud's function turns into the same items.
 
-use understudy_types::{Failure, FailureKind};
+use std::collections::VecDeque;
 
+use understudy_types::{Failure, FailureKind, StreamEvent};
+
+use crate::StreamParser;
 use crate::eventstream;
 use crate::sse::{SseDecoder, SseItem};
 
@@ -88,4 +91,68 @@ fn drain(
         }
     }
     Ok(())
+}
+
+/// Runs a parser over raw SSE bytes as they would arrive; for tests and
+/// fuzzing.
+pub fn parse_stream_bytes<T: StreamParser>(
+    parser: T,
+    chunks: &[&[u8]],
+) -> Vec<Result<StreamEvent, Failure>> {
+    parse_framed_bytes(Framing::sse(), parser, chunks)
+}
+
+/// Runs a parser over raw bytes in `framing` as they would arrive, as a
+/// live stream does: items in order until a terminal event, a framing
+/// error after the items before it; for tests and fuzzing.
+pub fn parse_framed_bytes<T: StreamParser>(
+    mut framing: Framing,
+    mut parser: T,
+    chunks: &[&[u8]],
+) -> Vec<Result<StreamEvent, Failure>> {
+    let mut items = Vec::new();
+    let mut out = VecDeque::new();
+    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| out.iter().any(ends);
+    let mut dispatch = |items: &mut Vec<SseItem>, out: &mut VecDeque<_>| {
+        for item in items.drain(..) {
+            if terminal(out) {
+                break;
+            }
+            parser.on_item(item, out);
+        }
+    };
+    let mut failed = None;
+    for chunk in chunks {
+        let fed = framing.feed(chunk, &mut items);
+        dispatch(&mut items, &mut out);
+        if let Err(f) = fed {
+            failed = Some(f);
+            break;
+        }
+    }
+    if failed.is_none() {
+        failed = framing.finish(&mut items).err();
+        dispatch(&mut items, &mut out);
+    }
+    match failed {
+        Some(f) => out.push_back(Err(f)),
+        None if !terminal(&out) => parser.on_eof(&mut out),
+        None => {}
+    }
+    let mut events: Vec<_> = out.into();
+    if let Some(end) = events.iter().position(ends) {
+        events.truncate(end + 1);
+    }
+    events
+}
+
+/// Whether an event ends a stream (text and tool-call fragments do not).
+fn ends(e: &Result<StreamEvent, Failure>) -> bool {
+    !matches!(
+        e,
+        Ok(StreamEvent::Delta(_)
+            | StreamEvent::Reasoning(_)
+            | StreamEvent::ToolCall(_)
+            | StreamEvent::Native(_))
+    )
 }

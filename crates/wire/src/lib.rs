@@ -23,7 +23,7 @@
 //! - [`signature`]: Gemini's thought signatures carried in the tool-call ids the gateway mints.
 //! - [`softening`]: the softened retry written into a native body, in its protocol.
 //! - [`ids`]: tool-call ids in each protocol's alphabet, mapped injectively and reversibly.
-//! - [`framing`]: a stream's bytes as the parser's items (SSE, or AWS's event stream).
+//! - [`framing`]: a stream's bytes as the parser's items (SSE, or AWS's event stream), and a parser run over recorded bytes.
 //! - [`StreamParser`]: decoded SSE items in, neutral stream events out.
 
 pub mod chat_completions;

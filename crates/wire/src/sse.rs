@@ -10,13 +10,8 @@
 //! leading BOM) and hands every non-field line back as [`SseItem::Stray`].
 //!
 //! It never panics on any input and bounds how much it buffers.
-//! [`parse_stream_bytes`] runs a protocol's parser over recorded bytes.
-
-use std::collections::VecDeque;
-
-use understudy_types::{Failure, StreamEvent};
-
-use crate::StreamParser;
+//! [`crate::framing::parse_stream_bytes`] runs a protocol's parser over
+//! recorded bytes.
 
 /// The most bytes one event (or one stray run) may hold before the stream
 /// counts as garbage.
@@ -144,70 +139,6 @@ impl SseDecoder {
             data: std::mem::take(&mut self.data),
         });
     }
-}
-
-/// Runs a parser over raw SSE bytes as they would arrive; for tests and
-/// fuzzing.
-pub fn parse_stream_bytes<T: StreamParser>(
-    parser: T,
-    chunks: &[&[u8]],
-) -> Vec<Result<StreamEvent, Failure>> {
-    parse_framed_bytes(crate::framing::Framing::sse(), parser, chunks)
-}
-
-/// Runs a parser over raw bytes in `framing` as they would arrive, as a
-/// live stream does: items in order until a terminal event, a framing
-/// error after the items before it; for tests and fuzzing.
-pub fn parse_framed_bytes<T: StreamParser>(
-    mut framing: crate::framing::Framing,
-    mut parser: T,
-    chunks: &[&[u8]],
-) -> Vec<Result<StreamEvent, Failure>> {
-    let mut items = Vec::new();
-    let mut out = VecDeque::new();
-    let terminal = |out: &VecDeque<Result<StreamEvent, Failure>>| out.iter().any(ends);
-    let mut dispatch = |items: &mut Vec<SseItem>, out: &mut VecDeque<_>| {
-        for item in items.drain(..) {
-            if terminal(out) {
-                break;
-            }
-            parser.on_item(item, out);
-        }
-    };
-    let mut failed = None;
-    for chunk in chunks {
-        let fed = framing.feed(chunk, &mut items);
-        dispatch(&mut items, &mut out);
-        if let Err(f) = fed {
-            failed = Some(f);
-            break;
-        }
-    }
-    if failed.is_none() {
-        failed = framing.finish(&mut items).err();
-        dispatch(&mut items, &mut out);
-    }
-    match failed {
-        Some(f) => out.push_back(Err(f)),
-        None if !terminal(&out) => parser.on_eof(&mut out),
-        None => {}
-    }
-    let mut events: Vec<_> = out.into();
-    if let Some(end) = events.iter().position(ends) {
-        events.truncate(end + 1);
-    }
-    events
-}
-
-/// Whether an event ends a stream (text and tool-call fragments do not).
-fn ends(e: &Result<StreamEvent, Failure>) -> bool {
-    !matches!(
-        e,
-        Ok(StreamEvent::Delta(_)
-            | StreamEvent::Reasoning(_)
-            | StreamEvent::ToolCall(_)
-            | StreamEvent::Native(_))
-    )
 }
 
 #[cfg(test)]

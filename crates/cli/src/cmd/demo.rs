@@ -83,33 +83,74 @@ enum Kind {
 
 pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     super::init_logging("error", false);
-    if args.requests == 0 || !(args.duration.is_finite() && args.duration >= 0.0) {
-        report("--requests must be at least 1 and --duration a number of seconds");
-        return EXIT_USAGE;
-    }
-    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
-        report(&format!(
-            "refusing to listen on {} without client keys: the demo gateway has none; \
-             listen on a loopback address (the default, 127.0.0.1:8080) or pass --insecure-no-auth",
-            args.listen
-        ));
+    if let Err(why) = check(&args) {
+        report(&why);
         return EXIT_USAGE;
     }
     let color = !args.no_color && std::io::stdout().is_terminal();
     let started = Instant::now();
     let outage_from = Duration::from_secs_f64(args.duration / 3.0);
     let outage_for = Duration::from_secs_f64((args.duration / 8.0).max(2.0));
+    let Some(sims) = simulators(started, outage_from, outage_for).await else {
+        report("cannot start the simulated providers on loopback");
+        return EXIT_FAILED;
+    };
+    let (addr, stop_tx, server) = match gateway(&sims, args.listen).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let base = format!("http://{addr}");
+    out(&format!(
+        "{}: simulated groq → gemini → claude behind the gateway at {base}\n\
+         groq refuses roasts and has an outage at {:.0}s; gemini rate-limits now and then; claude is slower but healthy.\n\
+         Status page: {base}/\n\n",
+        paint(color, "1", "Understudy demo"),
+        outage_from.as_secs_f64()
+    ));
+    let results = send_all(&args, &base, started, color).await;
+    out(&summary(&results, started.elapsed()));
+    if args.serve {
+        out(&format!(
+            "\nStill serving (Ctrl-C stops):\n  status page  {base}/\n  metrics      {base}/metrics\n  try          curl -s {base}/v1/wit -H 'content-type: application/json' -d '{{\"topic\":\"Mondays\",\"style\":\"roast\"}}'\n               curl -s {base}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"default\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n"
+        ));
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    drop(sims);
+    0
+}
 
-    let (groq, gemini, claude) = match (
+/// Why the arguments cannot run a demo, if they cannot.
+fn check(args: &Args) -> Result<(), String> {
+    if args.requests == 0 || !(args.duration.is_finite() && args.duration >= 0.0) {
+        return Err("--requests must be at least 1 and --duration a number of seconds".into());
+    }
+    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        return Err(format!(
+            "refusing to listen on {} without client keys: the demo gateway has none; \
+             listen on a loopback address (the default, 127.0.0.1:8080) or pass --insecure-no-auth",
+            args.listen
+        ));
+    }
+    Ok(())
+}
+
+/// The simulated providers, each with its fault profile: groq refuses
+/// roasts (one softened roast in three still) and is down from
+/// `outage_from` for `outage_for`; gemini rate-limits one call in five;
+/// claude is slower but healthy.
+async fn simulators(
+    started: Instant,
+    outage_from: Duration,
+    outage_for: Duration,
+) -> Option<(SimProvider, SimProvider, SimProvider)> {
+    let (Ok(groq), Ok(gemini), Ok(claude)) = (
         SimProvider::openai().await,
         SimProvider::gemini().await,
         SimProvider::anthropic().await,
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => {
-            report("cannot start the simulated providers on loopback");
-            return EXIT_FAILED;
-        }
+    ) else {
+        return None;
     };
     let roasts = Arc::new(AtomicUsize::new(0));
     let groq_roasts = Arc::clone(&roasts);
@@ -140,12 +181,27 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
         answer(r, Duration::from_millis(150), Duration::from_millis(40))
     });
     claude.respond_with(|r| answer(r, Duration::from_millis(450), Duration::from_millis(60)));
+    Some((groq, gemini, claude))
+}
 
-    let settings = match demo_settings(&groq, &gemini, &claude) {
+/// The gateway in front of `sims`, serving on `listen`: its address, what
+/// stops it, and its task; else the exit code.
+async fn gateway(
+    (groq, gemini, claude): &(SimProvider, SimProvider, SimProvider),
+    listen: SocketAddr,
+) -> Result<
+    (
+        SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ),
+    u8,
+> {
+    let settings = match demo_settings(groq, gemini, claude) {
         Ok(s) => s,
         Err(e) => {
             report(&format!("demo configuration: {e}"));
-            return EXIT_FAILED;
+            return Err(EXIT_FAILED);
         }
     };
     let engine = match understudy_otlp::sinks(&settings) {
@@ -156,38 +212,35 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
         Ok(e) => e,
         Err(e) => {
             report(&format!("cannot start the engine: {e}"));
-            return EXIT_FAILED;
+            return Err(EXIT_FAILED);
         }
     };
-    let listener = match TcpListener::bind(args.listen).await {
+    let listener = match TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
             report(&format!(
                 "cannot listen on {}: {e}{}",
-                args.listen,
+                listen,
                 if e.kind() == std::io::ErrorKind::AddrInUse {
                     " (the port is busy: pass --listen 127.0.0.1:0 or another port)"
                 } else {
                     ""
                 }
             ));
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
     };
-    let addr = listener.local_addr().map_or(args.listen, |a| a);
+    let addr = listener.local_addr().map_or(listen, |a| a);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(understudy_server::serve(listener, engine, async move {
         let _ = stop_rx.await;
     }));
-    let base = format!("http://{addr}");
-    out(&format!(
-        "{}: simulated groq → gemini → claude behind the gateway at {base}\n\
-         groq refuses roasts and has an outage at {:.0}s; gemini rate-limits now and then; claude is slower but healthy.\n\
-         Status page: {base}/\n\n",
-        paint(color, "1", "Understudy demo"),
-        outage_from.as_secs_f64()
-    ));
+    Ok((addr, stop_tx, server))
+}
 
+/// Sends the sample requests, paced over the demo's duration, with a line
+/// per request (and a progress bar on a terminal).
+async fn send_all(args: &Args, base: &str, started: Instant, color: bool) -> Vec<Outcome> {
     let client = understudy_testkit::http_client();
     let pace = Duration::from_secs_f64(args.duration / args.requests as f64);
     let mut results: Vec<Outcome> = Vec::with_capacity(args.requests);
@@ -201,7 +254,7 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
             _ => Kind::Stream,
         };
         let topic = TOPICS[i % TOPICS.len()];
-        let outcome = send(&client, &base, kind, topic).await;
+        let outcome = send(&client, base, kind, topic).await;
         if color {
             out("\r\x1b[2K");
         }
@@ -217,23 +270,9 @@ pub(crate) async fn run(_config: Option<&Path>, args: Args) -> u8 {
     if color {
         out("\r\x1b[2K");
     }
-    out(&summary(&results, started.elapsed()));
-    if args.serve {
-        out(&format!(
-            "\nStill serving (Ctrl-C stops):\n  status page  {base}/\n  metrics      {base}/metrics\n  try          curl -s {base}/v1/wit -H 'content-type: application/json' -d '{{\"topic\":\"Mondays\",\"style\":\"roast\"}}'\n               curl -s {base}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"default\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n"
-        ));
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    drop((groq, gemini, claude));
-    0
+    results
 }
 
-/// The demo gateway's configuration: the three simulators in failover
-/// order, a quick breaker, and no response cache (the sample requests
-/// repeat, and every one should reach the providers). The environment is
-/// not read: the demo is the same wherever it runs.
 fn demo_settings(
     groq: &SimProvider,
     gemini: &SimProvider,
@@ -305,24 +344,7 @@ struct Outcome {
 
 async fn send(client: &reqwest::Client, base: &str, kind: Kind, topic: &str) -> Outcome {
     let started = Instant::now();
-    let (url, body) = match kind {
-        Kind::Roast => (
-            format!("{base}/v1/wit"),
-            json!({"topic": topic, "style": "roast"}),
-        ),
-        Kind::Pun => (
-            format!("{base}/v1/wit"),
-            json!({"topic": topic, "style": "pun"}),
-        ),
-        Kind::Chat => (
-            format!("{base}/v1/chat/completions"),
-            json!({"model": "default", "messages": [{"role": "user", "content": format!("One line about {topic}")}]}),
-        ),
-        Kind::Stream => (
-            format!("{base}/v1/generate"),
-            json!({"prompt": format!("A story about {topic}"), "stream": true}),
-        ),
-    };
+    let (url, body) = request(base, kind, topic);
     let mut o = Outcome {
         kind,
         provider: None,
@@ -347,13 +369,11 @@ async fn send(client: &reqwest::Client, base: &str, kind: Kind, topic: &str) -> 
             return o;
         }
     };
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let served_by = header("x-understudy-provider");
+    let served_by = resp
+        .headers()
+        .get("x-understudy-provider")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
     o.latency = started.elapsed();
@@ -362,44 +382,8 @@ async fn send(client: &reqwest::Client, base: &str, kind: Kind, topic: &str) -> 
         o.error = Some(v["error"]["code"].as_str().unwrap_or("error").to_owned());
         return o;
     }
-    let record = |o: &mut Outcome, v: &Value| {
-        let attempts = v["attempts"].as_array().cloned().unwrap_or_default();
-        o.softened = attempts
-            .iter()
-            .any(|a| a["kind"] == "softened" && a["outcome"] == "ok");
-        o.outage = attempts.iter().any(|a| {
-            matches!(
-                a["outcome"].as_str(),
-                Some("unavailable" | "timeout" | "connection" | "rate_limited")
-            )
-        });
-    };
     match kind {
-        Kind::Stream => {
-            for block in text.split("\n\n") {
-                let (event, data) = block.lines().fold((None, String::new()), |(e, d), l| {
-                    if let Some(v) = l.strip_prefix("event: ") {
-                        (Some(v.to_owned()), d)
-                    } else if let Some(v) = l.strip_prefix("data: ") {
-                        (e, d + v)
-                    } else {
-                        (e, d)
-                    }
-                });
-                let v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                match event.as_deref() {
-                    Some("delta") => o.text.push_str(v["text"].as_str().unwrap_or_default()),
-                    Some("done") => {
-                        o.provider = v["provider"].as_str().map(str::to_owned);
-                        o.fell_back = v["fell_back"] == true;
-                        o.filtered = v["content_filtered"] == true;
-                        record(&mut o, &v);
-                    }
-                    Some("error") => o.error = v["code"].as_str().map(str::to_owned),
-                    _ => {}
-                }
-            }
-        }
+        Kind::Stream => read_stream(&text, &mut o),
         Kind::Chat => {
             let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             o.text = v["choices"][0]["message"]["content"]
@@ -423,6 +407,71 @@ async fn send(client: &reqwest::Client, base: &str, kind: Kind, topic: &str) -> 
         }
     }
     o
+}
+
+/// The URL and body of a sample request of `kind` about `topic`.
+fn request(base: &str, kind: Kind, topic: &str) -> (String, Value) {
+    match kind {
+        Kind::Roast => (
+            format!("{base}/v1/wit"),
+            json!({"topic": topic, "style": "roast"}),
+        ),
+        Kind::Pun => (
+            format!("{base}/v1/wit"),
+            json!({"topic": topic, "style": "pun"}),
+        ),
+        Kind::Chat => (
+            format!("{base}/v1/chat/completions"),
+            json!({"model": "default", "messages": [{"role": "user", "content": format!("One line about {topic}")}]}),
+        ),
+        Kind::Stream => (
+            format!("{base}/v1/generate"),
+            json!({"prompt": format!("A story about {topic}"), "stream": true}),
+        ),
+    }
+}
+
+/// Reads a streamed answer's events into `o`: its text, who served, and
+/// what its attempts show.
+fn read_stream(text: &str, o: &mut Outcome) {
+    for block in text.split("\n\n") {
+        let (event, data) = block.lines().fold((None, String::new()), |(e, d), l| {
+            if let Some(v) = l.strip_prefix("event: ") {
+                (Some(v.to_owned()), d)
+            } else if let Some(v) = l.strip_prefix("data: ") {
+                (e, d + v)
+            } else {
+                (e, d)
+            }
+        });
+        let v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+        match event.as_deref() {
+            Some("delta") => o.text.push_str(v["text"].as_str().unwrap_or_default()),
+            Some("done") => {
+                o.provider = v["provider"].as_str().map(str::to_owned);
+                o.fell_back = v["fell_back"] == true;
+                o.filtered = v["content_filtered"] == true;
+                note_attempts(o, &v);
+            }
+            Some("error") => o.error = v["code"].as_str().map(str::to_owned),
+            _ => {}
+        }
+    }
+}
+
+/// Notes what an answer's `attempts` show: a softened retry that served,
+/// an outage passed over.
+fn note_attempts(o: &mut Outcome, v: &Value) {
+    let attempts = v["attempts"].as_array().cloned().unwrap_or_default();
+    o.softened = attempts
+        .iter()
+        .any(|a| a["kind"] == "softened" && a["outcome"] == "ok");
+    o.outage = attempts.iter().any(|a| {
+        matches!(
+            a["outcome"].as_str(),
+            Some("unavailable" | "timeout" | "connection" | "rate_limited")
+        )
+    });
 }
 
 fn paint(on: bool, code: &str, text: &str) -> String {

@@ -145,7 +145,7 @@ fn table(infos: &[ProviderInfo]) -> String {
 
 /// A pool's keys: `name=ok` (with what the provider last said is left),
 /// or `name=why(back in)`.
-fn pool_line(keys: &[understudy_core::keys::PoolKeyStatus]) -> String {
+fn pool_line(keys: &[understudy_core::key_pools::PoolKeyStatus]) -> String {
     let shown: Vec<String> = keys
         .iter()
         .map(|k| {

@@ -59,7 +59,7 @@ pub(crate) enum ProviderMsg {
 #[derive(Clone)]
 pub(crate) struct Lease {
     pub actor: ActorRef<ProviderMsg>,
-    /// The adapter of the pool's first key (`crate::keys::KeyPool`'s
+    /// The adapter of the pool's first key (`crate::key_pools::KeyPool`'s
     /// order), else the one.
     adapter: Arc<dyn Adapter>,
     /// The adapters of the pool's other keys, in order.
@@ -222,13 +222,13 @@ impl Actor for ProviderActor {
 type Adapters = (Arc<dyn Adapter>, Vec<Arc<dyn Adapter>>);
 
 /// The provider's adapters: one per key of its pool that is set (in
-/// `crate::keys::KeyPool`'s order: the first, then the others), else the
+/// `crate::key_pools::KeyPool`'s order: the first, then the others), else the
 /// one.
 fn build_adapters(
     factory: &dyn AdapterFactory,
     settings: &ProviderSettings,
 ) -> Result<Adapters, String> {
-    let mut built = crate::keys::present(settings).into_iter().map(|i| {
+    let mut built = crate::key_pools::present(settings).into_iter().map(|i| {
         let key = settings
             .for_key(i)
             .ok_or_else(|| format!("the pool has no key {i}"))?;

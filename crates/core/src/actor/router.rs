@@ -18,12 +18,8 @@ use understudy_types::Target;
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
 use crate::adapter::AdapterFactory;
-use crate::breakers::BreakerBoard;
-use crate::cache::ResponseCache;
+use crate::engine_wide::EngineWide;
 use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
-use crate::shared::SharedState;
-use crate::sink::fanout::EventBus;
-use crate::spend::SpendMeter;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -48,11 +44,9 @@ pub(crate) struct RouterArgs {
     pub settings: Arc<Settings>,
     pub factory: Arc<dyn AdapterFactory>,
     pub supervisor: ActorRef<SupervisorMsg>,
-    pub bus: Arc<EventBus>,
-    pub cache: Arc<ResponseCache>,
-    pub board: Arc<BreakerBoard>,
-    pub spend: Option<Arc<SpendMeter>>,
-    pub shared: Option<Arc<SharedState>>,
+    /// The engine-wide objects (the breakers and key pools, for the
+    /// status).
+    pub wide: Arc<EngineWide>,
     /// Where the router publishes its view (the engine reads it).
     pub published: Published,
 }
@@ -62,7 +56,9 @@ pub(crate) struct RouterArgs {
 /// `None` before the router started and after it stopped.
 pub(crate) type Published = Arc<RwLock<Option<Arc<View>>>>;
 
-/// What a request is planned from: the router's state at one moment.
+/// What a request is planned from: the router's state at one moment (only
+/// what the router changes; the engine-wide objects a run needs beside it
+/// are in [`EngineWide`]).
 #[derive(Clone)]
 pub(crate) struct View {
     pub(crate) settings: Arc<Settings>,
@@ -75,16 +71,11 @@ pub(crate) struct View {
     /// Reasons fixed at start: no key, no adapter.
     pub(crate) unavailable: HashMap<Arc<str>, Unavailable>,
     pub(crate) stopped: HashSet<Arc<str>>,
-    pub(crate) bus: Arc<EventBus>,
-    pub(crate) cache: Arc<ResponseCache>,
-    /// Every target's breaker: read inline to plan, shared with the runs.
-    pub(crate) board: Arc<BreakerBoard>,
-    pub(crate) spend: Option<Arc<SpendMeter>>,
-    pub(crate) shared: Option<Arc<SharedState>>,
 }
 
 pub(crate) struct RouterState {
     view: View,
+    wide: Arc<EngineWide>,
     published: Published,
 }
 
@@ -129,15 +120,11 @@ impl Actor for RouterActor {
             leases: HashMap::new(),
             unavailable,
             stopped: HashSet::new(),
-            bus: args.bus,
-            cache: args.cache,
-            board: args.board,
-            spend: args.spend,
-            shared: args.shared,
             settings,
         };
         let state = RouterState {
             view,
+            wide: args.wide,
             published: args.published,
         };
         state.publish();
@@ -161,7 +148,7 @@ impl Actor for RouterActor {
                 view.stopped.insert(provider);
             }
             RouterMsg::Providers(reply) => {
-                let _ = reply.send(view.providers());
+                let _ = reply.send(view.providers(&state.wide));
                 return Ok(());
             }
             RouterMsg::GetRouting(reply) => {
@@ -228,17 +215,17 @@ impl View {
     /// `p`'s pool keys as the status shows them: those set with their
     /// state, then those whose variable is not set.
     fn pool_keys(
-        &self,
         p: &understudy_settings::ProviderSettings,
+        wide: &EngineWide,
         now: Instant,
-    ) -> Vec<crate::keys::PoolKeyStatus> {
-        let mut keys = self
-            .board
-            .pool(&p.name)
+    ) -> Vec<crate::key_pools::PoolKeyStatus> {
+        let mut keys = wide
+            .pools
+            .get(&p.name)
             .map(|pool| pool.status(now))
             .unwrap_or_default();
         keys.extend(p.pool.keys.iter().filter(|k| k.secret.is_none()).map(|k| {
-            crate::keys::PoolKeyStatus {
+            crate::key_pools::PoolKeyStatus {
                 name: k.name.clone(),
                 in_flight: 0,
                 available: false,
@@ -251,9 +238,9 @@ impl View {
         keys
     }
 
-    fn providers(&self) -> Vec<ProviderInfo> {
+    fn providers(&self, wide: &EngineWide) -> Vec<ProviderInfo> {
         let now = crate::runtime_clock::now();
-        let breakers = self.board.views(now);
+        let breakers = wide.board.views(now);
         let order = |name: &str| {
             std::iter::once(&self.routing.default)
                 .chain(&self.routing.order)
@@ -301,7 +288,7 @@ impl View {
                                 .map(|u| u.saturating_duration_since(now).as_millis() as u64),
                         })
                         .collect(),
-                    keys: self.pool_keys(p, now),
+                    keys: Self::pool_keys(p, wide, now),
                 }
             })
             .collect();

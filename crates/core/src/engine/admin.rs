@@ -103,7 +103,7 @@ impl Engine {
         let _one = self.inner.routing_writes.lock().await;
         let Some(state) = self.inner.tenants.state_file() else {
             let table = self.set_routing_here(update).await?;
-            if let Some(shared) = &self.inner.shared {
+            if let Some(shared) = &self.inner.wide.shared {
                 if !crate::tenants::fleet::publish_routing(shared, &table).await {
                     tracing::warn!(
                         "Redis is unreachable: the routing changed on this instance only"
@@ -127,7 +127,9 @@ impl Engine {
 
     /// Where the admin API's changes are kept: `redis` or `state_file`.
     pub fn kept_in(&self) -> crate::tenants::KeptIn {
-        self.inner.tenants.kept_in(self.inner.shared.as_deref())
+        self.inner
+            .tenants
+            .kept_in(self.inner.wide.shared.as_deref())
     }
 
     async fn set_routing_here(&self, update: RoutingUpdate) -> Result<RoutingTable, Error> {
@@ -158,7 +160,7 @@ impl Engine {
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
         let engine = self.clone();
         crate::tenants::whole(async move {
-            let shared = engine.inner.shared.as_deref();
+            let shared = engine.inner.wide.shared.as_deref();
             engine.inner.tenants.create_client(shared, raw).await
         })
         .await
@@ -172,7 +174,7 @@ impl Engine {
     ) -> Result<crate::tenants::Saved, crate::tenants::AdminError> {
         let (engine, name) = (self.clone(), name.to_owned());
         crate::tenants::whole(async move {
-            let shared = engine.inner.shared.as_deref();
+            let shared = engine.inner.wide.shared.as_deref();
             engine.inner.tenants.update_client(shared, &name, raw).await
         })
         .await
@@ -182,7 +184,7 @@ impl Engine {
     pub async fn delete_client(&self, name: &str) -> Result<(), crate::tenants::AdminError> {
         let (engine, name) = (self.clone(), name.to_owned());
         crate::tenants::whole(async move {
-            let shared = engine.inner.shared.as_deref();
+            let shared = engine.inner.wide.shared.as_deref();
             engine.inner.tenants.delete_client(shared, &name).await
         })
         .await

@@ -6,33 +6,30 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ractor::ActorRef;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef};
 use tokio::task::JoinSet;
 use understudy_types::error::Error;
 
 use crate::actor::provider::ProviderMsg;
-use crate::actor::router::{Published, RouterActor, RouterArgs, RouterMsg, current};
-use crate::actor::supervisor::{SupervisorActor, SupervisorArgs, SupervisorMsg};
+use crate::actor::router::{Published, RouterMsg, current};
+use crate::actor::supervisor::SupervisorMsg;
 use crate::adapter::AdapterFactory;
-use crate::breakers::BreakerBoard;
-use crate::cache::ResponseCache;
+use crate::engine_wide::EngineWide;
 use crate::generation::{GenerateRequest, GenerateResult};
 pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 
 mod admin;
+mod start;
 
-use understudy_policy::decide::Mode;
-use understudy_settings::{Platform, Settings};
-
-use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::Sink;
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
-use crate::spend::SpendMeter;
 use crate::tenants::Tenants;
-use crate::tenants::fleet::FleetSync;
 use admin::{apply_kept_routing, open_state};
+use start::Sinks;
+use understudy_policy::decide::Mode;
+use understudy_settings::{Platform, Settings};
 
 /// How long a quick query of an actor may take before it counts as gone.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,13 +55,13 @@ struct Inner {
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     recent: Arc<crate::sink::recent::Recent>,
-    bus: Arc<EventBus>,
+    /// The engine-wide objects every run shares (the event bus among them).
+    wide: Arc<EngineWide>,
     /// Tells the sink writers to flush and stop.
     stop_sinks: tokio::sync::watch::Sender<bool>,
     /// The sink writers, joined on shutdown.
     writers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     tenants: Arc<Tenants>,
-    shared: Option<Arc<SharedState>>,
     /// Whether spans are exported.
     tracing_on: bool,
     /// Whether a provider receives `traceparent` (so requests get a trace
@@ -104,150 +101,26 @@ impl Engine {
                 sink.register(registry);
             }
         }));
-        let redis = match &settings.redis_url {
-            Some(url) => Some(
-                redis::Client::open(url.expose())
-                    .map_err(|_| Error::Engine("REDIS_URL is not a valid redis:// URL".into()))?,
-            ),
-            None => None,
-        };
-        let (stop_sinks, sinks_stopped) = tokio::sync::watch::channel(false);
-        let mut bus = EventBus::default();
-        let mut writers = Vec::new();
-        let metrics_rx = bus.add("metrics", metrics.dropped("metrics"));
-        let genai_names = settings
-            .providers
-            .keys()
-            .map(|name| {
-                (
-                    name.clone(),
-                    crate::sink::genai::provider_name(name, &settings),
-                )
-            })
-            .collect();
-        writers.push(tokio::spawn(crate::sink::metrics::run(
-            Arc::clone(&metrics),
-            genai_names,
-            metrics_rx,
-            sinks_stopped.clone(),
-        )));
-        let recent = Arc::new(crate::sink::recent::Recent::default());
-        let recent_rx = bus.add("recent", metrics.dropped("recent"));
-        writers.push(tokio::spawn(crate::sink::recent::run(
-            Arc::clone(&recent),
-            recent_rx,
-            sinks_stopped.clone(),
-        )));
-        if let Some(client) = &redis {
-            let rx = bus.add("redis", metrics.dropped("redis"));
-            writers.push(tokio::spawn(crate::sink::redis::run(
-                settings.events.clone(),
-                client.clone(),
-                Arc::clone(&metrics),
-                metrics.dropped("redis"),
-                rx,
-                sinks_stopped,
-            )));
-        }
-        let tracing_on = sinks.iter().any(|s| s.exports_spans());
-        if settings.telemetry.traces_endpoint.is_some() && !tracing_on {
-            tracing::warn!("a traces endpoint is set, but no span exporter was started");
-        }
-        for sink in sinks {
-            let rx = bus.add(sink.name(), metrics.dropped(sink.name()));
-            writers.push(tokio::spawn(sink.run(
-                Arc::clone(&settings),
-                rx,
-                stop_sinks.subscribe(),
-            )));
-        }
+        let redis = start::redis_client(&settings)?;
+        let Sinks {
+            bus,
+            recent,
+            stop: stop_sinks,
+            mut writers,
+            tracing_on,
+        } = Sinks::start(&settings, &metrics, redis.as_ref(), sinks);
         let forwarding = settings.providers.values().any(|p| p.forward_traceparent);
-        let bus = Arc::new(bus);
-        let shared = redis
-            .clone()
-            .map(|client| Arc::new(SharedState::new(client, Arc::clone(&metrics))));
-        let cache = Arc::new(ResponseCache::new(settings.cache.clone(), redis.clone()));
-        let mut tenants = Tenants::new(&settings.server, shared.clone(), Arc::clone(&metrics));
-        let mut kept_routing = None;
-        if let Some((file, kept)) = state {
-            tenants = tenants.with_state_file(file, kept.clients);
-            kept_routing = kept.routing;
+        let wide = Arc::new(start::engine_wide(&settings, &metrics, redis.as_ref(), bus));
+        let (tenants, kept_routing) =
+            start::tenants(&settings, wide.shared.as_ref(), &metrics, state);
+        if let Some(shared) = &wide.shared {
+            writers.push(start::breaker_poller(shared, &wide, stop_sinks.subscribe()).await);
         }
-        let tenants = Arc::new(tenants);
-        let board = Arc::new(
-            BreakerBoard::new(
-                settings.breaker,
-                configured_targets(&settings),
-                settings.server.max_pinned_targets,
-                Arc::clone(&metrics),
-            )
-            .with_pools(
-                settings
-                    .providers
-                    .values()
-                    .filter_map(crate::keys::KeyPool::of),
-            ),
-        );
-        if let Some(shared) = &shared {
-            // The fleet's breakers are read before the first request, so a
-            // new instance never pays an outage the fleet already knows of.
-            let mut poller = BreakerPoller::new(Arc::clone(shared), Arc::clone(&board));
-            poller.poll().await;
-            writers.push(tokio::spawn(poller.run(stop_sinks.subscribe())));
-        }
-        let (supervisor, _) = Actor::spawn(
-            None,
-            SupervisorActor,
-            SupervisorArgs {
-                settings: Arc::clone(&settings),
-                factory: Arc::clone(&factory),
-            },
-        )
-        .await
-        .map_err(|e| Error::Engine(format!("supervisor failed to start: {e}")))?;
         let view: Published = Arc::default();
-        let router = Actor::spawn(
-            None,
-            RouterActor,
-            RouterArgs {
-                settings: Arc::clone(&settings),
-                factory,
-                supervisor: supervisor.clone(),
-                bus: Arc::clone(&bus),
-                cache,
-                board,
-                spend: settings
-                    .budget
-                    .map(|b| Arc::new(SpendMeter::new(b, shared.clone()))),
-                shared: shared.clone(),
-                published: Arc::clone(&view),
-            },
-        )
-        .await;
-        let router = match router {
-            Ok((router, _)) => router,
-            Err(e) => {
-                supervisor.stop(None);
-                return Err(Error::Engine(format!("router failed to start: {e}")));
-            }
-        };
-        let notify_router = router.clone();
-        supervisor
-            .cast(SupervisorMsg::Attach(Box::new(move |notice| {
-                let _ = notify_router.cast(RouterMsg::Provider(notice));
-            })))
-            .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
-        if let Some(shared) = &shared {
-            // The fleet's client records and routing, before the first
-            // request, then kept in step.
-            let mut sync = FleetSync {
-                shared: Arc::clone(shared),
-                tenants: Arc::clone(&tenants),
-                router: router.clone(),
-                seen: (None, None),
-            };
-            sync.sync().await;
-            writers.push(tokio::spawn(sync.run(stop_sinks.subscribe())));
+        let (supervisor, router) = start::actors(&settings, factory, &wide, &view).await?;
+        if let Some(shared) = &wide.shared {
+            let sync = start::fleet_sync(shared, &tenants, &router, stop_sinks.subscribe());
+            writers.push(sync.await);
         }
         if let Some(table) = kept_routing {
             apply_kept_routing(&router, table).await;
@@ -261,11 +134,10 @@ impl Engine {
                 settings,
                 metrics,
                 recent,
-                bus,
+                wide,
                 stop_sinks,
                 writers: std::sync::Mutex::new(writers),
                 tenants,
-                shared,
                 tracing_on,
                 forwarding,
                 routing_writes: tokio::sync::Mutex::new(()),
@@ -336,9 +208,9 @@ impl Engine {
         // Compiling a client's schema is the caller's work, not the router's.
         understudy_policy::output::check_request(&request.chat)?;
         let started = crate::runtime_clock::now();
-        let ticket = self.admit(&request).await?;
+        let reservation = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Answer)?;
-        run.ticket = ticket;
+        run.reservation = reservation;
         if let Some(trace) = &run.trace {
             // From here the request makes its event (and spans).
             trace.ran();
@@ -358,9 +230,9 @@ impl Engine {
         request.chat.validate()?;
         understudy_policy::output::check_request(&request.chat)?;
         let started = crate::runtime_clock::now();
-        let ticket = self.admit(&request).await?;
+        let reservation = self.admit(&request).await?;
         let mut run = self.prepare(request, started, Mode::Stream)?;
-        run.ticket = ticket;
+        run.reservation = reservation;
         if let Some(trace) = &run.trace {
             // From here the request makes its event (and spans).
             trace.ran();
@@ -417,7 +289,7 @@ impl Engine {
     async fn admit(
         &self,
         request: &GenerateRequest,
-    ) -> Result<Option<crate::tenants::Ticket>, Error> {
+    ) -> Result<Option<crate::tenants::Reservation>, Error> {
         let Some(record) = &request.tenant else {
             return Ok(None);
         };
@@ -445,7 +317,7 @@ impl Engine {
     ) -> Result<crate::run::Run, Error> {
         let view = current(&self.inner.view)
             .ok_or_else(|| Error::Engine("the router is not running".into()))?;
-        crate::run::prepare(&view, request, started, mode)
+        crate::run::prepare(&view, &self.inner.wide, request, started, mode)
     }
 
     /// The routes that no target can serve now, and why each target
@@ -632,7 +504,7 @@ impl Engine {
 
     /// The event bus, for front ends that record generations themselves.
     pub fn events(&self) -> &EventBus {
-        &self.inner.bus
+        &self.inner.wide.bus
     }
 
     /// Makes the provider's actor panic (starting it first if needed), to

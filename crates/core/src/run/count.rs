@@ -53,8 +53,9 @@ impl Run {
             let timeouts = self.timeouts(idx);
             let deadline = (crate::runtime_clock::now() + timeouts.attempt).min(self.deadline);
             let key = self
-                .board
-                .pool(&target.provider)
+                .wide
+                .pools
+                .get(&target.provider)
                 .map_or(0, |pool| pool.any(crate::runtime_clock::now()));
             let counted =
                 match lease(&mut self.leases[idx], &self.supervisor, &target.provider).await {

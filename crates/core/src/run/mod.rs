@@ -4,9 +4,13 @@
 //! it says, ask the spend meter when it asks, and report each outcome back;
 //! they hold no policy of their own.
 //!
+//! - `walk.rs`: the walk through the plan and each attempt's sequence,
+//!   written once for both paths (each path supplies its call).
 //! - `answer.rs`: a non-streamed request (and the response cache).
 //! - `stream/`: a streamed request: the walk to the commit, then the pump
 //!   (`continuation.rs`: a cut stream continued on another target).
+//! - `key_choice.rs`: which key of a pooled target a call goes to, and what
+//!   its outcome tells the pool.
 //! - `prepare.rs`: a run planned from the router's published view.
 //! - `count.rs`: counting input tokens (`count_tokens`) past the same
 //!   breakers.
@@ -23,9 +27,10 @@
 mod answer;
 mod call;
 mod count;
-mod keys;
+mod key_choice;
 mod prepare;
 mod validate;
+mod walk;
 
 mod stream;
 
@@ -50,12 +55,10 @@ use understudy_types::failure::FailureCode;
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::SupervisorMsg;
 use crate::adapter::{CallOptions, TraceHeaders};
-use crate::breakers::{BreakerBoard, Change};
-use crate::cache::ResponseCache;
+use crate::breakers::Change;
+use crate::engine_wide::EngineWide;
 use crate::event::EventContext;
-use crate::shared::{SharedState, unix_ms};
-use crate::sink::fanout::EventBus;
-use crate::spend::SpendMeter;
+use crate::shared::unix_ms;
 use crate::trace::notes::{Skip, TraceNotes};
 
 /// Everything one run needs; planned from the router's published view.
@@ -78,18 +81,13 @@ pub(crate) struct Run {
     pub api: Option<understudy_types::protocol::Protocol>,
     /// Hosted tools the front end left out, for events.
     pub omitted_tools: Vec<String>,
-    pub bus: Arc<EventBus>,
-    pub cache: Arc<ResponseCache>,
+    /// The engine-wide objects: the event bus, the response cache, the
+    /// breaker board, the key pools, the spend meter, the fleet's state.
+    pub wide: Arc<EngineWide>,
     /// Whether the response cache may answer this request.
     pub use_cache: bool,
     /// The client key the request came with: its cache entries are its own.
     pub client: Option<crate::generation::ClientTag>,
-    /// The fallback spend cap, when configured.
-    pub spend: Option<Arc<SpendMeter>>,
-    /// The fleet's shared state, when Redis is configured.
-    pub shared: Option<Arc<SharedState>>,
-    /// Every target's breaker.
-    pub board: Arc<BreakerBoard>,
     /// When the whole request must be over.
     pub deadline: Instant,
     /// The timeouts the request's route sets.
@@ -104,7 +102,7 @@ pub(crate) struct Run {
     /// `i`); empty until a pooled target is called.
     pub keys_tried: Vec<u64>,
     /// The client record's admission, settled by the run's event.
-    pub ticket: Option<crate::tenants::Ticket>,
+    pub reservation: Option<crate::tenants::Reservation>,
     /// The request's trace, when traces are on.
     pub trace: Option<Arc<crate::trace::TraceContext>>,
     /// What its spans need beyond the event (a recorded trace only).
@@ -167,13 +165,14 @@ impl Run {
     async fn admit(&self, call: Call) -> bool {
         let target = &self.plan.targets[call.target];
         match self
+            .wide
             .board
             .admit(target, crate::runtime_clock::now(), call.force)
         {
             Admission::Yes => true,
             Admission::No => false,
             Admission::Probe => {
-                let taken = match &self.shared {
+                let taken = match &self.wide.shared {
                     // Boxed, like every Redis call on a run's way: a rare
                     // path must not enlarge the future of every request
                     // (it is moved, and held for every open stream).
@@ -185,7 +184,8 @@ impl Run {
                 if taken {
                     self.probe_held.store(call.target, Ordering::Relaxed);
                 } else {
-                    self.board
+                    self.wide
+                        .board
                         .release_probe(target, crate::runtime_clock::now());
                 }
                 taken
@@ -203,9 +203,10 @@ impl Run {
                 .compare_exchange(idx, NO_PROBE, Ordering::Relaxed, Ordering::Relaxed);
         let target = &self.plan.targets[idx];
         let change = self
+            .wide
             .board
             .record(target, outcome, crate::runtime_clock::now());
-        if let (Some(change), Some(shared)) = (change, &self.shared) {
+        if let (Some(change), Some(shared)) = (change, &self.wide.shared) {
             let shared = Arc::clone(shared);
             let target = target.clone();
             match change {
@@ -387,7 +388,8 @@ impl Run {
     fn release_held_probe(&self) {
         let idx = self.probe_held.swap(NO_PROBE, Ordering::Relaxed);
         if let Some(target) = self.plan.targets.get(idx) {
-            self.board
+            self.wide
+                .board
                 .release_probe(target, crate::runtime_clock::now());
         }
     }
@@ -428,7 +430,7 @@ impl Run {
             Verdict::Failed(code) => Error::ProvidersFailed { code, attempts },
             Verdict::Refused => Error::Refused { attempts },
             Verdict::BudgetSpent => {
-                if let Some(spend) = &self.spend {
+                if let Some(spend) = &self.wide.spend {
                     tracing::warn!(
                         spent = spend.spent_now(),
                         cap = spend.cap(),
@@ -453,9 +455,9 @@ impl Run {
         event.trace.clone_from(&self.trace);
         event.notes = self.notes.take();
         event.skipped = self.skipped_targets();
-        if let Some(ticket) = &self.ticket {
+        if let Some(reservation) = &self.reservation {
             use crate::tenants::Used;
-            event.client = Some(ticket.client().to_string());
+            event.client = Some(reservation.client().to_string());
             let used = match event.usage {
                 _ if event.cached => Used::Nothing,
                 Some(u) => Used::Known {
@@ -466,15 +468,15 @@ impl Run {
                 None if event.provider.is_some() => Used::Unknown,
                 None => Used::Nothing,
             };
-            ticket.settle(used);
+            reservation.settle(used);
         }
-        self.bus.publish(event);
+        self.wide.bus.publish(event);
     }
 
-    /// Tells the client's ticket that plan target `idx` is being called, at
-    /// its price.
+    /// Tells the client's reservation that plan target `idx` is being
+    /// called, at its price.
     fn calling(&self, idx: usize) {
-        let Some(ticket) = &self.ticket else {
+        let Some(reservation) = &self.reservation else {
             return;
         };
         let target = &self.plan.targets[idx];
@@ -484,7 +486,7 @@ impl Run {
             .get(&*target.provider)
             .and_then(|p| p.price_of(&target.model))
             .map(|p| (p.input_per_mtok, p.output_per_mtok));
-        ticket.calling(price);
+        reservation.calling(price);
     }
 
     /// Why every target was passed over: each reason met, in the order
@@ -515,12 +517,12 @@ impl Run {
         self.plan
             .targets
             .iter()
-            .any(|t| self.board.pool(&t.provider).is_some())
+            .any(|t| self.wide.pools.get(&t.provider).is_some())
     }
 
     /// Whether the spend cap allows another fallback now.
     async fn budget_allows(&self) -> bool {
-        match &self.spend {
+        match &self.wide.spend {
             Some(spend) => Box::pin(spend.allows_fallback()).await,
             None => true,
         }
@@ -528,7 +530,7 @@ impl Run {
 
     /// Adds what a fallback spent to the cap's meter.
     fn spent(&self, fell_back: bool, cost: Option<f64>) {
-        if let (true, Some(spend), Some(cost)) = (fell_back, &self.spend, cost) {
+        if let (true, Some(spend), Some(cost)) = (fell_back, &self.wide.spend, cost) {
             spend.add(cost);
         }
     }

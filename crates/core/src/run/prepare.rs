@@ -11,6 +11,7 @@ use understudy_policy::plan::{self, Unavailable};
 use understudy_policy::timeouts::request_timeout;
 
 use crate::actor::router::View;
+use crate::engine_wide::EngineWide;
 use crate::generation::GenerateRequest;
 use crate::run::Run;
 use crate::trace::notes::{Content, Skip, TraceNotes};
@@ -105,10 +106,11 @@ fn prices_of_route(
         .collect()
 }
 
-/// Plans `request` from the router's `view` and gathers what its run
-/// needs: a pure read of the view, on the caller's task.
+/// Plans `request` from the router's `view` (and the breakers in `wide`)
+/// and gathers what its run needs: a pure read, on the caller's task.
 pub(crate) fn prepare(
     view: &View,
+    wide: &Arc<EngineWide>,
     request: GenerateRequest,
     started: Instant,
     mode: Mode,
@@ -116,55 +118,13 @@ pub(crate) fn prepare(
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let mut route = plan::resolve(
-        &request.route,
-        &view.settings,
-        &view.default_route,
-        &view.routes,
-    )?;
-    if let Some(record) = request.tenant.as_deref() {
-        scope_pin(&mut route, record, &request.route, &view.routes);
-    }
-    let now = crate::runtime_clock::now();
-    let mut plan = plan::plan(route, |t| {
-        view.availability(&t.provider).or_else(|| {
-            view.board
-                .is_open(t, now)
-                .then_some(Unavailable::BreakerOpen)
-        })
-    })
-    .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
-    let needs = request.chat.needs();
-    plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
-        let p = view.settings.providers.get(&*t.provider)?;
-        plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
-    })?;
+    let plan = plan_of(view, wide, &request)?;
     let leases = plan
         .targets
         .iter()
         .map(|t| view.leases.get(&t.provider).cloned())
         .collect();
-    let prefill = plan
-        .targets
-        .iter()
-        .map(|t| {
-            view.settings.providers.get(&*t.provider).is_some_and(|p| {
-                p.protocol_for(&t.model) == understudy_types::protocol::Protocol::Messages
-                    || p.capabilities_of(&t.model).assistant_prefill
-            })
-        })
-        .collect();
-    let streams = crate::run::StreamRules {
-        commit: request
-            .stream_commit
-            .or(route_options.and_then(|o| o.stream_commit))
-            .unwrap_or_default(),
-        continue_after_cut: request
-            .continue_after_cut
-            .or(route_options.and_then(|o| o.continue_after_cut))
-            .unwrap_or(false),
-        prefill,
-    };
+    let streams = stream_rules(view, &plan, &request, route_options.as_ref());
     let refusal = request
         .refusal_policy
         .or(route_options.and_then(|o| o.refusal_policy))
@@ -179,15 +139,11 @@ pub(crate) fn prepare(
         route_label: request.route.to_string(),
         api: request.api,
         omitted_tools: request.omitted_tools.clone(),
-        bus: Arc::clone(&view.bus),
-        ticket: None,
+        wide: Arc::clone(wide),
+        reservation: None,
         trace: request.trace.clone(),
-        cache: Arc::clone(&view.cache),
         use_cache: request.cache,
         client: request.client,
-        spend: view.spend.clone(),
-        shared: view.shared.clone(),
-        board: Arc::clone(&view.board),
         deadline: started
             + request_timeout(
                 view.settings.timeouts.request,
@@ -204,7 +160,7 @@ pub(crate) fn prepare(
             refusal,
             rate_limit_max_wait: view.settings.rate_limit_max_wait,
             no_fallback: request.no_fallback,
-            spend_cap: view.spend.is_some(),
+            spend_cap: wide.spend.is_some(),
         },
         request_id: request
             .request_id
@@ -216,6 +172,72 @@ pub(crate) fn prepare(
         supervisor: view.supervisor.clone(),
         started,
     })
+}
+
+/// `request`'s plan: its route resolved (a pin kept to what its client's
+/// record allows), the targets whose breaker is open or whose provider is
+/// out left out, and the capabilities it needs checked.
+fn plan_of(
+    view: &View,
+    wide: &EngineWide,
+    request: &GenerateRequest,
+) -> Result<plan::Plan, understudy_types::Error> {
+    let mut route = plan::resolve(
+        &request.route,
+        &view.settings,
+        &view.default_route,
+        &view.routes,
+    )?;
+    if let Some(record) = request.tenant.as_deref() {
+        scope_pin(&mut route, record, &request.route, &view.routes);
+    }
+    let now = crate::runtime_clock::now();
+    let mut plan = plan::plan(route, |t| {
+        view.availability(&t.provider).or_else(|| {
+            wide.board
+                .is_open(t, now)
+                .then_some(Unavailable::BreakerOpen)
+        })
+    })
+    .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
+    let needs = request.chat.needs();
+    plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
+        let p = view.settings.providers.get(&*t.provider)?;
+        plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
+    })?;
+    Ok(plan)
+}
+
+/// How `request` streams: its own headers, else its route's settings; and
+/// which of `plan`'s targets accept an assistant prefill (to continue a
+/// cut answer).
+fn stream_rules(
+    view: &View,
+    plan: &plan::Plan,
+    request: &GenerateRequest,
+    route_options: Option<&understudy_settings::RouteOptions>,
+) -> crate::run::StreamRules {
+    let prefill = plan
+        .targets
+        .iter()
+        .map(|t| {
+            view.settings.providers.get(&*t.provider).is_some_and(|p| {
+                p.protocol_for(&t.model) == understudy_types::protocol::Protocol::Messages
+                    || p.capabilities_of(&t.model).assistant_prefill
+            })
+        })
+        .collect();
+    crate::run::StreamRules {
+        commit: request
+            .stream_commit
+            .or(route_options.and_then(|o| o.stream_commit))
+            .unwrap_or_default(),
+        continue_after_cut: request
+            .continue_after_cut
+            .or(route_options.and_then(|o| o.continue_after_cut))
+            .unwrap_or(false),
+        prefill,
+    }
 }
 
 #[cfg(test)]

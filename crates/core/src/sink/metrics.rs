@@ -165,83 +165,100 @@ impl Metrics {
             client_refused: Family::default(),
             registry: Registry::default(),
         };
+        m.register_traffic(&mut registry);
+        m.register_health(&mut registry);
+        m.register_clients(&mut registry);
+        registered(&mut registry);
+        Self { registry, ..m }
+    }
+
+    /// Registers the generations' series: counts, attempts, latency, time
+    /// to first token, tokens and cost.
+    fn register_traffic(&self, registry: &mut Registry) {
         registry.register(
             "understudy_generations",
             "Generations by who served (the primary when nobody did), success, fallback and refusal",
-            m.generations.clone(),
+            self.generations.clone(),
         );
         registry.register(
             "understudy_attempts",
             "Attempts by provider, kind and outcome",
-            m.attempts.clone(),
+            self.attempts.clone(),
         );
         registry.register(
             "understudy_key_attempts",
             "A key pool's attempts by provider, key name, kind and outcome",
-            m.key_attempts.clone(),
+            self.key_attempts.clone(),
         );
         registry.register(
             "understudy_request_duration_seconds",
             "Whole-request latency by serving provider and streaming",
-            m.duration.clone(),
+            self.duration.clone(),
         );
         registry.register(
             "understudy_time_to_first_token_seconds",
             "Time to the first streamed text, by serving provider",
-            m.ttft.clone(),
+            self.ttft.clone(),
         );
         registry.register(
             "understudy_tokens",
             "Tokens by provider and direction (input, output)",
-            m.tokens.clone(),
+            self.tokens.clone(),
         );
         registry.register(
             "understudy_cost_usd",
             "Spend in USD by serving provider",
-            m.cost.clone(),
+            self.cost.clone(),
         );
+    }
+
+    /// Registers the gateway's health series: providers up, breakers,
+    /// events dropped, Redis degraded.
+    fn register_health(&self, registry: &mut Registry) {
         registry.register(
             "understudy_provider_up",
             "1 when the provider can serve, else 0",
-            m.provider_up.clone(),
+            self.provider_up.clone(),
         );
         registry.register(
             "understudy_breaker_open",
             "Circuit breaker state per target: 0 closed, 1 open, 2 half-open",
-            m.breaker_open.clone(),
+            self.breaker_open.clone(),
         );
         registry.register(
             "understudy_events_dropped",
             "Events dropped per sink",
-            m.events_dropped.clone(),
+            self.events_dropped.clone(),
         );
         registry.register(
             "understudy_redis_degraded",
             "1 while Redis is unreachable and local state is used",
-            m.redis_degraded.clone(),
+            self.redis_degraded.clone(),
         );
+    }
+
+    /// Registers the client records' series.
+    fn register_clients(&self, registry: &mut Registry) {
         registry.register(
             "understudy_client_requests",
             "A client record's generations by success (admitted requests)",
-            m.client_requests.clone(),
+            self.client_requests.clone(),
         );
         registry.register(
             "understudy_client_tokens",
             "A client record's tokens by direction (input, output)",
-            m.client_tokens.clone(),
+            self.client_tokens.clone(),
         );
         registry.register(
             "understudy_client_cost_usd",
             "A client record's spend in USD",
-            m.client_cost.clone(),
+            self.client_cost.clone(),
         );
         registry.register(
             "understudy_client_refused",
             "A client record's requests refused at admission, by the limit that tripped",
-            m.client_refused.clone(),
+            self.client_refused.clone(),
         );
-        registered(&mut registry);
-        Self { registry, ..m }
     }
 
     /// Counts a client's request refused by its record's `limit`.
@@ -432,72 +449,34 @@ impl Recorder {
 
     /// Records one event.
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
+        self.record_client(e);
         let m = &*self.metrics;
-        if let Some(client) = &e.client {
-            if !self.clients.contains_key(client.as_str()) {
-                let h = m.client_handles(client);
-                self.clients.insert(client.clone(), h);
-            }
-            if let Some(h) = self.clients.get(client.as_str()) {
-                h.record(e);
-            }
-        }
         let provider = e.label_provider();
         let Some(h) = handles(&mut self.providers, provider) else {
             return;
         };
-        let bits = usize::from(e.success)
-            | usize::from(e.fell_back) << 1
-            | usize::from(e.content_filtered) << 2;
-        h.generations[bits]
-            .get_or_insert_with(|| {
-                m.generations
-                    .get_or_create(&GenerationLabels {
-                        provider: provider.to_owned(),
-                        success: e.success,
-                        fell_back: e.fell_back,
-                        content_filtered: e.content_filtered,
-                    })
-                    .clone()
-            })
-            .inc();
-        let api = understudy_types::protocol::api_label(e.api);
-        find_or(&mut h.duration, (e.streamed, api), || {
-            m.duration
-                .get_or_create(&DurationLabels {
-                    provider: provider.to_owned(),
-                    streamed: e.streamed,
-                    api,
-                })
-                .clone()
-        })
-        .observe(e.latency_ms / 1000.0);
-        if let Some(ttft) = e.ttft_ms {
-            h.ttft
-                .get_or_insert_with(|| m.ttft.get_or_create(&labels(provider)).clone())
-                .observe(ttft / 1000.0);
+        h.record_generation(m, provider, e);
+        self.record_attempts(e);
+    }
+
+    /// Records the event on its client record's series, if it has one.
+    fn record_client(&mut self, e: &GenerationEvent) {
+        let Some(client) = &e.client else {
+            return;
+        };
+        if !self.clients.contains_key(client.as_str()) {
+            let h = self.metrics.client_handles(client);
+            self.clients.insert(client.clone(), h);
         }
-        // Tokens and cost are the serving provider's, which is `provider`
-        // whenever there is one.
-        if let (Some(u), Some(_)) = (e.usage, &e.provider) {
-            let [input, output] = h.tokens.get_or_insert_with(|| {
-                ["input", "output"].map(|direction| {
-                    m.tokens
-                        .get_or_create(&TokenLabels {
-                            provider: provider.to_owned(),
-                            direction,
-                        })
-                        .clone()
-                })
-            });
-            input.inc_by(u.input_tokens);
-            output.inc_by(u.output_tokens);
+        if let Some(h) = self.clients.get(client.as_str()) {
+            h.record(e);
         }
-        if let (Some(cost), Some(_)) = (e.cost_usd, &e.provider) {
-            h.cost
-                .get_or_insert_with(|| m.cost.get_or_create(&labels(provider)).clone())
-                .inc_by(cost);
-        }
+    }
+
+    /// Records each attempt on its provider's series (and the GenAI
+    /// client metrics', unless the cache answered).
+    fn record_attempts(&mut self, e: &GenerationEvent) {
+        let m = &*self.metrics;
         let op = crate::sink::genai::operation(e.api);
         let served = e
             .attempts
@@ -530,30 +509,104 @@ impl Recorder {
             })
             .inc();
             if let Some(key) = &a.key {
-                let found = h
-                    .key_attempts
-                    .iter()
-                    .find(|(k, _)| k.0 == kind && k.1 == outcome && k.2 == *key);
-                match found {
-                    Some((_, c)) => {
-                        c.inc();
-                    }
-                    None => {
-                        let c = m
-                            .key_attempts
-                            .get_or_create(&KeyAttemptLabels {
-                                provider: a.provider.clone(),
-                                key: key.clone(),
-                                kind,
-                                outcome,
-                            })
-                            .clone();
-                        c.inc();
-                        h.key_attempts.push(((kind, outcome, key.clone()), c));
-                    }
-                };
+                h.record_key_attempt(m, &a.provider, key, (kind, outcome));
             }
         }
+    }
+}
+
+// === impl Handles ===
+
+impl Handles {
+    /// Records the generation on its provider's series (`provider`: the
+    /// serving one, else the primary): its count, latency, time to first
+    /// token, tokens and cost.
+    fn record_generation(&mut self, m: &Metrics, provider: &str, e: &GenerationEvent) {
+        let bits = usize::from(e.success)
+            | usize::from(e.fell_back) << 1
+            | usize::from(e.content_filtered) << 2;
+        self.generations[bits]
+            .get_or_insert_with(|| {
+                m.generations
+                    .get_or_create(&GenerationLabels {
+                        provider: provider.to_owned(),
+                        success: e.success,
+                        fell_back: e.fell_back,
+                        content_filtered: e.content_filtered,
+                    })
+                    .clone()
+            })
+            .inc();
+        let api = understudy_types::protocol::api_label(e.api);
+        find_or(&mut self.duration, (e.streamed, api), || {
+            m.duration
+                .get_or_create(&DurationLabels {
+                    provider: provider.to_owned(),
+                    streamed: e.streamed,
+                    api,
+                })
+                .clone()
+        })
+        .observe(e.latency_ms / 1000.0);
+        if let Some(ttft) = e.ttft_ms {
+            self.ttft
+                .get_or_insert_with(|| m.ttft.get_or_create(&labels(provider)).clone())
+                .observe(ttft / 1000.0);
+        }
+        // Tokens and cost are the serving provider's, which is `provider`
+        // whenever there is one.
+        if let (Some(u), Some(_)) = (e.usage, &e.provider) {
+            let [input, output] = self.tokens.get_or_insert_with(|| {
+                ["input", "output"].map(|direction| {
+                    m.tokens
+                        .get_or_create(&TokenLabels {
+                            provider: provider.to_owned(),
+                            direction,
+                        })
+                        .clone()
+                })
+            });
+            input.inc_by(u.input_tokens);
+            output.inc_by(u.output_tokens);
+        }
+        if let (Some(cost), Some(_)) = (e.cost_usd, &e.provider) {
+            self.cost
+                .get_or_insert_with(|| m.cost.get_or_create(&labels(provider)).clone())
+                .inc_by(cost);
+        }
+    }
+
+    /// Counts an attempt on pool key `key` of `provider`, by kind and
+    /// outcome.
+    fn record_key_attempt(
+        &mut self,
+        m: &Metrics,
+        provider: &str,
+        key: &str,
+        (kind, outcome): (&'static str, &'static str),
+    ) {
+        let found = self
+            .key_attempts
+            .iter()
+            .find(|(k, _)| k.0 == kind && k.1 == outcome && k.2 == key);
+        match found {
+            Some((_, c)) => {
+                c.inc();
+            }
+            None => {
+                let c = m
+                    .key_attempts
+                    .get_or_create(&KeyAttemptLabels {
+                        provider: provider.to_owned(),
+                        key: key.to_owned(),
+                        kind,
+                        outcome,
+                    })
+                    .clone();
+                c.inc();
+                self.key_attempts.push(((kind, outcome, key.to_owned()), c));
+            }
+        };
     }
 }
 

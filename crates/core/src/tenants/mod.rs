@@ -1,7 +1,7 @@
 //! Client records held to account: [`Tenants`] knows every record (the
 //! file's, and those the admin API made), admits a request against its
 //! record's limits with one check-and-reserve, and settles what the answer
-//! used ([`Ticket`]).
+//! used ([`Reservation`]).
 //!
 //! Counting, per record:
 //! - requests and tokens in the current UTC minute (`rpm`, `tpm`): a
@@ -112,8 +112,8 @@ pub struct Tenants {
 }
 
 /// A request's admission: its reservation, settled once by
-/// [`Ticket::settle`] (or given back when dropped unsettled).
-pub struct Ticket {
+/// [`Reservation::settle`] (or given back when dropped unsettled).
+pub struct Reservation {
     pub record: Arc<ClientRecord>,
     tenants: Arc<Tenants>,
     counts: Counts,
@@ -133,7 +133,7 @@ pub struct Ticket {
     calling: AtomicU64,
 }
 
-/// [`Ticket::calling`] before any provider is called.
+/// [`Reservation::calling`] before any provider is called.
 const NOT_CALLED: u64 = u64::MAX;
 
 /// What a run used, as it settles its ticket.
@@ -322,7 +322,7 @@ impl Tenants {
         route: &RouteSelector,
         chat: &ChatRequest,
         prices: &[Price],
-    ) -> Result<Ticket, ClientRefusal> {
+    ) -> Result<Reservation, ClientRefusal> {
         let estimate = Usage {
             input_tokens: understudy_types::chat::estimate_tokens(chat),
             output_tokens: chat.max_tokens.map_or(OUTPUT_ESTIMATE, u64::from),
@@ -394,7 +394,7 @@ impl Tenants {
         record: &Arc<ClientRecord>,
         usage: Usage,
         prices: &[Price],
-    ) -> Result<Ticket, ClientRefusal> {
+    ) -> Result<Reservation, ClientRefusal> {
         let estimate = if record.tpm.is_some() {
             usage.input_tokens + usage.output_tokens
         } else {
@@ -442,7 +442,7 @@ impl Tenants {
                 None => self.admit_here(record, at, want, now_ms)?,
             };
         }
-        Ok(Ticket {
+        Ok(Reservation {
             record: Arc::clone(record),
             tenants: Arc::clone(self),
             counts,
@@ -566,7 +566,7 @@ impl Tenants {
     /// replaces the spend reserved. A reservation made in Redis is settled
     /// there; one made here (Redis was away) is settled here, and its cost
     /// kept for the fleet.
-    fn settle(self: &Arc<Self>, ticket: &Ticket, tokens: u64, cost_nanos: u64) {
+    fn settle(self: &Arc<Self>, ticket: &Reservation, tokens: u64, cost_nanos: u64) {
         let (delta, spend) = settlement(ticket, tokens, cost_nanos);
         if delta == 0 && spend == 0 {
             return;
@@ -679,7 +679,7 @@ fn reserve(c: &mut Counts, want: Reserve) {
 
 /// A settlement's changes to the counts: the tokens (the usage for the
 /// estimate, with `tpm`) and the spend (the cost for the reservation).
-fn settlement(ticket: &Ticket, tokens: u64, cost_nanos: u64) -> (i64, i64) {
+fn settlement(ticket: &Reservation, tokens: u64, cost_nanos: u64) -> (i64, i64) {
     let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let tokens = if ticket.record.tpm.is_some() {
         signed(tokens) - signed(ticket.estimate)
@@ -731,9 +731,9 @@ fn minute_left(now_ms: u64) -> Duration {
     Duration::from_millis(60_000 - now_ms % 60_000)
 }
 
-// === impl Ticket ===
+// === impl Reservation ===
 
-impl Ticket {
+impl Reservation {
     /// Settles the reservation with what the run used.
     pub fn settle(&self, used: Used) {
         if self.settled.swap(true, Ordering::AcqRel) {
@@ -766,7 +766,7 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for Reservation {
     /// A ticket never settled (the client left first) is charged its
     /// estimate if a provider was called, else gives it back.
     fn drop(&mut self) {
@@ -774,9 +774,9 @@ impl Drop for Ticket {
     }
 }
 
-impl fmt::Debug for Ticket {
+impl fmt::Debug for Reservation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket")
+        f.debug_struct("Reservation")
             .field("client", &self.record.name)
             .field("estimate", &self.estimate)
             .finish_non_exhaustive()

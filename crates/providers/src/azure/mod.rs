@@ -18,11 +18,9 @@
 //!   that ends on `finish_reason: "content_filter"` without `[DONE]`
 //!   complete. What is Azure's alone is in `error.rs`.
 
-mod error;
+pub(crate) mod error;
 #[cfg(test)]
 mod tests;
-
-pub(crate) use error::classify_error;
 
 use std::sync::Arc;
 

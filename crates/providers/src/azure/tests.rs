@@ -121,7 +121,7 @@ fn classify(status: u16, headers: &[(&'static str, &str)], body: &str) -> Failur
     for (k, v) in headers {
         h.insert(*k, HeaderValue::from_str(v).unwrap());
     }
-    classify_error("az", status, &h, body.as_bytes())
+    error::classify_error("az", status, &h, body.as_bytes())
 }
 
 use understudy_types::Failure;

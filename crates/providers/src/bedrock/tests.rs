@@ -11,7 +11,7 @@ use understudy_types::{
 };
 use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
 use understudy_wire::framing::Framing;
-use understudy_wire::sse::parse_framed_bytes;
+use understudy_wire::framing::parse_framed_bytes;
 
 use super::*;
 

@@ -739,4 +739,4 @@ async fn read_limited(
     }
 }
 
-pub(crate) use understudy_wire::sse::parse_stream_bytes;
+pub(crate) use understudy_wire::framing::parse_stream_bytes;

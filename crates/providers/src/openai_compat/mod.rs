@@ -109,7 +109,9 @@ impl Dialect {
     pub(crate) fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
         match self {
             Self::OpenAi => classify_error(status, headers, body),
-            Self::Azure(provider) => crate::azure::classify_error(provider, status, headers, body),
+            Self::Azure(provider) => {
+                crate::azure::error::classify_error(provider, status, headers, body)
+            }
         }
     }
 }

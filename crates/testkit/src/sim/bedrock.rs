@@ -291,9 +291,23 @@ impl BedrockSim {
             )
         })?;
         let token = req.header("x-amz-security-token");
+        let keys = self.signing_keys(&parsed, token)?;
+        self.check_scope(&parsed)?;
+        self.check_session(&keys, &parsed, token)?;
+        let time = check_date(req, &parsed)?;
+        self.check_signature(req, &parsed, &keys, time)
+    }
+
+    /// The keys the signature names (by key id, and by session token when
+    /// several share the id).
+    fn signing_keys(
+        &self,
+        parsed: &ParsedAuth,
+        token: Option<&str>,
+    ) -> Result<sigv4::Credentials, Box<Refused>> {
         let known = lock(&self.inner.keys).clone();
         let mut with_id = known.iter().filter(|k| k.access_key_id == parsed.key_id);
-        let keys = with_id
+        with_id
             .clone()
             .find(|k| k.session_token.is_none() || k.session_token.as_deref() == token)
             .or_else(|| with_id.next())
@@ -304,7 +318,12 @@ impl BedrockSim {
                     "UnrecognizedClientException",
                     "The security token included in the request is invalid.",
                 )
-            })?;
+            })
+    }
+
+    /// The signature's scope is this region's Bedrock, and it signs the
+    /// headers SigV4 requires.
+    fn check_scope(&self, parsed: &ParsedAuth) -> Result<(), Box<Refused>> {
         if parsed.region != self.inner.region || parsed.service != "bedrock" {
             return Err(refuse(
                 403,
@@ -324,6 +343,17 @@ impl BedrockSim {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The session token sent is the keys' own, signed and not expired (or
+    /// neither has one).
+    fn check_session(
+        &self,
+        keys: &sigv4::Credentials,
+        parsed: &ParsedAuth,
+        token: Option<&str>,
+    ) -> Result<(), Box<Refused>> {
         match (&keys.session_token, token) {
             (Some(expected), Some(token)) if expected == token => {
                 if !parsed.signed.iter().any(|h| h == "x-amz-security-token") {
@@ -340,34 +370,25 @@ impl BedrockSim {
                         "The security token included in the request is expired",
                     ));
                 }
+                Ok(())
             }
-            (None, None) => {}
-            _ => {
-                return Err(refuse(
-                    403,
-                    "UnrecognizedClientException",
-                    "The security token included in the request is invalid.",
-                ));
-            }
-        }
-        let date = req.header("x-amz-date").unwrap_or_default();
-        let time = parse_amz_date(date).ok_or_else(|| {
-            refuse(
+            (None, None) => Ok(()),
+            _ => Err(refuse(
                 403,
-                "IncompleteSignatureException",
-                "x-amz-date is not YYYYMMDDTHHMMSSZ",
-            )
-        })?;
-        let skew = SystemTime::now()
-            .duration_since(time)
-            .unwrap_or_else(|e| e.duration());
-        if skew > Duration::from_secs(300) || !date.starts_with(&parsed.date) {
-            return Err(refuse(
-                403,
-                "InvalidSignatureException",
-                "Signature expired or not yet current",
-            ));
+                "UnrecognizedClientException",
+                "The security token included in the request is invalid.",
+            )),
         }
+    }
+
+    /// The request signed again with `keys` at `time` gives its signature.
+    fn check_signature(
+        &self,
+        req: &Received,
+        parsed: &ParsedAuth,
+        keys: &sigv4::Credentials,
+        time: SystemTime,
+    ) -> Result<(), Box<Refused>> {
         let added = ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
         let headers: Vec<(&str, &str)> = parsed
             .signed
@@ -392,7 +413,7 @@ impl BedrockSim {
                 double_encode_path: true,
                 content_sha256_header: parsed.signed.iter().any(|h| h == "x-amz-content-sha256"),
             },
-            &keys,
+            keys,
         );
         if again.signature != parsed.signature {
             return Err(refuse(
@@ -403,6 +424,30 @@ impl BedrockSim {
         }
         Ok(())
     }
+}
+
+/// The request's `x-amz-date`: well formed, within five minutes of now,
+/// and on the day the signature's scope names.
+fn check_date(req: &Received, parsed: &ParsedAuth) -> Result<SystemTime, Box<Refused>> {
+    let date = req.header("x-amz-date").unwrap_or_default();
+    let time = parse_amz_date(date).ok_or_else(|| {
+        refuse(
+            403,
+            "IncompleteSignatureException",
+            "x-amz-date is not YYYYMMDDTHHMMSSZ",
+        )
+    })?;
+    let skew = SystemTime::now()
+        .duration_since(time)
+        .unwrap_or_else(|e| e.duration());
+    if skew > Duration::from_secs(300) || !date.starts_with(&parsed.date) {
+        return Err(refuse(
+            403,
+            "InvalidSignatureException",
+            "Signature expired or not yet current",
+        ));
+    }
+    Ok(time)
 }
 
 /// The parts of a SigV4 `Authorization` header.

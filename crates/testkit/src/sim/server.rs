@@ -169,9 +169,26 @@ async fn serve_protocol(
 
 async fn respond(
     protocol: Protocol,
-    mut reply: Reply,
+    reply: Reply,
     req: &Received,
 ) -> Result<Response<SimBody>, ResetConnection> {
+    match settle(protocol, reply).await {
+        Reply::Reset => Err(ResetConnection),
+        Reply::Hang => std::future::pending().await,
+        Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
+        Reply::Truncated => Ok(truncated()),
+        Reply::Stream(spec) if !is_streamed(protocol, req) => {
+            let text = spec.chunks.concat();
+            Ok(render(protocol, Reply::Text(text), req))
+        }
+        other if is_streamed(protocol, req) => Ok(streamed(protocol, other, req)),
+        other => Ok(render(protocol, other, req)),
+    }
+}
+
+/// The reply once its delays are waited out (and, where the protocol has
+/// no thinking, what follows the thinking).
+async fn settle(protocol: Protocol, mut reply: Reply) -> Reply {
     loop {
         match reply {
             Reply::Delay(d, inner) => {
@@ -183,53 +200,53 @@ async fn respond(
             {
                 reply = *then
             }
-            _ => break,
+            _ => return reply,
         }
     }
+}
+
+/// A body cut off mid-JSON, its `content-length` promising more.
+fn truncated() -> Response<SimBody> {
+    let body = ChannelBody::scripted(vec![
+        Ok(Bytes::from_static(
+            b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess",
+        )),
+        Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "scripted cut",
+        )),
+    ]);
+    let mut resp = Response::new(body.boxed());
+    resp.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    resp.headers_mut()
+        .insert("content-length", HeaderValue::from_static("4096"));
+    resp
+}
+
+/// A reply to a streamed request, as its protocol's stream (a reply with
+/// no streamed form is rendered whole).
+fn streamed(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
     match reply {
-        Reply::Reset => Err(ResetConnection),
-        Reply::Hang => std::future::pending().await,
-        Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
-        Reply::Truncated => {
-            let body = ChannelBody::scripted(vec![
-                Ok(Bytes::from_static(
-                    b"{\"id\":\"chatcmpl-1\",\"choices\":[{\"mess",
-                )),
-                Err(io::Error::new(
-                    io::ErrorKind::ConnectionReset,
-                    "scripted cut",
-                )),
-            ]);
-            let mut resp = Response::new(body.boxed());
-            resp.headers_mut()
-                .insert("content-type", HeaderValue::from_static("application/json"));
-            resp.headers_mut()
-                .insert("content-length", HeaderValue::from_static("4096"));
-            Ok(resp)
-        }
-        Reply::Stream(spec) if !is_streamed(protocol, req) => {
-            let text = spec.chunks.concat();
-            Ok(render(protocol, Reply::Text(text), req))
-        }
-        Reply::Stream(spec) => Ok(stream_response(
+        Reply::Stream(spec) => stream_response(
             shared_for_stream(req),
             spec.interval,
             pieces(protocol, &spec, req),
-        )),
-        Reply::Text(text) if is_streamed(protocol, req) => {
+        ),
+        Reply::Text(text) => {
             let words: Vec<String> = split_words(&text);
             let spec = StreamSpec {
                 chunks: words,
                 interval: Duration::ZERO,
                 end: StreamEnd::Complete,
             };
-            Ok(stream_response(
+            stream_response(
                 shared_for_stream(req),
                 Duration::ZERO,
                 pieces(protocol, &spec, req),
-            ))
+            )
         }
-        Reply::ToolCalls(calls) if is_streamed(protocol, req) => {
+        Reply::ToolCalls(calls) => {
             let pieces = match protocol {
                 Protocol::ChatCompletions => openai::tool_calls_stream(&calls, req),
                 Protocol::GenerateContent => gemini::tool_calls_stream(&calls, req),
@@ -238,15 +255,11 @@ async fn respond(
                 }
                 Protocol::Responses => responses::tool_calls_stream(&calls, req),
             };
-            Ok(stream_response(
-                shared_for_stream(req),
-                Duration::ZERO,
-                pieces,
-            ))
+            stream_response(shared_for_stream(req), Duration::ZERO, pieces)
         }
         // Paced like the answer it thinks before (a model that thinks at
         // the pace it then writes).
-        Reply::Thinking { thinking, then } if is_streamed(protocol, req) => Ok(stream_response(
+        Reply::Thinking { thinking, then } => stream_response(
             shared_for_stream(req),
             match then.as_ref() {
                 Reply::Stream(spec) => spec.interval,
@@ -256,23 +269,17 @@ async fn respond(
                 Protocol::Responses => responses::thinking_stream(&thinking, *then, req),
                 _ => anthropic::thinking_stream(&thinking, *then, req),
             },
-        )),
-        Reply::Refuse(refusal)
-            if is_streamed(protocol, req) && !matches!(refusal, Refusal::Status400) =>
-        {
+        ),
+        Reply::Refuse(refusal) if !matches!(refusal, Refusal::Status400) => {
             let pieces = match protocol {
                 Protocol::ChatCompletions => openai::refusal_stream(&refusal, req),
                 Protocol::GenerateContent => gemini::refusal_stream(&refusal, req),
                 Protocol::Messages | Protocol::Converse => anthropic::refusal_stream(&refusal, req),
                 Protocol::Responses => responses::refusal_stream(&refusal, req),
             };
-            Ok(stream_response(
-                shared_for_stream(req),
-                Duration::ZERO,
-                pieces,
-            ))
+            stream_response(shared_for_stream(req), Duration::ZERO, pieces)
         }
-        other => Ok(render(protocol, other, req)),
+        other => render(protocol, other, req),
     }
 }
 

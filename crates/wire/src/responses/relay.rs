@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use understudy_types::StreamItem;
 
-use super::events::Event;
+// The frame an event goes out as (the same type `events::Event` names).
+use crate::Frame as Event;
 
 /// The relay of one natively served stream.
 #[derive(Debug, Default)]

@@ -202,7 +202,7 @@ fn sse(events: &[Value]) -> Vec<u8> {
 
 fn stream(native: bool, bytes: &[u8]) -> Vec<Result<StreamEvent, Failure>> {
     let parser = ResponsesStream::new("gpt-5", native, target_tag("oai", "gpt-5"));
-    crate::sse::parse_stream_bytes(parser, &[bytes])
+    crate::framing::parse_stream_bytes(parser, &[bytes])
 }
 
 #[test]

@@ -17,9 +17,9 @@ use understudy_types::failure::{Failure, FailureKind};
 
 use super::{Finish, client_left, item_of, judged, send};
 use crate::adapter::BoxEventStream;
-use crate::keys::Ticket;
+use crate::key_pools::KeyInUse;
 use crate::run::Run;
-use crate::run::keys::KeyChoice;
+use crate::run::key_choice::KeyChoice;
 use crate::stream::Feed;
 
 impl Run {
@@ -67,8 +67,8 @@ impl Run {
                 ));
             }
         };
-        let key = ticket.as_ref().map_or(0, Ticket::key);
-        let key_name = ticket.as_ref().and_then(Ticket::name);
+        let key = ticket.as_ref().map_or(0, KeyInUse::key);
+        let key_name = ticket.as_ref().and_then(KeyInUse::name);
         let (prefix, trimmed) = prefill(&sent.text);
         let mut chat = (*self.chat).clone();
         // The prefill is the neutral history's last turn: a native body

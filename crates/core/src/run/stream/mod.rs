@@ -18,12 +18,12 @@
 
 mod continuation;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
-use understudy_policy::decide::{Call, Decider, Input, Next, after_commit};
-use understudy_policy::plan::Unavailable;
+use understudy_policy::decide::{Call, Decider, after_commit};
 use understudy_policy::stream::{HELD_BYTES, Step, Watch, may_continue};
 use understudy_settings::StreamCommit;
 use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
@@ -35,9 +35,8 @@ use understudy_types::{StreamDone, StreamError, StreamItem};
 use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
 use crate::event::{EventContext, GenerationEvent};
-use crate::keys::Ticket;
 use crate::run::call::lease;
-use crate::run::keys::KeyChoice;
+use crate::run::walk::{Called, Caller, Kept, Path, Walked};
 use crate::run::{Run, cost_usd, millis};
 use crate::stream::{Feed, GenerationStream, STREAM_BUFFER, Served};
 use continuation::Sent;
@@ -90,21 +89,66 @@ struct Committed {
     span: Option<[u8; 8]>,
 }
 
-/// How opening one target went.
-enum Opened {
-    Committed(Committed),
-    /// Its breaker turned the call away: not an attempt.
-    Skipped,
-    /// It failed after this long, on this pool key, in this span; what the
-    /// decision machine hears when not plain `Failed` (another key may
-    /// serve).
-    Failed(
-        Failure,
-        Duration,
-        Option<String>,
-        Option<[u8; 8]>,
-        Option<Input>,
-    ),
+/// Who serves a committed stream, as the reader is told and its last
+/// item says.
+struct ServedBy {
+    request_id: String,
+    provider: String,
+    /// The model the target named, else the plan's.
+    model: String,
+    fell_back: bool,
+    content_filtered: bool,
+    ttft_ms: f64,
+}
+
+impl ServedBy {
+    /// Tells the caller who serves: its handle, or (a held stream) the
+    /// `Served` item on the handle it has; the channel to the reader, or
+    /// `None` when the caller left before the first byte.
+    async fn tell(&self, client: Client, native: bool) -> Option<mpsc::Sender<Feed>> {
+        match client {
+            Client::Waiting(reply) => {
+                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+                let handle = GenerationStream::new(
+                    self.request_id.clone(),
+                    self.provider.clone(),
+                    self.model.clone(),
+                    self.fell_back,
+                    self.content_filtered,
+                    native,
+                    rx,
+                );
+                reply.send(Ok(handle)).is_ok().then_some(tx)
+            }
+            Client::Open(tx) => {
+                let served = Served {
+                    provider: self.provider.clone(),
+                    model: self.model.clone(),
+                    fell_back: self.fell_back,
+                    content_filtered: self.content_filtered,
+                };
+                let _ = tx.send(Feed::Served(Box::new(served))).await;
+                Some(tx)
+            }
+        }
+    }
+}
+
+/// The committed attempt, once its stream ended: for its record.
+struct Ended {
+    idx: usize,
+    kind: AttemptKind,
+    key: Option<String>,
+    span: Option<[u8; 8]>,
+    latency: Duration,
+}
+
+/// How a committed stream's answer ended: its finish or its failure, who
+/// continued it after a cut, and (for a recorded trace) its answer's id.
+struct StreamEnd {
+    end: Result<Finish, Failure>,
+    continued_by: Option<String>,
+    response_id: Option<String>,
 }
 
 type Reply = oneshot::Sender<Result<GenerationStream, Error>>;
@@ -123,6 +167,91 @@ impl Client {
             Self::Waiting(reply) => reply.closed().await,
             Self::Open(tx) => tx.closed().await,
         }
+    }
+}
+
+impl Caller for Client {
+    async fn wait(&mut self, wait: Duration) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => true,
+            () = self.closed() => false,
+        }
+    }
+
+    /// Boxed, like the pump: the run task then holds only the phase it is
+    /// in (thousands of streams stay open at once).
+    async fn unless_left<F: Future>(&mut self, step: F) -> Option<F::Output> {
+        tokio::select! {
+            o = Box::pin(step) => Some(o),
+            () = self.closed() => None,
+        }
+    }
+}
+
+/// The stream path's part of the walk: a target opened and read until it
+/// commits.
+struct Streaming;
+
+impl Path for Streaming {
+    type Served = Committed;
+    const UNSERVED: &'static str = "served without a stream";
+
+    fn chat(&self, run: &mut Run, _: Call) -> Arc<ChatRequest> {
+        Arc::clone(&run.chat)
+    }
+
+    async fn call(
+        &self,
+        run: &mut Run,
+        call: Call,
+        chat: Arc<ChatRequest>,
+        key: usize,
+        span: Option<[u8; 8]>,
+    ) -> Called<Committed> {
+        let idx = call.target;
+        let started = crate::runtime_clock::now();
+        let first_token_by = (started + run.timeouts(idx).first_token).min(run.deadline);
+        let (failure, limits) = match run.open(idx, key, chat, first_token_by, span).await {
+            Ok(stream) => {
+                let limits = stream.rate_limits();
+                match run
+                    .watch_until_commit(call, stream, started, first_token_by)
+                    .await
+                {
+                    // The key's word is in at the commit (its headers).
+                    Ok(committed) => {
+                        return Called {
+                            result: Ok(committed),
+                            limits,
+                            latency: crate::runtime_clock::since(started),
+                        };
+                    }
+                    Err(failure) => {
+                        run.stream_ended(
+                            idx,
+                            Err(failure.code()),
+                            crate::runtime_clock::since(started),
+                        );
+                        (failure, limits)
+                    }
+                }
+            }
+            Err(f) => {
+                run.outcome(idx, Err(f.code()));
+                (f, None)
+            }
+        };
+        Called {
+            result: Err(failure),
+            limits,
+            latency: crate::runtime_clock::since(started),
+        }
+    }
+
+    /// A stream's attempt is recorded when it ends (by the pump).
+    fn served(&self, _: &Run, _: Call, committed: &mut Committed, kept: Kept<'_>) {
+        committed.key = kept.key;
+        committed.span = kept.span;
     }
 }
 
@@ -174,75 +303,18 @@ impl Run {
             Client::Waiting(reply)
         };
         let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut input = Input::Start;
-        let committed = loop {
-            let next = decider.next(input, crate::runtime_clock::now(), fastrand::f64());
-            let call = match next {
-                Next::Call(call) => call,
-                Next::Wait(wait, call) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = client.closed() => return, // the caller went away
-                    }
-                    call
-                }
-                Next::Unsupported(call) => {
-                    attempts.push(self.unsupported(call));
-                    input = Input::Failed(FailureKind::Unsupported);
-                    continue;
-                }
-                Next::CheckBudget => {
-                    input = Input::Budget(self.budget_allows().await);
-                    continue;
-                }
-                Next::Served { .. } => break None,
-                Next::Stop(verdict) => {
-                    let error = self.error(verdict, attempts);
-                    self.fail(client, error).await;
-                    return;
-                }
-            };
-            // Boxed, like the pump below: the run task then holds only the
-            // phase it is in (thousands of streams stay open at once).
-            let opened = tokio::select! {
-                o = Box::pin(self.open_and_wait(call)) => o,
-                () = client.closed() => {
-                    // The caller went away mid-attempt: give back the probe
-                    // this call took, if it took one, so the breaker is not
-                    // left waiting for an outcome that never comes.
-                    self.release_held_probe();
-                    return;
-                }
-            };
-            input = match opened {
-                Opened::Committed(c) => {
-                    // The machine answers `Served` to this; the loop ends
-                    // with the committed target in hand.
-                    let _ = decider.next(Input::Served, crate::runtime_clock::now(), 0.0);
-                    break Some(c);
-                }
-                Opened::Skipped => Input::Skipped,
-                Opened::Failed(failure, latency, key, span, key_input) => {
-                    let mut record = self.attempt_record(
-                        call.target,
-                        call.kind,
-                        Outcome::Failed(failure.code()),
-                        latency,
-                        Some(&failure),
-                    );
-                    record.key = key;
-                    record.span_id = span;
-                    attempts.push(record);
-                    key_input.unwrap_or(Input::Failed(failure.kind))
-                }
-            };
-        };
-        let Some(c) = committed else {
-            // Unreachable: `Served` follows a commit.
-            self.fail(client, Error::Engine("served without a stream".into()))
-                .await;
-            return;
+        let walked = self
+            .walk(&Streaming, &mut client, &mut decider, Vec::new())
+            .await;
+        let (c, attempts) = match walked {
+            Walked::Served {
+                served, attempts, ..
+            } => (served, attempts),
+            Walked::Stopped(error) => {
+                self.fail(client, error).await;
+                return;
+            }
+            Walked::Left => return,
         };
         let fell_back = decider.is_fallback(c.idx);
         let content_filtered = decider.content_filtered();
@@ -268,76 +340,6 @@ impl Run {
                 let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
             }
         }
-    }
-
-    /// Opens the call's target and reads it until it commits.
-    async fn open_and_wait(&mut self, call: Call) -> Opened {
-        let idx = call.target;
-        if !self.admit(call).await {
-            self.note_skip(idx, Unavailable::BreakerOpen);
-            return Opened::Skipped;
-        }
-        let ticket = match self.pick_key(call) {
-            KeyChoice::Single => None,
-            KeyChoice::Pooled(ticket) => Some(ticket),
-            KeyChoice::None => {
-                self.release_held_probe();
-                self.note_skip(idx, Unavailable::KeysOut);
-                return Opened::Skipped;
-            }
-            KeyChoice::RateLimited(failure) => {
-                self.release_held_probe();
-                return Opened::Failed(failure, Duration::ZERO, None, None, None);
-            }
-        };
-        let key = ticket.as_ref().map_or(0, Ticket::key);
-        if !self.credentials_ready(idx, key).await {
-            self.release_held_probe();
-            self.note_skip(idx, Unavailable::Credentials);
-            return Opened::Skipped;
-        }
-        let key_name = ticket.as_ref().and_then(Ticket::name);
-        let started = crate::runtime_clock::now();
-        let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
-        let chat = Arc::clone(&self.chat);
-        let span = self.attempt_span(idx);
-        let (failure, limits) = match self.open(idx, key, chat, first_token_by, span).await {
-            Ok(stream) => {
-                let limits = stream.rate_limits();
-                match self
-                    .watch_until_commit(call, stream, started, first_token_by)
-                    .await
-                {
-                    Ok(mut committed) => {
-                        // The key's word is in at the commit (its headers).
-                        committed.key = key_name;
-                        committed.span = span;
-                        let _ = self.key_outcome(idx, ticket, limits.as_ref(), None);
-                        return Opened::Committed(committed);
-                    }
-                    Err(failure) => {
-                        self.stream_ended(
-                            idx,
-                            Err(failure.code()),
-                            crate::runtime_clock::since(started),
-                        );
-                        (failure, limits)
-                    }
-                }
-            }
-            Err(f) => {
-                self.outcome(idx, Err(f.code()));
-                (f, None)
-            }
-        };
-        let key_input = self.key_outcome(idx, ticket, limits.as_ref(), Some(&failure));
-        Opened::Failed(
-            failure,
-            crate::runtime_clock::since(started),
-            key_name,
-            span,
-            key_input,
-        )
     }
 
     /// Opens a stream of `chat` on target `idx` (connect and headers) by
@@ -434,149 +436,173 @@ impl Run {
         }
     }
 
-    /// Sends the committed stream to the caller and pumps it to the end.
+    /// Sends the committed stream to the caller and pumps it to the end:
+    /// relays it, continues it after a cut where it may, records the
+    /// attempt and publishes how it ended.
     async fn pump(
         mut self,
-        c: Committed,
+        mut c: Committed,
         mut attempts: Vec<Attempt>,
         fell_back: bool,
         content_filtered: bool,
         client: Client,
     ) {
-        let Committed {
-            idx,
-            kind,
-            mut stream,
-            mut watch,
-            first,
-            finish,
-            started,
-            key,
-            span,
-        } = c;
-        let target = self.plan.targets[idx].clone();
-        let provider = target.provider.to_string();
-        let mut model = stream.model().unwrap_or_else(|| target.model.to_string());
-        let request_id = std::mem::take(&mut self.request_id);
-        let ttft_ms = millis(crate::runtime_clock::since(self.started));
+        let target = &self.plan.targets[c.idx];
+        let by = ServedBy {
+            provider: target.provider.to_string(),
+            model: c.stream.model().unwrap_or_else(|| target.model.to_string()),
+            request_id: std::mem::take(&mut self.request_id),
+            fell_back,
+            content_filtered,
+            ttft_ms: millis(crate::runtime_clock::since(self.started)),
+        };
         let held = matches!(client, Client::Open(_));
         // A held stream's handle went out before anyone served: it renders
         // neutral items only, so a native target's own events are left out.
-        let native = !held && matches!(first.first(), Some(StreamItem::Native(_)));
+        let native = !held && matches!(c.first.first(), Some(StreamItem::Native(_)));
         let capture = self.notes.as_ref().is_some_and(|n| n.content.is_some());
         let mut sent = Sent::new(self.streams.continue_after_cut && !native, capture);
-        let tx = match client {
-            Client::Waiting(reply) => {
-                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-                let handle = GenerationStream::new(
-                    request_id.clone(),
-                    provider.clone(),
-                    model.clone(),
-                    fell_back,
-                    content_filtered,
-                    native,
-                    rx,
-                );
-                if reply.send(Ok(handle)).is_err() {
-                    self.stream_ended(idx, Ok(()), crate::runtime_clock::since(started));
-                    return; // the caller left before the first byte; dropping `stream` closes upstream
-                }
-                tx
-            }
-            Client::Open(tx) => {
-                let served = Served {
-                    provider: provider.clone(),
-                    model: model.clone(),
-                    fell_back,
-                    content_filtered,
-                };
-                let _ = tx.send(Feed::Served(Box::new(served))).await;
-                tx
-            }
+        let Some(tx) = by.tell(client, native).await else {
+            self.stream_ended(c.idx, Ok(()), crate::runtime_clock::since(c.started));
+            return; // the caller left before the first byte; dropping `stream` closes upstream
         };
-        let mut end: Result<Finish, Failure> = Ok((FinishReason::Stop, None, None));
-        for item in first {
-            if held && matches!(item, StreamItem::Native(_)) {
-                continue;
-            }
-            sent.note(&item);
-            if !send(&tx, item).await {
-                end = Err(client_left());
-                break;
-            }
-        }
-        if end.is_ok() {
-            end = match finish {
-                Some(finish) => Ok(finish),
-                None => {
-                    let idle = self.timeouts(idx).stream_idle;
-                    Self::relay(&mut stream, &mut watch, &tx, idle, &mut sent).await
-                }
-            };
-        }
+        let end = self.relay_committed(&mut c, held, &tx, &mut sent).await;
         // Asked only for a recorded trace (it copies the id).
-        let mut response_id = self.notes.as_ref().and_then(|_| stream.response_id());
+        let response_id = self.notes.as_ref().and_then(|_| c.stream.response_id());
+        let Committed {
+            idx,
+            kind,
+            stream,
+            watch,
+            started,
+            key,
+            span,
+            ..
+        } = c;
         drop(stream); // closes the upstream connection now, whatever happened
-        let latency = crate::runtime_clock::since(started);
-        let mut continued_by = None;
-        let end = match end {
+        let attempt = Ended {
+            idx,
+            kind,
+            key,
+            span,
+            latency: crate::runtime_clock::since(started),
+        };
+        let mut ending = StreamEnd {
+            end,
+            continued_by: None,
+            response_id,
+        };
+        match &ending.end {
             Err(f)
                 if sent.on && !tx.is_closed() && may_continue(&f.kind, watch.sent_tool_calls()) =>
             {
                 // The committed target is recorded as cut; another may
                 // continue the answer.
-                let code = after_commit(&f.kind);
-                self.stream_ended(idx, Err(code), latency);
-                let mut record =
-                    self.attempt_record(idx, kind, Outcome::Failed(code), latency, Some(&f));
-                record.key = key.clone();
-                record.span_id = span;
-                attempts.push(record);
-                match self.continuation(idx, &mut sent, &tx, &mut attempts).await {
+                let board = Err(after_commit(&f.kind));
+                self.record_committed(attempt, board, Some(f), &mut attempts);
+                ending.end = match self.continuation(idx, &mut sent, &tx, &mut attempts).await {
                     Ok((by, finish, id)) => {
-                        continued_by = Some(by);
+                        ending.continued_by = Some(by);
                         // The answer's end is the continuation's.
-                        response_id = id;
+                        ending.response_id = id;
                         Ok(finish)
                     }
                     Err(e) => Err(e),
-                }
+                };
             }
             end => {
-                let outcome = match &end {
+                let board = match end {
                     Ok(_) => Ok(()),
                     // A client that leaves says nothing about the provider.
                     Err(_) if tx.is_closed() => Ok(()),
                     Err(f) => Err(after_commit(&f.kind)),
                 };
-                self.stream_ended(idx, outcome, latency);
-                let mut record = match &end {
-                    Ok(_) => self.attempt_record(idx, kind, Outcome::Ok, latency, None),
-                    Err(f) => self.attempt_record(
-                        idx,
-                        kind,
-                        Outcome::Failed(after_commit(&f.kind)),
-                        latency,
-                        Some(f),
-                    ),
-                };
-                record.key = key.clone();
-                record.span_id = span;
-                attempts.push(record);
-                end
+                self.record_committed(attempt, board, end.as_ref().err(), &mut attempts);
             }
+        }
+        self.publish_end(by, ending, attempts, &sent.text, &tx)
+            .await;
+    }
+
+    /// Sends the reader what was held before the commit, then (unless the
+    /// target already finished) relays the rest as it comes.
+    async fn relay_committed(
+        &self,
+        c: &mut Committed,
+        held: bool,
+        tx: &mpsc::Sender<Feed>,
+        sent: &mut Sent,
+    ) -> Result<Finish, Failure> {
+        for item in std::mem::take(&mut c.first) {
+            if held && matches!(item, StreamItem::Native(_)) {
+                continue;
+            }
+            sent.note(&item);
+            if !send(tx, item).await {
+                return Err(client_left());
+            }
+        }
+        match c.finish.take() {
+            Some(finish) => Ok(finish),
+            None => {
+                let idle = self.timeouts(c.idx).stream_idle;
+                Self::relay(&mut c.stream, &mut c.watch, tx, idle, sent).await
+            }
+        }
+    }
+
+    /// Records how the committed attempt ended: `board` on the board (and
+    /// in the provider's counts), and the attempt (failed by `failure`, or
+    /// served) among `attempts`.
+    fn record_committed(
+        &self,
+        attempt: Ended,
+        board: Result<(), understudy_types::FailureCode>,
+        failure: Option<&Failure>,
+        attempts: &mut Vec<Attempt>,
+    ) {
+        self.stream_ended(attempt.idx, board, attempt.latency);
+        let outcome = match failure {
+            None => Outcome::Ok,
+            Some(f) => Outcome::Failed(after_commit(&f.kind)),
         };
+        let mut record =
+            self.attempt_record(attempt.idx, attempt.kind, outcome, attempt.latency, failure);
+        record.key = attempt.key;
+        record.span_id = attempt.span;
+        attempts.push(record);
+    }
+
+    /// Publishes the stream's event and sends the reader its last item:
+    /// the answer's end, or the error the stream ended in (`text`: what
+    /// the reader got, for a recorded trace).
+    async fn publish_end(
+        &mut self,
+        by: ServedBy,
+        ending: StreamEnd,
+        attempts: Vec<Attempt>,
+        text: &str,
+        tx: &mpsc::Sender<Feed>,
+    ) {
         let latency_ms = millis(crate::runtime_clock::since(self.started));
         let ctx = EventContext {
-            request_id: request_id.clone(),
+            request_id: by.request_id.clone(),
             ..self.event_context()
         };
-        match end {
+        let ServedBy {
+            request_id,
+            provider,
+            mut model,
+            fell_back,
+            content_filtered,
+            ttft_ms,
+        } = by;
+        match ending.end {
             Ok((finish_reason, usage, named)) => {
-                if let Some(named) = named.filter(|_| continued_by.is_none()) {
+                if let Some(named) = named.filter(|_| ending.continued_by.is_none()) {
                     model = named;
                 }
-                self.note_served(response_id.as_deref(), &finish_reason, &sent.text, &[]);
+                self.note_served(ending.response_id.as_deref(), &finish_reason, text, &[]);
                 let done = StreamDone {
                     request_id,
                     provider,
@@ -588,12 +614,12 @@ impl Run {
                     attempts,
                     latency_ms,
                     ttft_ms,
-                    continued_by,
+                    continued_by: ending.continued_by,
                 };
                 let cost = cost_usd(&self.settings, &done.provider, &done.model, done.usage);
                 self.spent(fell_back, cost);
                 self.publish(GenerationEvent::stream_done(&ctx, &done, cost));
-                let _ = send(&tx, StreamItem::Done(Box::new(done))).await;
+                let _ = send(tx, StreamItem::Done(Box::new(done))).await;
             }
             Err(f) => {
                 let code = after_commit(&f.kind);
@@ -614,7 +640,7 @@ impl Run {
                     ttft_ms,
                 };
                 self.publish(GenerationEvent::stream_failed(&ctx, &error));
-                let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
+                let _ = send(tx, StreamItem::Error(Box::new(error))).await;
             }
         }
     }

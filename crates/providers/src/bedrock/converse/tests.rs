@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use understudy_types::{FinishReason, NativeRequest, Protocol, StreamEvent};
 use understudy_wire::eventstream::HeaderValue as EsValue;
-use understudy_wire::sse::parse_framed_bytes;
+use understudy_wire::framing::parse_framed_bytes;
 
 use super::super::auth::AwsKeys;
 use super::super::tests::{bedrock, exception, parse_amz_date};

@@ -1,7 +1,8 @@
 //! A run's keys: which key of a pooled target a call goes to
-//! (`understudy_policy::key_choice::choose`, through the board's [`KeyPool`]), and what its
-//! outcome tells the pool and the decision machine. A target without a
-//! pool takes none of this: no lookup beyond the board's, no allocation.
+//! (`policy::keys::choose`, through the engine's [`KeyPool`]s), and what
+//! its outcome tells the pool and the decision machine. A target without a
+//! pool takes none of this: no lookup beyond the pools' map, no
+//! allocation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +15,7 @@ use understudy_types::chat::{ChatRequest, Part};
 use understudy_types::failure::{Failure, FailureKind};
 use understudy_types::ratelimit::RateLimits;
 
-use crate::keys::{KeyPool, Ticket};
+use crate::key_pools::{KeyInUse, KeyPool};
 use crate::run::Run;
 use crate::shared::unix_ms;
 
@@ -23,7 +24,7 @@ pub(crate) enum KeyChoice {
     /// The target has one key.
     Single,
     /// This key of its pool.
-    Pooled(Ticket),
+    Pooled(KeyInUse),
     /// Every key of its pool is out: the target is skipped, as behind an
     /// open breaker.
     None,
@@ -36,7 +37,7 @@ impl Run {
     /// The key `call` goes to.
     pub(crate) fn pick_key(&mut self, call: Call) -> KeyChoice {
         let target = &self.plan.targets[call.target];
-        let Some(pool) = self.board.pool(&target.provider) else {
+        let Some(pool) = self.wide.pools.get(&target.provider) else {
             return KeyChoice::Single;
         };
         let pool = Arc::clone(pool);
@@ -80,7 +81,7 @@ impl Run {
     pub(crate) fn key_outcome(
         &self,
         idx: usize,
-        ticket: Option<Ticket>,
+        ticket: Option<KeyInUse>,
         limits: Option<&RateLimits>,
         failure: Option<&Failure>,
     ) -> Option<Input> {
@@ -110,7 +111,7 @@ impl Run {
         until: Instant,
         kind: Option<&FailureKind>,
     ) {
-        let (Some(shared), Some(name)) = (&self.shared, pool.name(key)) else {
+        let (Some(shared), Some(name)) = (&self.wide.shared, pool.name(key)) else {
             return;
         };
         let shared = Arc::clone(shared);

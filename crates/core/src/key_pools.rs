@@ -1,14 +1,17 @@
 //! [`KeyPool`]: a pooled provider's keys at run time — each key's state
 //! (in flight, out until when and why, the budget its answers reported)
-//! behind one small mutex, stepped by `understudy_policy::key_choice`' pure rules.
+//! behind one small mutex, stepped by `policy::keys`' pure rules; a
+//! request's use of one key ([`KeyInUse`]); and every pool, by provider
+//! ([`KeyPools`]).
 //!
-//! Pools live beside the breakers on the [`crate::breakers::BreakerBoard`]
+//! The pools are held engine-wide beside the breakers
 //! (built once from the settings, so a provider actor's restart keeps
 //! what its keys' answers said, and the fleet poller can write the fleet's
 //! word into a pool before its provider's actor starts); the provider's
 //! actor builds one adapter per key and hands them out in its lease.
 //! A provider with one key has no pool and pays nothing here.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -33,10 +36,16 @@ pub struct KeyPool {
     state: Mutex<Vec<KeyState>>,
 }
 
+/// Every pooled provider's key pool, by provider: fixed at start.
+#[derive(Debug, Default)]
+pub struct KeyPools {
+    pools: HashMap<Arc<str>, Arc<KeyPool>>,
+}
+
 /// A request started on one key: ended by [`KeyPool::end`], or counted as
 /// ended (with no word on the key) when dropped.
 #[derive(Debug)]
-pub struct Ticket {
+pub struct KeyInUse {
     pool: Arc<KeyPool>,
     started: Started,
     ended: bool,
@@ -74,6 +83,33 @@ pub fn present(p: &ProviderSettings) -> Vec<usize> {
         .collect()
 }
 
+// === impl KeyPools ===
+
+impl KeyPools {
+    /// These pools, by their provider.
+    pub fn new(pools: impl IntoIterator<Item = Arc<KeyPool>>) -> Self {
+        Self {
+            pools: pools
+                .into_iter()
+                .map(|p| (Arc::clone(&p.provider), p))
+                .collect(),
+        }
+    }
+
+    /// `provider`'s key pool, if it has one.
+    pub fn get(&self, provider: &str) -> Option<&Arc<KeyPool>> {
+        if self.pools.is_empty() {
+            return None;
+        }
+        self.pools.get(provider)
+    }
+
+    /// Every key pool, for the fleet poller and the status.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<KeyPool>> {
+        self.pools.values()
+    }
+}
+
 // === impl KeyPool ===
 
 impl KeyPool {
@@ -107,12 +143,12 @@ impl KeyPool {
     }
 
     /// Starts a request on the key `ask` chooses, if one may take it.
-    pub fn pick(self: &Arc<Self>, ask: &Ask, now: Instant) -> Option<Ticket> {
+    pub fn pick(self: &Arc<Self>, ask: &Ask, now: Instant) -> Option<KeyInUse> {
         let mut state = self.lock();
         let keys: Vec<(u32, &KeyState)> = self.weights.iter().copied().zip(state.iter()).collect();
         let key = choose(&keys, ask, now)?;
         let started = state.get_mut(key)?.start(key, ask.tokens);
-        Some(Ticket {
+        Some(KeyInUse {
             pool: Arc::clone(self),
             started,
             ended: false,
@@ -207,9 +243,9 @@ impl KeyPool {
     }
 }
 
-// === impl Ticket ===
+// === impl KeyInUse ===
 
-impl Ticket {
+impl KeyInUse {
     /// The key the request went to.
     pub fn key(&self) -> usize {
         self.started.key
@@ -239,7 +275,7 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for KeyInUse {
     fn drop(&mut self) {
         if !self.ended {
             // An attempt abandoned mid-call: no longer in flight, and no

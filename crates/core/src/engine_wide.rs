@@ -1,0 +1,30 @@
+//! [`EngineWide`]: the objects made once at the engine's start and fixed
+//! for its life — the event bus, the response cache, the breaker board,
+//! the key pools, the spend meter and the fleet's shared state — held
+//! apart from the router's view (which holds only what the router
+//! changes), and handed to every run by the engine.
+
+use std::sync::Arc;
+
+use crate::breakers::BreakerBoard;
+use crate::cache::ResponseCache;
+use crate::key_pools::KeyPools;
+use crate::shared::SharedState;
+use crate::sink::fanout::EventBus;
+use crate::spend::SpendMeter;
+
+/// The engine-wide objects every run shares (one `Arc` per run).
+pub(crate) struct EngineWide {
+    /// Where every run publishes its event.
+    pub(crate) bus: Arc<EventBus>,
+    pub(crate) cache: Arc<ResponseCache>,
+    /// Every target's breaker: read inline to plan, shared with the runs
+    /// and the fleet poller.
+    pub(crate) board: Arc<BreakerBoard>,
+    /// Every pooled provider's keys.
+    pub(crate) pools: KeyPools,
+    /// The fallback spend cap, when configured.
+    pub(crate) spend: Option<Arc<SpendMeter>>,
+    /// The fleet's shared state, when Redis is configured.
+    pub(crate) shared: Option<Arc<SharedState>>,
+}
