@@ -10,7 +10,7 @@
 //! [`Sink`]:
 //!
 //! ```no_run
-//! # async fn start(settings: understudy_core::Settings,
+//! # async fn start(settings: understudy_settings::Settings,
 //! #     factory: std::sync::Arc<dyn understudy_core::AdapterFactory>)
 //! #     -> Result<(), understudy_types::Error> {
 //! let sinks = understudy_otlp::sinks(&settings)?;
