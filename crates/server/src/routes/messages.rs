@@ -23,6 +23,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use understudy_core::{GenerateRequest, Generation, NativeRequest, Protocol};
 use understudy_wire::messages::answer::MessageOut;
+use understudy_wire::messages::endpoint;
 use understudy_wire::messages::client::MessagesRequest;
 use understudy_wire::messages::events::MessageEvents;
 
@@ -33,8 +34,8 @@ use crate::{AnthropicError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/messages", post(messages))
-        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route(endpoint::MESSAGES.path, post(messages))
+        .route(endpoint::COUNT_TOKENS.path, post(count_tokens))
 }
 
 async fn messages(

@@ -24,6 +24,7 @@
 //! `events.rs` the streamed chunks.
 
 pub mod answer;
+pub mod endpoint;
 pub mod error;
 pub mod events;
 pub mod inbound;

@@ -30,6 +30,7 @@
 
 pub mod answer;
 pub mod body;
+pub mod endpoint;
 pub mod error;
 pub mod inbound;
 mod invalid;

@@ -59,6 +59,7 @@
 
 pub mod answer;
 pub mod client;
+pub mod endpoint;
 pub mod error;
 pub mod events;
 pub mod native;

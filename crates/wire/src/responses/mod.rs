@@ -20,6 +20,7 @@
 //! native target's own.
 
 pub mod answer;
+pub mod endpoint;
 pub mod events;
 pub mod inbound;
 pub mod native;
