@@ -41,7 +41,7 @@ mod vertex;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
-pub(crate) use understudy_wire::{OutputLimits, mint_call_id};
+pub(crate) use understudy_wire::OutputLimits;
 pub use understudy_wire::{signature, sse};
 
 use http::Upstream as _;

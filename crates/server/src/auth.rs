@@ -80,6 +80,9 @@ pub(crate) async fn request_context(
         None
     };
     if let Some(trace) = &trace {
+        if let Some(edge) = protocol_of(&req).and_then(endpoint::edge) {
+            trace.through(edge.span_route);
+        }
         req.extensions_mut().insert(Arc::clone(trace));
     }
     // Not a span (10 500 instructions a request at `info`): a task-local

@@ -243,7 +243,10 @@ fn in_shape(envelope: fn(&Fault<'_>) -> Envelope, error: ApiError) -> Response {
     tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
     let mut response = (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body,
     )
         .into_response();

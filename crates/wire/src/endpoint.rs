@@ -4,7 +4,8 @@
 //! rate-limit headers. One [`Endpoint`] impl per front-end protocol, in its
 //! own folder (`<protocol>/endpoint.rs`); [`edge`] is the one function from
 //! a [`Protocol`] to its table, read by the server's router, its auth layer,
-//! its error writer and its models route.
+//! its error writer, its models route and (through the request's trace
+//! context) the spans.
 //!
 //! Static data and plain functions: no I/O, no allocation on the paths a
 //! plain request takes (finding a request's front end compares its path
@@ -25,6 +26,9 @@ pub trait Endpoint {
     /// Every method and path it serves, in the router's syntax (`{id}` for
     /// a path segment).
     const ROUTES: &'static [Route];
+
+    /// The route its generating requests' spans name (`http.route`).
+    const SPAN_ROUTE: &'static str;
 
     /// The path prefixes it owns beyond its routes: any path under one,
     /// routed or not, answers in its error shape.
@@ -155,6 +159,7 @@ pub struct Model<'a> {
 pub struct Edge {
     pub protocol: Protocol,
     pub routes: &'static [Route],
+    pub span_route: &'static str,
     pub prefixes: &'static [&'static str],
     pub keys: &'static [Key],
     pub model_marks: Option<&'static [Key]>,
@@ -170,6 +175,7 @@ impl Edge {
         Self {
             protocol: E::PROTOCOL,
             routes: E::ROUTES,
+            span_route: E::SPAN_ROUTE,
             prefixes: E::PREFIXES,
             keys: E::KEYS,
             model_marks: E::MODEL_MARKS,
@@ -203,8 +209,7 @@ pub fn edge(p: Protocol) -> Option<&'static Edge> {
     const CHAT_COMPLETIONS: Edge = Edge::of::<crate::chat_completions::endpoint::ChatCompletions>();
     const RESPONSES: Edge = Edge::of::<crate::responses::endpoint::Responses>();
     const MESSAGES: Edge = Edge::of::<crate::messages::endpoint::Messages>();
-    const GENERATE_CONTENT: Edge =
-        Edge::of::<crate::generate_content::endpoint::GenerateContent>();
+    const GENERATE_CONTENT: Edge = Edge::of::<crate::generate_content::endpoint::GenerateContent>();
     match p {
         Protocol::ChatCompletions => Some(&CHAT_COMPLETIONS),
         Protocol::Responses => Some(&RESPONSES),
@@ -361,7 +366,10 @@ mod tests {
         for (path, want) in [
             ("/v1/chat/completions", Some(Protocol::ChatCompletions)),
             ("/v1/responses", Some(Protocol::Responses)),
-            ("/v1/responses/resp_1/input_items", Some(Protocol::Responses)),
+            (
+                "/v1/responses/resp_1/input_items",
+                Some(Protocol::Responses),
+            ),
             ("/v1/messages", Some(Protocol::Messages)),
             ("/v1/messages/count_tokens", Some(Protocol::Messages)),
             ("/v1/messages/nowhere", Some(Protocol::Messages)),

@@ -100,9 +100,14 @@ mod tests {
 
     #[test]
     fn written_durations_read_back() {
-        for ms in [0, 1, 250, 999, 1000, 1_007, 59_999, 60_000, 61_050, 3_600_000] {
+        for ms in [
+            0, 1, 250, 999, 1000, 1_007, 59_999, 60_000, 61_050, 3_600_000,
+        ] {
             let d = Duration::from_millis(ms);
-            assert_eq!(parse(&write(d)).map(|d| d.as_millis()), Some(u128::from(ms)));
+            assert_eq!(
+                parse(&write(d)).map(|d| d.as_millis()),
+                Some(u128::from(ms))
+            );
         }
     }
 }

@@ -133,7 +133,7 @@ pub fn of_event(e: &GenerationEvent, ctx: &TraceContext, settings: &Settings) ->
 /// The request's span: the HTTP route and status, what the client asked,
 /// who served, whether it fell back or was refused.
 fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flags: u32) -> Span {
-    let route = http_route(e.api);
+    let route = ctx.http_route();
     let mut attributes = vec![
         ("http.request.method", Value::Str("POST".into())),
         ("http.route", Value::Str(route.into())),
@@ -282,17 +282,6 @@ fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
         .ended()
         .unwrap_or_else(|| crate::clock::rfc3339(&e.timestamp).map_or(0, super::unix_nano));
     end.max(ctx.start_unix_nano)
-}
-
-/// The route template of the API a request came through.
-fn http_route(api: Option<Protocol>) -> &'static str {
-    match api {
-        Some(Protocol::ChatCompletions) => "/v1/chat/completions",
-        Some(Protocol::Messages) => "/v1/messages",
-        Some(Protocol::Responses) => "/v1/responses",
-        Some(Protocol::GenerateContent) => "/v1beta/models/{model}:generateContent",
-        Some(Protocol::Converse) | None => "/v1/generate",
-    }
 }
 
 /// `gen_ai.provider.name`: the platform's, else the API's owner, else the

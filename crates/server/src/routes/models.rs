@@ -42,8 +42,16 @@ async fn models(
 /// targets), each available provider's `provider:model`, with what a
 /// model list shows of each.
 pub(crate) struct Names {
-    /// `(id, display name, owner, targets, supports)`.
-    entries: Vec<(String, String, String, Option<Vec<String>>, Value)>,
+    entries: Vec<Entry>,
+}
+
+/// One name, with what the lists show of it (see [`Model`]).
+struct Entry {
+    id: String,
+    display: String,
+    owner: String,
+    targets: Option<Vec<String>>,
+    supports: Value,
 }
 
 impl Names {
@@ -51,12 +59,12 @@ impl Names {
     pub(crate) fn models(&self) -> Vec<Model<'_>> {
         self.entries
             .iter()
-            .map(|(id, display, owner, targets, supports)| Model {
-                id,
-                display,
-                owner,
-                targets: targets.as_deref(),
-                supports: supports.clone(),
+            .map(|e| Model {
+                id: &e.id,
+                display: &e.display,
+                owner: &e.owner,
+                targets: e.targets.as_deref(),
+                supports: e.supports.clone(),
             })
             .collect()
     }
@@ -76,7 +84,13 @@ pub(crate) async fn list(state: &AppState) -> Result<Names, ApiError> {
         .collect();
     let mut route = |id: String, display: String, targets: Vec<String>| {
         let supports = targets.iter().map(|t| supports(settings, t)).collect();
-        entries.push((id, display, "understudy".to_owned(), Some(targets), Value::Array(supports)));
+        entries.push(Entry {
+            id,
+            display,
+            owner: "understudy".to_owned(),
+            targets: Some(targets),
+            supports: Value::Array(supports),
+        });
     };
     route(
         "default".into(),
@@ -92,8 +106,13 @@ pub(crate) async fn list(state: &AppState) -> Result<Names, ApiError> {
     }
     for p in providers.iter().filter(|p| p.available) {
         let id = format!("{}:{}", p.name, p.model);
-        let supports = supports(settings, &id);
-        entries.push((id.clone(), id, p.name.clone(), None, supports));
+        entries.push(Entry {
+            supports: supports(settings, &id),
+            display: id.clone(),
+            owner: p.name.clone(),
+            targets: None,
+            id,
+        });
     }
     Ok(Names { entries })
 }

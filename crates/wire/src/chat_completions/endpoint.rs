@@ -29,6 +29,7 @@ pub const MODELS: Route = Route {
 impl Endpoint for ChatCompletions {
     const PROTOCOL: Protocol = Protocol::ChatCompletions;
     const ROUTES: &'static [Route] = &[COMPLETIONS, MODELS];
+    const SPAN_ROUTE: &'static str = COMPLETIONS.path;
     const KEYS: &'static [Key] = &[Key::Bearer];
     const MODEL_MARKS: Option<&'static [Key]> = Some(&[]);
 

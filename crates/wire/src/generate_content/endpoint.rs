@@ -51,6 +51,7 @@ impl Endpoint for GenerateContent {
             path: MODEL[1],
         },
     ];
+    const SPAN_ROUTE: &'static str = "/v1beta/models/{model}:generateContent";
     const PREFIXES: &'static [&'static str] = &["/v1beta/", "/v1/models/"];
     const KEYS: &'static [Key] = &[Key::Header(KEY_HEADER), Key::Query("key")];
     const MODEL_MARKS: Option<&'static [Key]> = Some(&[
@@ -78,7 +79,9 @@ impl Endpoint for GenerateContent {
             Some(Error::FallbackBudgetExceeded { .. } | Error::NoProviderAvailable(_)) => 503,
             Some(Error::Engine(_)) => 500,
             Some(Error::Refused { .. } | Error::InvalidRequest { .. }) => 400,
-            Some(Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_)) => 404,
+            Some(Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_)) => {
+                404
+            }
         };
         let mut body = super::answer::error_body(status, fault.message);
         if let Some(Error::Client(ClientRefusal::Budget { .. })) = fault.engine {

@@ -5,7 +5,7 @@
 //! error shape `{"type": "error", "error": {"type", "message"}}` with
 //! Anthropic's statuses.
 
-use http::Method;
+use http::{HeaderMap, Method};
 use serde_json::{Value, json};
 use understudy_core::tenants::ClientRefusal;
 use understudy_core::{Error, FailureCode, Protocol};
@@ -35,15 +35,62 @@ pub const VERSION: &str = "anthropic-version";
 /// The header that switches betas on (sent more than once by Claude Code).
 pub const BETA: &str = "anthropic-beta";
 
-/// The protocol headers a native body is forwarded with.
-pub const NATIVE_HEADERS: [&str; 2] = [VERSION, BETA];
+/// The header Anthropic takes the key in.
+pub const KEY_HEADER: &str = "x-api-key";
+
+/// The API version the gateway speaks to Anthropic.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The client's protocol headers a native body is forwarded with, each
+/// once: a header sent more than once (Claude Code sends several
+/// `anthropic-beta` lines) is one comma-separated list, as HTTP defines
+/// it, so every value is forwarded, not only the first.
+pub fn native_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    [VERSION, BETA]
+        .iter()
+        .filter_map(|name| {
+            let values: Vec<&str> = headers
+                .get_all(*name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .collect();
+            (!values.is_empty()).then(|| ((*name).to_owned(), values.join(",")))
+        })
+        .collect()
+}
+
+/// The query parameters of a client's request that the Messages API
+/// defines (`beta`, which Claude Code sends as `?beta=true`), for a native
+/// body; `None` when there are none.
+pub fn native_query(query: Option<&str>) -> Option<String> {
+    let query = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|pair| {
+            pair.split_once('=').is_some_and(|(k, v)| {
+                k == "beta" && !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    (!query.is_empty()).then_some(query)
+}
+
+/// Whether a client's header goes on to an Anthropic target with its
+/// native body: the `anthropic-*` protocol headers, and no other.
+pub fn forwarded(name: &str) -> bool {
+    name.starts_with("anthropic-")
+}
 
 impl Endpoint for Messages {
     const PROTOCOL: Protocol = Protocol::Messages;
     const ROUTES: &'static [Route] = &[MESSAGES, COUNT_TOKENS];
+    const SPAN_ROUTE: &'static str = MESSAGES.path;
     const PREFIXES: &'static [&'static str] = &["/v1/messages/"];
     // Claude Code's ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN as a bearer.
-    const KEYS: &'static [Key] = &[Key::Header("x-api-key"), Key::Bearer];
+    const KEYS: &'static [Key] = &[Key::Header(KEY_HEADER), Key::Bearer];
     const MODEL_MARKS: Option<&'static [Key]> = Some(&[Key::Header(VERSION)]);
     const METERED: Metered = Metered::Except(&["/count_tokens"]);
 

@@ -40,6 +40,7 @@ pub const INPUT_ITEMS: Route = Route {
 impl Endpoint for Responses {
     const PROTOCOL: Protocol = Protocol::Responses;
     const ROUTES: &'static [Route] = &[CREATE, RETRIEVE, DELETE, INPUT_ITEMS];
+    const SPAN_ROUTE: &'static str = CREATE.path;
     const PREFIXES: &'static [&'static str] = &["/v1/responses/"];
     const KEYS: &'static [Key] = &[Key::Bearer];
 
