@@ -248,24 +248,29 @@ pub(crate) async fn client_auth(
         ));
         return in_shape(&req, error);
     };
+    // The front end the request came through: its error shape, its
+    // metered paths, its rate-limit headers (the neutral API's: OpenAI's).
+    let api = protocol_of(&req);
+    let edge = api.and_then(endpoint::edge);
+    let names = edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit);
     if record.expired(std::time::SystemTime::now()) {
         tenants.refused(&record, &ClientRefusal::Expired);
         let refusal = understudy_core::Error::Client(ClientRefusal::Expired);
-        let mut response = in_shape(&req, ApiError::Engine(refusal));
+        let mut response = error_in(api, ApiError::Engine(refusal));
         if let Some(left) = tenants.remaining(&record) {
-            rate_limit_headers(&req, response.headers_mut(), &left);
+            write_rate_limit(names, response.headers_mut(), &left);
         }
         return response;
     }
-    if admitted(&req) {
+    if admitted(&req, edge) {
         // Admission that needs no body, before it is read: a record whose
         // minute's requests or budget are spent costs no parse.
         if let Err(refusal) = tenants.spent(&record) {
             tenants.refused(&record, &refusal);
             let refusal = understudy_core::Error::Client(refusal);
-            let mut response = in_shape(&req, ApiError::Engine(refusal));
+            let mut response = error_in(api, ApiError::Engine(refusal));
             if let Some(left) = tenants.remaining(&record) {
-                rate_limit_headers(&req, response.headers_mut(), &left);
+                write_rate_limit(names, response.headers_mut(), &left);
             }
             return response;
         }
@@ -273,7 +278,6 @@ pub(crate) async fn client_auth(
     req.extensions_mut()
         .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
     req.extensions_mut().insert(Tenant(Arc::clone(&record)));
-    let names = rate_limit_names(&req);
     let mut response = json_only(req, next).await;
     if let Some(left) = tenants.remaining(&record) {
         write_rate_limit(names, response.headers_mut(), &left);
@@ -284,36 +288,23 @@ pub(crate) async fn client_auth(
 /// Whether the engine admits `req` against its client record's limits:
 /// every `POST` of the API routes that generates — not the token counts
 /// (which a record's `models` scopes, but its rates and budget do not):
-/// which of a front end's paths do is its table's `metered`.
-fn admitted(req: &Request) -> bool {
+/// which of a front end's paths do is its table's (`edge`'s) `metered`.
+fn admitted(req: &Request, edge: Option<&endpoint::Edge>) -> bool {
     if req.method() != Method::POST {
         return false;
     }
     let path = req.uri().path();
-    match protocol_of(req).and_then(endpoint::edge) {
+    match edge {
         Some(edge) => edge.metered(path),
         // The neutral API's generating routes.
         None => !path.ends_with("/count_tokens"),
     }
 }
 
-/// The rate-limit header names of the front end `req` came through (the
-/// neutral API writes OpenAI's).
-fn rate_limit_names<B>(req: &axum::http::Request<B>) -> &'static endpoint::RateLimitNames {
-    protocol_of(req)
-        .and_then(endpoint::edge)
-        .map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit)
-}
-
 /// A client record's own `x-ratelimit-{limit,remaining,reset}-{requests,
-/// tokens}` in `req`'s front end's names, as OpenAI writes its own
-/// (resets as durations: `1m0s`, `12.5s`).
-fn rate_limit_headers(req: &Request, headers: &mut HeaderMap, left: &Remaining) {
-    write_rate_limit(rate_limit_names(req), headers, left);
-}
-
-/// [`rate_limit_headers`] in `names` (made once: parsing them per answer
-/// showed in the bench).
+/// tokens}` (the front end's `names`), as OpenAI writes its own (resets
+/// as durations: `1m0s`, `12.5s`). The names are made once: parsing them
+/// per answer showed in the bench.
 fn write_rate_limit(names: &endpoint::RateLimitNames, headers: &mut HeaderMap, left: &Remaining) {
     let Ok(reset) = HeaderValue::try_from(understudy_wire::go_duration::write(left.reset)) else {
         return;
