@@ -26,8 +26,9 @@ pub enum Protocol {
     GenerateContent,
     /// AWS Bedrock's Converse API, for every model on Bedrock that is not
     /// Anthropic's. Only a `kind = "bedrock"` provider speaks it (by
-    /// model), so it is not a `kind` of its own, not in [`Self::FRONT_ENDS`],
-    /// and never a front end's or a native body's protocol.
+    /// model), so it is not a `kind` of its own (not in [`Self::KINDS`]),
+    /// not in [`Self::FRONT_ENDS`], and never a front end's or a native
+    /// body's protocol.
     #[serde(rename = "converse")]
     Converse,
 }
@@ -36,6 +37,16 @@ impl Protocol {
     /// The protocols a client may speak to the gateway (each a front
     /// end), in a fixed order.
     pub const FRONT_ENDS: [Protocol; 4] = [
+        Self::ChatCompletions,
+        Self::Responses,
+        Self::Messages,
+        Self::GenerateContent,
+    ];
+
+    /// The protocols a provider's `kind` names in the settings file (the
+    /// same four as the front ends today, but a front end no provider
+    /// speaks is not one).
+    pub const KINDS: [Protocol; 4] = [
         Self::ChatCompletions,
         Self::Responses,
         Self::Messages,

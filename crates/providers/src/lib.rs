@@ -69,7 +69,7 @@ impl AdapterFactory for Providers {
     fn supports(&self, kind: Protocol) -> bool {
         // Converse is not a kind of its own, but a Bedrock provider whose
         // model is not Anthropic's has it as its protocol.
-        Protocol::FRONT_ENDS.contains(&kind) || kind == Protocol::Converse
+        Protocol::KINDS.contains(&kind) || kind == Protocol::Converse
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {

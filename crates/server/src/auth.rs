@@ -561,6 +561,49 @@ mod tests {
         assert!(!super::is_json(&axum::http::HeaderMap::new()));
     }
 
+    /// Every route of every front end's table is that front end's for the
+    /// auth layer and the error writer (the shared model list: the
+    /// unmarked client's, OpenAI's), and a client's marks pick its list.
+    #[test]
+    fn protocol_of_agrees_with_the_tables() {
+        use understudy_core::Protocol;
+        use understudy_wire::endpoint::{self, MODELS_PATH};
+        let of = |path: &str, mark: Option<&'static str>| {
+            let mut req = axum::http::Request::builder().uri(path);
+            if let Some(mark) = mark {
+                req = req.header(mark, "x");
+            }
+            super::protocol_of(&req.body(()).unwrap())
+        };
+        for edge in endpoint::front_ends() {
+            for route in edge.routes {
+                let path = route
+                    .path
+                    .replace("{target}", "m:generateContent")
+                    .replace("{id}", "resp_1");
+                let want = if path == MODELS_PATH {
+                    Protocol::ChatCompletions
+                } else {
+                    edge.protocol
+                };
+                assert_eq!(of(&path, None), Some(want), "{} {path}", route.method);
+            }
+        }
+        assert_eq!(
+            of(MODELS_PATH, Some("anthropic-version")),
+            Some(Protocol::Messages)
+        );
+        assert_eq!(
+            of(MODELS_PATH, Some("x-goog-api-client")),
+            Some(Protocol::GenerateContent)
+        );
+        assert_eq!(
+            of("/v1/models?key=k", None),
+            Some(Protocol::GenerateContent)
+        );
+        assert_eq!(of("/v1/generate", None), None);
+    }
+
     #[test]
     fn constant_time_eq() {
         assert!(super::constant_time_eq("abcdefgh", "abcdefgh"));
