@@ -9,7 +9,6 @@ use understudy_core::trace::notes::{Content, TraceNotes, finish_reason};
 use understudy_core::trace::{TraceContext, new_span_id, unix_nano};
 use understudy_settings::Settings;
 use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
-use understudy_types::protocol::Protocol;
 
 use crate::proto::{Event, Kind, Span, Value};
 
@@ -179,7 +178,7 @@ fn retry_wait(prev: &Attempt, engine_start: u64, start: u64) -> Event {
 /// The request's span: the HTTP route and status, what the client asked,
 /// who served, whether it fell back or was refused.
 fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flags: u32) -> Span {
-    let route = http_route(e.api);
+    let route = ctx.http_route();
     let mut attributes = vec![
         ("http.request.method", Value::Str("POST".into())),
         ("http.route", Value::Str(route.into())),
@@ -328,17 +327,6 @@ fn end_of(e: &GenerationEvent, ctx: &TraceContext) -> u64 {
         .ended()
         .unwrap_or_else(|| understudy_types::clock::rfc3339(&e.timestamp).map_or(0, unix_nano));
     end.max(ctx.start_unix_nano)
-}
-
-/// The route template of the API a request came through.
-fn http_route(api: Option<Protocol>) -> &'static str {
-    match api {
-        Some(Protocol::ChatCompletions) => "/v1/chat/completions",
-        Some(Protocol::Messages) => "/v1/messages",
-        Some(Protocol::Responses) => "/v1/responses",
-        Some(Protocol::GenerateContent) => "/v1beta/models/{model}:generateContent",
-        Some(Protocol::Converse) | None => "/v1/generate",
-    }
 }
 
 /// The host and port a provider is called at (`server.address`,

@@ -39,7 +39,7 @@ mod vertex;
 
 // The protocol-shared pieces that now live in the wire crate, under the
 // names this crate's protocols use.
-pub(crate) use understudy_wire::{OutputLimits, mint_call_id};
+pub(crate) use understudy_wire::OutputLimits;
 pub use understudy_wire::{signature, sse};
 
 use http::Upstream as _;
@@ -67,7 +67,7 @@ impl AdapterFactory for Providers {
     fn supports(&self, kind: Protocol) -> bool {
         // Converse is not a kind of its own, but a Bedrock provider whose
         // model is not Anthropic's has it as its protocol.
-        Protocol::ALL.contains(&kind) || kind == Protocol::Converse
+        Protocol::KINDS.contains(&kind) || kind == Protocol::Converse
     }
 
     fn build(&self, settings: &ProviderSettings) -> Result<Arc<dyn Adapter>, String> {

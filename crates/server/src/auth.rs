@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 
 use axum::extract::{Request, State};
-use axum::http::header::{self, AUTHORIZATION};
+use axum::http::header;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +26,9 @@ use understudy_core::tenants::{ClientRefusal, Remaining};
 use understudy_settings::ClientRecord;
 use understudy_types::Protocol;
 
-use crate::{AnthropicError, ApiError, AppState, OpenAiError};
+use understudy_wire::endpoint::{self, Key};
+
+use crate::{ApiError, AppState};
 
 /// The id of the request being served, set by [`request_context`].
 #[derive(Debug, Clone)]
@@ -79,6 +81,9 @@ pub(crate) async fn request_context(
         None
     };
     if let Some(trace) = &trace {
+        if let Some(edge) = protocol_of(&req).and_then(endpoint::edge) {
+            trace.through(edge.span_route);
+        }
         req.extensions_mut().insert(Arc::clone(trace));
     }
     // Not a span (10 500 instructions a request at `info`): a task-local
@@ -220,16 +225,11 @@ pub(crate) async fn client_auth(
     if !state.closed {
         return json_only(req, next).await;
     }
-    // Anthropic's clients send the key as `x-api-key` (Claude Code's
-    // ANTHROPIC_API_KEY), or as a bearer token (ANTHROPIC_AUTH_TOKEN);
-    // Google's as `x-goog-api-key`, or as `?key=` in the URL.
-    let given = [
-        bearer(&req),
-        x_api_key(&req),
-        goog_api_key(&req),
-        query_key(&req),
-    ];
-    let plain = given.into_iter().flatten().find_map(|given| {
+    // Every front end's key places (a bearer token, Anthropic's
+    // `x-api-key`, Google's `x-goog-api-key` or `?key=`), on every route.
+    let (headers, query) = (req.headers(), req.uri().query());
+    let given = endpoint::keys().filter_map(|k| k.given(headers, query));
+    let plain = given.clone().find_map(|given| {
         state
             .api_keys
             .iter()
@@ -241,31 +241,37 @@ pub(crate) async fn client_auth(
         return json_only(req, next).await;
     }
     let tenants = state.engine.tenants();
-    let record = given.into_iter().flatten().find_map(|k| tenants.find(k));
+    let record = given.clone().find_map(|k| tenants.find(k));
     let Some(record) = record else {
-        let error = ApiError::Unauthorized(
-            "a valid client key is required: Authorization: Bearer <key>, x-api-key: <key> or x-goog-api-key: <key>".into(),
-        );
+        let error = ApiError::Unauthorized(format!(
+            "a valid client key is required: {}",
+            endpoint::keys_named()
+        ));
         return in_shape(&req, error);
     };
+    // The front end the request came through: its error shape, its
+    // metered paths, its rate-limit headers (the neutral API's: OpenAI's).
+    let api = protocol_of(&req);
+    let edge = api.and_then(endpoint::edge);
+    let names = edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit);
     if record.expired(std::time::SystemTime::now()) {
         tenants.refused(&record, &ClientRefusal::Expired);
         let refusal = understudy_types::Error::Client(ClientRefusal::Expired);
-        let mut response = in_shape(&req, ApiError::Engine(refusal));
+        let mut response = error_in(api, ApiError::Engine(refusal));
         if let Some(left) = tenants.remaining(&record) {
-            rate_limit_headers(response.headers_mut(), &left);
+            write_rate_limit(names, response.headers_mut(), &left);
         }
         return response;
     }
-    if admitted(&req) {
+    if admitted(&req, edge) {
         // Admission that needs no body, before it is read: a record whose
         // minute's requests or budget are spent costs no parse.
         if let Err(refusal) = tenants.spent(&record) {
             tenants.refused(&record, &refusal);
             let refusal = understudy_types::Error::Client(refusal);
-            let mut response = in_shape(&req, ApiError::Engine(refusal));
+            let mut response = error_in(api, ApiError::Engine(refusal));
             if let Some(left) = tenants.remaining(&record) {
-                rate_limit_headers(response.headers_mut(), &left);
+                write_rate_limit(names, response.headers_mut(), &left);
             }
             return response;
         }
@@ -275,46 +281,36 @@ pub(crate) async fn client_auth(
     req.extensions_mut().insert(Tenant(Arc::clone(&record)));
     let mut response = json_only(req, next).await;
     if let Some(left) = tenants.remaining(&record) {
-        rate_limit_headers(response.headers_mut(), &left);
+        write_rate_limit(names, response.headers_mut(), &left);
     }
     response
 }
 
 /// Whether the engine admits `req` against its client record's limits:
 /// every `POST` of the API routes that generates — not the token counts
-/// (which a record's `models` scopes, but its rates and budget do not),
-/// and on Google's model paths only the two generating methods (any other
-/// is a 404 whatever the record's counts).
-fn admitted(req: &Request) -> bool {
-    let path = req.uri().path();
-    if req.method() != Method::POST || path.ends_with("/count_tokens") {
+/// (which a record's `models` scopes, but its rates and budget do not):
+/// which of a front end's paths do is its table's (`edge`'s) `metered`.
+fn admitted(req: &Request, edge: Option<&endpoint::Edge>) -> bool {
+    if req.method() != Method::POST {
         return false;
     }
-    let google = path.starts_with("/v1beta/models/") || path.starts_with("/v1/models/");
-    !google || path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent")
+    let path = req.uri().path();
+    match edge {
+        Some(edge) => edge.metered(path),
+        // The neutral API's generating routes.
+        None => !path.ends_with("/count_tokens"),
+    }
 }
 
 /// A client record's own `x-ratelimit-{limit,remaining,reset}-{requests,
-/// tokens}`, as OpenAI writes its own (resets as durations: `1m0s`,
-/// `12.5s`). The names are made once: parsing them per answer showed in
-/// the bench.
-fn rate_limit_headers(headers: &mut HeaderMap, left: &Remaining) {
-    const NAMES: [[HeaderName; 3]; 2] = [
-        [
-            HeaderName::from_static("x-ratelimit-limit-requests"),
-            HeaderName::from_static("x-ratelimit-remaining-requests"),
-            HeaderName::from_static("x-ratelimit-reset-requests"),
-        ],
-        [
-            HeaderName::from_static("x-ratelimit-limit-tokens"),
-            HeaderName::from_static("x-ratelimit-remaining-tokens"),
-            HeaderName::from_static("x-ratelimit-reset-tokens"),
-        ],
-    ];
-    let Ok(reset) = HeaderValue::try_from(go_duration(left.reset)) else {
+/// tokens}` (the front end's `names`), as OpenAI writes its own (resets
+/// as durations: `1m0s`, `12.5s`). The names are made once: parsing them
+/// per answer showed in the bench.
+fn write_rate_limit(names: &endpoint::RateLimitNames, headers: &mut HeaderMap, left: &Remaining) {
+    let Ok(reset) = HeaderValue::try_from(understudy_wire::go_duration::write(left.reset)) else {
         return;
     };
-    for (names, dimension) in NAMES.iter().zip([left.requests, left.tokens]) {
+    for (names, dimension) in names.iter().zip([left.requests, left.tokens]) {
         let Some((limit, remaining)) = dimension else {
             continue;
         };
@@ -324,51 +320,12 @@ fn rate_limit_headers(headers: &mut HeaderMap, left: &Remaining) {
     }
 }
 
-/// A duration as Go writes one (`1m0s`, `12.5s`, `250ms`), as OpenAI's
-/// clients read `x-ratelimit-reset-*`.
-fn go_duration(d: std::time::Duration) -> String {
-    use std::fmt::Write as _;
-    let ms = d.as_millis();
-    let mut out = String::with_capacity(12);
-    if ms < 1000 {
-        let _ = write!(out, "{ms}ms");
-        return out;
-    }
-    let (minutes, rest) = (ms / 60_000, ms % 60_000);
-    if minutes > 0 {
-        let _ = write!(out, "{minutes}m");
-    }
-    let _ = write!(out, "{}", rest / 1000);
-    // Integers only: formatting a float costs more than the rest.
-    let mut frac = rest % 1000;
-    if frac > 0 {
-        let mut digits = 3;
-        while frac % 10 == 0 {
-            frac /= 10;
-            digits -= 1;
-        }
-        let _ = write!(out, ".{frac:0digits$}");
-    }
-    out.push('s');
-    out
-}
-
 /// `error` in the shape of the route `req` asked for.
 fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
     error_in(protocol_of(req), error)
 }
 
-/// `error` in `api`'s error shape (`None`: the neutral API's). OpenAI's two
-/// APIs share one.
-pub(crate) fn error_in(api: Option<Protocol>, error: ApiError) -> Response {
-    match api {
-        Some(Protocol::ChatCompletions | Protocol::Responses) => OpenAiError(error).into_response(),
-        Some(Protocol::Messages) => AnthropicError(error).into_response(),
-        Some(Protocol::GenerateContent) => crate::GeminiError(error).into_response(),
-        // No front end speaks Converse: the neutral shape.
-        Some(Protocol::Converse) | None => error.into_response(),
-    }
-}
+pub(crate) use crate::error::error_in;
 
 /// A request with a body (`POST`, `PUT`) must say it is JSON: a page on
 /// another site can send `text/plain` without asking (no CORS preflight),
@@ -419,80 +376,28 @@ pub(crate) async fn admin_auth(
 }
 
 fn bearer(req: &Request) -> Option<&str> {
-    let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-fn x_api_key(req: &Request) -> Option<&str> {
-    Some(req.headers().get("x-api-key")?.to_str().ok()?.trim())
-}
-
-fn goog_api_key(req: &Request) -> Option<&str> {
-    Some(req.headers().get("x-goog-api-key")?.to_str().ok()?.trim())
-}
-
-/// Google's `?key=` (never logged: the request span carries the path
-/// alone, without the query).
-fn query_key(req: &Request) -> Option<&str> {
-    req.uri()
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("key="))
-        .filter(|k| !k.is_empty())
-}
-
-/// Whether a request comes from one of Google's clients: its key header,
-/// its `x-goog-api-client`, or `?key=` (what tells a Gemini model list
-/// from OpenAI's at `/v1/models`).
-pub(crate) fn from_google<B>(req: &axum::http::Request<B>) -> bool {
-    google_headers(req.headers(), req.uri().query())
-}
-
-/// [`from_google`] on a request's parts.
-pub(crate) fn google_headers(headers: &HeaderMap, query: Option<&str>) -> bool {
-    headers.contains_key("x-goog-api-key")
-        || headers.contains_key("x-goog-api-client")
-        || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
+    Key::Bearer.given(req.headers(), None)
 }
 
 /// The protocol a route speaks, for the shape its errors take (`None`:
-/// the neutral API). The Messages routes, and `/v1/models` asked with an
-/// `anthropic-version` header, are Anthropic's; Google's paths, and
-/// `/v1/models` asked by a Google client, Gemini's; the other
-/// OpenAI-compatible routes OpenAI's.
+/// the neutral API): the front end whose path it is, by the front ends'
+/// tables (on `/v1/models`, by its clients' marks).
 pub(crate) fn protocol_of<B>(req: &axum::http::Request<B>) -> Option<Protocol> {
-    let path = req.uri().path();
-    if path.starts_with("/v1beta/")
-        || path.starts_with("/v1/models/")
-        || (path == "/v1/models" && from_google(req))
-    {
-        return Some(Protocol::GenerateContent);
-    }
-    let anthropic_models = path == "/v1/models" && req.headers().contains_key("anthropic-version");
-    if path == "/v1/messages" || path.starts_with("/v1/messages/") || anthropic_models {
-        Some(Protocol::Messages)
-    } else if path == "/v1/responses" || path.starts_with("/v1/responses/") {
-        Some(Protocol::Responses)
-    } else if path == "/v1/chat/completions" || path == "/v1/models" {
-        Some(Protocol::ChatCompletions)
-    } else {
-        None
-    }
+    endpoint::owner(req.uri().path(), req.headers(), req.uri().query())
 }
 
 /// `api` as one byte, for a flag shared with a connection's body
 /// (0: the neutral API; else one more than its place in
-/// [`Protocol::ALL`]).
+/// [`Protocol::FRONT_ENDS`]).
 pub(crate) fn protocol_code(api: Option<Protocol>) -> u8 {
-    api.and_then(|p| Protocol::ALL.iter().position(|&q| q == p))
+    api.and_then(|p| Protocol::FRONT_ENDS.iter().position(|&q| q == p))
         .map_or(0, |i| i as u8 + 1)
 }
 
 /// The inverse of [`protocol_code`].
 pub(crate) fn protocol_from_code(code: u8) -> Option<Protocol> {
     code.checked_sub(1)
-        .and_then(|i| Protocol::ALL.get(usize::from(i)).copied())
+        .and_then(|i| Protocol::FRONT_ENDS.get(usize::from(i)).copied())
 }
 
 /// The browser checks' settings, fixed at start.
@@ -657,15 +562,47 @@ mod tests {
         assert!(!super::is_json(&axum::http::HeaderMap::new()));
     }
 
+    /// Every route of every front end's table is that front end's for the
+    /// auth layer and the error writer (the shared model list: the
+    /// unmarked client's, OpenAI's), and a client's marks pick its list.
     #[test]
-    fn go_durations() {
-        use std::time::Duration;
-        assert_eq!(super::go_duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(super::go_duration(Duration::from_millis(12_500)), "12.5s");
-        assert_eq!(super::go_duration(Duration::from_secs(60)), "1m0s");
-        assert_eq!(super::go_duration(Duration::from_secs(59)), "59s");
-        assert_eq!(super::go_duration(Duration::from_millis(61_050)), "1m1.05s");
-        assert_eq!(super::go_duration(Duration::from_millis(1_007)), "1.007s");
+    fn protocol_of_agrees_with_the_tables() {
+        use understudy_types::Protocol;
+        use understudy_wire::endpoint::{self, MODELS_PATH};
+        let of = |path: &str, mark: Option<&'static str>| {
+            let mut req = axum::http::Request::builder().uri(path);
+            if let Some(mark) = mark {
+                req = req.header(mark, "x");
+            }
+            super::protocol_of(&req.body(()).unwrap())
+        };
+        for edge in endpoint::front_ends() {
+            for route in edge.routes {
+                let path = route
+                    .path
+                    .replace("{target}", "m:generateContent")
+                    .replace("{id}", "resp_1");
+                let want = if path == MODELS_PATH {
+                    Protocol::ChatCompletions
+                } else {
+                    edge.protocol
+                };
+                assert_eq!(of(&path, None), Some(want), "{} {path}", route.method);
+            }
+        }
+        assert_eq!(
+            of(MODELS_PATH, Some("anthropic-version")),
+            Some(Protocol::Messages)
+        );
+        assert_eq!(
+            of(MODELS_PATH, Some("x-goog-api-client")),
+            Some(Protocol::GenerateContent)
+        );
+        assert_eq!(
+            of("/v1/models?key=k", None),
+            Some(Protocol::GenerateContent)
+        );
+        assert_eq!(of("/v1/generate", None), None);
     }
 
     #[test]

@@ -1,22 +1,25 @@
-//! The one place where errors become HTTP responses, in four shapes: the
-//! neutral API's `{"error": {"code", "message", "attempts"}}`, the
-//! OpenAI-compatible `{"error": {"message", "type", "param", "code"}}` and
-//! Anthropic's `{"type": "error", "error": {"type", "message"}}` (with
-//! Anthropic's statuses, see [`AnthropicError::status_and_type`]) and
-//! Google's `{"error": {"code", "message", "status"}}` ([`GeminiError`]).
+//! The one place where errors become HTTP responses: the neutral API's
+//! `{"error": {"code", "message", "attempts"}}`, or a front end's own shape
+//! ([`InShape`]), which its protocol's `Endpoint` writes from the same
+//! [`Fault`] (OpenAI's, Anthropic's with Anthropic's statuses, Google's).
 //! Never a 500 for anything a client did.
 
+use std::marker::PhantomData;
+
 use axum::Json;
-use axum::http::HeaderValue;
 use axum::http::StatusCode;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::tenants::ClientRefusal;
-use understudy_types::{Attempt, Error, FailureCode};
-use understudy_wire::messages::error::{WireErrorEnvelope, error_type, status_of};
+use understudy_types::{Attempt, Error, FailureCode, Protocol};
+use understudy_wire::chat_completions::endpoint::ChatCompletions;
+use understudy_wire::endpoint::{Endpoint, Envelope, Fault, edge};
+use understudy_wire::generate_content::endpoint::GenerateContent;
+use understudy_wire::messages::endpoint::Messages;
 
 /// An error on its way to the client (rendered in the neutral shape; wrap
-/// it in [`OpenAiError`] for the OpenAI-compatible routes).
+/// it in [`InShape`] for a front end's routes).
 #[derive(Debug)]
 pub enum ApiError {
     /// The request itself is wrong; `field` is the offending parameter.
@@ -50,18 +53,18 @@ pub enum ApiError {
     },
 }
 
+/// The same error in a front end's shape, as its [`Endpoint`] writes it.
+pub struct InShape<E>(pub ApiError, PhantomData<E>);
+
 /// The same error in OpenAI's shape.
-#[derive(Debug)]
-pub struct OpenAiError(pub ApiError);
+pub type OpenAiError = InShape<ChatCompletions>;
 
 /// The same error in Anthropic's shape, for `/v1/messages`.
-#[derive(Debug)]
-pub struct AnthropicError(pub ApiError);
+pub type AnthropicError = InShape<Messages>;
 
 /// The same error in Google's shape (`{"error": {"code", "message",
 /// "status"}}`), for the Gemini API.
-#[derive(Debug)]
-pub struct GeminiError(pub ApiError);
+pub type GeminiError = InShape<GenerateContent>;
 
 // === impl ApiError ===
 
@@ -191,171 +194,64 @@ impl IntoResponse for ApiError {
     }
 }
 
-// === impl OpenAiError ===
+// === impl InShape ===
 
-impl<E: Into<ApiError>> From<E> for OpenAiError {
-    fn from(e: E) -> Self {
-        Self(e.into())
+impl<E> std::fmt::Debug for InShape<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("InShape").field(&self.0).finish()
     }
 }
 
-impl IntoResponse for OpenAiError {
+impl<E, T: Into<ApiError>> From<T> for InShape<E> {
+    fn from(e: T) -> Self {
+        Self(e.into(), PhantomData)
+    }
+}
+
+impl<E: Endpoint> IntoResponse for InShape<E> {
     fn into_response(self) -> Response {
-        let status = self.0.status();
-        let (mut code, message, param, _) = self.0.parts();
-        if matches!(
-            self.0,
-            ApiError::Engine(Error::UnknownProvider(_) | Error::UnknownRoute(_))
-        ) {
-            code = "model_not_found".into();
-        }
-        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let kind = match &self.0 {
-            ApiError::Engine(Error::Client(r)) => match r {
-                ClientRefusal::Requests { .. } => "requests",
-                ClientRefusal::Tokens { .. } | ClientRefusal::TooLarge { .. } => "tokens",
-                ClientRefusal::Budget { .. } => "insufficient_quota",
-                _ => understudy_wire::chat_completions::error::error_type(status.as_u16()),
-            },
-            _ => understudy_wire::chat_completions::error::error_type(status.as_u16()),
-        };
-        let body =
-            json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
-        let mut response = (status, Json(body)).into_response();
-        client_headers(&self.0, &mut response);
-        response
+        in_shape(E::envelope, self.0)
     }
 }
 
-// === impl AnthropicError ===
-
-impl AnthropicError {
-    /// Anthropic's status and error type. Anthropic's own statuses where
-    /// the meaning matches (its errors page): 400 `invalid_request_error`,
-    /// 401 `authentication_error`, 403 `permission_error`, 404
-    /// `not_found_error`, 413 `request_too_large`, 429 `rate_limit_error`,
-    /// 500 `api_error`, 504 `timeout_error`, 529 `overloaded_error`. When
-    /// every target failed, the last failure decides: an outage (5xx, 529,
-    /// connection) is 529, so Anthropic clients back off and retry as they
-    /// do for Anthropic's own overload; a timeout or the request deadline
-    /// is 504; a rate limit 429; an upstream 400, context length, a target
-    /// lacking a capability or a content filter 400 (Anthropic's own
-    /// "Output blocked by content filtering policy" is a 400); anything
-    /// else (upstream auth or quota, answers that are not the protocol) is
-    /// 500. A spent fallback budget is 529 (the primary failed and nothing
-    /// else may serve now); no available provider at all is 500.
-    pub fn status_and_type(&self) -> (StatusCode, &'static str) {
-        // The status is the one Anthropic gives the type.
-        let typed = |kind: &'static str| {
-            let status = StatusCode::from_u16(status_of(kind));
-            (status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), kind)
-        };
-        let kind = match &self.0 {
-            ApiError::Engine(e) => match e {
-                Error::Client(r) => match r {
-                    ClientRefusal::Budget { .. } => "billing_error",
-                    ClientRefusal::Model { .. } => "permission_error",
-                    ClientRefusal::Expired => "authentication_error",
-                    _ => "rate_limit_error",
-                },
-                Error::ProvidersFailed { code, .. } => match code {
-                    FailureCode::RateLimited => "rate_limit_error",
-                    FailureCode::Unavailable | FailureCode::Connection => "overloaded_error",
-                    FailureCode::Timeout | FailureCode::DeadlineExceeded => "timeout_error",
-                    FailureCode::BadRequest
-                    | FailureCode::ContextLength
-                    | FailureCode::Unsupported
-                    | FailureCode::ContentFilter
-                    | FailureCode::InvalidRequest => "invalid_request_error",
-                    _ => "api_error",
-                },
-                Error::DeadlineExceeded { .. } => "timeout_error",
-                Error::FallbackBudgetExceeded { .. } => "overloaded_error",
-                Error::NoProviderAvailable(_) | Error::Engine(_) => "api_error",
-                Error::Refused { .. } | Error::InvalidRequest { .. } => "invalid_request_error",
-                Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
-                    "not_found_error"
-                }
-            },
-            other => {
-                let status = other.status();
-                return (status, error_type(status.as_u16()));
-            }
-        };
-        typed(kind)
+/// `error` in `api`'s error shape (`None`, or a protocol no front end
+/// speaks: the neutral API's).
+pub(crate) fn error_in(api: Option<Protocol>, error: ApiError) -> Response {
+    match api.and_then(edge) {
+        Some(edge) => in_shape(edge.envelope, error),
+        None => error.into_response(),
     }
 }
 
-impl<E: Into<ApiError>> From<E> for AnthropicError {
-    fn from(e: E) -> Self {
-        Self(e.into())
-    }
-}
-
-impl IntoResponse for AnthropicError {
-    fn into_response(self) -> Response {
-        let (status, kind) = self.status_and_type();
-        let (code, message, _, _) = self.0.parts();
-        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let mut response = (status, Json(WireErrorEnvelope::new(kind, &message))).into_response();
-        client_headers(&self.0, &mut response);
-        response
-    }
-}
-
-// === impl GeminiError ===
-
-impl GeminiError {
-    /// Google's status for the error. When every target failed, the last
-    /// failure decides, as Google's clients read it: an outage (5xx,
-    /// connection) is 503 `UNAVAILABLE` and a rate limit 429
-    /// `RESOURCE_EXHAUSTED` (the Gemini CLI and the SDKs retry both), a
-    /// timeout or the deadline 504 `DEADLINE_EXCEEDED`, anything the
-    /// request caused (an upstream 400, context length, a missing
-    /// capability, a content filter) 400 `INVALID_ARGUMENT`, anything else
-    /// 500 `INTERNAL`. A spent fallback budget or no available provider is
-    /// 503.
-    pub fn status(&self) -> StatusCode {
-        let code = match &self.0 {
-            ApiError::Engine(e) => match e {
-                Error::Client(r) => client_status(r).as_u16(),
-                Error::ProvidersFailed { code, .. } => {
-                    understudy_wire::generate_content::answer::status_of(*code)
-                }
-                Error::DeadlineExceeded { .. } => 504,
-                Error::FallbackBudgetExceeded { .. } | Error::NoProviderAvailable(_) => 503,
-                Error::Engine(_) => 500,
-                Error::Refused { .. } | Error::InvalidRequest { .. } => 400,
-                Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => 404,
-            },
-            other => other.status().as_u16(),
-        };
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    }
-}
-
-impl<E: Into<ApiError>> From<E> for GeminiError {
-    fn from(e: E) -> Self {
-        Self(e.into())
-    }
-}
-
-impl IntoResponse for GeminiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let (code, message, _, _) = self.0.parts();
-        tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
-        let mut body =
-            understudy_wire::generate_content::answer::error_body(status.as_u16(), &message);
-        if let ApiError::Engine(Error::Client(ClientRefusal::Budget { .. })) = &self.0 {
-            // Google has no 402 of its own: a spent quota is its
-            // RESOURCE_EXHAUSTED.
-            body["error"]["status"] = "RESOURCE_EXHAUSTED".into();
-        }
-        let mut response = (status, Json(body)).into_response();
-        client_headers(&self.0, &mut response);
-        response
-    }
+/// `error` as `envelope` writes it, with the headers a client's SDK acts
+/// on.
+fn in_shape(envelope: fn(&Fault<'_>) -> Envelope, error: ApiError) -> Response {
+    let (code, message, param, _) = error.parts();
+    let engine = match &error {
+        ApiError::Engine(e) => Some(e),
+        _ => None,
+    };
+    let fault = Fault {
+        status: error.status().as_u16(),
+        code: &code,
+        message: &message,
+        param: param.as_deref(),
+        engine,
+    };
+    let Envelope { status, body } = envelope(&fault);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    tracing::info!(status = status.as_u16(), %code, detail = %message, "request failed");
+    let mut response = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response();
+    client_headers(&error, &mut response);
+    response
 }
 
 // === client records' refusals ===

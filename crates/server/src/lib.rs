@@ -7,7 +7,8 @@
 //!   connections at once, each request body within `server.body_timeout`),
 //!   and shuts down gracefully within a bound.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
-//! - `error`: the only place errors become HTTP statuses (four shapes).
+//! - `error`: the only place errors become HTTP statuses (the neutral
+//!   shape, or a front end's, as its protocol's `Endpoint` writes it).
 //! - `front`: the one front-end handler ([`front::Front`] is what a
 //!   protocol's front end supplies: its answer, its refusal, its stream
 //!   encoder, its error shape) and the preamble every API route reads.
@@ -54,7 +55,7 @@ use tower::ServiceExt as _;
 use understudy_core::Engine;
 use understudy_settings::Secret;
 
-pub use error::{AnthropicError, ApiError, GeminiError, OpenAiError};
+pub use error::{AnthropicError, ApiError, GeminiError, InShape, OpenAiError};
 
 /// How long requests in flight may run on after a shutdown signal.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
@@ -98,12 +99,10 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
         )),
         engine,
     };
-    let api = Router::new()
+    let api = routes::FRONT_ENDS
+        .iter()
+        .fold(Router::new(), |api, router| api.merge(router()))
         .merge(routes::generate::router())
-        .merge(routes::chat::router())
-        .merge(routes::messages::router())
-        .merge(routes::gemini::router())
-        .merge(routes::responses::router())
         .merge(routes::models::router())
         .merge(routes::wit::router())
         .merge(routes::status::router())

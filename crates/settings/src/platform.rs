@@ -99,7 +99,7 @@ impl<'de> serde::Deserialize<'de> for Kind {
             "vertex" => Self::Vertex,
             "azure" => Self::Azure,
             other => Self::Protocol(
-                Protocol::ALL
+                Protocol::KINDS
                     .into_iter()
                     .find(|p| p.as_str() == other)
                     .ok_or_else(|| {

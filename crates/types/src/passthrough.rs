@@ -89,35 +89,6 @@ impl Gated {
         Gated::ALL.into_iter().find(|g| g.name() == name)
     }
 
-    /// The feature a server tool's `type` switches on (`web_search_20250305`
-    /// → web search); `None` for tools that run at the client or only
-    /// search the tools the client sent.
-    pub fn of_tool(kind: &str) -> Option<Gated> {
-        let family = kind.trim_end_matches(|c: char| c.is_ascii_digit() || c == '_');
-        match family {
-            "web_search" => Some(Gated::WebSearch),
-            "web_fetch" => Some(Gated::WebFetch),
-            "code_execution" => Some(Gated::CodeExecution),
-            "mcp_toolset" => Some(Gated::Mcp),
-            _ => None,
-        }
-    }
-
-    /// The feature an `anthropic-beta` value switches on.
-    pub fn of_beta(beta: &str) -> Option<Gated> {
-        let beta = beta.trim();
-        [
-            ("web-fetch-", Gated::WebFetch),
-            ("code-execution-", Gated::CodeExecution),
-            ("mcp-client-", Gated::Mcp),
-            ("files-api-", Gated::Files),
-            ("skills-", Gated::Skills),
-        ]
-        .into_iter()
-        .find(|(prefix, _)| beta.starts_with(prefix))
-        .map(|(_, g)| g)
-    }
-
     fn bit(self) -> u8 {
         1 << (self as u8)
     }
@@ -166,41 +137,6 @@ impl FromIterator<Gated> for GatedSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tools_and_betas_map_to_their_feature() {
-        let tools = [
-            ("web_search_20250305", Some(Gated::WebSearch)),
-            ("web_fetch_20250910", Some(Gated::WebFetch)),
-            ("code_execution_20250825", Some(Gated::CodeExecution)),
-            ("mcp_toolset", Some(Gated::Mcp)),
-            // Client tools and tool search run nothing on the account.
-            ("bash_20250124", None),
-            ("text_editor_20250728", None),
-            ("computer_20250124", None),
-            ("tool_search_tool_regex_20251119", None),
-            ("custom", None),
-        ];
-        for (kind, want) in tools {
-            assert_eq!(Gated::of_tool(kind), want, "{kind}");
-        }
-        let betas = [
-            ("mcp-client-2025-04-04", Some(Gated::Mcp)),
-            ("code-execution-2025-08-25", Some(Gated::CodeExecution)),
-            ("files-api-2025-04-14", Some(Gated::Files)),
-            ("web-fetch-2025-09-10", Some(Gated::WebFetch)),
-            ("skills-2025-10-02", Some(Gated::Skills)),
-            // Claude Code's own.
-            ("claude-code-20250219", None),
-            ("interleaved-thinking-2025-05-14", None),
-            ("context-management-2025-06-27", None),
-            ("advanced-tool-use-2025-11-20", None),
-            ("effort-2025-11-24", None),
-        ];
-        for (beta, want) in betas {
-            assert_eq!(Gated::of_beta(beta), want, "{beta}");
-        }
-    }
 
     #[test]
     fn names_round_trip_and_sets_find_the_first_refused() {

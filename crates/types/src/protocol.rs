@@ -26,15 +26,27 @@ pub enum Protocol {
     GenerateContent,
     /// AWS Bedrock's Converse API, for every model on Bedrock that is not
     /// Anthropic's. Only a `kind = "bedrock"` provider speaks it (by
-    /// model), so it is not a `kind` of its own, not in [`Self::ALL`],
-    /// and never a front end's or a native body's protocol.
+    /// model), so it is not a `kind` of its own (not in [`Self::KINDS`]),
+    /// not in [`Self::FRONT_ENDS`], and never a front end's or a native
+    /// body's protocol.
     #[serde(rename = "converse")]
     Converse,
 }
 
 impl Protocol {
-    /// Every protocol, in a fixed order.
-    pub const ALL: [Protocol; 4] = [
+    /// The protocols a client may speak to the gateway (each a front
+    /// end), in a fixed order.
+    pub const FRONT_ENDS: [Protocol; 4] = [
+        Self::ChatCompletions,
+        Self::Responses,
+        Self::Messages,
+        Self::GenerateContent,
+    ];
+
+    /// The protocols a provider's `kind` names in the settings file (the
+    /// same four as the front ends today, but a front end no provider
+    /// speaks is not one).
+    pub const KINDS: [Protocol; 4] = [
         Self::ChatCompletions,
         Self::Responses,
         Self::Messages,
@@ -119,12 +131,12 @@ mod tests {
 
     #[test]
     fn the_names_are_the_settings_and_event_names() {
-        for p in Protocol::ALL {
+        for p in Protocol::FRONT_ENDS {
             let json = serde_json::to_string(&p).unwrap();
             assert_eq!(json, format!("\"{}\"", p.as_str()));
             assert_eq!(serde_json::from_str::<Protocol>(&json).unwrap(), p);
         }
-        let names: Vec<_> = Protocol::ALL.iter().map(|p| p.as_str()).collect();
+        let names: Vec<_> = Protocol::FRONT_ENDS.iter().map(|p| p.as_str()).collect();
         assert_eq!(names, ["openai", "responses", "anthropic", "gemini"]);
     }
 
@@ -132,7 +144,7 @@ mod tests {
     fn an_api_round_trips_with_neutral_for_none() {
         for api in [None]
             .into_iter()
-            .chain(Protocol::ALL.into_iter().map(Some))
+            .chain(Protocol::FRONT_ENDS.into_iter().map(Some))
         {
             let json = serde_json::to_string(&Event { api }).unwrap();
             assert_eq!(json, format!("{{\"api\":\"{}\"}}", api_label(api)));

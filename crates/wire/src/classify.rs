@@ -88,40 +88,6 @@ pub fn answer_body<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// A Go-style duration as OpenAI and Groq write them: `6m0s`, `1.57s`,
-/// `399ms`, `9m38.016s`, `2h1m`.
-pub fn go_duration(s: &str) -> Option<Duration> {
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0.0_f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return None;
-        }
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    (total.is_finite() && total < 1e9).then(|| Duration::from_secs_f64(total))
-}
-
 /// The wait some rate-limit messages name: OpenAI's "Please try again in
 /// 3.89s", Azure's "Please retry after 45 seconds".
 pub fn hint_in_message(message: &str) -> Option<Duration> {
@@ -130,7 +96,7 @@ pub fn hint_in_message(message: &str) -> Option<Duration> {
         let end = tail
             .find(|c: char| c.is_whitespace() || c == ',' || c == ')')
             .unwrap_or(tail.len());
-        return go_duration(tail[..end].trim_end_matches('.'));
+        return crate::go_duration::parse(tail[..end].trim_end_matches('.'));
     }
     // ASCII lowercasing keeps every byte where it was.
     let lower = message.to_ascii_lowercase();
@@ -218,19 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn go_durations() {
-        for (s, ms) in [
-            ("6m0s", Some(360_000)),
-            ("1.57s", Some(1570)),
-            ("399ms", Some(399)),
-            ("9m38.016s", Some(578_016)),
-            ("2h", Some(7_200_000)),
-            ("", None),
-            ("5x", None),
-            ("s", None),
-        ] {
-            assert_eq!(go_duration(s).map(|d| d.as_millis()), ms, "{s}");
-        }
+    fn hints_in_messages() {
         assert_eq!(
             hint_in_message("Rate limit reached ... Please try again in 3.89s. Visit")
                 .map(|d| d.as_millis()),

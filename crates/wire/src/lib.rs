@@ -15,7 +15,11 @@
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
 //! - [`messages`]: Anthropic's Messages API.
 //! - [`converse`]: AWS Bedrock's Converse API (the models on Bedrock that are not Anthropic's).
+//! - [`endpoint`]: each front end's HTTP edge as one table (paths, keys,
+//!   error shape, model list, rate-limit headers), from each protocol's
+//!   `endpoint.rs`; [`endpoint::edge`] maps a protocol to it.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
+//! - [`go_duration`]: Go's durations (`1m0s`), read and written.
 //! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
 //! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
@@ -29,9 +33,11 @@
 pub mod chat_completions;
 pub mod classify;
 pub mod converse;
+pub mod endpoint;
 pub mod eventstream;
 pub mod framing;
 pub mod generate_content;
+pub mod go_duration;
 pub mod ids;
 pub mod messages;
 pub mod ratelimit;

@@ -19,7 +19,7 @@ use std::time::UNIX_EPOCH;
 
 use http::HeaderMap;
 
-use crate::classify::go_duration;
+use crate::go_duration::parse as go_duration;
 
 pub use understudy_types::ratelimit::{Budget, RateLimits};
 

@@ -38,6 +38,10 @@ pub struct TraceContext {
     /// (when recording) spans; one refused before (a 401, a 400) makes
     /// none, and `traceresponse` then says it was not recorded.
     ran: AtomicBool,
+    /// The route template of the front end the request came through, as
+    /// its table in the wire crate names it for spans (set by the server;
+    /// unset: the neutral API's).
+    route: std::sync::OnceLock<&'static str>,
 }
 
 // === impl TraceContext ===
@@ -75,6 +79,7 @@ impl TraceContext {
             start_unix_nano: unix_nano(SystemTime::now()),
             status: AtomicU16::new(0),
             ran: AtomicBool::new(false),
+            route: std::sync::OnceLock::new(),
             ended: AtomicU64::new(0),
         }
     }
@@ -144,6 +149,18 @@ impl TraceContext {
     /// The HTTP status of the answer, once known.
     pub fn status(&self) -> Option<u16> {
         Some(self.status.load(Ordering::Relaxed)).filter(|s| *s != 0)
+    }
+
+    /// Records the route template of the front end the request came
+    /// through (the first one recorded stays).
+    pub fn through(&self, route: &'static str) {
+        let _ = self.route.set(route);
+    }
+
+    /// The route template of the request's API: its front end's, else the
+    /// neutral API's.
+    pub fn http_route(&self) -> &'static str {
+        self.route.get().copied().unwrap_or("/v1/generate")
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! The protocol itself (its bodies both ways, its stream, its error table,
 //! its schema reduction, native-body editing) is
-//! `understudy_wire::messages`; this is its transport: the endpoint, the
-//! version and key headers, the client's own `anthropic-*` headers and
-//! query for a native body, the pooled client.
+//! `understudy_wire::messages`, with its headers (the version and key
+//! headers, which of a client's headers and query go on with a native
+//! body: `messages::endpoint`); this is its transport: the endpoint URL,
+//! the headers put on a request, the pooled client.
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use understudy_settings::ProviderSettings;
@@ -22,7 +23,8 @@ pub use understudy_wire::messages::request::JSON_INSTRUCTION;
 pub(crate) use understudy_wire::messages::stream::AnthropicStream;
 
 /// The API version this adapter speaks.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+pub use understudy_wire::messages::endpoint::API_VERSION as ANTHROPIC_VERSION;
+use understudy_wire::messages::endpoint::{KEY_HEADER, VERSION, forwarded};
 
 /// An Anthropic provider.
 pub(crate) type Anthropic = HttpAdapter<AnthropicProtocol>;
@@ -41,12 +43,9 @@ pub(crate) struct AnthropicProtocol {
 pub(crate) fn adapter(settings: &ProviderSettings) -> Result<Anthropic, String> {
     let mut headers = crate::extra_headers(settings)?;
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(
-        "anthropic-version",
-        HeaderValue::from_static(ANTHROPIC_VERSION),
-    );
+    headers.insert(VERSION, HeaderValue::from_static(ANTHROPIC_VERSION));
     if let Some(key) = &settings.api_key {
-        headers.insert("x-api-key", crate::sensitive(key.expose())?);
+        headers.insert(KEY_HEADER, crate::sensitive(key.expose())?);
     }
     HttpAdapter::new(
         settings,
@@ -82,7 +81,7 @@ impl AnthropicProtocol {
             ) else {
                 continue;
             };
-            if name.as_str().starts_with("anthropic-") {
+            if forwarded(name.as_str()) {
                 headers.insert(name, value);
             }
         }

@@ -75,6 +75,6 @@ fn reset_tokens(headers: &HeaderMap) -> Option<Duration> {
         Ok(secs) => {
             (secs.is_finite() && (0.0..1e9).contains(&secs)).then(|| Duration::from_secs_f64(secs))
         }
-        Err(_) => classify::go_duration(value),
+        Err(_) => understudy_wire::go_duration::parse(value),
     }
 }

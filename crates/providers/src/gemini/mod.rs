@@ -19,8 +19,9 @@
 //! id and goes back only to this provider and model ([`crate::signature`]).
 //!
 //! The protocol itself (its bodies both ways, its stream, its error table,
-//! its schema reduction) is `understudy_wire::generate_content`; this is
-//! its transport: the endpoint, the key header, the pooled client.
+//! its schema reduction, an answer read into a completion) is
+//! `understudy_wire::generate_content`; this is its transport: the
+//! endpoint, the key header, the pooled client.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use understudy_wire::generate_content::{error, request, response, stream};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use understudy_settings::ProviderSettings;
-use understudy_types::{ChatRequest, Completion, Failure, ToolCall};
+use understudy_types::{ChatRequest, Completion, Failure};
 
 use crate::classify;
 use crate::http::{HttpAdapter, Received, Upstream};
@@ -38,9 +39,7 @@ use crate::signature::Target;
 
 use error::{WireError, classify_error_object, error_of};
 use request::wire_request;
-use response::{
-    MAX_TOOL_CALLS, WireResponse, assess, finish_reason, nothing_usable, too_many_calls, usage,
-};
+use response::WireResponse;
 pub(crate) use stream::GeminiStream;
 
 /// A Gemini provider.
@@ -172,39 +171,8 @@ impl Upstream for GeminiProtocol {
             crate::http::answer_body(received, "a Gemini response", |s, h, b| {
                 self.classify_error(s, h, b)
             })?;
-        if let Some(error) = &parsed.error {
-            return Err(classify_error_object(None, headers, error));
-        }
-        let chunk = assess(&parsed).map_err(|f| f.with_status(*status))?;
-        if chunk.text.trim().is_empty() && chunk.calls.is_empty() {
-            return Err(nothing_usable(chunk.finish_reason.as_deref()).with_status(*status));
-        }
-        if chunk.calls.len() > MAX_TOOL_CALLS as usize {
-            return Err(too_many_calls().with_status(*status));
-        }
         let target = Target::new(&self.provider, model);
-        let tool_calls: Vec<ToolCall> = chunk
-            .calls
-            .into_iter()
-            .map(|(name, arguments, signature)| ToolCall {
-                id: target.sign(crate::mint_call_id(), signature.as_deref()),
-                name,
-                arguments,
-            })
-            .collect();
-        Ok(Completion {
-            native: None,
-            rate_limits: None,
-            finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
-            tool_calls,
-            text: chunk.text,
-            model: parsed
-                .model_version
-                .clone()
-                .unwrap_or_else(|| model.to_owned()),
-            usage: usage(&parsed),
-            response_id: parsed.response_id.clone().filter(|id| !id.is_empty()),
-        })
+        response::completion(&parsed, (*status, headers), model, &target)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
@@ -267,7 +235,7 @@ mod tests {
     #[test]
     fn call_ids_are_fresh_and_well_formed() {
         let ids: std::collections::HashSet<String> =
-            (0..1000).map(|_| crate::mint_call_id()).collect();
+            (0..1000).map(|_| understudy_wire::mint_call_id()).collect();
         assert_eq!(ids.len(), 1000);
         for id in &ids {
             let hex = id.strip_prefix("call_").unwrap_or_default();

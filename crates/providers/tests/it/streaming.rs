@@ -207,7 +207,7 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
                 assert_eq!(got.json()["stream"], true);
             }
             // Not a kind: only a Bedrock provider speaks it (bedrock tests).
-            Protocol::Converse => unreachable!("Converse is not in Protocol::ALL"),
+            Protocol::Converse => unreachable!("Converse is not in Protocol::KINDS"),
         }
     }
 }

@@ -12,6 +12,7 @@ use axum::{Json, Router};
 use understudy_core::Generation;
 use understudy_types::Protocol;
 use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
+use understudy_wire::chat_completions::endpoint::COMPLETIONS;
 use understudy_wire::chat_completions::events::Chunks;
 use understudy_wire::chat_completions::finish_reason_name as finish_reason;
 use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
@@ -23,7 +24,7 @@ use crate::sse::now;
 use crate::{AppState, OpenAiError};
 
 pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/v1/chat/completions", post(completions))
+    Router::new().route(COMPLETIONS.path, post(completions))
 }
 
 async fn completions(

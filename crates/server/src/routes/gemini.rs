@@ -27,7 +27,9 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use understudy_core::{GenerateRequest, Generation};
 use understudy_types::{NativeRequest, Protocol};
+use understudy_wire::endpoint::Endpoint as _;
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
+use understudy_wire::generate_content::endpoint::{self, GenerateContent as GenerateContentEdge};
 use understudy_wire::generate_content::inbound::{self, Translated};
 
 use crate::frames::{Framing, KeepAlive};
@@ -36,9 +38,9 @@ use crate::{ApiError, AppState, GeminiError};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1beta/models", get(models))
-        .route("/v1beta/models/{target}", get(model).post(method))
-        .route("/v1/models/{target}", get(model).post(method))
+        .route(endpoint::MODELS.path, get(models))
+        .route(endpoint::MODEL[0], get(model).post(method))
+        .route(endpoint::MODEL[1], get(model).post(method))
 }
 
 /// `POST models/{model}:{method}`. The model is in the path, so a client
@@ -57,10 +59,7 @@ async fn method(
         ))
         .into());
     };
-    if !matches!(
-        method,
-        "generateContent" | "streamGenerateContent" | "countTokens"
-    ) {
+    if !endpoint::METHODS.contains(&method) {
         return Err(ApiError::NotFound(format!(
             "`{method}` is not a method of the Gemini API here: expected generateContent, \
              streamGenerateContent or countTokens"
@@ -221,13 +220,9 @@ async fn count_tokens(
 /// `GET models`: the same names as the other lists (`default`, the
 /// routes, each available provider's `provider:model`) as `models/<name>`,
 /// all on one page.
-pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, GeminiError> {
-    let models: Vec<Value> = super::models::entries(&state)
-        .await?
-        .iter()
-        .map(|(name, display)| model_entry(name, display))
-        .collect();
-    Ok(Json(json!({ "models": models })))
+async fn models(State(state): State<AppState>) -> Result<Json<Value>, GeminiError> {
+    let names = super::models::list(&state).await?;
+    Ok(Json(GenerateContentEdge::model_list(&names.models())))
 }
 
 /// `GET models/{model}`: one entry of the list.
@@ -236,21 +231,9 @@ async fn model(
     Path(target): Path<String>,
 ) -> Result<Json<Value>, GeminiError> {
     let name = target.strip_prefix("models/").unwrap_or(&target);
-    let entries = super::models::entries(&state).await?;
-    match entries.iter().find(|(n, _)| n == name) {
-        Some((name, display)) => Ok(Json(model_entry(name, display))),
+    let names = super::models::list(&state).await?;
+    match names.models().iter().find(|m| m.id == name) {
+        Some(m) => Ok(Json(endpoint::model_entry(m))),
         None => Err(ApiError::ModelNotFound(name.to_owned()).into()),
     }
-}
-
-/// A `Model` resource.
-fn model_entry(name: &str, display: &str) -> Value {
-    json!({
-        "name": format!("models/{name}"),
-        "baseModelId": name,
-        "version": "understudy",
-        "displayName": display,
-        "description": format!("served by Understudy: {display}"),
-        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
-    })
 }

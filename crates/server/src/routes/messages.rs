@@ -25,6 +25,7 @@ use understudy_core::{GenerateRequest, Generation};
 use understudy_types::{NativeRequest, Protocol};
 use understudy_wire::messages::answer::MessageOut;
 use understudy_wire::messages::client::MessagesRequest;
+use understudy_wire::messages::endpoint;
 use understudy_wire::messages::events::MessageEvents;
 
 use super::parse_json;
@@ -34,8 +35,8 @@ use crate::{AnthropicError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/messages", post(messages))
-        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route(endpoint::MESSAGES.path, post(messages))
+        .route(endpoint::COUNT_TOKENS.path, post(count_tokens))
 }
 
 async fn messages(
@@ -143,15 +144,8 @@ async fn count_tokens(
 /// files are the operator's to allow (see `passthrough`): marks those the
 /// request's `anthropic-beta` headers (every one of them) switch on.
 fn gate_betas(headers: &HeaderMap, chat: &mut understudy_types::ChatRequest) {
-    for beta in headers
-        .get_all("anthropic-beta")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-    {
-        if let Some(g) = understudy_types::passthrough::Gated::of_beta(beta.trim()) {
-            chat.native_gated.insert(g);
-        }
+    for g in understudy_wire::messages::gated::of_beta_headers(headers) {
+        chat.native_gated.insert(g);
     }
 }
 
@@ -164,16 +158,6 @@ fn native_request(
     query: Option<&str>,
 ) -> Option<Arc<NativeRequest>> {
     let body = String::from_utf8(Vec::from(raw?)).ok()?;
-    let query = query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .filter(|pair| {
-            pair.split_once('=').is_some_and(|(k, v)| {
-                k == "beta" && !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric())
-            })
-        })
-        .collect::<Vec<_>>()
-        .join("&");
     Some(Arc::new(NativeRequest {
         // Extended thinking takes only temperature 1: a softened retry
         // leaves the sampling alone.
@@ -181,22 +165,7 @@ fn native_request(
         softened: None,
         kind: Protocol::Messages,
         body,
-        query: (!query.is_empty()).then_some(query),
-        // A header sent more than once (Claude Code sends several
-        // `anthropic-beta` lines) is one comma-separated list, as HTTP
-        // defines it: every value is forwarded, not only the first.
-        headers: ["anthropic-version", "anthropic-beta"]
-            .iter()
-            .filter_map(|name| {
-                let values: Vec<&str> = headers
-                    .get_all(*name)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-                    .collect();
-                (!values.is_empty()).then(|| ((*name).to_owned(), values.join(",")))
-            })
-            .collect(),
+        query: endpoint::native_query(query),
+        headers: endpoint::native_headers(headers),
     }))
 }

@@ -1,4 +1,6 @@
-//! The endpoints, one module per group.
+//! The endpoints, one module per group: a front end's in the module of
+//! its protocol's name, its paths from its protocol's table
+//! (`understudy_wire::endpoint`).
 
 pub(crate) mod admin;
 pub(crate) mod chat;
@@ -18,23 +20,32 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use crate::ApiError;
+use axum::Router;
+use understudy_types::Protocol;
 
-/// Any path that is not an endpoint: in Anthropic's shape under
-/// `/v1/messages/`, where Anthropic's clients call; everywhere else in
-/// OpenAI's (`{"error": {"message", "type", "param", "code"}}`, which holds
-/// the neutral shape's `code` and `message` too), since OpenAI's clients
+use crate::{ApiError, AppState};
+
+/// Every front end's router (the paths of each from its protocol's table).
+pub(crate) const FRONT_ENDS: [fn() -> Router<AppState>; 4] = [
+    chat::router,
+    responses::router,
+    messages::router,
+    gemini::router,
+];
+
+/// Any path that is not an endpoint: in the shape of the front end whose
+/// path it is (Anthropic's under `/v1/messages/`, Google's under
+/// `/v1beta/`, where their clients call); everywhere else in OpenAI's
+/// (`{"error": {"message", "type", "param", "code"}}`, which holds the
+/// neutral shape's `code` and `message` too), since OpenAI's clients
 /// (Codex, the Agents SDK) are the ones that probe endpoints a gateway may
 /// not have.
 pub(crate) async fn not_found(uri: Uri) -> Response {
     let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
-    if uri.path().starts_with("/v1/messages/") {
-        crate::AnthropicError(error).into_response()
-    } else if uri.path().starts_with("/v1beta/") {
-        crate::GeminiError(error).into_response()
-    } else {
-        crate::OpenAiError(error).into_response()
-    }
+    let owner = understudy_wire::endpoint::front_ends()
+        .find(|e| e.owns(uri.path()))
+        .map_or(Protocol::ChatCompletions, |e| e.protocol);
+    crate::error::error_in(Some(owner), error)
 }
 
 /// Reads a JSON body, turning every failure into a 4xx that names the

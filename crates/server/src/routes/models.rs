@@ -1,8 +1,10 @@
-//! `GET /v1/models` (the routes, in OpenAI's list shape, in Anthropic's
-//! when the request carries an `anthropic-version` header, as Anthropic's
-//! SDKs and Claude Code send, or in Gemini's when it comes from Google's
-//! clients: `x-goog-api-key`, `x-goog-api-client` or `?key=`) and `GET /v1/providers` (every provider and
-//! its state).
+//! `GET /v1/models` (the routes, in the list shape of the front end whose
+//! clients ask: Anthropic's when the request carries an
+//! `anthropic-version` header, as Anthropic's SDKs and Claude Code send,
+//! Gemini's when it comes from Google's clients — `x-goog-api-key`,
+//! `x-goog-api-client` or `?key=` — else OpenAI's; each front end's table
+//! says which marks are its and writes its list) and `GET /v1/providers`
+//! (every provider and its state).
 
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
@@ -10,14 +12,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
+
 use understudy_settings::Settings;
 use understudy_settings::parse_target;
+use understudy_wire::endpoint::{self, MODELS_PATH, Model};
 
-use crate::{AnthropicError, ApiError, AppState, OpenAiError};
+use crate::{ApiError, AppState};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/models", get(models))
+        .route(MODELS_PATH, get(models))
         .route("/v1/providers", get(providers))
 }
 
@@ -26,96 +30,91 @@ async fn models(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if crate::auth::google_headers(&headers, query.as_deref()) {
-        crate::routes::gemini::models(State(state))
-            .await
-            .into_response()
-    } else if headers.contains_key("anthropic-version") {
-        anthropic_models(&state)
-            .await
-            .map_err(AnthropicError::from)
-            .into_response()
-    } else {
-        openai_models(&state)
-            .await
-            .map_err(OpenAiError::from)
-            .into_response()
+    let api = endpoint::models_owner(&headers, query.as_deref());
+    match (list(&state).await, api.and_then(endpoint::edge)) {
+        (Ok(names), Some(edge)) => Json((edge.model_list)(&names.models())).into_response(),
+        (Err(e), _) => crate::error::error_in(api, e),
+        (Ok(_), None) => crate::error::error_in(api, ApiError::NotFound("no model list".into())),
     }
 }
 
-/// Anthropic's model list: `{"data": [{"type": "model", "id",
-/// "display_name", "created_at"}], "has_more", "first_id", "last_id"}`,
-/// with the same ids as OpenAI's list (`default`, the routes, each
-/// available provider's `provider:model`), all on one page. A route's
-/// display name lists its targets; `created_at` is the epoch, as
-/// `created` is 0 in OpenAI's list.
-async fn anthropic_models(state: &AppState) -> Result<Json<Value>, ApiError> {
-    let entries = entries(state).await?;
-    let data: Vec<Value> = entries
-        .iter()
-        .map(|(id, name)| {
-            json!({"type": "model", "id": id, "display_name": name, "created_at": "1970-01-01T00:00:00Z"})
-        })
-        .collect();
-    Ok(Json(json!({
-        "data": data,
-        "has_more": false,
-        "first_id": entries.first().map(|e| &e.0),
-        "last_id": entries.last().map(|e| &e.0),
-    })))
+/// Every name a client may ask for: `default`, the routes (each with its
+/// targets), each available provider's `provider:model`, with what a
+/// model list shows of each.
+pub(crate) struct Names {
+    entries: Vec<Entry>,
 }
 
-/// Every name a client may ask for, with a display name: `default`, the
-/// routes (each with its targets), each available provider's
-/// `provider:model`. Anthropic's and Gemini's lists show these.
-pub(crate) async fn entries(state: &AppState) -> Result<Vec<(String, String)>, ApiError> {
-    let routing = state.engine.routing().await?;
-    let providers = state.engine.providers().await?;
-    let mut entries: Vec<(String, String)> = Vec::new();
-    let default: Vec<&str> = std::iter::once(&routing.default)
-        .chain(routing.order.iter().filter(|n| **n != routing.default))
-        .map(String::as_str)
-        .collect();
-    entries.push((
-        "default".into(),
-        format!("default ({})", default.join(", ")),
-    ));
-    for (name, targets) in &routing.routes {
-        entries.push((name.clone(), format!("{name} ({})", targets.join(", "))));
-    }
-    for p in providers.iter().filter(|p| p.available) {
-        let id = format!("{}:{}", p.name, p.model);
-        entries.push((id.clone(), id));
-    }
-    Ok(entries)
+/// One name, with what the lists show of it (see [`Model`]).
+struct Entry {
+    id: String,
+    display: String,
+    owner: String,
+    targets: Option<Vec<String>>,
+    supports: Value,
 }
 
-async fn openai_models(state: &AppState) -> Result<Json<Value>, ApiError> {
+impl Names {
+    /// The names as every front end's list reads them.
+    pub(crate) fn models(&self) -> Vec<Model<'_>> {
+        self.entries
+            .iter()
+            .map(|e| Model {
+                id: &e.id,
+                display: &e.display,
+                owner: &e.owner,
+                targets: e.targets.as_deref(),
+                supports: e.supports.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The names the model lists show, in order: `default` (its targets the
+/// default first, then the failover order), the routes, each available
+/// provider's `provider:model`.
+pub(crate) async fn list(state: &AppState) -> Result<Names, ApiError> {
     let routing = state.engine.routing().await?;
     let providers = state.engine.providers().await?;
     let settings = state.engine.settings();
-    let default: Vec<&String> = std::iter::once(&routing.default)
+    let mut entries = Vec::new();
+    let default: Vec<String> = std::iter::once(&routing.default)
         .chain(routing.order.iter().filter(|n| **n != routing.default))
+        .cloned()
         .collect();
-    let mut data = vec![json!({
-        "id": "default", "object": "model", "created": 0, "owned_by": "understudy",
-        "targets": default,
-        "supports": default.iter().map(|t| supports(settings, t)).collect::<Vec<_>>(),
-    })];
+    let mut route = |id: String, display: String, targets: Vec<String>| {
+        let supports = targets.iter().map(|t| supports(settings, t)).collect();
+        entries.push(Entry {
+            id,
+            display,
+            owner: "understudy".to_owned(),
+            targets: Some(targets),
+            supports: Value::Array(supports),
+        });
+    };
+    route(
+        "default".into(),
+        format!("default ({})", default.join(", ")),
+        default,
+    );
     for (name, targets) in &routing.routes {
-        data.push(json!({
-            "id": name, "object": "model", "created": 0, "owned_by": "understudy",
-            "targets": targets,
-            "supports": targets.iter().map(|t| supports(settings, t)).collect::<Vec<_>>(),
-        }));
+        route(
+            name.clone(),
+            format!("{name} ({})", targets.join(", ")),
+            targets.clone(),
+        );
     }
     for p in providers.iter().filter(|p| p.available) {
         let id = format!("{}:{}", p.name, p.model);
-        let mut entry = json!({"id": id, "object": "model", "created": 0, "owned_by": p.name});
-        entry["supports"] = supports(settings, &id);
-        data.push(entry);
+        entries.push(Entry {
+            supports: supports(settings, &id),
+            display: id.clone(),
+            owner: p.name.clone(),
+            targets: None,
+            id,
+        });
     }
-    Ok(Json(json!({"object": "list", "data": data})))
+    Ok(Names { entries })
 }
 
 /// What one target (`provider` or `provider:model`) can serve.

@@ -21,6 +21,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use understudy_types::Protocol;
 use understudy_wire::responses::answer::Echo;
+use understudy_wire::responses::endpoint::{CREATE, INPUT_ITEMS, RETRIEVE};
 use understudy_wire::responses::events::Head;
 use understudy_wire::responses::inbound::CreateRequest;
 
@@ -34,9 +35,9 @@ use crate::{ApiError, AppState, OpenAiError};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/responses", post(create))
-        .route("/v1/responses/{id}", get(retrieve).delete(delete))
-        .route("/v1/responses/{id}/input_items", get(input_items))
+        .route(CREATE.path, post(create))
+        .route(RETRIEVE.path, get(retrieve).delete(delete))
+        .route(INPUT_ITEMS.path, get(input_items))
 }
 
 async fn create(

@@ -24,6 +24,7 @@ mod clients;
 mod cloud_twins;
 mod credentials;
 mod events;
+mod front_ends;
 mod gemini_api;
 mod generate;
 mod google_genai;

@@ -21,9 +21,11 @@
 //! stream, and `error.rs` classifies error bodies (the Responses protocol
 //! reads its errors with it too). From a client, `inbound.rs` reads the
 //! request into the neutral one, `answer.rs` writes the answer and
-//! `events.rs` the streamed chunks.
+//! `events.rs` the streamed chunks; `endpoint.rs` is the front end's HTTP
+//! edge (its path, key, OpenAI's error shape and model list).
 
 pub mod answer;
+pub mod endpoint;
 pub mod error;
 pub mod events;
 pub mod inbound;

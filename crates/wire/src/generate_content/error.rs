@@ -73,7 +73,7 @@ pub fn classify_error_object(
         .find_map(|d| {
             d.get("retryDelay")
                 .and_then(Value::as_str)
-                .and_then(classify::go_duration)
+                .and_then(crate::go_duration::parse)
         });
     let per_day = details
         .iter()

@@ -26,10 +26,12 @@
 //! client's body as strictly as Google does (`invalid.rs`: Google's
 //! messages for what it refuses), `inbound.rs` translates it
 //! into the neutral request, `answer.rs` writes answers,
-//! stream chunks and errors.
+//! stream chunks and errors, `endpoint.rs` is its HTTP edge (paths, keys,
+//! Google's error shape and model list).
 
 pub mod answer;
 pub mod body;
+pub mod endpoint;
 pub mod error;
 pub mod inbound;
 mod invalid;

@@ -1,13 +1,15 @@
 //! A Gemini answer read: refusal signals (a blocked prompt, a candidate
 //! stopped by a filter, an answer with nothing usable), the text, the
-//! function calls, the finish reason and the usage; with the wire types a
-//! response (or one streamed chunk) deserializes into.
+//! function calls, the finish reason and the usage; a whole answer as the
+//! neutral completion ([`completion`]); with the wire types a response (or
+//! one streamed chunk) deserializes into.
 
 use serde::Deserialize;
 use serde_json::Value;
-use understudy_types::{Failure, FailureKind, FinishReason, Usage};
+use understudy_types::{Completion, Failure, FailureKind, FinishReason, ToolCall, Usage};
 
 use super::error::WireError;
+use crate::signature::Target;
 
 /// Finish reasons that mean a policy stopped the answer.
 const POLICY_FINISH_REASONS: [&str; 8] = [
@@ -32,6 +34,51 @@ const BROKEN_CALL_FINISH_REASONS: [&str; 3] = [
 
 /// The most tool calls one answer may carry; more is garbage.
 pub const MAX_TOOL_CALLS: u32 = 1024;
+
+/// A whole answer as the neutral completion: an error object inside a 200
+/// classified, a refusal or an answer with nothing usable a failure, each
+/// call with a fresh id carrying its thought signature for `target` (the
+/// provider and model that made it). `status` and `headers` are the
+/// answer's; `model` the requested one, for an answer that names none.
+pub fn completion(
+    parsed: &WireResponse,
+    (status, headers): (u16, &http::HeaderMap),
+    model: &str,
+    target: &Target,
+) -> Result<Completion, Failure> {
+    if let Some(error) = &parsed.error {
+        return Err(super::error::classify_error_object(None, headers, error));
+    }
+    let chunk = assess(parsed).map_err(|f| f.with_status(status))?;
+    if chunk.text.trim().is_empty() && chunk.calls.is_empty() {
+        return Err(nothing_usable(chunk.finish_reason.as_deref()).with_status(status));
+    }
+    if chunk.calls.len() > MAX_TOOL_CALLS as usize {
+        return Err(too_many_calls().with_status(status));
+    }
+    let tool_calls: Vec<ToolCall> = chunk
+        .calls
+        .into_iter()
+        .map(|(name, arguments, signature)| ToolCall {
+            id: target.sign(crate::mint_call_id(), signature.as_deref()),
+            name,
+            arguments,
+        })
+        .collect();
+    Ok(Completion {
+        native: None,
+        rate_limits: None,
+        finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
+        tool_calls,
+        text: chunk.text,
+        model: parsed
+            .model_version
+            .clone()
+            .unwrap_or_else(|| model.to_owned()),
+        usage: usage(parsed),
+        response_id: parsed.response_id.clone().filter(|id| !id.is_empty()),
+    })
+}
 
 /// What one response (or one streamed chunk) says.
 #[derive(Debug)]

@@ -55,12 +55,17 @@
 //! a committed stream as Anthropic's server-sent events.
 //!
 //! Both: [`error`] (error objects read and written, the error types'
-//! statuses) and, here, the stop reasons.
+//! statuses) and, here, the stop reasons; [`endpoint`], the HTTP edge
+//! (the front end's paths, keys, error shape and model list, and the
+//! `anthropic-*` headers and `beta` query a native body goes on with);
+//! [`gated`], the server tools and betas the operator must allow.
 
 pub mod answer;
 pub mod client;
+pub mod endpoint;
 pub mod error;
 pub mod events;
+pub mod gated;
 pub mod native;
 pub mod request;
 pub mod response;

@@ -121,7 +121,7 @@ impl MessagesRequest {
                 // Anthropic; no other protocol has it, and those that
                 // fetch URLs or run code need the operator's permission.
                 foreign.note("Anthropic's server tools");
-                if let Some(g) = Gated::of_tool(kind) {
+                if let Some(g) = super::gated::of_tool(kind) {
                     gated.insert(g);
                 }
                 continue;

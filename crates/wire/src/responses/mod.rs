@@ -17,9 +17,11 @@
 //! From a client, `inbound.rs` reads the request into the neutral one,
 //! `answer.rs` holds the `response` object and its output items,
 //! `events.rs` writes the semantic event stream, and `relay.rs` relays a
-//! native target's own.
+//! native target's own; `endpoint.rs` is the front end's HTTP edge (its
+//! paths, key and error shape).
 
 pub mod answer;
+pub mod endpoint;
 pub mod events;
 pub mod inbound;
 pub mod native;
