@@ -12,20 +12,18 @@
 //! `server.cors_origins`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
-use understudy_settings::ServerSettings;
-
 use understudy_core::ClientTag;
 use understudy_core::tenants::{ClientRefusal, Remaining};
-use understudy_settings::ClientRecord;
+use understudy_core::trace::TraceContext;
+use understudy_settings::{ClientRecord, ServerSettings};
 use understudy_types::Protocol;
-
 use understudy_wire::endpoint::{self, Key};
 
 use crate::{ApiError, AppState};
@@ -46,46 +44,9 @@ pub(crate) async fn request_context(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let id = req
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| {
-            !id.is_empty()
-                && id.len() <= 64
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-        })
-        .map(str::to_owned)
-        .unwrap_or_else(understudy_core::new_request_id);
+    let id = request_id(req.headers());
     req.extensions_mut().insert(RequestId(id.clone()));
-    let trace = if state.engine.traces_on() {
-        // W3C: more than one traceparent is no context; several tracestate
-        // headers are one list.
-        let headers = req.headers();
-        let parent = match headers.get_all("traceparent").iter().count() {
-            1 => header_text(headers, "traceparent"),
-            _ => None,
-        };
-        let state_list: Vec<&str> = headers
-            .get_all("tracestate")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        let joined = state_list.join(",");
-        state
-            .engine
-            .trace_context(parent, Some(joined.as_str()).filter(|s| !s.is_empty()))
-    } else {
-        None
-    };
-    if let Some(trace) = &trace {
-        if let Some(edge) = protocol_of(&req).and_then(endpoint::edge) {
-            trace.through(edge.span_route);
-        }
-        req.extensions_mut().insert(Arc::clone(trace));
-    }
+    let trace = trace_of(&state, &mut req);
     // Not a span (10 500 instructions a request at `info`): a task-local
     // the log formatter writes on each line of this request.
     let log_id: Arc<str> = Arc::from(id.as_str());
@@ -142,6 +103,53 @@ pub(crate) async fn request_context(
         }
     }
     response
+}
+
+/// The caller's `x-request-id` when it is plain enough to echo, else a
+/// new one.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= 64
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(understudy_core::new_request_id)
+}
+
+/// The request's trace context when traces are on (the caller's
+/// `traceparent` continued, or a new trace), named by its front end's
+/// span route and kept on the request.
+fn trace_of(state: &AppState, req: &mut Request) -> Option<Arc<TraceContext>> {
+    if !state.engine.traces_on() {
+        return None;
+    }
+    // W3C: more than one traceparent is no context; several tracestate
+    // headers are one list.
+    let headers = req.headers();
+    let parent = match headers.get_all("traceparent").iter().count() {
+        1 => header_text(headers, "traceparent"),
+        _ => None,
+    };
+    let state_list: Vec<&str> = headers
+        .get_all("tracestate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let joined = state_list.join(",");
+    let trace = state
+        .engine
+        .trace_context(parent, Some(joined.as_str()).filter(|s| !s.is_empty()))?;
+    if let Some(edge) = protocol_of(req).and_then(endpoint::edge) {
+        trace.through(edge.span_route);
+    }
+    req.extensions_mut().insert(Arc::clone(&trace));
+    Some(trace)
 }
 
 /// W3C Trace Context's response header.
