@@ -1,5 +1,5 @@
-//! AWS Signature Version 4 for a request Understudy sends (Bedrock, issue
-//! 31): the canonical request, the string to sign, the derived key and the
+//! AWS Signature Version 4 for a request Understudy sends (Bedrock): the
+//! canonical request, the string to sign, the derived key and the
 //! `Authorization` header, with ring's HMAC-SHA256 and SHA-256 (already in
 //! the build under rustls). Checked against AWS's published test suite
 //! (`tests/data/aws-signing-test-suite/`).

@@ -66,13 +66,37 @@ pub(crate) fn problems(root: &Path, files: &[PathBuf]) -> Vec<String> {
         } else {
             text.lines().enumerate().map(|(n, l)| (n + 1, l)).collect()
         };
-        for (line, what) in lines.into_iter().filter_map(|(n, l)| Some((n, cited(l)?))) {
+        for (line, what) in cited_lines(&lines) {
             problems.push(format!(
                 "{shown}:{line}: cites {what}, which its reader cannot follow: state the rule itself"
             ));
         }
     }
     problems
+}
+
+/// The citations in `lines` (numbered), each at the line it starts on: a
+/// citation wrapped onto the next line (`issue` / `31`) is read across the
+/// break, as its reader reads it.
+fn cited_lines(lines: &[(usize, &str)]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (i, &(n, line)) in lines.iter().enumerate() {
+        if let Some(what) = cited(line) {
+            found.push((n, what));
+            continue;
+        }
+        let Some(&(m, next)) = lines.get(i + 1) else {
+            continue;
+        };
+        if m != n + 1 || cited(next).is_some() {
+            continue;
+        }
+        let next = next.trim_start().trim_start_matches(['/', '!', '*', '>']);
+        if let Some(what) = cited(&format!("{} {}", line.trim_end(), next.trim_start())) {
+            found.push((n, what));
+        }
+    }
+    found
 }
 
 /// What `line` cites that lies outside the repository, if anything.
@@ -213,6 +237,22 @@ mod tests {
         for (line, found) in cases {
             assert_eq!(cited(&line).is_some(), found, "{line} → {:?}", cited(&line));
         }
+    }
+
+    #[test]
+    fn a_citation_wrapped_across_lines_is_found() {
+        let issue = concat!("iss", "ue");
+        let first = format!("//! Bedrock, {issue}");
+        let lines = [
+            (1, first.as_str()),
+            (2, "//! 31, asked for it."),
+            (4, "//! 7 apart"),
+        ];
+        let found = cited_lines(&lines);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, 1);
+        let plain = [(1, "//! an ordinary"), (2, "//! 31 words")];
+        assert!(cited_lines(&plain).is_empty());
     }
 
     #[test]

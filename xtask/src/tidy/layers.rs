@@ -90,10 +90,14 @@ fn package_name(text: &str) -> Option<String> {
 }
 
 /// The crates named in the manifest's normal and build dependencies, with
-/// the line that names each.
-fn dependencies(text: &str) -> Vec<(usize, String)> {
+/// the line that names each: the package a dependency really is, so a
+/// rename (`rt = { package = "tokio" }`, or `package = …` inside a
+/// `[dependencies.rt]` table) cannot hide it.
+pub(crate) fn dependencies(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut in_deps = false;
+    // Inside a `[dependencies.name]` table: its `package` renames it.
+    let mut in_table = false;
     for (n, line) in text.lines().enumerate().map(|(n, l)| (n + 1, l.trim())) {
         if let Some(header) = line.strip_prefix('[') {
             let header = header.trim_end_matches(']');
@@ -107,23 +111,47 @@ fn dependencies(text: &str) -> Vec<(usize, String)> {
             {
                 out.push((n, dep.trim_matches('"').to_owned()));
                 in_deps = false;
+                in_table = true;
             } else {
                 in_deps = is_deps(table);
+                in_table = false;
             }
             continue;
         }
-        if in_deps && !line.starts_with('#') {
+        if line.starts_with('#') {
+            continue;
+        }
+        if in_table {
+            if let (Some(renamed), Some(last)) = (package_of(line), out.last_mut()) {
+                last.1 = renamed;
+            }
+        } else if in_deps {
             let key = line
                 .split(['=', '.', ' '])
                 .next()
                 .unwrap_or("")
                 .trim_matches('"');
             if !key.is_empty() {
-                out.push((n, key.to_owned()));
+                let real = package_of(line).unwrap_or_else(|| key.to_owned());
+                out.push((n, real));
             }
         }
     }
     out
+}
+
+/// The crate a `package = "…"` key on `line` names, if it has one.
+fn package_of(line: &str) -> Option<String> {
+    let at = line.find("package")?;
+    let before = line[..at].bytes().next_back();
+    if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+        return None;
+    }
+    let value = line[at + "package".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
+    let value = value.trim_start().strip_prefix('"')?;
+    Some(value.split('"').next()?.to_owned())
 }
 
 #[cfg(test)]
@@ -174,5 +202,33 @@ mod tests {
         let names: Vec<String> = dependencies(text).into_iter().map(|d| d.1).collect();
         assert_eq!(names, ["a", "b", "d", "f"]);
         assert_eq!(package_name(text).as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn a_renamed_dependency_is_read_as_the_crate_it_is() {
+        let text = "[package]\nname = \"x\"\n[dependencies]\n\
+                    rt = { package = \"tokio\", version = \"1\" }\n\
+                    engine = { package = \"understudy-core\", path = \"../core\" }\n\
+                    [dependencies.r2]\npackage = \"redis\"\nversion = \"1\"\n";
+        let names: Vec<String> = dependencies(text).into_iter().map(|d| d.1).collect();
+        assert_eq!(names, ["tokio", "understudy-core", "redis"]);
+        let root = std::env::temp_dir().join(format!("xtask-layers-rename-{}", std::process::id()));
+        write(
+            &root,
+            "crates/wire",
+            "[package]\nname = \"understudy-wire\"\n[dependencies]\n\
+             engine = { package = \"understudy-core\", path = \"../core\" }\n",
+        );
+        write(
+            &root,
+            "crates/core",
+            "[package]\nname = \"understudy-core\"\n",
+        );
+        let problems = check(&root, &["understudy-wire", "understudy-core"]);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(problems[0].starts_with(
+            "crates/wire/Cargo.toml:4: `understudy-wire` depends on `understudy-core`"
+        ));
     }
 }

@@ -35,7 +35,7 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
             continue;
         };
         let below = &LAYERS[..floor];
-        for dep in dependencies(&text) {
+        for (_, dep) in super::layers::dependencies(&text) {
             if IMPURE.contains(&dep.as_str()) {
                 problems.push(format!(
                     "{shown}: `understudy-{name}` is pure, but depends on `{dep}`"
@@ -59,35 +59,6 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
         }
     }
     problems
-}
-
-/// The names under `[dependencies]` (and `[target.….dependencies]`, and
-/// `[dependencies.NAME]` tables); dev- and build-dependencies are not
-/// shipped and so not fenced.
-fn dependencies(manifest: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut inside = false;
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            let header = line.trim_matches(|c| c == '[' || c == ']');
-            inside = header == "dependencies" || header.ends_with(".dependencies");
-            if let Some(name) = header.strip_prefix("dependencies.") {
-                names.push(name.trim_matches('"').to_owned());
-                inside = false;
-            }
-            continue;
-        }
-        if !inside || line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let key = line.split(['=', '.']).next().unwrap_or_default();
-        let key = key.trim().trim_matches('"');
-        if !key.is_empty() {
-            names.push(key.to_owned());
-        }
-    }
-    names
 }
 
 #[cfg(test)]
@@ -130,7 +101,7 @@ mod tests {
         let mut planted = CLEAN;
         planted[0].1 = "[dependencies]\nserde.workspace = true\nfastrand = \"2\"\n";
         planted[1].1 = "[dependencies]\nunderstudy-policy.workspace = true\n";
-        planted[2].1 = "[dependencies.tokio]\nworkspace = true\n";
+        planted[2].1 = "[dependencies.rt]\npackage = \"tokio\"\nworkspace = true\n";
         let root = plant("planted", planted);
         let problems = super::problems(&root);
         assert_eq!(problems.len(), 3, "{problems:#?}");
