@@ -7,6 +7,10 @@
 //! binary) or sets the environment.
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests bound real time with the OS clock; the engine reads tokio's"
+)]
 
 /// Settings from `toml` with `env` as the whole environment (the settings
 /// tests' one loader).
