@@ -29,7 +29,7 @@
 //!   tests), as the std instants the pure policies take.
 //! - [`event`]: [`GenerationEvent`], the record of every generation.
 //! - [`sink`]: the event fan-out, the metrics writer (and the GenAI
-//!   metrics), the Redis writer, and the [`sink::Sink`] a starter hands the
+//!   metrics), the recent events the status page shows, the Redis writer, and the [`sink::Sink`] a starter hands the
 //!   engine (the span exporter, in `understudy-otlp`).
 //! - `cache`: the response cache (memory or Redis).
 //! - [`redis_link`]: a self-healing Redis connection for the request path.

@@ -53,7 +53,7 @@ pub enum Sticky {
 
 /// A provider's pool. No keys: the provider has its one `api_key`.
 #[derive(Debug, Clone, Default)]
-pub struct KeyPool {
+pub struct KeyPoolSettings {
     pub keys: Vec<PoolKey>,
     pub sticky: Sticky,
     /// How long a refused key (401, 403, quota) stays out.
@@ -97,7 +97,7 @@ impl RawPool {
         at: &str,
         single: bool,
         check_url: impl Fn(&str) -> Result<String, String>,
-    ) -> Result<KeyPool, FieldError> {
+    ) -> Result<KeyPoolSettings, FieldError> {
         let forms = [
             ("api_keys", self.api_keys.is_some()),
             ("api_key_envs", self.api_key_envs.is_some()),
@@ -158,7 +158,7 @@ impl RawPool {
                 "a setting of a key pool (`api_keys`, `api_key_envs` or `keys`)".into(),
             ));
         }
-        Ok(KeyPool {
+        Ok(KeyPoolSettings {
             keys,
             sticky,
             cooldown,
@@ -297,9 +297,9 @@ fn check_var(var: &str) -> Result<(), String> {
     check_name(var).map_err(|_| format!("`{var}` is not an environment variable's name"))
 }
 
-// === impl KeyPool ===
+// === impl KeyPoolSettings ===
 
-impl KeyPool {
+impl KeyPoolSettings {
     /// Reads the keys' variables; a key whose variable is not set stays
     /// out of the pool (`secret: None`).
     pub(super) fn read_env(&mut self, env: &Env<'_>) {

@@ -61,7 +61,7 @@ pub use clients::{
     ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
     new_client_key, sha256, unhex,
 };
-pub use key_pools::{DEFAULT_KEY_COOLDOWN, KeyPool, PoolKey, Sticky};
+pub use key_pools::{DEFAULT_KEY_COOLDOWN, KeyPoolSettings, PoolKey, Sticky};
 pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,
     vertex_protocol,

@@ -12,7 +12,7 @@ use understudy_types::protocol::Protocol;
 
 use super::ca_file::CaFile;
 use super::capabilities::{Capabilities, CapabilityOverrides, Price};
-use super::key_pools::KeyPool;
+use super::key_pools::KeyPoolSettings;
 use super::platform::Platform;
 use super::secret::{Secret, redact_url};
 use super::timeouts::Timeouts;
@@ -69,7 +69,7 @@ pub struct ProviderSettings {
     /// name reaches each cloud's id for the same model.
     pub models: BTreeMap<String, String>,
     /// Several keys behind this one target (none: its one `api_key`).
-    pub pool: KeyPool,
+    pub pool: KeyPoolSettings,
     /// These are one pool key's settings ([`ProviderSettings::for_key`]):
     /// its name. The adapter then reads the rate-limit budgets answers
     /// report, for the pool to steer by.
@@ -215,7 +215,7 @@ impl ProviderSettings {
             ca_file: None,
             platform: Platform::Direct,
             models: BTreeMap::new(),
-            pool: KeyPool::default(),
+            pool: KeyPoolSettings::default(),
             key_name: None,
             forward_traceparent: false,
         }
@@ -226,7 +226,7 @@ impl ProviderSettings {
     pub fn for_key(&self, i: usize) -> Option<ProviderSettings> {
         let k = self.pool.keys.get(i)?;
         let mut p = self.clone();
-        p.pool = KeyPool::default();
+        p.pool = KeyPoolSettings::default();
         p.api_key = k.secret.clone();
         p.key_name = Some(k.name.clone());
         if let Some(region) = &k.region {

@@ -17,7 +17,7 @@ use crate::cache::KeyContext;
 use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
 use crate::run::call::lease;
-use crate::run::walk::{Called, Caller, Kept, Path, Walked};
+use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
 use crate::run::{Run, cost_usd, millis};
 
 impl Run {
@@ -230,7 +230,7 @@ impl Path for Answering {
     }
 
     /// An answer's attempt is recorded at once.
-    fn served(&self, run: &Run, call: Call, _: &mut Completion, kept: Kept<'_>) {
+    fn served(&self, run: &Run, call: Call, _: &mut Completion, kept: ServedCall<'_>) {
         let mut record =
             run.attempt_record(call.target, call.kind, Outcome::Ok, kept.latency, None);
         record.key = kept.key;

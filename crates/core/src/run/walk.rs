@@ -51,12 +51,12 @@ pub(super) trait Path {
 
     /// A call served: notes what the run keeps of it (on pool key `key`, in
     /// span `span`, after `latency`).
-    fn served(&self, run: &Run, call: Call, served: &mut Self::Served, kept: Kept<'_>);
+    fn served(&self, run: &Run, call: Call, served: &mut Self::Served, kept: ServedCall<'_>);
 }
 
 /// Where a served call went: its pool key (by name), its span, how long
 /// it took; and the walk's attempts so far.
-pub(super) struct Kept<'a> {
+pub(super) struct ServedCall<'a> {
     pub key: Option<String>,
     pub span: Option<[u8; 8]>,
     pub latency: Duration,
@@ -211,7 +211,7 @@ impl Run {
         );
         match called.result {
             Ok(mut s) => {
-                let kept = Kept {
+                let kept = ServedCall {
                     key: key_name,
                     span,
                     latency: called.latency,

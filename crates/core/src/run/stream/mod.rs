@@ -36,7 +36,7 @@ use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
 use crate::event::{EventContext, GenerationEvent};
 use crate::run::call::lease;
-use crate::run::walk::{Called, Caller, Kept, Path, Walked};
+use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
 use crate::run::{Run, cost_usd, millis};
 use crate::stream::{Feed, GenerationStream, STREAM_BUFFER, Served};
 use continuation::Sent;
@@ -249,7 +249,7 @@ impl Path for Streaming {
     }
 
     /// A stream's attempt is recorded when it ends (by the pump).
-    fn served(&self, _: &Run, _: Call, committed: &mut Committed, kept: Kept<'_>) {
+    fn served(&self, _: &Run, _: Call, committed: &mut Committed, kept: ServedCall<'_>) {
         committed.key = kept.key;
         committed.span = kept.span;
     }
