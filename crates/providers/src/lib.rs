@@ -85,11 +85,27 @@ impl AdapterFactory for Providers {
             Protocol::ChatCompletions => Arc::new(openai_compat::adapter(settings)?),
             Protocol::GenerateContent => Arc::new(gemini::adapter(settings)?),
             Protocol::Messages => Arc::new(anthropic::adapter(settings)?),
-            Protocol::Converse => {
-                return Err("Converse is spoken only by a `kind = \"bedrock\"` provider".into());
-            }
+            // Converse, and a front end's protocol no provider speaks: no
+            // adapter (a test builds one for each of `Protocol::KINDS`).
+            other => return Err(no_adapter(other)),
         })
     }
+}
+
+/// Why no adapter speaks `kind` (one not in [`Protocol::KINDS`]).
+fn no_adapter(kind: Protocol) -> String {
+    if kind == Protocol::Converse {
+        "Converse is spoken only by a `kind = \"bedrock\"` provider".into()
+    } else {
+        format!("no adapter speaks {kind}")
+    }
+}
+
+/// The failure [`decode_stream`] and [`decode_response`] give for a
+/// protocol no provider speaks.
+fn no_decoder(kind: Protocol) -> Failure {
+    let message = format!("no provider speaks {kind}: nothing decodes it");
+    Failure::new(understudy_types::FailureKind::BadRequest, message)
 }
 
 /// Runs `kind`'s stream parser over raw response bytes, as they would arrive
@@ -119,6 +135,10 @@ pub fn decode_stream(
             understudy_wire::converse::stream::ConverseStream::for_model(model),
             chunks,
         ),
+        // A front end's protocol no provider speaks (a test decodes each of
+        // `Protocol::KINDS`).
+        #[allow(unreachable_patterns, reason = "every protocol is a provider's today")]
+        other => vec![Err(no_decoder(other))],
     }
 }
 
@@ -144,6 +164,10 @@ pub fn decode_response(
         Protocol::GenerateContent => gemini::GeminiProtocol::bare().parse(&received, model),
         Protocol::Messages => anthropic::AnthropicProtocol::bare().parse(&received, model),
         Protocol::Converse => bedrock::converse::parse_answer(&received, model),
+        // A front end's protocol no provider speaks (a test decodes each of
+        // `Protocol::KINDS`).
+        #[allow(unreachable_patterns, reason = "every protocol is a provider's today")]
+        other => Err(no_decoder(other)),
     }
 }
 
@@ -204,6 +228,41 @@ mod tests {
     use understudy_types::FailureKind;
 
     use super::*;
+
+    /// A new provider kind gets its arm in `build`, `decode_stream` and
+    /// `decode_response`, or this fails (the compiler no longer asks).
+    #[test]
+    fn every_provider_kind_has_an_adapter_and_decoders() {
+        crate::install_tls_provider();
+        let settings = |kind: &str| {
+            let toml = format!(
+                "[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://127.0.0.1:9\"\n\
+                 model = \"m\"\napi_key = \"k\"\n"
+            );
+            let s = understudy_settings::Settings::from_toml_str(&toml, |_| None);
+            s.unwrap_or_else(|e| panic!("{kind}: {e}")).providers["p"].clone()
+        };
+        for kind in Protocol::KINDS {
+            assert!(Providers.supports(kind), "{kind}");
+            let built = Providers.build(&settings(kind.as_str()));
+            assert!(built.is_ok(), "{kind}: {:?}", built.err());
+        }
+        let undecoded = |f: &Failure| f.detail.contains("nothing decodes");
+        for kind in Protocol::KINDS.into_iter().chain([Protocol::Converse]) {
+            let streamed = decode_stream(kind, "m", &[]);
+            assert!(
+                !streamed.iter().any(|e| e.as_ref().is_err_and(undecoded)),
+                "{kind}"
+            );
+            let answered = decode_response(kind, "m", 200, HeaderMap::new(), b"{}");
+            assert!(!answered.as_ref().is_err_and(undecoded), "{kind}");
+        }
+        let mut converse = settings("openai");
+        converse.kind = Protocol::Converse;
+        let refused = Providers.build(&converse).err();
+        let want = "Converse is spoken only by a `kind = \"bedrock\"` provider";
+        assert_eq!(refused.as_deref(), Some(want));
+    }
 
     #[test]
     fn redaction() {

@@ -25,6 +25,7 @@ use understudy_core::trace::TraceContext;
 use understudy_settings::{ClientRecord, ServerSettings};
 use understudy_types::Protocol;
 use understudy_wire::endpoint::{self, Key};
+use understudy_wire::front_ends;
 
 use crate::{ApiError, AppState};
 
@@ -145,7 +146,7 @@ fn trace_of(state: &AppState, req: &mut Request) -> Option<Arc<TraceContext>> {
     let trace = state
         .engine
         .trace_context(parent, Some(joined.as_str()).filter(|s| !s.is_empty()))?;
-    if let Some(edge) = protocol_of(req).and_then(endpoint::edge) {
+    if let Some(edge) = protocol_of(req).and_then(front_ends::edge) {
         trace.through(edge.span_route);
     }
     req.extensions_mut().insert(Arc::clone(&trace));
@@ -236,7 +237,7 @@ pub(crate) async fn client_auth(
     // Every front end's key places (a bearer token, Anthropic's
     // `x-api-key`, Google's `x-goog-api-key` or `?key=`), on every route.
     let (headers, query) = (req.headers(), req.uri().query());
-    let given = endpoint::keys().filter_map(|k| k.given(headers, query));
+    let given = front_ends::keys().filter_map(|k| k.given(headers, query));
     let plain = given.clone().find_map(|given| {
         state
             .api_keys
@@ -253,14 +254,14 @@ pub(crate) async fn client_auth(
     let Some(record) = record else {
         let error = ApiError::Unauthorized(format!(
             "a valid client key is required: {}",
-            endpoint::keys_named()
+            front_ends::keys_named()
         ));
         return in_shape(&req, error);
     };
     // The front end the request came through: its error shape, its
     // metered paths, its rate-limit headers (the neutral API's: OpenAI's).
     let api = protocol_of(&req);
-    let edge = api.and_then(endpoint::edge);
+    let edge = api.and_then(front_ends::edge);
     let names = edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit);
     if record.expired(std::time::SystemTime::now()) {
         tenants.refused(&record, &ClientRefusal::Expired);
@@ -391,7 +392,7 @@ fn bearer(req: &Request) -> Option<&str> {
 /// the neutral API): the front end whose path it is, by the front ends'
 /// tables (on `/v1/models`, by its clients' marks).
 pub(crate) fn protocol_of<B>(req: &axum::http::Request<B>) -> Option<Protocol> {
-    endpoint::owner(req.uri().path(), req.headers(), req.uri().query())
+    front_ends::owner(req.uri().path(), req.headers(), req.uri().query())
 }
 
 /// `api` as one byte, for a flag shared with a connection's body
@@ -576,7 +577,8 @@ mod tests {
     #[test]
     fn protocol_of_agrees_with_the_tables() {
         use understudy_types::Protocol;
-        use understudy_wire::endpoint::{self, MODELS_PATH};
+        use understudy_wire::endpoint::MODELS_PATH;
+        use understudy_wire::front_ends;
         let of = |path: &str, mark: Option<&'static str>| {
             let mut req = axum::http::Request::builder().uri(path);
             if let Some(mark) = mark {
@@ -584,7 +586,7 @@ mod tests {
             }
             super::protocol_of(&req.body(()).unwrap())
         };
-        for edge in endpoint::front_ends() {
+        for edge in front_ends::front_ends() {
             for route in edge.routes {
                 let path = route
                     .path

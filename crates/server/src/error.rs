@@ -14,7 +14,8 @@ use serde_json::json;
 use understudy_core::tenants::ClientRefusal;
 use understudy_types::{Attempt, Error, FailureCode, Protocol};
 use understudy_wire::chat_completions::endpoint::ChatCompletions;
-use understudy_wire::endpoint::{Endpoint, Envelope, Fault, edge};
+use understudy_wire::endpoint::{Endpoint, Envelope, Fault};
+use understudy_wire::front_ends::edge;
 use understudy_wire::generate_content::endpoint::GenerateContent;
 use understudy_wire::messages::endpoint::Messages;
 

@@ -65,8 +65,10 @@ pub fn builtin_output_limit(kind: Protocol, model: &str) -> Option<u32> {
         Protocol::ChatCompletions | Protocol::Responses => OPENAI,
         Protocol::Messages => ANTHROPIC,
         Protocol::GenerateContent => GEMINI,
-        // Bedrock's other models: none built in.
-        Protocol::Converse => &[],
+        // Bedrock's other models (Converse), and a protocol no provider
+        // speaks: no built-in output limits. Every kind has a table (a
+        // test walks `Protocol::KINDS`).
+        _ => &[],
     };
     let name = model.rsplit('/').next().unwrap_or(model);
     table
@@ -79,6 +81,26 @@ pub fn builtin_output_limit(kind: Protocol, model: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A new provider kind gets its table here, or this fails (the match
+    /// above no longer makes the compiler ask).
+    #[test]
+    fn every_provider_kind_has_built_in_limits() {
+        let known = [
+            (Protocol::ChatCompletions, "gpt-4o"),
+            (Protocol::Responses, "gpt-4o"),
+            (Protocol::Messages, "claude-sonnet-4-5"),
+            (Protocol::GenerateContent, "gemini-2.5-pro"),
+        ];
+        for kind in Protocol::KINDS {
+            let model = known.iter().find(|(k, _)| *k == kind).map(|(_, m)| *m);
+            let model = model.unwrap_or_else(|| panic!("no well-known model for {kind}"));
+            assert!(
+                builtin_output_limit(kind, model).is_some(),
+                "{kind}: {model}"
+            );
+        }
+    }
 
     #[test]
     fn the_longest_prefix_wins() {

@@ -15,9 +15,11 @@
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
 //! - [`messages`]: Anthropic's Messages API.
 //! - [`converse`]: AWS Bedrock's Converse API (the models on Bedrock that are not Anthropic's).
-//! - [`endpoint`]: each front end's HTTP edge as one table (paths, keys,
-//!   error shape, model list, rate-limit headers), from each protocol's
-//!   `endpoint.rs`; [`endpoint::edge`] maps a protocol to it.
+//! - [`endpoint`]: the trait each front end's HTTP edge implements in its
+//!   protocol's `endpoint.rs` (paths, keys, error shape, model list,
+//!   rate-limit headers), and the table ([`endpoint::Edge`]) it makes.
+//! - [`front_ends`]: which front end each protocol is ([`front_ends::edge`],
+//!   one arm per front end), and whose path or key a request carries.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
 //! - [`go_duration`]: Go's durations (`1m0s`), read and written.
 //! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
@@ -36,6 +38,7 @@ pub mod converse;
 pub mod endpoint;
 pub mod eventstream;
 pub mod framing;
+pub mod front_ends;
 pub mod generate_content;
 pub mod go_duration;
 pub mod ids;

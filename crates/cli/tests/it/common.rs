@@ -325,14 +325,13 @@ fn declares(protocol: Protocol, body: &Value, tool: &str) -> bool {
     let tools = &body["tools"];
     match protocol {
         Protocol::ChatCompletions => has_tool(tools, |t| t["function"]["name"] == tool),
-        // A Converse simulator hands on the Messages body it means.
-        Protocol::Responses | Protocol::Messages | Protocol::Converse => {
-            has_tool(tools, |t| t["name"] == tool)
-        }
         Protocol::GenerateContent => tools.as_array().is_some_and(|ts| {
             ts.iter()
                 .any(|t| has_tool(&t["functionDeclarations"], |d| d["name"] == tool))
         }),
+        // Responses, Messages and every other protocol (a Converse
+        // simulator hands on the Messages body it means).
+        _ => has_tool(tools, |t| t["name"] == tool),
     }
 }
 
@@ -349,15 +348,17 @@ fn tool_results(protocol: Protocol, body: &Value) -> usize {
             .iter()
             .filter(|i| i["type"] == "function_call_output")
             .count(),
-        Protocol::Messages | Protocol::Converse => list(&body["messages"])
-            .iter()
-            .flat_map(|m| list(&m["content"]))
-            .filter(|b| b["type"] == "tool_result")
-            .count(),
         Protocol::GenerateContent => list(&body["contents"])
             .iter()
             .flat_map(|c| list(&c["parts"]))
             .filter(|p| p.get("functionResponse").is_some())
+            .count(),
+        // Messages and every other protocol (a Converse simulator hands on
+        // the Messages body it means).
+        _ => list(&body["messages"])
+            .iter()
+            .flat_map(|m| list(&m["content"]))
+            .filter(|b| b["type"] == "tool_result")
             .count(),
     }
 }

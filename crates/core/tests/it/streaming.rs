@@ -28,8 +28,9 @@ fn name(p: Protocol) -> &'static str {
         Protocol::ChatCompletions => "groq",
         Protocol::GenerateContent => "gemini",
         Protocol::Messages => "claude",
-        Protocol::Responses => "responses",
         Protocol::Converse => "bedrock",
+        // Responses and every other protocol: its own name.
+        other => other.as_str(),
     }
 }
 

@@ -206,8 +206,9 @@ async fn the_request_is_in_each_protocol_s_streamed_form() {
                 assert_eq!(got.path, "/v1/responses");
                 assert_eq!(got.json()["stream"], true);
             }
-            // Not a kind: only a Bedrock provider speaks it (bedrock tests).
-            Protocol::Converse => unreachable!("Converse is not in Protocol::KINDS"),
+            // Converse is not a kind: only a Bedrock provider speaks it
+            // (bedrock tests); no other protocol is in `ALL`.
+            other => unreachable!("{other} is not in ALL"),
         }
     }
 }

@@ -16,14 +16,10 @@ fn fixture(provider: &str, name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The fixtures' folder of `kind`: its name (`openai`, `responses`,
+/// `gemini`, `anthropic`, `converse`).
 fn dir(kind: Protocol) -> &'static str {
-    match kind {
-        Protocol::ChatCompletions => "openai",
-        Protocol::Responses => "responses",
-        Protocol::GenerateContent => "gemini",
-        Protocol::Messages => "anthropic",
-        Protocol::Converse => "converse",
-    }
+    kind.as_str()
 }
 
 /// A non-streamed body with `status` and `headers` classifies as `want`:

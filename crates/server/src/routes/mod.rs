@@ -1,6 +1,6 @@
 //! The endpoints, one module per group: a front end's in the module of
 //! its protocol's name, its paths from its protocol's table
-//! (`understudy_wire::endpoint`).
+//! (`understudy_wire::front_ends`).
 
 pub(crate) mod admin;
 pub(crate) mod chat;
@@ -42,7 +42,7 @@ pub(crate) const FRONT_ENDS: [fn() -> Router<AppState>; 4] = [
 /// not have.
 pub(crate) async fn not_found(uri: Uri) -> Response {
     let error = ApiError::NotFound(format!("no endpoint at {}", uri.path()));
-    let owner = understudy_wire::endpoint::front_ends()
+    let owner = understudy_wire::front_ends::front_ends()
         .find(|e| e.owns(uri.path()))
         .map_or(Protocol::ChatCompletions, |e| e.protocol);
     crate::error::error_in(Some(owner), error)

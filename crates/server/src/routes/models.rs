@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use understudy_settings::Settings;
 use understudy_settings::parse_target;
-use understudy_wire::endpoint::{self, MODELS_PATH, Model};
+use understudy_wire::endpoint::{MODELS_PATH, Model};
+use understudy_wire::front_ends;
 
 use crate::{ApiError, AppState};
 
@@ -30,8 +31,8 @@ async fn models(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let api = endpoint::models_owner(&headers, query.as_deref());
-    match (list(&state).await, api.and_then(endpoint::edge)) {
+    let api = front_ends::models_owner(&headers, query.as_deref());
+    match (list(&state).await, api.and_then(front_ends::edge)) {
         (Ok(names), Some(edge)) => Json((edge.model_list)(&names.models())).into_response(),
         (Err(e), _) => crate::error::error_in(api, e),
         (Ok(_), None) => crate::error::error_in(api, ApiError::NotFound("no model list".into())),

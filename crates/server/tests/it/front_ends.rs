@@ -4,7 +4,8 @@
 //! front end's error shape.
 
 use understudy_testkit::{SimProvider, TestGateway};
-use understudy_wire::endpoint::{self, MODELS_PATH};
+use understudy_wire::endpoint::MODELS_PATH;
+use understudy_wire::front_ends;
 
 use crate::common::TestServer;
 
@@ -24,7 +25,7 @@ async fn every_front_ends_routes_are_routed() {
         .unwrap();
     let s = TestServer::start(gw.engine).await;
     let mut seen = 0;
-    for edge in endpoint::front_ends() {
+    for edge in front_ends::front_ends() {
         for route in edge.routes {
             let path = concrete(route.path);
             let url = s.at(&path);

@@ -72,6 +72,47 @@ pub use vertex::{TEST_CLIENT_EMAIL, VertexSim};
 /// simulators share no code with the wire crate: they are the oracle).
 pub use understudy_types::Protocol;
 
+/// What a simulator speaks: a provider's protocol ([`Protocol::KINDS`],
+/// and Converse, which a Bedrock provider speaks by model). Its own enum,
+/// so that the simulator's every `match` names each one (a new provider
+/// protocol is a variant here and an arm in each), while a front end's
+/// protocol that no provider speaks has no simulator: [`Dialect::of`] is
+/// the one place it falls through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    ChatCompletions,
+    Responses,
+    Messages,
+    GenerateContent,
+    Converse,
+}
+
+impl Dialect {
+    /// The simulator's dialect for `protocol`; an error naming it when no
+    /// provider speaks it.
+    pub(crate) fn of(protocol: Protocol) -> io::Result<Self> {
+        Ok(match protocol {
+            Protocol::ChatCompletions => Self::ChatCompletions,
+            Protocol::Responses => Self::Responses,
+            Protocol::Messages => Self::Messages,
+            Protocol::GenerateContent => Self::GenerateContent,
+            Protocol::Converse => Self::Converse,
+            // A front end's protocol no provider speaks (a test starts a
+            // simulator of each of `Protocol::KINDS`).
+            #[allow(unreachable_patterns, reason = "every protocol is a provider's today")]
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "no simulator speaks {other}: it is no provider's protocol \
+                         (not in Protocol::KINDS)"
+                    ),
+                ));
+            }
+        })
+    }
+}
+
 /// A refusal, rendered in each protocol's own shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -269,6 +310,8 @@ pub struct SimProvider {
 
 struct Shared {
     protocol: Protocol,
+    /// What it speaks, from `protocol`.
+    dialect: Dialect,
     /// The cloud in front of the protocol (its auth, paths and framing),
     /// if any.
     cloud: Option<Box<dyn Cloud>>,
@@ -329,9 +372,9 @@ impl SimProvider {
         protocol: Protocol,
         cloud: Option<Box<dyn Cloud>>,
     ) -> io::Result<Self> {
+        let shared = Shared::new(protocol, cloud)?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Shared::new(protocol, cloud);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
         Ok(Self {
@@ -353,12 +396,12 @@ impl SimProvider {
         if let Some(cloud) = &self.shared.cloud {
             return format!("{scheme}://{addr}{}", cloud.base_path());
         }
-        match self.shared.protocol {
-            Protocol::ChatCompletions | Protocol::Responses => format!("{scheme}://{addr}/v1"),
-            Protocol::GenerateContent => format!("{scheme}://{addr}/v1beta"),
+        match self.shared.dialect {
+            Dialect::ChatCompletions | Dialect::Responses => format!("{scheme}://{addr}/v1"),
+            Dialect::GenerateContent => format!("{scheme}://{addr}/v1beta"),
             // Converse is the Bedrock front's, over the Anthropic
             // simulator (`bedrock_converse.rs`): a simulator of it is that one.
-            Protocol::Messages | Protocol::Converse => format!("{scheme}://{addr}"),
+            Dialect::Messages | Dialect::Converse => format!("{scheme}://{addr}"),
         }
     }
 
@@ -502,9 +545,13 @@ impl Drop for SimProvider {
 // === impl Shared ===
 
 impl Shared {
-    fn new(protocol: Protocol, cloud: Option<Box<dyn Cloud>>) -> Arc<Self> {
-        Arc::new(Self {
+    /// The state of a simulator of `protocol`; an error when no provider
+    /// speaks it.
+    fn new(protocol: Protocol, cloud: Option<Box<dyn Cloud>>) -> io::Result<Arc<Self>> {
+        let dialect = Dialect::of(protocol)?;
+        Ok(Arc::new(Self {
             protocol,
+            dialect,
             cloud,
             cloud_violations: Mutex::default(),
             queue: Mutex::default(),
@@ -514,10 +561,10 @@ impl Shared {
             streams_cancelled: AtomicUsize::new(0),
             streams_open: AtomicUsize::new(0),
             streamed_bytes: AtomicUsize::new(0),
-            rules: rules::Rules::new(protocol),
+            rules: rules::Rules::new(protocol, dialect),
             limits: limits::KeyLimits::default(),
             usage_detail: Mutex::default(),
-        })
+        }))
     }
 }
 

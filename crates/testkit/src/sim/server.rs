@@ -155,7 +155,7 @@ async fn serve_protocol(
     let mut recorded = wire;
     recorded.shared = None;
     lock(&shared.received).push(recorded);
-    let mut answer = respond(shared.protocol, reply, &received).await?;
+    let mut answer = respond(shared.dialect, reply, &received).await?;
     for (name, value) in limited.map(|v| v.headers).unwrap_or_default() {
         if let (Ok(name), Ok(value)) = (
             hyper::header::HeaderName::from_bytes(name.as_bytes()),
@@ -168,27 +168,27 @@ async fn serve_protocol(
 }
 
 async fn respond(
-    protocol: Protocol,
+    dialect: Dialect,
     reply: Reply,
     req: &Received,
 ) -> Result<Response<SimBody>, ResetConnection> {
-    match settle(protocol, reply).await {
+    match settle(dialect, reply).await {
         Reply::Reset => Err(ResetConnection),
         Reply::Hang => std::future::pending().await,
         Reply::Garbage(body) => Ok(response(200, &[("content-type", "application/json")], body)),
         Reply::Truncated => Ok(truncated()),
-        Reply::Stream(spec) if !is_streamed(protocol, req) => {
+        Reply::Stream(spec) if !is_streamed(dialect, req) => {
             let text = spec.chunks.concat();
-            Ok(render(protocol, Reply::Text(text), req))
+            Ok(render(dialect, Reply::Text(text), req))
         }
-        other if is_streamed(protocol, req) => Ok(streamed(protocol, other, req)),
-        other => Ok(render(protocol, other, req)),
+        other if is_streamed(dialect, req) => Ok(streamed(dialect, other, req)),
+        other => Ok(render(dialect, other, req)),
     }
 }
 
 /// The reply once its delays are waited out (and, where the protocol has
 /// no thinking, what follows the thinking).
-async fn settle(protocol: Protocol, mut reply: Reply) -> Reply {
+async fn settle(dialect: Dialect, mut reply: Reply) -> Reply {
     loop {
         match reply {
             Reply::Delay(d, inner) => {
@@ -196,7 +196,7 @@ async fn settle(protocol: Protocol, mut reply: Reply) -> Reply {
                 reply = *inner;
             }
             Reply::Thinking { then, .. }
-                if !matches!(protocol, Protocol::Messages | Protocol::Responses) =>
+                if !matches!(dialect, Dialect::Messages | Dialect::Responses) =>
             {
                 reply = *then
             }
@@ -226,12 +226,12 @@ fn truncated() -> Response<SimBody> {
 
 /// A reply to a streamed request, as its protocol's stream (a reply with
 /// no streamed form is rendered whole).
-fn streamed(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
+fn streamed(dialect: Dialect, reply: Reply, req: &Received) -> Response<SimBody> {
     match reply {
         Reply::Stream(spec) => stream_response(
             shared_for_stream(req),
             spec.interval,
-            pieces(protocol, &spec, req),
+            pieces(dialect, &spec, req),
         ),
         Reply::Text(text) => {
             let words: Vec<String> = split_words(&text);
@@ -243,17 +243,15 @@ fn streamed(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBod
             stream_response(
                 shared_for_stream(req),
                 Duration::ZERO,
-                pieces(protocol, &spec, req),
+                pieces(dialect, &spec, req),
             )
         }
         Reply::ToolCalls(calls) => {
-            let pieces = match protocol {
-                Protocol::ChatCompletions => openai::tool_calls_stream(&calls, req),
-                Protocol::GenerateContent => gemini::tool_calls_stream(&calls, req),
-                Protocol::Messages | Protocol::Converse => {
-                    anthropic::tool_calls_stream(&calls, req)
-                }
-                Protocol::Responses => responses::tool_calls_stream(&calls, req),
+            let pieces = match dialect {
+                Dialect::ChatCompletions => openai::tool_calls_stream(&calls, req),
+                Dialect::GenerateContent => gemini::tool_calls_stream(&calls, req),
+                Dialect::Messages | Dialect::Converse => anthropic::tool_calls_stream(&calls, req),
+                Dialect::Responses => responses::tool_calls_stream(&calls, req),
             };
             stream_response(shared_for_stream(req), Duration::ZERO, pieces)
         }
@@ -265,50 +263,49 @@ fn streamed(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBod
                 Reply::Stream(spec) => spec.interval,
                 _ => Duration::ZERO,
             },
-            match protocol {
-                Protocol::Responses => responses::thinking_stream(&thinking, *then, req),
+            match dialect {
+                Dialect::Responses => responses::thinking_stream(&thinking, *then, req),
                 _ => anthropic::thinking_stream(&thinking, *then, req),
             },
         ),
         Reply::Refuse(refusal) if !matches!(refusal, Refusal::Status400) => {
-            let pieces = match protocol {
-                Protocol::ChatCompletions => openai::refusal_stream(&refusal, req),
-                Protocol::GenerateContent => gemini::refusal_stream(&refusal, req),
-                Protocol::Messages | Protocol::Converse => anthropic::refusal_stream(&refusal, req),
-                Protocol::Responses => responses::refusal_stream(&refusal, req),
+            let pieces = match dialect {
+                Dialect::ChatCompletions => openai::refusal_stream(&refusal, req),
+                Dialect::GenerateContent => gemini::refusal_stream(&refusal, req),
+                Dialect::Messages | Dialect::Converse => anthropic::refusal_stream(&refusal, req),
+                Dialect::Responses => responses::refusal_stream(&refusal, req),
             };
             stream_response(shared_for_stream(req), Duration::ZERO, pieces)
         }
-        other => render(protocol, other, req),
+        other => render(dialect, other, req),
     }
 }
 
-fn render(protocol: Protocol, reply: Reply, req: &Received) -> Response<SimBody> {
-    match protocol {
-        Protocol::ChatCompletions => openai::render(reply, req),
-        Protocol::GenerateContent => gemini::render(reply, req),
-        Protocol::Messages | Protocol::Converse => anthropic::render(reply, req),
-        Protocol::Responses => responses::render(reply, req),
+fn render(dialect: Dialect, reply: Reply, req: &Received) -> Response<SimBody> {
+    match dialect {
+        Dialect::ChatCompletions => openai::render(reply, req),
+        Dialect::GenerateContent => gemini::render(reply, req),
+        Dialect::Messages | Dialect::Converse => anthropic::render(reply, req),
+        Dialect::Responses => responses::render(reply, req),
     }
 }
 
-fn pieces(protocol: Protocol, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
-    match protocol {
-        Protocol::ChatCompletions => openai::stream(spec, req),
-        Protocol::GenerateContent => gemini::stream(spec, req),
-        Protocol::Messages | Protocol::Converse => anthropic::stream(spec, req),
-        Protocol::Responses => responses::stream(spec, req),
+fn pieces(dialect: Dialect, spec: &StreamSpec, req: &Received) -> Vec<Piece> {
+    match dialect {
+        Dialect::ChatCompletions => openai::stream(spec, req),
+        Dialect::GenerateContent => gemini::stream(spec, req),
+        Dialect::Messages | Dialect::Converse => anthropic::stream(spec, req),
+        Dialect::Responses => responses::stream(spec, req),
     }
 }
 
 /// Whether the request asked for a streamed answer.
-fn is_streamed(protocol: Protocol, req: &Received) -> bool {
-    match protocol {
-        Protocol::GenerateContent => req.path.contains(":streamGenerateContent"),
-        Protocol::ChatCompletions
-        | Protocol::Messages
-        | Protocol::Converse
-        | Protocol::Responses => req.json()["stream"] == serde_json::Value::Bool(true),
+fn is_streamed(dialect: Dialect, req: &Received) -> bool {
+    match dialect {
+        Dialect::GenerateContent => req.path.contains(":streamGenerateContent"),
+        Dialect::ChatCompletions | Dialect::Messages | Dialect::Converse | Dialect::Responses => {
+            req.json()["stream"] == serde_json::Value::Bool(true)
+        }
     }
 }
 

@@ -234,7 +234,7 @@ impl TlsSimProvider {
             addr.port()
         ));
         std::fs::write(&ca_file, certs.ca_pem())?;
-        let shared = Shared::new(protocol, None);
+        let shared = Shared::new(protocol, None)?;
         let stats = Arc::new(TlsStats::default());
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(accept_loop(

@@ -3,4 +3,5 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod kinds;
 mod rules;

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "test-support")]
 use serde_json::{Value, json};
 
-use super::{Protocol, Received, lock};
+use super::{Dialect, Protocol, Received, lock};
 #[cfg(feature = "test-support")]
 use super::{SimBody, response};
 
@@ -51,6 +51,8 @@ pub(super) struct Rules {
     // The checks' own state (test-only).
     #[cfg(feature = "test-support")]
     protocol: Protocol,
+    #[cfg(feature = "test-support")]
+    dialect: Dialect,
     #[cfg(feature = "test-support")]
     strict: AtomicBool,
     #[cfg(feature = "test-support")]
@@ -76,13 +78,11 @@ pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
         return None;
     }
     let limit = rules.max_output_tokens.load(Ordering::SeqCst);
-    let verdict = match rules.protocol {
-        Protocol::Messages | Protocol::Converse => {
-            anthropic::check(req, limit, &|s| rules.minted(s))
-        }
-        Protocol::ChatCompletions => openai::check(req, limit),
-        Protocol::Responses => responses::check(req, limit, &|s| rules.minted(s)),
-        Protocol::GenerateContent => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
+    let verdict = match rules.dialect {
+        Dialect::Messages | Dialect::Converse => anthropic::check(req, limit, &|s| rules.minted(s)),
+        Dialect::ChatCompletions => openai::check(req, limit),
+        Dialect::Responses => responses::check(req, limit, &|s| rules.minted(s)),
+        Dialect::GenerateContent => gemini::check(req, rules.thinking(), &|s| rules.minted(s)),
     };
     verdict.err()
 }
@@ -100,21 +100,23 @@ pub(super) fn mint_signature(req: &Received) -> String {
 // === impl Rules ===
 
 impl Rules {
-    pub(super) fn new(protocol: Protocol) -> Self {
+    pub(super) fn new(protocol: Protocol, dialect: Dialect) -> Self {
         #[cfg(feature = "test-support")]
-        let max_output_tokens = match protocol {
-            Protocol::Messages | Protocol::Converse => 64_000,
-            Protocol::ChatCompletions => 16_384,
-            Protocol::Responses => 128_000,
-            Protocol::GenerateContent => 65_536,
+        let max_output_tokens = match dialect {
+            Dialect::Messages | Dialect::Converse => 64_000,
+            Dialect::ChatCompletions => 16_384,
+            Dialect::Responses => 128_000,
+            Dialect::GenerateContent => 65_536,
         };
         #[cfg(not(feature = "test-support"))]
-        let _ = protocol;
+        let _ = (protocol, dialect);
         Self {
             signatures: Mutex::default(),
             thinking: AtomicBool::new(false),
             #[cfg(feature = "test-support")]
             protocol,
+            #[cfg(feature = "test-support")]
+            dialect,
             // `UNDERSTUDY_SIM_LENIENT=1` turns every simulator's rules off:
             // a way to tell a failure the rules cause from any other.
             #[cfg(feature = "test-support")]
