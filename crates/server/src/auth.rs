@@ -27,6 +27,7 @@ use understudy_types::Protocol;
 use understudy_wire::endpoint::{self, Key};
 use understudy_wire::front_ends;
 
+use crate::error::error_in;
 use crate::{ApiError, AppState};
 
 /// The id of the request being served, set by [`request_context`].
@@ -333,8 +334,6 @@ fn write_rate_limit(names: &endpoint::RateLimitNames, headers: &mut HeaderMap, l
 fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
     error_in(protocol_of(req), error)
 }
-
-pub(crate) use crate::error::error_in;
 
 /// A request with a body (`POST`, `PUT`) must say it is JSON: a page on
 /// another site can send `text/plain` without asking (no CORS preflight),

@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use understudy_core::tenants::ClientRefusal;
 use understudy_types::{Attempt, Error, FailureCode, Protocol};
-use understudy_wire::chat_completions::endpoint::ChatCompletions;
+use understudy_wire::chat_completions::endpoint::ChatCompletionsEdge;
 use understudy_wire::endpoint::{Endpoint, Envelope, Fault};
 use understudy_wire::front_ends::edge;
-use understudy_wire::generate_content::endpoint::GenerateContent;
-use understudy_wire::messages::endpoint::Messages;
+use understudy_wire::generate_content::endpoint::GenerateContentEdge;
+use understudy_wire::messages::endpoint::MessagesEdge;
 
 /// An error on its way to the client (rendered in the neutral shape; wrap
 /// it in [`InShape`] for a front end's routes).
@@ -58,14 +58,14 @@ pub enum ApiError {
 pub struct InShape<E>(pub ApiError, PhantomData<E>);
 
 /// The same error in OpenAI's shape.
-pub type OpenAiError = InShape<ChatCompletions>;
+pub type OpenAiError = InShape<ChatCompletionsEdge>;
 
 /// The same error in Anthropic's shape, for `/v1/messages`.
-pub type AnthropicError = InShape<Messages>;
+pub type AnthropicError = InShape<MessagesEdge>;
 
 /// The same error in Google's shape (`{"error": {"code", "message",
 /// "status"}}`), for the Gemini API.
-pub type GeminiError = InShape<GenerateContent>;
+pub type GeminiError = InShape<GenerateContentEdge>;
 
 // === impl ApiError ===
 
@@ -211,7 +211,7 @@ impl<E, T: Into<ApiError>> From<T> for InShape<E> {
 
 impl<E: Endpoint> IntoResponse for InShape<E> {
     fn into_response(self) -> Response {
-        in_shape(E::envelope, self.0)
+        enveloped(E::envelope, self.0)
     }
 }
 
@@ -219,14 +219,14 @@ impl<E: Endpoint> IntoResponse for InShape<E> {
 /// speaks: the neutral API's).
 pub(crate) fn error_in(api: Option<Protocol>, error: ApiError) -> Response {
     match api.and_then(edge) {
-        Some(edge) => in_shape(edge.envelope, error),
+        Some(edge) => enveloped(edge.envelope, error),
         None => error.into_response(),
     }
 }
 
 /// `error` as `envelope` writes it, with the headers a client's SDK acts
 /// on.
-fn in_shape(envelope: fn(&Fault<'_>) -> Envelope, error: ApiError) -> Response {
+fn enveloped(envelope: fn(&Fault<'_>) -> Envelope, error: ApiError) -> Response {
     let (code, message, param, _) = error.parts();
     let engine = match &error {
         ApiError::Engine(e) => Some(e),

@@ -298,7 +298,7 @@ fn body_timed_out(shape: u8, handled: Response, timeout: Duration) -> Response {
             timeout.as_secs_f64()
         ),
     };
-    let mut response = auth::error_in(auth::protocol_from_code(shape - 1), error);
+    let mut response = crate::error::error_in(auth::protocol_from_code(shape - 1), error);
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     if let Some(id) = handled.headers().get("x-request-id") {

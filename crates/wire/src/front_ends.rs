@@ -11,20 +11,20 @@
 use http::HeaderMap;
 use understudy_types::Protocol;
 
-use crate::chat_completions::endpoint::ChatCompletions;
+use crate::chat_completions::endpoint::ChatCompletionsEdge;
 use crate::endpoint::{Edge, Key, MODELS_PATH};
-use crate::generate_content::endpoint::GenerateContent;
-use crate::messages::endpoint::Messages;
-use crate::responses::endpoint::Responses;
+use crate::generate_content::endpoint::GenerateContentEdge;
+use crate::messages::endpoint::MessagesEdge;
+use crate::responses::endpoint::ResponsesEdge;
 
 /// The one function from a protocol to its front end's table (`None` for
 /// a protocol no front end speaks).
 pub fn edge(p: Protocol) -> Option<&'static Edge> {
     match p {
-        Protocol::ChatCompletions => Some(const { &Edge::of::<ChatCompletions>() }),
-        Protocol::Responses => Some(const { &Edge::of::<Responses>() }),
-        Protocol::Messages => Some(const { &Edge::of::<Messages>() }),
-        Protocol::GenerateContent => Some(const { &Edge::of::<GenerateContent>() }),
+        Protocol::ChatCompletions => Some(const { &Edge::of::<ChatCompletionsEdge>() }),
+        Protocol::Responses => Some(const { &Edge::of::<ResponsesEdge>() }),
+        Protocol::Messages => Some(const { &Edge::of::<MessagesEdge>() }),
+        Protocol::GenerateContent => Some(const { &Edge::of::<GenerateContentEdge>() }),
         Protocol::Converse => None,
     }
 }
@@ -60,11 +60,16 @@ pub fn models_owner(headers: &HeaderMap, query: Option<&str>) -> Option<Protocol
 /// Every place a front end's client sends its key, each once, in
 /// [`Protocol::FRONT_ENDS`] order (the first one given that matches wins).
 pub fn keys() -> impl Iterator<Item = Key> + Clone {
-    let all = || front_ends().flat_map(|e| e.keys.iter().copied());
-    all()
-        .enumerate()
-        .filter(move |(i, k)| !all().take(*i).any(|seen| seen == *k))
-        .map(|(_, k)| k)
+    static KEYS: std::sync::LazyLock<Vec<Key>> = std::sync::LazyLock::new(|| {
+        let mut keys: Vec<Key> = Vec::new();
+        for key in front_ends().flat_map(|e| e.keys.iter().copied()) {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    });
+    KEYS.iter().copied()
 }
 
 /// How a client sends its key, for the 401 that asks for one:

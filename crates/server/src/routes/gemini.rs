@@ -29,7 +29,7 @@ use understudy_core::{GenerateRequest, Generation};
 use understudy_types::{NativeRequest, Protocol};
 use understudy_wire::endpoint::Endpoint as _;
 use understudy_wire::generate_content::answer::{self, ChunkEncoder};
-use understudy_wire::generate_content::endpoint::{self, GenerateContent as GenerateContentEdge};
+use understudy_wire::generate_content::endpoint::{self, GenerateContentEdge};
 use understudy_wire::generate_content::inbound::{self, Translated};
 
 use crate::frames::{Framing, KeepAlive};

@@ -1,6 +1,6 @@
-//! The endpoints, one module per group: a front end's in the module of
-//! its protocol's name, its paths from its protocol's table
-//! (`understudy_wire::front_ends`).
+//! The endpoints, one module per group: a front end's in one module
+//! (`chat`, `responses`, `messages`, `gemini`), its paths from its
+//! protocol's table (`understudy_wire::front_ends`).
 
 pub(crate) mod admin;
 pub(crate) mod chat;

@@ -12,7 +12,7 @@ use crate::endpoint::{Endpoint, Envelope, Fault, Key, MODELS_PATH, Model, Route}
 
 /// The Chat Completions front end's edge.
 #[derive(Debug)]
-pub struct ChatCompletions;
+pub struct ChatCompletionsEdge;
 
 /// `POST /v1/chat/completions`.
 pub const COMPLETIONS: Route = Route {
@@ -26,7 +26,7 @@ pub const MODELS: Route = Route {
     path: MODELS_PATH,
 };
 
-impl Endpoint for ChatCompletions {
+impl Endpoint for ChatCompletionsEdge {
     const PROTOCOL: Protocol = Protocol::ChatCompletions;
     const ROUTES: &'static [Route] = &[COMPLETIONS, MODELS];
     const SPAN_ROUTE: &'static str = COMPLETIONS.path;

@@ -13,7 +13,7 @@ use crate::endpoint::{Endpoint, Envelope, Fault, Key, Metered, Model, Route};
 
 /// The Gemini front end's edge.
 #[derive(Debug)]
-pub struct GenerateContent;
+pub struct GenerateContentEdge;
 
 /// `GET /v1beta/models`: Google's model list.
 pub const MODELS: Route = Route {
@@ -30,7 +30,7 @@ pub const METHODS: [&str; 3] = ["generateContent", "streamGenerateContent", "cou
 /// Google's key header.
 pub const KEY_HEADER: &str = "x-goog-api-key";
 
-impl Endpoint for GenerateContent {
+impl Endpoint for GenerateContentEdge {
     const PROTOCOL: Protocol = Protocol::GenerateContent;
     const ROUTES: &'static [Route] = &[
         MODELS,

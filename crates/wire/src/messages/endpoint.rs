@@ -15,7 +15,7 @@ use crate::endpoint::{Endpoint, Envelope, Fault, Key, Metered, Model, Route};
 
 /// The Messages front end's edge.
 #[derive(Debug)]
-pub struct Messages;
+pub struct MessagesEdge;
 
 /// `POST /v1/messages`.
 pub const MESSAGES: Route = Route {
@@ -84,7 +84,7 @@ pub fn forwarded(name: &str) -> bool {
     name.starts_with("anthropic-")
 }
 
-impl Endpoint for Messages {
+impl Endpoint for MessagesEdge {
     const PROTOCOL: Protocol = Protocol::Messages;
     const ROUTES: &'static [Route] = &[MESSAGES, COUNT_TOKENS];
     const SPAN_ROUTE: &'static str = MESSAGES.path;

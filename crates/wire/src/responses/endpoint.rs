@@ -11,7 +11,7 @@ use crate::endpoint::{Endpoint, Envelope, Fault, Key, Model, Route};
 
 /// The Responses front end's edge.
 #[derive(Debug)]
-pub struct Responses;
+pub struct ResponsesEdge;
 
 /// `POST /v1/responses`.
 pub const CREATE: Route = Route {
@@ -37,7 +37,7 @@ pub const INPUT_ITEMS: Route = Route {
     path: "/v1/responses/{id}/input_items",
 };
 
-impl Endpoint for Responses {
+impl Endpoint for ResponsesEdge {
     const PROTOCOL: Protocol = Protocol::Responses;
     const ROUTES: &'static [Route] = &[CREATE, RETRIEVE, DELETE, INPUT_ITEMS];
     const SPAN_ROUTE: &'static str = CREATE.path;
@@ -49,6 +49,6 @@ impl Endpoint for Responses {
     }
 
     fn model_list(models: &[Model<'_>]) -> Value {
-        <crate::chat_completions::endpoint::ChatCompletions as Endpoint>::model_list(models)
+        <crate::chat_completions::endpoint::ChatCompletionsEdge as Endpoint>::model_list(models)
     }
 }
