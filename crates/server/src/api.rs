@@ -138,7 +138,7 @@ impl GenerateBody {
         request.cache = self.cache.unwrap_or(true);
         request.no_fallback = self.no_fallback;
         if let Some(ms) = self.timeout_ms {
-            request.timeout = Some(crate::routes::timeout_ms("timeout_ms", Some(ms))?);
+            request.timeout = Some(crate::headers::timeout_ms("timeout_ms", Some(ms))?);
         }
         Ok(request)
     }

@@ -24,7 +24,7 @@ use understudy_wire::Encoder;
 
 use crate::auth::{Client, RequestId, Tenant};
 use crate::frames::{Framed, Framing, KeepAlive, Keeper};
-use crate::routes::{apply_overrides, failover_headers, model_route, no_cache};
+use crate::headers::{apply_overrides, failover_headers, model_route, no_cache};
 use crate::{ApiError, AppState};
 
 /// What every API route reads before its body. It takes the request's

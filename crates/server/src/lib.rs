@@ -12,6 +12,8 @@
 //! - `front`: the one front-end handler ([`front::Front`] is what a
 //!   protocol's front end supplies: its answer, its refusal, its stream
 //!   encoder, its error shape) and the preamble every API route reads.
+//! - `headers`: the `x-understudy-*` headers every API shares (the
+//!   per-request overrides, the cache opt-out, the failover headers).
 //! - `frames`: the one stream writer for an encoder (SSE with the
 //!   protocol's keep-alive, or a JSON array).
 //! - `auth`: client keys and the admin token; request ids and log spans;
@@ -29,6 +31,7 @@ mod auth;
 mod error;
 mod frames;
 mod front;
+mod headers;
 mod responses;
 mod routes;
 mod sse;

@@ -109,7 +109,7 @@ fn in_scope(
     };
     let tenants = state.engine.tenants();
     tenants
-        .scope(record, &super::model_route(asked))
+        .scope(record, &crate::headers::model_route(asked))
         .map_err(|refusal| {
             tenants.refused(record, &refusal);
             ApiError::Engine(understudy_types::Error::Client(refusal)).into()
@@ -207,7 +207,7 @@ async fn count_tokens(
     let estimate = counted.estimate_input_tokens();
     let Translated { mut chat, .. } = counted.translate()?;
     chat.native = native(bytes);
-    let mut request = GenerateRequest::new(chat).route(super::model_route(model));
+    let mut request = GenerateRequest::new(chat).route(crate::headers::model_route(model));
     // The client's record scopes a count as it does a generation.
     request.tenant = preamble.tenant;
     let (total, counted_by) = match state.engine.count_tokens(request).await? {

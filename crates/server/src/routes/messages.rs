@@ -129,7 +129,7 @@ async fn count_tokens(
     let mut chat = body.take_chat()?;
     gate_betas(&headers, &mut chat);
     chat.native = native_request(raw, &headers, query.as_deref());
-    let mut request = GenerateRequest::new(chat).route(super::model_route(&model));
+    let mut request = GenerateRequest::new(chat).route(crate::headers::model_route(&model));
     // The client's record scopes a count as it does a generation.
     request.tenant = tenant.map(|t| t.0.0);
     let counted = state.engine.count_tokens(request).await?;
