@@ -54,8 +54,10 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
     problems
 }
 
-/// The names each file of `tree` takes from another whose module is
-/// neither an ancestor nor a descendant of its own.
+/// The names each file of `tree` takes from another, but for a module's
+/// use of its own ancestors (`super::`, the crate root): a parent and its
+/// children are one unit that way, while a parent's use of a child still
+/// counts (so a circle through a folder's `mod.rs` is seen).
 fn file_edges(tree: &Tree) -> Edges {
     let mut edges = Edges::new();
     for (file, module) in &tree.files {
@@ -64,7 +66,7 @@ fn file_edges(tree: &Tree) -> Edges {
                 continue;
             };
             let related = |a: &str, b: &str| a.starts_with(&format!("{b}::"));
-            if related(module, to) || related(to, module) {
+            if related(module, to) {
                 continue;
             }
             edges
@@ -303,6 +305,37 @@ mod tests {
             let _ = std::fs::create_dir_all(path.parent().unwrap_or(root));
             let _ = std::fs::write(path, text);
         }
+    }
+
+    #[test]
+    fn a_circle_through_a_folder_s_mod_rs_is_reported() {
+        let root = std::env::temp_dir().join(format!("xtask-graph-mod-{}", std::process::id()));
+        write(
+            &root,
+            &[
+                ("crates/a/src/lib.rs", "//! A.\nmod front;\nmod routes;\n"),
+                (
+                    "crates/a/src/front.rs",
+                    "//! F.\nuse crate::routes::helper;\npub struct Front;\n",
+                ),
+                (
+                    "crates/a/src/routes/mod.rs",
+                    "//! R.\nmod chat;\npub fn helper() {}\npub fn all() { chat::router(); }\n",
+                ),
+                (
+                    "crates/a/src/routes/chat.rs",
+                    "//! C.\nuse crate::front::Front;\npub fn router() { super::helper(); }\n",
+                ),
+            ],
+        );
+        let found = problems(&root);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("import circle between 3 files"),
+            "{}",
+            found[0]
+        );
     }
 
     #[test]
