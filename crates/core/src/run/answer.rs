@@ -165,8 +165,6 @@ struct Answering {
 struct Stays;
 
 impl Caller for Stays {
-    const MAY_LEAVE: bool = false;
-
     async fn wait(&mut self, wait: Duration) -> bool {
         tokio::time::sleep(wait).await;
         true

@@ -65,13 +65,6 @@ pub(super) struct ServedCall<'a> {
 
 /// Whether the one who asked is still there.
 pub(super) trait Caller {
-    /// Whether the caller may leave mid-attempt. One who cannot (the
-    /// answer path's: its run lives in the caller's own future) has each
-    /// attempt awaited in place, not moved into [`Self::unless_left`]'s
-    /// future (an attempt's future holds the adapter's call, several
-    /// hundred bytes copied at each move).
-    const MAY_LEAVE: bool;
-
     /// Waits `wait` out; `false` when the caller left first.
     fn wait(&mut self, wait: Duration) -> impl Future<Output = bool>;
 
@@ -151,13 +144,8 @@ impl Run {
                 }
                 Next::Stop(verdict) => return Walked::Stopped(self.error(verdict, attempts)),
             };
-            let attempted = if C::MAY_LEAVE {
-                let attempt = self.attempt(path, call, &mut attempts, &mut served);
-                caller.unless_left(attempt).await
-            } else {
-                Some(self.attempt(path, call, &mut attempts, &mut served).await)
-            };
-            input = match attempted {
+            let attempt = self.attempt(path, call, &mut attempts, &mut served);
+            input = match caller.unless_left(attempt).await {
                 Some(input) => input,
                 None => {
                     // The caller went away mid-attempt: give back the probe

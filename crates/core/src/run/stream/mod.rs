@@ -171,8 +171,6 @@ impl Client {
 }
 
 impl Caller for Client {
-    const MAY_LEAVE: bool = true;
-
     async fn wait(&mut self, wait: Duration) -> bool {
         tokio::select! {
             () = tokio::time::sleep(wait) => true,
