@@ -11,7 +11,7 @@ use ractor::rpc::CallResult;
 use tokio::task::JoinSet;
 use understudy_types::error::Error;
 
-use crate::actor::provider::ProviderMsg;
+use crate::actor::provider::{Lease, ProviderMsg};
 use crate::actor::router::{Published, RouterMsg, current};
 use crate::actor::supervisor::SupervisorMsg;
 use crate::adapter::AdapterFactory;
@@ -161,6 +161,26 @@ impl Engine {
             .map(|p| p.name.as_str())
     }
 
+    /// `provider`'s lease, its actor started if needed (`None`: no such
+    /// provider, or it could not start).
+    async fn lease_of(&self, provider: &str) -> Option<Lease> {
+        let asked = self
+            .inner
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::Ensure {
+                    provider: Arc::from(provider),
+                    reply,
+                },
+                Some(QUERY_TIMEOUT),
+            )
+            .await;
+        match asked {
+            Ok(CallResult::Success(Ok(lease))) => Some(lease),
+            _ => None,
+        }
+    }
+
     /// Starts the actor of every provider whose credentials expire, so
     /// that it fetches them before a first request would have to (a
     /// provider that cannot start is skipped: requests see why). With
@@ -169,18 +189,7 @@ impl Engine {
     /// when they expire or why the fetch failed).
     pub async fn warm_credentials(&self, wait: bool) {
         for provider in self.expiring_credentials() {
-            let asked = self
-                .inner
-                .supervisor
-                .call(
-                    |reply| SupervisorMsg::Ensure {
-                        provider: Arc::from(provider),
-                        reply,
-                    },
-                    Some(QUERY_TIMEOUT),
-                )
-                .await;
-            let Ok(CallResult::Success(Ok(lease))) = asked else {
+            let Some(lease) = self.lease_of(provider).await else {
                 continue;
             };
             if let (true, Some(credentials)) = (wait, lease.adapter_of(0).credentials()) {
@@ -511,23 +520,12 @@ impl Engine {
     /// test supervision. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub async fn inject_provider_panic(&self, provider: &str) -> Result<(), Error> {
-        let asked = self
-            .inner
-            .supervisor
-            .call(
-                |reply| SupervisorMsg::Ensure {
-                    provider: Arc::from(provider),
-                    reply,
-                },
-                Some(QUERY_TIMEOUT),
-            )
-            .await;
-        match asked {
-            Ok(CallResult::Success(Ok(lease))) => lease
+        match self.lease_of(provider).await {
+            Some(lease) => lease
                 .actor
                 .cast(ProviderMsg::Panic)
                 .map_err(|_| Error::Engine("provider actor stopped".into())),
-            _ => Err(Error::UnknownProvider(provider.to_owned())),
+            None => Err(Error::UnknownProvider(provider.to_owned())),
         }
     }
 }
