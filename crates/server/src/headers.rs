@@ -59,16 +59,7 @@ pub(crate) fn apply_overrides(
         );
     }
     if let Some(flag) = text("x-understudy-no-fallback")? {
-        request.no_fallback = match flag.to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" => true,
-            "0" | "false" | "no" => false,
-            _ => {
-                return Err(ApiError::invalid(
-                    "x-understudy-no-fallback",
-                    "expected true or false",
-                ));
-            }
-        };
+        request.no_fallback = flag_value("x-understudy-no-fallback", flag)?;
     }
     if let Some(ms) = text("x-understudy-timeout-ms")? {
         request.timeout = Some(timeout_ms("x-understudy-timeout-ms", ms.parse().ok())?);
