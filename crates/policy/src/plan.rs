@@ -277,6 +277,24 @@ pub fn plan(
     })
 }
 
+/// Puts `pinned` (the target a request's session last used, whose
+/// prompt cache holds its prefix) first and makes it the primary, when the
+/// plan has it among its available targets; otherwise leaves the plan as
+/// it is. The rest keep their order.
+pub fn pin_first(plan: &mut Plan, pinned: &Target) {
+    if plan.forced {
+        return;
+    }
+    let Some(at) = plan.targets.iter().position(|t| t == pinned) else {
+        return;
+    };
+    plan.targets[..=at].rotate_right(1);
+    if let Some(u) = plan.unsupported.get_mut(..=at) {
+        u.rotate_right(1);
+    }
+    plan.primary = pinned.clone();
+}
+
 /// What a target with `caps`, speaking `kind`, lacks for a request that
 /// needs `needs` (`None`: it can serve it). A protocol that takes images
 /// only inline cannot serve a remote URL: the gateway never fetches URLs on
@@ -429,6 +447,30 @@ mod tests {
             ),
             Err(Error::UnknownProvider(_))
         ));
+    }
+
+    #[test]
+    fn a_pinned_target_goes_first_and_becomes_the_primary() {
+        let route: Vec<Target> = ["a:x", "b:y", "c:z"]
+            .iter()
+            .map(|s| {
+                let (p, m) = s.split_once(':').unwrap();
+                Target::new(p, m)
+            })
+            .collect();
+        let mut p = plan(route.clone(), |_| None).unwrap();
+        pin_first(&mut p, &route[2]);
+        assert_eq!(names(&p.targets), ["c:z", "a:x", "b:y"]);
+        assert_eq!(p.primary, route[2]);
+        // A pin the plan does not hold (left out, or another route's)
+        // changes nothing.
+        let mut p = plan(route.clone(), |t| {
+            (*t == route[1]).then_some(Unavailable::BreakerOpen)
+        })
+        .unwrap();
+        pin_first(&mut p, &route[1]);
+        assert_eq!(names(&p.targets), ["a:x", "c:z"]);
+        assert_eq!(p.primary, route[0]);
     }
 
     #[test]

@@ -326,7 +326,7 @@ impl Engine {
     ) -> Result<crate::run::Run, Error> {
         let view = current(&self.inner.view)
             .ok_or_else(|| Error::Engine("the router is not running".into()))?;
-        crate::run::prepare(&view, &self.inner.wide, request, started, mode)
+        crate::run::prepare(&view, &self.inner.wide, request, started, mode, None)
     }
 
     /// The routes that no target can serve now, and why each target

@@ -9,6 +9,7 @@ use std::time::Instant;
 use understudy_policy::decide::{Mode, Rules};
 use understudy_policy::plan::{self, Unavailable};
 use understudy_policy::timeouts::request_timeout;
+use understudy_types::Target;
 
 use crate::actor::router::View;
 use crate::engine_wide::EngineWide;
@@ -114,11 +115,12 @@ pub(crate) fn prepare(
     request: GenerateRequest,
     started: Instant,
     mode: Mode,
+    pinned: Option<&Target>,
 ) -> Result<Run, understudy_types::Error> {
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let plan = plan_of(view, wide, &request)?;
+    let plan = plan_of(view, wide, &request, pinned)?;
     let leases = plan
         .targets
         .iter()
@@ -176,11 +178,13 @@ pub(crate) fn prepare(
 
 /// `request`'s plan: its route resolved (a pin kept to what its client's
 /// record allows), the targets whose breaker is open or whose provider is
-/// out left out, and the capabilities it needs checked.
+/// out left out, the target its session is `pinned` to first, and the
+/// capabilities it needs checked.
 fn plan_of(
     view: &View,
     wide: &EngineWide,
     request: &GenerateRequest,
+    pinned: Option<&Target>,
 ) -> Result<plan::Plan, understudy_types::Error> {
     let mut route = plan::resolve(
         &request.route,
@@ -200,6 +204,9 @@ fn plan_of(
         })
     })
     .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
+    if let Some(pinned) = pinned {
+        plan::pin_first(&mut plan, pinned);
+    }
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;
