@@ -79,6 +79,20 @@ pub struct CallOptions {
     /// `forward_traceparent` and the request is traced: `traceparent`
     /// naming the attempt's own span, and the caller's `tracestate`.
     pub trace: Option<TraceHeaders>,
+    /// Anthropic's fallback credit on this attempt, where the plan may use
+    /// one (a later target on the same account); `None` on every other
+    /// call. Only an Anthropic API provider reads it.
+    pub credit: Option<Box<CreditUse>>,
+}
+
+/// Anthropic's fallback credit on one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreditUse {
+    /// Ask for one: a refusal of this attempt should carry a credit (the
+    /// request goes with the credit's beta).
+    Ask,
+    /// Send this refusal's credit back (with the beta).
+    Redeem(understudy_types::credit::CreditToken),
 }
 
 /// W3C trace context headers, as sent.
@@ -94,6 +108,7 @@ impl CallOptions {
         Self {
             connect,
             trace: None,
+            credit: None,
         }
     }
 }
@@ -122,6 +137,12 @@ pub trait EventStream: Send + 'static {
     /// The rate-limit budget the stream's response headers reported (read
     /// only for a pool's key).
     fn rate_limits(&self) -> Option<understudy_types::ratelimit::RateLimits> {
+        None
+    }
+
+    /// What the provider says became of the fallback credit the request
+    /// carried (Anthropic), once the stream said it.
+    fn fallback_credit(&self) -> Option<understudy_types::credit::CreditStatus> {
         None
     }
 }

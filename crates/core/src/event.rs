@@ -57,6 +57,11 @@ pub struct GenerationEvent {
     /// credentials not ready): what the attempts alone do not show.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedTarget>,
+    /// What became of Anthropic's fallback credit on the last attempt that
+    /// carried one: `redeemed` or `not_applied:<reason>` (never the
+    /// credit itself); absent when no attempt carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_credit: Option<String>,
     /// The request's trace, when traces are on (not written: the spans
     /// carry it).
     #[serde(skip)]
@@ -116,6 +121,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            fallback_credit: credit_of(&g.attempts),
             trace: None,
             notes: None,
         }
@@ -146,6 +152,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            fallback_credit: credit_of(e.attempts()),
             trace: None,
             notes: None,
         }
@@ -175,6 +182,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            fallback_credit: credit_of(&d.attempts),
             trace: None,
             notes: None,
         }
@@ -206,6 +214,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            fallback_credit: credit_of(&s.attempts),
             trace: None,
             notes: None,
         }
@@ -224,6 +233,14 @@ fn now_rfc3339() -> String {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     rfc3339_of(since.as_secs(), since.subsec_millis())
+}
+
+/// What became of the fallback credit on the last attempt that said.
+fn credit_of(attempts: &[Attempt]) -> Option<String> {
+    attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.fallback_credit.clone())
 }
 
 fn refused(attempts: &[Attempt]) -> bool {

@@ -65,7 +65,7 @@ mod runtime_clock;
 
 pub use adapter::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
-    EventStream,
+    CreditUse, EventStream,
 };
 pub use credentials::CredentialGate;
 pub use engine::Engine;

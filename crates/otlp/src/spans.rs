@@ -143,6 +143,9 @@ fn call_attributes(
     if let Some(key) = &a.key {
         attributes.push(("understudy.key", Value::Str(key.clone())));
     }
+    if let Some(credit) = &a.fallback_credit {
+        attributes.push(("understudy.fallback_credit", Value::Str(credit.clone())));
+    }
     if let (AttemptKind::Softened, Some(system)) =
         (a.kind, content.and_then(|c| c.softened_system.as_ref()))
     {

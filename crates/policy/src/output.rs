@@ -319,6 +319,7 @@ mod tests {
             response_id: None,
             native: None,
             rate_limits: None,
+            fallback_credit: None,
         }
     }
 

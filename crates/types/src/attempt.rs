@@ -59,6 +59,11 @@ pub struct Attempt {
     /// is not traced or no call was made.
     #[serde(skip)]
     pub span_id: Option<[u8; 8]>,
+    /// What became of the fallback credit the attempt carried (Anthropic):
+    /// `redeemed` or `not_applied:<reason>`; `None` when it carried none or
+    /// the answer did not say. Never the credit itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_credit: Option<String>,
 }
 
 // === impl AttemptKind ===

@@ -337,6 +337,10 @@ pub struct Completion {
     /// an answer is moved several times, and most have none.
     #[serde(skip)]
     pub rate_limits: Option<Box<crate::ratelimit::RateLimits>>,
+    /// What the provider says became of the fallback credit the attempt
+    /// carried (Anthropic's `usage.fallback_credit.status`).
+    #[serde(skip)]
+    pub fallback_credit: Option<crate::credit::CreditStatus>,
 }
 
 /// A fragment of a streamed tool call. The first fragment of each `index`

@@ -102,6 +102,9 @@ pub struct Failure {
     /// The upstream HTTP status, when there was a response.
     pub status: Option<u16>,
     pub detail: String,
+    /// A refusal's fallback credit (Anthropic), for the next attempt on
+    /// the same account; never shown (see [`crate::credit`]).
+    pub credit: Option<Box<crate::credit::CreditToken>>,
 }
 
 /// The longest detail kept, in bytes; provider error bodies can be huge.
@@ -243,7 +246,14 @@ impl Failure {
             kind,
             status: None,
             detail: bounded(detail.into()),
+            credit: None,
         }
+    }
+
+    /// This failure, carrying a refusal's fallback credit.
+    pub fn with_credit(mut self, credit: Option<crate::credit::CreditToken>) -> Self {
+        self.credit = credit.map(Box::new);
+        self
     }
 
     pub fn with_status(mut self, status: u16) -> Self {

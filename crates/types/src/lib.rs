@@ -13,6 +13,8 @@
 //!   answers (`chat/tests.rs`: their tests).
 //! - `failure.rs`: failure codes, one attempt's [`Failure`], its
 //!   [`Disposition`].
+//! - `credit.rs`: Anthropic's fallback credit, a refusal's token and what
+//!   became of it.
 //! - `attempt.rs`: one call to one target and its outcome.
 //! - `error.rs`: a request's [`Error`].
 //! - `protocol.rs`: [`Protocol`], the one name of a wire protocol.
@@ -32,6 +34,7 @@
 pub mod attempt;
 pub mod chat;
 pub mod clock;
+pub mod credit;
 pub mod error;
 pub mod failure;
 pub mod passthrough;

@@ -157,6 +157,12 @@ pub trait StreamParser: Send + 'static {
     fn response_id(&self) -> Option<&str> {
         None
     }
+
+    /// What the provider says became of the fallback credit the request
+    /// carried (Anthropic), once the stream said it.
+    fn fallback_credit(&self) -> Option<understudy_types::credit::CreditStatus> {
+        None
+    }
 }
 
 /// A fresh tool-call id for a provider that sends none (Gemini) or a

@@ -208,7 +208,8 @@ impl Path for Answering {
         let started = crate::runtime_clock::now();
         let deadline = (started + timeouts.attempt).min(run.deadline);
         let mut limits = None;
-        let options = run.call_options(idx, timeouts.connect, span);
+        let mut options = run.call_options(idx, timeouts.connect, span);
+        options.credit = run.credit_for(call, key);
         let result = match run.call(idx, key, &chat, deadline, &options).await {
             // An answer that breaks what the request asked for is this
             // target's failure, not an answer (checked off the serving
@@ -230,11 +231,12 @@ impl Path for Answering {
     }
 
     /// An answer's attempt is recorded at once.
-    fn served(&self, run: &Run, call: Call, _: &mut Completion, kept: ServedCall<'_>) {
+    fn served(&self, run: &Run, call: Call, c: &mut Completion, kept: ServedCall<'_>) {
         let mut record =
             run.attempt_record(call.target, call.kind, Outcome::Ok, kept.latency, None);
         record.key = kept.key;
         record.span_id = kept.span;
+        record.fallback_credit = c.fallback_credit.map(|s| s.as_str().to_owned());
         kept.attempts.push(record);
     }
 }

@@ -9,6 +9,8 @@
 //! - `answer.rs`: a non-streamed request (and the response cache).
 //! - `stream/`: a streamed request: the walk to the commit, then the pump
 //!   (`continuation.rs`: a cut stream continued on another target).
+//! - `credit.rs`: Anthropic's fallback credit, from a refusal to the next
+//!   attempt on the same account.
 //! - `key_choice.rs`: which key of a pooled target a call goes to, and what
 //!   its outcome tells the pool.
 //! - `prepare.rs`: a run planned from the router's published view.
@@ -27,6 +29,7 @@
 mod answer;
 mod call;
 mod count;
+mod credit;
 mod key_choice;
 mod prepare;
 mod validate;
@@ -111,6 +114,9 @@ pub(crate) struct Run {
     /// place in the plan, and why): for the request's error when every
     /// target was, and for its event.
     pub passed_over: Vec<(usize, Unavailable)>,
+    /// A refusal's fallback credit, held for the next attempt on the same
+    /// account (see `credit.rs`).
+    pub credit: Option<Box<credit::Held>>,
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -254,6 +260,7 @@ impl Run {
             key: None,
             started_ms: millis(crate::runtime_clock::since(self.started).saturating_sub(latency)),
             span_id: None,
+            fallback_credit: None,
         }
     }
 
@@ -289,7 +296,11 @@ impl Run {
             }),
             _ => None,
         };
-        CallOptions { connect, trace }
+        CallOptions {
+            connect,
+            trace,
+            credit: None,
+        }
     }
 
     /// Notes (for a recorded trace) the serving answer.

@@ -221,7 +221,8 @@ impl Run {
                 *served = Some(s);
                 Input::Served
             }
-            Err(f) => {
+            Err(mut f) => {
+                self.keep_credit(call, key, &mut f);
                 let mut record = self.attempt_record(
                     idx,
                     call.kind,

@@ -111,6 +111,7 @@ impl Adapter for Answering {
                 response_id: None,
                 native: None,
                 rate_limits: None,
+                fallback_credit: None,
             })
         })
     }

@@ -33,6 +33,7 @@ mod cloud_settings;
 mod count_tokens;
 mod default_route;
 mod failover;
+mod fallback_credit;
 mod fleet;
 mod key_pools;
 mod mode_parity;

@@ -8,8 +8,10 @@
 //! the headers put on a request, the pooled client.
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use understudy_core::{CallOptions, CreditUse};
 use understudy_settings::ProviderSettings;
-use understudy_types::{ChatRequest, Completion, Failure};
+use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
+use understudy_wire::messages::credit;
 use understudy_wire::messages::error::{WireErrorEnvelope, classify_error_object};
 use understudy_wire::messages::response::{WireResponse, completion};
 use understudy_wire::messages::{max_tokens, native, request::wire_request};
@@ -24,7 +26,7 @@ pub(crate) use understudy_wire::messages::stream::AnthropicStream;
 
 /// The API version this adapter speaks.
 pub use understudy_wire::messages::endpoint::API_VERSION as ANTHROPIC_VERSION;
-use understudy_wire::messages::endpoint::{KEY_HEADER, VERSION, forwarded};
+use understudy_wire::messages::endpoint::{BETA, KEY_HEADER, VERSION, forwarded};
 
 /// An Anthropic provider.
 pub(crate) type Anthropic = HttpAdapter<AnthropicProtocol>;
@@ -89,9 +91,75 @@ impl AnthropicProtocol {
     }
 }
 
+impl AnthropicProtocol {
+    /// The request of a call that asks for a fallback credit or redeems
+    /// one: as [`Upstream::request`] builds it, with the credit's beta
+    /// merged into `anthropic-beta` and, to redeem, the token as the body's
+    /// first member (the body otherwise as the refused request's was).
+    fn credited(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+        credit: &CreditUse,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let (mut headers, body) = match self.native(request) {
+            Some(native) => {
+                let limit = self.limits.limit(model);
+                let prepared = native::prepare(&native.body, model, limit).ok_or_else(|| {
+                    Failure::new(FailureKind::BadRequest, "the body is not a JSON object")
+                })?;
+                (
+                    self.native_headers(native),
+                    crate::signature::unsigned_json_owned(prepared.body),
+                )
+            }
+            None => {
+                let max_tokens = max_tokens(request.max_tokens, self.limits.limit(model));
+                let body = wire_request(model, request, stream, max_tokens)?;
+                let body = serde_json::to_string(&body).map_err(|e| {
+                    Failure::new(
+                        FailureKind::BadRequest,
+                        format!("cannot encode the request: {e}"),
+                    )
+                })?;
+                (self.headers.clone(), body)
+            }
+        };
+        let betas = credit::with_beta(headers.get(BETA).and_then(|v| v.to_str().ok()));
+        if let Ok(betas) = HeaderValue::from_str(&betas) {
+            headers.insert(BETA, betas);
+        }
+        let body = match credit {
+            CreditUse::Ask => body,
+            CreditUse::Redeem(token) => credit::with_token(&body, token).unwrap_or(body),
+        };
+        let mut url = self.url.clone();
+        if let Some(query) = self.native(request).and_then(|n| n.query.as_deref()) {
+            url.set_query(Some(query));
+        }
+        Ok(crate::http::raw_post(client, url, headers, body))
+    }
+}
+
 impl Upstream for AnthropicProtocol {
     type Parser = AnthropicStream;
     const NATIVE: Option<understudy_types::Protocol> = Some(understudy_types::Protocol::Messages);
+
+    fn request_for(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+        call: &CallOptions,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        match call.credit.as_deref() {
+            Some(credit) => self.credited(client, model, request, stream, credit),
+            None => self.request(client, model, request, stream),
+        }
+    }
 
     fn request(
         &self,

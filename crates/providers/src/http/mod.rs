@@ -41,6 +41,21 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure>;
 
+    /// The request for `model` as one call sends it: [`Upstream::request`],
+    /// unless the protocol reads the call's own options (Anthropic's
+    /// fallback credit).
+    fn request_for(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        request: &ChatRequest,
+        stream: bool,
+        call: &CallOptions,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let _ = call;
+        self.request(client, model, request, stream)
+    }
+
     /// Classifies a complete non-streamed response (any status).
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure>;
 
@@ -300,7 +315,11 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let (client, in_flight) = self.client(call.connect);
             // A softened retry of a native body: the body carries it.
             let request = understudy_wire::softening::apply(request);
-            let sent = traced(self.protocol.request(client, model, &request, false)?, call);
+            let sent = traced(
+                self.protocol
+                    .request_for(client, model, &request, false, call)?,
+                call,
+            );
             let (mut received, authorization) = self
                 .exchange(client, sent)
                 .await
@@ -308,7 +327,11 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let mut parsed = self.protocol.parse(&received, model);
             if let Err(f) = &parsed {
                 if self.renewed(f, authorization).await {
-                    let sent = traced(self.protocol.request(client, model, &request, false)?, call);
+                    let sent = traced(
+                        self.protocol
+                            .request_for(client, model, &request, false, call)?,
+                        call,
+                    );
                     (received, _) = self
                         .exchange(client, sent)
                         .await
@@ -344,7 +367,11 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
             let request = understudy_wire::softening::apply(request);
             let mut renewed = false;
             let response = loop {
-                let sent = traced(self.protocol.request(client, model, &request, true)?, call);
+                let sent = traced(
+                    self.protocol
+                        .request_for(client, model, &request, true, call)?,
+                    call,
+                );
                 let (response, authorization) = self
                     .dispatch(client, sent)
                     .await

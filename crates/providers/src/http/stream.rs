@@ -188,6 +188,10 @@ impl<T: StreamParser> EventStream for SseStream<T> {
         self.parser.response_id().map(str::to_owned)
     }
 
+    fn fallback_credit(&self) -> Option<understudy_types::credit::CreditStatus> {
+        self.parser.fallback_credit()
+    }
+
     fn rate_limits(&self) -> Option<RateLimits> {
         self.rate_limits.as_deref().copied()
     }

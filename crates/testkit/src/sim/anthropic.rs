@@ -64,6 +64,9 @@ fn message(req: &Received, content: Value, stop: &str, details: Value, output: u
     if !details.is_null() {
         m["stop_details"] = details;
     }
+    if stop == "refusal" {
+        m["stop_details"] = super::anthropic_credit::refusal_details(req, m["stop_details"].take());
+    }
     m
 }
 
@@ -83,6 +86,9 @@ fn usage(req: &Received, output: usize) -> Value {
     });
     if detail.reasoning > 0 {
         u["output_tokens_details"] = json!({"thinking_tokens": detail.reasoning});
+    }
+    if let Some(credit) = super::anthropic_credit::usage(req) {
+        u["fallback_credit"] = credit;
     }
     u
 }
@@ -277,6 +283,10 @@ pub(super) fn thinking_stream(thinking: &str, then: Reply, req: &Received) -> Ve
 /// `message_delta` with the usage of `output` words of output, all its
 /// counts cumulative (the streaming docs' shape).
 fn message_delta(req: &Received, stop: &str, details: Value, output: usize) -> Piece {
+    let details = match stop {
+        "refusal" => super::anthropic_credit::refusal_details(req, details),
+        _ => details,
+    };
     Piece::text(event(
         "message_delta",
         &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null, "stop_details": details}, "usage": usage(req, output)}),

@@ -30,6 +30,11 @@ pub(super) fn openai_call() -> String {
     mint("call_", 24, BASE62)
 }
 
+/// A fallback credit token (opaque; the API's shape is not published).
+pub(super) fn credit() -> String {
+    mint("fct_sim_", 40, BASE62)
+}
+
 /// `prefix` and `len` characters of `alphabet`: a process-wide counter run
 /// through a 64-bit mixer (splitmix64), so that every id differs and looks
 /// as random as the providers' do.

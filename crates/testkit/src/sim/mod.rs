@@ -22,6 +22,7 @@
 //! `understudy demo` check nothing.
 
 mod anthropic;
+mod anthropic_credit;
 mod azure;
 mod bedrock;
 mod bedrock_converse;
@@ -58,6 +59,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use anthropic_credit::age_credits;
 pub use azure::AzureSim;
 pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};

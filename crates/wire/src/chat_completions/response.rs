@@ -60,6 +60,7 @@ pub fn parse_response(
     Ok(Completion {
         native: None,
         rate_limits: None,
+        fallback_credit: None,
         finish_reason: finish_reason_with(finish, !tool_calls.is_empty()),
         tool_calls,
         text,

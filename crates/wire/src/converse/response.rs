@@ -51,6 +51,7 @@ pub fn completion(parsed: &WireResponse, model: &str, status: u16) -> Result<Com
     Ok(Completion {
         native: None,
         rate_limits: None,
+        fallback_credit: None,
         tool_calls,
         text,
         model: model.to_owned(),

@@ -68,6 +68,7 @@ pub fn completion(
     Ok(Completion {
         native: None,
         rate_limits: None,
+        fallback_credit: None,
         finish_reason: finish_reason(chunk.finish_reason.as_deref(), !tool_calls.is_empty()),
         tool_calls,
         text: chunk.text,

@@ -58,10 +58,12 @@
 //! statuses) and, here, the stop reasons; [`endpoint`], the HTTP edge
 //! (the front end's paths, keys, error shape and model list, and the
 //! `anthropic-*` headers and `beta` query a native body goes on with);
-//! [`gated`], the server tools and betas the operator must allow.
+//! [`gated`], the server tools and betas the operator must allow;
+//! [`credit`], a refusal's fallback credit sent back on the retry.
 
 pub mod answer;
 pub mod client;
+pub mod credit;
 pub mod endpoint;
 pub mod error;
 pub mod events;

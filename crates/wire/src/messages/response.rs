@@ -5,6 +5,7 @@
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
+use understudy_types::credit::{CreditStatus, CreditToken};
 use understudy_types::{Completion, Failure, FailureKind, ToolCall, Usage};
 
 use super::error::{WireError, classify_error_object};
@@ -34,7 +35,8 @@ pub fn completion(
             FailureKind::ContentFilter,
             refusal_detail(parsed.stop_details.as_ref()),
         )
-        .with_status(status));
+        .with_status(status)
+        .with_credit(credit_token(parsed.stop_details.as_ref())));
     }
     let tool_calls = blocks
         .iter()
@@ -56,6 +58,7 @@ pub fn completion(
     Ok(Completion {
         native: None,
         rate_limits: None,
+        fallback_credit: parsed.usage.as_ref().and_then(WireUsage::credit_status),
         tool_calls,
         text,
         model: parsed.model.clone().unwrap_or_else(|| model.to_owned()),
@@ -119,6 +122,12 @@ pub(super) fn refusal_detail(details: Option<&Value>) -> String {
     }
 }
 
+/// A refusal's fallback credit (`stop_details.fallback_credit_token`,
+/// `null` when the refusal carries none).
+pub(super) fn credit_token(details: Option<&Value>) -> Option<CreditToken> {
+    CreditToken::new(details?.get("fallback_credit_token")?.as_str()?)
+}
+
 /// A provider's answer.
 #[derive(Debug, Deserialize)]
 pub struct WireResponse {
@@ -155,6 +164,23 @@ pub(super) struct WireUsage {
     pub(super) cache_creation_input_tokens: Option<u64>,
     pub(super) cache_read_input_tokens: Option<u64>,
     pub(super) output_tokens_details: Option<WireOutputDetails>,
+    /// What became of the fallback credit the request carried.
+    pub(super) fallback_credit: Option<WireFallbackCredit>,
+}
+
+/// `usage.fallback_credit` (anthropic-sdk-python
+/// `types/beta/beta_fallback_credit_usage.py`): `status.type` is
+/// `redeemed` or `not_applied`, the latter with a `reason`.
+#[derive(Debug, Deserialize)]
+pub(super) struct WireFallbackCredit {
+    status: Option<WireCreditStatus>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireCreditStatus {
+    #[serde(rename = "type")]
+    kind: String,
+    reason: Option<String>,
 }
 
 /// `usage.output_tokens_details`.
@@ -174,6 +200,13 @@ impl WireUsage {
             cache_write_input_tokens: cache_write,
             reasoning_output_tokens: self.thinking_tokens().unwrap_or(0),
         }
+    }
+
+    /// What became of the fallback credit the request carried, if it
+    /// carried one.
+    pub(super) fn credit_status(&self) -> Option<CreditStatus> {
+        let status = self.fallback_credit.as_ref()?.status.as_ref()?;
+        CreditStatus::parse(&status.kind, status.reason.as_deref())
     }
 
     /// The thinking tokens, where the usage breaks them out.

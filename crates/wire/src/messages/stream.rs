@@ -6,11 +6,12 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::Value;
+use understudy_types::credit::CreditStatus;
 use understudy_types::{Failure, FailureKind, StreamEvent, ToolCallDelta, Usage};
 
 use super::error::{WireError, mid_stream_error, stream_error};
 use super::finish_reason;
-use super::response::{WireBlock, WireUsage, fallback_id, refusal_detail};
+use super::response::{WireBlock, WireUsage, credit_token, fallback_id, refusal_detail};
 use crate::StreamParser;
 use crate::sse::SseItem;
 use crate::stray::StrayJson;
@@ -32,6 +33,9 @@ pub struct AnthropicStream {
     cache_read_tokens: u64,
     cache_write_tokens: u64,
     thinking_tokens: u64,
+    /// What became of the fallback credit the request carried (the
+    /// usage of `message_start` or `message_delta`).
+    fallback_credit: Option<CreditStatus>,
     stop_reason: Option<String>,
     text_seen: bool,
     /// The `tool_use` blocks so far, in order: the position is the tool
@@ -179,6 +183,7 @@ impl AnthropicStream {
         self.cache_read_tokens = u.cache_read_input_tokens.unwrap_or(0);
         self.cache_write_tokens = u.cache_creation_input_tokens.unwrap_or(0);
         self.thinking_tokens = u.thinking_tokens().unwrap_or(0);
+        self.fallback_credit = u.credit_status();
     }
 
     /// `message_delta`: the output tokens so far and the stop reason; a
@@ -203,13 +208,17 @@ impl AnthropicStream {
             raise(&mut self.cache_read_tokens, u.cache_read_input_tokens);
             raise(&mut self.cache_write_tokens, u.cache_creation_input_tokens);
             raise(&mut self.thinking_tokens, u.thinking_tokens());
+            if let Some(status) = u.credit_status() {
+                self.fallback_credit = Some(status);
+            }
         }
         if let Some(delta) = delta {
             if delta.stop_reason.as_deref() == Some("refusal") {
                 out.push_back(Err(Failure::new(
                     FailureKind::ContentFilter,
                     refusal_detail(delta.stop_details.as_ref()),
-                )));
+                )
+                .with_credit(credit_token(delta.stop_details.as_ref()))));
                 return;
             }
             if delta.stop_reason.is_some() {
@@ -324,6 +333,10 @@ impl StreamParser for AnthropicStream {
 
     fn response_id(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+
+    fn fallback_credit(&self) -> Option<CreditStatus> {
+        self.fallback_credit
     }
 
     fn on_eof(&mut self, out: &mut VecDeque<Result<StreamEvent, Failure>>) {

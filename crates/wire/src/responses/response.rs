@@ -81,6 +81,7 @@ pub fn parse_response(
         response_id: parsed.id.filter(|id| !id.is_empty()),
         native,
         rate_limits: None,
+        fallback_credit: None,
     })
 }
 

@@ -81,7 +81,7 @@ impl Run {
         let provider = self.plan.targets[idx].provider.to_string();
         let span = self.attempt_span(idx);
         let result = match self
-            .open(idx, key, Arc::new(chat), first_token_by, span)
+            .open(idx, key, Arc::new(chat), first_token_by, span, None)
             .await
         {
             Ok(mut stream) => {

@@ -141,6 +141,8 @@ struct Ended {
     key: Option<String>,
     span: Option<[u8; 8]>,
     latency: Duration,
+    /// What became of the fallback credit it carried, as its stream said.
+    fallback_credit: Option<understudy_types::credit::CreditStatus>,
 }
 
 /// How a committed stream's answer ended: its finish or its failure, who
@@ -211,7 +213,8 @@ impl Path for Streaming {
         let idx = call.target;
         let started = crate::runtime_clock::now();
         let first_token_by = (started + run.timeouts(idx).first_token).min(run.deadline);
-        let (failure, limits) = match run.open(idx, key, chat, first_token_by, span).await {
+        let credit = run.credit_for(call, key);
+        let (failure, limits) = match run.open(idx, key, chat, first_token_by, span, credit).await {
             Ok(stream) => {
                 let limits = stream.rate_limits();
                 match run
@@ -353,8 +356,10 @@ impl Run {
         chat: Arc<ChatRequest>,
         first_token_by: Instant,
         span: Option<[u8; 8]>,
+        credit: Option<Box<crate::adapter::CreditUse>>,
     ) -> Result<BoxEventStream, Failure> {
-        let options = self.call_options(idx, self.timeouts(idx).connect, span);
+        let mut options = self.call_options(idx, self.timeouts(idx).connect, span);
+        options.credit = credit;
         self.calling(idx);
         let target = &self.plan.targets[idx];
         let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
@@ -469,6 +474,7 @@ impl Run {
         let end = self.relay_committed(&mut c, held, &tx, &mut sent).await;
         // Asked only for a recorded trace (it copies the id).
         let response_id = self.notes.as_ref().and_then(|_| c.stream.response_id());
+        let fallback_credit = c.stream.fallback_credit();
         let Committed {
             idx,
             kind,
@@ -486,6 +492,7 @@ impl Run {
             key,
             span,
             latency: crate::runtime_clock::since(started),
+            fallback_credit,
         };
         let mut ending = StreamEnd {
             end,
@@ -570,6 +577,7 @@ impl Run {
             self.attempt_record(attempt.idx, attempt.kind, outcome, attempt.latency, failure);
         record.key = attempt.key;
         record.span_id = attempt.span;
+        record.fallback_credit = attempt.fallback_credit.map(|s| s.as_str().to_owned());
         attempts.push(record);
     }
 

@@ -31,6 +31,9 @@ pub(super) fn check(
     }
     let body: Value = serde_json::from_slice(&req.body)
         .map_err(|e| Violation::anthropic(format!("There was an error parsing the body: {e}")))?;
+    if let Some(unknown) = super::super::anthropic_credit::unknown_field(req) {
+        return Err(Violation::anthropic(unknown));
+    }
     let model = body["model"].as_str().unwrap_or_default();
     if !counting {
         max_tokens(&body, model, max_output_tokens)?;
