@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_credit_fits_only_the_same_account_the_same_body_and_the_window() {
-        let at = Instant::now();
+        let at = crate::runtime_clock::now();
         let h = held(at);
         let soon = at + Duration::from_secs(10);
         let fallback = AttemptKind::Fallback;
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_held_credit_shows_no_token() {
-        let h = held(Instant::now());
+        let h = held(crate::runtime_clock::now());
         assert!(!format!("{h:?}").contains("fct_1"));
     }
 }
