@@ -3,5 +3,6 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
+mod credit;
 mod kinds;
 mod rules;
