@@ -9,6 +9,7 @@ mod claude_code;
 mod cli;
 mod codex;
 mod common;
+mod credit;
 mod gemini_cli;
 mod malloc;
 mod shipping;
