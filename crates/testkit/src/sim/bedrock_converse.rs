@@ -11,7 +11,11 @@
 //!   are not base64, a `toolUse` outside an assistant turn, a `toolResult`
 //!   that answers no `toolUse` of the turn before, tool blocks without a
 //!   `toolConfig`, and an `inferenceConfig` of the wrong types or out of
-//!   range.
+//!   range. `cachePoint` blocks (`type: "default"`, `ttl` `5m` or `1h`)
+//!   in `system`, a message's content and `toolConfig.tools` become
+//!   `cache_control` on the block before each, so the Anthropic
+//!   simulator's prompt cache (and its rules: at most 4, no `1h` after a
+//!   `5m`) serves Converse too.
 //! - Answers: `output.message.content` with `toolUse` blocks (ids
 //!   `tooluse_…`), `stopReason`, `usage`; the Anthropic simulator's refusal
 //!   becomes a guardrail's: `stopReason: guardrail_intervened` and the
@@ -19,7 +23,9 @@
 //!   `amazon-bedrock-guard-content-intervened.json`). Streamed: one
 //!   event-stream message per event, named by `:event-type`, with the
 //!   `p` padding Bedrock adds; the usage in `metadata`, after
-//!   `messageStop`.
+//!   `messageStop`. Usage: `inputTokens` without the cache,
+//!   `cacheReadInputTokens`, `cacheWriteInputTokens` and `cacheDetails`
+//!   (per TTL, 1h first) when there are some.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -68,13 +74,15 @@ pub(super) fn check(body: &Value) -> Result<(), String> {
     conversation(messages, tools.is_some())?;
     if let Some(system) = body.get("system") {
         let ok = system.as_array().is_some_and(|blocks| {
-            blocks
-                .iter()
-                .all(|b| b.as_object().is_some_and(|o| o.len() == 1) && text_ok(&b["text"]))
+            blocks.iter().all(|b| {
+                b.as_object().is_some_and(|o| o.len() == 1)
+                    && (text_ok(&b["text"]) || b.get("cachePoint").is_some())
+            })
         });
         if !ok {
-            return Err("system: each block is one `text`, not blank".into());
+            return Err("system: each block is one `text`, not blank, or a `cachePoint`".into());
         }
+        cache_points(system, "system")?;
     }
     if let Some(config) = body.get("inferenceConfig") {
         inference(config)?;
@@ -88,7 +96,11 @@ fn tool_config(config: Option<&Value>) -> Result<Option<Vec<&str>>, String> {
         return Ok(None);
     };
     let mut names = Vec::new();
+    cache_points(&config["tools"], "toolConfig.tools")?;
     for (i, tool) in config["tools"].as_array().into_iter().flatten().enumerate() {
+        if tool.get("cachePoint").is_some() {
+            continue;
+        }
         let spec = &tool["toolSpec"];
         let name = spec["name"].as_str().unwrap_or_default();
         if !id_ok(name) || !spec["inputSchema"]["json"].is_object() {
@@ -156,6 +168,7 @@ fn conversation(messages: &[Value], tools: bool) -> Result<(), String> {
                 return Err("The toolConfig field must be defined when using toolUse and toolResult content blocks.".into());
             }
             match (member.as_str(), role) {
+                ("cachePoint", _) => cache_point(value, &at)?,
                 ("text", _) if text_ok(value) => {}
                 ("text", _) => {
                     return Err(format!(
@@ -271,6 +284,52 @@ fn inference(config: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// A `cachePoint`: `type: "default"`, `ttl` (if any) `5m` or `1h`.
+fn cache_point(value: &Value, at: &str) -> Result<(), String> {
+    if value["type"] != "default" {
+        return Err(format!(
+            "{at}.cachePoint.type: Member must satisfy enum value set: [default]"
+        ));
+    }
+    match value.get("ttl").map(Value::as_str) {
+        None | Some(Some("5m" | "1h")) => Ok(()),
+        Some(_) => Err(format!(
+            "{at}.cachePoint.ttl: Member must satisfy enum value set: [5m, 1h]"
+        )),
+    }
+}
+
+/// The `cachePoint` blocks of a list (system blocks, tools).
+fn cache_points(list: &Value, at: &str) -> Result<(), String> {
+    for (i, b) in list.as_array().into_iter().flatten().enumerate() {
+        if let Some(point) = b.get("cachePoint") {
+            cache_point(point, &format!("{at}.{i}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Converse's `cachePoint` blocks as the Messages API's `cache_control`
+/// on the block before each (a point with nothing before it marks
+/// nothing).
+fn with_cache_control(blocks: &[Value], as_block: impl Fn(&Value) -> Value) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for b in blocks {
+        match (b.get("cachePoint"), out.last_mut()) {
+            (Some(point), Some(last)) => {
+                let mut control = json!({"type": "ephemeral"});
+                if let Some(ttl) = point.get("ttl") {
+                    control["ttl"] = ttl.clone();
+                }
+                last["cache_control"] = control;
+            }
+            (Some(_), None) => {}
+            (None, _) => out.push(as_block(b)),
+        }
+    }
+    out
+}
+
 fn text_ok(text: &Value) -> bool {
     text.as_str().is_some_and(|t| !t.trim().is_empty())
 }
@@ -291,13 +350,8 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         .into_iter()
         .flatten()
         .map(|m| {
-            let content: Vec<Value> = m["content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(block)
-                .collect();
-            json!({"role": m["role"], "content": content})
+            let blocks = m["content"].as_array().map_or(&[][..], Vec::as_slice);
+            json!({"role": m["role"], "content": with_cache_control(blocks, block)})
         })
         .collect();
     let config = &body["inferenceConfig"];
@@ -307,10 +361,7 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         "max_tokens": config["maxTokens"].as_u64().unwrap_or(DEFAULT_MAX_TOKENS),
     });
     if let Some(system) = body["system"].as_array() {
-        let blocks: Vec<Value> = system
-            .iter()
-            .map(|b| json!({"type": "text", "text": b["text"]}))
-            .collect();
+        let blocks = with_cache_control(system, |b| json!({"type": "text", "text": b["text"]}));
         out["system"] = Value::Array(blocks);
     }
     if let Some(t) = config.get("temperature") {
@@ -323,18 +374,15 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         out["stop_sequences"] = stops.clone();
     }
     if let Some(tools) = body["toolConfig"]["tools"].as_array() {
-        let tools: Vec<Value> = tools
-            .iter()
-            .map(|t| {
-                let spec = &t["toolSpec"];
-                let mut tool =
-                    json!({"name": spec["name"], "input_schema": spec["inputSchema"]["json"]});
-                if let Some(d) = spec.get("description") {
-                    tool["description"] = d.clone();
-                }
-                tool
-            })
-            .collect();
+        let tools = with_cache_control(tools, |t| {
+            let spec = &t["toolSpec"];
+            let mut tool =
+                json!({"name": spec["name"], "input_schema": spec["inputSchema"]["json"]});
+            if let Some(d) = spec.get("description") {
+                tool["description"] = d.clone();
+            }
+            tool
+        });
         out["tools"] = Value::Array(tools);
     }
     if let Some(choice) = body["toolConfig"].get("toolChoice") {
@@ -359,6 +407,7 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         at: req.at,
         version: req.version,
         shared: req.shared.clone(),
+        cached: Default::default(),
     }
 }
 
@@ -429,6 +478,19 @@ fn usage(anthropic: &Value) -> Value {
     }
     if write > 0 {
         u["cacheWriteInputTokens"] = json!(write);
+        // Per TTL, 1h first (AWS `CacheDetail`).
+        let creation = &anthropic["cache_creation"];
+        let details: Vec<Value> = [
+            ("1h", "ephemeral_1h_input_tokens"),
+            ("5m", "ephemeral_5m_input_tokens"),
+        ]
+        .iter()
+        .filter_map(|(ttl, k)| {
+            let n = creation[*k].as_u64().unwrap_or(0);
+            (n > 0).then(|| json!({"ttl": ttl, "inputTokens": n}))
+        })
+        .collect();
+        u["cacheDetails"] = Value::Array(details);
     }
     u
 }

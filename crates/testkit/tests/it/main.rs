@@ -4,4 +4,5 @@
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly on purpose")]
 
 mod kinds;
+mod prompt_cache;
 mod rules;
