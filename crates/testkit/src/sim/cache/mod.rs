@@ -192,17 +192,15 @@ impl PromptCache {
     /// counts it (`None`: not a request for an answer).
     pub(crate) fn serve(&self, dialect: Dialect, req: &Received) -> Option<Cached> {
         let prompt = prompt_of(dialect, req)?;
-        let account = req.api_key().unwrap_or_default();
+        let keys = chain(req.api_key().unwrap_or_default(), &prompt);
         let now = Instant::now();
         let mut s = lock(&self.state);
-        let total = prompt.tokens();
         let mut cached = Cached {
-            total,
+            total: prompt.tokens(),
             ..Cached::default()
         };
         if s.on {
             s.entries.retain(|_, e| e.expires > now);
-            let keys = chain(account, &prompt);
             cached = match dialect {
                 Dialect::Messages | Dialect::Converse => s.explicit(&prompt, &keys, now),
                 Dialect::ChatCompletions | Dialect::Responses => {
