@@ -7,6 +7,8 @@
 //! would. [`measure`] runs it over any gateway configuration and returns
 //! the shares; the baseline here is one Anthropic target alone, which
 //! other routes (a tier of clouds, with or without affinity) compare with.
+//! [`Clouds`] starts Claude on the Anthropic API, Bedrock and Vertex (three
+//! cold caches) for such routes; each cloud alone caches as well.
 //!
 //! Its size: `UNDERSTUDY_WORKLOAD=SESSIONSxTURNS` (the full run is
 //! `20x30`); by default a smaller one that keeps the test quick.
@@ -14,7 +16,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use understudy_testkit::{CacheTotals, Reply, SimProvider, TestGateway, TestGatewayBuilder};
+use understudy_testkit::{
+    BedrockSim, CacheTotals, Protocol, Reply, SimProvider, TestGateway, TestGatewayBuilder,
+    VertexSim,
+};
 
 use crate::common::{TestServer, python_with};
 
@@ -23,6 +28,17 @@ const CLIENT_KEY: &str = "sk-understudy-workload";
 /// The words of every simulated answer: with the user message after it,
 /// each turn adds about 500 tokens.
 const ANSWER_WORDS: usize = 250;
+
+/// Claude on each platform, as the providers `claude`, `bedrock` and
+/// `vertex` (ids as the clouds name the model), every simulator answering
+/// as [`answering`] says.
+pub struct Clouds {
+    pub claude: SimProvider,
+    pub bedrock: SimProvider,
+    pub vertex: SimProvider,
+    /// The two clouds' provider tables.
+    toml: String,
+}
 
 /// How much work: concurrent sessions × turns each.
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +97,59 @@ impl Measured {
             }
         }
         out
+    }
+}
+
+impl Clouds {
+    pub async fn start() -> Self {
+        let (key_id, secret) = ("AKIDSIMULATEDWORKLOAD", "simulated/Secret+Key/workload");
+        let (project, region) = ("understudy-workload", "us-east5");
+        let claude = SimProvider::anthropic().await.unwrap();
+        let bedrock_account = BedrockSim::new("us-east-1", key_id, secret, None);
+        let bedrock = SimProvider::bedrock(&bedrock_account).await.unwrap();
+        let vertex_account = VertexSim::new(project, region);
+        let vertex = SimProvider::vertex(Protocol::Messages, &vertex_account)
+            .await
+            .unwrap();
+        let key_file = vertex_account.key_file(&format!("{}/token", vertex.base_url()));
+        for sim in [&claude, &bedrock, &vertex] {
+            answering(sim);
+        }
+        let toml = format!(
+            "[providers.bedrock]\nkind = \"bedrock\"\nregion = \"us-east-1\"\nbase_url = {:?}\n\
+             model = \"us.anthropic.claude-sonnet-4-5-20250929-v1:0\"\n\
+             aws_access_key_id = {key_id:?}\naws_secret_access_key = {secret:?}\n\n\
+             [providers.vertex]\nkind = \"vertex\"\nproject = {project:?}\nregion = {region:?}\n\
+             base_url = {:?}\ncredentials_file = {:?}\nmodel = \"claude-sonnet-4-5@20250929\"\n",
+            bedrock.base_url(),
+            vertex.base_url(),
+            key_file.display().to_string(),
+        );
+        Self {
+            claude,
+            bedrock,
+            vertex,
+            toml,
+        }
+    }
+
+    /// A gateway with the three providers and `order` as its default
+    /// route (more settings, a tier of them, go in `extra`).
+    pub fn gateway(&self, order: &[&str], extra: &str) -> TestGatewayBuilder {
+        TestGateway::builder()
+            .provider("claude", &self.claude)
+            .toml(&self.toml)
+            .toml(extra)
+            .order(order)
+    }
+
+    /// Each simulator's cache totals, by provider name.
+    pub fn billed(&self) -> BTreeMap<&'static str, CacheTotals> {
+        BTreeMap::from([
+            ("claude", self.claude.prompt_cache_totals()),
+            ("bedrock", self.bedrock.prompt_cache_totals()),
+            ("vertex", self.vertex.prompt_cache_totals()),
+        ])
     }
 }
 
@@ -184,4 +253,28 @@ async fn one_anthropic_target_reads_most_input_from_its_cache() {
         m.requests
     );
     assert!(m.read_share() > 0.9, "{:.4}: {m:?}", m.read_share());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_and_vertex_alone_cache_the_workload_as_well() {
+    let workload = Workload {
+        sessions: 3,
+        turns: 6,
+    };
+    let clouds = Clouds::start().await;
+    let mut shares = Vec::new();
+    for member in ["bedrock", "vertex"] {
+        let m = measure(clouds.gateway(&[member], ""), workload).await;
+        assert!(m.providers.iter().flatten().all(|p| p == member), "{m:?}");
+        let billed = clouds.billed()[member];
+        assert_eq!((billed.read, billed.written), (m.cache_read, m.cache_write));
+        shares.push(m.read_share());
+    }
+    // A member's cache is its own: the Anthropic simulator saw nothing.
+    assert_eq!(clouds.billed()["claude"], CacheTotals::default());
+    for sim in [&clouds.claude, &clouds.bedrock, &clouds.vertex] {
+        assert_eq!(sim.violations(), Vec::<String>::new());
+    }
+    eprintln!("agent workload {workload:?} on bedrock, vertex alone: read shares {shares:.4?}");
+    assert!(shares.iter().all(|s| *s > 0.8), "{shares:?}");
 }

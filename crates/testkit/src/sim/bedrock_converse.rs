@@ -750,6 +750,23 @@ mod tests {
                 Some("image.format"),
             ),
             (
+                "cache points in system, messages and tools",
+                json!({"system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+                    "messages": [{"role": "user", "content": [{"text": "hi"}, {"cachePoint": {"type": "default"}}]}],
+                    "toolConfig": {"tools": [{"toolSpec": {"name": "w", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]}}),
+                None,
+            ),
+            (
+                "a cache point of another type",
+                json!({"messages": [{"role": "user", "content": [{"text": "hi"}, {"cachePoint": {"type": "ephemeral"}}]}]}),
+                Some("cachePoint.type"),
+            ),
+            (
+                "a cache point's ttl of ten minutes",
+                json!({"system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "10m"}}], "messages": [user("hi")]}),
+                Some("system.1.cachePoint.ttl"),
+            ),
+            (
                 "bytes not base64",
                 json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": "%%%"}}}]}]}),
                 Some("base64"),
@@ -764,5 +781,39 @@ mod tests {
                 (got, _) => panic!("{what}: {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn cache_points_become_cache_control_on_the_block_before() {
+        let body = json!({
+            "system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+            "messages": [{"role": "user", "content": [{"cachePoint": {"type": "default"}}, {"text": "hi"}, {"cachePoint": {"type": "default"}}]}],
+            "toolConfig": {"tools": [{"toolSpec": {"name": "w", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]}
+        });
+        let converse = Received {
+            method: "POST".into(),
+            path: "/model/m/converse".into(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+            at: std::time::Instant::now(),
+            version: hyper::Version::HTTP_11,
+            shared: None,
+            cached: Default::default(),
+        };
+        let req = as_anthropic(&converse, &body, "m", false).json();
+        assert_eq!(
+            req["system"],
+            json!([{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
+        );
+        // A point with nothing before it marks nothing.
+        assert_eq!(
+            req["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}])
+        );
+        assert_eq!(
+            req["tools"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(req["tools"].as_array().unwrap().len(), 1);
     }
 }
