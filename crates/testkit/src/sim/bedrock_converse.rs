@@ -32,6 +32,7 @@ use serde_json::{Map, Value, json};
 use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
 
 use super::Received;
+use super::cache::converse::{cache_point, cache_points, with_cache_control};
 
 /// What a guardrail says in place of the model's answer (its default
 /// blocked message).
@@ -282,52 +283,6 @@ fn inference(config: &Value) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A `cachePoint`: `type: "default"`, `ttl` (if any) `5m` or `1h`.
-fn cache_point(value: &Value, at: &str) -> Result<(), String> {
-    if value["type"] != "default" {
-        return Err(format!(
-            "{at}.cachePoint.type: Member must satisfy enum value set: [default]"
-        ));
-    }
-    match value.get("ttl").map(Value::as_str) {
-        None | Some(Some("5m" | "1h")) => Ok(()),
-        Some(_) => Err(format!(
-            "{at}.cachePoint.ttl: Member must satisfy enum value set: [5m, 1h]"
-        )),
-    }
-}
-
-/// The `cachePoint` blocks of a list (system blocks, tools).
-fn cache_points(list: &Value, at: &str) -> Result<(), String> {
-    for (i, b) in list.as_array().into_iter().flatten().enumerate() {
-        if let Some(point) = b.get("cachePoint") {
-            cache_point(point, &format!("{at}.{i}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// Converse's `cachePoint` blocks as the Messages API's `cache_control`
-/// on the block before each (a point with nothing before it marks
-/// nothing).
-fn with_cache_control(blocks: &[Value], as_block: impl Fn(&Value) -> Value) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    for b in blocks {
-        match (b.get("cachePoint"), out.last_mut()) {
-            (Some(point), Some(last)) => {
-                let mut control = json!({"type": "ephemeral"});
-                if let Some(ttl) = point.get("ttl") {
-                    control["ttl"] = ttl.clone();
-                }
-                last["cache_control"] = control;
-            }
-            (Some(_), None) => {}
-            (None, _) => out.push(as_block(b)),
-        }
-    }
-    out
 }
 
 fn text_ok(text: &Value) -> bool {

@@ -29,8 +29,9 @@
 //! The TTLs are real time, set per simulator
 //! ([`SimProvider::prompt_cache_ttls`], so a test can use a short one),
 //! and caching can be turned off ([`SimProvider::without_prompt_cache`]).
-//! Token counts: `prompt.rs`.
+//! Token counts: `prompt.rs`; Converse's `cachePoint`: `converse.rs`.
 
+pub(crate) mod converse;
 pub(crate) mod prompt;
 
 use std::collections::HashMap;
