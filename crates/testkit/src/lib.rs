@@ -76,8 +76,8 @@ pub use redis::RedisServer;
 #[cfg(feature = "tls")]
 pub use sim::tls::{TestCerts, TlsOptions, TlsSimProvider};
 pub use sim::{
-    AzureSim, BedrockSim, Protocol, Received, Refusal, Reply, SimProvider, SimToolCall, StreamEnd,
-    StreamSpec, UsageDetail,
+    AzureSim, BedrockSim, CacheTotals, Protocol, Received, Refusal, Reply, SimProvider,
+    SimToolCall, StreamEnd, StreamSpec, UsageDetail,
 };
 #[cfg(feature = "test-support")]
 pub use sim::{TEST_CLIENT_EMAIL, VertexSim};

@@ -22,36 +22,32 @@ fn model_of(req: &Received) -> String {
         .to_owned()
 }
 
-fn prompt_tokens(req: &Received) -> usize {
-    let v = req.json();
-    let system = v["system"]
-        .as_str()
-        .unwrap_or("")
-        .split_whitespace()
-        .count();
-    let messages: usize = v["messages"]
-        .as_array()
-        .map(|ms| ms.iter().map(|m| words_in(&m["content"])).sum())
-        .unwrap_or(0);
-    system + messages
+// === prompt cache ===
+
+/// The prompt's tokens, as the prompt cache counts them (`cache/prompt.rs`).
+fn prompt_tokens(req: &Received) -> u64 {
+    super::cache::prompt::messages(&req.json()).tokens()
 }
 
-/// The words of a message's content: a string, or the text of its blocks
-/// (tool results included).
-fn words_in(content: &Value) -> usize {
-    match content {
-        Value::String(text) => text.split_whitespace().count(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .map(|b| match b["type"].as_str() {
-                Some("text") => words_in(&b["text"]),
-                Some("tool_result") => words_in(&b["content"]),
-                _ => 0,
-            })
-            .sum(),
-        _ => 0,
-    }
+/// The usage's input and cache counts: `input_tokens` leaves out what the
+/// prompt cache read and wrote (`cache_read_input_tokens`,
+/// `cache_creation_input_tokens`, the latter split by TTL in
+/// `cache_creation`); the simulator's scripted details come on top.
+fn input_usage(req: &Received) -> Value {
+    let (detail, cached) = (req.usage_detail(), req.cached());
+    let input = prompt_tokens(req).saturating_sub(cached.read + cached.written());
+    json!({
+        "input_tokens": input,
+        "cache_creation_input_tokens": detail.cache_write + cached.written(),
+        "cache_read_input_tokens": detail.cache_read + cached.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": detail.cache_write + cached.write_short,
+            "ephemeral_1h_input_tokens": cached.write_long,
+        },
+    })
 }
+
+// === end prompt cache ===
 
 /// The answer to `req` (a fresh `msg_…` id, the model it asked for), with
 /// `output` words of output.
@@ -73,17 +69,14 @@ fn message(req: &Received, content: Value, stop: &str, details: Value, output: u
 /// The usage of an answer to `req` with `output` words of output, with the
 /// simulator's token details (`UsageDetail`), as Anthropic counts them
 /// (anthropic-sdk-python `types/usage.py`): `input_tokens` leaves out the
-/// cache, whose reads and writes are always there beside it; thinking is
+/// cache, whose reads and writes are always there beside it (with
+/// `cache_creation`'s split by TTL); thinking is
 /// counted among `output_tokens` and broken out when there is some. A
 /// stream's `message_delta` carries the same counts, cumulative.
 fn usage(req: &Received, output: usize) -> Value {
     let detail = req.usage_detail();
-    let mut u = json!({
-        "input_tokens": prompt_tokens(req),
-        "cache_creation_input_tokens": detail.cache_write,
-        "cache_read_input_tokens": detail.cache_read,
-        "output_tokens": output as u64 + detail.reasoning,
-    });
+    let mut u = input_usage(req);
+    u["output_tokens"] = json!(output as u64 + detail.reasoning);
     if detail.reasoning > 0 {
         u["output_tokens_details"] = json!({"thinking_tokens": detail.reasoning});
     }

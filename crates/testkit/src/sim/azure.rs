@@ -160,6 +160,7 @@ impl Cloud for AzureSim {
             at: req.at,
             version: req.version,
             shared: req.shared.clone(),
+            cached: Default::default(),
         })
     }
 

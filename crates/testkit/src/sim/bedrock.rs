@@ -135,7 +135,11 @@ impl super::SimProvider {
     /// Starts a Bedrock simulator (Claude through InvokeModel, any model
     /// through Converse) for `account`.
     pub async fn bedrock(account: &BedrockSim) -> std::io::Result<Self> {
-        Self::start_behind(super::Protocol::Messages, Some(Box::new(account.clone()))).await
+        let sim =
+            Self::start_behind(super::Protocol::Messages, Some(Box::new(account.clone()))).await?;
+        // Claude's minimum cacheable prefixes as Bedrock lists them.
+        sim.cache_as_bedrock();
+        Ok(sim)
     }
 }
 
@@ -573,6 +577,7 @@ fn as_anthropic(
         at: req.at,
         version: req.version,
         shared: req.shared.clone(),
+        cached: Default::default(),
     }
 }
 

@@ -11,7 +11,11 @@
 //!   are not base64, a `toolUse` outside an assistant turn, a `toolResult`
 //!   that answers no `toolUse` of the turn before, tool blocks without a
 //!   `toolConfig`, and an `inferenceConfig` of the wrong types or out of
-//!   range.
+//!   range. `cachePoint` blocks (`type: "default"`, `ttl` `5m` or `1h`)
+//!   in `system`, a message's content and `toolConfig.tools` become
+//!   `cache_control` on the block before each, so the Anthropic
+//!   simulator's prompt cache (and its rules: at most 4, no `1h` after a
+//!   `5m`) serves Converse too.
 //! - Answers: `output.message.content` with `toolUse` blocks (ids
 //!   `tooluse_…`), `stopReason`, `usage`; the Anthropic simulator's refusal
 //!   becomes a guardrail's: `stopReason: guardrail_intervened` and the
@@ -19,13 +23,16 @@
 //!   `amazon-bedrock-guard-content-intervened.json`). Streamed: one
 //!   event-stream message per event, named by `:event-type`, with the
 //!   `p` padding Bedrock adds; the usage in `metadata`, after
-//!   `messageStop`.
+//!   `messageStop`. Usage: `inputTokens` without the cache,
+//!   `cacheReadInputTokens`, `cacheWriteInputTokens` and `cacheDetails`
+//!   (per TTL, 1h first) when there are some.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use understudy_wire::eventstream::{HeaderValue as EsValue, Message};
 
 use super::Received;
+use super::cache::converse::{cache_point, cache_points, with_cache_control};
 
 /// What a guardrail says in place of the model's answer (its default
 /// blocked message).
@@ -68,13 +75,15 @@ pub(super) fn check(body: &Value) -> Result<(), String> {
     conversation(messages, tools.is_some())?;
     if let Some(system) = body.get("system") {
         let ok = system.as_array().is_some_and(|blocks| {
-            blocks
-                .iter()
-                .all(|b| b.as_object().is_some_and(|o| o.len() == 1) && text_ok(&b["text"]))
+            blocks.iter().all(|b| {
+                b.as_object().is_some_and(|o| o.len() == 1)
+                    && (text_ok(&b["text"]) || b.get("cachePoint").is_some())
+            })
         });
         if !ok {
-            return Err("system: each block is one `text`, not blank".into());
+            return Err("system: each block is one `text`, not blank, or a `cachePoint`".into());
         }
+        cache_points(system, "system")?;
     }
     if let Some(config) = body.get("inferenceConfig") {
         inference(config)?;
@@ -88,7 +97,11 @@ fn tool_config(config: Option<&Value>) -> Result<Option<Vec<&str>>, String> {
         return Ok(None);
     };
     let mut names = Vec::new();
+    cache_points(&config["tools"], "toolConfig.tools")?;
     for (i, tool) in config["tools"].as_array().into_iter().flatten().enumerate() {
+        if tool.get("cachePoint").is_some() {
+            continue;
+        }
         let spec = &tool["toolSpec"];
         let name = spec["name"].as_str().unwrap_or_default();
         if !id_ok(name) || !spec["inputSchema"]["json"].is_object() {
@@ -156,6 +169,7 @@ fn conversation(messages: &[Value], tools: bool) -> Result<(), String> {
                 return Err("The toolConfig field must be defined when using toolUse and toolResult content blocks.".into());
             }
             match (member.as_str(), role) {
+                ("cachePoint", _) => cache_point(value, &at)?,
                 ("text", _) if text_ok(value) => {}
                 ("text", _) => {
                     return Err(format!(
@@ -291,13 +305,8 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         .into_iter()
         .flatten()
         .map(|m| {
-            let content: Vec<Value> = m["content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(block)
-                .collect();
-            json!({"role": m["role"], "content": content})
+            let blocks = m["content"].as_array().map_or(&[][..], Vec::as_slice);
+            json!({"role": m["role"], "content": with_cache_control(blocks, block)})
         })
         .collect();
     let config = &body["inferenceConfig"];
@@ -307,10 +316,7 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         "max_tokens": config["maxTokens"].as_u64().unwrap_or(DEFAULT_MAX_TOKENS),
     });
     if let Some(system) = body["system"].as_array() {
-        let blocks: Vec<Value> = system
-            .iter()
-            .map(|b| json!({"type": "text", "text": b["text"]}))
-            .collect();
+        let blocks = with_cache_control(system, |b| json!({"type": "text", "text": b["text"]}));
         out["system"] = Value::Array(blocks);
     }
     if let Some(t) = config.get("temperature") {
@@ -323,18 +329,15 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         out["stop_sequences"] = stops.clone();
     }
     if let Some(tools) = body["toolConfig"]["tools"].as_array() {
-        let tools: Vec<Value> = tools
-            .iter()
-            .map(|t| {
-                let spec = &t["toolSpec"];
-                let mut tool =
-                    json!({"name": spec["name"], "input_schema": spec["inputSchema"]["json"]});
-                if let Some(d) = spec.get("description") {
-                    tool["description"] = d.clone();
-                }
-                tool
-            })
-            .collect();
+        let tools = with_cache_control(tools, |t| {
+            let spec = &t["toolSpec"];
+            let mut tool =
+                json!({"name": spec["name"], "input_schema": spec["inputSchema"]["json"]});
+            if let Some(d) = spec.get("description") {
+                tool["description"] = d.clone();
+            }
+            tool
+        });
         out["tools"] = Value::Array(tools);
     }
     if let Some(choice) = body["toolConfig"].get("toolChoice") {
@@ -359,6 +362,7 @@ pub(super) fn as_anthropic(req: &Received, body: &Value, model: &str, stream: bo
         at: req.at,
         version: req.version,
         shared: req.shared.clone(),
+        cached: Default::default(),
     }
 }
 
@@ -429,6 +433,19 @@ fn usage(anthropic: &Value) -> Value {
     }
     if write > 0 {
         u["cacheWriteInputTokens"] = json!(write);
+        // Per TTL, 1h first (AWS `CacheDetail`).
+        let creation = &anthropic["cache_creation"];
+        let details: Vec<Value> = [
+            ("1h", "ephemeral_1h_input_tokens"),
+            ("5m", "ephemeral_5m_input_tokens"),
+        ]
+        .iter()
+        .filter_map(|(ttl, k)| {
+            let n = creation[*k].as_u64().unwrap_or(0);
+            (n > 0).then(|| json!({"ttl": ttl, "inputTokens": n}))
+        })
+        .collect();
+        u["cacheDetails"] = Value::Array(details);
     }
     u
 }
@@ -688,6 +705,23 @@ mod tests {
                 Some("image.format"),
             ),
             (
+                "cache points in system, messages and tools",
+                json!({"system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+                    "messages": [{"role": "user", "content": [{"text": "hi"}, {"cachePoint": {"type": "default"}}]}],
+                    "toolConfig": {"tools": [{"toolSpec": {"name": "w", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]}}),
+                None,
+            ),
+            (
+                "a cache point of another type",
+                json!({"messages": [{"role": "user", "content": [{"text": "hi"}, {"cachePoint": {"type": "ephemeral"}}]}]}),
+                Some("cachePoint.type"),
+            ),
+            (
+                "a cache point's ttl of ten minutes",
+                json!({"system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "10m"}}], "messages": [user("hi")]}),
+                Some("system.1.cachePoint.ttl"),
+            ),
+            (
                 "bytes not base64",
                 json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": "%%%"}}}]}]}),
                 Some("base64"),
@@ -702,5 +736,39 @@ mod tests {
                 (got, _) => panic!("{what}: {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn cache_points_become_cache_control_on_the_block_before() {
+        let body = json!({
+            "system": [{"text": "s"}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+            "messages": [{"role": "user", "content": [{"cachePoint": {"type": "default"}}, {"text": "hi"}, {"cachePoint": {"type": "default"}}]}],
+            "toolConfig": {"tools": [{"toolSpec": {"name": "w", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]}
+        });
+        let converse = Received {
+            method: "POST".into(),
+            path: "/model/m/converse".into(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+            at: std::time::Instant::now(),
+            version: hyper::Version::HTTP_11,
+            shared: None,
+            cached: Default::default(),
+        };
+        let req = as_anthropic(&converse, &body, "m", false).json();
+        assert_eq!(
+            req["system"],
+            json!([{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
+        );
+        // A point with nothing before it marks nothing.
+        assert_eq!(
+            req["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}])
+        );
+        assert_eq!(
+            req["tools"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(req["tools"].as_array().unwrap().len(), 1);
     }
 }

@@ -39,16 +39,9 @@ fn model_of(req: &Received) -> String {
         .to_owned()
 }
 
+/// The prompt's tokens, as the prompt cache counts them (`cache/prompt.rs`).
 fn prompt_tokens(req: &Received) -> usize {
-    req.json()["contents"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
-                .map(|p| p["text"].as_str().unwrap_or("").split_whitespace().count())
-                .sum()
-        })
-        .unwrap_or(0)
+    super::cache::prompt::gemini(&req.json(), &model_of(req)).tokens() as usize
 }
 
 /// `usageMetadata` for a prompt of `prompt` words and `candidates` words
@@ -67,8 +60,10 @@ fn usage(req: &Received, prompt: usize, candidates: Option<usize>) -> Value {
     if let Some(c) = candidates {
         u["candidatesTokenCount"] = json!(c);
     }
-    if detail.cache_read > 0 {
-        u["cachedContentTokenCount"] = json!(detail.cache_read);
+    // What the prompt cache read, among the prompt's tokens.
+    let cached = detail.cache_read + req.cached().read;
+    if cached > 0 {
+        u["cachedContentTokenCount"] = json!(cached);
     }
     if detail.reasoning > 0 {
         u["thoughtsTokenCount"] = json!(detail.reasoning);

@@ -7,10 +7,15 @@
 //! and without one the simulator answers with text.
 //!
 //! Each answer carries an id of its own in its provider's shape (`ids.rs`),
-//! and its usage counts words: the prompt's as input, the answer's as
-//! output. [`SimProvider::with_usage_detail`] makes a simulator report
-//! cached and reasoning tokens too, each where and as its provider does
-//! (see [`UsageDetail`]).
+//! and its usage counts words: the prompt's as input (a text's words,
+//! anything structured a quarter of its bytes: `cache/prompt.rs`), the
+//! answer's as output. Each simulator keeps a prompt cache per account as
+//! its provider does (`cache/`: Anthropic's breakpoints, OpenAI's and
+//! Gemini's automatic prefixes, TTLs) and reports its reads and writes in
+//! the provider's own usage fields; [`SimProvider::with_usage_detail`]
+//! adds scripted cached and reasoning tokens on top, each where and as its
+//! provider reports them (see [`UsageDetail`]). Standing faults
+//! (`faults.rs`): a slow first token, a share of calls failing.
 //!
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
@@ -27,7 +32,9 @@ mod azure;
 mod bedrock;
 mod bedrock_converse;
 mod body;
+mod cache;
 mod cloud;
+mod faults;
 mod gemini;
 mod ids;
 mod limits;
@@ -63,6 +70,7 @@ pub use anthropic_credit::age_credits;
 pub use azure::AzureSim;
 pub use bedrock::BedrockSim;
 use body::{ChannelBody, Piece, response, stream_response};
+pub use cache::CacheTotals;
 pub use cloud::{Cloud, Refused};
 use server::accept_loop;
 use server::{lock, split_words};
@@ -297,6 +305,8 @@ pub struct Received {
     /// The HTTP version it came over (HTTP/2 only from the TLS simulator).
     pub version: hyper::Version,
     shared: Option<Arc<Shared>>,
+    /// What the prompt cache did for it (set once its reply is chosen).
+    cached: cache::Cached,
 }
 
 type Responder = Arc<dyn Fn(&Received) -> Reply + Send + Sync>;
@@ -335,6 +345,10 @@ struct Shared {
     limits: limits::KeyLimits,
     /// The token details every answer reports.
     usage_detail: Mutex<UsageDetail>,
+    /// The prompt cache, per account (`cache/`).
+    cache: cache::PromptCache,
+    /// Standing faults: slow first token, a share of calls failing.
+    faults: faults::Faults,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -566,6 +580,8 @@ impl Shared {
             rules: rules::Rules::new(protocol, dialect),
             limits: limits::KeyLimits::default(),
             usage_detail: Mutex::default(),
+            cache: cache::PromptCache::new(),
+            faults: faults::Faults::default(),
         }))
     }
 }
@@ -676,6 +692,11 @@ impl Received {
             .as_ref()
             .map(|s| *lock(&s.usage_detail))
             .unwrap_or_default()
+    }
+
+    /// What the prompt cache did for this request.
+    pub(crate) fn cached(&self) -> cache::Cached {
+        self.cached
     }
 
     /// A header's value, by lower-case name.

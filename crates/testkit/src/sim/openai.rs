@@ -8,7 +8,7 @@ use super::{Piece, Received, Refusal, Reply, SimBody, StreamEnd, StreamSpec, ids
 pub(super) fn render(reply: Reply, req: &Received) -> hyper::Response<SimBody> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
-    let prompt_tokens = words(&asked["messages"]);
+    let prompt_tokens = prompt_tokens(req);
     let json_ct = [("content-type", "application/json")];
     match reply {
         Reply::Text(text) => {
@@ -133,19 +133,21 @@ fn error_body(status: u16, model: &str) -> String {
 }
 
 /// The usage object for `prompt` and `completion` words, with the
-/// simulator's token details (`UsageDetail`): cached tokens count among the
-/// prompt tokens and reasoning tokens among the completion tokens, as
+/// simulator's token details (`UsageDetail`) and what the prompt cache
+/// read: cached tokens count among the prompt tokens and reasoning tokens among the completion tokens, as
 /// OpenAI counts them, and both details are always there
 /// (openai-python `types/completion_usage.py`).
 fn usage(req: &Received, prompt: usize, completion: usize) -> serde_json::Value {
     let detail = req.usage_detail();
     let prompt = prompt as u64 + detail.cache_read;
     let completion = completion as u64 + detail.reasoning;
+    // What the prompt cache read is among the prompt's tokens.
+    let cached = detail.cache_read + req.cached().read;
     json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": detail.cache_read, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": detail.reasoning,
             "audio_tokens": 0,
@@ -155,25 +157,9 @@ fn usage(req: &Received, prompt: usize, completion: usize) -> serde_json::Value 
     })
 }
 
-/// A rough token count: words across every message.
-fn words(messages: &serde_json::Value) -> usize {
-    messages
-        .as_array()
-        .map(|ms| {
-            ms.iter()
-                .map(|m| match &m["content"] {
-                    serde_json::Value::String(text) => text.split_whitespace().count(),
-                    // An array of parts: the words of its text parts.
-                    serde_json::Value::Array(parts) => parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .map(|t| t.split_whitespace().count())
-                        .sum(),
-                    _ => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
+/// The prompt's tokens, as the prompt cache counts them (`cache/prompt.rs`).
+fn prompt_tokens(req: &Received) -> usize {
+    super::cache::prompt::chat(&req.json()).tokens() as usize
 }
 
 /// One chunk of the answer `id` (every chunk of an answer repeats it).
@@ -193,7 +179,7 @@ fn chunk(id: &str, model: &str, delta: serde_json::Value, finish: Option<&str>) 
 pub(super) fn stream(spec: &StreamSpec, req: &Received) -> Vec<Piece> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
-    let prompt_tokens = words(&asked["messages"]);
+    let prompt_tokens = prompt_tokens(req);
     let id = ids::chat_completion();
     let mut out = vec![Piece::text(chunk(
         &id,
@@ -302,7 +288,7 @@ fn call_tokens(calls: &[super::SimToolCall]) -> usize {
 pub(super) fn tool_calls(calls: &[super::SimToolCall], req: &Received) -> hyper::Response<SimBody> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
-    let prompt_tokens = words(&asked["messages"]);
+    let prompt_tokens = prompt_tokens(req);
     let completion_tokens = call_tokens(calls);
     let tool_calls: Vec<serde_json::Value> = calls
         .iter()
@@ -368,7 +354,7 @@ fn fragments(text: &str, n: usize) -> Vec<&str> {
 pub(super) fn tool_calls_stream(calls: &[super::SimToolCall], req: &Received) -> Vec<Piece> {
     let asked = req.json();
     let model = asked["model"].as_str().unwrap_or("sim-model").to_owned();
-    let prompt_tokens = words(&asked["messages"]);
+    let prompt_tokens = prompt_tokens(req);
     let id = ids::chat_completion();
     let mut out = vec![Piece::text(chunk(
         &id,

@@ -34,6 +34,8 @@ struct Answer {
     output_tokens: usize,
     /// The simulator's token details (`UsageDetail`).
     detail: UsageDetail,
+    /// What the prompt cache read (among `input_tokens`).
+    cache_read: u64,
 }
 
 /// A fresh id with `prefix` (unique in the process).
@@ -87,7 +89,9 @@ impl Answer {
                 "call_id": call_id, "name": call.name, "arguments": call.arguments,
             }));
         }
-        let input_tokens = asked["input"].to_string().split_whitespace().count();
+        // The prompt's tokens as the prompt cache counts them, and what
+        // it read among them (`cache/prompt.rs`).
+        let input_tokens = super::cache::prompt::responses(&asked).tokens() as usize;
         Self {
             id: new_id("resp"),
             model,
@@ -95,6 +99,7 @@ impl Answer {
             input_tokens,
             output_tokens,
             detail: req.usage_detail(),
+            cache_read: req.cached().read,
         }
     }
 
@@ -114,7 +119,7 @@ impl Answer {
             "usage": {
                 "input_tokens": input, "output_tokens": output_tokens,
                 "total_tokens": input + output_tokens,
-                "input_tokens_details": {"cached_tokens": self.detail.cache_read},
+                "input_tokens_details": {"cached_tokens": self.detail.cache_read + self.cache_read},
                 "output_tokens_details": {"reasoning_tokens": self.detail.reasoning},
             },
         })

@@ -87,6 +87,7 @@ pub(super) async fn serve(
         at: std::time::Instant::now(),
         version,
         shared: Some(Arc::clone(&shared)),
+        cached: Default::default(),
     };
     let Some(cloud) = &shared.cloud else {
         let wire = received.clone();
@@ -141,20 +142,25 @@ async fn serve_protocol(
     let limited = shared.limits.count(shared.protocol, &received);
     let reply = match limited.as_ref().and_then(|v| v.refuse.clone()) {
         Some(refused) => refused,
-        None => {
-            let queued = lock(&shared.queue).pop_front();
-            match queued {
-                Some(r) => r,
-                None => match lock(&shared.responder).clone() {
-                    Some(f) => f(&received),
-                    None => Reply::Text("Hello from the simulator.".into()),
-                },
-            }
-        }
+        None => match shared.faults.failure() {
+            Some(failed) => failed,
+            None => scripted(shared, &received),
+        },
     };
     let mut recorded = wire;
     recorded.shared = None;
     lock(&shared.received).push(recorded);
+    // An answer (not an error) reads and writes the prompt cache, and
+    // waits for a slow first token.
+    let mut received = received;
+    let reply = if answers(&reply) {
+        if let Some(cached) = shared.cache.serve(shared.dialect, &received) {
+            received.cached = cached;
+        }
+        shared.faults.slowed(reply)
+    } else {
+        reply
+    };
     let mut answer = respond(shared.dialect, reply, &received).await?;
     for (name, value) in limited.map(|v| v.headers).unwrap_or_default() {
         if let (Ok(name), Ok(value)) = (
@@ -165,6 +171,32 @@ async fn serve_protocol(
         }
     }
     Ok(answer)
+}
+
+/// The next scripted reply: the queue's, else the responder's, else text.
+fn scripted(shared: &Shared, received: &Received) -> Reply {
+    let queued = lock(&shared.queue).pop_front();
+    match queued {
+        Some(r) => r,
+        None => match lock(&shared.responder).clone() {
+            Some(f) => f(received),
+            None => Reply::Text("Hello from the simulator.".into()),
+        },
+    }
+}
+
+/// Whether `reply` answers (the model saw the prompt) rather than fails.
+fn answers(reply: &Reply) -> bool {
+    match reply {
+        Reply::Delay(_, inner) => answers(inner),
+        Reply::Text(_) | Reply::Stream(_) | Reply::ToolCalls(_) | Reply::Thinking { .. } => true,
+        Reply::Refuse(refusal) => !matches!(refusal, Refusal::Status400),
+        Reply::Status { .. }
+        | Reply::Reset
+        | Reply::Hang
+        | Reply::Garbage(_)
+        | Reply::Truncated => false,
+    }
 }
 
 async fn respond(

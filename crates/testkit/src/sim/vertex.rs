@@ -550,6 +550,7 @@ fn rewritten(
         at: req.at,
         version: req.version,
         shared: req.shared.clone(),
+        cached: Default::default(),
     }
 }
 

@@ -5,4 +5,5 @@
 
 mod credit;
 mod kinds;
+mod prompt_cache;
 mod rules;

@@ -6,7 +6,10 @@
 //! results first, each naming a call of the message before; `tool_use.input`
 //! an object; with thinking on, temperature 1 and a final tool loop whose
 //! assistant turn starts with a thinking block; every thinking block's
-//! signature one this simulator minted.
+//! signature one this simulator minted; `cache_control` markers of type
+//! `ephemeral` with a `ttl` of `5m` or `1h`, at most 4 of them (a
+//! top-level one included), no `1h` after a `5m` in the order tools →
+//! system → messages.
 
 use serde_json::Value;
 
@@ -41,6 +44,7 @@ pub(super) fn check(
     let Some(messages) = body["messages"].as_array() else {
         return Err(Violation::anthropic("messages: Field required".into()));
     };
+    cache_controls(&body, messages)?;
     roles(messages, system_beta(req))?;
     blocks(messages, minted)?;
     tool_pairing(messages)?;
@@ -64,6 +68,66 @@ fn max_tokens(body: &Value, model: &str, limit: u64) -> Result<(), Violation> {
             Some(_) => Ok(()),
         },
     }
+}
+
+/// The most cache breakpoints a request may set.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// `cache_control` markers: well formed, at most [`MAX_BREAKPOINTS`]
+/// (the top-level automatic one counts), and no `1h` after a `5m` in the
+/// order the API processes blocks (tools, system, messages).
+fn cache_controls(body: &Value, messages: &[Value]) -> Result<(), Violation> {
+    let tools = body["tools"].as_array().into_iter().flatten().enumerate();
+    let system = body["system"].as_array().into_iter().flatten().enumerate();
+    let in_messages = messages.iter().enumerate().flat_map(|(i, m)| {
+        content(m)
+            .iter()
+            .enumerate()
+            .map(move |(j, b)| (format!("messages.{i}.content.{j}"), b))
+    });
+    let mut markers: Vec<(String, &Value)> = tools
+        .map(|(i, b)| (format!("tools.{i}"), b))
+        .chain(system.map(|(i, b)| (format!("system.{i}"), b)))
+        .chain(in_messages)
+        .filter(|(_, b)| !b["cache_control"].is_null())
+        .map(|(at, b)| (at, &b["cache_control"]))
+        .collect();
+    if !body["cache_control"].is_null() {
+        markers.push(("cache_control".into(), &body["cache_control"]));
+    }
+    if markers.len() > MAX_BREAKPOINTS {
+        return Err(Violation::anthropic(format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {}.",
+            markers.len()
+        )));
+    }
+    let mut seen_short = false;
+    for (at, marker) in markers {
+        if marker["type"] != "ephemeral" {
+            return Err(Violation::anthropic(format!(
+                "{at}.cache_control.type: Input should be 'ephemeral'"
+            )));
+        }
+        let long = match marker.get("ttl") {
+            None => false,
+            Some(ttl) if ttl == "5m" => false,
+            Some(ttl) if ttl == "1h" => true,
+            Some(_) => {
+                return Err(Violation::anthropic(format!(
+                    "{at}.cache_control.ttl: Input should be '5m' or '1h'"
+                )));
+            }
+        };
+        if long && seen_short {
+            return Err(Violation::anthropic(format!(
+                "{at}.cache_control.ttl: a ttl='1h' cache_control block must not come after a \
+                 ttl='5m' cache_control block. Note that blocks are processed in the following \
+                 order: `tools`, `system`, `messages`."
+            )));
+        }
+        seen_short |= !long;
+    }
+    Ok(())
 }
 
 /// Whether the request turned on mid-conversation system messages: an
