@@ -65,6 +65,10 @@ pub struct GenerationEvent {
     /// only; not written).
     #[serde(skip)]
     pub notes: Option<Box<crate::trace::notes::TraceNotes>>,
+    /// The primary was chosen among a group of equivalent targets (the
+    /// route's first step is a group): `primary` names the member chosen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub balanced: bool,
 }
 
 /// A target a request passed over without calling it.
@@ -118,6 +122,7 @@ impl GenerationEvent {
             skipped: Vec::new(),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -148,6 +153,7 @@ impl GenerationEvent {
             skipped: Vec::new(),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -177,6 +183,7 @@ impl GenerationEvent {
             skipped: Vec::new(),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -208,6 +215,7 @@ impl GenerationEvent {
             skipped: Vec::new(),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 

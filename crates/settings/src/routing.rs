@@ -9,6 +9,7 @@ use serde::Deserialize;
 use understudy_types::refusal::RefusalPolicy;
 use understudy_types::target::Target;
 
+use super::balance::{RouteGroups, RouteStep, read_steps, steps_of};
 use super::provider::ProviderSettings;
 use super::source::{Blame, Env, SettingsError, Source};
 
@@ -23,13 +24,15 @@ pub struct Routing {
 }
 
 /// The routing table as the admin API reads and writes it: the fields of
-/// the TOML `[routing]` table plus the named routes (`"provider:model"`).
+/// the TOML `[routing]` table plus the named routes, each a list of steps
+/// as in the file (`"provider:model"`, or a group
+/// `{"group": [..], "weights": [..]}`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct RoutingTable {
     pub default: String,
     pub order: Vec<String>,
     pub refusal_policy: RefusalPolicy,
-    pub routes: BTreeMap<String, Vec<String>>,
+    pub routes: BTreeMap<String, Vec<RouteStep>>,
 }
 
 /// A change to the routing table; absent fields stay as they are.
@@ -39,7 +42,9 @@ pub struct RoutingUpdate {
     pub default: Option<String>,
     pub order: Option<Vec<String>>,
     pub refusal_policy: Option<RefusalPolicy>,
-    pub routes: Option<BTreeMap<String, Vec<String>>>,
+    /// Replaces every named route: a route given as a plain list has no
+    /// groups, whatever it had before.
+    pub routes: Option<BTreeMap<String, Vec<RouteStep>>>,
 }
 
 /// The `[routing]` table of the file; what it leaves out is the default.
@@ -51,6 +56,9 @@ pub(super) struct RawRouting {
     refusal_policy: Option<String>,
 }
 
+/// A routing with its named routes and their groups.
+pub type Routed = (Routing, BTreeMap<String, Vec<Target>>, RouteGroups);
+
 /// The field of a routing that [`check`] finds wrong.
 #[derive(Debug, Clone, Copy)]
 enum Field {
@@ -58,8 +66,12 @@ enum Field {
     Order,
 }
 
-/// The table form of a routing and its routes.
-pub fn routing_table(routing: &Routing, routes: &BTreeMap<String, Vec<Target>>) -> RoutingTable {
+/// The table form of a routing and its routes (with their groups).
+pub fn routing_table(
+    routing: &Routing,
+    routes: &BTreeMap<String, Vec<Target>>,
+    groups: &RouteGroups,
+) -> RoutingTable {
     RoutingTable {
         default: routing.default.clone(),
         order: routing.order.clone(),
@@ -67,10 +79,8 @@ pub fn routing_table(routing: &Routing, routes: &BTreeMap<String, Vec<Target>>) 
         routes: routes
             .iter()
             .map(|(name, targets)| {
-                (
-                    name.clone(),
-                    targets.iter().map(ToString::to_string).collect(),
-                )
+                let groups = groups.get(name).map_or(&[][..], Vec::as_slice);
+                (name.clone(), steps_of(targets, groups))
             })
             .collect(),
     }
@@ -153,8 +163,9 @@ pub(super) fn apply_update(
     providers: &BTreeMap<String, ProviderSettings>,
     routing: &Routing,
     routes: &BTreeMap<String, Vec<Target>>,
+    groups: &RouteGroups,
     update: RoutingUpdate,
-) -> Result<(Routing, BTreeMap<String, Vec<Target>>), understudy_types::Error> {
+) -> Result<Routed, understudy_types::Error> {
     let invalid = understudy_types::Error::invalid;
     let mut next = routing.clone();
     if let Some(default) = update.default {
@@ -173,10 +184,11 @@ pub(super) fn apply_update(
         };
         invalid(name, message)
     })?;
-    let routes = match update.routes {
-        None => routes.clone(),
+    let (routes, groups) = match update.routes {
+        None => (routes.clone(), groups.clone()),
         Some(specs) => {
             let mut out = BTreeMap::new();
+            let mut out_groups = BTreeMap::new();
             for (name, targets) in specs {
                 if name == "default" || name.is_empty() || name.contains(':') {
                     return Err(invalid("routes", format!("`{name}` cannot name a route")));
@@ -187,17 +199,17 @@ pub(super) fn apply_update(
                         format!("route `{name}` needs at least one target"),
                     ));
                 }
-                let parsed = targets
-                    .iter()
-                    .map(|spec| parse_target(spec, providers))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|m| invalid("routes", format!("route `{name}`: {m}")))?;
+                let (parsed, groups) = read_steps(&targets, providers, &name)
+                    .map_err(|(at, m)| invalid("routes", format!("route `{at}`: {m}")))?;
+                if !groups.is_empty() {
+                    out_groups.insert(name.clone(), groups);
+                }
                 out.insert(name, parsed);
             }
-            out
+            (out, out_groups)
         }
     };
-    Ok((next, routes))
+    Ok((next, routes, groups))
 }
 
 /// The default route of `routing`: the primary, then the order without
