@@ -17,9 +17,10 @@
 //!   costs), `ca_file.rs` (a provider's extra CA certificates) and
 //!   `platform.rs` (Bedrock, Vertex, Azure: their settings and
 //!   credentials) beside it.
-//! - `routing.rs`: `[routing]`, the admin API's routing table, target
-//!   names; `routes.rs`: named routes and their options; `balance.rs`:
-//!   route steps that are groups of equivalent targets, and `[balance]`.
+//! - `routing.rs`: `[routing]`, the admin API's routing table;
+//!   `routes.rs`: named routes and their options; `steps.rs`: a route's
+//!   steps (target names, groups of equivalent targets); `balance.rs`:
+//!   `[balance]`, how a group's member is chosen.
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
 //! - `server.rs`: `[server]`; `clients.rs`: its client records.
 //! - `key_pools.rs`: a provider's pool of keys as configured.
@@ -51,13 +52,14 @@ mod routing;
 mod secret;
 mod server;
 mod source;
+mod steps;
 mod tables;
 mod telemetry;
 #[cfg(test)]
 mod tests;
 mod timeouts;
 
-pub use balance::{BalanceSettings, GroupSpec, RouteGroup, RouteGroups, RouteStep};
+pub use balance::BalanceSettings;
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
@@ -71,10 +73,11 @@ pub use platform::{
 };
 pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
-pub use routing::{Routed, Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};
+pub use routing::{Routed, Routing, RoutingTable, RoutingUpdate, routing_table};
 pub use secret::{Secret, redact_url};
 pub use server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PARTS, DEFAULT_STATE_FILE, ServerSettings};
 pub use source::SettingsError;
+pub use steps::{GroupSpec, RouteGroup, RouteGroups, RouteStep, parse_target};
 pub use tables::{
     BreakerSettings, BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds,
 };

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use understudy_types::refusal::RefusalPolicy;
 use understudy_types::target::Target;
 
-use super::balance::{RouteGroups, RouteStep, read_steps};
 use super::provider::ProviderSettings;
 use super::source::{Blame, SettingsError};
+use super::steps::{RouteGroups, RouteStep, read_steps};
 use super::timeouts::{RawTimeouts, TimeoutOverrides};
 
 /// What a named route sets for the requests that take it.

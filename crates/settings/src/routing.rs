@@ -1,7 +1,6 @@
 //! The routing: the `[routing]` table (the default route's primary,
-//! fallback order and refusal policy) with the environment over it, the
-//! table the admin API reads and changes, and how a target is named
-//! (`provider` or `provider:model`).
+//! fallback order and refusal policy) with the environment over it, and the
+//! table the admin API reads and changes.
 
 use std::collections::BTreeMap;
 
@@ -9,9 +8,9 @@ use serde::Deserialize;
 use understudy_types::refusal::RefusalPolicy;
 use understudy_types::target::Target;
 
-use super::balance::{RouteGroups, RouteStep, read_steps, steps_of};
 use super::provider::ProviderSettings;
 use super::source::{Blame, Env, SettingsError, Source};
+use super::steps::{RouteGroups, RouteStep, read_steps, steps_of};
 
 /// The `[routing]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,29 +82,6 @@ pub fn routing_table(
                 (name.clone(), steps_of(targets, groups))
             })
             .collect(),
-    }
-}
-
-/// Parses `provider` or `provider:model` against the known providers.
-pub fn parse_target(
-    spec: &str,
-    providers: &BTreeMap<String, ProviderSettings>,
-) -> Result<Target, String> {
-    let (name, model) = match spec.split_once(':') {
-        Some((name, model)) => (name.trim(), Some(model.trim())),
-        None => (spec.trim(), None),
-    };
-    let Some(p) = providers.get(name) else {
-        let known: Vec<&str> = providers.keys().map(String::as_str).collect();
-        return Err(format!(
-            "unknown provider `{name}` in `{spec}` (known: {})",
-            known.join(", ")
-        ));
-    };
-    match model {
-        Some("") => Err(format!("`{spec}` names no model after the colon")),
-        Some(m) => Ok(Target::new(name, m)),
-        None => Ok(Target::new(name, &p.model)),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
-//! closer look (`closed:<c>`, `fallback:<c>`, `relay-closed:<c>`,
+//! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
 //! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
 //! `bodies.rs`'s).
@@ -56,6 +56,11 @@ pub(crate) async fn one(
     if let Some(c) = only.strip_prefix("fallback:") {
         // The route whose primary answers 503.
         let body = REQUEST.replace("\"default\"", "\"fallback\"");
+        return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
+    }
+    if let Some(c) = only.strip_prefix("tier:") {
+        // The route that is one group of three equivalent targets.
+        let body = REQUEST.replace("\"default\"", "\"tier\"");
         return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
     }
     match only {

@@ -58,9 +58,22 @@ kind = "openai"
 base_url = "http://{upstream}/slow/v1"
 model = "bench-model"
 
+# The same upstream under two more names: a tier of three equivalent
+# targets, for the cost of the group choice.
+[providers.fast2]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
+[providers.fast3]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
 [routes]
 fallback = ["fail", "fast"]
 slowstream = ["slow"]
+tier = [{{ group = ["fast", "fast2", "fast3"], weights = [2, 1, 1] }}]
 
 [breaker]
 failure_threshold = 0
