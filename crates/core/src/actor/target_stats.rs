@@ -21,7 +21,7 @@
 //! - Prompt-cache tokens of its served answers (read, written, uncached),
 //!   for the cache-read share the status shows.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,9 +32,10 @@ use understudy_types::Target;
 use understudy_types::chat::Usage;
 use understudy_types::failure::FailureKind;
 
-/// Every group member's stats, by target.
+/// Every group member's stats, by target: a short list searched in order
+/// (a few members in all, where hashing a target would cost more).
 pub(crate) struct TargetStats {
-    by_target: HashMap<Target, Arc<TargetStat>>,
+    by_target: Vec<(Target, Arc<TargetStat>)>,
 }
 
 /// One target's stats.
@@ -81,7 +82,7 @@ impl TargetStats {
         kept: Option<&TargetStats>,
         base: Instant,
     ) -> Self {
-        let mut by_target = HashMap::new();
+        let mut by_target: Vec<(Target, Arc<TargetStat>)> = Vec::new();
         for (name, groups) in groups {
             let Some(targets) = routes.get(name) else {
                 continue;
@@ -89,10 +90,13 @@ impl TargetStats {
             for g in groups {
                 let end = (g.start + g.weights.len()).min(targets.len());
                 for t in &targets[g.start.min(end)..end] {
+                    if by_target.iter().any(|(known, _)| known == t) {
+                        continue;
+                    }
                     let stat = kept
-                        .and_then(|k| k.by_target.get(t).cloned())
+                        .and_then(|k| k.get(t).cloned())
                         .unwrap_or_else(|| Arc::new(TargetStat::new(base)));
-                    by_target.insert(t.clone(), stat);
+                    by_target.push((t.clone(), stat));
                 }
             }
         }
@@ -100,13 +104,16 @@ impl TargetStats {
     }
 
     pub(crate) fn get(&self, target: &Target) -> Option<&Arc<TargetStat>> {
-        self.by_target.get(target)
+        self.by_target
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, s)| s)
     }
 
     /// The snapshot the group choice reads of `target` (weight `weight`)
     /// at `now`.
     pub(crate) fn member(&self, target: &Target, weight: u32) -> Member {
-        let Some(s) = self.by_target.get(target) else {
+        let Some(s) = self.get(target) else {
             return Member {
                 weight,
                 ttft: None,

@@ -421,6 +421,8 @@ pub(crate) struct Recorder {
     clients: HashMap<String, ClientHandles>,
     /// Provider name → `gen_ai.provider.name`.
     genai_names: HashMap<String, String>,
+    /// Group choices, by route and member chosen (a short list).
+    balance_choices: Vec<((String, String), Counter)>,
 }
 
 /// One client record's series.
@@ -474,6 +476,7 @@ impl Recorder {
             providers: HashMap::new(),
             clients: HashMap::new(),
             genai_names: HashMap::new(),
+            balance_choices: Vec::new(),
         }
     }
 
@@ -487,12 +490,25 @@ impl Recorder {
         };
         h.record_generation(m, provider, e);
         if e.balanced {
-            m.balance_choices
-                .get_or_create(&BalanceLabels {
-                    route: e.route.clone(),
-                    provider: e.primary.clone(),
-                })
-                .inc();
+            let found = self
+                .balance_choices
+                .iter()
+                .find(|((route, provider), _)| *route == e.route && *provider == e.primary);
+            match found {
+                Some((_, c)) => {
+                    c.inc();
+                }
+                None => {
+                    let labels = BalanceLabels {
+                        route: e.route.clone(),
+                        provider: e.primary.clone(),
+                    };
+                    let c = m.balance_choices.get_or_create(&labels).clone();
+                    c.inc();
+                    let key = (labels.route, labels.provider);
+                    self.balance_choices.push((key, c));
+                }
+            }
         }
         self.record_attempts(e);
     }

@@ -74,6 +74,11 @@ model = "bench-model"
 fallback = ["fail", "fast"]
 slowstream = ["slow"]
 tier = [{{ group = ["fast", "fast2", "fast3"], weights = [2, 1, 1] }}]
+# A named route of one target, and the tier's three targets as a plain
+# list: what the group choice costs beyond naming a route and planning
+# three targets.
+one = ["fast"]
+three = ["fast", "fast2", "fast3"]
 
 [breaker]
 failure_threshold = 0
