@@ -223,7 +223,13 @@ fn plan_of(
         balance(view, groups, &route_members, &mut plan, now);
     }
     if let Some(pinned) = pinned {
+        // A pin that overrides the group's choice: the primary was not
+        // chosen by it.
+        let chosen_is_pin = plan.targets.first() == Some(pinned);
         plan::pin_first(&mut plan, pinned);
+        if plan.balanced && !chosen_is_pin && plan.primary == *pinned {
+            plan.balanced = false;
+        }
     }
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
