@@ -70,6 +70,10 @@ pub struct GenerationEvent {
     /// only; not written).
     #[serde(skip)]
     pub notes: Option<Box<crate::trace::notes::TraceNotes>>,
+    /// The primary was chosen among a group of equivalent targets (the
+    /// route's first step is a group): `primary` names the member chosen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub balanced: bool,
 }
 
 /// A target a request passed over without calling it.
@@ -124,6 +128,7 @@ impl GenerationEvent {
             fallback_credit: credit_of(&g.attempts),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -155,6 +160,7 @@ impl GenerationEvent {
             fallback_credit: credit_of(e.attempts()),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -185,6 +191,7 @@ impl GenerationEvent {
             fallback_credit: credit_of(&d.attempts),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 
@@ -217,6 +224,7 @@ impl GenerationEvent {
             fallback_credit: credit_of(&s.attempts),
             trace: None,
             notes: None,
+            balanced: false,
         }
     }
 

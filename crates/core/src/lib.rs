@@ -10,7 +10,8 @@
 //!   those changes are kept; `engine/start.rs`: each part the start starts).
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
-//! - `actor`: router, provider and supervisor actors (private).
+//! - `actor`: router, provider and supervisor actors, and the group
+//!   members' stats the router's view holds (private).
 //! - [`generation`]: [`GenerateRequest`], [`Generation`], request ids.
 //! - [`stream`]: the [`GenerationStream`] a caller reads.
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
@@ -63,6 +64,7 @@ mod cache;
 mod run;
 mod runtime_clock;
 
+pub use actor::target_stats::TargetStatsView;
 pub use adapter::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
     CreditUse, EventStream,

@@ -6,6 +6,8 @@
 //! - `decide.rs`: the decision machine, what happens next in a request
 //!   (`decide/tests.rs`: its table of cases).
 //! - `plan.rs`: which targets a request walks.
+//! - `balance.rs`: which member of a group of equivalent targets goes
+//!   first, and when a member is ejected for its error rate.
 //! - `timeouts.rs`: which timeouts bound an attempt.
 //! - `stream.rs`: what a target's streamed events mean (progress,
 //!   commitment, the end of an attempt).
@@ -23,6 +25,7 @@
 //! environment, files, threads and sockets.
 
 pub mod backoff;
+pub mod balance;
 pub mod breaker;
 pub mod budget;
 pub mod decide;

@@ -3,6 +3,8 @@
 //! A route is an ordered list of targets (provider + model). The plan is the
 //! route with unavailable targets removed: a provider with no key, no
 //! compiled-in adapter, or an open breaker never receives the request.
+//! Where a route's step is a group of equivalent targets, the group's
+//! members are ordered by the group choice ([`crate::balance`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,6 +52,9 @@ pub struct Plan {
     /// Per target (empty: all of them can): what it lacks that the request
     /// needs. Such a target is recorded as `unsupported` and never called.
     pub unsupported: Vec<Option<&'static str>>,
+    /// The primary was chosen among a group of equivalent targets (see
+    /// [`balance_groups`]).
+    pub balanced: bool,
 }
 
 // === impl Unavailable ===
@@ -274,6 +279,7 @@ pub fn plan(
         skipped,
         forced,
         unsupported: Vec::new(),
+        balanced: false,
     })
 }
 
@@ -293,6 +299,51 @@ pub fn pin_first(plan: &mut Plan, pinned: &Target) {
         u.rotate_right(1);
     }
     plan.primary = pinned.clone();
+}
+
+/// Orders each group's available members in `plan` by the group choice
+/// ([`crate::balance::order`]). A group's members are the route's targets
+/// `members[g]` (the route as resolved, before availability); `member`
+/// gives a member's snapshot for its weight, `seed` is the request's only
+/// chance. When the route's first step is a group, the member chosen first
+/// becomes the primary: serving from it is not falling back. A forced plan
+/// (every breaker open) is left as it is.
+pub fn balance_groups(
+    plan: &mut Plan,
+    members: &[(&[Target], &[u32], bool)],
+    member: impl Fn(&Target, u32) -> crate::balance::Member,
+    now: std::time::Instant,
+    seed: u64,
+    knobs: &understudy_settings::BalanceSettings,
+) {
+    if plan.forced {
+        return;
+    }
+    for (g, &(targets, weights, first_step)) in members.iter().enumerate() {
+        // Where the group's available members are in the plan (together,
+        // in the written order: availability only removes).
+        let (at, snapshot): (Vec<usize>, Vec<crate::balance::Member>) = targets
+            .iter()
+            .zip(weights)
+            .filter_map(|(t, &w)| {
+                let at = plan.targets.iter().position(|p| p == t)?;
+                Some((at, member(t, w)))
+            })
+            .unzip();
+        if at.is_empty() {
+            continue;
+        }
+        let seed = seed.wrapping_add((g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let order = crate::balance::order(&snapshot, now, seed, knobs);
+        let chosen: Vec<Target> = order.iter().map(|&k| plan.targets[at[k]].clone()).collect();
+        for (&slot, t) in at.iter().zip(chosen) {
+            plan.targets[slot] = t;
+        }
+        if first_step && at[0] == 0 {
+            plan.primary = plan.targets[0].clone();
+            plan.balanced = true;
+        }
+    }
 }
 
 /// What a target with `caps`, speaking `kind`, lacks for a request that
@@ -471,6 +522,55 @@ mod tests {
         pin_first(&mut p, &route[1]);
         assert_eq!(names(&p.targets), ["a:x", "c:z"]);
         assert_eq!(p.primary, route[0]);
+    }
+
+    #[test]
+    fn a_group_is_ordered_in_place_and_leads_when_it_is_the_first_step() {
+        let route: Vec<Target> = ["a:x", "b:y", "c:z", "d:w"]
+            .iter()
+            .map(|s| {
+                let (p, m) = s.split_once(':').unwrap();
+                Target::new(p, m)
+            })
+            .collect();
+        let now = crate::test_now();
+        let knobs = understudy_settings::BalanceSettings::default();
+        // `b` and `c` are fast, `a` slow: the choice never leads with `a`.
+        let member = |t: &Target, weight| crate::balance::Member {
+            weight,
+            ttft: Some(std::time::Duration::from_millis(match &*t.provider {
+                "a" => 900,
+                _ => 100,
+            })),
+            in_flight: 0,
+            ejected_until: None,
+        };
+        // (group's place, its first step, unavailable, the order, primary)
+        type Case<'a> = (
+            std::ops::Range<usize>,
+            bool,
+            &'a str,
+            &'a [&'a str],
+            &'a str,
+        );
+        let cases: [Case; 3] = [
+            (1..3, false, "", &["a:x", "c:z", "b:y", "d:w"], "a:x"),
+            (0..2, true, "", &["b:y", "a:x", "c:z", "d:w"], "b:y"),
+            (0..2, true, "b", &["a:x", "c:z", "d:w"], "a:x"),
+        ];
+        for (range, first, out, want, primary) in cases {
+            let mut p = plan(route.clone(), |t| {
+                (&*t.provider == out).then_some(Unavailable::BreakerOpen)
+            })
+            .unwrap();
+            // The second member weighs much more: it leads its group whenever it is there.
+            let weights = [1, 1000];
+            let group = [(&route[range], &weights[..], first)];
+            balance_groups(&mut p, &group, member, now, 7, &knobs);
+            assert_eq!(names(&p.targets), want, "{group:?}");
+            assert_eq!(p.primary.to_string(), primary);
+            assert_eq!(p.balanced, first);
+        }
     }
 
     #[test]

@@ -17,8 +17,10 @@
 //!   costs), `ca_file.rs` (a provider's extra CA certificates) and
 //!   `platform.rs` (Bedrock, Vertex, Azure: their settings and
 //!   credentials) beside it.
-//! - `routing.rs`: `[routing]`, the admin API's routing table, target
-//!   names; `routes.rs`: named routes and their options.
+//! - `routing.rs`: `[routing]`, the admin API's routing table;
+//!   `routes.rs`: named routes and their options; `steps.rs`: a route's
+//!   steps (target names, groups of equivalent targets); `balance.rs`:
+//!   `[balance]`, how a group's member is chosen.
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
 //! - `server.rs`: `[server]`; `clients.rs`: its client records.
 //! - `key_pools.rs`: a provider's pool of keys as configured.
@@ -35,6 +37,7 @@ use std::time::Duration;
 
 use understudy_types::target::Target;
 
+mod balance;
 mod ca_file;
 mod capabilities;
 mod clients;
@@ -49,12 +52,14 @@ mod routing;
 mod secret;
 mod server;
 mod source;
+mod steps;
 mod tables;
 mod telemetry;
 #[cfg(test)]
 mod tests;
 mod timeouts;
 
+pub use balance::BalanceSettings;
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
@@ -68,10 +73,11 @@ pub use platform::{
 };
 pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
-pub use routing::{Routing, RoutingTable, RoutingUpdate, parse_target, routing_table};
+pub use routing::{Routed, Routing, RoutingTable, RoutingUpdate, routing_table};
 pub use secret::{Secret, redact_url};
 pub use server::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PARTS, DEFAULT_STATE_FILE, ServerSettings};
 pub use source::SettingsError;
+pub use steps::{GroupSpec, RouteGroup, RouteGroups, RouteStep, parse_target};
 pub use tables::{
     BreakerSettings, BudgetSettings, BudgetWindow, CacheSettings, EventSettings, parse_seconds,
 };
@@ -90,6 +96,10 @@ pub struct Settings {
     pub routes: BTreeMap<String, Vec<Target>>,
     /// Per-route refusal policy and timeouts, for routes that set them.
     pub route_options: BTreeMap<String, RouteOptions>,
+    /// The groups of equivalent targets of the routes that have any.
+    pub route_groups: RouteGroups,
+    /// How a member of a group is chosen (`[balance]`).
+    pub balance: BalanceSettings,
     pub timeouts: Timeouts,
     /// The longest `Retry-After` the engine waits out before its one
     /// rate-limit retry; longer waits fall back at once.
@@ -158,7 +168,9 @@ impl Settings {
             .map_err(|e| blame.field(e))?;
         let mut providers = provider_table::read(raw.providers, timeouts, env, &blame)?;
         let routing = routing::read(raw.routing, &providers, env, &blame)?;
-        let (routes, route_options) = routes::read(raw.routes, &mut providers, &blame)?;
+        let (routes, route_options, route_groups) =
+            routes::read(raw.routes, &mut providers, &blame)?;
+        let balance = balance::read(raw.balance, &blame)?;
         let rate_limit_max_wait = tables::rate_limit_max_wait(raw.rate_limit, &blame)?;
         // A settings file's directory holds the state file by default.
         let config_dir = file
@@ -175,6 +187,8 @@ impl Settings {
             providers,
             routes,
             route_options,
+            route_groups,
+            balance,
             timeouts,
             rate_limit_max_wait,
             server,
@@ -193,15 +207,17 @@ impl Settings {
         self.route_for(&self.routing)
     }
 
-    /// Applies `update` to the current routing and routes, validated by the
-    /// same rules as the file. Returns the new routing and routes.
+    /// Applies `update` to the current routing and routes (with their
+    /// groups), validated by the same rules as the file. Returns the new
+    /// routing, routes and groups.
     pub fn apply_routing_update(
         &self,
         routing: &Routing,
         routes: &BTreeMap<String, Vec<Target>>,
+        groups: &RouteGroups,
         update: RoutingUpdate,
-    ) -> Result<(Routing, BTreeMap<String, Vec<Target>>), understudy_types::Error> {
-        routing::apply_update(&self.providers, routing, routes, update)
+    ) -> Result<Routed, understudy_types::Error> {
+        routing::apply_update(&self.providers, routing, routes, groups, update)
     }
 
     /// The default route of `routing`: the primary, then the order without

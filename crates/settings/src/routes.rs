@@ -1,5 +1,5 @@
-//! Named routes (`[routes]`): each a list of targets, or a table with the
-//! targets and what the route sets for the requests that take it (refusal
+//! Named routes (`[routes]`): each a list of steps (a target, or a group
+//! of equivalent targets), or a table with the steps and what the route sets for the requests that take it (refusal
 //! policy, timeouts, when a stream commits, continuing after a cut).
 
 use std::collections::BTreeMap;
@@ -10,8 +10,8 @@ use understudy_types::refusal::RefusalPolicy;
 use understudy_types::target::Target;
 
 use super::provider::ProviderSettings;
-use super::routing::parse_target;
 use super::source::{Blame, SettingsError};
+use super::steps::{RouteGroups, RouteStep, read_steps};
 use super::timeouts::{RawTimeouts, TimeoutOverrides};
 
 /// What a named route sets for the requests that take it.
@@ -41,18 +41,19 @@ pub enum StreamCommit {
     Complete,
 }
 
-/// The named routes of the settings, and the options of those that set
-/// any.
+/// The named routes of the settings, the options of those that set any,
+/// and the groups of those that have any.
 pub(super) type Routes = (
     BTreeMap<String, Vec<Target>>,
     BTreeMap<String, RouteOptions>,
+    RouteGroups,
 );
 
 /// A route: a list of targets, or a table with options.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawRouteSpec {
-    Targets(Vec<String>),
+    Targets(Vec<RouteStep>),
     Table(RawRoute),
 }
 
@@ -60,7 +61,7 @@ pub(super) enum RawRouteSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
-    targets: Vec<String>,
+    targets: Vec<RouteStep>,
     refusal_policy: Option<String>,
     #[serde(default)]
     timeouts: RawTimeouts,
@@ -77,6 +78,7 @@ pub(super) fn read(
 ) -> Result<Routes, SettingsError> {
     let mut routes = BTreeMap::new();
     let mut route_options = BTreeMap::new();
+    let mut route_groups = BTreeMap::new();
     for (name, spec) in raw {
         let at = format!("routes.{name}");
         if name == "default" {
@@ -85,25 +87,29 @@ pub(super) fn read(
                 "`default` is the configured order; name the route differently".into(),
             ));
         }
-        let (specs, table) = match spec {
-            RawRouteSpec::Targets(t) => (t, None),
-            RawRouteSpec::Table(mut r) => (std::mem::take(&mut r.targets), Some(r)),
+        let (specs, table, steps_at) = match spec {
+            RawRouteSpec::Targets(t) => (t, None, at.clone()),
+            RawRouteSpec::Table(mut r) => (
+                std::mem::take(&mut r.targets),
+                Some(r),
+                format!("{at}.targets"),
+            ),
         };
         if specs.is_empty() {
             return Err(blame.file(at, "a route needs at least one target".into()));
         }
-        let targets = specs
-            .iter()
-            .map(|spec| parse_target(spec, providers))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| blame.file(at.clone(), m))?;
+        let (targets, groups) =
+            read_steps(&specs, providers, &steps_at).map_err(|(at, m)| blame.file(at, m))?;
         if let Some(r) = table {
             route_options.insert(name.clone(), r.options(&at, blame)?);
+        }
+        if !groups.is_empty() {
+            route_groups.insert(name.clone(), groups);
         }
         routes.insert(name, targets);
     }
     add_connect_timeouts(providers, &routes, &route_options);
-    Ok((routes, route_options))
+    Ok((routes, route_options, route_groups))
 }
 
 /// Each provider keeps a client for every connect timeout a route

@@ -1,7 +1,6 @@
 //! The routing: the `[routing]` table (the default route's primary,
-//! fallback order and refusal policy) with the environment over it, the
-//! table the admin API reads and changes, and how a target is named
-//! (`provider` or `provider:model`).
+//! fallback order and refusal policy) with the environment over it, and the
+//! table the admin API reads and changes.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +10,7 @@ use understudy_types::target::Target;
 
 use super::provider::ProviderSettings;
 use super::source::{Blame, Env, SettingsError, Source};
+use super::steps::{RouteGroups, RouteStep, read_steps, steps_of};
 
 /// The `[routing]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,13 +23,15 @@ pub struct Routing {
 }
 
 /// The routing table as the admin API reads and writes it: the fields of
-/// the TOML `[routing]` table plus the named routes (`"provider:model"`).
+/// the TOML `[routing]` table plus the named routes, each a list of steps
+/// as in the file (`"provider:model"`, or a group
+/// `{"group": [..], "weights": [..]}`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct RoutingTable {
     pub default: String,
     pub order: Vec<String>,
     pub refusal_policy: RefusalPolicy,
-    pub routes: BTreeMap<String, Vec<String>>,
+    pub routes: BTreeMap<String, Vec<RouteStep>>,
 }
 
 /// A change to the routing table; absent fields stay as they are.
@@ -39,7 +41,9 @@ pub struct RoutingUpdate {
     pub default: Option<String>,
     pub order: Option<Vec<String>>,
     pub refusal_policy: Option<RefusalPolicy>,
-    pub routes: Option<BTreeMap<String, Vec<String>>>,
+    /// Replaces every named route: a route given as a plain list has no
+    /// groups, whatever it had before.
+    pub routes: Option<BTreeMap<String, Vec<RouteStep>>>,
 }
 
 /// The `[routing]` table of the file; what it leaves out is the default.
@@ -51,6 +55,9 @@ pub(super) struct RawRouting {
     refusal_policy: Option<String>,
 }
 
+/// A routing with its named routes and their groups.
+pub type Routed = (Routing, BTreeMap<String, Vec<Target>>, RouteGroups);
+
 /// The field of a routing that [`check`] finds wrong.
 #[derive(Debug, Clone, Copy)]
 enum Field {
@@ -58,8 +65,12 @@ enum Field {
     Order,
 }
 
-/// The table form of a routing and its routes.
-pub fn routing_table(routing: &Routing, routes: &BTreeMap<String, Vec<Target>>) -> RoutingTable {
+/// The table form of a routing and its routes (with their groups).
+pub fn routing_table(
+    routing: &Routing,
+    routes: &BTreeMap<String, Vec<Target>>,
+    groups: &RouteGroups,
+) -> RoutingTable {
     RoutingTable {
         default: routing.default.clone(),
         order: routing.order.clone(),
@@ -67,35 +78,10 @@ pub fn routing_table(routing: &Routing, routes: &BTreeMap<String, Vec<Target>>) 
         routes: routes
             .iter()
             .map(|(name, targets)| {
-                (
-                    name.clone(),
-                    targets.iter().map(ToString::to_string).collect(),
-                )
+                let groups = groups.get(name).map_or(&[][..], Vec::as_slice);
+                (name.clone(), steps_of(targets, groups))
             })
             .collect(),
-    }
-}
-
-/// Parses `provider` or `provider:model` against the known providers.
-pub fn parse_target(
-    spec: &str,
-    providers: &BTreeMap<String, ProviderSettings>,
-) -> Result<Target, String> {
-    let (name, model) = match spec.split_once(':') {
-        Some((name, model)) => (name.trim(), Some(model.trim())),
-        None => (spec.trim(), None),
-    };
-    let Some(p) = providers.get(name) else {
-        let known: Vec<&str> = providers.keys().map(String::as_str).collect();
-        return Err(format!(
-            "unknown provider `{name}` in `{spec}` (known: {})",
-            known.join(", ")
-        ));
-    };
-    match model {
-        Some("") => Err(format!("`{spec}` names no model after the colon")),
-        Some(m) => Ok(Target::new(name, m)),
-        None => Ok(Target::new(name, &p.model)),
     }
 }
 
@@ -153,8 +139,9 @@ pub(super) fn apply_update(
     providers: &BTreeMap<String, ProviderSettings>,
     routing: &Routing,
     routes: &BTreeMap<String, Vec<Target>>,
+    groups: &RouteGroups,
     update: RoutingUpdate,
-) -> Result<(Routing, BTreeMap<String, Vec<Target>>), understudy_types::Error> {
+) -> Result<Routed, understudy_types::Error> {
     let invalid = understudy_types::Error::invalid;
     let mut next = routing.clone();
     if let Some(default) = update.default {
@@ -173,10 +160,11 @@ pub(super) fn apply_update(
         };
         invalid(name, message)
     })?;
-    let routes = match update.routes {
-        None => routes.clone(),
+    let (routes, groups) = match update.routes {
+        None => (routes.clone(), groups.clone()),
         Some(specs) => {
             let mut out = BTreeMap::new();
+            let mut out_groups = BTreeMap::new();
             for (name, targets) in specs {
                 if name == "default" || name.is_empty() || name.contains(':') {
                     return Err(invalid("routes", format!("`{name}` cannot name a route")));
@@ -187,17 +175,17 @@ pub(super) fn apply_update(
                         format!("route `{name}` needs at least one target"),
                     ));
                 }
-                let parsed = targets
-                    .iter()
-                    .map(|spec| parse_target(spec, providers))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|m| invalid("routes", format!("route `{name}`: {m}")))?;
+                let (parsed, groups) = read_steps(&targets, providers, &name)
+                    .map_err(|(at, m)| invalid("routes", format!("route `{at}`: {m}")))?;
+                if !groups.is_empty() {
+                    out_groups.insert(name.clone(), groups);
+                }
                 out.insert(name, parsed);
             }
-            out
+            (out, out_groups)
         }
     };
-    Ok((next, routes))
+    Ok((next, routes, groups))
 }
 
 /// The default route of `routing`: the primary, then the order without

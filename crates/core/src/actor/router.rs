@@ -12,11 +12,14 @@ use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use understudy_policy::plan::Unavailable;
-use understudy_settings::{Routing, RoutingTable, RoutingUpdate, Settings, routing_table};
+use understudy_settings::{
+    RouteGroups, Routing, RoutingTable, RoutingUpdate, Settings, routing_table,
+};
 use understudy_types::Target;
 
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::{ProviderNotice, SupervisorMsg};
+use crate::actor::target_stats::TargetStats;
 use crate::adapter::AdapterFactory;
 use crate::engine_wide::EngineWide;
 use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
@@ -66,6 +69,11 @@ pub(crate) struct View {
     pub(crate) routing: Routing,
     pub(crate) default_route: Vec<Target>,
     pub(crate) routes: BTreeMap<String, Vec<Target>>,
+    /// The groups of equivalent targets of the routes that have any.
+    pub(crate) groups: RouteGroups,
+    /// The stats of every group member, shared by every view (a routing
+    /// change keeps those of the members that stay).
+    pub(crate) stats: Arc<TargetStats>,
     /// The running provider actors' leases.
     pub(crate) leases: HashMap<Arc<str>, Lease>,
     /// Reasons fixed at start: no key, no adapter.
@@ -116,6 +124,13 @@ impl Actor for RouterActor {
             routing: settings.routing.clone(),
             default_route: settings.default_route(),
             routes: settings.routes.clone(),
+            groups: settings.route_groups.clone(),
+            stats: Arc::new(TargetStats::new(
+                &settings.routes,
+                &settings.route_groups,
+                None,
+                crate::runtime_clock::now(),
+            )),
             supervisor: args.supervisor,
             leases: HashMap::new(),
             unavailable,
@@ -152,19 +167,29 @@ impl Actor for RouterActor {
                 return Ok(());
             }
             RouterMsg::GetRouting(reply) => {
-                let _ = reply.send(routing_table(&view.routing, &view.routes));
+                let _ = reply.send(routing_table(&view.routing, &view.routes, &view.groups));
                 return Ok(());
             }
             RouterMsg::SetRouting { update, reply } => {
-                let applied =
-                    view.settings
-                        .apply_routing_update(&view.routing, &view.routes, update);
-                let _ = reply.send(applied.map(|(routing, routes)| {
+                let applied = view.settings.apply_routing_update(
+                    &view.routing,
+                    &view.routes,
+                    &view.groups,
+                    update,
+                );
+                let _ = reply.send(applied.map(|(routing, routes, groups)| {
                     tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
                     view.default_route = view.settings.route_for(&routing);
+                    view.stats = Arc::new(TargetStats::new(
+                        &routes,
+                        &groups,
+                        Some(&view.stats),
+                        crate::runtime_clock::now(),
+                    ));
                     view.routing = routing;
                     view.routes = routes;
-                    routing_table(&view.routing, &view.routes)
+                    view.groups = groups;
+                    routing_table(&view.routing, &view.routes, &view.groups)
                 }));
             }
         }

@@ -506,6 +506,15 @@ impl Engine {
         }
     }
 
+    /// How each member of a group of equivalent targets stands (smoothed
+    /// time to first output, in flight, ejected, cache-read share), for the
+    /// status; empty when no route has a group.
+    pub fn target_stats(&self) -> Vec<crate::actor::target_stats::TargetStatsView> {
+        current(&self.inner.view)
+            .map(|view| view.stats.views(crate::runtime_clock::now()))
+            .unwrap_or_default()
+    }
+
     /// The last events and per-second traffic, for the status page.
     pub fn recent(&self) -> &crate::sink::recent::Recent {
         &self.inner.recent

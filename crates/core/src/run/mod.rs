@@ -73,9 +73,10 @@ pub(crate) struct Run {
     /// them.
     pub rules: Rules,
     pub settings: Arc<Settings>,
-    /// The providers' leases the router's view had, aligned with
-    /// `plan.targets` (a missing one is asked of the supervisor).
-    pub leases: Vec<Option<Lease>>,
+    /// Per plan target: its provider's lease the router's view had (a
+    /// missing one is asked of the supervisor), and its stats when it is a
+    /// member of a group of the route.
+    pub leases: Vec<Slot>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub started: Instant,
     /// `default`, a route name, or the pin, for events.
@@ -119,6 +120,16 @@ pub(crate) struct Run {
     pub credit: Option<Box<credit::Held>>,
 }
 
+/// One plan target's lease and, for a group's member, its stats (see
+/// [`crate::actor::target_stats`]).
+pub(crate) struct Slot {
+    pub lease: Option<Lease>,
+    pub stats: Option<Arc<crate::actor::target_stats::TargetStat>>,
+    /// This run counts in the target's requests in flight (given back when
+    /// the call ends, or when the run is dropped).
+    pub entered: bool,
+}
+
 /// A streamed request's own rules (route settings, or the request's
 /// headers).
 #[derive(Debug, Clone, Default)]
@@ -135,6 +146,9 @@ impl Drop for Run {
     /// breaker is not left waiting for an outcome that never comes.
     fn drop(&mut self) {
         self.release_held_probe();
+        for slot in &mut self.leases {
+            slot.leave();
+        }
     }
 }
 
@@ -234,7 +248,7 @@ impl Run {
     /// the provider's counts.
     fn stream_ended(&self, idx: usize, outcome: Result<(), FailureCode>, latency: Duration) {
         self.outcome(idx, outcome);
-        if let Some(lease) = &self.leases[idx] {
+        if let Some(lease) = &self.leases[idx].lease {
             lease.end(outcome, latency);
         }
     }
@@ -348,7 +362,7 @@ impl Run {
     /// cannot be had goes on to its call, which reports why).
     async fn credentials_ready(&mut self, idx: usize, key: usize) -> bool {
         let provider = Arc::clone(&self.plan.targets[idx].provider);
-        match call::lease(&mut self.leases[idx], &self.supervisor, &provider).await {
+        match call::lease(&mut self.leases[idx].lease, &self.supervisor, &provider).await {
             Ok(lease) => lease.credentials_ready(key).await,
             Err(_) => true,
         }
@@ -466,6 +480,8 @@ impl Run {
         event.trace.clone_from(&self.trace);
         event.notes = self.notes.take();
         event.skipped = self.skipped_targets();
+        event.balanced = self.plan.balanced;
+        self.count_cache_tokens(&event);
         if let Some(reservation) = &self.reservation {
             use crate::tenants::Used;
             event.client = Some(reservation.client().to_string());
@@ -482,6 +498,33 @@ impl Run {
             reservation.settle(used);
         }
         self.wide.bus.publish(event);
+    }
+
+    /// Counts a served answer's prompt-cache tokens in its target's stats,
+    /// when it is a group's member.
+    fn count_cache_tokens(&self, event: &crate::event::GenerationEvent) {
+        let (Some(usage), Some(provider), Some(model)) =
+            (&event.usage, &event.provider, &event.model)
+        else {
+            return;
+        };
+        let served = self
+            .plan
+            .targets
+            .iter()
+            .zip(&self.leases)
+            .find(|(t, slot)| {
+                slot.stats.is_some() && *t.provider == **provider && *t.model == **model
+            });
+        if let Some((
+            _,
+            Slot {
+                stats: Some(stats), ..
+            },
+        )) = served
+        {
+            stats.cache_tokens(usage);
+        }
     }
 
     /// Tells the client's reservation that plan target `idx` is being
@@ -543,6 +586,26 @@ impl Run {
     fn spent(&self, fell_back: bool, cost: Option<f64>) {
         if let (true, Some(spend), Some(cost)) = (fell_back, &self.wide.spend, cost) {
             spend.add(cost);
+        }
+    }
+}
+
+// === impl Slot ===
+
+impl Slot {
+    /// A call on this target starts (counted when it is a group's member).
+    fn enter(&mut self) {
+        if let (Some(stats), false) = (&self.stats, self.entered) {
+            stats.enter();
+            self.entered = true;
+        }
+    }
+
+    /// The call this run counted in flight is over.
+    fn leave(&mut self) {
+        if let (Some(stats), true) = (&self.stats, self.entered) {
+            stats.leave();
+            self.entered = false;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A run planned from the router's published view: the route resolved (a
 //! client's model name included), the plan built — leaving out targets
-//! whose breaker the board shows open, and forcing the primary when every
-//! target is open — capabilities checked, and the run's context gathered.
+//! whose breaker the board shows open, forcing the primary when every
+//! target is open, and ordering each group of equivalent targets by the
+//! group choice — capabilities checked, and the run's context gathered.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -121,10 +122,16 @@ pub(crate) fn prepare(
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
     let plan = plan_of(view, wide, &request, pinned)?;
+    // A run of a route with groups counts its calls in its targets' stats.
+    let balanced = grouped(view, &request).is_some();
     let leases = plan
         .targets
         .iter()
-        .map(|t| view.leases.get(&t.provider).cloned())
+        .map(|t| crate::run::Slot {
+            lease: view.leases.get(&t.provider).cloned(),
+            stats: balanced.then(|| view.stats.get(t).cloned()).flatten(),
+            entered: false,
+        })
         .collect();
     let streams = stream_rules(view, &plan, &request, route_options.as_ref());
     let refusal = request
@@ -179,8 +186,9 @@ pub(crate) fn prepare(
 
 /// `request`'s plan: its route resolved (a pin kept to what its client's
 /// record allows), the targets whose breaker is open or whose provider is
-/// out left out, the target its session is `pinned` to first, and the
-/// capabilities it needs checked.
+/// out left out, each group's members ordered by the group choice, the
+/// target its session is `pinned` to first, and the capabilities it needs
+/// checked.
 fn plan_of(
     view: &View,
     wide: &EngineWide,
@@ -197,6 +205,13 @@ fn plan_of(
         scope_pin(&mut route, record, &request.route, &view.routes);
     }
     let now = crate::runtime_clock::now();
+    // A route with groups keeps its resolved targets (its members) for the
+    // group choice; any other pays nothing here.
+    let grouped = grouped(view, request);
+    let route_members = match grouped {
+        Some(_) => route.clone(),
+        None => Vec::new(),
+    };
     let mut plan = plan::plan(route, |t| {
         view.availability(&t.provider).or_else(|| {
             wide.board
@@ -205,8 +220,17 @@ fn plan_of(
         })
     })
     .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
+    if let Some(groups) = grouped {
+        balance(view, groups, &route_members, &mut plan, now);
+    }
     if let Some(pinned) = pinned {
+        // A pin that overrides the group's choice: the primary was not
+        // chosen by it.
+        let chosen_is_pin = plan.targets.first() == Some(pinned);
         plan::pin_first(&mut plan, pinned);
+        if plan.balanced && !chosen_is_pin && plan.primary == *pinned {
+            plan.balanced = false;
+        }
     }
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
@@ -214,6 +238,50 @@ fn plan_of(
         plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
     })?;
     Ok(plan)
+}
+
+/// The groups of `request`'s route and its targets as written, when it
+/// has groups (without a group anywhere, nothing is looked up).
+fn grouped<'v>(
+    view: &'v View,
+    request: &GenerateRequest,
+) -> Option<(&'v Vec<understudy_settings::RouteGroup>, &'v Vec<Target>)> {
+    if view.groups.is_empty() {
+        return None;
+    }
+    let name = plan::route_name(&request.route, &view.routes)?;
+    Some((view.groups.get(name)?, view.routes.get(name)?))
+}
+
+/// Orders the members of each of the route's `groups` in `plan` by the
+/// group choice, from the stats' snapshot and a fresh seed. `resolved` is
+/// the route as resolved (a group's members at its positions); a route
+/// whose resolution merged two of its targets is left in written order.
+fn balance(
+    view: &View,
+    (groups, declared): (&Vec<understudy_settings::RouteGroup>, &Vec<Target>),
+    resolved: &[Target],
+    plan: &mut plan::Plan,
+    now: Instant,
+) {
+    if resolved.len() != declared.len() {
+        return;
+    }
+    let members: Vec<(&[Target], &[u32], bool)> = groups
+        .iter()
+        .filter_map(|g| {
+            let targets = resolved.get(g.start..g.start + g.weights.len())?;
+            Some((targets, g.weights.as_slice(), g.start == 0))
+        })
+        .collect();
+    plan::balance_groups(
+        plan,
+        &members,
+        |t, weight| view.stats.member(t, weight),
+        now,
+        fastrand::u64(..),
+        &view.settings.balance,
+    );
 }
 
 /// How `request` streams: its own headers, else its route's settings; and

@@ -97,6 +97,24 @@ pub(super) enum Walked<S> {
 }
 
 impl Run {
+    /// Counts a call to a group's member in its stats (a no-op for any other
+    /// target): its outcome, its latency to its answer or first output, and
+    /// (unless it is a stream that goes on) its end in flight.
+    fn counted<S>(&mut self, idx: usize, called: &Called<S>) {
+        let slot = &mut self.leases[idx];
+        let Some(stats) = &slot.stats else {
+            return;
+        };
+        let outcome = match &called.result {
+            Ok(_) => Ok(called.latency),
+            Err(f) => Err(&f.kind),
+        };
+        stats.record(outcome, crate::runtime_clock::now(), &self.settings.balance);
+        if called.result.is_err() || self.rules.mode == understudy_policy::decide::Mode::Answer {
+            slot.leave();
+        }
+    }
+
     /// Executes the machine's steps until it stops, one attempt at a time,
     /// with `attempts` (empty) to record them in.
     pub(super) async fn walk<P: Path, C: Caller>(
@@ -202,7 +220,9 @@ impl Run {
         }
         let key_name = ticket.as_ref().and_then(KeyInUse::name);
         let span = self.attempt_span(idx);
+        self.leases[idx].enter();
         let called = path.call(self, call, chat, key, span).await;
+        self.counted(idx, &called);
         let key_input = self.key_outcome(
             idx,
             ticket,

@@ -98,6 +98,20 @@ pub(crate) struct SinkLabels {
     sink: &'static str,
 }
 
+/// A group choice: the route and the member chosen first.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct BalanceLabels {
+    route: String,
+    provider: String,
+}
+
+/// A served answer's prompt-cache tokens: `read`, `write`, `uncached`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CacheTokenLabels {
+    provider: String,
+    kind: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct StateLabels {
     pub(crate) provider: String,
@@ -125,6 +139,8 @@ pub struct Metrics {
     ttft: Family<ProviderLabels, Histogram, Buckets>,
     tokens: Family<TokenLabels, Counter>,
     cost: Family<ProviderLabels, Counter<f64, AtomicU64>>,
+    balance_choices: Family<BalanceLabels, Counter>,
+    prompt_cache_tokens: Family<CacheTokenLabels, Counter>,
     pub(crate) provider_up: Family<ProviderLabels, Gauge>,
     pub(crate) breaker_open: Family<StateLabels, Gauge>,
     events_dropped: Family<SinkLabels, Counter>,
@@ -155,6 +171,8 @@ impl Metrics {
             ttft: Family::new_with_constructor(Buckets),
             tokens: Family::default(),
             cost: Family::default(),
+            balance_choices: Family::default(),
+            prompt_cache_tokens: Family::default(),
             provider_up: Family::default(),
             breaker_open: Family::default(),
             events_dropped: Family::default(),
@@ -209,6 +227,16 @@ impl Metrics {
             "understudy_cost_usd",
             "Spend in USD by serving provider",
             self.cost.clone(),
+        );
+        registry.register(
+            "understudy_balance_choices",
+            "Requests whose primary was chosen among a group of equivalent targets, by route and member chosen",
+            self.balance_choices.clone(),
+        );
+        registry.register(
+            "understudy_prompt_cache_tokens",
+            "Input tokens of served answers by provider and prompt-cache kind (read, write, uncached)",
+            self.prompt_cache_tokens.clone(),
         );
     }
 
@@ -393,6 +421,8 @@ pub(crate) struct Recorder {
     clients: HashMap<String, ClientHandles>,
     /// Provider name → `gen_ai.provider.name`.
     genai_names: HashMap<String, String>,
+    /// Group choices, by route and member chosen (a short list).
+    balance_choices: Vec<((String, String), Counter)>,
 }
 
 /// One client record's series.
@@ -429,6 +459,8 @@ struct Handles {
     /// Input, output.
     tokens: Option<[Counter; 2]>,
     cost: Option<Counter<f64, AtomicU64>>,
+    /// Prompt-cache tokens: read, write, uncached.
+    cache_tokens: Option<[Counter; 3]>,
     /// By kind and outcome.
     attempts: Vec<((&'static str, &'static str), Counter)>,
     /// A pool's, by kind, outcome and key name.
@@ -444,6 +476,7 @@ impl Recorder {
             providers: HashMap::new(),
             clients: HashMap::new(),
             genai_names: HashMap::new(),
+            balance_choices: Vec::new(),
         }
     }
 
@@ -456,6 +489,27 @@ impl Recorder {
             return;
         };
         h.record_generation(m, provider, e);
+        if e.balanced {
+            let found = self
+                .balance_choices
+                .iter()
+                .find(|((route, provider), _)| *route == e.route && *provider == e.primary);
+            match found {
+                Some((_, c)) => {
+                    c.inc();
+                }
+                None => {
+                    let labels = BalanceLabels {
+                        route: e.route.clone(),
+                        provider: e.primary.clone(),
+                    };
+                    let c = m.balance_choices.get_or_create(&labels).clone();
+                    c.inc();
+                    let key = (labels.route, labels.provider);
+                    self.balance_choices.push((key, c));
+                }
+            }
+        }
         self.record_attempts(e);
     }
 
@@ -568,6 +622,24 @@ impl Handles {
             });
             input.inc_by(u.input_tokens);
             output.inc_by(u.output_tokens);
+        }
+        if let (Some(u), Some(_), false) = (e.usage, &e.provider, e.cached) {
+            let [read, write, uncached] = self.cache_tokens.get_or_insert_with(|| {
+                ["read", "write", "uncached"].map(|kind| {
+                    m.prompt_cache_tokens
+                        .get_or_create(&CacheTokenLabels {
+                            provider: provider.to_owned(),
+                            kind,
+                        })
+                        .clone()
+                })
+            });
+            read.inc_by(u.cache_read_input_tokens);
+            write.inc_by(u.cache_write_input_tokens);
+            uncached.inc_by(
+                u.input_tokens
+                    .saturating_sub(u.cache_read_input_tokens + u.cache_write_input_tokens),
+            );
         }
         if let (Some(cost), Some(_)) = (e.cost_usd, &e.provider) {
             self.cost

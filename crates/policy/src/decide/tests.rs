@@ -40,6 +40,7 @@ fn plan(n: usize, primary_available: bool) -> Plan {
         skipped: Vec::new(),
         forced: false,
         unsupported: Vec::new(),
+        balanced: false,
     }
 }
 

@@ -98,11 +98,15 @@ pub(crate) async fn list(state: &AppState) -> Result<Names, ApiError> {
         format!("default ({})", default.join(", ")),
         default,
     );
-    for (name, targets) in &routing.routes {
+    for (name, steps) in &routing.routes {
+        let targets: Vec<String> = steps
+            .iter()
+            .flat_map(|s| s.targets().iter().cloned())
+            .collect();
         route(
             name.clone(),
             format!("{name} ({})", targets.join(", ")),
-            targets.clone(),
+            targets,
         );
     }
     for p in providers.iter().filter(|p| p.available) {

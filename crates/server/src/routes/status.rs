@@ -1,7 +1,8 @@
 //! The status page: `GET /` serves one self-contained HTML page (no CDN, no
 //! build step) that polls `GET /v1/status` every two seconds — providers,
-//! breakers and outcomes, traffic per second for the last ten minutes, and
-//! the last events.
+//! breakers and outcomes, the members of groups of equivalent targets
+//! (smoothed time to first output, in flight, cache-read share, ejected),
+//! traffic per second for the last ten minutes, and the last events.
 //!
 //! The page is sent with a strict `Content-Security-Policy`: its one inline
 //! script by hash (edit the script, update its hash in [`CSP`]: the security
@@ -25,7 +26,7 @@ const PAGE: &str = include_str!("../static/status.html");
 /// (base64) of the page's one inline script.
 const CSP: &str = concat!(
     "default-src 'none'; script-src 'sha256-",
-    "A27FQAVZOTeqUVkTjTD+syiK/CyXwG8/m68zb7EAgTM=",
+    "mSEpzrWOsXVCzyCAY52lTfIhToJGZ71b5cAJyXsC+XA=",
     "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; ",
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 );
@@ -62,6 +63,7 @@ async fn status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
         "now": understudy_core::shared::unix_ms() / 1000,
         "routing": routing,
         "providers": providers,
+        "targets": state.engine.target_stats(),
         "seconds": recent.seconds(),
         "events": recent.events(),
     })))

@@ -42,6 +42,7 @@ mod stream_modes;
 mod streaming;
 mod strict_json;
 mod thought_signatures;
+mod tiers;
 mod traces;
 mod trust_boundaries;
 mod url_userinfo;

@@ -236,8 +236,9 @@ fn round_rows(
     ]
 }
 
-/// The fallback route (503, then answer) at concurrency 1, and the first
-/// streamed byte, each against the upstream directly.
+/// The fallback route (503, then answer) at concurrency 1, the tier route
+/// beside the one-target route, and the first streamed byte, each against
+/// the upstream directly.
 async fn fallback_and_first_byte(
     upstream: SocketAddr,
     gw: &Gateway,
@@ -261,6 +262,27 @@ async fn fallback_and_first_byte(
             "added p50 {:.3} ms over one direct call (p99 {:.3} ms)",
             f.p50() - d.p50(),
             f.p99() - d.p99()
+        ),
+    ));
+    // One group of three equivalent targets (weights 2:1:1), beside the
+    // one-target route: the cost of the group choice.
+    let tier_body = REQUEST.replace("\"default\"", "\"tier\"");
+    let t = closed_loop(
+        gw.addr,
+        &urls.gateway,
+        &tier_body,
+        1,
+        Duration::from_secs(3),
+    )
+    .await?;
+    let g = closed_loop(gw.addr, &urls.gateway, REQUEST, 1, Duration::from_secs(3)).await?;
+    rows.push(row(
+        "tier of three equivalent targets, c=1".into(),
+        &t,
+        format!(
+            "p50 {:+.3} ms beside the one-target route (p99 {:+.3} ms)",
+            t.p50() - g.p50(),
+            t.p99() - g.p99()
         ),
     ));
     let (direct_ttfb, gateway_ttfb) = ttfb(upstream, gw.addr, 300).await?;

@@ -1,5 +1,6 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
-//! closer look (`closed:<c>`, `fallback:<c>`, `relay-closed:<c>`,
+//! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `one:<c>`, `three:<c>`,
+//! `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
 //! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
 //! `bodies.rs`'s).
@@ -57,6 +58,14 @@ pub(crate) async fn one(
         // The route whose primary answers 503.
         let body = REQUEST.replace("\"default\"", "\"fallback\"");
         return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
+    }
+    // The route that is one group of three equivalent targets, and beside
+    // it a named route of one target and the same three as a plain list.
+    for route in ["tier", "one", "three"] {
+        if let Some(c) = only.strip_prefix(route).and_then(|c| c.strip_prefix(':')) {
+            let body = REQUEST.replace("\"default\"", &format!("\"{route}\""));
+            return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
+        }
     }
     match only {
         // Streams held whole (`stream_commit = "complete"`): each holds its

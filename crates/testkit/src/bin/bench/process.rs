@@ -58,9 +58,27 @@ kind = "openai"
 base_url = "http://{upstream}/slow/v1"
 model = "bench-model"
 
+# The same upstream under two more names: a tier of three equivalent
+# targets, for the cost of the group choice.
+[providers.fast2]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
+[providers.fast3]
+kind = "openai"
+base_url = "http://{upstream}/fast/v1"
+model = "bench-model"
+
 [routes]
 fallback = ["fail", "fast"]
 slowstream = ["slow"]
+tier = [{{ group = ["fast", "fast2", "fast3"], weights = [2, 1, 1] }}]
+# A named route of one target, and the tier's three targets as a plain
+# list: what the group choice costs beyond naming a route and planning
+# three targets.
+one = ["fast"]
+three = ["fast", "fast2", "fast3"]
 
 [breaker]
 failure_threshold = 0

@@ -1,0 +1,373 @@
+//! The stats each member of a group of equivalent targets keeps, held by
+//! the router's view as shared atomics: a request updates them without a
+//! message or a lock, and the group choice
+//! ([`understudy_policy::balance`]) reads a snapshot of them.
+//!
+//! Kept per target (provider + model) of any route's group, and only for
+//! those: a route without groups never touches them.
+//! - The smoothed time to first output: a non-streamed attempt's latency
+//!   to its answer, a streamed one's to its commit (its first output).
+//! - Requests in flight: an attempt counts from its call until its answer
+//!   (or its failure); a streamed one until its stream ends. The run holds
+//!   the count and gives it back when it is dropped, so a request whose
+//!   caller left never leaves it counted.
+//! - Recent outcomes, for the error rate that ejects a member: what the
+//!   decision machine treats as an outage counts as a failure (a 5xx or
+//!   overload, a timeout, a connection error, a malformed answer, a cut
+//!   stream); a refusal, a rate limit (it says wait, not broken) and what
+//!   the request is at fault for (a 4xx, auth, context length) count
+//!   neither way. The counts halve when they reach twice
+//!   `eject_min_calls`, so "recent" is the last calls, not all of them.
+//! - Prompt-cache tokens of its served answers (read, written, uncached),
+//!   for the cache-read share the status shows.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use understudy_policy::balance::{self, Member};
+use understudy_settings::{BalanceSettings, RouteGroups};
+use understudy_types::Target;
+use understudy_types::chat::Usage;
+use understudy_types::failure::FailureKind;
+
+/// Every group member's stats, by target: a short list searched in order
+/// (a few members in all, where hashing a target would cost more).
+pub(crate) struct TargetStats {
+    by_target: Vec<(Target, Arc<TargetStat>)>,
+}
+
+/// One target's stats.
+pub(crate) struct TargetStat {
+    /// The instant the stored times count from.
+    base: Instant,
+    /// Microseconds; 0 before the first sample.
+    ttft_us: AtomicU64,
+    in_flight: AtomicU32,
+    /// Recent calls (low 32 bits) and failures among them (high 32 bits).
+    outcomes: AtomicU64,
+    /// Nanoseconds after `base` until which the target is ejected; 0: never
+    /// ejected.
+    ejected_until_ns: AtomicU64,
+    cache_read: AtomicU64,
+    cache_write: AtomicU64,
+    uncached: AtomicU64,
+}
+
+/// What the status shows of one target.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetStatsView {
+    pub provider: String,
+    pub model: String,
+    /// The smoothed time to first output, when there is a sample.
+    pub ttft_ms: Option<f64>,
+    pub in_flight: u32,
+    /// Whether it is ejected for its error rate now.
+    pub ejected: bool,
+    /// Of the input tokens of its served answers, the share read from the
+    /// prompt cache (none before an answer with usage).
+    pub cache_read_share: Option<f64>,
+}
+
+// === impl TargetStats ===
+
+impl TargetStats {
+    /// Stats for every member of `groups` (a route's members are its
+    /// targets at the group's positions), counting from `base`; the members
+    /// `kept` already has keep theirs.
+    pub(crate) fn new(
+        routes: &BTreeMap<String, Vec<Target>>,
+        groups: &RouteGroups,
+        kept: Option<&TargetStats>,
+        base: Instant,
+    ) -> Self {
+        let mut by_target: Vec<(Target, Arc<TargetStat>)> = Vec::new();
+        for (name, groups) in groups {
+            let Some(targets) = routes.get(name) else {
+                continue;
+            };
+            for g in groups {
+                let end = (g.start + g.weights.len()).min(targets.len());
+                for t in &targets[g.start.min(end)..end] {
+                    if by_target.iter().any(|(known, _)| known == t) {
+                        continue;
+                    }
+                    let stat = kept
+                        .and_then(|k| k.get(t).cloned())
+                        .unwrap_or_else(|| Arc::new(TargetStat::new(base)));
+                    by_target.push((t.clone(), stat));
+                }
+            }
+        }
+        Self { by_target }
+    }
+
+    pub(crate) fn get(&self, target: &Target) -> Option<&Arc<TargetStat>> {
+        self.by_target
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, s)| s)
+    }
+
+    /// The snapshot the group choice reads of `target` (weight `weight`)
+    /// at `now`.
+    pub(crate) fn member(&self, target: &Target, weight: u32) -> Member {
+        let Some(s) = self.get(target) else {
+            return Member {
+                weight,
+                ttft: None,
+                in_flight: 0,
+                ejected_until: None,
+            };
+        };
+        let ttft_us = s.ttft_us.load(Ordering::Relaxed);
+        let ejected_ns = s.ejected_until_ns.load(Ordering::Relaxed);
+        Member {
+            weight,
+            ttft: (ttft_us > 0).then(|| Duration::from_micros(ttft_us)),
+            in_flight: s.in_flight.load(Ordering::Relaxed),
+            ejected_until: (ejected_ns > 0).then(|| s.base + Duration::from_nanos(ejected_ns)),
+        }
+    }
+
+    /// How every member stands at `now`, as the status shows it.
+    pub(crate) fn views(&self, now: Instant) -> Vec<TargetStatsView> {
+        let mut out: Vec<TargetStatsView> = self
+            .by_target
+            .iter()
+            .map(|(t, s)| {
+                let m = self.member(t, 1);
+                let read = s.cache_read.load(Ordering::Relaxed);
+                let all = read
+                    + s.cache_write.load(Ordering::Relaxed)
+                    + s.uncached.load(Ordering::Relaxed);
+                TargetStatsView {
+                    provider: t.provider.to_string(),
+                    model: t.model.to_string(),
+                    ttft_ms: m.ttft.map(|d| d.as_secs_f64() * 1000.0),
+                    in_flight: m.in_flight,
+                    ejected: m.ejected_until.is_some_and(|u| u > now),
+                    cache_read_share: (all > 0).then(|| read as f64 / all as f64),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+        out
+    }
+}
+
+// === impl TargetStat ===
+
+impl TargetStat {
+    fn new(base: Instant) -> Self {
+        Self {
+            base,
+            ttft_us: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            outcomes: AtomicU64::new(0),
+            ejected_until_ns: AtomicU64::new(0),
+            cache_read: AtomicU64::new(0),
+            cache_write: AtomicU64::new(0),
+            uncached: AtomicU64::new(0),
+        }
+    }
+
+    /// Records how a call to this target ended at `now`: `Ok(latency)`
+    /// (to its answer or first output), or its failure's kind.
+    pub(crate) fn record(
+        &self,
+        outcome: Result<Duration, &FailureKind>,
+        now: Instant,
+        knobs: &BalanceSettings,
+    ) {
+        let failed = match outcome {
+            Ok(latency) => {
+                let _ = self
+                    .ttft_us
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |us| {
+                        let previous = (us > 0).then(|| Duration::from_micros(us));
+                        let next = balance::smoothed(previous, latency, knobs);
+                        Some((next.as_micros() as u64).max(1))
+                    });
+                false
+            }
+            Err(kind) if kind.is_outage() => true,
+            Err(_) => return,
+        };
+        let window = knobs.eject_min_calls.saturating_mul(2).max(2);
+        let (Ok(before) | Err(before)) =
+            self.outcomes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
+                    let (mut calls, mut failures) = unpack(packed);
+                    calls += 1;
+                    failures += u32::from(failed);
+                    if calls >= window {
+                        calls /= 2;
+                        failures /= 2;
+                    }
+                    Some(pack(calls, failures))
+                });
+        let (calls, failures) = unpack(before);
+        let (calls, failures) = (calls + 1, failures + u32::from(failed));
+        let ejected_ns = self.ejected_until_ns.load(Ordering::Relaxed);
+        let now_ns = now.saturating_duration_since(self.base).as_nanos() as u64;
+        if failed && ejected_ns <= now_ns && balance::ejects(failures, calls, knobs) {
+            let until = now_ns + knobs.eject_for.as_nanos() as u64;
+            self.ejected_until_ns.store(until.max(1), Ordering::Relaxed);
+            // Counted afresh from the ejection: its end is a new start.
+            self.outcomes.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A request starts on this target.
+    pub(crate) fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request that entered is no longer on this target.
+    pub(crate) fn leave(&self) {
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+    }
+
+    /// Counts a served answer's prompt-cache tokens.
+    pub(crate) fn cache_tokens(&self, usage: &Usage) {
+        let read = usage.cache_read_input_tokens;
+        let write = usage.cache_write_input_tokens;
+        self.cache_read.fetch_add(read, Ordering::Relaxed);
+        self.cache_write.fetch_add(write, Ordering::Relaxed);
+        self.uncached.fetch_add(
+            usage.input_tokens.saturating_sub(read + write),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+fn pack(calls: u32, failures: u32) -> u64 {
+    (u64::from(failures) << 32) | u64::from(calls)
+}
+
+fn unpack(packed: u64) -> (u32, u32) {
+    (packed as u32, (packed >> 32) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use understudy_policy::balance::order;
+    use understudy_settings::{BalanceSettings, RouteGroup};
+    use understudy_types::failure::FailureKind;
+
+    use super::*;
+
+    /// Two members of one route's group, `a` and `b`.
+    fn stats(base: Instant) -> (TargetStats, Target, Target) {
+        let (a, b) = (Target::new("a", "m"), Target::new("b", "m"));
+        let routes = BTreeMap::from([("r".to_owned(), vec![a.clone(), b.clone()])]);
+        let groups = BTreeMap::from([(
+            "r".to_owned(),
+            vec![RouteGroup {
+                start: 0,
+                weights: vec![1, 1],
+            }],
+        )]);
+        (TargetStats::new(&routes, &groups, None, base), a, b)
+    }
+
+    /// How often `b` goes first over many seeds at `now`.
+    fn b_first(s: &TargetStats, a: &Target, b: &Target, now: Instant) -> f64 {
+        let knobs = BalanceSettings::default();
+        let members = [s.member(a, 1), s.member(b, 1)];
+        let n = 2_000;
+        let firsts = (0..n).filter(|&seed| order(&members, now, seed, &knobs)[0] == 1);
+        firsts.count() as f64 / n as f64
+    }
+
+    #[test]
+    fn a_member_failing_half_its_calls_is_ejected_and_comes_back() {
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let knobs = BalanceSettings::default();
+        let (s, a, b) = stats(base);
+        let stat = Arc::clone(s.get(&b).unwrap());
+        let mut now = base;
+        let mut ejected_after = None;
+        for call in 1..=20 {
+            now += Duration::from_millis(100);
+            let outcome = match call % 2 {
+                1 => Err(&FailureKind::Unavailable),
+                _ => Ok(Duration::from_millis(50)),
+            };
+            stat.record(outcome, now, &knobs);
+            if s.member(&b, 1).ejected_until.is_some_and(|u| u > now) {
+                ejected_after = Some(call);
+                break;
+            }
+        }
+        let ejected_after = ejected_after.expect("ejected within 20 calls");
+        assert!(ejected_after <= 20, "{ejected_after}");
+        // Ejected: only its floor of first places.
+        stats_record_ok(&s, &a, now, &knobs);
+        let share = b_first(&s, &a, &b, now);
+        assert!(share < 0.05, "{share}");
+        // It recovered: once the ejection is over (well within a minute),
+        // it is back at its weight.
+        let later = now + knobs.eject_for + Duration::from_millis(1);
+        assert!(knobs.eject_for < Duration::from_secs(60));
+        stat.record(Ok(Duration::from_millis(50)), later, &knobs);
+        let share = b_first(&s, &a, &b, later);
+        assert!((share - 0.5).abs() < 0.06, "{share}");
+        // Refusals and client errors never eject.
+        let (s, _, b) = stats(base);
+        let stat = s.get(&b).unwrap();
+        for _ in 0..30 {
+            stat.record(Err(&FailureKind::BadRequest), base, &knobs);
+            stat.record(Err(&FailureKind::ContentFilter), base, &knobs);
+        }
+        assert_eq!(s.member(&b, 1).ejected_until, None);
+    }
+
+    fn stats_record_ok(s: &TargetStats, a: &Target, now: Instant, knobs: &BalanceSettings) {
+        s.get(a)
+            .unwrap()
+            .record(Ok(Duration::from_millis(50)), now, knobs);
+    }
+
+    #[test]
+    fn in_flight_and_cache_tokens_show_in_the_status() {
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let (s, a, _) = stats(base);
+        let stat = s.get(&a).unwrap();
+        stat.enter();
+        stat.enter();
+        stat.leave();
+        stat.cache_tokens(&Usage {
+            input_tokens: 100,
+            cache_read_input_tokens: 60,
+            cache_write_input_tokens: 20,
+            ..Usage::default()
+        });
+        let view = &s.views(base)[0];
+        assert_eq!(view.in_flight, 1);
+        assert_eq!(view.cache_read_share, Some(0.6));
+        assert_eq!(view.ttft_ms, None);
+        // A routing change keeps the stats of the members that stay.
+        let routes = BTreeMap::from([("r".to_owned(), vec![a.clone()])]);
+        let groups = BTreeMap::from([(
+            "r".to_owned(),
+            vec![RouteGroup {
+                start: 0,
+                weights: vec![1],
+            }],
+        )]);
+        let next = TargetStats::new(&routes, &groups, Some(&s), base);
+        assert_eq!(next.views(base).len(), 1);
+        assert_eq!(next.views(base)[0].in_flight, 1);
+    }
+}

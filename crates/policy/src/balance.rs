@@ -1,0 +1,314 @@
+//! Which member of a group of equivalent targets a request tries first,
+//! and in which order the others follow: a pure function of the members'
+//! weights, a snapshot of their stats, the moment and a seed.
+//!
+//! The rule, as a reader can follow it:
+//! 1. A member is *ejected* while its `ejected_until` is in the future (its
+//!    recent error rate crossed the threshold, see [`ejects`]). Ejected
+//!    members go last, except that each still goes first for a small floor
+//!    of the group's requests (`ejected_floor`), so that a member that has
+//!    recovered is seen to be.
+//! 2. Among the others, two candidates are drawn by weight (without
+//!    repeat) and the one with the lower expected cost goes first: its
+//!    smoothed time to first output scaled by `1 + in_flight` (the time a
+//!    new request can expect when it shares the member with those already
+//!    there: the peak-EWMA measure). Costs within a factor of
+//!    [`CLEARLY_CHEAPER`] or within [`CLEARLY_CHEAPER_BY`] of each other
+//!    count as equal, and then the first drawn wins: members that are alike
+//!    split by their weights (noise in a few milliseconds does not skew
+//!    them), and only a clearly slower or busier member loses its share.
+//! 3. A member with no sample yet is costed as the best known member of
+//!    the group (or as any other, when none has data): it is explored at its
+//!    weight, never starved.
+//! 4. The rest follow: the healthy members by cost (a tie keeps the
+//!    written order), then the ejected ones; so a failure moves to the next
+//!    member of the group before the next step of the route.
+
+use std::time::{Duration, Instant};
+
+use understudy_settings::BalanceSettings;
+
+/// A candidate's cost must be below the other's divided by this to win a
+/// pairing on cost; otherwise the first drawn wins.
+pub const CLEARLY_CHEAPER: f64 = 1.5;
+
+/// ... and below it by more than this (seconds).
+pub const CLEARLY_CHEAPER_BY: f64 = 0.01;
+
+/// One member of a group as the choice sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Its weight in the group (positive).
+    pub weight: u32,
+    /// Its smoothed time to first output; `None` before its first sample.
+    pub ttft: Option<Duration>,
+    /// Requests on it now.
+    pub in_flight: u32,
+    /// Until when it is ejected for its error rate, if it is.
+    pub ejected_until: Option<Instant>,
+}
+
+/// The order to try `members` in (indices into `members`), at `now`, with
+/// `seed` as the only source of chance. Never empty unless `members` is.
+pub fn order(members: &[Member], now: Instant, seed: u64, knobs: &BalanceSettings) -> Vec<usize> {
+    let mut rng = SplitMix(seed);
+    let ejected = |m: &Member| m.ejected_until.is_some_and(|u| u > now);
+    let mut healthy: Vec<usize> = (0..members.len())
+        .filter(|&i| !ejected(&members[i]))
+        .collect();
+    let mut out_: Vec<usize> = (0..members.len())
+        .filter(|&i| ejected(&members[i]))
+        .collect();
+    if healthy.is_empty() {
+        // Every member is out: choose among them as if none were.
+        healthy = std::mem::take(&mut out_);
+    }
+    let best_known = healthy.iter().filter_map(|&i| members[i].ttft).min();
+    let cost = |i: usize| {
+        let m = &members[i];
+        let ttft = m.ttft.or(best_known).unwrap_or(Duration::ZERO);
+        (ttft.as_secs_f64() + 1e-6) * (1.0 + f64::from(m.in_flight))
+    };
+    let floor_draw = rng.unit();
+    let first = if !out_.is_empty() && floor_draw < knobs.ejected_floor * out_.len() as f64 {
+        let at = draw(members, &out_, &mut rng);
+        out_.remove(at)
+    } else {
+        let a = draw(members, &healthy, &mut rng);
+        let first = healthy.remove(a);
+        match healthy.len() {
+            0 => first,
+            _ => {
+                let b = draw(members, &healthy, &mut rng);
+                let (cb, cf) = (cost(healthy[b]), cost(first));
+                if cb * CLEARLY_CHEAPER < cf && cf - cb > CLEARLY_CHEAPER_BY {
+                    let second = healthy.remove(b);
+                    healthy.push(first);
+                    second
+                } else {
+                    first
+                }
+            }
+        }
+    };
+    healthy.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
+    let mut order = Vec::with_capacity(members.len());
+    order.push(first);
+    order.extend(healthy);
+    out_.sort_unstable();
+    order.extend(out_);
+    order
+}
+
+/// Whether a member whose recent calls number `calls`, `failures` of them
+/// failed, is ejected: it has at least `eject_min_calls` of them and the
+/// failed share reaches `eject_error_rate`.
+pub fn ejects(failures: u32, calls: u32, knobs: &BalanceSettings) -> bool {
+    calls >= knobs.eject_min_calls
+        && calls > 0
+        && f64::from(failures) >= knobs.eject_error_rate * f64::from(calls)
+}
+
+/// The next smoothed time to first output after `sample`
+/// (`ttft_smoothing` is the new sample's weight).
+pub fn smoothed(previous: Option<Duration>, sample: Duration, knobs: &BalanceSettings) -> Duration {
+    match previous {
+        None => sample,
+        Some(p) => {
+            let a = knobs.ttft_smoothing;
+            Duration::from_secs_f64(a * sample.as_secs_f64() + (1.0 - a) * p.as_secs_f64())
+        }
+    }
+}
+
+/// The position in `among` of one of its members drawn by weight.
+fn draw(members: &[Member], among: &[usize], rng: &mut SplitMix) -> usize {
+    let total: u64 = among
+        .iter()
+        .map(|&i| u64::from(members[i].weight.max(1)))
+        .sum();
+    let mut at = rng.next() % total.max(1);
+    for (pos, &i) in among.iter().enumerate() {
+        let w = u64::from(members[i].weight.max(1));
+        if at < w {
+            return pos;
+        }
+        at -= w;
+    }
+    among.len() - 1
+}
+
+/// A small, well-mixed generator (SplitMix64): the seed is the only chance.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A draw in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
+    fn member(weight: u32, ttft: Option<Duration>, in_flight: u32) -> Member {
+        Member {
+            weight,
+            ttft,
+            in_flight,
+            ejected_until: None,
+        }
+    }
+
+    /// How often each member goes first over `n` seeds.
+    fn firsts(members: &[Member], now: Instant, n: u64) -> Vec<f64> {
+        let knobs = BalanceSettings::default();
+        let mut counts = vec![0u64; members.len()];
+        for seed in 0..n {
+            counts[order(members, now, seed, &knobs)[0]] += 1;
+        }
+        counts.iter().map(|&c| c as f64 / n as f64).collect()
+    }
+
+    #[test]
+    fn orders_are_data_of_stats_and_seed() {
+        let now = crate::test_now();
+        let knobs = BalanceSettings::default();
+        let later = Some(now + Duration::from_secs(10));
+        let ejected = |mut m: Member| {
+            m.ejected_until = later;
+            m
+        };
+        // (members, seed, the order)
+        let cases: [(&[Member], u64, &[usize]); 6] = [
+            // One member: itself.
+            (&[member(1, ms(100), 0)], 7, &[0]),
+            // A clearly slower member never wins a pairing.
+            (&[member(1, ms(500), 0), member(1, ms(100), 0)], 1, &[1, 0]),
+            (&[member(1, ms(500), 0), member(1, ms(100), 0)], 2, &[1, 0]),
+            // Busy: 100 ms with 3 in flight costs 400, more than 150.
+            (&[member(1, ms(100), 3), member(1, ms(150), 0)], 3, &[1, 0]),
+            // The ejected member goes last.
+            (
+                &[ejected(member(5, ms(10), 0)), member(1, ms(100), 0)],
+                4,
+                &[1, 0],
+            ),
+            // An ejection that is over counts for nothing: alike members
+            // keep the written order after the first.
+            (
+                &[
+                    Member {
+                        ejected_until: Some(now),
+                        ..member(1, ms(100), 0)
+                    },
+                    member(1, ms(100), 0),
+                    member(1, ms(100), 0),
+                ],
+                5,
+                &[1, 0, 2],
+            ),
+        ];
+        for (members, seed, want) in cases {
+            assert_eq!(
+                order(members, now, seed, &knobs),
+                want,
+                "{members:?} {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn weights_split_alike_members() {
+        let now = crate::test_now();
+        let members = [
+            member(2, ms(100), 0),
+            member(1, ms(110), 0),
+            member(1, ms(95), 0),
+        ];
+        let got = firsts(&members, now, 20_000);
+        for (share, want) in got.iter().zip([0.5, 0.25, 0.25]) {
+            assert!((share - want).abs() < 0.02, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn a_five_times_slower_member_is_rarely_first() {
+        let now = crate::test_now();
+        let members = [
+            member(1, ms(100), 0),
+            member(1, ms(500), 0),
+            member(1, ms(100), 0),
+        ];
+        let got = firsts(&members, now, 20_000);
+        assert!(got[1] < 0.01, "{got:?}");
+    }
+
+    #[test]
+    fn an_ejected_member_gets_only_its_floor() {
+        let now = crate::test_now();
+        let mut members = [
+            member(1, ms(100), 0),
+            member(1, ms(100), 0),
+            member(2, ms(10), 0),
+        ];
+        members[2].ejected_until = Some(now + Duration::from_secs(1));
+        let got = firsts(&members, now, 20_000);
+        let floor = BalanceSettings::default().ejected_floor;
+        assert!((got[2] - floor).abs() < 0.005, "{got:?}");
+        // Every member ejected: chosen among as if none were (the fast
+        // one is first unless neither draw is it: 1 - 1/4 * 2/3).
+        for m in &mut members {
+            m.ejected_until = Some(now + Duration::from_secs(1));
+        }
+        let got = firsts(&members, now, 20_000);
+        assert!((got[2] - 5.0 / 6.0).abs() < 0.02, "{got:?}");
+    }
+
+    #[test]
+    fn a_member_without_data_is_explored_at_its_weight() {
+        let now = crate::test_now();
+        let members = [member(1, ms(100), 0), member(1, None, 0)];
+        let got = firsts(&members, now, 20_000);
+        assert!((got[1] - 0.5).abs() < 0.02, "{got:?}");
+        // None has data: weights alone.
+        let members = [member(3, None, 0), member(1, None, 0)];
+        let got = firsts(&members, now, 20_000);
+        assert!((got[0] - 0.75).abs() < 0.02, "{got:?}");
+    }
+
+    #[test]
+    fn ejection_needs_its_sample_and_its_rate() {
+        let knobs = BalanceSettings::default();
+        // (failures, calls, ejected)
+        let cases = [
+            (0, 0, false),
+            (5, 9, false),
+            (5, 10, true),
+            (4, 10, false),
+            (10, 10, true),
+        ];
+        for (failures, calls, want) in cases {
+            assert_eq!(ejects(failures, calls, &knobs), want, "{failures}/{calls}");
+        }
+        let s = smoothed(ms(100), Duration::from_millis(200), &knobs);
+        assert_eq!(s, Duration::from_millis(130));
+        assert_eq!(
+            smoothed(None, Duration::from_millis(7), &knobs),
+            Duration::from_millis(7)
+        );
+    }
+}
