@@ -35,6 +35,14 @@ pub const CLEARLY_CHEAPER: f64 = 1.5;
 /// ... and below it by more than this (seconds).
 pub const CLEARLY_CHEAPER_BY: f64 = 0.01;
 
+/// The step between consecutive requests' seeds (2^64 over the golden
+/// ratio). The first candidate is drawn from the seed's own top bits, so
+/// seeds taken as `start + n × SEED_STEP` (a random `start` per process,
+/// `n` counting requests: a Weyl sequence) split alike members by their
+/// weights almost exactly over any run of requests, not only on average,
+/// while instances of a fleet, each with its own start, do not herd.
+pub const SEED_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// One member of a group as the choice sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
@@ -71,15 +79,15 @@ pub fn order(members: &[Member], now: Instant, seed: u64, knobs: &BalanceSetting
     };
     let floor_draw = rng.unit();
     let first = if !out_.is_empty() && floor_draw < knobs.ejected_floor * out_.len() as f64 {
-        let at = draw(members, &out_, &mut rng);
+        let at = draw(members, &out_, rng.unit());
         out_.remove(at)
     } else {
-        let a = draw(members, &healthy, &mut rng);
+        let a = draw(members, &healthy, unit(seed));
         let first = healthy.remove(a);
         match healthy.len() {
             0 => first,
             _ => {
-                let b = draw(members, &healthy, &mut rng);
+                let b = draw(members, &healthy, rng.unit());
                 let (cb, cf) = (cost(healthy[b]), cost(first));
                 if cb * CLEARLY_CHEAPER < cf && cf - cb > CLEARLY_CHEAPER_BY {
                     let second = healthy.remove(b);
@@ -121,13 +129,16 @@ pub fn smoothed(previous: Option<Duration>, sample: Duration, knobs: &BalanceSet
     }
 }
 
-/// The position in `among` of one of its members drawn by weight.
-fn draw(members: &[Member], among: &[usize], rng: &mut SplitMix) -> usize {
+/// The position in `among` of one of its members drawn by weight, `u` (in
+/// [0, 1)) saying where in the weights the draw falls.
+fn draw(members: &[Member], among: &[usize], u: f64) -> usize {
     let total: u64 = among
         .iter()
         .map(|&i| u64::from(members[i].weight.max(1)))
         .sum();
-    let mut at = rng.next() % total.max(1);
+    // Truncation is the point: `u × total` picks a weight unit.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let mut at = ((u * total as f64) as u64).min(total.saturating_sub(1));
     for (pos, &i) in among.iter().enumerate() {
         let w = u64::from(members[i].weight.max(1));
         if at < w {
@@ -152,8 +163,13 @@ impl SplitMix {
 
     /// A draw in [0, 1).
     fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        unit(self.next())
     }
+}
+
+/// `bits`' top 53 bits as a fraction in [0, 1).
+fn unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -177,8 +193,8 @@ mod tests {
     fn firsts(members: &[Member], now: Instant, n: u64) -> Vec<f64> {
         let knobs = BalanceSettings::default();
         let mut counts = vec![0u64; members.len()];
-        for seed in 0..n {
-            counts[order(members, now, seed, &knobs)[0]] += 1;
+        for i in 0..n {
+            counts[order(members, now, i.wrapping_mul(SEED_STEP), &knobs)[0]] += 1;
         }
         counts.iter().map(|&c| c as f64 / n as f64).collect()
     }
@@ -218,7 +234,8 @@ mod tests {
                     member(1, ms(100), 0),
                     member(1, ms(100), 0),
                 ],
-                5,
+                // The seed's top bits fall in the middle third.
+                1 << 63,
                 &[1, 0, 2],
             ),
         ];
@@ -242,6 +259,36 @@ mod tests {
         let got = firsts(&members, now, 20_000);
         for (share, want) in got.iter().zip([0.5, 0.25, 0.25]) {
             assert!((share - want).abs() < 0.02, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn any_run_of_consecutive_seeds_splits_by_weight() {
+        // Sessions of an agent fleet are few: 20 new ones on a 2:1:1 group
+        // must split about 10:5:5 from wherever the sequence starts, not
+        // only over thousands of requests.
+        let now = crate::test_now();
+        let knobs = BalanceSettings::default();
+        let members = [
+            member(2, ms(100), 0),
+            member(1, ms(110), 0),
+            member(1, ms(95), 0),
+        ];
+        let mut start = 0x1234_5678_9ABC_DEF0_u64;
+        for _ in 0..1_000 {
+            start = start
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let mut counts = [0i64; 3];
+            for n in 0..20u64 {
+                let seed = start.wrapping_add(n.wrapping_mul(SEED_STEP));
+                counts[order(&members, now, seed, &knobs)[0]] += 1;
+            }
+            let off: Vec<i64> = counts.iter().zip([10, 5, 5]).map(|(c, w)| c - w).collect();
+            assert!(
+                off.iter().all(|d| d.abs() <= 1),
+                "from {start:#x}: {counts:?}"
+            );
         }
     }
 

@@ -284,7 +284,14 @@ mod tests {
         let knobs = BalanceSettings::default();
         let members = [s.member(a, 1), s.member(b, 1)];
         let n = 2_000;
-        let firsts = (0..n).filter(|&seed| order(&members, now, seed, &knobs)[0] == 1);
+        let firsts = (0..n).filter(|&i: &u64| {
+            order(
+                &members,
+                now,
+                i.wrapping_mul(understudy_policy::balance::SEED_STEP),
+                &knobs,
+            )[0] == 1
+        });
         firsts.count() as f64 / n as f64
     }
 

@@ -279,9 +279,21 @@ fn balance(
         &members,
         |t, weight| view.stats.member(t, weight),
         now,
-        fastrand::u64(..),
+        next_seed(),
         &view.settings.balance,
     );
+}
+
+/// The next request's seed for the group choice: a Weyl sequence from a
+/// random start per process (see [`understudy_policy::balance::SEED_STEP`]),
+/// so that alike members split by their weights over any run of requests
+/// and a fleet's instances do not choose in step.
+fn next_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    static START: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| fastrand::u64(..));
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    START.wrapping_add(n.wrapping_mul(understudy_policy::balance::SEED_STEP))
 }
 
 /// How `request` streams: its own headers, else its route's settings; and
