@@ -10,9 +10,11 @@
 //!    recovered is seen to be.
 //! 2. Among the others, two candidates are drawn by weight (without
 //!    repeat) and the one with the lower expected cost goes first: its
-//!    smoothed time to first output scaled by `1 + in_flight` (the time a
-//!    new request can expect when it shares the member with those already
-//!    there: the peak-EWMA measure). Costs within a factor of
+//!    smoothed time to first output scaled by `1 + in_flight / weight` (the
+//!    time a new request can expect when it shares the member with those
+//!    already there: the peak-EWMA measure, a member's weight standing for
+//!    its share of the group's capacity, so that a burst of requests spreads
+//!    by the weights, not evenly). Costs within a factor of
 //!    [`CLEARLY_CHEAPER`] or within [`CLEARLY_CHEAPER_BY`] of each other
 //!    count as equal, and then the first drawn wins: members that are alike
 //!    split by their weights (noise in a few milliseconds does not skew
@@ -75,7 +77,7 @@ pub fn order(members: &[Member], now: Instant, seed: u64, knobs: &BalanceSetting
     let cost = |i: usize| {
         let m = &members[i];
         let ttft = m.ttft.or(best_known).unwrap_or(Duration::ZERO);
-        (ttft.as_secs_f64() + 1e-6) * (1.0 + f64::from(m.in_flight))
+        (ttft.as_secs_f64() + 1e-6) * (1.0 + f64::from(m.in_flight) / f64::from(m.weight.max(1)))
     };
     let floor_draw = rng.unit();
     let first = if !out_.is_empty() && floor_draw < knobs.ejected_floor * out_.len() as f64 {
