@@ -163,6 +163,11 @@ pub fn answering(sim: &SimProvider) -> &SimProvider {
 /// describes (its route named `default`), and returns what the driver
 /// measured; every turn must be answered.
 pub async fn measure(gateway: TestGatewayBuilder, workload: Workload) -> Measured {
+    measure_on(gateway, workload, "default").await
+}
+
+/// [`measure`], the driver asking for the model (a route's name) `model`.
+pub async fn measure_on(gateway: TestGatewayBuilder, workload: Workload, model: &str) -> Measured {
     let gw = gateway
         .env("UNDERSTUDY_API_KEYS", CLIENT_KEY)
         .build()
@@ -177,6 +182,7 @@ pub async fn measure(gateway: TestGatewayBuilder, workload: Workload) -> Measure
         format!("--sessions={}", workload.sessions),
         format!("--turns={}", workload.turns),
         format!("--api-key={CLIENT_KEY}"),
+        format!("--model={model}"),
     ];
     let out =
         tokio::task::spawn_blocking(move || std::process::Command::new(python).args(args).output())
@@ -277,4 +283,63 @@ async fn bedrock_and_vertex_alone_cache_the_workload_as_well() {
     }
     eprintln!("agent workload {workload:?} on bedrock, vertex alone: read shares {shares:.4?}");
     assert!(shares.iter().all(|s| *s > 0.8), "{shares:?}");
+}
+
+/// The three clouds as one tier, weights 2 : 1 : 1, as the route `tier`.
+const TIER: &str = "[routes]\ntier = [{ group = [\"claude\", \"bedrock\", \"vertex\"], \
+                    weights = [2, 1, 1] }]\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tier_of_clouds_keeps_each_session_on_its_cache() {
+    // Enough sessions that a split can be read against the weights.
+    let workload = Workload {
+        sessions: 20,
+        ..Workload::from_env()
+    };
+    let alone = Clouds::start().await;
+    let base = measure(alone.gateway(&["claude"], ""), workload).await;
+    let tiered = Clouds::start().await;
+    let m = measure_on(tiered.gateway(&["claude"], TIER), workload, "tier").await;
+    let off = Clouds::start().await;
+    let scattered = measure_on(
+        off.gateway(&["claude"], TIER)
+            .env("UNDERSTUDY_AFFINITY", "off"),
+        workload,
+        "tier",
+    )
+    .await;
+    let split = m.sessions_by_provider();
+    eprintln!(
+        "agent workload {workload:?}: read share alone {:.4}, tier with affinity {:.4} \
+         (sessions {split:?}), tier without {:.4} (sessions {:?})",
+        base.read_share(),
+        m.read_share(),
+        scattered.read_share(),
+        scattered.sessions_by_provider(),
+    );
+    // Every turn of a session on the member that served its first.
+    for turns in &m.providers {
+        assert!(turns.iter().all(|p| *p == turns[0]), "{turns:?}");
+    }
+    // Sessions split by the weights, within 10 points of each share.
+    let n = workload.sessions as f64;
+    for (member, weight) in [("claude", 0.5), ("bedrock", 0.25), ("vertex", 0.25)] {
+        let share = split.get(member).copied().unwrap_or(0) as f64 / n;
+        assert!((share - weight).abs() <= 0.1, "{member}: {split:?}");
+    }
+    // The cache is kept: at least 95 % of what one target alone reads.
+    assert!(
+        m.read_share() >= 0.95 * base.read_share(),
+        "{:.4} against {:.4}",
+        m.read_share(),
+        base.read_share()
+    );
+    // Without affinity the growing conversation is written again on each
+    // member it lands on.
+    assert!(scattered.read_share() < m.read_share());
+    for clouds in [&alone, &tiered, &off] {
+        for sim in [&clouds.claude, &clouds.bedrock, &clouds.vertex] {
+            assert_eq!(sim.violations(), Vec::<String>::new());
+        }
+    }
 }
