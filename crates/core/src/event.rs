@@ -57,6 +57,10 @@ pub struct GenerationEvent {
     /// credentials not ready): what the attempts alone do not show.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedTarget>,
+    /// The request's session, on a route with more than one target and
+    /// affinity on: where it was pinned and what became of the pin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<AffinityNote>>,
     /// The request's trace, when traces are on (not written: the spans
     /// carry it).
     #[serde(skip)]
@@ -74,6 +78,35 @@ pub struct SkippedTarget {
     pub model: String,
     /// `breaker_open`, `stopped`, `keys_out`, `credentials`.
     pub reason: String,
+}
+
+/// A request's session as its event records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AffinityNote {
+    /// A short hash of the session's key (never the client's value).
+    pub session: String,
+    /// What named it: `x-understudy-session`, `client_header`,
+    /// `prompt_cache_key`, `previous_response`, `user`, `prefix`.
+    pub source: String,
+    /// `hit` (the pinned target served), `moved` (another did: the pin
+    /// follows it), `new`, `expired` (its cache had lapsed), `none`
+    /// (nobody served: the pin is unchanged).
+    pub outcome: String,
+    /// `provider:model` the session was pinned to before the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// The prompt prefix the serving target's cache now holds (tokens).
+    pub cached_tokens: u64,
+    /// The new pin's lifetime class (`5m`, `1h`, `in_memory`, `24h`,
+    /// `explicit`, `implicit`, `configured`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_class: Option<String>,
+    /// The pinned target asked to wait: `wait` or `switch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_or_switch: Option<String>,
+    /// What leaving the pinned target's cache was estimated to cost, USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_cost_usd: Option<f64>,
 }
 
 /// What every event of one request shares.
@@ -116,6 +149,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            affinity: None,
             trace: None,
             notes: None,
         }
@@ -146,6 +180,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            affinity: None,
             trace: None,
             notes: None,
         }
@@ -175,6 +210,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            affinity: None,
             trace: None,
             notes: None,
         }
@@ -206,6 +242,7 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools.clone(),
             client: None,
             skipped: Vec::new(),
+            affinity: None,
             trace: None,
             notes: None,
         }

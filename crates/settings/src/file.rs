@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::affinity::RawAffinity;
 use super::provider_table::RawProvider;
 use super::routes::RawRouteSpec;
 use super::routing::RawRouting;
@@ -32,6 +33,7 @@ pub(super) struct RawFile {
     pub(super) breaker: RawBreaker,
     pub(super) budget: Option<RawBudget>,
     pub(super) telemetry: RawTelemetry,
+    pub(super) affinity: RawAffinity,
 }
 
 /// The file `(path, text)` parsed, or an empty one where there is none,

@@ -25,6 +25,8 @@
 //! - `telemetry.rs`: `[telemetry]` and the `OTEL_*` variables. `tables.rs`: `[rate_limit]`, `[events]`,
 //!   `[cache]`, `[breaker]` ([`BreakerSettings`]), `[budget]`.
 //! - `limits.rs`: built-in output-token limits of well-known models.
+//! - `affinity.rs`: `[affinity]`, sessions pinned where their prompt cache
+//!   is (the wait cost, the body sources, per-provider cache facts).
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
 //!   `secret.rs`: values never shown. `tests.rs`: loading as a whole.
@@ -35,6 +37,7 @@ use std::time::Duration;
 
 use understudy_types::target::Target;
 
+mod affinity;
 mod ca_file;
 mod capabilities;
 mod clients;
@@ -55,6 +58,7 @@ mod telemetry;
 mod tests;
 mod timeouts;
 
+pub use affinity::{AffinitySettings, CacheOverride};
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
@@ -104,6 +108,8 @@ pub struct Settings {
     pub budget: Option<BudgetSettings>,
     /// Traces (OpenTelemetry): off without an OTLP endpoint.
     pub telemetry: TelemetrySettings,
+    /// Sessions pinned to the target holding their prompt cache.
+    pub affinity: AffinitySettings,
 }
 
 // === impl Settings ===
@@ -170,6 +176,7 @@ impl Settings {
         let breaker = tables::breaker(raw.breaker, &blame)?;
         let budget = tables::budget(raw.budget, &blame)?;
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
+        let affinity = affinity::read(raw.affinity, &providers, &blame)?;
         Ok(Self {
             routing,
             providers,
@@ -184,6 +191,7 @@ impl Settings {
             breaker,
             budget,
             telemetry,
+            affinity,
         })
     }
 

@@ -157,6 +157,7 @@ pub(crate) fn prepare(
         probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
         keys_tried: Vec::new(),
         passed_over: Vec::new(),
+        affinity: None,
         rules: Rules {
             mode,
             refusal,

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod affinity;
 mod anthropic_api;
 mod anthropic_sdk;
 mod azure;
