@@ -1,5 +1,7 @@
 //! `[affinity]`: sessions kept on the target that holds their prompt
-//! cache. On by default (it costs nothing on a route with one target);
+//! cache. On by default (it costs nothing on a route with one target;
+//! `UNDERSTUDY_AFFINITY` wins), but for the routes it excepts (ordered
+//! preferences, whose fallbacks are not equivalent);
 //! which body fields may name a session beyond the headers and
 //! `prompt_cache_key`; what a second of waiting is worth against a switch's
 //! cache cost; per provider, the cache's lifetime and prices where the
@@ -11,7 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::provider::ProviderSettings;
-use super::source::{Blame, SettingsError};
+use super::source::{Blame, Env, SettingsError};
 
 /// The `[affinity]` table.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +30,9 @@ pub struct AffinitySettings {
     pub wait_cost_per_second: f64,
     /// Sessions held in memory by one instance (default 100 000).
     pub max_sessions: usize,
+    /// Routes that never pin a session (`default` or a route's name): an
+    /// ordered preference, where a session should go back to the primary.
+    pub except: Vec<String>,
     /// Per provider: its prompt cache's lifetime and prices, where set.
     pub providers: BTreeMap<String, CacheOverride>,
 }
@@ -51,6 +56,7 @@ impl Default for AffinitySettings {
             session_from_user: false,
             wait_cost_per_second: 0.01,
             max_sessions: 100_000,
+            except: Vec::new(),
             providers: BTreeMap::new(),
         }
     }
@@ -64,6 +70,8 @@ pub(super) struct RawAffinity {
     wait_cost_per_second: Option<f64>,
     max_sessions: Option<usize>,
     #[serde(default)]
+    except: Vec<String>,
+    #[serde(default)]
     providers: BTreeMap<String, RawCacheOverride>,
 }
 
@@ -75,13 +83,32 @@ struct RawCacheOverride {
     cache_write: Option<f64>,
 }
 
-/// `[affinity]` validated against the providers it names.
+/// `[affinity]` validated against the providers and routes it names;
+/// `UNDERSTUDY_AFFINITY` (on or off) wins over `enabled`.
 pub(super) fn read(
     raw: RawAffinity,
     providers: &BTreeMap<String, ProviderSettings>,
-    blame: &Blame,
+    routes: &BTreeMap<String, Vec<understudy_types::target::Target>>,
+    (env, blame): (&Env<'_>, &Blame),
 ) -> Result<AffinitySettings, SettingsError> {
     let d = AffinitySettings::default();
+    let enabled = match env.get("UNDERSTUDY_AFFINITY") {
+        Some(v) => match v.trim() {
+            "1" | "true" | "on" => true,
+            "0" | "false" | "off" => false,
+            other => {
+                return Err(blame.env("UNDERSTUDY_AFFINITY", format!("`{other}` is not on or off")));
+            }
+        },
+        None => raw.enabled.unwrap_or(d.enabled),
+    };
+    if let Some(unknown) = raw
+        .except
+        .iter()
+        .find(|r| *r != "default" && !routes.contains_key(*r))
+    {
+        return Err(blame.file("affinity.except", format!("no route named `{unknown}`")));
+    }
     let wait_cost_per_second = raw.wait_cost_per_second.unwrap_or(d.wait_cost_per_second);
     if !(wait_cost_per_second.is_finite() && wait_cost_per_second >= 0.0) {
         return Err(blame.file(
@@ -132,10 +159,79 @@ pub(super) fn read(
         );
     }
     Ok(AffinitySettings {
-        enabled: raw.enabled.unwrap_or(d.enabled),
+        enabled,
+        except: raw.except,
         session_from_user: raw.session_from_user.unwrap_or(d.session_from_user),
         wait_cost_per_second,
         max_sessions,
         providers: out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::Settings;
+
+    const BASE: &str = "[providers.openai]\napi_key = \"sk-test-0123456789\"\n[routes]\npair = [\"openai\", \"groq\"]\n";
+
+    fn load(extra: &str, env: Option<&str>) -> Result<Settings, String> {
+        let text = format!("{BASE}{extra}");
+        Settings::from_toml_str(&text, |k| {
+            (k == "UNDERSTUDY_AFFINITY")
+                .then(|| env.map(str::to_owned))
+                .flatten()
+        })
+        .map_err(|e| e.setting)
+    }
+
+    #[test]
+    fn affinity_is_on_by_default_and_read_whole() {
+        let s = load("", None).unwrap();
+        assert!(s.affinity.enabled);
+        assert!(!s.affinity.session_from_user);
+        let s = load(
+            "[affinity]\nwait_cost_per_second = 0.002\nexcept = [\"pair\", \"default\"]\n\
+             [affinity.providers.openai]\ncache_ttl = \"10m\"\ncache_read = 0.5\n",
+            Some("off"),
+        )
+        .unwrap();
+        assert!(!s.affinity.enabled, "the environment wins");
+        assert_eq!(s.affinity.wait_cost_per_second, 0.002);
+        assert_eq!(s.affinity.except, ["pair", "default"]);
+        let openai = s.affinity.providers["openai"];
+        assert_eq!(openai.cache_ttl, Some(Duration::from_secs(600)));
+        assert_eq!(openai.cache_read, Some(0.5));
+        assert_eq!(openai.cache_write, None);
+    }
+
+    #[test]
+    fn a_bad_affinity_setting_names_its_path() {
+        // (the table, the setting blamed)
+        let cases = [
+            (
+                "[affinity]\nwait_cost_per_second = -1\n",
+                "affinity.wait_cost_per_second",
+            ),
+            ("[affinity]\nmax_sessions = 0\n", "affinity.max_sessions"),
+            ("[affinity]\nexcept = [\"nowhere\"]\n", "affinity.except"),
+            (
+                "[affinity.providers.nobody]\ncache_ttl = \"1m\"\n",
+                "affinity.providers.nobody",
+            ),
+            (
+                "[affinity.providers.openai]\ncache_ttl = \"soon\"\n",
+                "affinity.providers.openai.cache_ttl",
+            ),
+            (
+                "[affinity.providers.openai]\ncache_write = 20\n",
+                "affinity.providers.openai.cache_write",
+            ),
+        ];
+        for (extra, setting) in cases {
+            assert_eq!(load(extra, None).unwrap_err(), setting, "{extra}");
+        }
+        assert_eq!(load("", Some("maybe")).unwrap_err(), "UNDERSTUDY_AFFINITY");
+    }
 }

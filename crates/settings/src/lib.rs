@@ -176,7 +176,7 @@ impl Settings {
         let breaker = tables::breaker(raw.breaker, &blame)?;
         let budget = tables::budget(raw.budget, &blame)?;
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
-        let affinity = affinity::read(raw.affinity, &providers, &blame)?;
+        let affinity = affinity::read(raw.affinity, &providers, &routes, (env, &blame))?;
         Ok(Self {
             routing,
             providers,

@@ -45,7 +45,16 @@ impl Looked {
     /// Whether `request`'s route has a choice to make: more than one
     /// target. Default and named routes are counted where they stand; a
     /// pin or a model pattern is resolved.
-    pub(crate) fn applies(view: &View, request: &GenerateRequest) -> bool {
+    pub(crate) fn applies(view: &View, request: &GenerateRequest, except: &[String]) -> bool {
+        if !except.is_empty() {
+            let name = match &request.route {
+                RouteSelector::Default => Some("default"),
+                other => understudy_policy::plan::route_name(other, &view.routes),
+            };
+            if name.is_some_and(|n| except.iter().any(|e| e == n)) {
+                return false;
+            }
+        }
         let counted = match &request.route {
             RouteSelector::Default => Some(view.default_route.len()),
             RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => {

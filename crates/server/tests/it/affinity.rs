@@ -14,7 +14,10 @@ use crate::common::{Answer, TestServer};
 /// A gateway whose default route is `a` then `b` (both Anthropic), with
 /// `redis` when given.
 async fn gateway(a: &SimProvider, b: &SimProvider, redis: Option<&RedisServer>) -> TestServer {
-    let mut builder = TestGateway::builder().provider("a", a).provider("b", b);
+    let mut builder = TestGateway::builder()
+        .provider("a", a)
+        .provider("b", b)
+        .affinity(true);
     if let Some(redis) = redis {
         builder = builder.env("REDIS_URL", &redis.url());
     }

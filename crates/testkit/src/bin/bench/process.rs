@@ -61,6 +61,13 @@ model = "bench-model"
 [routes]
 fallback = ["fail", "fast"]
 slowstream = ["slow"]
+# A session's route: two targets, so each request looks its session up.
+pair = ["fast", "fail"]
+
+# `fallback` measures a failover on every request: its sessions are not
+# pinned to the target that answers.
+[affinity]
+except = ["fallback"]
 
 [breaker]
 failure_threshold = 0
