@@ -181,3 +181,33 @@ async fn two_instances_on_one_redis_keep_a_session_on_one_target() {
     }
     assert_eq!(a.request_count(), a_before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_response_carries_its_session_to_the_next_turn() {
+    let a = SimProvider::anthropic().await.unwrap();
+    let b = SimProvider::anthropic().await.unwrap();
+    let s = gateway(&a, &b, None).await;
+    // The first turn names its session and lands on `b` (a is out).
+    a.push(Reply::status(503));
+    let body = json!({"model": "default", "input": "Plan the release."});
+    let first = s
+        .post_with(
+            "/v1/responses",
+            &[("session_id", "codex-thread")],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(served_by(&first), "b");
+    // The next turn names only the response it continues.
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    let body = json!({"model": "default", "input": "go on", "previous_response_id": id});
+    let next = s.post("/v1/responses", body.to_string()).await;
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(served_by(&next), "b");
+    let note = event_of(&s, &next).await.affinity.unwrap();
+    assert_eq!(
+        (note.source.as_str(), note.outcome.as_str()),
+        ("previous_response", "hit")
+    );
+}
