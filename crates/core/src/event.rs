@@ -1,6 +1,8 @@
 //! [`GenerationEvent`]: the record of one generation — success or failure,
 //! streamed or not, cached or not — that every sink receives.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -87,11 +89,11 @@ pub struct AffinityNote {
     pub session: String,
     /// What named it: `x-understudy-session`, `client_header`,
     /// `prompt_cache_key`, `previous_response`, `user`, `prefix`.
-    pub source: String,
+    pub source: Cow<'static, str>,
     /// `hit` (the pinned target served), `moved` (another did: the pin
     /// follows it), `new`, `expired` (its cache had lapsed), `none`
     /// (nobody served: the pin is unchanged).
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
     /// `provider:model` the session was pinned to before the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned: Option<String>,
@@ -100,10 +102,10 @@ pub struct AffinityNote {
     /// The new pin's lifetime class (`5m`, `1h`, `in_memory`, `24h`,
     /// `explicit`, `implicit`, `configured`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_class: Option<String>,
+    pub ttl_class: Option<Cow<'static, str>>,
     /// The pinned target asked to wait: `wait` or `switch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_or_switch: Option<String>,
+    pub wait_or_switch: Option<Cow<'static, str>>,
     /// What leaving the pinned target's cache was estimated to cost, USD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch_cost_usd: Option<f64>,

@@ -245,15 +245,18 @@ fn affinity_attributes(
 ) {
     attributes.extend([
         ("understudy.session", Value::Str(a.session.clone())),
-        ("understudy.session.source", Value::Str(a.source.clone())),
-        ("understudy.affinity", Value::Str(a.outcome.clone())),
+        (
+            "understudy.session.source",
+            Value::Str(a.source.to_string()),
+        ),
+        ("understudy.affinity", Value::Str(a.outcome.to_string())),
         (
             "understudy.affinity.cached_tokens",
             Value::Int(i64::try_from(a.cached_tokens).unwrap_or(i64::MAX)),
         ),
     ]);
     if let Some(choice) = &a.wait_or_switch {
-        attributes.push(("understudy.wait_or_switch", Value::Str(choice.clone())));
+        attributes.push(("understudy.wait_or_switch", Value::Str(choice.to_string())));
     }
     if let Some(usd) = a.switch_cost_usd {
         attributes.push(("understudy.switch_cost_usd", Value::Double(usd)));

@@ -128,13 +128,16 @@ impl Affinity {
         ttl: Duration,
         now: Instant,
     ) -> Option<PinWrite> {
-        let value = format!(
-            "{}\n{}\n{}\n{}",
-            pin.cached,
-            pin.class.as_str(),
-            pin.target.provider,
-            pin.target.model
-        );
+        // The fleet's copy, made only where there is a fleet.
+        let value = self.shared.as_ref().map(|_| {
+            format!(
+                "{}\n{}\n{}\n{}",
+                pin.cached,
+                pin.class.as_str(),
+                pin.target.provider,
+                pin.target.model
+            )
+        });
         {
             let mut local = self.lock();
             if local.len() >= self.settings.max_sessions && !local.contains_key(&key) {
@@ -158,7 +161,7 @@ impl Affinity {
         Some(PinWrite {
             shared: Arc::clone(self.shared.as_ref()?),
             key: redis_key(&key),
-            value,
+            value: value?,
             ms: ttl.as_millis().clamp(1, u128::from(u64::MAX)) as u64,
         })
     }

@@ -3,6 +3,7 @@
 //! where the operator allows; else the stable prefix's hash), and its key,
 //! scoped by client key and route (the same on every instance of a fleet).
 
+use understudy_types::RouteSelector;
 use understudy_types::chat::{ChatRequest, Part};
 
 use crate::generation::{ClientTag, GenerateRequest};
@@ -22,10 +23,7 @@ pub(crate) fn session_of(
     from_user: bool,
 ) -> (SessionSource, SessionKey) {
     let scope = |source: SessionSource, value: &[u8]| {
-        (
-            source,
-            key(request.client.as_ref(), &request.route.to_string(), value),
-        )
+        (source, key(request.client.as_ref(), &request.route, value))
     };
     if let Some(hint) = &request.session {
         return scope(hint.source, hint.value.as_bytes());
@@ -50,10 +48,16 @@ fn claude_code_session(user: &str) -> Option<&str> {
     rest.split('"').next().filter(|s| !s.is_empty())
 }
 
-fn key(client: Option<&ClientTag>, route: &str, value: &[u8]) -> SessionKey {
-    let mut h = blake3::Hasher::new_derive_key("understudy 2026-12 session");
+fn key(client: Option<&ClientTag>, route: &RouteSelector, value: &[u8]) -> SessionKey {
+    use std::io::Write as _;
+    // A plain hash under a domain prefix: a derived key's context would
+    // be hashed again for every request.
+    let mut h = blake3::Hasher::new();
+    h.update(b"understudy 2026-12 session\0");
     h.update(client.map_or(&[0u8; 32], ClientTag::as_bytes).as_slice());
-    h.update(route.as_bytes()).update(b"\0");
+    // The route's name written straight into the hash (no string made).
+    let _ = write!(h, "{route}");
+    h.update(b"\0");
     h.update(value);
     let mut out = [0u8; 16];
     out.copy_from_slice(&h.finalize().as_bytes()[..16]);
@@ -65,13 +69,24 @@ fn key(client: Option<&ClientTag>, route: &str, value: &[u8]) -> SessionKey {
 impl SessionKey {
     /// The key in hex (Redis keys).
     pub(crate) fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex(&self.0)
     }
 
     /// A short hash for events and spans (never the client's value).
     pub(crate) fn short(&self) -> String {
-        self.0[..6].iter().map(|b| format!("{b:02x}")).collect()
+        hex(&self.0[..6])
     }
+}
+
+/// `bytes` in lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// A conversation's hash: its `user`, system prompt and first message,

@@ -37,6 +37,8 @@ pub(crate) struct RunAffinity {
     weigh: Option<Weigh>,
     choice: Option<(Choice, f64)>,
     write: Option<PinWrite>,
+    /// What the request's body says of its cache's lifetime.
+    hints: CacheHints,
 }
 
 // === impl Looked ===
@@ -96,11 +98,11 @@ impl Run {
     /// leaving its cache for the next target, for the decision machine.
     pub(crate) fn with_session(&mut self, looked: Looked) {
         let pinned = looked.found.pin;
+        let hints = self.cache_hints();
         let weigh = pinned.as_ref().and_then(|pin| {
             let first = self.plan.targets.first().filter(|t| **t == pin.target)?;
             let next = self.plan.targets.get(1)?;
             let affinity = self.wide.affinity.as_ref()?;
-            let hints = self.cache_hints();
             let rates_of = |t: &Target| {
                 let provider = self.settings.providers.get(&*t.provider)?;
                 Some(rates(
@@ -123,6 +125,7 @@ impl Run {
             weigh,
             choice: None,
             write: None,
+            hints,
         }));
     }
 
@@ -172,21 +175,21 @@ impl Run {
         };
         let mut note = AffinityNote {
             session: a.key.short(),
-            source: a.source.as_str().to_owned(),
-            outcome: outcome.to_owned(),
+            source: a.source.as_str().into(),
+            outcome: outcome.into(),
             pinned: a
                 .pinned
                 .as_ref()
                 .map(|p| format!("{}:{}", p.target.provider, p.target.model)),
             cached_tokens: a.pinned.as_ref().map_or(0, |p| p.cached),
             ttl_class: None,
-            wait_or_switch: a.choice.map(|(c, _)| c.as_str().to_owned()),
+            wait_or_switch: a.choice.map(|(c, _)| c.as_str().into()),
             switch_cost_usd: a.choice.map(|(_, usd)| usd),
         };
         if let (Some(target), Some(affinity)) = (served, self.wide.affinity.as_ref()) {
-            let (pin, ttl) = self.new_pin(affinity, target, event, a.pinned.as_ref());
+            let (pin, ttl) = self.new_pin(affinity, target, event, &a);
             note.cached_tokens = pin.cached;
-            note.ttl_class = Some(pin.class.as_str().to_owned());
+            note.ttl_class = Some(pin.class.as_str().into());
             let write = affinity.keep(a.key, pin, ttl, crate::runtime_clock::now());
             match (write, self.rules.mode) {
                 (Some(write), Mode::Stream) => {
@@ -225,18 +228,15 @@ impl Run {
         affinity: &Affinity,
         target: Target,
         event: &GenerationEvent,
-        before: Option<&Pin>,
+        a: &RunAffinity,
     ) -> (Pin, std::time::Duration) {
+        let before = a.pinned.as_ref();
         let provider = self.settings.providers.get(&*target.provider);
         let kind = provider.map_or(CacheKind::OpenAi, |p| {
             CacheKind::of(p.protocol_for(&target.model))
         });
         let configured = affinity.settings.providers.get(&*target.provider);
-        let (class, ttl) = cache_ttl(
-            kind,
-            self.cache_hints(),
-            configured.and_then(|c| c.cache_ttl),
-        );
+        let (class, ttl) = cache_ttl(kind, a.hints, configured.and_then(|c| c.cache_ttl));
         let cached = match (event.usage, before) {
             (Some(usage), _) => kind.cached_prefix(&usage),
             (None, Some(p)) if p.target == target => p.cached,

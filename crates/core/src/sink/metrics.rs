@@ -97,13 +97,13 @@ pub(crate) struct ClientRefusedLabels {
 /// `none`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct AffinityLabels {
-    outcome: String,
+    outcome: &'static str,
 }
 
 /// The wait-or-switch rule's choice (`wait`, `switch`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ChoiceLabels {
-    choice: String,
+    choice: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -498,16 +498,17 @@ impl Recorder {
     /// Records a session's affinity outcome and wait-or-switch choice.
     fn record_affinity(&self, a: &crate::event::AffinityNote) {
         let m = &*self.metrics;
-        m.affinity
-            .get_or_create(&AffinityLabels {
-                outcome: a.outcome.clone(),
-            })
-            .inc();
-        if let Some(choice) = &a.wait_or_switch {
+        // Label values from a fixed set (an event read back from Redis
+        // could say anything): no string is made per event.
+        let outcome = ["hit", "moved", "new", "expired", "none"]
+            .into_iter()
+            .find(|o| a.outcome == *o)
+            .unwrap_or("other");
+        m.affinity.get_or_create(&AffinityLabels { outcome }).inc();
+        if let Some(choice) = a.wait_or_switch.as_deref() {
+            let choice = if choice == "wait" { "wait" } else { "switch" };
             m.wait_or_switch
-                .get_or_create(&ChoiceLabels {
-                    choice: choice.clone(),
-                })
+                .get_or_create(&ChoiceLabels { choice })
                 .inc();
         }
     }

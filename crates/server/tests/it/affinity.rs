@@ -65,7 +65,9 @@ async fn event_of(s: &TestServer, a: &Answer) -> GenerationEvent {
 /// The affinity outcome of `a`'s event.
 async fn outcome(s: &TestServer, a: &Answer) -> String {
     let e = event_of(s, a).await;
-    e.affinity.map(|n| n.outcome).unwrap_or_default()
+    e.affinity
+        .map(|n| n.outcome.into_owned())
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +209,7 @@ async fn a_stored_response_carries_its_session_to_the_next_turn() {
     assert_eq!(served_by(&next), "b");
     let note = event_of(&s, &next).await.affinity.unwrap();
     assert_eq!(
-        (note.source.as_str(), note.outcome.as_str()),
+        (&*note.source, &*note.outcome),
         ("previous_response", "hit")
     );
 }
