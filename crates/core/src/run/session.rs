@@ -48,15 +48,7 @@ impl Looked {
     /// target. Default and named routes are counted where they stand; a
     /// pin or a model pattern is resolved.
     pub(crate) fn applies(view: &View, request: &GenerateRequest, except: &[String]) -> bool {
-        if !except.is_empty() {
-            let name = match &request.route {
-                RouteSelector::Default => Some("default"),
-                other => understudy_policy::plan::route_name(other, &view.routes),
-            };
-            if name.is_some_and(|n| except.iter().any(|e| e == n)) {
-                return false;
-            }
-        }
+        // Counted first: a one-target route (the plain path) stops here.
         let counted = match &request.route {
             RouteSelector::Default => Some(view.default_route.len()),
             RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => {
@@ -74,7 +66,15 @@ impl Looked {
             )
             .map_or(0, |r| r.len())
         });
-        len > 1
+        if len < 2 {
+            return false;
+        }
+        let name = match &request.route {
+            RouteSelector::Default => Some("default"),
+            RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => Some("default"),
+            other => understudy_policy::plan::route_name(other, &view.routes),
+        };
+        !name.is_some_and(|n| except.iter().any(|e| e == n))
     }
 
     /// Looks `request`'s session up in `affinity`.
