@@ -1,5 +1,5 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
-//! closer look (`closed:<c>`, `sessions:<c>`, `fallback:<c>`, `relay-closed:<c>`,
+//! closer look (`closed:<c>`, `sessions:<c>`, `unpinned:<c>`, `fallback:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
 //! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
 //! `bodies.rs`'s).
@@ -56,6 +56,12 @@ pub(crate) async fn one(
     if let Some(c) = only.strip_prefix("sessions:") {
         // A two-target route and a session: the pin looked up and kept.
         return closed(&gw, GATEWAY_PATH, SESSION_REQUEST, c.parse()?).await;
+    }
+    if let Some(c) = only.strip_prefix("unpinned:") {
+        // The same two-target route without sessions (`sessions:<c>`
+        // minus this is the session's own cost).
+        let body = SESSION_REQUEST.replace("\"pair\"", "\"unpinned\"");
+        return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
     }
     if let Some(c) = only.strip_prefix("fallback:") {
         // The route whose primary answers 503.

@@ -61,13 +61,15 @@ model = "bench-model"
 [routes]
 fallback = ["fail", "fast"]
 slowstream = ["slow"]
-# A session's route: two targets, so each request looks its session up.
+# A session's route: two targets, so each request looks its session up;
+# `unpinned` is the same without sessions, to tell the two costs apart.
 pair = ["fast", "fail"]
+unpinned = ["fast", "fail"]
 
 # `fallback` measures a failover on every request: its sessions are not
 # pinned to the target that answers.
 [affinity]
-except = ["fallback"]
+except = ["fallback", "unpinned"]
 
 [breaker]
 failure_threshold = 0
