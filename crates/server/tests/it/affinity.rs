@@ -95,6 +95,20 @@ async fn a_session_stays_where_it_was_served_and_moves_once() {
             "session two, turn {n}"
         );
     }
+    // A streamed turn stays too, and its end refreshes the pin.
+    let body = json!({
+        "model": "default", "max_tokens": 64, "stream": true,
+        "system": "You are a release manager.",
+        "messages": [{"role": "user", "content": "Plan the release."}],
+    });
+    let headers = [("anthropic-version", "2023-06-01"), one];
+    let streamed = s
+        .post_with("/v1/messages", &headers, body.to_string())
+        .await;
+    assert_eq!(streamed.status, 200, "{}", streamed.body);
+    assert_eq!(served_by(&streamed), "b");
+    assert_eq!(outcome(&s, &streamed).await, "hit");
+    assert_eq!(served_by(&turn(&s, one, 5).await), "b");
     // Mid-session, `a` fails: session two moves to `b` once…
     a.push(Reply::status(503));
     let moved = turn(&s, two, 5).await;
