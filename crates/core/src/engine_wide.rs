@@ -27,4 +27,6 @@ pub(crate) struct EngineWide {
     pub(crate) spend: Option<Arc<SpendMeter>>,
     /// The fleet's shared state, when Redis is configured.
     pub(crate) shared: Option<Arc<SharedState>>,
+    /// The sessions' pins, unless `[affinity]` is off.
+    pub(crate) affinity: Option<Arc<crate::affinity::Affinity>>,
 }

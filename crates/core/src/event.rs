@@ -1,6 +1,8 @@
 //! [`GenerationEvent`]: the record of one generation — success or failure,
 //! streamed or not, cached or not — that every sink receives.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -62,6 +64,10 @@ pub struct GenerationEvent {
     /// credit itself); absent when no attempt carried one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_credit: Option<String>,
+    /// The request's session, on a route with more than one target and
+    /// affinity on: where it was pinned and what became of the pin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<AffinityNote>>,
     /// The request's trace, when traces are on (not written: the spans
     /// carry it).
     #[serde(skip)]
@@ -83,6 +89,35 @@ pub struct SkippedTarget {
     pub model: String,
     /// `breaker_open`, `stopped`, `keys_out`, `credentials`.
     pub reason: String,
+}
+
+/// A request's session as its event records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AffinityNote {
+    /// A short hash of the session's key (never the client's value).
+    pub session: String,
+    /// What named it: `x-understudy-session`, `client_header`,
+    /// `prompt_cache_key`, `previous_response`, `user`, `prefix`.
+    pub source: Cow<'static, str>,
+    /// `hit` (the pinned target served), `moved` (another did: the pin
+    /// follows it), `new`, `expired` (its cache had lapsed), `none`
+    /// (nobody served: the pin is unchanged).
+    pub outcome: Cow<'static, str>,
+    /// `provider:model` the session was pinned to before the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// The prompt prefix the serving target's cache now holds (tokens).
+    pub cached_tokens: u64,
+    /// The new pin's lifetime class (`5m`, `1h`, `in_memory`, `24h`,
+    /// `explicit`, `implicit`, `configured`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_class: Option<Cow<'static, str>>,
+    /// The pinned target asked to wait: `wait` or `switch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_or_switch: Option<Cow<'static, str>>,
+    /// What leaving the pinned target's cache was estimated to cost, USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_cost_usd: Option<f64>,
 }
 
 /// What every event of one request shares.
@@ -126,6 +161,7 @@ impl GenerationEvent {
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(&g.attempts),
+            affinity: None,
             trace: None,
             notes: None,
             balanced: false,
@@ -158,6 +194,7 @@ impl GenerationEvent {
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(e.attempts()),
+            affinity: None,
             trace: None,
             notes: None,
             balanced: false,
@@ -189,6 +226,7 @@ impl GenerationEvent {
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(&d.attempts),
+            affinity: None,
             trace: None,
             notes: None,
             balanced: false,
@@ -222,6 +260,7 @@ impl GenerationEvent {
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(&s.attempts),
+            affinity: None,
             trace: None,
             notes: None,
             balanced: false,

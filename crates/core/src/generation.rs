@@ -50,6 +50,9 @@ pub struct GenerateRequest {
     /// Hosted tools the front end left out because no target can run them
     /// (the Responses API's `web_search` and the like): in the event.
     pub omitted_tools: Vec<String>,
+    /// The session a client named (a header, `prompt_cache_key`…), for
+    /// affinity; without one a route with a choice hashes the prefix.
+    pub session: Option<SessionHint>,
 }
 
 /// A successful generation.
@@ -82,6 +85,50 @@ pub struct Generation {
     pub native: Option<String>,
 }
 
+/// A session a client named, as a front end read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHint {
+    pub source: SessionSource,
+    /// The client's value (client data: events show a hash of the key it
+    /// makes, never this).
+    pub value: String,
+}
+
+/// Where a request's session came from, in the order they are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSource {
+    /// `x-understudy-session`.
+    Gateway,
+    /// A header a client sends of its own accord: Claude Code's
+    /// `x-claude-code-session-id`, Codex's `session_id` / `session-id`,
+    /// `x-session-affinity`, `x-session-id`.
+    ClientHeader,
+    /// The body's `prompt_cache_key` (Chat Completions, Responses).
+    PromptCacheKey,
+    /// The session of the stored response `previous_response_id` names.
+    PreviousResponse,
+    /// The body's `user` or `metadata.user_id` (only where
+    /// `[affinity] session_from_user` allows).
+    User,
+    /// The hash of the stable prefix: system, tools, first message.
+    Prefix,
+}
+
+/// The headers that name a session, in the order they are taken: the
+/// gateway's own, then what clients already send.
+pub const SESSION_HEADERS: [(&str, SessionSource); 6] = [
+    ("x-understudy-session", SessionSource::Gateway),
+    ("x-claude-code-session-id", SessionSource::ClientHeader),
+    ("session_id", SessionSource::ClientHeader),
+    ("session-id", SessionSource::ClientHeader),
+    ("x-session-affinity", SessionSource::ClientHeader),
+    ("x-session-id", SessionSource::ClientHeader),
+];
+
+/// The longest session value taken (longer ones are cut: they still name
+/// one session).
+const MAX_VALUE: usize = 256;
+
 /// The result of [`crate::engine::Engine::generate`].
 pub type GenerateResult = Result<Generation, Error>;
 
@@ -109,6 +156,7 @@ impl GenerateRequest {
             stream_commit: None,
             continue_after_cut: None,
             omitted_tools: Vec::new(),
+            session: None,
         }
     }
 
@@ -120,6 +168,48 @@ impl GenerateRequest {
     pub fn refusal_policy(mut self, policy: RefusalPolicy) -> Self {
         self.refusal_policy = Some(policy);
         self
+    }
+}
+
+// === impl SessionSource ===
+
+impl SessionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gateway => "x-understudy-session",
+            Self::ClientHeader => "client_header",
+            Self::PromptCacheKey => "prompt_cache_key",
+            Self::PreviousResponse => "previous_response",
+            Self::User => "user",
+            Self::Prefix => "prefix",
+        }
+    }
+}
+
+// === impl SessionHint ===
+
+impl SessionHint {
+    /// A hint from `value`, unless it is empty (cut to [`MAX_VALUE`]).
+    pub fn new(source: SessionSource, value: &str) -> Option<Self> {
+        let value = value.trim();
+        if value.is_empty() {
+            return None;
+        }
+        let mut end = value.len().min(MAX_VALUE);
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(Self {
+            source,
+            value: value[..end].to_owned(),
+        })
+    }
+
+    /// The first header of [`SESSION_HEADERS`] `get` finds (by name).
+    pub fn of_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<Self> {
+        SESSION_HEADERS
+            .iter()
+            .find_map(|(name, source)| Self::new(*source, get(name)?))
     }
 }
 

@@ -37,10 +37,13 @@
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 //! - [`spend`]: the fallback spend meter.
 //! - [`trace`]: a request's trace context and the notes its spans need.
+//! - [`affinity`]: sessions kept on the target holding their prompt cache:
+//!   the pins, in process and in Redis (`session.rs`: a session's key).
 //! - [`tenants`]: client records held to their budgets, rates, models
 //!   and expiry (across the fleet with Redis).
 
 pub mod adapter;
+pub mod affinity;
 pub mod breakers;
 pub mod credentials;
 pub mod engine;
@@ -72,6 +75,9 @@ pub use adapter::{
 pub use credentials::CredentialGate;
 pub use engine::Engine;
 pub use event::GenerationEvent;
-pub use generation::{ClientTag, GenerateRequest, GenerateResult, Generation, new_request_id};
+pub use generation::{
+    ClientTag, GenerateRequest, GenerateResult, Generation, SessionHint, SessionSource,
+    new_request_id,
+};
 pub use info::{KeyStatus, ProviderInfo, ProviderStats, TargetBreaker};
 pub use stream::GenerationStream;

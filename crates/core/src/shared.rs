@@ -20,6 +20,9 @@
 //! - `understudy:{key:<provider>:<key name>}:out` — String, `<Unix ms>
 //!   <failure code>`: a pool's key is out (refused, rate limited, its
 //!   budget spent) until then; `PX` = until then (an expired key is back).
+//! - `understudy:{session:<key>}:pin` — String, a session's pin (its
+//!   target and the prefix its cache holds); `PX` = the cache's lifetime
+//!   (written and read by `crate::affinity`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -209,6 +209,9 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
     if e.cached {
         attributes.push(("understudy.cached", Value::Bool(true)));
     }
+    if let Some(a) = &e.affinity {
+        affinity_attributes(a, &mut attributes);
+    }
     let mut error = None;
     if let Some(code) = e.error_code.filter(|_| !e.success) {
         attributes.push(("error.type", Value::Str(code.as_str().into())));
@@ -233,6 +236,33 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
         attributes,
         events: Vec::new(),
         error,
+    }
+}
+
+/// A session's affinity on the request's span: its short hash, source
+/// and outcome, the prefix cached, and the wait-or-switch choice with the
+/// switch cost it weighed.
+fn affinity_attributes(
+    a: &understudy_core::event::AffinityNote,
+    attributes: &mut Vec<(&'static str, Value)>,
+) {
+    attributes.extend([
+        ("understudy.session", Value::Str(a.session.clone())),
+        (
+            "understudy.session.source",
+            Value::Str(a.source.to_string()),
+        ),
+        ("understudy.affinity", Value::Str(a.outcome.to_string())),
+        (
+            "understudy.affinity.cached_tokens",
+            Value::Int(i64::try_from(a.cached_tokens).unwrap_or(i64::MAX)),
+        ),
+    ]);
+    if let Some(choice) = &a.wait_or_switch {
+        attributes.push(("understudy.wait_or_switch", Value::Str(choice.to_string())));
+    }
+    if let Some(usd) = a.switch_cost_usd {
+        attributes.push(("understudy.switch_cost_usd", Value::Double(usd)));
     }
 }
 

@@ -15,6 +15,11 @@
 //! softened retry, and "served" means the first text or tool-call delta
 //! arrived (the commit); after it nothing is decided here any more, except
 //! how a failure is coded ([`after_commit`]).
+//!
+//! A session pinned to its first target ([`Decider::weigh_switch`]) weighs
+//! that target's rate-limit wait against what leaving its prompt cache
+//! costs (`affinity::Weigh`): a dear wait moves on at once. Without a pin
+//! the table is unchanged.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +27,7 @@ use understudy_types::attempt::AttemptKind;
 use understudy_types::failure::{Disposition, FailureCode, FailureKind};
 use understudy_types::refusal::RefusalPolicy;
 
+use crate::affinity::{Choice, Weigh};
 use crate::backoff::rate_limit_wait;
 use crate::plan::Plan;
 
@@ -148,6 +154,16 @@ pub struct Decider {
     all_rate_limited: bool,
     last_code: Option<FailureCode>,
     content_filtered: bool,
+    /// A session pinned to the first target: what a switch costs, and what
+    /// the rule chose (boxed: a request without a pin carries a pointer).
+    weighed: Option<Box<Weighed>>,
+}
+
+/// The wait-or-switch rule's inputs and its choice, once made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Weighed {
+    weigh: Weigh,
+    choice: Option<Choice>,
 }
 
 /// After the commit a stream cannot move: a refusal stays a refusal, and
@@ -188,6 +204,37 @@ impl Decider {
             all_rate_limited: true,
             last_code: None,
             content_filtered: false,
+            weighed: None,
+        }
+    }
+
+    /// The first target is the one a session is pinned to: a rate-limit
+    /// wait there is weighed against `weigh`'s switch cost.
+    pub fn weigh_switch(&mut self, weigh: Weigh) {
+        self.weighed = Some(Box::new(Weighed {
+            weigh,
+            choice: None,
+        }));
+    }
+
+    /// What the wait-or-switch rule chose, with the switch cost it
+    /// weighed (USD), when a pinned target asked to wait.
+    pub fn wait_or_switch(&self) -> Option<(Choice, f64)> {
+        let w = self.weighed.as_deref()?;
+        Some((w.choice?, w.weigh.switch_cost_usd))
+    }
+
+    /// Whether the pinned target's `wait` is dearer than leaving its
+    /// cache (only the pinned first target, with somewhere to go).
+    fn switches(&mut self, wait: Duration) -> bool {
+        let elsewhere = self.at + 1 < self.roles.len() && !self.rules.no_fallback;
+        match self.weighed.as_deref_mut() {
+            Some(w) if self.at == 0 && elsewhere => {
+                let choice = w.weigh.choose(wait);
+                w.choice = Some(choice);
+                choice == Choice::Switch
+            }
+            _ => false,
         }
     }
 
@@ -276,6 +323,10 @@ impl Decider {
                 if call.kind != AttemptKind::RateLimitRetry =>
             {
                 match rate_limit_wait(*retry_after, self.rules.rate_limit_max_wait, jitter) {
+                    // A session's cache is worth less than the wait: leave.
+                    Some(wait) if now + wait < self.deadline && self.switches(wait) => {
+                        self.enter(self.at + 1, now)
+                    }
                     Some(wait) if now + wait < self.deadline => {
                         let retry = Call {
                             kind: AttemptKind::RateLimitRetry,

@@ -18,12 +18,16 @@
 //! - `key_choice.rs`: which key of a pool serves a call, and when a key is
 //!   benched.
 //! - `budget.rs`: which spend window a moment falls in.
+//! - `affinity.rs`: a session's prompt cache (its kind, prices, lifetime,
+//!   the prefix it holds) and the wait-or-switch rule
+//!   (`affinity/tests.rs`: its table).
 //!
 //! Purity is held by Cargo and clippy: the dependency list names
 //! `understudy-types`, `understudy-settings` and pure libraries only (a
 //! tidy fence reads it), and `clippy.toml` bans clock reads, the
 //! environment, files, threads and sockets.
 
+pub mod affinity;
 pub mod backoff;
 pub mod balance;
 pub mod breaker;

@@ -92,6 +92,7 @@ impl Preamble {
         if no_cache(&self.headers) {
             request.cache = false;
         }
+        request.session = crate::headers::session(&self.headers);
         apply_overrides(&self.headers, request)
     }
 }

@@ -77,6 +77,21 @@ pub(crate) fn apply_overrides(
     Ok(())
 }
 
+/// The session a request's headers name (`x-understudy-session`, then
+/// what clients send of their own accord: see
+/// [`understudy_core::generation::SESSION_HEADERS`]). One pass over
+/// the names first: most requests carry none.
+pub(crate) fn session(headers: &axum::http::HeaderMap) -> Option<understudy_core::SessionHint> {
+    use understudy_core::generation::SESSION_HEADERS;
+    if !headers
+        .keys()
+        .any(|name| SESSION_HEADERS.iter().any(|(h, _)| *h == name.as_str()))
+    {
+        return None;
+    }
+    understudy_core::SessionHint::of_headers(|name| headers.get(name)?.to_str().ok())
+}
+
 /// A true/false header's value.
 fn flag_value(name: &'static str, value: &str) -> Result<bool, ApiError> {
     match value.to_ascii_lowercase().as_str() {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::affinity::RawAffinity;
 use super::balance::RawBalance;
 use super::provider_table::RawProvider;
 use super::routes::RawRouteSpec;
@@ -34,6 +35,7 @@ pub(super) struct RawFile {
     pub(super) budget: Option<RawBudget>,
     pub(super) telemetry: RawTelemetry,
     pub(super) balance: RawBalance,
+    pub(super) affinity: RawAffinity,
 }
 
 /// The file `(path, text)` parsed, or an empty one where there is none,

@@ -27,6 +27,8 @@
 //! - `telemetry.rs`: `[telemetry]` and the `OTEL_*` variables. `tables.rs`: `[rate_limit]`, `[events]`,
 //!   `[cache]`, `[breaker]` ([`BreakerSettings`]), `[budget]`.
 //! - `limits.rs`: built-in output-token limits of well-known models.
+//! - `affinity.rs`: `[affinity]`, sessions pinned where their prompt cache
+//!   is (the wait cost, the body sources, per-provider cache facts).
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
 //!   `secret.rs`: values never shown. `tests.rs`: loading as a whole.
@@ -37,6 +39,7 @@ use std::time::Duration;
 
 use understudy_types::target::Target;
 
+mod affinity;
 mod balance;
 mod ca_file;
 mod capabilities;
@@ -59,6 +62,7 @@ mod telemetry;
 mod tests;
 mod timeouts;
 
+pub use affinity::{AffinitySettings, CacheOverride};
 pub use balance::BalanceSettings;
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
@@ -114,6 +118,8 @@ pub struct Settings {
     pub budget: Option<BudgetSettings>,
     /// Traces (OpenTelemetry): off without an OTLP endpoint.
     pub telemetry: TelemetrySettings,
+    /// Sessions pinned to the target holding their prompt cache.
+    pub affinity: AffinitySettings,
 }
 
 // === impl Settings ===
@@ -182,6 +188,7 @@ impl Settings {
         let breaker = tables::breaker(raw.breaker, &blame)?;
         let budget = tables::budget(raw.budget, &blame)?;
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
+        let affinity = affinity::read(raw.affinity, &providers, &routes, (env, &blame))?;
         Ok(Self {
             routing,
             providers,
@@ -198,6 +205,7 @@ impl Settings {
             breaker,
             budget,
             telemetry,
+            affinity,
         })
     }
 

@@ -15,7 +15,9 @@ use crate::sim::{Protocol, SimProvider};
 /// `test-key-<name>` unless added with [`TestGatewayBuilder::provider_without_key`].
 ///
 /// The response cache is off (failover tests want every request to reach
-/// the providers); [`TestGatewayBuilder::cache`] turns it on.
+/// the providers); [`TestGatewayBuilder::cache`] turns it on. So is session
+/// affinity (failover tests want each request to start at the primary);
+/// [`TestGatewayBuilder::affinity`] turns it on.
 #[derive(Debug)]
 pub struct TestGateway {
     pub engine: Engine,
@@ -113,6 +115,11 @@ impl TestGatewayBuilder {
         self.env("UNDERSTUDY_CACHE", if on { "on" } else { "off" })
     }
 
+    /// Turns session affinity on (it is off in test gateways).
+    pub fn affinity(self, on: bool) -> Self {
+        self.env("UNDERSTUDY_AFFINITY", if on { "on" } else { "off" })
+    }
+
     /// An environment variable as the settings loader sees it.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.insert(name.to_owned(), value.to_owned());
@@ -155,6 +162,8 @@ impl TestGatewayBuilder {
         text.push_str(&self.toml);
         let mut env = self.env.clone();
         env.entry("UNDERSTUDY_CACHE".into())
+            .or_insert_with(|| "off".into());
+        env.entry("UNDERSTUDY_AFFINITY".into())
             .or_insert_with(|| "off".into());
         // A state file of its own, never one in the working directory (the
         // default without a settings file).

@@ -3,6 +3,7 @@
 //! metrics and the sink writers. Dropping the last clone stops the actors.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -218,13 +219,23 @@ impl Engine {
         understudy_policy::output::check_request(&request.chat)?;
         let started = crate::runtime_clock::now();
         let reservation = self.admit(&request).await?;
-        let mut run = self.prepare(request, started, Mode::Answer)?;
+        let mut run = match self.plan_now(request, started, Mode::Answer)? {
+            Ok(run) => run,
+            Err(with_session) => with_session.await?,
+        };
         run.reservation = reservation;
         if let Some(trace) = &run.trace {
             // From here the request makes its event (and spans).
             trace.ran();
         }
-        run.answer().await
+        let result = run.answer().await;
+        // The session's new pin reaches the fleet before the answer goes
+        // back, so that its next turn finds it on any instance.
+        if let Some(write) = run.take_pin_write() {
+            drop(run);
+            Box::pin(write.write()).await;
+        }
+        result
     }
 
     /// Runs one streamed generation. Returns once a provider
@@ -240,7 +251,10 @@ impl Engine {
         understudy_policy::output::check_request(&request.chat)?;
         let started = crate::runtime_clock::now();
         let reservation = self.admit(&request).await?;
-        let mut run = self.prepare(request, started, Mode::Stream)?;
+        let mut run = match self.plan_now(request, started, Mode::Stream)? {
+            Ok(run) => run,
+            Err(with_session) => with_session.await?,
+        };
         run.reservation = reservation;
         if let Some(trace) = &run.trace {
             // From here the request makes its event (and spans).
@@ -315,6 +329,42 @@ impl Engine {
             .await
             .map(Some)
             .map_err(Error::Client)
+    }
+
+    /// `request`'s run planned now, or (`Err`), on a route with a choice
+    /// and affinity on, the boxed step that looks its session up first
+    /// (Redis, with a fleet) and plans with its pin: a request without one
+    /// carries a pointer, not the lookup's future.
+    #[expect(clippy::type_complexity, reason = "one boxed future, said once")]
+    fn plan_now(
+        &self,
+        request: GenerateRequest,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<
+        Result<
+            crate::run::Run,
+            std::pin::Pin<Box<dyn Future<Output = Result<crate::run::Run, Error>> + Send>>,
+        >,
+        Error,
+    > {
+        let view = current(&self.inner.view)
+            .ok_or_else(|| Error::Engine("the router is not running".into()))?;
+        let wide = &self.inner.wide;
+        let affinity = match &wide.affinity {
+            Some(a) if crate::run::Looked::applies(&view, &request, &a.settings.except) => {
+                Arc::clone(a)
+            }
+            _ => return crate::run::prepare(&view, wide, request, started, mode, None).map(Ok),
+        };
+        let wide = Arc::clone(wide);
+        Ok(Err(Box::pin(async move {
+            let looked = crate::run::Looked::of(&affinity, &request).await;
+            let mut run =
+                crate::run::prepare(&view, &wide, request, started, mode, looked.target())?;
+            run.with_session(looked);
+            Ok(run)
+        })))
     }
 
     /// `request`'s run, planned from the router's view in force.

@@ -145,6 +145,7 @@ pub(super) fn engine_wide(
         spend: settings
             .budget
             .map(|b| Arc::new(SpendMeter::new(b, shared.clone()))),
+        affinity: crate::affinity::Affinity::new(settings, shared.clone()).map(Arc::new),
         shared,
     }
 }

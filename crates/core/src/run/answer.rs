@@ -71,14 +71,16 @@ impl Run {
 
     /// Executes the machine's steps until it stops.
     async fn walk_to_answer(&mut self) -> GenerateResult {
-        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
+        let mut decider = self.decider();
         // The schema is compiled once for the whole walk (the engine already
         // refused a request whose schema does not compile).
         let path = Answering {
             expected: Arc::new(output::Expected::of(&self.chat)?),
         };
         let attempts: Vec<Attempt> = Vec::with_capacity(self.plan.targets.len() + 1);
-        match self.walk(&path, &mut Stays, &mut decider, attempts).await {
+        let walked = self.walk(&path, &mut Stays, &mut decider, attempts).await;
+        self.note_choice(&decider);
+        match walked {
             Walked::Served {
                 served,
                 target,

@@ -11,7 +11,6 @@ use understudy_policy::decide::{Call, Input};
 use understudy_policy::key_choice::{Ask, Scope, scope};
 use understudy_settings::Sticky;
 use understudy_types::attempt::AttemptKind;
-use understudy_types::chat::{ChatRequest, Part};
 use understudy_types::failure::{Failure, FailureKind};
 use understudy_types::ratelimit::RateLimits;
 
@@ -47,7 +46,8 @@ impl Run {
         let ask = Ask {
             tried: self.keys_tried[call.target],
             tokens: understudy_types::chat::estimate_tokens(&self.chat),
-            sticky: (pool.sticky == Sticky::Conversation).then(|| conversation(&self.chat)),
+            sticky: (pool.sticky == Sticky::Conversation)
+                .then(|| crate::affinity::session::hash_start(&self.chat, false)),
             last_resort: call.force || call.kind == AttemptKind::RateLimitRetry,
             draw: fastrand::f64(),
         };
@@ -128,32 +128,4 @@ impl Run {
                 .await
         });
     }
-}
-
-/// A conversation's hash: its system prompt and first message, which every
-/// later turn repeats (the same hash on every instance of a fleet).
-fn conversation(chat: &ChatRequest) -> u64 {
-    let mut h = blake3::Hasher::new();
-    if let Some(user) = &chat.user {
-        h.update(b"user\0").update(user.as_bytes());
-    }
-    if let Some(system) = &chat.system {
-        h.update(b"system\0").update(system.as_bytes());
-    }
-    if let Some(first) = chat.messages.first() {
-        for part in &first.content {
-            if let Part::Text { text } = part {
-                h.update(b"text\0").update(text.as_bytes());
-            }
-        }
-    }
-    if let (true, Some(native)) = (chat.messages.is_empty(), &chat.native) {
-        // A natively forwarded body: its first 4 KiB stand for its start.
-        let head = native.body.get(..native.body.len().min(4096)).unwrap_or("");
-        h.update(b"native\0").update(head.as_bytes());
-    }
-    let bytes = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&bytes.as_bytes()[..8]);
-    u64::from_le_bytes(first)
 }

@@ -14,6 +14,9 @@
 //! - `key_choice.rs`: which key of a pooled target a call goes to, and what
 //!   its outcome tells the pool.
 //! - `prepare.rs`: a run planned from the router's published view.
+//! - `session.rs`: the run's session: its pin looked up before planning,
+//!   the switch cost the decision machine weighs, the pin moved to
+//!   whoever served and the event's note.
 //! - `count.rs`: counting input tokens (`count_tokens`) past the same
 //!   breakers.
 //! - `validate.rs`: an answer checked against the request's schema off
@@ -32,12 +35,14 @@ mod count;
 mod credit;
 mod key_choice;
 mod prepare;
+mod session;
 mod validate;
 mod walk;
 
 mod stream;
 
 pub(crate) use prepare::{prepare, route_prices};
+pub(crate) use session::{Looked, RunAffinity};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -115,6 +120,8 @@ pub(crate) struct Run {
     /// place in the plan, and why): for the request's error when every
     /// target was, and for its event.
     pub passed_over: Vec<(usize, Unavailable)>,
+    /// The request's session, on a route with a choice and affinity on.
+    pub affinity: Option<Box<RunAffinity>>,
     /// A refusal's fallback credit, held for the next attempt on the same
     /// account (see `credit.rs`).
     pub credit: Option<Box<credit::Held>>,
@@ -482,6 +489,7 @@ impl Run {
         event.skipped = self.skipped_targets();
         event.balanced = self.plan.balanced;
         self.count_cache_tokens(&event);
+        self.pin_served(&mut event);
         if let Some(reservation) = &self.reservation {
             use crate::tenants::Used;
             event.client = Some(reservation.client().to_string());

@@ -165,6 +165,7 @@ pub(crate) fn prepare(
         keys_tried: Vec::new(),
         passed_over: Vec::new(),
         credit: None,
+        affinity: None,
         rules: Rules {
             mode,
             refusal,

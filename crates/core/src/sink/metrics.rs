@@ -93,6 +93,19 @@ pub(crate) struct ClientRefusedLabels {
     limit: &'static str,
 }
 
+/// A session's affinity outcome (`hit`, `moved`, `new`, `expired`,
+/// `none`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct AffinityLabels {
+    outcome: &'static str,
+}
+
+/// The wait-or-switch rule's choice (`wait`, `switch`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ChoiceLabels {
+    choice: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct SinkLabels {
     sink: &'static str,
@@ -150,6 +163,8 @@ pub struct Metrics {
     client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
     client_refused: Family<ClientRefusedLabels, Counter>,
     pub(crate) genai: crate::sink::genai::GenAiMetrics,
+    affinity: Family<AffinityLabels, Counter>,
+    wait_or_switch: Family<ChoiceLabels, Counter>,
 }
 
 impl Metrics {
@@ -181,11 +196,14 @@ impl Metrics {
             client_tokens: Family::default(),
             client_cost: Family::default(),
             client_refused: Family::default(),
+            affinity: Family::default(),
+            wait_or_switch: Family::default(),
             registry: Registry::default(),
         };
         m.register_traffic(&mut registry);
         m.register_health(&mut registry);
         m.register_clients(&mut registry);
+        m.register_affinity(&mut registry);
         registered(&mut registry);
         Self { registry, ..m }
     }
@@ -262,6 +280,21 @@ impl Metrics {
             "understudy_redis_degraded",
             "1 while Redis is unreachable and local state is used",
             self.redis_degraded.clone(),
+        );
+    }
+
+    /// Registers the sessions' series: affinity outcomes and the
+    /// wait-or-switch choices.
+    fn register_affinity(&self, registry: &mut Registry) {
+        registry.register(
+            "understudy_affinity",
+            "Requests of a session on a route with a choice, by what became of its pin",
+            self.affinity.clone(),
+        );
+        registry.register(
+            "understudy_affinity_wait_or_switch",
+            "A pinned target asked a session to wait: whether it waited or switched",
+            self.wait_or_switch.clone(),
         );
     }
 
@@ -483,6 +516,9 @@ impl Recorder {
     /// Records one event.
     pub(crate) fn record(&mut self, e: &GenerationEvent) {
         self.record_client(e);
+        if let Some(a) = &e.affinity {
+            self.record_affinity(a);
+        }
         let m = &*self.metrics;
         let provider = e.label_provider();
         let Some(h) = handles(&mut self.providers, provider) else {
@@ -511,6 +547,24 @@ impl Recorder {
             }
         }
         self.record_attempts(e);
+    }
+
+    /// Records a session's affinity outcome and wait-or-switch choice.
+    fn record_affinity(&self, a: &crate::event::AffinityNote) {
+        let m = &*self.metrics;
+        // Label values from a fixed set (an event read back from Redis
+        // could say anything): no string is made per event.
+        let outcome = ["hit", "moved", "new", "expired", "none"]
+            .into_iter()
+            .find(|o| a.outcome == *o)
+            .unwrap_or("other");
+        m.affinity.get_or_create(&AffinityLabels { outcome }).inc();
+        if let Some(choice) = a.wait_or_switch.as_deref() {
+            let choice = if choice == "wait" { "wait" } else { "switch" };
+            m.wait_or_switch
+                .get_or_create(&ChoiceLabels { choice })
+                .inc();
+        }
     }
 
     /// Records the event on its client record's series, if it has one.

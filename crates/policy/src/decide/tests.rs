@@ -653,3 +653,88 @@ fn a_key_failure_at_the_deadline_ends_the_walk() {
         ],
     );
 }
+
+#[test]
+fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
+    use crate::affinity::{Choice, Weigh};
+    let weigh = |switch_cost_usd| Weigh {
+        switch_cost_usd,
+        wait_cost_per_second: 0.01,
+    };
+    let outage = || failed(FailureKind::Unavailable);
+    type Chosen = Option<(Choice, f64)>;
+    // (the switch cost, no_fallback, script, the choice recorded)
+    let cases: Vec<(f64, bool, Script, Chosen)> = vec![
+        // A large cached prefix: the 2 s wait costs less, so it waits.
+        (
+            0.5,
+            false,
+            vec![
+                (0, rate_limited(2), wait(2, 0)),
+                (2, Input::Served, Next::Served { target: 0 }),
+            ],
+            Some((Choice::Wait, 0.5)),
+        ),
+        // A tiny prefix: leaving is cheaper than waiting.
+        (
+            0.001,
+            false,
+            vec![
+                (0, rate_limited(2), call(1, Fallback)),
+                (0, Input::Served, Next::Served { target: 1 }),
+            ],
+            Some((Choice::Switch, 0.001)),
+        ),
+        // An outage leaves at once: nothing to weigh.
+        (0.5, false, vec![(0, outage(), call(1, Fallback))], None),
+        // Past `max_wait` the wait is not on offer.
+        (
+            0.5,
+            false,
+            vec![(0, rate_limited(60), call(1, Fallback))],
+            None,
+        ),
+        // With nowhere to go, the wait is the only way.
+        (0.001, true, vec![(0, rate_limited(2), wait(2, 0))], None),
+        // The retry's own rate limit moves on, as without a pin.
+        (
+            0.5,
+            false,
+            vec![
+                (0, rate_limited(2), wait(2, 0)),
+                (2, rate_limited(2), call(1, Fallback)),
+            ],
+            Some((Choice::Wait, 0.5)),
+        ),
+    ];
+    for (cost, no_fallback, script, choice) in cases {
+        let plan = plan(3, true);
+        let rules = Rules {
+            no_fallback,
+            ..rules(Mode::Answer, RefusalPolicy::default())
+        };
+        let t0 = crate::test_now();
+        let mut d = Decider::new(&plan, rules, t0 + Duration::from_secs(120));
+        d.weigh_switch(weigh(cost));
+        let mut all = vec![(0, Input::Start, call(0, Primary))];
+        all.extend(script);
+        for (t, input, want) in &all {
+            let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);
+            assert_eq!(&got, want, "{input:?} at {t} s, switch cost {cost}");
+        }
+        assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
+    }
+}
+
+#[test]
+fn without_a_pin_a_rate_limit_waits_as_before() {
+    let d = check(
+        &plan(3, true),
+        rules(Mode::Answer, RefusalPolicy::default()),
+        &[
+            (0, Input::Start, call(0, Primary)),
+            (0, rate_limited(2), wait(2, 0)),
+        ],
+    );
+    assert_eq!(d.wait_or_switch(), None);
+}

@@ -34,6 +34,8 @@ pub(crate) struct Save {
     pub context: Vec<Value>,
     /// Where this request's input starts in `context`.
     pub input_start: usize,
+    /// The session the request named, kept with its response.
+    pub session: Option<String>,
 }
 
 impl Save {
@@ -52,6 +54,7 @@ impl Save {
             context: self.context.clone(),
             input_start: self.input_start,
             response,
+            session: self.session.clone(),
         };
         self.store.put(&id, stored).await;
     }

@@ -44,6 +44,10 @@ pub(crate) struct Stored {
     pub input_start: usize,
     /// The `response` object as the client got it.
     pub response: Value,
+    /// The session its request named (a header, `prompt_cache_key`), which
+    /// a turn continuing it with `previous_response_id` inherits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// The store of one server.
@@ -214,6 +218,7 @@ mod tests {
             context: Vec::new(),
             input_start: 0,
             response: Value::Null,
+            session: None,
         }
     }
 

@@ -41,7 +41,12 @@ async fn completions(
         created: now(),
         include_usage: body.include_usage(),
     };
-    let request = preamble.request(chat, model, Protocol::ChatCompletions)?;
+    let mut request = preamble.request(chat, model, Protocol::ChatCompletions)?;
+    if request.session.is_none() {
+        request.session = body.prompt_cache_key.as_deref().and_then(|key| {
+            understudy_core::SessionHint::new(understudy_core::SessionSource::PromptCacheKey, key)
+        });
+    }
     serve(&state, front, request, body.stream).await
 }
 

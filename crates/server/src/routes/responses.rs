@@ -51,6 +51,7 @@ async fn create(
     body.check()?;
     let input = body.input_items()?;
     let owner = owner_of(preamble.client);
+    let mut inherited = None;
     let history = match &body.previous_response_id {
         None => Vec::new(),
         Some(previous) => {
@@ -63,6 +64,7 @@ async fn create(
             if let Some(out) = stored.response.get("output").and_then(Value::as_array) {
                 history.extend(out.iter().cloned());
             }
+            inherited.clone_from(&stored.session);
             history
         }
     };
@@ -73,6 +75,7 @@ async fn create(
     let model = body.model.as_deref().unwrap_or("default");
     let mut request = preamble.request(chat, model, Protocol::Responses)?;
     request.omitted_tools = translated.omitted.clone();
+    session_of_body(&mut request, body.prompt_cache_key.as_deref(), inherited);
     let save = body.store.unwrap_or(true).then(|| {
         let input_start = history.len();
         let mut context = history;
@@ -82,6 +85,7 @@ async fn create(
             owner,
             context,
             input_start,
+            session: request.session.as_ref().map(|s| s.value.clone()),
         })
     });
     let head = Arc::new(Head {
@@ -192,4 +196,21 @@ fn owner(client: Option<Extension<Client>>) -> String {
 
 fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no stored response with id `{id}`"))
+}
+
+/// A request's session from its body where no header named one: its
+/// `prompt_cache_key`, else the session of the stored response its
+/// `previous_response_id` continues.
+fn session_of_body(
+    request: &mut understudy_core::GenerateRequest,
+    prompt_cache_key: Option<&str>,
+    inherited: Option<String>,
+) {
+    use understudy_core::{SessionHint, SessionSource};
+    if request.session.is_some() {
+        return;
+    }
+    request.session = prompt_cache_key
+        .and_then(|key| SessionHint::new(SessionSource::PromptCacheKey, key))
+        .or_else(|| SessionHint::new(SessionSource::PreviousResponse, inherited.as_deref()?));
 }

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod affinity;
 mod agent_workload;
 mod anthropic_api;
 mod anthropic_sdk;

@@ -34,6 +34,9 @@ pub struct ChatCompletionRequest {
     pub presence_penalty: Option<f32>,
     pub frequency_penalty: Option<f32>,
     pub user: Option<String>,
+    /// Names the conversation for OpenAI's cache (and the gateway's
+    /// session affinity); not forwarded.
+    pub prompt_cache_key: Option<String>,
     /// The legacy function-calling API (superseded by `tools`).
     pub functions: Option<Value>,
 }

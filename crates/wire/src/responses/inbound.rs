@@ -43,6 +43,9 @@ pub struct CreateRequest {
     pub safety_identifier: Option<String>,
     pub store: Option<bool>,
     pub previous_response_id: Option<String>,
+    /// Names the conversation for OpenAI's cache (and the gateway's
+    /// session affinity).
+    pub prompt_cache_key: Option<String>,
     #[serde(default)]
     pub stream: bool,
     pub background: Option<bool>,

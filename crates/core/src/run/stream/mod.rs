@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
-use understudy_policy::decide::{Call, Decider, after_commit};
+use understudy_policy::decide::{Call, after_commit};
 use understudy_policy::stream::{HELD_BYTES, Step, Watch, may_continue};
 use understudy_settings::StreamCommit;
 use understudy_types::attempt::{Attempt, AttemptKind, Outcome};
@@ -305,10 +305,11 @@ impl Run {
         } else {
             Client::Waiting(reply)
         };
-        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
+        let mut decider = self.decider();
         let walked = self
             .walk(&Streaming, &mut client, &mut decider, Vec::new())
             .await;
+        self.note_choice(&decider);
         let (c, attempts) = match walked {
             Walked::Served {
                 served, attempts, ..

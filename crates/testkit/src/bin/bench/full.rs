@@ -14,7 +14,7 @@ use super::load::{Scale, closed_loop, fixed_count, held_streams, open_loop, open
 use super::process::{Gateway, Relay, with_cpu};
 use super::relay::ping_pong;
 use super::report::{Row, Samples, render, row};
-use super::{Error, GATEWAY_PATH, REQUEST, tls};
+use super::{Error, GATEWAY_PATH, REQUEST, SESSION_REQUEST, tls};
 
 /// Where the load goes: the upstream directly, and the gateway.
 struct Urls {
@@ -283,6 +283,22 @@ async fn fallback_and_first_byte(
             "p50 {:+.3} ms beside the one-target route (p99 {:+.3} ms)",
             t.p50() - g.p50(),
             t.p99() - g.p99()
+        ),
+    ));
+    let s = closed_loop(
+        gw.addr,
+        &urls.gateway,
+        SESSION_REQUEST,
+        1,
+        Duration::from_secs(3),
+    )
+    .await?;
+    rows.push(row(
+        "a session on a two-target route, c=1".into(),
+        &s,
+        format!(
+            "added p50 {:.3} ms over one direct call (its pin looked up and kept)",
+            s.p50() - d.p50()
         ),
     ));
     let (direct_ttfb, gateway_ttfb) = ttfb(upstream, gw.addr, 300).await?;

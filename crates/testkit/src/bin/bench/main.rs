@@ -30,6 +30,10 @@ const FAILURE: &str = r#"{"error":{"message":"over capacity","type":"internal_se
 /// The gateway's OpenAI-compatible endpoint.
 const GATEWAY_PATH: &str = "/v1/chat/completions";
 const REQUEST: &str = r#"{"model":"default","messages":[{"role":"user","content":"Tell me a joke about benchmarks."}]}"#;
+/// [`REQUEST`] on a two-target route, naming its session: each request
+/// looks its pin up and moves it (the session lookup's cost, beside
+/// `closed:1`).
+const SESSION_REQUEST: &str = r#"{"model":"pair","prompt_cache_key":"bench-session","messages":[{"role":"user","content":"Tell me a joke about benchmarks."}]}"#;
 
 #[tokio::main]
 async fn main() {

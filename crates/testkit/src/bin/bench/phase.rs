@@ -1,6 +1,6 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
-//! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `one:<c>`, `three:<c>`,
-//! `relay-closed:<c>`,
+//! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `one:<c>`,
+//! `three:<c>`, `sessions:<c>`, `unpinned:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
 //! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
 //! `bodies.rs`'s).
@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::load::{closed_loop, fixed_count, held_streams, open_streams};
 use super::process::{Gateway, Relay};
 use super::report::say;
-use super::{Error, GATEWAY_PATH, REQUEST};
+use super::{Error, GATEWAY_PATH, REQUEST, SESSION_REQUEST};
 
 /// Runs the phase `only` names.
 pub(crate) async fn one(
@@ -53,6 +53,16 @@ pub(crate) async fn one(
     let idle_rss = gw.rss_kib();
     if let Some(c) = only.strip_prefix("closed:") {
         return closed(&gw, GATEWAY_PATH, REQUEST, c.parse()?).await;
+    }
+    if let Some(c) = only.strip_prefix("sessions:") {
+        // A two-target route and a session: the pin looked up and kept.
+        return closed(&gw, GATEWAY_PATH, SESSION_REQUEST, c.parse()?).await;
+    }
+    if let Some(c) = only.strip_prefix("unpinned:") {
+        // The same two-target route without sessions (`sessions:<c>`
+        // minus this is the session's own cost).
+        let body = SESSION_REQUEST.replace("\"pair\"", "\"unpinned\"");
+        return closed(&gw, GATEWAY_PATH, &body, c.parse()?).await;
     }
     if let Some(c) = only.strip_prefix("fallback:") {
         // The route whose primary answers 503.

@@ -79,6 +79,15 @@ tier = [{{ group = ["fast", "fast2", "fast3"], weights = [2, 1, 1] }}]
 # three targets.
 one = ["fast"]
 three = ["fast", "fast2", "fast3"]
+# A session's route: two targets, so each request looks its session up;
+# `unpinned` is the same without sessions, to tell the two costs apart.
+pair = ["fast", "fail"]
+unpinned = ["fast", "fail"]
+
+# `fallback` measures a failover on every request: its sessions are not
+# pinned to the target that answers.
+[affinity]
+except = ["fallback", "unpinned", "tier", "three"]
 
 [breaker]
 failure_threshold = 0

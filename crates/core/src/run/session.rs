@@ -1,0 +1,254 @@
+//! A run's side of affinity: the session looked up before planning
+//! ([`Looked`], its pin handed to `run::prepare`), what leaving the pinned
+//! target's cache would cost (weighed by the decision machine), and, when
+//! the run publishes its event, the pin moved to the target that served
+//! (a failover moves the session once; it stays there) with what the
+//! event, the span and the status page say of it.
+
+use understudy_policy::affinity::{
+    CacheHints, CacheKind, Choice, Weigh, cache_ttl, rates, switch_cost_usd,
+};
+use understudy_policy::decide::{Decider, Mode};
+use understudy_types::RouteSelector;
+use understudy_types::target::Target;
+
+use crate::actor::router::View;
+use crate::affinity::session::{SessionKey, SessionSource, session_of};
+use crate::affinity::{Affinity, Found, Pin, PinWrite};
+use crate::event::{AffinityNote, GenerationEvent};
+use crate::generation::GenerateRequest;
+use crate::run::Run;
+
+/// A request's session and the pin found for it, before planning.
+pub(crate) struct Looked {
+    key: SessionKey,
+    source: SessionSource,
+    found: Found,
+}
+
+/// A run's session: what was found, what the decision machine weighed and
+/// chose, and the fleet's write of the new pin (awaited by the engine
+/// after an answer).
+pub(crate) struct RunAffinity {
+    key: SessionKey,
+    source: SessionSource,
+    pinned: Option<Pin>,
+    expired: bool,
+    weigh: Option<Weigh>,
+    choice: Option<(Choice, f64)>,
+    write: Option<PinWrite>,
+    /// What the request's body says of its cache's lifetime.
+    hints: CacheHints,
+}
+
+// === impl Looked ===
+
+impl Looked {
+    /// Whether `request`'s route has a choice to make: more than one
+    /// target. Default and named routes are counted where they stand; a
+    /// pin or a model pattern is resolved.
+    pub(crate) fn applies(view: &View, request: &GenerateRequest, except: &[String]) -> bool {
+        // Counted first: a one-target route (the plain path) stops here.
+        let counted = match &request.route {
+            RouteSelector::Default => Some(view.default_route.len()),
+            RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => {
+                Some(view.default_route.len())
+            }
+            RouteSelector::Named(n) | RouteSelector::Model(n) => view.routes.get(n).map(Vec::len),
+            RouteSelector::Pin { .. } => None,
+        };
+        let len = counted.unwrap_or_else(|| {
+            understudy_policy::plan::resolve(
+                &request.route,
+                &view.settings,
+                &view.default_route,
+                &view.routes,
+            )
+            .map_or(0, |r| r.len())
+        });
+        if len < 2 {
+            return false;
+        }
+        let name = match &request.route {
+            RouteSelector::Default => Some("default"),
+            RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => Some("default"),
+            other => understudy_policy::plan::route_name(other, &view.routes),
+        };
+        !name.is_some_and(|n| except.iter().any(|e| e == n))
+    }
+
+    /// Looks `request`'s session up in `affinity`.
+    pub(crate) async fn of(affinity: &Affinity, request: &GenerateRequest) -> Self {
+        let (source, key) = session_of(request, affinity.settings.session_from_user);
+        let found = affinity.find(&key, crate::runtime_clock::now()).await;
+        Self { key, source, found }
+    }
+
+    /// The target the session is pinned to, for the plan.
+    pub(crate) fn target(&self) -> Option<&Target> {
+        self.found.pin.as_ref().map(|p| &p.target)
+    }
+}
+
+// === impl Run ===
+
+impl Run {
+    /// Makes the run's session from what was `looked` up: when the plan
+    /// put the pinned target first with another behind it, the cost of
+    /// leaving its cache for the next target, for the decision machine.
+    pub(crate) fn with_session(&mut self, looked: Looked) {
+        let pinned = looked.found.pin;
+        let hints = self.cache_hints();
+        let weigh = pinned.as_ref().and_then(|pin| {
+            let first = self.plan.targets.first().filter(|t| **t == pin.target)?;
+            let next = self.plan.targets.get(1)?;
+            let affinity = self.wide.affinity.as_ref()?;
+            let rates_of = |t: &Target| {
+                let provider = self.settings.providers.get(&*t.provider)?;
+                Some(rates(
+                    provider,
+                    &t.model,
+                    hints,
+                    affinity.settings.providers.get(&*t.provider),
+                ))
+            };
+            Some(Weigh {
+                switch_cost_usd: switch_cost_usd(pin.cached, rates_of(first)?, rates_of(next)?),
+                wait_cost_per_second: affinity.settings.wait_cost_per_second,
+            })
+        });
+        self.affinity = Some(Box::new(RunAffinity {
+            key: looked.key,
+            source: looked.source,
+            pinned,
+            expired: looked.found.expired,
+            weigh,
+            choice: None,
+            write: None,
+            hints,
+        }));
+    }
+
+    /// The run's decision machine, told what leaving a pinned target costs.
+    pub(crate) fn decider(&self) -> Decider {
+        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
+        if let Some(weigh) = self.affinity.as_ref().and_then(|a| a.weigh) {
+            decider.weigh_switch(weigh);
+        }
+        decider
+    }
+
+    /// Keeps what the wait-or-switch rule chose, for the event.
+    pub(crate) fn note_choice(&mut self, decider: &Decider) {
+        if let Some(a) = self.affinity.as_deref_mut() {
+            a.choice = decider.wait_or_switch();
+        }
+    }
+
+    /// The fleet's write of the new pin, for the engine to await after an
+    /// answer (a stream's is spawned).
+    pub(crate) fn take_pin_write(&mut self) -> Option<PinWrite> {
+        self.affinity.as_deref_mut()?.write.take()
+    }
+
+    /// What the request's body says of its cache's lifetime.
+    fn cache_hints(&self) -> CacheHints {
+        self.chat
+            .native
+            .as_ref()
+            .map_or_else(CacheHints::default, |n| CacheHints::of_body(&n.body))
+    }
+
+    /// The session's pin moved to whoever served `event` (refreshed when
+    /// it was already there), and the event's affinity note.
+    pub(crate) fn pin_served(&mut self, event: &mut GenerationEvent) {
+        let Some(mut a) = self.affinity.take() else {
+            return;
+        };
+        let served = self.served_target(event);
+        let outcome = match (&a.pinned, &served) {
+            (_, None) => "none",
+            (Some(p), Some(t)) if p.target == *t => "hit",
+            (Some(_), Some(_)) => "moved",
+            (None, Some(_)) if a.expired => "expired",
+            (None, Some(_)) => "new",
+        };
+        let mut note = AffinityNote {
+            session: a.key.short(),
+            source: a.source.as_str().into(),
+            outcome: outcome.into(),
+            pinned: a
+                .pinned
+                .as_ref()
+                .map(|p| format!("{}:{}", p.target.provider, p.target.model)),
+            cached_tokens: a.pinned.as_ref().map_or(0, |p| p.cached),
+            ttl_class: None,
+            wait_or_switch: a.choice.map(|(c, _)| c.as_str().into()),
+            switch_cost_usd: a.choice.map(|(_, usd)| usd),
+        };
+        if let (Some(target), Some(affinity)) = (served, self.wide.affinity.as_ref()) {
+            let (pin, ttl) = self.new_pin(affinity, target, event, &a);
+            note.cached_tokens = pin.cached;
+            note.ttl_class = Some(pin.class.as_str().into());
+            let write = affinity.keep(a.key, pin, ttl, crate::runtime_clock::now());
+            match (write, self.rules.mode) {
+                (Some(write), Mode::Stream) => {
+                    tokio::spawn(write.write());
+                }
+                (Some(write), Mode::Answer) => a.write = Some(write),
+                (None, _) => {}
+            }
+        }
+        event.affinity = Some(Box::new(note));
+        self.affinity = Some(a);
+    }
+
+    /// The plan target that served `event` (none from the response
+    /// cache, or when nobody did).
+    fn served_target(&self, event: &GenerationEvent) -> Option<Target> {
+        let provider = event.provider.as_deref().filter(|_| !event.cached)?;
+        let model = event
+            .attempts
+            .iter()
+            .rev()
+            .find(|at| at.provider == provider)
+            .map(|at| at.model.as_str());
+        self.plan
+            .targets
+            .iter()
+            .find(|t| *t.provider == *provider && model.is_none_or(|m| *t.model == *m))
+            .cloned()
+    }
+
+    /// The pin on `target` after `event`: the prefix its cache now holds
+    /// (from the answer's usage; a refreshed pin without usage keeps what
+    /// it held) and how long it holds it.
+    fn new_pin(
+        &self,
+        affinity: &Affinity,
+        target: Target,
+        event: &GenerationEvent,
+        a: &RunAffinity,
+    ) -> (Pin, std::time::Duration) {
+        let before = a.pinned.as_ref();
+        let provider = self.settings.providers.get(&*target.provider);
+        let kind = provider.map_or(CacheKind::OpenAi, |p| {
+            CacheKind::of(p.protocol_for(&target.model))
+        });
+        let configured = affinity.settings.providers.get(&*target.provider);
+        let (class, ttl) = cache_ttl(kind, a.hints, configured.and_then(|c| c.cache_ttl));
+        let cached = match (event.usage, before) {
+            (Some(usage), _) => kind.cached_prefix(&usage),
+            (None, Some(p)) if p.target == target => p.cached,
+            (None, _) => 0,
+        };
+        (
+            Pin {
+                target,
+                cached,
+                class,
+            },
+            ttl,
+        )
+    }
+}
