@@ -222,7 +222,13 @@ fn plan_of(
     })
     .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
     if let Some(groups) = grouped {
-        balance(view, groups, &route_members, &mut plan, now);
+        // A session that goes where it is pinned takes no turn of the
+        // seed sequence, so new sessions alone split by the weights.
+        let seed = match pinned {
+            Some(p) if plan.targets.contains(p) => fastrand::u64(..),
+            _ => next_seed(),
+        };
+        balance(view, groups, &route_members, &mut plan, now, seed);
     }
     if let Some(pinned) = pinned {
         // A pin that overrides the group's choice: the primary was not
@@ -255,7 +261,7 @@ fn grouped<'v>(
 }
 
 /// Orders the members of each of the route's `groups` in `plan` by the
-/// group choice, from the stats' snapshot and a fresh seed. `resolved` is
+/// group choice, from the stats' snapshot and `seed`. `resolved` is
 /// the route as resolved (a group's members at its positions); a route
 /// whose resolution merged two of its targets is left in written order.
 fn balance(
@@ -264,6 +270,7 @@ fn balance(
     resolved: &[Target],
     plan: &mut plan::Plan,
     now: Instant,
+    seed: u64,
 ) {
     if resolved.len() != declared.len() {
         return;
@@ -280,7 +287,7 @@ fn balance(
         &members,
         |t, weight| view.stats.member(t, weight),
         now,
-        next_seed(),
+        seed,
         &view.settings.balance,
     );
 }

@@ -299,7 +299,12 @@ async fn a_tier_of_clouds_keeps_each_session_on_its_cache() {
     let alone = Clouds::start().await;
     let base = measure(alone.gateway(&["claude"], ""), workload).await;
     let tiered = Clouds::start().await;
-    let m = measure_on(tiered.gateway(&["claude"], TIER), workload, "tier").await;
+    let m = measure_on(
+        tiered.gateway(&["claude"], TIER).affinity(true),
+        workload,
+        "tier",
+    )
+    .await;
     let off = Clouds::start().await;
     let scattered = measure_on(
         off.gateway(&["claude"], TIER)
