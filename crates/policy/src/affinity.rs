@@ -125,7 +125,9 @@ impl CacheKind {
     pub fn cached_prefix(self, usage: &Usage) -> u64 {
         let floor = match self {
             Self::Anthropic => {
-                return usage.cache_read_input_tokens + usage.cache_write_input_tokens;
+                return usage
+                    .cache_read_input_tokens
+                    .saturating_add(usage.cache_write_input_tokens);
             }
             Self::OpenAi => OPENAI_MIN_PREFIX,
             Self::Gemini => GEMINI_MIN_PREFIX,
@@ -170,8 +172,13 @@ pub fn cache_ttl(
     match kind {
         CacheKind::Anthropic if hints.one_hour => (TtlClass::OneHour, secs(60 * MIN)),
         CacheKind::Anthropic => (TtlClass::FiveMinutes, secs(5 * MIN)),
+        // A client's own TTL is capped: no cache outlives a day, and a pin
+        // must never be given a lifetime the clock cannot add.
         CacheKind::OpenAi => match hints.options_ttl {
-            Some(ttl) => (TtlClass::Explicit, ttl),
+            Some(ttl) => (
+                TtlClass::Explicit,
+                ttl.min(understudy_settings::MAX_CACHE_TTL),
+            ),
             None if hints.retention_24h => (TtlClass::Extended, secs(24 * 60 * MIN)),
             None => (TtlClass::InMemory, secs(5 * MIN)),
         },

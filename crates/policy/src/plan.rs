@@ -284,21 +284,28 @@ pub fn plan(
 }
 
 /// Puts `pinned` (the target a request's session last used, whose
-/// prompt cache holds its prefix) first and makes it the primary, when the
-/// plan has it among its available targets; otherwise leaves the plan as
-/// it is. The rest keep their order.
-pub fn pin_first(plan: &mut Plan, pinned: &Target) {
+/// prompt cache holds its prefix) first, when the plan has it among its
+/// available targets; otherwise leaves the plan as it is. The rest keep
+/// their order. It becomes the primary only when it is one of the route's
+/// first step (`home`: the first target, or a member of the first group);
+/// a session pinned to a later step's target goes there first as a
+/// fallback, so that the fallback budget, `no_fallback` and the refusal
+/// policy still treat it as one. Returns whether the pin was applied.
+pub fn pin_first(plan: &mut Plan, pinned: &Target, home: bool) -> bool {
     if plan.forced {
-        return;
+        return false;
     }
     let Some(at) = plan.targets.iter().position(|t| t == pinned) else {
-        return;
+        return false;
     };
     plan.targets[..=at].rotate_right(1);
     if let Some(u) = plan.unsupported.get_mut(..=at) {
         u.rotate_right(1);
     }
-    plan.primary = pinned.clone();
+    if home {
+        plan.primary = pinned.clone();
+    }
+    true
 }
 
 /// Orders each group's available members in `plan` by the group choice
@@ -510,16 +517,21 @@ mod tests {
             })
             .collect();
         let mut p = plan(route.clone(), |_| None).unwrap();
-        pin_first(&mut p, &route[2]);
+        assert!(pin_first(&mut p, &route[2], true));
         assert_eq!(names(&p.targets), ["c:z", "a:x", "b:y"]);
         assert_eq!(p.primary, route[2]);
+        // A pin to a later step goes first but stays a fallback.
+        let mut p = plan(route.clone(), |_| None).unwrap();
+        assert!(pin_first(&mut p, &route[2], false));
+        assert_eq!(names(&p.targets), ["c:z", "a:x", "b:y"]);
+        assert_eq!(p.primary, route[0]);
         // A pin the plan does not hold (left out, or another route's)
         // changes nothing.
         let mut p = plan(route.clone(), |t| {
             (*t == route[1]).then_some(Unavailable::BreakerOpen)
         })
         .unwrap();
-        pin_first(&mut p, &route[1]);
+        assert!(!pin_first(&mut p, &route[1], true));
         assert_eq!(names(&p.targets), ["a:x", "c:z"]);
         assert_eq!(p.primary, route[0]);
     }

@@ -1,7 +1,9 @@
 //! `[affinity]`: sessions kept on the target that holds their prompt
-//! cache. On by default (it costs nothing on a route with one target;
-//! `UNDERSTUDY_AFFINITY` wins), but for the routes it excepts (ordered
-//! preferences, whose fallbacks are not equivalent);
+//! cache. On by default for routes with a group of equivalent targets
+//! (`UNDERSTUDY_AFFINITY` wins), but for the routes it excepts; an ordered
+//! route of equivalent targets (the same model on several clouds, written
+//! as a list) opts in by name, while an ordered preference of different
+//! models keeps starting at its primary;
 //! which body fields may name a session beyond the headers and
 //! `prompt_cache_key`; what a second of waiting is worth against a switch's
 //! cache cost; per provider, the cache's lifetime and prices where the
@@ -14,6 +16,10 @@ use serde::Deserialize;
 
 use super::provider::ProviderSettings;
 use super::source::{Blame, Env, SettingsError};
+
+/// The longest a pin may live: no provider keeps a prompt cache longer
+/// than a day, and a client's own TTL is capped to it too.
+pub const MAX_CACHE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The `[affinity]` table.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +39,10 @@ pub struct AffinitySettings {
     /// Routes that never pin a session (`default` or a route's name): an
     /// ordered preference, where a session should go back to the primary.
     pub except: Vec<String>,
+    /// Routes without a group whose sessions are pinned too (`default` or
+    /// a route's name): ordered lists of equivalent targets. A route with
+    /// a group pins its sessions unless excepted; any other never does.
+    pub routes: Vec<String>,
     /// Per provider: its prompt cache's lifetime and prices, where set.
     pub providers: BTreeMap<String, CacheOverride>,
 }
@@ -57,6 +67,7 @@ impl Default for AffinitySettings {
             wait_cost_per_second: 0.01,
             max_sessions: 100_000,
             except: Vec::new(),
+            routes: Vec::new(),
             providers: BTreeMap::new(),
         }
     }
@@ -71,6 +82,8 @@ pub(super) struct RawAffinity {
     max_sessions: Option<usize>,
     #[serde(default)]
     except: Vec<String>,
+    #[serde(default)]
+    routes: Vec<String>,
     #[serde(default)]
     providers: BTreeMap<String, RawCacheOverride>,
 }
@@ -102,12 +115,16 @@ pub(super) fn read(
         },
         None => raw.enabled.unwrap_or(d.enabled),
     };
-    if let Some(unknown) = raw
-        .except
-        .iter()
-        .find(|r| *r != "default" && !routes.contains_key(*r))
-    {
-        return Err(blame.file("affinity.except", format!("no route named `{unknown}`")));
+    for (field, names) in [("except", &raw.except), ("routes", &raw.routes)] {
+        if let Some(unknown) = names
+            .iter()
+            .find(|r| *r != "default" && !routes.contains_key(*r))
+        {
+            return Err(blame.file(
+                format!("affinity.{field}"),
+                format!("no route named `{unknown}`"),
+            ));
+        }
     }
     let wait_cost_per_second = raw.wait_cost_per_second.unwrap_or(d.wait_cost_per_second);
     if !(wait_cost_per_second.is_finite() && wait_cost_per_second >= 0.0) {
@@ -132,11 +149,11 @@ pub(super) fn read(
         let cache_ttl = match o.cache_ttl.as_deref() {
             None => None,
             Some(text) => match super::tables::parse_seconds(text) {
-                Some(s) if s > 0 => Some(Duration::from_secs(s)),
+                Some(s) if s > 0 && s <= MAX_CACHE_TTL.as_secs() => Some(Duration::from_secs(s)),
                 _ => {
                     return Err(blame.file(
                         at("cache_ttl"),
-                        "expected a duration such as \"10m\" or \"1h\"".into(),
+                        "expected a duration such as \"10m\" or \"1h\", at most 24h".into(),
                     ));
                 }
             },
@@ -161,6 +178,7 @@ pub(super) fn read(
     Ok(AffinitySettings {
         enabled,
         except: raw.except,
+        routes: raw.routes,
         session_from_user: raw.session_from_user.unwrap_or(d.session_from_user),
         wait_cost_per_second,
         max_sessions,

@@ -62,7 +62,7 @@ mod telemetry;
 mod tests;
 mod timeouts;
 
-pub use affinity::{AffinitySettings, CacheOverride};
+pub use affinity::{AffinitySettings, CacheOverride, MAX_CACHE_TTL};
 pub use balance::BalanceSettings;
 pub use ca_file::CaFile;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};

@@ -13,8 +13,9 @@
 //!   caller left never leaves it counted.
 //! - Recent outcomes, for the error rate that ejects a member: what the
 //!   decision machine treats as an outage counts as a failure (a 5xx or
-//!   overload, a timeout, a connection error, a malformed answer, a cut
-//!   stream); a refusal, a rate limit (it says wait, not broken) and what
+//!   overload, a timeout, a connection error, a malformed answer, a stream
+//!   cut before its commit: one cut after it counted at its commit, as
+//!   served); a refusal, a rate limit (it says wait, not broken) and what
 //!   the request is at fault for (a 4xx, auth, context length) count
 //!   neither way. The counts halve when they reach twice
 //!   `eject_min_calls`, so "recent" is the last calls, not all of them.
@@ -241,7 +242,9 @@ impl TargetStat {
         self.cache_read.fetch_add(read, Ordering::Relaxed);
         self.cache_write.fetch_add(write, Ordering::Relaxed);
         self.uncached.fetch_add(
-            usage.input_tokens.saturating_sub(read + write),
+            usage
+                .input_tokens
+                .saturating_sub(read.saturating_add(write)),
             Ordering::Relaxed,
         );
     }

@@ -128,6 +128,7 @@ impl Affinity {
         ttl: Duration,
         now: Instant,
     ) -> Option<PinWrite> {
+        let ttl = ttl.min(understudy_settings::MAX_CACHE_TTL);
         // The fleet's copy, made only where there is a fleet.
         let value = self.shared.as_ref().map(|_| {
             format!(
@@ -140,13 +141,16 @@ impl Affinity {
         });
         {
             let mut local = self.lock();
-            if local.len() >= self.settings.max_sessions && !local.contains_key(&key) {
+            let max = self.settings.max_sessions;
+            if local.len() >= max && !local.contains_key(&key) {
                 local.retain(|_, held| held.until > now);
-                if local.len() >= self.settings.max_sessions {
-                    // Still full of live pins: one goes (whichever comes
-                    // first), so the newest session is kept.
-                    if let Some(first) = local.keys().next().copied() {
-                        local.remove(&first);
+                if local.len() >= max {
+                    // Still full of live pins: a sixteenth of them goes
+                    // (whichever come first), so the newest session is kept
+                    // and the next inserts do not sweep the map again.
+                    let gone: Vec<SessionKey> = local.keys().take(max / 16 + 1).copied().collect();
+                    for k in gone {
+                        local.remove(&k);
                     }
                 }
             }
@@ -154,7 +158,7 @@ impl Affinity {
                 key,
                 Held {
                     pin,
-                    until: now + ttl,
+                    until: now.checked_add(ttl).unwrap_or(now),
                 },
             );
         }

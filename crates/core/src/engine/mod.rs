@@ -352,9 +352,7 @@ impl Engine {
             .ok_or_else(|| Error::Engine("the router is not running".into()))?;
         let wide = &self.inner.wide;
         let affinity = match &wide.affinity {
-            Some(a) if crate::run::Looked::applies(&view, &request, &a.settings.except) => {
-                Arc::clone(a)
-            }
+            Some(a) if crate::run::Looked::applies(&view, &request, &a.settings) => Arc::clone(a),
             _ => return crate::run::prepare(&view, wide, request, started, mode, None).map(Ok),
         };
         let wide = Arc::clone(wide);

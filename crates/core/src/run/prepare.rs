@@ -231,11 +231,15 @@ fn plan_of(
         balance(view, groups, &route_members, &mut plan, now, seed);
     }
     if let Some(pinned) = pinned {
-        // A pin that overrides the group's choice: the primary was not
-        // chosen by it.
-        let chosen_is_pin = plan.targets.first() == Some(pinned);
-        plan::pin_first(&mut plan, pinned);
-        if plan.balanced && !chosen_is_pin && plan.primary == *pinned {
+        // The pin is the primary only within the route's first step; where
+        // it goes first, the group's choice was not made.
+        let home = match grouped.and_then(|(g, _)| g.iter().find(|g| g.start == 0)) {
+            Some(first) => route_members
+                .get(..first.weights.len())
+                .is_some_and(|m| m.contains(pinned)),
+            None => plan.primary == *pinned,
+        };
+        if plan::pin_first(&mut plan, pinned, home) {
             plan.balanced = false;
         }
     }

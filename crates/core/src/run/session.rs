@@ -12,6 +12,8 @@ use understudy_policy::decide::{Decider, Mode};
 use understudy_types::RouteSelector;
 use understudy_types::target::Target;
 
+use understudy_settings::AffinitySettings;
+
 use crate::actor::router::View;
 use crate::affinity::session::{SessionKey, SessionSource, session_of};
 use crate::affinity::{Affinity, Found, Pin, PinWrite};
@@ -44,37 +46,35 @@ pub(crate) struct RunAffinity {
 // === impl Looked ===
 
 impl Looked {
-    /// Whether `request`'s route has a choice to make: more than one
-    /// target. Default and named routes are counted where they stand; a
-    /// pin or a model pattern is resolved.
-    pub(crate) fn applies(view: &View, request: &GenerateRequest, except: &[String]) -> bool {
-        // Counted first: a one-target route (the plain path) stops here.
-        let counted = match &request.route {
-            RouteSelector::Default => Some(view.default_route.len()),
+    /// Whether `request`'s sessions are pinned: its route (the default or
+    /// a named one, a pattern included) has a group of equivalent targets,
+    /// or is one the settings opt in, has more than one target, and is not
+    /// excepted. A pinned `provider:model` (the client's own choice, its
+    /// fallbacks not equivalent) never is; a route with neither stops at a
+    /// map lookup (the plain path).
+    pub(crate) fn applies(
+        view: &View,
+        request: &GenerateRequest,
+        settings: &AffinitySettings,
+    ) -> bool {
+        let (name, targets) = match &request.route {
+            RouteSelector::Default => ("default", &view.default_route),
             RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => {
-                Some(view.default_route.len())
+                ("default", &view.default_route)
             }
-            RouteSelector::Named(n) | RouteSelector::Model(n) => view.routes.get(n).map(Vec::len),
-            RouteSelector::Pin { .. } => None,
+            RouteSelector::Pin { .. } => return false,
+            other => {
+                let Some(name) = understudy_policy::plan::route_name(other, &view.routes) else {
+                    return false;
+                };
+                let Some(targets) = view.routes.get(name) else {
+                    return false;
+                };
+                (name, targets)
+            }
         };
-        let len = counted.unwrap_or_else(|| {
-            understudy_policy::plan::resolve(
-                &request.route,
-                &view.settings,
-                &view.default_route,
-                &view.routes,
-            )
-            .map_or(0, |r| r.len())
-        });
-        if len < 2 {
-            return false;
-        }
-        let name = match &request.route {
-            RouteSelector::Default => Some("default"),
-            RouteSelector::Named(n) | RouteSelector::Model(n) if n == "default" => Some("default"),
-            other => understudy_policy::plan::route_name(other, &view.routes),
-        };
-        !name.is_some_and(|n| except.iter().any(|e| e == n))
+        let opted = view.groups.contains_key(name) || settings.routes.iter().any(|r| r == name);
+        opted && targets.len() > 1 && !settings.except.iter().any(|e| e == name)
     }
 
     /// Looks `request`'s session up in `affinity`.

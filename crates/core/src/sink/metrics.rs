@@ -691,8 +691,10 @@ impl Handles {
             read.inc_by(u.cache_read_input_tokens);
             write.inc_by(u.cache_write_input_tokens);
             uncached.inc_by(
-                u.input_tokens
-                    .saturating_sub(u.cache_read_input_tokens + u.cache_write_input_tokens),
+                u.input_tokens.saturating_sub(
+                    u.cache_read_input_tokens
+                        .saturating_add(u.cache_write_input_tokens),
+                ),
             );
         }
         if let (Some(cost), Some(_)) = (e.cost_usd, &e.provider) {

@@ -374,3 +374,43 @@ fn the_azure_example_of_the_docs_loads_as_it_says() {
     .unwrap();
     assert_eq!(targets[1], Target::new("azure", "gpt-4-1-prod"));
 }
+
+#[test]
+fn the_tier_example_of_the_docs_loads_as_it_says() {
+    let providers = format!(
+        "{BEDROCK}region = \"us-east-1\"\n\
+         [providers.vertex]\nkind = \"vertex\"\nproject = \"p\"\nregion = \"us-east5\"\n\
+         model = \"claude-sonnet-4-5@20250929\"\n"
+    );
+    let s = load_with(
+        &format!(
+            "{providers}{}",
+            doc_example("### Groups of equivalent targets (tiers)")
+        ),
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDDOC"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("ANTHROPIC_API_KEY", "sk-ant-doc"),
+            ("OPENAI_API_KEY", "sk-doc"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        s.routes["claude"],
+        [
+            Target::new("claude", "claude-sonnet-4-5"),
+            Target::new("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            Target::new("vertex", "claude-sonnet-4-5@20250929"),
+            Target::new("openai", "gpt-5"),
+        ]
+    );
+    let groups = &s.route_groups["claude"];
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (groups[0].start, groups[0].weights.as_slice()),
+        (0, &[2, 1, 1][..])
+    );
+    assert_eq!(s.balance.eject_for, std::time::Duration::from_secs(30));
+    assert!(s.affinity.enabled);
+    assert!((s.affinity.wait_cost_per_second - 0.01).abs() < 1e-12);
+}

@@ -92,6 +92,24 @@ impl AnthropicProtocol {
 }
 
 impl AnthropicProtocol {
+    /// The client's own Messages body fitted to `model`, when the request
+    /// carries one the target takes.
+    fn prepared<'r>(
+        &self,
+        model: &str,
+        request: &'r ChatRequest,
+    ) -> Option<(&'r understudy_types::NativeRequest, native::Prepared)> {
+        let native = self.native(request)?;
+        let prepared = native::prepare(&native.body, model, self.limits.limit(model))?;
+        if prepared.thinking_off {
+            tracing::debug!(
+                model,
+                "thinking off for this request: its final tool-use turn has no signed thinking block (another provider served it)"
+            );
+        }
+        Some((native, prepared))
+    }
+
     /// The request of a call that asks for a fallback credit or redeems
     /// one: as [`Upstream::request`] builds it, with the credit's beta
     /// merged into `anthropic-beta` and, to redeem, the token as the body's
@@ -104,17 +122,13 @@ impl AnthropicProtocol {
         stream: bool,
         credit: &CreditUse,
     ) -> Result<reqwest::RequestBuilder, Failure> {
-        let (mut headers, body) = match self.native(request) {
-            Some(native) => {
-                let limit = self.limits.limit(model);
-                let prepared = native::prepare(&native.body, model, limit).ok_or_else(|| {
-                    Failure::new(FailureKind::BadRequest, "the body is not a JSON object")
-                })?;
-                (
-                    self.native_headers(native),
-                    crate::signature::unsigned_json_owned(prepared.body),
-                )
-            }
+        // The client's own body where it is one the target takes, else the
+        // translated one: exactly as a call without a credit is made.
+        let (mut headers, body) = match self.prepared(model, request) {
+            Some((native, prepared)) => (
+                self.native_headers(native),
+                crate::signature::unsigned_json_owned(prepared.body),
+            ),
             None => {
                 let max_tokens = max_tokens(request.max_tokens, self.limits.limit(model));
                 let body = wire_request(model, request, stream, max_tokens)?;
@@ -168,30 +182,21 @@ impl Upstream for AnthropicProtocol {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::RequestBuilder, Failure> {
-        if let Some(native) = self.native(request) {
-            let limit = self.limits.limit(model);
-            if let Some(prepared) = native::prepare(&native.body, model, limit) {
-                if prepared.thinking_off {
-                    tracing::debug!(
-                        model,
-                        "thinking off for this request: its final tool-use turn has no signed thinking block (another provider served it)"
-                    );
-                }
-                // The client's own body, byte for byte but for what
-                // `prepare` made valid for this target (and Gemini thought
-                // signatures cut from tool ids), with its protocol headers
-                // (`anthropic-version`, betas) and query (`beta`).
-                let mut url = self.url.clone();
-                if let Some(query) = native.query.as_deref() {
-                    url.set_query(Some(query));
-                }
-                return Ok(crate::http::raw_post(
-                    client,
-                    url,
-                    self.native_headers(native),
-                    crate::signature::unsigned_json_owned(prepared.body),
-                ));
+        if let Some((native, prepared)) = self.prepared(model, request) {
+            // The client's own body, byte for byte but for what `prepare`
+            // made valid for this target (and Gemini thought signatures cut
+            // from tool ids), with its protocol headers (`anthropic-version`,
+            // betas) and query (`beta`).
+            let mut url = self.url.clone();
+            if let Some(query) = native.query.as_deref() {
+                url.set_query(Some(query));
             }
+            return Ok(crate::http::raw_post(
+                client,
+                url,
+                self.native_headers(native),
+                crate::signature::unsigned_json_owned(prepared.body),
+            ));
         }
         let max_tokens = max_tokens(request.max_tokens, self.limits.limit(model));
         let body = wire_request(model, request, stream, max_tokens)?;

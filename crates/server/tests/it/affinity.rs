@@ -11,12 +11,14 @@ use understudy_testkit::{RedisServer, Reply, SimProvider, TestGateway, UsageDeta
 
 use crate::common::{Answer, TestServer};
 
-/// A gateway whose default route is `a` then `b` (both Anthropic), with
+/// A gateway whose default route is `a` then `b` (both Anthropic, an
+/// ordered list of equivalent targets, so opted in to affinity), with
 /// `redis` when given.
 async fn gateway(a: &SimProvider, b: &SimProvider, redis: Option<&RedisServer>) -> TestServer {
     let mut builder = TestGateway::builder()
         .provider("a", a)
         .provider("b", b)
+        .toml("[affinity]\nroutes = [\"default\"]\n")
         .affinity(true);
     if let Some(redis) = redis {
         builder = builder.env("REDIS_URL", &redis.url());

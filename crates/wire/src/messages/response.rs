@@ -168,9 +168,8 @@ pub(super) struct WireUsage {
     pub(super) fallback_credit: Option<WireFallbackCredit>,
 }
 
-/// `usage.fallback_credit` (anthropic-sdk-python
-/// `types/beta/beta_fallback_credit_usage.py`): `status.type` is
-/// `redeemed` or `not_applied`, the latter with a `reason`.
+/// `usage.fallback_credit` (a beta): `status.type` is `redeemed` or
+/// `not_applied`, the latter with a `reason`.
 #[derive(Debug, Deserialize)]
 pub(super) struct WireFallbackCredit {
     status: Option<WireCreditStatus>,

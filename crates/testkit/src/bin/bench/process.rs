@@ -79,15 +79,17 @@ tier = [{{ group = ["fast", "fast2", "fast3"], weights = [2, 1, 1] }}]
 # three targets.
 one = ["fast"]
 three = ["fast", "fast2", "fast3"]
-# A session's route: two targets, so each request looks its session up;
-# `unpinned` is the same without sessions, to tell the two costs apart.
+# A session's route: two targets, opted in to affinity, so each request
+# looks its session up; `unpinned` is the same without sessions, to tell
+# the two costs apart.
 pair = ["fast", "fail"]
 unpinned = ["fast", "fail"]
 
-# `fallback` measures a failover on every request: its sessions are not
-# pinned to the target that answers.
+# The tier row measures the group choice alone: its sessions are not
+# pinned (a route with a group pins them by default).
 [affinity]
-except = ["fallback", "unpinned", "tier", "three"]
+routes = ["pair"]
+except = ["tier"]
 
 [breaker]
 failure_threshold = 0
