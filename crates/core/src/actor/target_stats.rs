@@ -37,6 +37,12 @@ use understudy_types::failure::FailureKind;
 /// (a few members in all, where hashing a target would cost more).
 pub(crate) struct TargetStats {
     by_target: Vec<(Target, Arc<TargetStat>)>,
+    /// The group choice's next seed: a Weyl sequence from a random start
+    /// per engine (see [`understudy_policy::balance::SEED_STEP`]), kept
+    /// across routing changes, so that alike members split by their
+    /// weights over any run of new sessions and a fleet's instances do
+    /// not choose in step.
+    seeds: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One target's stats.
@@ -101,7 +107,19 @@ impl TargetStats {
                 }
             }
         }
-        Self { by_target }
+        let seeds = kept.map_or_else(
+            || Arc::new(std::sync::atomic::AtomicU64::new(fastrand::u64(..))),
+            |k| Arc::clone(&k.seeds),
+        );
+        Self { by_target, seeds }
+    }
+
+    /// The next request's seed for the group choice.
+    pub(crate) fn next_seed(&self) -> u64 {
+        self.seeds.fetch_add(
+            understudy_policy::balance::SEED_STEP,
+            std::sync::atomic::Ordering::Relaxed,
+        )
     }
 
     pub(crate) fn get(&self, target: &Target) -> Option<&Arc<TargetStat>> {

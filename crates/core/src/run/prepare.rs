@@ -121,15 +121,18 @@ pub(crate) fn prepare(
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let plan = plan_of(view, wide, &request, pinned)?;
-    // A run of a route with groups counts its calls in its targets' stats.
-    let balanced = grouped(view, &request).is_some();
+    let (plan, resolved) = plan_of(view, wide, &request, pinned)?;
+    // A run of a route with groups counts its calls in its members' stats,
+    // kept under the targets as the route writes them.
+    let grouped = grouped(view, &request);
     let leases = plan
         .targets
         .iter()
         .map(|t| crate::run::Slot {
             lease: view.leases.get(&t.provider).cloned(),
-            stats: balanced.then(|| view.stats.get(t).cloned()).flatten(),
+            stats: grouped
+                .and_then(|(_, declared)| view.stats.get(as_declared(t, &resolved, declared)))
+                .cloned(),
             entered: false,
         })
         .collect();
@@ -195,7 +198,7 @@ fn plan_of(
     wide: &EngineWide,
     request: &GenerateRequest,
     pinned: Option<&Target>,
-) -> Result<plan::Plan, understudy_types::Error> {
+) -> Result<(plan::Plan, Vec<Target>), understudy_types::Error> {
     let mut route = plan::resolve(
         &request.route,
         &view.settings,
@@ -226,7 +229,7 @@ fn plan_of(
         // seed sequence, so new sessions alone split by the weights.
         let seed = match pinned {
             Some(p) if plan.targets.contains(p) => fastrand::u64(..),
-            _ => next_seed(),
+            _ => view.stats.next_seed(),
         };
         balance(view, groups, &route_members, &mut plan, now, seed);
     }
@@ -248,7 +251,21 @@ fn plan_of(
         let p = view.settings.providers.get(&*t.provider)?;
         plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
     })?;
-    Ok(plan)
+    Ok((plan, route_members))
+}
+
+/// The route's target as written (a pattern's `provider:*`, a model name a
+/// cloud maps) at the place `t` holds in the route as `resolved`; `t`
+/// itself where the two do not line up.
+fn as_declared<'t>(t: &'t Target, resolved: &[Target], declared: &'t [Target]) -> &'t Target {
+    if resolved.len() != declared.len() {
+        return t;
+    }
+    resolved
+        .iter()
+        .position(|r| r == t)
+        .and_then(|i| declared.get(i))
+        .unwrap_or(t)
 }
 
 /// The groups of `request`'s route and its targets as written, when it
@@ -289,23 +306,14 @@ fn balance(
     plan::balance_groups(
         plan,
         &members,
-        |t, weight| view.stats.member(t, weight),
+        |t, weight| {
+            view.stats
+                .member(as_declared(t, resolved, declared), weight)
+        },
         now,
         seed,
         &view.settings.balance,
     );
-}
-
-/// The next request's seed for the group choice: a Weyl sequence from a
-/// random start per process (see [`understudy_policy::balance::SEED_STEP`]),
-/// so that alike members split by their weights over any run of requests
-/// and a fleet's instances do not choose in step.
-fn next_seed() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    static START: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| fastrand::u64(..));
-    let n = COUNT.fetch_add(1, Ordering::Relaxed);
-    START.wrapping_add(n.wrapping_mul(understudy_policy::balance::SEED_STEP))
 }
 
 /// How `request` streams: its own headers, else its route's settings; and
