@@ -578,7 +578,7 @@ mod tests {
             // The second member weighs much more: it leads its group whenever it is there.
             let weights = [1, 1000];
             let group = [(&route[range], &weights[..], first)];
-            balance_groups(&mut p, &group, member, now, 7, &knobs);
+            balance_groups(&mut p, &group, member, now, u64::MAX / 2, &knobs);
             assert_eq!(names(&p.targets), want, "{group:?}");
             assert_eq!(p.primary.to_string(), primary);
             assert_eq!(p.balanced, first);

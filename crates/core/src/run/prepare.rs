@@ -233,7 +233,17 @@ fn plan_of(
         };
         balance(view, groups, &route_members, &mut plan, now, seed);
     }
-    if let Some(pinned) = pinned {
+    // A session pinned to a member ejected for its error rate is chosen
+    // for anew (its cache is worth less than a member that fails).
+    let ejected = |t: &Target| {
+        grouped.is_some_and(|(_, declared)| {
+            let m = view
+                .stats
+                .member(as_declared(t, &route_members, declared), 1);
+            m.ejected_until.is_some_and(|until| until > now)
+        })
+    };
+    if let Some(pinned) = pinned.filter(|t| !ejected(t)) {
         // The pin is the primary only within the route's first step; where
         // it goes first, the group's choice was not made.
         let home = match grouped.and_then(|(g, _)| g.iter().find(|g| g.start == 0)) {

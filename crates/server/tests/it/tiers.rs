@@ -238,7 +238,11 @@ async fn a_pattern_routes_group_keeps_its_members_stats() {
     for _ in 0..20 {
         assert_eq!(ask(&server, "claude-x").await, 200);
     }
-    assert!(sims.iter().all(|s| s.request_count() > 0), "{:?}", shares(&sims));
+    assert!(
+        sims.iter().all(|s| s.request_count() > 0),
+        "{:?}",
+        shares(&sims)
+    );
     for name in ["a", "b"] {
         let m = member(&server, name).await;
         assert!(m["ttft_ms"].as_f64().is_some(), "{m}");
