@@ -121,9 +121,8 @@ pub(crate) fn prepare(
     let route_options = plan::route_name(&request.route, &view.routes)
         .and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let plan = plan_of(view, wide, &request, pinned)?;
     // A run of a route with groups counts its calls in its targets' stats.
-    let balanced = grouped(view, &request).is_some();
+    let (plan, balanced) = plan_of(view, wide, &request, pinned)?;
     let leases = plan
         .targets
         .iter()
@@ -189,13 +188,13 @@ pub(crate) fn prepare(
 /// record allows), the targets whose breaker is open or whose provider is
 /// out left out, each group's members ordered by the group choice, the
 /// target its session is `pinned` to first, and the capabilities it needs
-/// checked.
+/// checked; and whether its route has groups.
 fn plan_of(
     view: &View,
     wide: &EngineWide,
     request: &GenerateRequest,
     pinned: Option<&Target>,
-) -> Result<plan::Plan, understudy_types::Error> {
+) -> Result<(plan::Plan, bool), understudy_types::Error> {
     let mut route = plan::resolve(
         &request.route,
         &view.settings,
@@ -221,6 +220,7 @@ fn plan_of(
         })
     })
     .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
+    let has_groups = grouped.is_some();
     if let Some(groups) = grouped {
         // A session that goes where it is pinned takes no turn of the
         // seed sequence, so new sessions alone split by the weights.
@@ -244,7 +244,7 @@ fn plan_of(
         let p = view.settings.providers.get(&*t.provider)?;
         plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)
     })?;
-    Ok(plan)
+    Ok((plan, has_groups))
 }
 
 /// The groups of `request`'s route and its targets as written, when it
@@ -275,16 +275,13 @@ fn balance(
     if resolved.len() != declared.len() {
         return;
     }
-    let members: Vec<(&[Target], &[u32], bool)> = groups
-        .iter()
-        .filter_map(|g| {
-            let targets = resolved.get(g.start..g.start + g.weights.len())?;
-            Some((targets, g.weights.as_slice(), g.start == 0))
-        })
-        .collect();
+    let members = groups.iter().filter_map(|g| {
+        let targets = resolved.get(g.start..g.start + g.weights.len())?;
+        Some((targets, g.weights.as_slice(), g.start == 0))
+    });
     plan::balance_groups(
         plan,
-        &members,
+        members,
         |t, weight| view.stats.member(t, weight),
         now,
         seed,
