@@ -46,7 +46,7 @@ pub const CLEARLY_CHEAPER_BY: f64 = 0.01;
 pub const SEED_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// One member of a group as the choice sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Member {
     /// Its weight in the group (positive).
     pub weight: u32,
@@ -61,53 +61,73 @@ pub struct Member {
 /// The order to try `members` in (indices into `members`), at `now`, with
 /// `seed` as the only source of chance. Never empty unless `members` is.
 pub fn order(members: &[Member], now: Instant, seed: u64, knobs: &BalanceSettings) -> Vec<usize> {
-    let mut rng = SplitMix(seed);
-    let ejected = |m: &Member| m.ejected_until.is_some_and(|u| u > now);
-    let mut healthy: Vec<usize> = (0..members.len())
-        .filter(|&i| !ejected(&members[i]))
-        .collect();
-    let mut out_: Vec<usize> = (0..members.len())
-        .filter(|&i| ejected(&members[i]))
-        .collect();
-    if healthy.is_empty() {
-        // Every member is out: choose among them as if none were.
-        healthy = std::mem::take(&mut out_);
+    let mut order = vec![0; members.len()];
+    order_into(members, now, seed, knobs, &mut order);
+    order
+}
+
+/// [`order`] written into `order` (as long as `members`), allocating
+/// nothing: a caller keeps a small group's order on its stack.
+pub fn order_into(
+    members: &[Member],
+    now: Instant,
+    seed: u64,
+    knobs: &BalanceSettings,
+    order: &mut [usize],
+) {
+    if members.is_empty() {
+        return;
     }
-    let best_known = healthy.iter().filter_map(|&i| members[i].ttft).min();
+    let order = &mut order[..members.len()];
+    let mut rng = SplitMix(seed);
+    let ejected = |i: usize| members[i].ejected_until.is_some_and(|u| u > now);
+    // One list, the healthy members then the ejected ones (each in index
+    // order); every step below rearranges it in place.
+    let mut filled = 0;
+    let mut healthy = 0;
+    for pass in [false, true] {
+        for i in (0..members.len()).filter(|&i| ejected(i) == pass) {
+            order[filled] = i;
+            filled += 1;
+        }
+        if !pass {
+            healthy = filled;
+        }
+    }
+    if healthy == 0 {
+        // Every member is out: choose among them as if none were.
+        healthy = members.len();
+    }
+    let best_known = order[..healthy]
+        .iter()
+        .filter_map(|&i| members[i].ttft)
+        .min();
     let cost = |i: usize| {
         let m = &members[i];
         let ttft = m.ttft.or(best_known).unwrap_or(Duration::ZERO);
         (ttft.as_secs_f64() + 1e-6) * (1.0 + f64::from(m.in_flight) / f64::from(m.weight.max(1)))
     };
     let floor_draw = rng.unit();
-    let first = if !out_.is_empty() && floor_draw < knobs.ejected_floor * out_.len() as f64 {
-        let at = draw(members, &out_, rng.unit());
-        out_.remove(at)
+    let out = order.len() - healthy;
+    if out > 0 && floor_draw < knobs.ejected_floor * out as f64 {
+        // An ejected member first: the healthy ones follow it.
+        let at = healthy + draw(members, &order[healthy..], rng.unit());
+        order[..=at].rotate_right(1);
+        healthy += 1;
     } else {
-        let a = draw(members, &healthy, unit(seed));
-        let first = healthy.remove(a);
-        match healthy.len() {
-            0 => first,
-            _ => {
-                let b = draw(members, &healthy, rng.unit());
-                let (cb, cf) = (cost(healthy[b]), cost(first));
-                if cb * CLEARLY_CHEAPER < cf && cf - cb > CLEARLY_CHEAPER_BY {
-                    let second = healthy.remove(b);
-                    healthy.push(first);
-                    second
-                } else {
-                    first
-                }
+        let a = draw(members, &order[..healthy], unit(seed));
+        order[..=a].rotate_right(1);
+        if healthy > 1 {
+            let b = 1 + draw(members, &order[1..healthy], rng.unit());
+            let (cb, cf) = (cost(order[b]), cost(order[0]));
+            if cb * CLEARLY_CHEAPER < cf && cf - cb > CLEARLY_CHEAPER_BY {
+                order.swap(0, b);
             }
         }
-    };
-    healthy.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
-    let mut order = Vec::with_capacity(members.len());
-    order.push(first);
-    order.extend(healthy);
-    out_.sort_unstable();
-    order.extend(out_);
-    order
+    }
+    // The rest: the healthy by cost (a tie keeps the written order), then
+    // the ejected in index order (as they were listed).
+    order[1..healthy].sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
 }
 
 /// Whether a member whose recent calls number `calls`, `failures` of them

@@ -315,9 +315,9 @@ pub fn pin_first(plan: &mut Plan, pinned: &Target, home: bool) -> bool {
 /// chance. When the route's first step is a group, the member chosen first
 /// becomes the primary: serving from it is not falling back. A forced plan
 /// (every breaker open) is left as it is.
-pub fn balance_groups(
+pub fn balance_groups<'m>(
     plan: &mut Plan,
-    members: &[(&[Target], &[u32], bool)],
+    members: impl IntoIterator<Item = (&'m [Target], &'m [u32], bool)>,
     member: impl Fn(&Target, u32) -> crate::balance::Member,
     now: std::time::Instant,
     seed: u64,
@@ -326,30 +326,66 @@ pub fn balance_groups(
     if plan.forced {
         return;
     }
-    for (g, &(targets, weights, first_step)) in members.iter().enumerate() {
-        // Where the group's available members are in the plan (together,
-        // in the written order: availability only removes).
-        let (at, snapshot): (Vec<usize>, Vec<crate::balance::Member>) = targets
-            .iter()
-            .zip(weights)
-            .filter_map(|(t, &w)| {
-                let at = plan.targets.iter().position(|p| p == t)?;
-                Some((at, member(t, w)))
-            })
-            .unzip();
-        if at.is_empty() {
-            continue;
-        }
+    for (g, (targets, weights, first_step)) in members.into_iter().enumerate() {
         let seed = seed.wrapping_add((g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let order = crate::balance::order(&snapshot, now, seed, knobs);
-        let chosen: Vec<Target> = order.iter().map(|&k| plan.targets[at[k]].clone()).collect();
-        for (&slot, t) in at.iter().zip(chosen) {
-            plan.targets[slot] = t;
+        if targets.len() <= SMALL_GROUP {
+            // A small group's places, snapshot and order on the stack.
+            let mut at = [0; SMALL_GROUP];
+            let mut snapshot = [crate::balance::Member::default(); SMALL_GROUP];
+            let mut order = [0; SMALL_GROUP];
+            let mut n = 0;
+            for (t, &w) in targets.iter().zip(weights) {
+                if let Some(p) = plan.targets.iter().position(|p| p == t) {
+                    (at[n], snapshot[n]) = (p, member(t, w));
+                    n += 1;
+                }
+            }
+            crate::balance::order_into(&snapshot[..n], now, seed, knobs, &mut order[..n]);
+            place(plan, &at[..n], &mut order[..n], first_step);
+        } else {
+            let (at, snapshot): (Vec<usize>, Vec<crate::balance::Member>) = targets
+                .iter()
+                .zip(weights)
+                .filter_map(|(t, &w)| {
+                    let at = plan.targets.iter().position(|p| p == t)?;
+                    Some((at, member(t, w)))
+                })
+                .unzip();
+            let mut order = crate::balance::order(&snapshot, now, seed, knobs);
+            place(plan, &at, &mut order, first_step);
         }
-        if first_step && at[0] == 0 {
-            plan.primary = plan.targets[0].clone();
-            plan.balanced = true;
+    }
+}
+
+/// The most members of a group [`balance_groups`] orders without
+/// allocating.
+const SMALL_GROUP: usize = 8;
+
+/// Moves a group's available members, at places `at` of `plan` (in the
+/// written order: availability only removes), into the group choice's
+/// `order` (indices into `at`; used up), by swaps along its cycles
+/// (`at[j]` takes what was at `at[order[j]]`), none cloned; the first
+/// becomes the primary when the group is the route's `first_step` and
+/// leads the plan.
+fn place(plan: &mut Plan, at: &[usize], order: &mut [usize], first_step: bool) {
+    if at.is_empty() {
+        return;
+    }
+    for start in 0..order.len() {
+        let mut j = start;
+        loop {
+            // A visited place is marked in `order` itself.
+            let k = std::mem::replace(&mut order[j], usize::MAX);
+            if k == usize::MAX || k == start {
+                break;
+            }
+            plan.targets.swap(at[j], at[k]);
+            j = k;
         }
+    }
+    if first_step && at[0] == 0 {
+        plan.primary = plan.targets[0].clone();
+        plan.balanced = true;
     }
 }
 
@@ -578,7 +614,7 @@ mod tests {
             // The second member weighs much more: it leads its group whenever it is there.
             let weights = [1, 1000];
             let group = [(&route[range], &weights[..], first)];
-            balance_groups(&mut p, &group, member, now, u64::MAX / 2, &knobs);
+            balance_groups(&mut p, group, member, now, u64::MAX / 2, &knobs);
             assert_eq!(names(&p.targets), want, "{group:?}");
             assert_eq!(p.primary.to_string(), primary);
             assert_eq!(p.balanced, first);

@@ -43,8 +43,63 @@ pub(crate) struct Pin {
 /// The engine's pins.
 pub(crate) struct Affinity {
     pub(crate) settings: AffinitySettings,
-    local: Mutex<HashMap<SessionKey, Held>>,
+    local: Mutex<HashMap<SessionKey, Held, KeyHashing>>,
     shared: Option<Arc<SharedState>>,
+}
+
+/// How the pin map hashes a [`SessionKey`] (itself a hash): one folded
+/// multiply of its halves, each mixed with a seed drawn per process, in
+/// place of SipHash's rounds. A client cannot aim its sessions at one
+/// bucket without the seeds.
+#[derive(Clone, Copy)]
+struct KeyHashing([u64; 2]);
+
+/// [`KeyHashing`]'s hasher.
+struct KeyHasher {
+    seeds: [u64; 2],
+    hash: u64,
+}
+
+impl KeyHashing {
+    fn new() -> Self {
+        Self([fastrand::u64(..), fastrand::u64(..)])
+    }
+}
+
+impl std::hash::BuildHasher for KeyHashing {
+    type Hasher = KeyHasher;
+
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher {
+            seeds: self.0,
+            hash: 0,
+        }
+    }
+}
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        // Truncation is the point: the word's two halves.
+        #[allow(clippy::cast_possible_truncation)]
+        let (lo, hi) = (n as u64 ^ self.hash, (n >> 64) as u64);
+        let full = u128::from(lo ^ self.seeds[0]) * u128::from(hi ^ self.seeds[1]);
+        #[allow(clippy::cast_possible_truncation)]
+        let folded = full as u64 ^ (full >> 64) as u64;
+        self.hash = folded;
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not a key's way (it writes one word), but any bytes hash.
+        for chunk in bytes.chunks(16) {
+            let mut word = [0u8; 16];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u128(u128::from_le_bytes(word));
+        }
+    }
 }
 
 /// A pin held in this process, until its cache lapses.
@@ -82,7 +137,7 @@ impl Affinity {
     pub(crate) fn new(settings: &Settings, shared: Option<Arc<SharedState>>) -> Option<Self> {
         settings.affinity.enabled.then(|| Self {
             settings: settings.affinity.clone(),
-            local: Mutex::new(HashMap::new()),
+            local: Mutex::new(HashMap::with_hasher(KeyHashing::new())),
             shared,
         })
     }
@@ -102,6 +157,17 @@ impl Affinity {
                 };
             }
         }
+        self.find_here(key, now)
+    }
+
+    /// Whether the pins are this process's alone (no Redis): a lookup
+    /// then waits on nothing.
+    pub(crate) fn is_local(&self) -> bool {
+        self.shared.is_none()
+    }
+
+    /// The pin of session `key` this process holds.
+    pub(crate) fn find_here(&self, key: &SessionKey, now: Instant) -> Found {
         let mut local = self.lock();
         match local.get(key) {
             Some(held) if held.until > now => Found {
@@ -170,7 +236,7 @@ impl Affinity {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Held>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Held, KeyHashing>> {
         self.local.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

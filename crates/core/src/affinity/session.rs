@@ -12,8 +12,15 @@ pub use crate::generation::{SESSION_HEADERS, SessionHint, SessionSource};
 /// A session's key: a keyed hash of its client, route and value (not of
 /// the source: Codex's header and its `prompt_cache_key` carry one id, and
 /// a stored response's session is the one its first turn named).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SessionKey([u8; 16]);
+
+/// A key is a hash already: a map hashes it as one 128-bit word.
+impl std::hash::Hash for SessionKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u128(u128::from_le_bytes(self.0));
+    }
+}
 
 /// The session of `request`: the hint its front end read, else (when
 /// `from_user`) its `user` — the `session_id` inside Claude Code's JSON
@@ -49,14 +56,24 @@ fn claude_code_session(user: &str) -> Option<&str> {
 }
 
 fn key(client: Option<&ClientTag>, route: &RouteSelector, value: &[u8]) -> SessionKey {
-    use std::io::Write as _;
     // A plain hash under a domain prefix: a derived key's context would
     // be hashed again for every request.
     let mut h = blake3::Hasher::new();
     h.update(b"understudy 2026-12 session\0");
     h.update(client.map_or(&[0u8; 32], ClientTag::as_bytes).as_slice());
-    // The route's name written straight into the hash (no string made).
-    let _ = write!(h, "{route}");
+    // The route's name as it displays, written straight into the hash
+    // (no string made, no formatting).
+    match route {
+        RouteSelector::Default => h.update(b"default"),
+        RouteSelector::Named(name) | RouteSelector::Model(name) => h.update(name.as_bytes()),
+        RouteSelector::Pin { provider, model } => {
+            h.update(provider.as_bytes());
+            match model {
+                Some(m) => h.update(b":").update(m.as_bytes()),
+                None => &mut h,
+            }
+        }
+    };
     h.update(b"\0");
     h.update(value);
     let mut out = [0u8; 16];
@@ -205,6 +222,31 @@ mod tests {
         let mut client = request(Some(hint), None);
         client.client = Some(ClientTag::of_key("sk-client-0123456789"));
         assert_ne!(session_of(&client, true).1, with_hint);
+    }
+
+    #[test]
+    fn a_key_hashes_the_route_as_it_displays() {
+        // Fleets of mixed versions share pins: the key must not move.
+        for route in [
+            RouteSelector::Default,
+            RouteSelector::Named("pair".into()),
+            RouteSelector::Model("default".into()),
+            RouteSelector::pin("groq"),
+            RouteSelector::Pin {
+                provider: "groq".into(),
+                model: Some("m-1".into()),
+            },
+        ] {
+            let mut h = blake3::Hasher::new();
+            h.update(b"understudy 2026-12 session\0");
+            h.update(&[0u8; 32]);
+            h.update(route.to_string().as_bytes());
+            h.update(b"\0");
+            h.update(b"v");
+            let mut want = [0u8; 16];
+            want.copy_from_slice(&h.finalize().as_bytes()[..16]);
+            assert_eq!(key(None, &route, b"v"), SessionKey(want), "{route}");
+        }
     }
 
     #[test]

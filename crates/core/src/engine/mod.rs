@@ -331,10 +331,11 @@ impl Engine {
             .map_err(Error::Client)
     }
 
-    /// `request`'s run planned now, or (`Err`), on a route with a choice
-    /// and affinity on, the boxed step that looks its session up first
-    /// (Redis, with a fleet) and plans with its pin: a request without one
-    /// carries a pointer, not the lookup's future.
+    /// `request`'s run planned now (its session looked up first where its
+    /// route has a choice, affinity is on and the pins are this process's),
+    /// or (`Err`), with Redis, the boxed step that looks its session up
+    /// there and plans with its pin: a request without one carries a
+    /// pointer, not the lookup's future.
     #[expect(clippy::type_complexity, reason = "one boxed future, said once")]
     fn plan_now(
         &self,
@@ -352,9 +353,18 @@ impl Engine {
             .ok_or_else(|| Error::Engine("the router is not running".into()))?;
         let wide = &self.inner.wide;
         let affinity = match &wide.affinity {
-            Some(a) if crate::run::Looked::applies(&view, &request, &a.settings) => Arc::clone(a),
+            Some(a) if crate::run::Looked::applies(&view, &request, &a.settings) => a,
             _ => return crate::run::prepare(&view, wide, request, started, mode, None).map(Ok),
         };
+        if affinity.is_local() {
+            // Pins in this process alone: looked up here, nothing boxed.
+            let looked = crate::run::Looked::here(affinity, &request);
+            let mut run =
+                crate::run::prepare(&view, wide, request, started, mode, looked.target())?;
+            run.with_session(looked);
+            return Ok(Ok(run));
+        }
+        let affinity = Arc::clone(affinity);
         let wide = Arc::clone(wide);
         Ok(Err(Box::pin(async move {
             let looked = crate::run::Looked::of(&affinity, &request).await;

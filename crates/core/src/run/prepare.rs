@@ -192,7 +192,7 @@ pub(crate) fn prepare(
 /// record allows), the targets whose breaker is open or whose provider is
 /// out left out, each group's members ordered by the group choice, the
 /// target its session is `pinned` to first, and the capabilities it needs
-/// checked.
+/// checked; and whether its route has groups.
 fn plan_of(
     view: &View,
     wide: &EngineWide,
@@ -306,16 +306,13 @@ fn balance(
     if resolved.len() != declared.len() {
         return;
     }
-    let members: Vec<(&[Target], &[u32], bool)> = groups
-        .iter()
-        .filter_map(|g| {
-            let targets = resolved.get(g.start..g.start + g.weights.len())?;
-            Some((targets, g.weights.as_slice(), g.start == 0))
-        })
-        .collect();
+    let members = groups.iter().filter_map(|g| {
+        let targets = resolved.get(g.start..g.start + g.weights.len())?;
+        Some((targets, g.weights.as_slice(), g.start == 0))
+    });
     plan::balance_groups(
         plan,
-        &members,
+        members,
         |t, weight| {
             view.stats
                 .member(as_declared(t, resolved, declared), weight)

@@ -84,6 +84,14 @@ impl Looked {
         Self { key, source, found }
     }
 
+    /// Looks `request`'s session up in `affinity`'s pins in this process
+    /// (when it has no Redis: [`Affinity::is_local`]), without a future.
+    pub(crate) fn here(affinity: &Affinity, request: &GenerateRequest) -> Self {
+        let (source, key) = session_of(request, affinity.settings.session_from_user);
+        let found = affinity.find_here(&key, crate::runtime_clock::now());
+        Self { key, source, found }
+    }
+
     /// The target the session is pinned to, for the plan.
     pub(crate) fn target(&self) -> Option<&Target> {
         self.found.pin.as_ref().map(|p| &p.target)
@@ -177,10 +185,15 @@ impl Run {
             session: a.key.short(),
             source: a.source.as_str().into(),
             outcome: outcome.into(),
-            pinned: a
-                .pinned
-                .as_ref()
-                .map(|p| format!("{}:{}", p.target.provider, p.target.model)),
+            pinned: a.pinned.as_ref().map(|p| {
+                // `provider:model`, made without the formatting machinery.
+                let (provider, model) = (&*p.target.provider, &*p.target.model);
+                let mut s = String::with_capacity(provider.len() + 1 + model.len());
+                s.push_str(provider);
+                s.push(':');
+                s.push_str(model);
+                s
+            }),
             cached_tokens: a.pinned.as_ref().map_or(0, |p| p.cached),
             ttl_class: None,
             wait_or_switch: a.choice.map(|(c, _)| c.as_str().into()),

@@ -456,7 +456,16 @@ pub(crate) struct Recorder {
     genai_names: HashMap<String, String>,
     /// Group choices, by route and member chosen (a short list).
     balance_choices: Vec<((String, String), Counter)>,
+    /// Affinity outcomes, by [`AFFINITY_OUTCOMES`]' index, then wait and
+    /// switch: each series resolved once (when first written), so an event
+    /// hashes no labels.
+    affinity: [Option<Counter>; AFFINITY_OUTCOMES.len()],
+    wait_or_switch: [Option<Counter>; 2],
 }
+
+/// The affinity outcomes a series is kept for; any other counts as the
+/// last, `other` (an event read back from Redis could say anything).
+const AFFINITY_OUTCOMES: [&str; 6] = ["hit", "moved", "new", "expired", "none", "other"];
 
 /// One client record's series.
 #[derive(Debug)]
@@ -510,6 +519,8 @@ impl Recorder {
             clients: HashMap::new(),
             genai_names: HashMap::new(),
             balance_choices: Vec::new(),
+            affinity: Default::default(),
+            wait_or_switch: Default::default(),
         }
     }
 
@@ -550,19 +561,30 @@ impl Recorder {
     }
 
     /// Records a session's affinity outcome and wait-or-switch choice.
-    fn record_affinity(&self, a: &crate::event::AffinityNote) {
+    fn record_affinity(&mut self, a: &crate::event::AffinityNote) {
         let m = &*self.metrics;
-        // Label values from a fixed set (an event read back from Redis
-        // could say anything): no string is made per event.
-        let outcome = ["hit", "moved", "new", "expired", "none"]
-            .into_iter()
-            .find(|o| a.outcome == *o)
-            .unwrap_or("other");
-        m.affinity.get_or_create(&AffinityLabels { outcome }).inc();
+        // Label values from a fixed set: no string is made per event.
+        let at = AFFINITY_OUTCOMES
+            .iter()
+            .position(|o| a.outcome == *o)
+            .unwrap_or(AFFINITY_OUTCOMES.len() - 1);
+        self.affinity[at]
+            .get_or_insert_with(|| {
+                let outcome = AFFINITY_OUTCOMES[at];
+                m.affinity
+                    .get_or_create(&AffinityLabels { outcome })
+                    .clone()
+            })
+            .inc();
         if let Some(choice) = a.wait_or_switch.as_deref() {
-            let choice = if choice == "wait" { "wait" } else { "switch" };
-            m.wait_or_switch
-                .get_or_create(&ChoiceLabels { choice })
+            let at = usize::from(choice != "wait");
+            self.wait_or_switch[at]
+                .get_or_insert_with(|| {
+                    let choice = ["wait", "switch"][at];
+                    m.wait_or_switch
+                        .get_or_create(&ChoiceLabels { choice })
+                        .clone()
+                })
                 .inc();
         }
     }
