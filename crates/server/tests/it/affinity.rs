@@ -178,6 +178,48 @@ async fn a_rate_limit_is_waited_out_for_a_large_cache_and_left_for_a_tiny_one() 
     assert!(note.switch_cost_usd.unwrap() < 0.02);
 }
 
+/// The same with `a` a pool of two keys that both answer 429 with
+/// `Retry-After: 2`: the pool's whole rest is the wait that is weighed.
+async fn pool_rate_limited_with(cached: u64) -> (String, GenerationEvent) {
+    let a = SimProvider::anthropic().await.unwrap();
+    let b = SimProvider::anthropic().await.unwrap();
+    a.with_usage_detail(UsageDetail {
+        cache_read: cached,
+        ..UsageDetail::default()
+    });
+    let builder = TestGateway::builder()
+        .provider("b", &b)
+        .order(&["a", "b"])
+        .toml(&format!(
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = {:?}\nmodel = \"m\"\n\
+             api_keys = [\"sk-ant-one\", \"sk-ant-two\"]\n\
+             [affinity]\nroutes = [\"default\"]\n",
+            a.base_url()
+        ))
+        .affinity(true);
+    let s = TestServer::start(builder.build().await.unwrap().engine).await;
+    let session = ("x-understudy-session", "agent-9");
+    assert_eq!(served_by(&turn(&s, session, 1).await), "a");
+    a.push_n(2, Reply::rate_limited("2"));
+    let second = turn(&s, session, 2).await;
+    (served_by(&second).to_owned(), event_of(&s, &second).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_resting_every_key_is_weighed_as_a_rate_limit() {
+    // Both keys rest for 2 s: with a large cache the request waits for the
+    // pool and stays; with a tiny one it leaves at once.
+    let (served, e) = pool_rate_limited_with(50_000).await;
+    assert_eq!(served, "a", "waited for the pool and stayed");
+    assert_eq!(e.affinity.unwrap().wait_or_switch.as_deref(), Some("wait"));
+    let (served, e) = pool_rate_limited_with(100).await;
+    assert_eq!(served, "b", "switched");
+    assert_eq!(
+        e.affinity.unwrap().wait_or_switch.as_deref(),
+        Some("switch")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_redis_keep_a_session_on_one_target() {
     let redis = RedisServer::start().unwrap();
