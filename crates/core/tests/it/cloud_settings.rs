@@ -414,3 +414,23 @@ fn the_tier_example_of_the_docs_loads_as_it_says() {
     assert!(s.affinity.enabled);
     assert!((s.affinity.wait_cost_per_second - 0.01).abs() < 1e-12);
 }
+
+#[test]
+fn the_readme_configuration_loads_with_its_group() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = readme.split("## Configuration").nth(1).unwrap();
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    // The README elides its client key; any valid one stands for it.
+    let toml = section[start..][..section[start..].find("```").unwrap()]
+        .replace("\"sk-…\"", "\"sk-readme-example-client-key\"");
+    let s = load_with(&toml, &[("GROQ_API_KEY", "gsk-doc")]).unwrap();
+    assert_eq!(
+        s.routes["any"],
+        [
+            Target::new("groq", "llama-3.1-8b-instant"),
+            Target::new("local", "llama3.2"),
+        ]
+    );
+    assert_eq!(s.route_groups["any"][0].weights, [3, 1]);
+}
