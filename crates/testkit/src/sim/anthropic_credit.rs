@@ -131,6 +131,7 @@ pub(super) fn usage(req: &Received) -> Option<Value> {
 
 /// The API's answer to a body that sends a credit without the beta: the
 /// field is unknown to it.
+#[cfg(feature = "test-support")]
 pub(super) fn unknown_field(req: &Received) -> Option<String> {
     (req.json().get("fallback_credit_token").is_some() && !beta_on(req))
         .then(|| "fallback_credit_token: Extra inputs are not permitted".to_owned())
