@@ -138,11 +138,14 @@ fn key_file_errors_name_the_file_and_never_its_content() {
 
 #[tokio::test(start_paused = true)]
 async fn a_broken_key_file_is_unusable_with_a_reason_that_names_no_file_and_recovers() {
+    // Names of this test's own: another test of the process writes its
+    // broken files in the same folder, and this one writes good keys over
+    // these.
     let cases = [
-        ("missing.json", None),
-        ("not-json.json", Some("{\"type\": \"service_acc")),
+        ("recovers-missing.json", None),
+        ("recovers-not-json.json", Some("{\"type\": \"service_acc")),
         (
-            "not-pem.json",
+            "recovers-not-pem.json",
             Some(
                 "{\"type\": \"service_account\", \"client_email\": \"a@b\", \"private_key\": \"SECRET\"}",
             ),
