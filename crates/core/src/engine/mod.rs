@@ -359,19 +359,13 @@ impl Engine {
         if affinity.is_local() {
             // Pins in this process alone: looked up here, nothing boxed.
             let looked = crate::run::Looked::here(affinity, &request);
-            let mut run =
-                crate::run::prepare(&view, wide, request, started, mode, looked.target())?;
-            run.with_session(looked);
-            return Ok(Ok(run));
+            return looked.plan(&view, wide, request, started, mode).map(Ok);
         }
         let affinity = Arc::clone(affinity);
         let wide = Arc::clone(wide);
         Ok(Err(Box::pin(async move {
             let looked = crate::run::Looked::of(&affinity, &request).await;
-            let mut run =
-                crate::run::prepare(&view, &wide, request, started, mode, looked.target())?;
-            run.with_session(looked);
-            Ok(run)
+            looked.plan(&view, &wide, request, started, mode)
         })))
     }
 

@@ -118,13 +118,13 @@ pub(crate) fn prepare(
     mode: Mode,
     pinned: Option<&Target>,
 ) -> Result<Run, understudy_types::Error> {
-    let route_options = plan::route_name(&request.route, &view.routes)
-        .and_then(|name| view.settings.route_options.get(name).copied());
+    let route_name = plan::route_name(&request.route, &view.routes);
+    let route_options = route_name.and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let (plan, resolved) = plan_of(view, wide, &request, pinned)?;
+    let grouped = route_name.and_then(|name| grouped(view, name));
+    let (plan, resolved) = plan_of(view, wide, &request, grouped, pinned)?;
     // A run of a route with groups counts its calls in its members' stats,
     // kept under the targets as the route writes them.
-    let grouped = grouped(view, &request);
     let leases = plan
         .targets
         .iter()
@@ -197,6 +197,7 @@ fn plan_of(
     view: &View,
     wide: &EngineWide,
     request: &GenerateRequest,
+    grouped: Option<Grouped<'_>>,
     pinned: Option<&Target>,
 ) -> Result<(plan::Plan, Vec<Target>), understudy_types::Error> {
     let mut route = plan::resolve(
@@ -211,7 +212,6 @@ fn plan_of(
     let now = crate::runtime_clock::now();
     // A route with groups keeps its resolved targets (its members) for the
     // group choice; any other pays nothing here.
-    let grouped = grouped(view, request);
     let route_members = match grouped {
         Some(_) => route.clone(),
         None => Vec::new(),
@@ -278,18 +278,17 @@ fn as_declared<'t>(t: &'t Target, resolved: &[Target], declared: &'t [Target]) -
         .unwrap_or(t)
 }
 
-/// The groups of `request`'s route and its targets as written, when it
-/// has groups (without a group anywhere, nothing is looked up).
-fn grouped<'v>(
-    view: &'v View,
-    request: &GenerateRequest,
-) -> Option<(&'v Vec<understudy_settings::RouteGroup>, &'v Vec<Target>)> {
+/// The groups of the route named `name` and its targets as written, when
+/// it has groups (without a group anywhere, nothing is looked up).
+fn grouped<'v>(view: &'v View, name: &str) -> Option<Grouped<'v>> {
     if view.groups.is_empty() {
         return None;
     }
-    let name = plan::route_name(&request.route, &view.routes)?;
     Some((view.groups.get(name)?, view.routes.get(name)?))
 }
+
+/// A route's groups and its targets as written.
+type Grouped<'v> = (&'v Vec<understudy_settings::RouteGroup>, &'v Vec<Target>);
 
 /// Orders the members of each of the route's `groups` in `plan` by the
 /// group choice, from the stats' snapshot and `seed`. `resolved` is
@@ -297,7 +296,7 @@ fn grouped<'v>(
 /// whose resolution merged two of its targets is left in written order.
 fn balance(
     view: &View,
-    (groups, declared): (&Vec<understudy_settings::RouteGroup>, &Vec<Target>),
+    (groups, declared): Grouped<'_>,
     resolved: &[Target],
     plan: &mut plan::Plan,
     now: Instant,

@@ -5,18 +5,21 @@
 //! (a failover moves the session once; it stays there) with what the
 //! event, the span and the status page say of it.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use understudy_policy::affinity::{
     CacheHints, CacheKind, Choice, Weigh, cache_ttl, rates, switch_cost_usd,
 };
 use understudy_policy::decide::{Decider, Mode};
+use understudy_settings::AffinitySettings;
 use understudy_types::RouteSelector;
 use understudy_types::target::Target;
-
-use understudy_settings::AffinitySettings;
 
 use crate::actor::router::View;
 use crate::affinity::session::{SessionKey, SessionSource, session_of};
 use crate::affinity::{Affinity, Found, Pin, PinWrite};
+use crate::engine_wide::EngineWide;
 use crate::event::{AffinityNote, GenerationEvent};
 use crate::generation::GenerateRequest;
 use crate::run::Run;
@@ -92,9 +95,20 @@ impl Looked {
         Self { key, source, found }
     }
 
-    /// The target the session is pinned to, for the plan.
-    pub(crate) fn target(&self) -> Option<&Target> {
-        self.found.pin.as_ref().map(|p| &p.target)
+    /// `request`'s run, planned with this session's pin first and the
+    /// session kept for its event.
+    pub(crate) fn plan(
+        self,
+        view: &View,
+        wide: &Arc<EngineWide>,
+        request: GenerateRequest,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<Run, understudy_types::Error> {
+        let pinned = self.found.pin.as_ref().map(|p| &p.target);
+        let mut run = crate::run::prepare(view, wide, request, started, mode, pinned)?;
+        run.with_session(self);
+        Ok(run)
     }
 }
 
