@@ -238,6 +238,19 @@ impl Decider {
         }
     }
 
+    /// Whether the pinned target's `wait` is cheaper than leaving its
+    /// cache: an outage's wait is weighed only for a pinned session with
+    /// somewhere else to go (without one, the outage leaves at once).
+    fn stays(&mut self, wait: Duration) -> bool {
+        self.weighs() && !self.switches(wait)
+    }
+
+    /// Whether a wait on the current target is weighed against its cache.
+    fn weighs(&self) -> bool {
+        let elsewhere = self.at + 1 < self.roles.len() && !self.rules.no_fallback;
+        self.weighed.is_some() && self.at == 0 && elsewhere
+    }
+
     /// Some attempt was refused by a content filter (whoever serves).
     pub fn content_filtered(&self) -> bool {
         self.content_filtered
@@ -336,6 +349,27 @@ impl Decider {
                         Next::Wait(wait, retry)
                     }
                     // Longer than the cap, or past the deadline: move on.
+                    _ => self.enter(self.at + 1, now),
+                }
+            }
+            // An overload that says when it can serve again: a pinned
+            // session whose cache is worth more than the wait waits once;
+            // anything else leaves at once, as for any outage.
+            (
+                Disposition::Outage,
+                FailureKind::Unavailable {
+                    retry_after: Some(hint),
+                },
+            ) if call.kind != AttemptKind::RateLimitRetry => {
+                match rate_limit_wait(Some(*hint), self.rules.rate_limit_max_wait, jitter) {
+                    Some(wait) if now + wait < self.deadline && self.stays(wait) => {
+                        let retry = Call {
+                            kind: AttemptKind::RateLimitRetry,
+                            ..call
+                        };
+                        self.pending = Some(retry);
+                        Next::Wait(wait, retry)
+                    }
                     _ => self.enter(self.at + 1, now),
                 }
             }

@@ -347,7 +347,7 @@ mod tests {
             assert_eq!(scope(&kind), Scope::Key, "{kind:?}");
         }
         for kind in [
-            FailureKind::Unavailable,
+            FailureKind::Unavailable { retry_after: None },
             FailureKind::Timeout,
             FailureKind::Connection,
             FailureKind::MalformedResponse,
@@ -396,7 +396,7 @@ mod tests {
         b.end(
             &s,
             None,
-            Some(&FailureKind::Unavailable),
+            Some(&FailureKind::Unavailable { retry_after: None }),
             Duration::from_secs(60),
             now,
         );

@@ -438,7 +438,7 @@ mod tests {
             "fail:stream_interrupted",
             "end of body without a terminator"
         );
-        let f = Failure::new(FailureKind::Unavailable, "overloaded");
+        let f = Failure::new(FailureKind::Unavailable { retry_after: None }, "overloaded");
         assert_eq!(short(&w.on_item(Some(&Err(f)))), "fail:unavailable");
         assert_eq!(short(&w.on_item(Some(&Ok(text("x"))))), "commit");
         assert_eq!(short(&w.on_item(None)), "fail:stream_interrupted");

@@ -54,8 +54,13 @@ pub enum FailureKind {
     Auth,
     BadRequest,
     ContextLength,
-    /// 5xx, 529, overloaded, capacity exceeded.
-    Unavailable,
+    /// 5xx, 529, overloaded, capacity exceeded. `retry_after` is the
+    /// provider's hint of when it can serve again (an overload's
+    /// `Retry-After`): an outage all the same, but one a pinned session
+    /// may weigh waiting out against leaving its prompt cache.
+    Unavailable {
+        retry_after: Option<Duration>,
+    },
     Timeout,
     /// Refused, reset or closed connection; DNS or TLS failure.
     Connection,
@@ -211,7 +216,7 @@ impl FailureKind {
             Self::Auth => FailureCode::Auth,
             Self::BadRequest => FailureCode::BadRequest,
             Self::ContextLength => FailureCode::ContextLength,
-            Self::Unavailable => FailureCode::Unavailable,
+            Self::Unavailable { .. } => FailureCode::Unavailable,
             Self::Timeout => FailureCode::Timeout,
             Self::Connection => FailureCode::Connection,
             Self::MalformedResponse => FailureCode::MalformedResponse,
@@ -311,7 +316,7 @@ mod tests {
 
     #[test]
     fn outage_class() {
-        assert!(FailureKind::Unavailable.is_outage());
+        assert!(FailureKind::Unavailable { retry_after: None }.is_outage());
         assert!(FailureKind::Timeout.is_outage());
         assert!(!FailureKind::ContentFilter.is_outage());
         assert!(!FailureKind::RateLimited { retry_after: None }.is_outage());

@@ -16,11 +16,11 @@ pub fn status(status: u16) -> FailureKind {
         408 | 504 => FailureKind::Timeout,
         429 => FailureKind::RateLimited { retry_after: None },
         // Groq's flex-tier "capacity exceeded" is an outage despite the 4xx.
-        498 => FailureKind::Unavailable,
+        498 => FailureKind::Unavailable { retry_after: None },
         // The upstream saw the client go away: not a statement about the request.
         499 => FailureKind::Connection,
         400..=499 => FailureKind::BadRequest,
-        _ => FailureKind::Unavailable,
+        _ => FailureKind::Unavailable { retry_after: None },
     }
 }
 
@@ -49,14 +49,24 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// `kind` with the wait the response's headers ask for, where the kind
+/// can carry one (a rate limit, an overload) and has none yet.
+pub fn hinted(mut kind: FailureKind, headers: &HeaderMap, now: SystemTime) -> FailureKind {
+    if let FailureKind::RateLimited { retry_after } | FailureKind::Unavailable { retry_after } =
+        &mut kind
+    {
+        if retry_after.is_none() {
+            *retry_after = self::retry_after(headers, now);
+        }
+    }
+    kind
+}
+
 /// An error status whose body is not the provider's error shape (an HTML
 /// page from a proxy, an empty body): classified by status alone, with the
 /// start of the body as the detail.
 pub fn unreadable(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
-    let mut kind = self::status(status);
-    if let FailureKind::RateLimited { retry_after } = &mut kind {
-        *retry_after = self::retry_after(headers, SystemTime::now());
-    }
+    let kind = hinted(self::status(status), headers, SystemTime::now());
     let snippet = String::from_utf8_lossy(&body[..body.len().min(200)])
         .trim()
         .to_owned();
@@ -200,8 +210,8 @@ mod tests {
     #[test]
     fn statuses() {
         assert_eq!(status(401), FailureKind::Auth);
-        assert_eq!(status(498), FailureKind::Unavailable);
-        assert_eq!(status(529), FailureKind::Unavailable);
+        assert_eq!(status(498), FailureKind::Unavailable { retry_after: None });
+        assert_eq!(status(529), FailureKind::Unavailable { retry_after: None });
         assert_eq!(status(504), FailureKind::Timeout);
         assert_eq!(status(404), FailureKind::BadRequest);
     }

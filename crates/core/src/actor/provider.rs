@@ -292,7 +292,7 @@ pub(crate) async fn by_deadline<T>(
         Ok(Err(())) => {
             let _ = actor.cast(ProviderMsg::AdapterPanicked);
             Err(Failure::new(
-                FailureKind::Unavailable,
+                FailureKind::Unavailable { retry_after: None },
                 "the provider's adapter panicked during the attempt",
             ))
         }

@@ -328,7 +328,7 @@ mod tests {
         for call in 1..=20 {
             now += Duration::from_millis(100);
             let outcome = match call % 2 {
-                1 => Err(&FailureKind::Unavailable),
+                1 => Err(&FailureKind::Unavailable { retry_after: None }),
                 _ => Ok(Duration::from_millis(50)),
             };
             stat.record(outcome, now, &knobs);

@@ -46,18 +46,19 @@ async fn ensure(
         .await;
     match asked {
         Ok(CallResult::Success(Ok(lease))) => Ok(lease),
-        Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => {
-            Err(Failure::new(FailureKind::Unavailable, why.as_str()))
-        }
+        Ok(CallResult::Success(Err(EnsureError::Unavailable(why)))) => Err(Failure::new(
+            FailureKind::Unavailable { retry_after: None },
+            why.as_str(),
+        )),
         // Which setting is wrong and how (never its value: a build error
         // names no file), without the actor's words around it; the
         // supervisor logged it too.
         Ok(CallResult::Success(Err(EnsureError::StartFailed(why)))) => Err(Failure::new(
-            FailureKind::Unavailable,
+            FailureKind::Unavailable { retry_after: None },
             format!("the provider could not be started: {why}"),
         )),
         _ => Err(Failure::new(
-            FailureKind::Unavailable,
+            FailureKind::Unavailable { retry_after: None },
             "the supervisor is not running",
         )),
     }

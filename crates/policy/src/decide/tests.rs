@@ -8,7 +8,7 @@ use super::*;
 use AttemptKind::{Fallback, Primary, RateLimitRetry, Softened};
 
 const OUTAGES: [FailureKind; 5] = [
-    FailureKind::Unavailable,
+    FailureKind::Unavailable { retry_after: None },
     FailureKind::Timeout,
     FailureKind::Connection,
     FailureKind::MalformedResponse,
@@ -75,6 +75,13 @@ fn wait(secs: u64, target: usize) -> Next {
 
 fn failed(kind: FailureKind) -> Input {
     Input::Failed(kind)
+}
+
+/// An overload (a 503 or 529) that says when to come back.
+fn overloaded(secs: u64) -> Input {
+    Input::Failed(FailureKind::Unavailable {
+        retry_after: Some(Duration::from_secs(secs)),
+    })
 }
 
 fn rate_limited(secs: u64) -> Input {
@@ -165,7 +172,11 @@ fn refusal_policies_in_both_modes() {
             // An outage on the softened retry also falls back.
             vec![
                 (0, refusal(), call(0, Softened)),
-                (1, failed(FailureKind::Unavailable), call(1, Fallback)),
+                (
+                    1,
+                    failed(FailureKind::Unavailable { retry_after: None }),
+                    call(1, Fallback),
+                ),
             ],
         ),
         (
@@ -231,7 +242,11 @@ fn a_refusing_fallback_hands_over_unless_the_policy_surfaces() {
                 rules(mode, policy),
                 &[
                     (0, Input::Start, call(0, Primary)),
-                    (0, failed(FailureKind::Unavailable), call(1, Fallback)),
+                    (
+                        0,
+                        failed(FailureKind::Unavailable { retry_after: None }),
+                        call(1, Fallback),
+                    ),
                     (1, refusal, after),
                 ],
             );
@@ -418,7 +433,7 @@ fn no_fallback_stops_after_the_primary_and_its_retries() {
             (0, rate_limited(1), wait(1, 0)),
             (
                 1,
-                failed(FailureKind::Unavailable),
+                failed(FailureKind::Unavailable { retry_after: None }),
                 Next::Stop(Verdict::Failed(FailureCode::Unavailable)),
             ),
         ],
@@ -443,9 +458,17 @@ fn the_spend_cap_is_asked_before_each_fallback() {
             r,
             &[
                 (0, Input::Start, call(0, Primary)),
-                (0, failed(FailureKind::Unavailable), Next::CheckBudget),
+                (
+                    0,
+                    failed(FailureKind::Unavailable { retry_after: None }),
+                    Next::CheckBudget,
+                ),
                 (0, Input::Budget(true), call(1, Fallback)),
-                (0, failed(FailureKind::Unavailable), Next::CheckBudget),
+                (
+                    0,
+                    failed(FailureKind::Unavailable { retry_after: None }),
+                    Next::CheckBudget,
+                ),
                 (0, Input::Budget(false), Next::Stop(Verdict::BudgetSpent)),
             ],
         );
@@ -477,7 +500,7 @@ fn the_deadline_ends_the_walk() {
                 (0, Input::Start, call(0, Primary)),
                 (
                     121,
-                    failed(FailureKind::Unavailable),
+                    failed(FailureKind::Unavailable { retry_after: None }),
                     Next::Stop(Verdict::Deadline),
                 ),
             ],
@@ -661,7 +684,7 @@ fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
         switch_cost_usd,
         wait_cost_per_second: 0.01,
     };
-    let outage = || failed(FailureKind::Unavailable);
+    let outage = || failed(FailureKind::Unavailable { retry_after: None });
     type Chosen = Option<(Choice, f64)>;
     // (the switch cost, no_fallback, script, the choice recorded)
     let cases: Vec<(f64, bool, Script, Chosen)> = vec![
@@ -687,6 +710,52 @@ fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
         ),
         // An outage leaves at once: nothing to weigh.
         (0.5, false, vec![(0, outage(), call(1, Fallback))], None),
+        // An overload that says when it is back is weighed like a rate
+        // limit: a large cached prefix waits it out once…
+        (
+            0.5,
+            false,
+            vec![
+                (0, overloaded(2), wait(2, 0)),
+                (2, Input::Served, Next::Served { target: 0 }),
+            ],
+            Some((Choice::Wait, 0.5)),
+        ),
+        // … a tiny one leaves,
+        (
+            0.001,
+            false,
+            vec![(0, overloaded(2), call(1, Fallback))],
+            Some((Choice::Switch, 0.001)),
+        ),
+        // a second overload on the retry leaves,
+        (
+            0.5,
+            false,
+            vec![
+                (0, overloaded(2), wait(2, 0)),
+                (2, overloaded(2), call(1, Fallback)),
+            ],
+            Some((Choice::Wait, 0.5)),
+        ),
+        // past `max_wait` there is nothing to weigh,
+        (
+            0.5,
+            false,
+            vec![(0, overloaded(60), call(1, Fallback))],
+            None,
+        ),
+        // and with nowhere to go an outage ends the walk as before.
+        (
+            0.001,
+            true,
+            vec![(
+                0,
+                overloaded(2),
+                Next::Stop(Verdict::Failed(FailureCode::Unavailable)),
+            )],
+            None,
+        ),
         // Past `max_wait` the wait is not on offer.
         (
             0.5,
@@ -724,6 +793,19 @@ fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
         }
         assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
     }
+}
+
+#[test]
+fn without_a_pin_an_overload_leaves_at_once_whatever_its_hint() {
+    let d = check(
+        &plan(3, true),
+        rules(Mode::Answer, RefusalPolicy::default()),
+        &[
+            (0, Input::Start, call(0, Primary)),
+            (0, overloaded(2), call(1, Fallback)),
+        ],
+    );
+    assert_eq!(d.wait_or_switch(), None);
 }
 
 #[test]

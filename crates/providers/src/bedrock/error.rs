@@ -40,12 +40,8 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure
         return crate::classify::unreadable(status, headers, body);
     };
     let mut failure = named(&name, &message);
-    if let FailureKind::RateLimited { retry_after } = &mut failure.kind {
-        if retry_after.is_none() {
-            *retry_after =
-                understudy_wire::classify::retry_after(headers, std::time::SystemTime::now());
-        }
-    }
+    failure.kind =
+        understudy_wire::classify::hinted(failure.kind, headers, std::time::SystemTime::now());
     failure.with_status(status)
 }
 
@@ -98,7 +94,7 @@ fn named(name: &str, message: &str) -> Failure {
         | "InternalServerException"
         | "InternalFailure"
         | "ServiceUnavailableException"
-        | "ServiceUnavailable" => FailureKind::Unavailable,
+        | "ServiceUnavailable" => FailureKind::Unavailable { retry_after: None },
         "AccessDeniedException"
         | "UnrecognizedClientException"
         | "InvalidSignatureException"
@@ -109,7 +105,7 @@ fn named(name: &str, message: &str) -> Failure {
         | "SignatureDoesNotMatch" => FailureKind::Auth,
         "ValidationException" => return validation(message),
         "ResourceNotFoundException" => FailureKind::BadRequest,
-        _ => FailureKind::Unavailable,
+        _ => FailureKind::Unavailable { retry_after: None },
     };
     let name = if name == "InvalidClientTokenId" && message.contains("expired") {
         EXPIRED.to_owned()
@@ -184,12 +180,24 @@ mod tests {
                 FailureKind::QuotaExceeded,
             ),
             ("ModelTimeoutException", 408, FailureKind::Timeout),
-            ("ModelErrorException", 424, FailureKind::Unavailable),
-            ("ModelStreamErrorException", 424, FailureKind::Unavailable),
+            (
+                "ModelErrorException",
+                424,
+                FailureKind::Unavailable { retry_after: None },
+            ),
+            (
+                "ModelStreamErrorException",
+                424,
+                FailureKind::Unavailable { retry_after: None },
+            ),
             ("AccessDeniedException", 403, FailureKind::Auth),
             ("UnrecognizedClientException", 403, FailureKind::Auth),
             ("ValidationException", 400, FailureKind::BadRequest),
-            ("ServiceUnavailableException", 503, FailureKind::Unavailable),
+            (
+                "ServiceUnavailableException",
+                503,
+                FailureKind::Unavailable { retry_after: None },
+            ),
         ];
         for (t, status, kind) in cases {
             let f = classify(status, &with_type(t), br#"{"message":"m"}"#);
@@ -244,7 +252,7 @@ mod tests {
         );
         assert_eq!(f.kind, FailureKind::QuotaExceeded);
         let f = classify(502, &HeaderMap::new(), b"<html>bad gateway</html>");
-        assert_eq!(f.kind, FailureKind::Unavailable);
+        assert_eq!(f.kind, FailureKind::Unavailable { retry_after: None });
     }
 
     #[test]
@@ -255,7 +263,7 @@ mod tests {
         );
         assert_eq!(
             exception("modelStreamErrorException", b"{}").kind,
-            FailureKind::Unavailable
+            FailureKind::Unavailable { retry_after: None }
         );
         assert_eq!(
             exception("validationException", br#"{"message":"bad"}"#).kind,
@@ -263,7 +271,7 @@ mod tests {
         );
         assert_eq!(
             exception("internalServerException", b"not json").kind,
-            FailureKind::Unavailable
+            FailureKind::Unavailable { retry_after: None }
         );
     }
 }

@@ -428,7 +428,7 @@ fn chunk_item(message: Message) -> Result<Option<SseItem>, Failure> {
         Kind::Event(_) | Kind::Unknown => Ok(None),
         Kind::Exception(kind) => Err(error::exception(kind, &message.payload)),
         Kind::Error(code) => Err(Failure::new(
-            FailureKind::Unavailable,
+            FailureKind::Unavailable { retry_after: None },
             format!(
                 "{code}: {}",
                 message.header_str(":error-message").unwrap_or_default()

@@ -305,7 +305,7 @@ fn an_exception_inside_a_200_stream_is_its_failure_after_the_text() {
     // Before any text: the failure alone (the run falls back).
     let events = run(&[&exception("modelStreamErrorException", "boom")]);
     assert!(
-        matches!(events.as_slice(), [Err(f)] if f.kind == FailureKind::Unavailable),
+        matches!(events.as_slice(), [Err(f)] if f.kind == FailureKind::Unavailable { retry_after: None }),
         "{events:?}"
     );
 }

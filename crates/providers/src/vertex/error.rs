@@ -48,7 +48,11 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> Failure
         let mut f =
             understudy_wire::messages::error::classify_error_object(status, headers, &error);
         if status >= 500 {
-            f.kind = FailureKind::Unavailable;
+            f.kind = understudy_wire::classify::hinted(
+                FailureKind::Unavailable { retry_after: None },
+                headers,
+                SystemTime::now(),
+            );
         }
         return f;
     }
@@ -104,7 +108,13 @@ fn google_error(
                 f.kind = FailureKind::QuotaExceeded;
             }
         }
-        _ if status >= 500 => f.kind = FailureKind::Unavailable,
+        _ if status >= 500 => {
+            f.kind = understudy_wire::classify::hinted(
+                FailureKind::Unavailable { retry_after: None },
+                headers,
+                SystemTime::now(),
+            );
+        }
         _ => {}
     }
     f

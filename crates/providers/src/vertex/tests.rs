@@ -96,11 +96,17 @@ fn an_expired_token_is_unauthenticated_and_renews() {
 #[test]
 fn anthropic_shaped_errors_mean_what_they_mean_on_anthropic() {
     let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded", "details": null}});
-    assert_eq!(classify(529, &overloaded).kind, FailureKind::Unavailable);
+    assert_eq!(
+        classify(529, &overloaded).kind,
+        FailureKind::Unavailable { retry_after: None }
+    );
     let invalid = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "Unexpected value(s) `oauth-2025-04-20` for the `anthropic-beta` header"}});
     assert_eq!(classify(400, &invalid).kind, FailureKind::BadRequest);
     let unavailable = json!({"error": {"code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"}});
-    assert_eq!(classify(503, &unavailable).kind, FailureKind::Unavailable);
+    assert_eq!(
+        classify(503, &unavailable).kind,
+        FailureKind::Unavailable { retry_after: None }
+    );
 }
 
 fn claude() -> VertexClaude {

@@ -141,9 +141,9 @@ async fn a_session_stays_where_it_was_served_and_moves_once() {
 }
 
 /// A session whose first turn left `cached` tokens in `a`'s cache, then
-/// a 429 with `Retry-After: 2` on its second turn: who served, and the
-/// event.
-async fn rate_limited_with(cached: u64) -> (String, GenerationEvent) {
+/// `wait` (a 429 or a 529, with `Retry-After: 2`) on its second turn: who
+/// served, and the event.
+async fn told_to_wait_with(wait: Reply, cached: u64) -> (String, GenerationEvent) {
     let a = SimProvider::anthropic().await.unwrap();
     let b = SimProvider::anthropic().await.unwrap();
     a.with_usage_detail(UsageDetail {
@@ -153,7 +153,7 @@ async fn rate_limited_with(cached: u64) -> (String, GenerationEvent) {
     let s = gateway(&a, &b, None).await;
     let session = ("x-understudy-session", "agent-7");
     assert_eq!(served_by(&turn(&s, session, 1).await), "a");
-    a.push(Reply::rate_limited("2"));
+    a.push(wait);
     let second = turn(&s, session, 2).await;
     (served_by(&second).to_owned(), event_of(&s, &second).await)
 }
@@ -162,7 +162,7 @@ async fn rate_limited_with(cached: u64) -> (String, GenerationEvent) {
 async fn a_rate_limit_is_waited_out_for_a_large_cache_and_left_for_a_tiny_one() {
     // 50 000 cached tokens at the assumed $3 per million: leaving costs
     // 50 000 × 3e-6 × (0.9 + 0.25) ≈ $0.17, more than 2 s at $0.01.
-    let (served, e) = rate_limited_with(50_000).await;
+    let (served, e) = told_to_wait_with(Reply::rate_limited("2"), 50_000).await;
     assert_eq!(served, "a", "waited and stayed");
     let note = e.affinity.unwrap();
     assert_eq!(note.wait_or_switch.as_deref(), Some("wait"));
@@ -170,12 +170,31 @@ async fn a_rate_limit_is_waited_out_for_a_large_cache_and_left_for_a_tiny_one() 
     let cost = note.switch_cost_usd.unwrap();
     assert!((0.15..0.2).contains(&cost), "{cost}");
     // 100 cached tokens: leaving costs a third of a tenth of a cent.
-    let (served, e) = rate_limited_with(100).await;
+    let (served, e) = told_to_wait_with(Reply::rate_limited("2"), 100).await;
     assert_eq!(served, "b", "switched");
     let note = e.affinity.unwrap();
     assert_eq!(note.wait_or_switch.as_deref(), Some("switch"));
     assert_eq!(note.outcome, "moved");
     assert!(note.switch_cost_usd.unwrap() < 0.02);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overload_that_says_when_is_weighed_like_a_rate_limit() {
+    // Anthropic's 529 `overloaded_error` with `Retry-After: 2`: the large
+    // cache waits and stays, the tiny one leaves at once.
+    let (served, e) = told_to_wait_with(Reply::overloaded(529, "2"), 50_000).await;
+    assert_eq!(served, "a", "waited and stayed");
+    let note = e.affinity.unwrap();
+    assert_eq!(note.wait_or_switch.as_deref(), Some("wait"));
+    assert_eq!(note.outcome, "hit");
+    let kinds: Vec<_> = e.attempts.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["primary", "rate_limit_retry"], "{:?}", e.attempts);
+    let (served, e) = told_to_wait_with(Reply::overloaded(529, "2"), 100).await;
+    assert_eq!(served, "b", "switched");
+    assert_eq!(
+        e.affinity.unwrap().wait_or_switch.as_deref(),
+        Some("switch")
+    );
 }
 
 /// The same with `a` a pool of two keys that both answer 429 with

@@ -612,6 +612,16 @@ impl Reply {
         }
     }
 
+    /// An overload (Anthropic's 529, a 503 elsewhere: the protocol's
+    /// usual body for `status`) with a `retry-after` header.
+    pub fn overloaded(status: u16, retry_after: &str) -> Self {
+        Self::Status {
+            status,
+            body: String::new(),
+            headers: vec![("retry-after".into(), retry_after.into())],
+        }
+    }
+
     /// Delays this reply.
     pub fn after(self, delay: Duration) -> Self {
         Self::Delay(delay, Box::new(self))

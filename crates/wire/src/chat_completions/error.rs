@@ -91,10 +91,9 @@ pub(crate) fn classify_error_body(status: u16, headers: &HeaderMap, error: &Wire
             retry_after: Some(std::time::Duration::MAX),
         }
     } else {
-        match classify::status(status) {
-            FailureKind::RateLimited { .. } => FailureKind::RateLimited {
-                retry_after: classify::retry_after(headers, SystemTime::now())
-                    .or_else(|| classify::hint_in_message(message)),
+        match classify::hinted(classify::status(status), headers, SystemTime::now()) {
+            FailureKind::RateLimited { retry_after: None } => FailureKind::RateLimited {
+                retry_after: classify::hint_in_message(message),
             },
             other => other,
         }

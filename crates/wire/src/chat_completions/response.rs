@@ -386,15 +386,32 @@ mod tests {
             503,
             &[],
             fixture("groq_over_capacity_503.json"),
-            Err(FailureKind::Unavailable),
+            Err(FailureKind::Unavailable { retry_after: None }),
         );
         check(
             500,
             &[],
             fixture("server_error_500.json"),
-            Err(FailureKind::Unavailable),
+            Err(FailureKind::Unavailable { retry_after: None }),
         );
-        check(498, &[], Bytes::from(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable));
+        // An overload that says when it is back keeps the hint.
+        check(
+            503,
+            &[("retry-after", "3")],
+            fixture("groq_over_capacity_503.json"),
+            Err(FailureKind::Unavailable {
+                retry_after: Some(Duration::from_secs(3)),
+            }),
+        );
+        check(
+            502,
+            &[("retry-after-ms", "1500")],
+            Bytes::from(b"<html>Bad Gateway</html>"),
+            Err(FailureKind::Unavailable {
+                retry_after: Some(Duration::from_millis(1500)),
+            }),
+        );
+        check(498, &[], Bytes::from(b"{\"error\":{\"message\":\"flex tier capacity exceeded\",\"type\":\"capacity_exceeded\"}}"), Err(FailureKind::Unavailable { retry_after: None }));
         // The model's malformed call: its output, not the client's request.
         check(
             400,
@@ -406,7 +423,7 @@ mod tests {
             502,
             &[],
             Bytes::from(b"<html>Bad Gateway</html>"),
-            Err(FailureKind::Unavailable),
+            Err(FailureKind::Unavailable { retry_after: None }),
         );
         check(
             400,

@@ -174,7 +174,7 @@ impl StreamParser for OpenAiStream {
         }
         if let Some(message) = chunk.x_groq.as_ref().and_then(|x| x.error.as_deref()) {
             out.push_back(Err(Failure::new(
-                FailureKind::Unavailable,
+                FailureKind::Unavailable { retry_after: None },
                 format!("x_groq.error: {message}"),
             )));
             return;

@@ -105,7 +105,9 @@ pub fn classify_error_object(
     } else if code == 504 || rpc == "DEADLINE_EXCEEDED" {
         FailureKind::Timeout
     } else if matches!(code, 500 | 502 | 503) || matches!(rpc, "INTERNAL" | "UNAVAILABLE") {
-        FailureKind::Unavailable
+        FailureKind::Unavailable {
+            retry_after: retry_delay.or_else(|| classify::retry_after(headers, SystemTime::now())),
+        }
     } else if lower.contains("token count") && lower.contains("exceeds") {
         FailureKind::ContextLength
     } else {

@@ -72,11 +72,13 @@ pub fn classify_error_object(status: u16, headers: &HeaderMap, error: &WireError
         ("rate_limit_error", _) | (_, 429) => FailureKind::RateLimited {
             retry_after: classify::retry_after(headers, SystemTime::now()),
         },
-        ("overloaded_error" | "api_error", _) | (_, 500 | 529) => FailureKind::Unavailable,
+        ("overloaded_error" | "api_error", _) | (_, 500 | 529) => FailureKind::Unavailable {
+            retry_after: classify::retry_after(headers, SystemTime::now()),
+        },
         ("timeout_error", _) | (_, 504) => FailureKind::Timeout,
         ("request_too_large", _) | (_, 413) => FailureKind::BadRequest,
         _ if lower.contains("prompt is too long") => FailureKind::ContextLength,
-        _ => classify::status(status),
+        _ => classify::hinted(classify::status(status), headers, SystemTime::now()),
     };
     Failure::new(
         kind,
@@ -137,5 +139,47 @@ impl WireErrorEnvelope {
                 details: None,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn classify(status: u16, retry_after: Option<&str>, body: &str) -> FailureKind {
+        let mut headers = HeaderMap::new();
+        if let Some(v) = retry_after {
+            headers.insert("retry-after", v.parse().unwrap());
+        }
+        let envelope: WireErrorEnvelope = serde_json::from_str(body).unwrap();
+        classify_error_object(status, &headers, &envelope.error.unwrap()).kind
+    }
+
+    #[test]
+    fn an_overload_keeps_the_wait_it_asks_for() {
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let api = r#"{"type":"error","error":{"type":"api_error","message":"Internal"}}"#;
+        let rate = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#;
+        let cases = [
+            (529, Some("2"), overloaded, Some(Duration::from_secs(2))),
+            (529, None, overloaded, None),
+            (500, Some("1"), api, Some(Duration::from_secs(1))),
+        ];
+        for (status, header, body, want) in cases {
+            assert_eq!(
+                classify(status, header, body),
+                FailureKind::Unavailable { retry_after: want },
+                "{status} {header:?}"
+            );
+        }
+        assert_eq!(
+            classify(429, Some("3"), rate),
+            FailureKind::RateLimited {
+                retry_after: Some(Duration::from_secs(3))
+            }
+        );
     }
 }

@@ -186,7 +186,7 @@ fn answers_text_calls_and_endings() {
     .unwrap_err();
     assert_eq!(f.kind, FailureKind::BadRequest);
     let f = parse_response(&received(500, "oops"), "m", &tag).unwrap_err();
-    assert_eq!(f.kind, FailureKind::Unavailable);
+    assert_eq!(f.kind, FailureKind::Unavailable { retry_after: None });
     let f = parse_response(&received(200, "{"), "m", &tag).unwrap_err();
     assert_eq!(f.kind, FailureKind::MalformedResponse);
 }
@@ -254,7 +254,7 @@ fn streams_that_fail_say_why() {
     ]);
     let out = stream(false, &failed);
     assert!(
-        matches!(out.last(), Some(Err(f)) if f.kind == FailureKind::Unavailable),
+        matches!(out.last(), Some(Err(f)) if f.kind == FailureKind::Unavailable { retry_after: None }),
         "{out:?}"
     );
     let error = sse(&[json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow"})]);

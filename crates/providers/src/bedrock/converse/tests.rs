@@ -215,10 +215,19 @@ fn an_exception_frame_is_the_streams_failure_before_or_after_text() {
     }
     // After text: the text, then the failure.
     let cases = [
-        ("modelStreamErrorException", FailureKind::Unavailable),
+        (
+            "modelStreamErrorException",
+            FailureKind::Unavailable { retry_after: None },
+        ),
         ("validationException", FailureKind::BadRequest),
-        ("serviceUnavailableException", FailureKind::Unavailable),
-        ("internalServerException", FailureKind::Unavailable),
+        (
+            "serviceUnavailableException",
+            FailureKind::Unavailable { retry_after: None },
+        ),
+        (
+            "internalServerException",
+            FailureKind::Unavailable { retry_after: None },
+        ),
     ];
     for (kind, expected) in cases {
         let bytes = [start_and("Hel"), exception(kind, "boom")].concat();
