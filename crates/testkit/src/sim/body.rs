@@ -99,7 +99,7 @@ pub(super) fn stream_response(
             }
         }
     });
-    let mut resp = Response::new(ChannelBody { rx }.boxed());
+    let mut resp = Response::new(ChannelBody { rx, cut: None }.boxed());
     resp.headers_mut().insert(
         "content-type",
         HeaderValue::from_static("text/event-stream"),
@@ -133,13 +133,17 @@ pub(super) fn response(status: u16, headers: &[(&str, &str)], body: String) -> R
 /// that makes hyper abort the connection mid-body.
 pub(crate) struct ChannelBody {
     rx: mpsc::Receiver<Result<Bytes, io::Error>>,
+    /// The cut, held back for one poll so that hyper first flushes the
+    /// chunks it has buffered: a real upstream's reset comes after the
+    /// bytes it sent, and without the pause hyper may drop them unsent.
+    cut: Option<io::Error>,
 }
 
 impl ChannelBody {
     /// A body fed by the sender (a bounded channel of `capacity` items).
     pub(crate) fn channel(capacity: usize) -> (mpsc::Sender<Result<Bytes, io::Error>>, Self) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (tx, Self { rx })
+        (tx, Self { rx, cut: None })
     }
 
     /// A body made of these items, in order.
@@ -148,7 +152,7 @@ impl ChannelBody {
         for item in items {
             let _ = tx.try_send(item);
         }
-        Self { rx }
+        Self { rx, cut: None }
     }
 }
 
@@ -160,8 +164,18 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|item| item.map(|r| r.map(Frame::data)))
+        if let Some(cut) = self.cut.take() {
+            return Poll::Ready(Some(Err(cut)));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Err(cut))) => {
+                // Pending once (woken at once): hyper flushes what it
+                // holds when its body is not ready, then reads the cut.
+                self.cut = Some(cut);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            other => other.map(|item| item.map(|r| r.map(Frame::data))),
+        }
     }
 }
