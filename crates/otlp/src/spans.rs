@@ -212,6 +212,15 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
     if let Some(a) = &e.affinity {
         affinity_attributes(a, &mut attributes);
     }
+    if let Some(c) = &e.caller_routing {
+        // Briefly: whether the caller's routing was honoured, and its list.
+        let asked = if c.honoured { "honoured" } else { "ignored" };
+        attributes.push(("understudy.caller_routing", Value::Str(asked.into())));
+        if !c.targets.is_empty() {
+            let targets = c.targets.join(",");
+            attributes.push(("understudy.caller_routing.targets", Value::Str(targets)));
+        }
+    }
     let mut error = None;
     if let Some(code) = e.error_code.filter(|_| !e.success) {
         attributes.push(("error.type", Value::Str(code.as_str().into())));
