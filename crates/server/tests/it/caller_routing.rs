@@ -384,3 +384,83 @@ async fn the_official_sdks_route_as_asked_and_are_refused_outside_the_scope() {
     }
     sims.no_violations();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_routes_every_api_and_the_admin_api_keeps_the_setting() {
+    let sims = Sims::start().await;
+    let admin = "admin-token-0123456789";
+    let gw = TestGateway::builder()
+        .provider("groq", &sims.groq)
+        .provider("claude", &sims.claude)
+        .provider("backup", &sims.backup)
+        .order(&["groq", "claude", "backup"])
+        .toml(RECORDS)
+        .env("UNDERSTUDY_ADMIN_TOKEN", admin)
+        .build()
+        .await
+        .unwrap();
+    let s = TestServer::start(gw.engine).await;
+    // A record made at run time with the setting keeps it, and is honoured.
+    let auth = bearer(admin);
+    let made = s
+        .post_with(
+            "/v1/admin/clients",
+            &[("authorization", auth.as_str())],
+            json!({"name": "later", "key": "sk-later-0123456789", "caller_routing": true})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(
+        made.json()["client"]["caller_routing"],
+        true,
+        "{}",
+        made.body
+    );
+    let listed = s
+        .get_with("/v1/admin/clients", &[("authorization", auth.as_str())])
+        .await
+        .json();
+    let later = listed["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "later")
+        .cloned()
+        .unwrap();
+    assert_eq!(later["caller_routing"], true, "{listed}");
+    let a = chat(
+        &s,
+        "sk-later-0123456789",
+        json!({"models": ["backup"]}),
+        &[],
+    )
+    .await;
+    assert_eq!(served_by(&a), "backup", "{}", a.body);
+    // The Gemini API: the header alone.
+    let targets = ("x-understudy-targets", "backup");
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let a = s
+        .post_with(
+            "/v1beta/models/groq:generateContent",
+            &[("x-goog-api-key", "sk-allowed-0123456789"), targets],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(served_by(&a), "backup", "{}", a.body);
+    // The neutral API: the header alone (its `provider` is its own pin).
+    let a = s
+        .post_with(
+            "/v1/generate",
+            &[("authorization", "Bearer sk-allowed-0123456789"), targets],
+            json!({"prompt": "hi"}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["provider"], "backup", "{}", a.body);
+    let note = event_of(&s, &a).await.caller_routing.unwrap();
+    assert_eq!((note.source.as_ref(), note.honoured), ("header", true));
+    assert_eq!(note.targets, ["backup"]);
+    sims.no_violations();
+}
