@@ -420,5 +420,27 @@ mod tests {
             (start, start + 100 * MS)
         );
         assert_eq!(spans[0].start_time_unix_nano, ctx.start_unix_nano);
+        // The routing the caller asked for, briefly.
+        e.caller_routing = serde_json::from_value(serde_json::json!({
+            "honoured": false, "source": "body", "targets": ["a", "b:m"],
+            "allow_fallbacks": true,
+        }))
+        .expect("a valid note");
+        let spans = of_event(&e, &ctx, &settings);
+        let attribute = |name: &str| {
+            spans[0]
+                .attributes
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            attribute("understudy.caller_routing"),
+            Some(Value::Str("ignored".into()))
+        );
+        assert_eq!(
+            attribute("understudy.caller_routing.targets"),
+            Some(Value::Str("a,b:m".into()))
+        );
     }
 }

@@ -28,6 +28,16 @@ pub struct ProviderIn {
     pub allow_fallbacks: Option<bool>,
 }
 
+/// `provider`: OpenRouter's object; anything else (a client's own
+/// `provider` of another shape) is not routing, and is ignored as any
+/// unknown field is.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ProviderField {
+    Prefs(ProviderIn),
+    Other(serde::de::IgnoredAny),
+}
+
 /// `fallbacks`: a list of models; anything else (Anthropic's own
 /// `"default"`) is kept out of routing.
 #[derive(Debug, Deserialize)]
@@ -52,7 +62,7 @@ pub enum FallbackIn {
 /// bounded and names checked ([`CallerRouting::validate`]).
 pub fn routing(
     models: Option<Box<Vec<String>>>,
-    provider: Option<Box<ProviderIn>>,
+    provider: Option<Box<ProviderField>>,
     fallbacks: Option<Box<FallbacksIn>>,
 ) -> Result<Option<Box<CallerRouting>>, Invalid> {
     if models.is_none() && provider.is_none() && fallbacks.is_none() {
@@ -65,7 +75,7 @@ pub fn routing(
             FallbackIn::Name(name) | FallbackIn::Entry { model: name } => name,
         }));
     }
-    if let Some(p) = provider {
+    if let Some(ProviderField::Prefs(p)) = provider.map(|p| *p) {
         wish.order = p.order.unwrap_or_default();
         wish.only = p.only.unwrap_or_default();
         wish.ignore = p.ignore.unwrap_or_default();
@@ -95,7 +105,7 @@ mod tests {
     )]
     struct Body {
         models: Option<Box<Vec<String>>>,
-        provider: Option<Box<ProviderIn>>,
+        provider: Option<Box<ProviderField>>,
         fallbacks: Option<Box<FallbacksIn>>,
     }
 
@@ -121,8 +131,10 @@ mod tests {
         assert_eq!(read("{}").unwrap(), None);
         // Anthropic's own `"default"` is not a list of models.
         assert_eq!(read(r#"{"fallbacks":"default"}"#).unwrap(), None);
-        // An empty preference asks for nothing.
+        // An empty preference asks for nothing, nor does a `provider` of
+        // another shape.
         assert_eq!(read(r#"{"provider":{"sort":"price"}}"#).unwrap(), None);
+        assert_eq!(read(r#"{"provider":"openai"}"#).unwrap(), None);
         let e = read(r#"{"models":[""]}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("models"));
     }

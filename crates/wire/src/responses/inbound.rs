@@ -55,7 +55,7 @@ pub struct CreateRequest {
     /// LiteLLM's `fallbacks`: [`crate::caller`]); boxed, as they are
     /// rarely sent. Never forwarded.
     pub models: Option<Box<Vec<String>>>,
-    pub provider: Option<Box<crate::caller::ProviderIn>>,
+    pub provider: Option<Box<crate::caller::ProviderField>>,
     pub fallbacks: Option<Box<crate::caller::FallbacksIn>>,
 }
 
