@@ -204,6 +204,16 @@ async fn chat_completions_walks_the_callers_list_where_its_record_allows() {
         let note = event_of(&s, &a).await.caller_routing.expect("noted");
         assert_eq!(note.honoured, key == "allowed", "{what}");
     }
+    // Streamed, the same walk.
+    let a = chat(
+        &s,
+        "sk-allowed-0123456789",
+        json!({"stream": true, "models": ["backup"]}),
+        &[],
+    )
+    .await;
+    assert_eq!(served_by(&a), "backup", "{}", a.body);
+    assert!(a.body.contains("[DONE]"), "{}", a.body);
     sims.no_violations();
 }
 
