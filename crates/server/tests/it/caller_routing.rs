@@ -472,5 +472,18 @@ async fn the_header_routes_every_api_and_the_admin_api_keeps_the_setting() {
     let note = event_of(&s, &a).await.caller_routing.unwrap();
     assert_eq!((note.source.as_ref(), note.honoured), ("header", true));
     assert_eq!(note.targets, ["backup"]);
+    // …and its body's `models` and `fallbacks` (names).
+    let auth = bearer("sk-allowed-0123456789");
+    let body = json!({"prompt": "hi", "provider": "groq", "models": ["claude:x"], "fallbacks": ["backup"]});
+    let a = s
+        .post_with(
+            "/v1/generate",
+            &[("authorization", auth.as_str())],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(a.json()["provider"], "claude", "{}", a.body);
+    let note = event_of(&s, &a).await.caller_routing.unwrap();
+    assert_eq!(note.targets, ["claude:x", "backup"]);
     sims.no_violations();
 }
