@@ -80,6 +80,33 @@ pub struct GenerationEvent {
     /// route's first step is a group): `primary` names the member chosen.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub balanced: bool,
+    /// The routing the request asked for itself (`models`, `provider`,
+    /// `fallbacks`, `x-understudy-targets`) and whether it was honoured;
+    /// absent when it asked for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_routing: Option<Box<CallerNote>>,
+}
+
+/// The routing a request asked for, as its event records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerNote {
+    /// The operator allows it for this request (its client's record, else
+    /// `[caller_routing] enabled`); when false the plan ignored it.
+    pub honoured: bool,
+    /// `body` (`models`, `provider`, `fallbacks`) or `header`
+    /// (`x-understudy-targets`).
+    pub source: std::borrow::Cow<'static, str>,
+    /// The names asked for after `model` (`models`, then `fallbacks`), or
+    /// the header's whole list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+    pub allow_fallbacks: bool,
 }
 
 /// A target a request passed over without calling it.
@@ -165,6 +192,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            caller_routing: None,
         }
     }
 
@@ -198,6 +226,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            caller_routing: None,
         }
     }
 
@@ -230,6 +259,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            caller_routing: None,
         }
     }
 
@@ -264,6 +294,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            caller_routing: None,
         }
     }
 

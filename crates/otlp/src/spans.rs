@@ -212,6 +212,15 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
     if let Some(a) = &e.affinity {
         affinity_attributes(a, &mut attributes);
     }
+    if let Some(c) = &e.caller_routing {
+        // Briefly: whether the caller's routing was honoured, and its list.
+        let asked = if c.honoured { "honoured" } else { "ignored" };
+        attributes.push(("understudy.caller_routing", Value::Str(asked.into())));
+        if !c.targets.is_empty() {
+            let targets = c.targets.join(",");
+            attributes.push(("understudy.caller_routing.targets", Value::Str(targets)));
+        }
+    }
     let mut error = None;
     if let Some(code) = e.error_code.filter(|_| !e.success) {
         attributes.push(("error.type", Value::Str(code.as_str().into())));
@@ -411,5 +420,27 @@ mod tests {
             (start, start + 100 * MS)
         );
         assert_eq!(spans[0].start_time_unix_nano, ctx.start_unix_nano);
+        // The routing the caller asked for, briefly.
+        e.caller_routing = serde_json::from_value(serde_json::json!({
+            "honoured": false, "source": "body", "targets": ["a", "b:m"],
+            "allow_fallbacks": true,
+        }))
+        .expect("a valid note");
+        let spans = of_event(&e, &ctx, &settings);
+        let attribute = |name: &str| {
+            spans[0]
+                .attributes
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            attribute("understudy.caller_routing"),
+            Some(Value::Str("ignored".into()))
+        );
+        assert_eq!(
+            attribute("understudy.caller_routing.targets"),
+            Some(Value::Str("a,b:m".into()))
+        );
     }
 }

@@ -6,6 +6,9 @@
 //! - `decide.rs`: the decision machine, what happens next in a request
 //!   (`decide/tests.rs`: its table of cases).
 //! - `plan.rs`: which targets a request walks.
+//! - `caller.rs`: the routing a request asked for (its `models`, provider
+//!   preferences, `x-understudy-targets`) as the targets it walks
+//!   (`caller/tests.rs`: its cases).
 //! - `balance.rs`: which member of a group of equivalent targets goes
 //!   first, and when a member is ejected for its error rate.
 //! - `timeouts.rs`: which timeouts bound an attempt.
@@ -32,6 +35,7 @@ pub mod backoff;
 pub mod balance;
 pub mod breaker;
 pub mod budget;
+pub mod caller;
 pub mod decide;
 pub mod key_choice;
 pub mod output;

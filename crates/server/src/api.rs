@@ -51,6 +51,11 @@ pub struct GenerateBody {
     pub no_fallback: bool,
     /// The whole request's deadline, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Models to try after the route or pin, in order, where the operator
+    /// allows it (OpenRouter's `models`; `provider` here is the pin).
+    pub models: Option<Vec<String>>,
+    /// More models, after `models` (LiteLLM's `fallbacks`).
+    pub fallbacks: Option<Vec<String>>,
 }
 
 /// One message of a [`GenerateBody`]: OpenAI's message shape (`content`
@@ -133,6 +138,15 @@ impl GenerateBody {
         }
         .apply(&mut chat)?;
         chat.validate()?;
+        if self.models.is_some() || self.fallbacks.is_some() {
+            use understudy_wire::caller::{FallbackIn, FallbacksIn, routing};
+            let fallbacks = self.fallbacks.map(|f| {
+                Box::new(FallbacksIn::List(
+                    f.into_iter().map(FallbackIn::Name).collect(),
+                ))
+            });
+            chat.routing = routing(self.models.map(Box::new), None, fallbacks)?;
+        }
         let mut request = GenerateRequest::new(chat).route(route);
         request.refusal_policy = self.refusal_policy;
         request.cache = self.cache.unwrap_or(true);

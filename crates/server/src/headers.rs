@@ -26,7 +26,8 @@ pub(crate) const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// Applies the per-request override headers every API accepts:
 /// `x-understudy-route`, `x-understudy-refusal-policy`,
-/// `x-understudy-no-fallback`, `x-understudy-timeout-ms`.
+/// `x-understudy-no-fallback`, `x-understudy-timeout-ms`, and
+/// `x-understudy-targets` (the routing a request asks for).
 pub(crate) fn apply_overrides(
     headers: &axum::http::HeaderMap,
     request: &mut understudy_core::GenerateRequest,
@@ -73,6 +74,9 @@ pub(crate) fn apply_overrides(
     }
     if let Some(flag) = text("x-understudy-continue-after-cut")? {
         request.continue_after_cut = Some(flag_value("x-understudy-continue-after-cut", flag)?);
+    }
+    if let Some(list) = text(crate::caller::TARGETS)? {
+        crate::caller::targets_header(request, list)?;
     }
     Ok(())
 }

@@ -12,6 +12,9 @@
 //! - `front`: the one front-end handler ([`front::Front`] is what a
 //!   protocol's front end supplies: its answer, its refusal, its stream
 //!   encoder, its error shape) and the preamble every API route reads.
+//! - `caller`: the routing a client asks for (`x-understudy-targets`, the
+//!   body's `models`, `provider`, `fallbacks`), read and kept from
+//!   natively forwarded bodies.
 //! - `headers`: the `x-understudy-*` headers every API shares (the
 //!   per-request overrides, the cache opt-out, the failover headers).
 //! - `frames`: the one stream writer for an encoder (SSE with the
@@ -28,6 +31,7 @@
 
 pub mod api;
 mod auth;
+mod caller;
 mod error;
 mod frames;
 mod front;

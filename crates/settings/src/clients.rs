@@ -42,6 +42,10 @@ pub struct ClientRecord {
     pub models: Vec<String>,
     /// After it the key is refused (401).
     pub expires: Option<SystemTime>,
+    /// Whether its requests may choose their own routing (`models`,
+    /// `provider`, `fallbacks`, `x-understudy-targets`); unset: as
+    /// `[caller_routing] enabled` says.
+    pub caller_routing: Option<bool>,
 }
 
 /// The window a budget is spent over: a calendar hour, day or month
@@ -76,6 +80,7 @@ pub struct RawClient {
     pub models: Option<Vec<String>>,
     /// RFC 3339 (`2027-01-01T00:00:00Z`).
     pub expires: Option<String>,
+    pub caller_routing: Option<bool>,
 }
 
 /// A record as the admin API shows it (never the key; its hash's first
@@ -95,6 +100,8 @@ pub struct ClientView {
     pub models: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub caller_routing: Option<bool>,
 }
 
 /// The `[[server.clients]]` tables: the records, every key of the shape
@@ -183,6 +190,7 @@ impl fmt::Debug for RawClient {
             .field("tpm", &self.tpm)
             .field("models", &self.models)
             .field("expires", &self.expires)
+            .field("caller_routing", &self.caller_routing)
             .finish_non_exhaustive()
     }
 }
@@ -273,6 +281,7 @@ impl RawClient {
             tpm: self.tpm,
             models,
             expires,
+            caller_routing: self.caller_routing,
         })
     }
 
@@ -400,6 +409,7 @@ impl ClientRecord {
                 let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
                 understudy_types::clock::rfc3339_of(secs, 0)
             }),
+            caller_routing: self.caller_routing,
         }
     }
 

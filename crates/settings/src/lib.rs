@@ -29,6 +29,8 @@
 //! - `limits.rs`: built-in output-token limits of well-known models.
 //! - `affinity.rs`: `[affinity]`, sessions pinned where their prompt cache
 //!   is (the wait cost, the body sources, per-provider cache facts).
+//! - `caller_routing.rs`: `[caller_routing]`, whether a request may
+//!   choose its own routing (a client record's setting wins).
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
 //!   `secret.rs`: values never shown. `tests.rs`: loading as a whole.
@@ -42,6 +44,7 @@ use understudy_types::target::Target;
 mod affinity;
 mod balance;
 mod ca_file;
+mod caller_routing;
 mod capabilities;
 mod clients;
 mod file;
@@ -65,6 +68,7 @@ mod timeouts;
 pub use affinity::{AffinitySettings, CacheOverride, MAX_CACHE_TTL};
 pub use balance::BalanceSettings;
 pub use ca_file::CaFile;
+pub use caller_routing::CallerRoutingSettings;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
     ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
@@ -120,6 +124,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// Sessions pinned to the target holding their prompt cache.
     pub affinity: AffinitySettings,
+    /// Whether requests may choose their own routing (`[caller_routing]`).
+    pub caller_routing: CallerRoutingSettings,
 }
 
 // === impl Settings ===
@@ -189,6 +195,7 @@ impl Settings {
         let budget = tables::budget(raw.budget, &blame)?;
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
         let affinity = affinity::read(raw.affinity, &providers, &routes, (env, &blame))?;
+        let caller_routing = caller_routing::read(raw.caller_routing);
         Ok(Self {
             routing,
             providers,
@@ -206,6 +213,7 @@ impl Settings {
             budget,
             telemetry,
             affinity,
+            caller_routing,
         })
     }
 

@@ -163,6 +163,12 @@ pub struct ChatRequest {
     /// `passthrough` setting allows all of it.
     #[serde(skip)]
     pub native_gated: crate::passthrough::GatedSet,
+    /// The routing the request asked for in its body or headers (usually
+    /// none): the engine plans with it only where the operator allows.
+    /// Kept here, behind the request's `Arc`, so that a request without
+    /// it carries one pointer's worth of nothing.
+    #[serde(skip)]
+    pub routing: Option<Box<crate::caller::CallerRouting>>,
 }
 
 /// A request body as a client sent it in a provider's protocol.

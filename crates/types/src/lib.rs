@@ -20,6 +20,8 @@
 //! - `protocol.rs`: [`Protocol`], the one name of a wire protocol.
 //! - `target.rs`: [`Target`], a provider and one of its models.
 //! - `route.rs`: [`RouteSelector`], which targets a request asks to walk.
+//! - `caller.rs`: [`CallerRouting`], the routing a request itself asked
+//!   for (models in order, provider preferences).
 //! - `stream_item.rs`: what a committed stream yields.
 //! - `ratelimit.rs`: the rate-limit budgets providers report.
 //! - `refusal.rs`: [`RefusalPolicy`], what a content-filter refusal leads to.
@@ -32,6 +34,7 @@
 //! reads, the environment, files, threads and sockets.
 
 pub mod attempt;
+pub mod caller;
 pub mod chat;
 pub mod clock;
 pub mod credit;
@@ -46,6 +49,7 @@ pub mod stream_item;
 pub mod target;
 
 pub use attempt::{Attempt, AttemptKind, Outcome};
+pub use caller::CallerRouting;
 pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
     ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,

@@ -21,6 +21,8 @@
 //! - [`front_ends`]: which front end each protocol is ([`front_ends::edge`],
 //!   one arm per front end), and whose path or key a request carries.
 //! - [`classify`]: what HTTP statuses and rate-limit hints mean.
+//! - [`caller`]: the routing fields a client may send in a body
+//!   (`models`, `provider`, `fallbacks`), read and kept from providers.
 //! - [`go_duration`]: Go's durations (`1m0s`), read and written.
 //! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
 //! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
@@ -32,6 +34,7 @@
 //! - [`framing`]: a stream's bytes as the parser's items (SSE, or AWS's event stream), and a parser run over recorded bytes.
 //! - [`StreamParser`]: decoded SSE items in, neutral stream events out.
 
+pub mod caller;
 pub mod chat_completions;
 pub mod classify;
 pub mod converse;

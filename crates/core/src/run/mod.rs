@@ -14,6 +14,8 @@
 //! - `key_choice.rs`: which key of a pooled target a call goes to, and what
 //!   its outcome tells the pool.
 //! - `prepare.rs`: a run planned from the router's published view.
+//! - `caller.rs`: the routing a request asked for, where it may, and its
+//!   event's note of it.
 //! - `session.rs`: the run's session: its pin looked up before planning,
 //!   the switch cost the decision machine weighs, the pin moved to
 //!   whoever served and the event's note.
@@ -31,6 +33,7 @@
 
 mod answer;
 mod call;
+mod caller;
 mod count;
 mod credit;
 mod key_choice;
@@ -488,6 +491,11 @@ impl Run {
         event.notes = self.notes.take();
         event.skipped = self.skipped_targets();
         event.balanced = self.plan.balanced;
+        event.caller_routing = caller::note(
+            &self.chat,
+            &self.settings,
+            self.reservation.as_ref().map(|r| &*r.record),
+        );
         self.count_cache_tokens(&event);
         self.pin_served(&mut event);
         if let Some(reservation) = &self.reservation {

@@ -99,6 +99,9 @@ fn prices_of_route(
     if let Some(record) = request.tenant.as_deref() {
         scope_pin(&mut route, record, &request.route, routes);
     }
+    let Ok(route) = super::caller::route(request, route, (settings, default_route, routes)) else {
+        return Vec::new();
+    };
     route
         .iter()
         .filter_map(|t| {
@@ -121,7 +124,13 @@ pub(crate) fn prepare(
     let route_name = plan::route_name(&request.route, &view.routes);
     let route_options = route_name.and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
-    let grouped = route_name.and_then(|name| grouped(view, name));
+    // A request that chose its own routing walks it as asked: no group
+    // choice, no session pin.
+    let chose = super::caller::wish(&view.settings, &request).is_some();
+    let grouped = route_name
+        .and_then(|name| grouped(view, name))
+        .filter(|_| !chose);
+    let pinned = pinned.filter(|_| !chose);
     let (plan, resolved) = plan_of(view, wide, &request, grouped, pinned)?;
     // A run of a route with groups counts its calls in its members' stats,
     // kept under the targets as the route writes them.
@@ -209,6 +218,11 @@ fn plan_of(
     if let Some(record) = request.tenant.as_deref() {
         scope_pin(&mut route, record, &request.route, &view.routes);
     }
+    let route = super::caller::route(
+        request,
+        route,
+        (&view.settings, &view.default_route, &view.routes),
+    )?;
     let now = crate::runtime_clock::now();
     // A route with groups keeps its resolved targets (its members) for the
     // group choice; any other pays nothing here.

@@ -195,6 +195,7 @@ pub(super) fn stored_value(record: &ClientRecord) -> serde_json::Value {
         "tpm": view.tpm,
         "models": (!view.models.is_empty()).then_some(view.models),
         "expires": view.expires,
+        "caller_routing": view.caller_routing,
     })
 }
 
@@ -457,6 +458,7 @@ mod tests {
             rpm: Some(10),
             models: Some(vec!["fast".into()]),
             expires: Some("2027-01-01T00:00:00Z".into()),
+            caller_routing: Some(true),
             ..RawClient::default()
         };
         let record = raw.read("", &|_| None).unwrap();

@@ -27,6 +27,7 @@ fn settings_with(
 
 mod actor_state;
 mod bounded_state;
+mod caller_settings;
 mod capabilities;
 mod client_fleet;
 mod cloud_settings;

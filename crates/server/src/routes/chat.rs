@@ -34,7 +34,12 @@ async fn completions(
 ) -> Result<Response, OpenAiError> {
     let mut body: ChatCompletionRequest =
         parse_json(body, state.engine.settings().server.max_parts)?;
-    let chat = body.take_chat()?;
+    let mut chat = body.take_chat()?;
+    chat.routing = understudy_wire::caller::routing(
+        body.models.take(),
+        body.provider.take(),
+        body.fallbacks.take(),
+    )?;
     let model = body.model.as_deref().unwrap_or("default");
     let front = ChatCompletions {
         id: format!("chatcmpl-{}", preamble.id),

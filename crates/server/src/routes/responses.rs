@@ -46,9 +46,19 @@ async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     // The bytes as sent, for Responses API targets (a cheap clone).
-    let raw = body.as_ref().ok().cloned();
+    let mut raw = body.as_ref().ok().cloned();
     let mut body: CreateRequest = parse_json(body, state.engine.settings().server.max_parts)?;
     body.check()?;
+    let present = body.models.is_some() || body.provider.is_some() || body.fallbacks.is_some();
+    let routing = understudy_wire::caller::routing(
+        body.models.take(),
+        body.provider.take(),
+        body.fallbacks.take(),
+    )?;
+    if present {
+        // The gateway's, never the provider's (which refuses them).
+        raw = crate::caller::strip(raw, crate::caller::fields(false));
+    }
     let input = body.input_items()?;
     let owner = owner_of(preamble.client);
     let mut inherited = None;
@@ -70,6 +80,7 @@ async fn create(
     };
     let translated = body.translate(&history, &input)?;
     let mut chat = translated.chat;
+    chat.routing = routing;
     let conversation = [history.as_slice(), input.as_slice()];
     chat.native = native_request(raw, &body, conversation);
     let model = body.model.as_deref().unwrap_or("default");

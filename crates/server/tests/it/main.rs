@@ -18,6 +18,7 @@ mod azure;
 mod bedrock;
 mod bedrock_converse;
 mod before_the_body;
+mod caller_routing;
 mod claude_code;
 mod claude_code_session;
 mod client_budget;

@@ -5,7 +5,8 @@
 //! is accepted back, any other refused; the Gemini simulator refuses
 //! unanswered function calls, a declaration with both parameter forms and
 //! foreign signatures, in either field spelling, and mints signatures the
-//! google-genai SDK can decode.
+//! google-genai SDK can decode; the gateway's routing fields (`models`,
+//! `provider`, `fallbacks`) are refused as unknown.
 
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, SimToolCall};
@@ -589,4 +590,35 @@ async fn gemini_signatures_are_canonical_base64_and_come_back() {
         assert_eq!(status, 400, "{answer}");
     }
     assert_eq!(sim.violations().len(), 20);
+}
+
+/// The gateway's routing fields are unknown to every provider: OpenAI's
+/// and Anthropic's simulators refuse them in the APIs' words, but for
+/// Anthropic's own `fallbacks` behind its beta.
+#[tokio::test]
+async fn the_gateways_routing_fields_are_refused_as_unknown() {
+    let openai = SimProvider::openai().await.unwrap();
+    openai.always(Reply::text("ok"));
+    let chat = |field: &str| {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        body[field] = json!(["x"]);
+        body
+    };
+    for field in ["models", "provider", "fallbacks"] {
+        let message = format!("Unrecognized request argument supplied: {field}");
+        refused(&openai, chat(field), &[], &message).await;
+    }
+    let claude = SimProvider::anthropic().await.unwrap();
+    claude.always(Reply::text("ok"));
+    let with = |field: &str| {
+        let mut body = anthropic(json!([{"role": "user", "content": "hi"}]));
+        body[field] = json!([{"model": "claude-other"}]);
+        body
+    };
+    for field in ["models", "provider", "fallbacks"] {
+        let message = format!("{field}: Extra inputs are not permitted");
+        refused(&claude, with(field), &[], &message).await;
+    }
+    let beta = [("anthropic-beta", "server-side-fallback-2026-07-01")];
+    accepted(&claude, with("fallbacks"), &beta).await;
 }

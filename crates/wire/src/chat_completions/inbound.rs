@@ -37,8 +37,15 @@ pub struct ChatCompletionRequest {
     /// Names the conversation for OpenAI's cache (and the gateway's
     /// session affinity); not forwarded.
     pub prompt_cache_key: Option<String>,
-    /// The legacy function-calling API (superseded by `tools`).
-    pub functions: Option<Value>,
+    /// The legacy function-calling API (superseded by `tools`); boxed,
+    /// as it is rarely sent.
+    pub functions: Option<Box<Value>>,
+    /// Routing the client asks for (OpenRouter's `models` and `provider`,
+    /// LiteLLM's `fallbacks`: [`crate::caller`]); boxed, as they are
+    /// rarely sent. Never forwarded.
+    pub models: Option<Box<Vec<String>>>,
+    pub provider: Option<Box<crate::caller::ProviderField>>,
+    pub fallbacks: Option<Box<crate::caller::FallbacksIn>>,
 }
 
 /// One message, as OpenAI's Chat Completions API (and the neutral API)

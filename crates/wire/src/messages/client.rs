@@ -42,8 +42,15 @@ pub struct MessagesRequest {
     pub output_format: Option<FormatIn>,
     /// MCP servers the provider would call: Anthropic only, and gated.
     pub mcp_servers: Option<Value>,
-    /// A code-execution container: Anthropic only, and gated.
-    pub container: Option<Value>,
+    /// A code-execution container: Anthropic only, and gated; boxed, as
+    /// it is rarely sent.
+    pub container: Option<Box<Value>>,
+    /// Routing the client asks for (OpenRouter's `models` and `provider`,
+    /// LiteLLM's `fallbacks`: [`crate::caller`]); boxed, as they are
+    /// rarely sent. Never forwarded.
+    pub models: Option<Box<Vec<String>>>,
+    pub provider: Option<Box<crate::caller::ProviderField>>,
+    pub fallbacks: Option<Box<crate::caller::FallbacksIn>>,
 }
 
 /// `output_config`: only `format` is translated.

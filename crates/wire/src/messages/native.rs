@@ -153,6 +153,29 @@ pub fn with_model(body: &str, model: &str) -> Option<String> {
     apply(body, vec![edit])
 }
 
+/// `body` without its top-level members named in `keys`, every other byte
+/// as it was (any protocol's JSON object: the gateway's own fields leave a
+/// native body this way); `None` when it is not a JSON object or a member
+/// is not written plainly.
+pub fn without_members(body: &str, keys: &[&str]) -> Option<String> {
+    let mut out = Cow::Borrowed(body);
+    // One at a time: two members side by side would both take the comma
+    // between them.
+    for key in keys {
+        if !out.trim_start().starts_with('{') {
+            return None;
+        }
+        let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(&out).ok()?;
+        let Some(raw) = top.get(*key) else {
+            continue;
+        };
+        let edit = Edit::remove(&out, key, raw)?;
+        let next = apply(&out, vec![edit])?;
+        out = Cow::Owned(next);
+    }
+    Some(out.into_owned())
+}
+
 /// How a cloud takes a Messages body: Bedrock and Vertex name the model in
 /// the URL and the API version in the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

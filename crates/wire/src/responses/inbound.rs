@@ -49,7 +49,14 @@ pub struct CreateRequest {
     #[serde(default)]
     pub stream: bool,
     pub background: Option<bool>,
-    pub conversation: Option<Value>,
+    /// Boxed, as it is rarely sent.
+    pub conversation: Option<Box<Value>>,
+    /// Routing the client asks for (OpenRouter's `models` and `provider`,
+    /// LiteLLM's `fallbacks`: [`crate::caller`]); boxed, as they are
+    /// rarely sent. Never forwarded.
+    pub models: Option<Box<Vec<String>>>,
+    pub provider: Option<Box<crate::caller::ProviderField>>,
+    pub fallbacks: Option<Box<crate::caller::FallbacksIn>>,
 }
 
 /// `input`: a string (one user message) or a list of items.

@@ -4,6 +4,10 @@
 //! 400, and a broken rule here gets that provider's 400 in its own error
 //! shape, and is counted so that a test can assert that none happened.
 //!
+//! `routing_fields.rs` holds the one rule every protocol shares: the
+//! gateway's routing fields (`models`, `provider`, `fallbacks`) are
+//! unknown to every provider.
+//!
 //! The plumbing is protocol-independent: [`Rules`] holds the strict flag,
 //! the output-token limit, the signatures a simulator minted and the
 //! violations; `check` hands a request to its protocol's rules, each in
@@ -23,6 +27,8 @@ mod gemini;
 mod openai;
 #[cfg(feature = "test-support")]
 mod responses;
+#[cfg(feature = "test-support")]
+mod routing_fields;
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
@@ -76,6 +82,10 @@ pub(super) struct Violation {
 pub(super) fn check(rules: &Rules, req: &Received) -> Option<Violation> {
     if !rules.strict.load(Ordering::SeqCst) {
         return None;
+    }
+    // The gateway's own routing fields never reach a provider.
+    if let Err(v) = routing_fields::check(req, rules.dialect) {
+        return Some(v);
     }
     let limit = rules.max_output_tokens.load(Ordering::SeqCst);
     let verdict = match rules.dialect {

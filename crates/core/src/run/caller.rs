@@ -1,0 +1,70 @@
+//! The routing a request asked for (its body's `models`, `provider`
+//! preferences and `fallbacks`, or `x-understudy-targets`), honoured where
+//! the operator allows it — its client record's `caller_routing`, else
+//! `[caller_routing] enabled` — and recorded in its event either way.
+//! The plan itself is [`understudy_policy::caller`]'s; a request that
+//! asked for nothing pays one `Option` check.
+
+use std::collections::BTreeMap;
+
+use understudy_settings::{ClientRecord, Settings};
+use understudy_types::caller::CallerRouting;
+use understudy_types::{ChatRequest, Error, Target};
+
+use crate::event::CallerNote;
+use crate::generation::GenerateRequest;
+
+/// The routing `request` asked for, when it asked and may.
+pub(crate) fn wish<'r>(
+    settings: &Settings,
+    request: &'r GenerateRequest,
+) -> Option<&'r CallerRouting> {
+    let wish = request.chat.routing.as_deref()?;
+    settings
+        .caller_routing
+        .allows(request.tenant.as_deref())
+        .then_some(wish)
+}
+
+/// `route` (the request's own, resolved and scoped) as the request asked
+/// for it, when it asked and may; a name outside its record's `models` is
+/// refused (403), naming it.
+pub(crate) fn route(
+    request: &GenerateRequest,
+    route: Vec<Target>,
+    (settings, default_route, routes): (&Settings, &[Target], &BTreeMap<String, Vec<Target>>),
+) -> Result<Vec<Target>, Error> {
+    let Some(wish) = wish(settings, request) else {
+        return Ok(route);
+    };
+    understudy_policy::caller::targets(
+        &request.route,
+        route,
+        wish,
+        request.tenant.as_deref(),
+        (settings, default_route, routes),
+    )
+}
+
+/// The event's note of what `chat` asked for and whether it was honoured
+/// (`record`: its client's record); `None` when it asked for nothing.
+pub(crate) fn note(
+    chat: &ChatRequest,
+    settings: &Settings,
+    record: Option<&ClientRecord>,
+) -> Option<Box<CallerNote>> {
+    let wish = chat.routing.as_deref()?;
+    let (targets, source) = match &wish.targets {
+        Some(list) => (list.clone(), "header"),
+        None => (wish.models.clone(), "body"),
+    };
+    Some(Box::new(CallerNote {
+        honoured: settings.caller_routing.allows(record),
+        source: source.into(),
+        targets,
+        order: wish.order.clone(),
+        only: wish.only.clone(),
+        ignore: wish.ignore.clone(),
+        allow_fallbacks: wish.allow_fallbacks,
+    }))
+}
