@@ -80,6 +80,22 @@ pub struct GenerationEvent {
     /// route's first step is a group): `primary` names the member chosen.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub balanced: bool,
+    /// On a route that hedges, when a hedge was due: how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<HedgeNote>,
+}
+
+/// What a request's event says of its hedge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HedgeNote {
+    /// `won_primary`, `won_backup`, `failed` (both calls failed), or why
+    /// the backup was not started: `skipped_share`, `skipped_breaker`,
+    /// `skipped_rate_limit`, `skipped_spend`.
+    pub outcome: Cow<'static, str>,
+    /// After how long without output the backup was due (ms).
+    pub after_ms: f64,
+    /// The backup's `provider:model`.
+    pub backup: String,
 }
 
 /// A target a request passed over without calling it.
@@ -165,6 +181,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            hedge: None,
         }
     }
 
@@ -198,6 +215,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            hedge: None,
         }
     }
 
@@ -230,6 +248,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            hedge: None,
         }
     }
 
@@ -264,6 +283,7 @@ impl GenerationEvent {
             trace: None,
             notes: None,
             balanced: false,
+            hedge: None,
         }
     }
 

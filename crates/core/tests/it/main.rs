@@ -35,6 +35,7 @@ mod default_route;
 mod failover;
 mod fallback_credit;
 mod fleet;
+mod hedging;
 mod key_pools;
 mod mode_parity;
 mod native;
