@@ -222,7 +222,14 @@ impl Run {
             } else {
                 // Boxed: a route that does not hedge never holds its state.
                 let attempt = self.hedged_attempt(path, call, &mut attempts, &mut served);
-                caller.unless_left(Box::pin(attempt)).await
+                let step = caller.unless_left(Box::pin(attempt)).await;
+                // A hedge moved the walk to its backup: the machine hears it.
+                if let Some(h) = self.hedge.as_deref_mut() {
+                    if let Some((idx, failed)) = h.moved.take() {
+                        decider.moved_to(idx, failed.as_ref());
+                    }
+                }
+                step
             };
             input = match step {
                 Some(input) => input,
@@ -234,12 +241,6 @@ impl Run {
                     return Walked::Left;
                 }
             };
-            // A hedge moved the walk to its backup: the machine hears it.
-            if let Some(h) = self.hedge.as_deref_mut() {
-                if let Some((idx, failed)) = h.moved.take() {
-                    decider.moved_to(idx, failed.as_ref());
-                }
-            }
         }
     }
 

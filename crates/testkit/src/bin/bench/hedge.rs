@@ -141,7 +141,8 @@ async fn route(
     primary: &SimProvider,
     backup: &SimProvider,
 ) -> Result<Run, Error> {
-    let client = reqwest::Client::new();
+    understudy_providers::install_tls_provider();
+    let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
     let url = format!("http://{addr}/v1/chat/completions");
     let body = format!(
         r#"{{"model":"{route}","stream":true,"messages":[{{"role":"user","content":"Tell me a joke about benchmarks."}}]}}"#
