@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use understudy_core::event::GenerationEvent;
 use understudy_core::{GenerateRequest, Generation};
-use understudy_testkit::{SimProvider, StreamSpec, TestGateway, eventually};
+use understudy_testkit::{Reply, SimProvider, StreamSpec, TestGateway, eventually};
 use understudy_types::{ChatRequest, RouteSelector, StreamItem};
 
 /// A gateway with `slow` (OpenAI-compatible) then `fast` (Anthropic) on
@@ -253,4 +253,51 @@ fn the_hedging_example_of_the_docs_loads_as_it_says() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("routes.r.hedge.after"), "{e}");
+}
+
+#[tokio::test]
+async fn failures_before_and_during_a_hedge() {
+    // The primary fails before the threshold: the usual fallback, no hedge.
+    let (slow, _fast, gw) = gateway(r#"{ after = "300ms" }"#, "").await;
+    slow.fail_every(1, 503);
+    let g = gw.engine.generate(ask("hedged")).await.unwrap();
+    assert_eq!(g.provider, "fast");
+    let e = event_of(&gw, &g.request_id).await;
+    assert_eq!(e.hedge, None);
+    assert_eq!(
+        attempts(&e),
+        ["slow/primary/unavailable", "fast/fallback/ok"]
+    );
+
+    // The backup fails while the primary is silent: the primary goes on
+    // and serves.
+    let (slow, fast, gw) = gateway(r#"{ after = "100ms" }"#, "").await;
+    slow.first_token_delay(Duration::from_millis(500));
+    fast.fail_every(1, 503);
+    let (provider, _, _, id) = stream(&gw, ask("hedged")).await;
+    assert_eq!(provider, "slow");
+    let e = event_of(&gw, &id).await;
+    assert_eq!(e.hedge.as_ref().unwrap().outcome, "won_primary");
+    assert_eq!(
+        attempts(&e),
+        ["fast/fallback/unavailable", "slow/primary/ok"]
+    );
+
+    // Both fail: the request fails as its last failure says, never
+    // calling the backup twice.
+    let (slow, fast, gw) = gateway(r#"{ after = "100ms" }"#, "").await;
+    slow.push(Reply::status(503).after(Duration::from_millis(400)));
+    fast.fail_every(1, 503);
+    let error = gw.engine.generate(ask("hedged")).await.unwrap_err();
+    assert_eq!(error.code().as_str(), "unavailable", "{error:?}");
+    let e = eventually("the failed request's event", async || {
+        gw.engine.recent().events().into_iter().find(|e| !e.success)
+    })
+    .await;
+    assert_eq!(e.hedge.as_ref().unwrap().outcome, "failed");
+    assert_eq!(
+        attempts(&e),
+        ["fast/fallback/unavailable", "slow/primary/unavailable"]
+    );
+    assert_eq!((slow.request_count(), fast.request_count()), (1, 1));
 }
