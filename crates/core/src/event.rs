@@ -85,6 +85,9 @@ pub struct GenerationEvent {
     /// absent when it asked for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_routing: Option<Box<CallerNote>>,
+    /// On a route that hedges, when a hedge was due: how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<HedgeNote>,
 }
 
 /// The routing a request asked for, as its event records it.
@@ -107,6 +110,19 @@ pub struct CallerNote {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore: Vec<String>,
     pub allow_fallbacks: bool,
+}
+
+/// What a request's event says of its hedge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HedgeNote {
+    /// `won_primary`, `won_backup`, `failed` (both calls failed), or why
+    /// the backup was not started: `skipped_share`, `skipped_breaker`,
+    /// `skipped_rate_limit`, `skipped_spend`.
+    pub outcome: Cow<'static, str>,
+    /// After how long without output the backup was due (ms).
+    pub after_ms: f64,
+    /// The backup's `provider:model`.
+    pub backup: String,
 }
 
 /// A target a request passed over without calling it.
@@ -193,6 +209,7 @@ impl GenerationEvent {
             notes: None,
             balanced: false,
             caller_routing: None,
+            hedge: None,
         }
     }
 
@@ -227,6 +244,7 @@ impl GenerationEvent {
             notes: None,
             balanced: false,
             caller_routing: None,
+            hedge: None,
         }
     }
 
@@ -260,6 +278,7 @@ impl GenerationEvent {
             notes: None,
             balanced: false,
             caller_routing: None,
+            hedge: None,
         }
     }
 
@@ -295,6 +314,7 @@ impl GenerationEvent {
             notes: None,
             balanced: false,
             caller_routing: None,
+            hedge: None,
         }
     }
 

@@ -146,6 +146,9 @@ fn call_attributes(
     if let Some(credit) = &a.fallback_credit {
         attributes.push(("understudy.fallback_credit", Value::Str(credit.clone())));
     }
+    if a.outcome == Outcome::Cancelled {
+        attributes.push(("understudy.cancelled", Value::Bool(true)));
+    }
     if let (AttemptKind::Softened, Some(system)) =
         (a.kind, content.and_then(|c| c.softened_system.as_ref()))
     {
@@ -220,6 +223,13 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
             let targets = c.targets.join(",");
             attributes.push(("understudy.caller_routing.targets", Value::Str(targets)));
         }
+    }
+    if let Some(h) = &e.hedge {
+        attributes.extend([
+            ("understudy.hedge", Value::Str(h.outcome.to_string())),
+            ("understudy.hedge.after_ms", Value::Double(h.after_ms)),
+            ("understudy.hedge.backup", Value::Str(h.backup.clone())),
+        ]);
     }
     let mut error = None;
     if let Some(code) = e.error_code.filter(|_| !e.success) {
@@ -442,5 +452,38 @@ mod tests {
             attribute("understudy.caller_routing.targets"),
             Some(Value::Str("a,b:m".into()))
         );
+    }
+
+    #[test]
+    fn a_hedge_is_on_the_request_span_and_its_loser_on_its_attempt() {
+        let e: GenerationEvent = serde_json::from_value(serde_json::json!({
+            "request_id": "r", "timestamp": "2026-12-01T00:00:00.000Z", "route": "chat",
+            "api": "openai", "provider": "b", "model": "m", "primary": "a",
+            "success": true, "fell_back": true, "content_filtered": false,
+            "streamed": true, "cached": false, "error_code": null, "error_detail": null,
+            "attempts": [
+                {"provider": "a", "model": "m", "kind": "primary", "outcome": "cancelled",
+                 "latency_ms": 400.0, "started_ms": 0.0},
+                {"provider": "b", "model": "m", "kind": "fallback", "outcome": "ok",
+                 "latency_ms": 100.0, "started_ms": 300.0}],
+            "latency_ms": 400.0, "ttft_ms": 400.0, "usage": null, "cost_usd": null,
+            "hedge": {"outcome": "won_backup", "after_ms": 300.0, "backup": "b:m"},
+        }))
+        .expect("a valid event");
+        let ctx = TraceContext::new(None, None, understudy_settings::Sampler::AlwaysOn);
+        ctx.end_now();
+        let settings = Settings::load(None, |_| None).expect("default settings");
+        let spans = of_event(&e, &ctx, &settings);
+        let has = |span: &Span, name: &str| span.attributes.iter().any(|(n, _)| *n == name);
+        for name in [
+            "understudy.hedge",
+            "understudy.hedge.after_ms",
+            "understudy.hedge.backup",
+        ] {
+            assert!(has(&spans[0], name), "{name}");
+        }
+        assert!(has(&spans[1], "understudy.cancelled"));
+        assert!(spans[1].error.is_none(), "a cancelled call is not an error");
+        assert!(!has(&spans[2], "understudy.cancelled"));
     }
 }

@@ -379,6 +379,33 @@ impl Decider {
         }
     }
 
+    /// A hedge ran the current target and target `idx` (a later one) at
+    /// once, and the walk goes on from `idx`: the current target's call
+    /// counts as an attempt (with `failed`, its failure, when it failed
+    /// rather than lost), and what the executor reports next is `idx`'s.
+    pub fn moved_to(&mut self, idx: usize, failed: Option<&FailureKind>) {
+        self.attempts += 1;
+        if let Some(kind) = failed {
+            let code = kind.code();
+            self.all_rate_limited &= code == FailureCode::RateLimited;
+            self.last_code = Some(code);
+            self.content_filtered |= kind.disposition() == Disposition::Refusal;
+        }
+        let Some(&role) = self.roles.get(idx) else {
+            return;
+        };
+        self.at = idx;
+        self.softened = false;
+        self.pending = Some(Call {
+            target: idx,
+            kind: match role {
+                Role::Primary => AttemptKind::Primary,
+                Role::Fallback => AttemptKind::Fallback,
+            },
+            force: false,
+        });
+    }
+
     /// A content filter refused the current target.
     fn refused(&mut self, call: Call, now: Instant) -> Next {
         self.content_filtered = true;

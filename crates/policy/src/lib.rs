@@ -21,6 +21,8 @@
 //! - `key_choice.rs`: which key of a pool serves a call, and when a key is
 //!   benched.
 //! - `budget.rs`: which spend window a moment falls in.
+//! - `hedge.rs`: hedging's p95 estimate, when a backup starts, the share
+//!   cap and why a backup is skipped.
 //! - `affinity.rs`: a session's prompt cache (its kind, prices, lifetime,
 //!   the prefix it holds) and the wait-or-switch rule
 //!   (`affinity/tests.rs`: its table).
@@ -37,6 +39,7 @@ pub mod breaker;
 pub mod budget;
 pub mod caller;
 pub mod decide;
+pub mod hedge;
 pub mod key_choice;
 pub mod output;
 pub mod plan;

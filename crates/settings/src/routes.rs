@@ -1,6 +1,7 @@
 //! Named routes (`[routes]`): each a list of steps (a target, or a group
 //! of equivalent targets), or a table with the steps and what the route sets for the requests that take it (refusal
-//! policy, timeouts, when a stream commits, continuing after a cut).
+//! policy, timeouts, when a stream commits, continuing after a cut,
+//! hedging).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -27,6 +28,8 @@ pub struct RouteOptions {
     /// A committed stream that is cut continues on a target that accepts
     /// an assistant prefill (`continue_after_cut`).
     pub continue_after_cut: Option<bool>,
+    /// Hedging (`hedge`): off when unset.
+    pub hedge: Option<super::hedge::HedgeSettings>,
 }
 
 /// When a stream commits to its target (`stream_commit`, per route, or per
@@ -67,6 +70,7 @@ pub(super) struct RawRoute {
     timeouts: RawTimeouts,
     stream_commit: Option<String>,
     continue_after_cut: Option<bool>,
+    hedge: Option<super::hedge::RawHedge>,
 }
 
 /// The file's named routes, each target's provider known. Every provider
@@ -190,11 +194,18 @@ impl RawRoute {
             .timeouts
             .overrides(&format!("{at}.timeouts"))
             .map_err(|e| blame.field(e))?;
+        let hedge = self
+            .hedge
+            .as_ref()
+            .map(|h| h.read(&format!("{at}.hedge")))
+            .transpose()
+            .map_err(|(at, m)| blame.file(at, m))?;
         Ok(RouteOptions {
             refusal_policy,
             timeouts,
             stream_commit,
             continue_after_cut: self.continue_after_cut,
+            hedge,
         })
     }
 }

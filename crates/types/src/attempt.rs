@@ -28,6 +28,8 @@ pub enum AttemptKind {
 pub enum Outcome {
     Ok,
     Failed(FailureCode),
+    /// Cancelled unfinished: a hedge's other attempt showed output first.
+    Cancelled,
 }
 
 /// The record of one call to one target.
@@ -87,6 +89,7 @@ impl Outcome {
         match self {
             Self::Ok => "ok",
             Self::Failed(code) => code.as_str(),
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -108,6 +111,9 @@ impl<'de> Deserialize<'de> for Outcome {
         let s = String::deserialize(d)?;
         if s == "ok" {
             return Ok(Self::Ok);
+        }
+        if s == "cancelled" {
+            return Ok(Self::Cancelled);
         }
         FailureCode::ALL
             .iter()

@@ -125,9 +125,10 @@ impl Actor for RouterActor {
             default_route: settings.default_route(),
             routes: settings.routes.clone(),
             groups: settings.route_groups.clone(),
-            stats: Arc::new(TargetStats::new(
+            stats: Arc::new(TargetStats::of_routes(
                 &settings.routes,
                 &settings.route_groups,
+                &settings.route_options,
                 None,
                 crate::runtime_clock::now(),
             )),
@@ -180,9 +181,10 @@ impl Actor for RouterActor {
                 let _ = reply.send(applied.map(|(routing, routes, groups)| {
                     tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
                     view.default_route = view.settings.route_for(&routing);
-                    view.stats = Arc::new(TargetStats::new(
+                    view.stats = Arc::new(TargetStats::of_routes(
                         &routes,
                         &groups,
+                        &view.settings.route_options,
                         Some(&view.stats),
                         crate::runtime_clock::now(),
                     ));

@@ -21,6 +21,9 @@
 //!   `eject_min_calls`, so "recent" is the last calls, not all of them.
 //! - Prompt-cache tokens of its served answers (read, written, uncached),
 //!   for the cache-read share the status shows.
+//! - A histogram of the same times to first output (log buckets, halved
+//!   as it fills: `understudy_policy::hedge`), for the p95 a hedged route
+//!   starts its backup after. A hedged route's targets keep stats too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +31,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use understudy_policy::balance::{self, Member};
-use understudy_settings::{BalanceSettings, RouteGroups};
+use understudy_policy::hedge;
+use understudy_settings::{BalanceSettings, RouteGroup, RouteGroups, RouteOptions};
 use understudy_types::Target;
 use understudy_types::chat::Usage;
 use understudy_types::failure::FailureKind;
@@ -43,6 +47,9 @@ pub(crate) struct TargetStats {
     /// weights over any run of new sessions and a fleet's instances do
     /// not choose in step.
     seeds: Arc<std::sync::atomic::AtomicU64>,
+    /// Each hedged route's share cap word (`understudy_policy::hedge`), by
+    /// route name; kept across routing changes.
+    hedge_shares: Vec<(String, Arc<AtomicU64>)>,
 }
 
 /// One target's stats.
@@ -60,6 +67,9 @@ pub(crate) struct TargetStat {
     cache_read: AtomicU64,
     cache_write: AtomicU64,
     uncached: AtomicU64,
+    /// Times to first output, by bucket, and their count.
+    ttft_hist: [AtomicU32; hedge::BUCKETS],
+    ttft_count: AtomicU32,
 }
 
 /// What the status shows of one target.
@@ -111,7 +121,60 @@ impl TargetStats {
             || Arc::new(std::sync::atomic::AtomicU64::new(fastrand::u64(..))),
             |k| Arc::clone(&k.seeds),
         );
-        Self { by_target, seeds }
+        Self {
+            by_target,
+            seeds,
+            hedge_shares: Vec::new(),
+        }
+    }
+
+    /// The stats a router keeps: every group's members, and every target
+    /// of a route that hedges (its p95 is read there), with each hedged
+    /// route's share cap word; `kept`'s are kept.
+    pub(crate) fn of_routes(
+        routes: &BTreeMap<String, Vec<Target>>,
+        groups: &RouteGroups,
+        options: &BTreeMap<String, RouteOptions>,
+        kept: Option<&TargetStats>,
+        base: Instant,
+    ) -> Self {
+        let hedged: Vec<&String> = options
+            .iter()
+            .filter(|(_, o)| o.hedge.is_some())
+            .map(|(name, _)| name)
+            .collect();
+        if hedged.is_empty() {
+            return Self::new(routes, groups, kept, base);
+        }
+        let mut all = groups.clone();
+        for name in &hedged {
+            if let Some(targets) = routes.get(*name) {
+                all.entry((*name).clone()).or_default().push(RouteGroup {
+                    start: 0,
+                    weights: vec![1; targets.len()],
+                });
+            }
+        }
+        let mut stats = Self::new(routes, &all, kept, base);
+        stats.hedge_shares = hedged
+            .iter()
+            .map(|name| {
+                let word = kept
+                    .and_then(|k| k.hedge_share(name))
+                    .cloned()
+                    .unwrap_or_default();
+                ((*name).clone(), word)
+            })
+            .collect();
+        stats
+    }
+
+    /// The share cap word of hedged route `route`.
+    pub(crate) fn hedge_share(&self, route: &str) -> Option<&Arc<AtomicU64>> {
+        self.hedge_shares
+            .iter()
+            .find(|(name, _)| name == route)
+            .map(|(_, word)| word)
     }
 
     /// The next request's seed for the group choice.
@@ -189,7 +252,33 @@ impl TargetStat {
             cache_read: AtomicU64::new(0),
             cache_write: AtomicU64::new(0),
             uncached: AtomicU64::new(0),
+            ttft_hist: std::array::from_fn(|_| AtomicU32::new(0)),
+            ttft_count: AtomicU32::new(0),
         }
+    }
+
+    /// Counts one time to first output in the histogram (also the time a
+    /// hedge's loser had waited in vain: its first output comes later).
+    pub(crate) fn observe(&self, latency: Duration) {
+        self.ttft_hist[hedge::bucket_of(latency)].fetch_add(1, Ordering::Relaxed);
+        if self.ttft_count.fetch_add(1, Ordering::Relaxed) + 1 >= hedge::HALVE_AT {
+            // Halved bucket by bucket: a count racing in between lands in
+            // a bucket halved or not, which the estimate tolerates.
+            let mut total = 0;
+            for bucket in &self.ttft_hist {
+                let (Ok(before) | Err(before)) =
+                    bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
+                total += before / 2;
+            }
+            self.ttft_count.store(total, Ordering::Relaxed);
+        }
+    }
+
+    /// The p95 time to first output, once enough were observed.
+    pub(crate) fn p95(&self) -> Option<Duration> {
+        let counts: [u32; hedge::BUCKETS] =
+            std::array::from_fn(|i| self.ttft_hist[i].load(Ordering::Relaxed));
+        hedge::quantile(&counts, 0.95)
     }
 
     /// Records how a call to this target ended at `now`: `Ok(latency)`
@@ -202,6 +291,7 @@ impl TargetStat {
     ) {
         let failed = match outcome {
             Ok(latency) => {
+                self.observe(latency);
                 let _ = self
                     .ttft_us
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |us| {
@@ -364,6 +454,29 @@ mod tests {
         s.get(a)
             .unwrap()
             .record(Ok(Duration::from_millis(50)), now, knobs);
+    }
+
+    #[test]
+    fn the_p95_follows_the_observations_and_their_decay() {
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let (s, a, _) = stats(base);
+        let stat = s.get(&a).unwrap();
+        assert_eq!(stat.p95(), None);
+        for i in 0..50 {
+            let ms = if i % 50 == 49 { 5000 } else { 300 };
+            stat.observe(Duration::from_millis(ms));
+        }
+        let p95 = stat.p95().unwrap();
+        assert!(p95 < Duration::from_millis(400), "{p95:?}");
+        // Thousands of slow answers later, the p95 is theirs: the old
+        // counts were halved away.
+        for _ in 0..4 * hedge::HALVE_AT {
+            stat.observe(Duration::from_secs(2));
+        }
+        let p95 = stat.p95().unwrap();
+        assert!(p95 >= Duration::from_secs(2), "{p95:?}");
+        assert!(stat.ttft_count.load(Ordering::Relaxed) < hedge::HALVE_AT);
     }
 
     #[test]

@@ -237,6 +237,13 @@ impl Path for Answering {
         }
     }
 
+    fn call_owned(
+        &self,
+        kit: crate::run::walk::Kit,
+    ) -> impl Future<Output = crate::run::walk::Owned<Completion>> {
+        crate::run::hedge::answer_call(kit, Arc::clone(&self.expected))
+    }
+
     /// An answer's attempt is recorded at once.
     fn served(&self, run: &Run, call: Call, c: &mut Completion, kept: ServedCall<'_>) {
         let mut record =

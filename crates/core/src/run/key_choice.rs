@@ -41,7 +41,7 @@ impl Run {
         };
         let pool = Arc::clone(pool);
         if self.keys_tried.len() < self.plan.targets.len() {
-            self.keys_tried.resize(self.plan.targets.len(), 0);
+            self.keys_tried = vec![0; self.plan.targets.len()].into_boxed_slice();
         }
         let ask = Ask {
             tried: self.keys_tried[call.target],

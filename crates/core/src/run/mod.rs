@@ -9,6 +9,8 @@
 //! - `answer.rs`: a non-streamed request (and the response cache).
 //! - `stream/`: a streamed request: the walk to the commit, then the pump
 //!   (`continuation.rs`: a cut stream continued on another target).
+//! - `hedge.rs`: a hedged route's attempt: the backup started beside a
+//!   silent call, the first to show output serving, the other cancelled.
 //! - `credit.rs`: Anthropic's fallback credit, from a refusal to the next
 //!   attempt on the same account.
 //! - `key_choice.rs`: which key of a pooled target a call goes to, and what
@@ -36,6 +38,7 @@ mod call;
 mod caller;
 mod count;
 mod credit;
+mod hedge;
 mod key_choice;
 mod prepare;
 mod session;
@@ -44,6 +47,7 @@ mod walk;
 
 mod stream;
 
+pub(crate) use hedge::hedging;
 pub(crate) use prepare::{prepare, route_prices};
 pub(crate) use session::{Looked, RunAffinity};
 
@@ -111,8 +115,9 @@ pub(crate) struct Run {
     /// stops mid-call gives back only a probe it took.
     pub probe_held: AtomicUsize,
     /// Per plan target, the pool keys this request tried (bit `i`: key
-    /// `i`); empty until a pooled target is called.
-    pub keys_tried: Vec<u64>,
+    /// `i`); empty until a pooled target is called. A boxed slice, sized
+    /// once: the run stays as small as it was before it had hedging.
+    pub keys_tried: Box<[u64]>,
     /// The client record's admission, settled by the run's event.
     pub reservation: Option<crate::tenants::Reservation>,
     /// The request's trace, when traces are on.
@@ -128,6 +133,8 @@ pub(crate) struct Run {
     /// A refusal's fallback credit, held for the next attempt on the same
     /// account (see `credit.rs`).
     pub credit: Option<Box<credit::Held>>,
+    /// The route's hedging, when it sets `hedge` (see `hedge.rs`).
+    pub hedge: Option<Box<hedge::Hedging>>,
 }
 
 /// One plan target's lease and, for a group's member, its stats (see
@@ -496,6 +503,7 @@ impl Run {
             &self.settings,
             self.reservation.as_ref().map(|r| &*r.record),
         );
+        event.hedge = self.hedge.as_deref().and_then(|h| h.note(self));
         self.count_cache_tokens(&event);
         self.pin_served(&mut event);
         if let Some(reservation) = &self.reservation {

@@ -132,6 +132,7 @@ pub(crate) fn prepare(
         .filter(|_| !chose);
     let pinned = pinned.filter(|_| !chose);
     let (plan, resolved) = plan_of(view, wide, &request, grouped, pinned)?;
+    let hedge = crate::run::hedging(&view.stats, route_name, route_options.as_ref());
     // A run of a route with groups counts its calls in its members' stats,
     // kept under the targets as the route writes them.
     let leases = plan
@@ -141,6 +142,7 @@ pub(crate) fn prepare(
             lease: view.leases.get(&t.provider).cloned(),
             stats: grouped
                 .and_then(|(_, declared)| view.stats.get(as_declared(t, &resolved, declared)))
+                .or_else(|| hedge.as_ref().and_then(|_| view.stats.get(t)))
                 .cloned(),
             entered: false,
         })
@@ -174,9 +176,10 @@ pub(crate) fn prepare(
         route_timeouts,
         streams,
         probe_held: std::sync::atomic::AtomicUsize::new(crate::run::NO_PROBE),
-        keys_tried: Vec::new(),
+        keys_tried: Box::default(),
         passed_over: Vec::new(),
         credit: None,
+        hedge,
         affinity: None,
         rules: Rules {
             mode,

@@ -10,16 +10,23 @@
 //! stream read until it commits) and keeps what served; a [`Caller`] says
 //! whether the one who asked is still there (a stream's caller may leave
 //! mid-walk; an answer's caller leaving drops the whole walk).
+//!
+//! A route that hedges makes its attempts through `hedge.rs` instead
+//! (admitted here the same way), each call from a [`Kit`] it owns; a run
+//! of any other route never holds hedging's state.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::actor::provider::Lease;
+use crate::adapter::CallOptions;
 use crate::key_pools::KeyInUse;
 use crate::run::Run;
 use crate::run::key_choice::KeyChoice;
 use understudy_policy::decide::{Call, Decider, Input, Next};
 use understudy_policy::plan::Unavailable;
+use understudy_settings::{StreamCommit, Timeouts};
 use understudy_types::attempt::{Attempt, Outcome};
 use understudy_types::chat::ChatRequest;
 use understudy_types::error::Error;
@@ -52,6 +59,29 @@ pub(super) trait Path {
     /// A call served: notes what the run keeps of it (on pool key `key`, in
     /// span `span`, after `latency`).
     fn served(&self, run: &Run, call: Call, served: &mut Self::Served, kept: ServedCall<'_>);
+
+    /// Makes a call from what it needs, owned, so that a hedge runs two
+    /// at once (see `hedge.rs`); its breaker's record is the caller's.
+    fn call_owned(&self, kit: Kit) -> impl Future<Output = Owned<Self::Served>>;
+}
+
+/// One admitted call's own: its pool key (the ticket, its index and name)
+/// and its span.
+pub(super) struct Held {
+    pub ticket: Option<KeyInUse>,
+    pub key: usize,
+    pub key_name: Option<String>,
+    pub span: Option<[u8; 8]>,
+}
+
+impl Held {
+    /// What a call that has given its own back holds.
+    pub const NONE: Self = Self {
+        ticket: None,
+        key: 0,
+        key_name: None,
+        span: None,
+    };
 }
 
 /// Where a served call went: its pool key (by name), its span, how long
@@ -70,6 +100,30 @@ pub(super) trait Caller {
 
     /// Runs `step` to its end, unless the caller leaves first (`None`).
     fn unless_left<F: Future>(&mut self, step: F) -> impl Future<Output = Option<F::Output>>;
+}
+
+/// Everything one call needs, owned: a path's call made from it borrows
+/// no run (a hedge runs two at once).
+pub(super) struct Kit {
+    pub call: Call,
+    pub model: Arc<str>,
+    pub lease: Lease,
+    pub key: usize,
+    pub chat: Arc<ChatRequest>,
+    /// The request as asked (an answer is normalized against it).
+    pub asked: Arc<ChatRequest>,
+    pub options: CallOptions,
+    pub timeouts: Timeouts,
+    /// When the whole request must be over.
+    pub deadline: Instant,
+    pub commit: StreamCommit,
+}
+
+/// A call made from a [`Kit`], and whether it opened a stream (its
+/// failure is then recorded as a stream's end).
+pub(super) struct Owned<S> {
+    pub called: Called<S>,
+    pub opened: bool,
 }
 
 /// How one call went: what it served or why it failed, what its answer
@@ -162,8 +216,22 @@ impl Run {
                 }
                 Next::Stop(verdict) => return Walked::Stopped(self.error(verdict, attempts)),
             };
-            let attempt = self.attempt(path, call, &mut attempts, &mut served);
-            input = match caller.unless_left(attempt).await {
+            let step = if self.hedge.is_none() {
+                let attempt = self.attempt(path, call, &mut attempts, &mut served);
+                caller.unless_left(attempt).await
+            } else {
+                // Boxed: a route that does not hedge never holds its state.
+                let attempt = self.hedged_attempt(path, call, &mut attempts, &mut served);
+                let step = caller.unless_left(Box::pin(attempt)).await;
+                // A hedge moved the walk to its backup: the machine hears it.
+                if let Some(h) = self.hedge.as_deref_mut() {
+                    if let Some((idx, failed)) = h.moved.take() {
+                        decider.moved_to(idx, failed.as_ref());
+                    }
+                }
+                step
+            };
+            input = match step {
                 Some(input) => input,
                 None => {
                     // The caller went away mid-attempt: give back the probe
@@ -186,11 +254,29 @@ impl Run {
         attempts: &mut Vec<Attempt>,
         served: &mut Option<P::Served>,
     ) -> Input {
+        let (chat, held) = match self.admitted(path, call, attempts).await {
+            Ok(admitted) => admitted,
+            Err(input) => return input,
+        };
+        let called = path.call(self, call, chat, held.key, held.span).await;
+        self.settled(path, call, called, held, attempts, served)
+    }
+
+    /// Admits `call` past its breaker, its pool and its credentials,
+    /// counted in flight on its target: the request it sends and its own;
+    /// or, turned away (passed over, or a pool rate limited as a whole:
+    /// recorded in `attempts`), what the machine hears.
+    pub(super) async fn admitted<P: Path>(
+        &mut self,
+        path: &P,
+        call: Call,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<(Arc<ChatRequest>, Held), Input> {
         let idx = call.target;
         let chat = path.chat(self, call);
         if !self.admit(call).await {
             self.note_skip(idx, Unavailable::BreakerOpen);
-            return Input::Skipped;
+            return Err(Input::Skipped);
         }
         let ticket = match self.pick_key(call) {
             KeyChoice::Single => None,
@@ -198,7 +284,7 @@ impl Run {
             KeyChoice::None => {
                 self.release_held_probe();
                 self.note_skip(idx, Unavailable::KeysOut);
-                return Input::Skipped;
+                return Err(Input::Skipped);
             }
             KeyChoice::RateLimited(failure) => {
                 self.release_held_probe();
@@ -209,31 +295,50 @@ impl Run {
                     Duration::ZERO,
                     Some(&failure),
                 ));
-                return Input::Failed(failure.kind);
+                return Err(Input::Failed(failure.kind));
             }
         };
         let key = ticket.as_ref().map_or(0, KeyInUse::key);
         if !self.credentials_ready(idx, key).await {
             self.release_held_probe();
             self.note_skip(idx, Unavailable::Credentials);
-            return Input::Skipped;
+            return Err(Input::Skipped);
         }
-        let key_name = ticket.as_ref().and_then(KeyInUse::name);
-        let span = self.attempt_span(idx);
+        let held = Held {
+            key_name: ticket.as_ref().and_then(KeyInUse::name),
+            span: self.attempt_span(idx),
+            ticket,
+            key,
+        };
         self.leases[idx].enter();
-        let called = path.call(self, call, chat, key, span).await;
+        Ok((chat, held))
+    }
+
+    /// Records how `call` (with its own `held`) went: in its target's
+    /// stats, to its pool, among `attempts` (a served call's by its path);
+    /// what the machine hears of it.
+    pub(super) fn settled<P: Path>(
+        &mut self,
+        path: &P,
+        call: Call,
+        called: Called<P::Served>,
+        held: Held,
+        attempts: &mut Vec<Attempt>,
+        served: &mut Option<P::Served>,
+    ) -> Input {
+        let idx = call.target;
         self.counted(idx, &called);
         let key_input = self.key_outcome(
             idx,
-            ticket,
+            held.ticket,
             called.limits.as_ref(),
             called.result.as_ref().err(),
         );
         match called.result {
             Ok(mut s) => {
                 let kept = ServedCall {
-                    key: key_name,
-                    span,
+                    key: held.key_name,
+                    span: held.span,
                     latency: called.latency,
                     attempts,
                 };
@@ -242,7 +347,7 @@ impl Run {
                 Input::Served
             }
             Err(mut f) => {
-                self.keep_credit(call, key, &mut f);
+                self.keep_credit(call, held.key, &mut f);
                 let mut record = self.attempt_record(
                     idx,
                     call.kind,
@@ -250,8 +355,8 @@ impl Run {
                     called.latency,
                     Some(&f),
                 );
-                record.key = key_name;
-                record.span_id = span;
+                record.key = held.key_name;
+                record.span_id = held.span;
                 attempts.push(record);
                 key_input.unwrap_or(Input::Failed(f.kind))
             }

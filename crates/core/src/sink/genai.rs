@@ -158,6 +158,7 @@ impl GenAiHandles {
         let error = match a.outcome {
             Outcome::Ok => "",
             Outcome::Failed(code) => code.as_str(),
+            Outcome::Cancelled => "cancelled",
         };
         let model = if self.duration.len() < MAX_MODELS * 4
             || self.duration.iter().any(|(_, m, _, _)| *m == a.model)

@@ -100,6 +100,12 @@ pub(crate) struct AffinityLabels {
     outcome: &'static str,
 }
 
+/// A hedge's outcome (see [`HEDGE_OUTCOMES`]).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct HedgeLabels {
+    outcome: &'static str,
+}
+
 /// The wait-or-switch rule's choice (`wait`, `switch`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ChoiceLabels {
@@ -165,6 +171,7 @@ pub struct Metrics {
     pub(crate) genai: crate::sink::genai::GenAiMetrics,
     affinity: Family<AffinityLabels, Counter>,
     wait_or_switch: Family<ChoiceLabels, Counter>,
+    hedges: Family<HedgeLabels, Counter>,
 }
 
 impl Metrics {
@@ -198,6 +205,7 @@ impl Metrics {
             client_refused: Family::default(),
             affinity: Family::default(),
             wait_or_switch: Family::default(),
+            hedges: Family::default(),
             registry: Registry::default(),
         };
         m.register_traffic(&mut registry);
@@ -295,6 +303,11 @@ impl Metrics {
             "understudy_affinity_wait_or_switch",
             "A pinned target asked a session to wait: whether it waited or switched",
             self.wait_or_switch.clone(),
+        );
+        registry.register(
+            "understudy_hedges",
+            "Hedges of routes that hedge: started, who won, or why the backup was skipped",
+            self.hedges.clone(),
         );
     }
 
@@ -461,7 +474,23 @@ pub(crate) struct Recorder {
     /// hashes no labels.
     affinity: [Option<Counter>; AFFINITY_OUTCOMES.len()],
     wait_or_switch: [Option<Counter>; 2],
+    /// Hedge outcomes, by [`HEDGE_OUTCOMES`]' index.
+    hedges: [Option<Counter>; HEDGE_OUTCOMES.len()],
 }
+
+/// The hedge outcomes a series is kept for: `started` (counted beside
+/// each started hedge's end), its ends, the skips, then `other`.
+const HEDGE_OUTCOMES: [&str; 9] = [
+    "started",
+    "won_primary",
+    "won_backup",
+    "failed",
+    "skipped_share",
+    "skipped_breaker",
+    "skipped_rate_limit",
+    "skipped_spend",
+    "other",
+];
 
 /// The affinity outcomes a series is kept for; any other counts as the
 /// last, `other` (an event read back from Redis could say anything).
@@ -521,6 +550,7 @@ impl Recorder {
             balance_choices: Vec::new(),
             affinity: Default::default(),
             wait_or_switch: Default::default(),
+            hedges: Default::default(),
         }
     }
 
@@ -529,6 +559,9 @@ impl Recorder {
         self.record_client(e);
         if let Some(a) = &e.affinity {
             self.record_affinity(a);
+        }
+        if let Some(h) = &e.hedge {
+            self.record_hedge(h);
         }
         let m = &*self.metrics;
         let provider = e.label_provider();
@@ -584,6 +617,24 @@ impl Recorder {
                     m.wait_or_switch
                         .get_or_create(&ChoiceLabels { choice })
                         .clone()
+                })
+                .inc();
+        }
+    }
+
+    /// Records a hedge's outcome (and, for one that started, `started`).
+    fn record_hedge(&mut self, h: &crate::event::HedgeNote) {
+        let at = HEDGE_OUTCOMES
+            .iter()
+            .position(|o| h.outcome == *o)
+            .unwrap_or(HEDGE_OUTCOMES.len() - 1);
+        let started = (1..=3).contains(&at);
+        for at in [Some(at), started.then_some(0)].into_iter().flatten() {
+            let m = &*self.metrics;
+            self.hedges[at]
+                .get_or_insert_with(|| {
+                    let outcome = HEDGE_OUTCOMES[at];
+                    m.hedges.get_or_create(&HedgeLabels { outcome }).clone()
                 })
                 .inc();
         }

@@ -36,6 +36,7 @@ mod default_route;
 mod failover;
 mod fallback_credit;
 mod fleet;
+mod hedging;
 mod key_pools;
 mod mode_parity;
 mod native;

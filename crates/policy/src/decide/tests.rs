@@ -820,3 +820,48 @@ fn without_a_pin_a_rate_limit_waits_as_before() {
     );
     assert_eq!(d.wait_or_switch(), None);
 }
+
+#[test]
+fn a_hedge_moves_the_walk_to_its_backup() {
+    let t0 = crate::test_now();
+    let stream = rules(Mode::Stream, RefusalPolicy::default());
+    // The backup showed output first: it serves, as a fallback.
+    let mut d = check(
+        &plan(3, true),
+        stream,
+        &[(0, Input::Start, call(0, Primary))],
+    );
+    d.moved_to(1, None);
+    assert_eq!(d.next(Input::Served, t0, 0.5), Next::Served { target: 1 });
+    assert!(d.is_fallback(1));
+    // Both failed: the walk goes on after the backup, never back to it,
+    // and the primary's failure counts in the request's code.
+    let mut d = check(
+        &plan(3, true),
+        stream,
+        &[(0, Input::Start, call(0, Primary))],
+    );
+    d.moved_to(1, Some(&FailureKind::Timeout));
+    assert_eq!(
+        d.next(
+            failed(FailureKind::Unavailable { retry_after: None }),
+            t0,
+            0.5
+        ),
+        call(2, Fallback)
+    );
+    let mut d = check(
+        &plan(2, true),
+        stream,
+        &[(0, Input::Start, call(0, Primary))],
+    );
+    d.moved_to(1, Some(&FailureKind::Timeout));
+    assert_eq!(
+        d.next(
+            failed(FailureKind::Unavailable { retry_after: None }),
+            t0,
+            0.5
+        ),
+        Next::Stop(Verdict::Failed(FailureCode::Unavailable))
+    );
+}

@@ -96,6 +96,7 @@ pub(super) fn stream_response(
             s.streams_open.fetch_sub(1, Ordering::SeqCst);
             if cancelled {
                 s.streams_cancelled.fetch_add(1, Ordering::SeqCst);
+                s.closed_at(std::time::Instant::now());
             }
         }
     });

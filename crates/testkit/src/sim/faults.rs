@@ -1,7 +1,8 @@
 //! Standing faults a simulator applies to every call, whatever its script:
-//! a member slow to first token, and one failing a share of its calls —
-//! every Nth, or a seeded share — with a chosen status. Deterministic: the
-//! same calls in the same order fail the same way.
+//! a member slow to first token (always, or a slow tail: every Nth answer
+//! much slower), and one failing a share of its calls — every Nth, or a
+//! seeded share — with a chosen status. Deterministic: the same calls in
+//! the same order fail the same way.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -30,6 +31,10 @@ struct State {
     /// Calls seen since the failing rule started.
     calls: u64,
     failed: u64,
+    /// Every `n`th answer waits this long instead of the first-token
+    /// delay (counted from when the rule was set).
+    slow_tail: Option<(u64, Duration)>,
+    answers: u64,
 }
 
 // === impl SimProvider ===
@@ -39,6 +44,17 @@ impl SimProvider {
     /// a member slow to first token. `Duration::ZERO` turns it off.
     pub fn first_token_delay(&self, delay: Duration) -> &Self {
         lock(&self.shared.faults.state).first_token_delay = delay;
+        self
+    }
+
+    /// A slow tail: every `n`th answer from now on (the `n`th, `2n`th, …)
+    /// waits `delay` before its first byte instead of the first-token
+    /// delay. `n = 0` turns it off.
+    pub fn slow_every(&self, n: u64, delay: Duration) -> &Self {
+        let mut s = lock(&self.shared.faults.state);
+        s.slow_tail = (n > 0).then_some((n, delay));
+        s.answers = 0;
+        drop(s);
         self
     }
 
@@ -100,7 +116,13 @@ impl Faults {
 
     /// `reply`, made to wait for the first-token delay if there is one.
     pub(super) fn slowed(&self, reply: Reply) -> Reply {
-        let delay = lock(&self.state).first_token_delay;
+        let mut s = lock(&self.state);
+        s.answers += 1;
+        let delay = match s.slow_tail {
+            Some((n, slow)) if s.answers % n == 0 => slow,
+            _ => s.first_token_delay,
+        };
+        drop(s);
         if delay.is_zero() {
             reply
         } else {

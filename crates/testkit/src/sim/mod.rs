@@ -339,6 +339,9 @@ struct Shared {
     streams_open: AtomicUsize,
     /// Bytes of streamed answers handed to the connection so far.
     streamed_bytes: AtomicUsize,
+    /// When a client closed its connection before its answer was complete
+    /// (waiting for its first byte, or mid-stream).
+    closed_mid_answer: Mutex<Vec<std::time::Instant>>,
     /// The request rules, their settings and what broke them.
     rules: rules::Rules,
     /// Counted request limits per API key.
@@ -499,6 +502,14 @@ impl SimProvider {
         self.shared.streams_open.load(Ordering::SeqCst)
     }
 
+    /// When clients closed their connection before their answer was
+    /// complete — while it waited for its first byte (a slow first token)
+    /// or mid-stream — in order: a gateway that cancels a call is seen
+    /// here.
+    pub fn closed_mid_answer(&self) -> Vec<std::time::Instant> {
+        lock(&self.shared.closed_mid_answer).clone()
+    }
+
     /// Bytes of streamed answers handed to the connection so far, all
     /// streams together: it stops growing when the client stops reading
     /// and the flow-control windows between them are full.
@@ -577,6 +588,7 @@ impl Shared {
             streams_cancelled: AtomicUsize::new(0),
             streams_open: AtomicUsize::new(0),
             streamed_bytes: AtomicUsize::new(0),
+            closed_mid_answer: Mutex::default(),
             rules: rules::Rules::new(protocol, dialect),
             limits: limits::KeyLimits::default(),
             usage_detail: Mutex::default(),

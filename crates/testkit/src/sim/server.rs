@@ -161,7 +161,12 @@ async fn serve_protocol(
     } else {
         reply
     };
-    let mut answer = respond(shared.dialect, reply, &received).await?;
+    // A client that closes its connection while the answer waits (a slow
+    // first token) drops this future: the guard records when.
+    let waiting = Waiting(Some(shared));
+    let answered = respond(shared.dialect, reply, &received).await;
+    waiting.answered();
+    let mut answer = answered?;
     for (name, value) in limited.map(|v| v.headers).unwrap_or_default() {
         if let (Ok(name), Ok(value)) = (
             hyper::header::HeaderName::from_bytes(name.as_bytes()),
@@ -171,6 +176,31 @@ async fn serve_protocol(
         }
     }
     Ok(answer)
+}
+
+/// An answer being prepared; dropped unanswered, it records that the
+/// client closed its connection.
+struct Waiting<'a>(Option<&'a Arc<Shared>>);
+
+impl Waiting<'_> {
+    fn answered(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0 {
+            shared.closed_at(std::time::Instant::now());
+        }
+    }
+}
+
+impl Shared {
+    /// Records that a client closed its connection mid-answer at `at`.
+    pub(super) fn closed_at(&self, at: std::time::Instant) {
+        lock(&self.closed_mid_answer).push(at);
+    }
 }
 
 /// The next scripted reply: the queue's, else the responder's, else text.

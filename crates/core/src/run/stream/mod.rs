@@ -217,10 +217,7 @@ impl Path for Streaming {
         let (failure, limits) = match run.open(idx, key, chat, first_token_by, span, credit).await {
             Ok(stream) => {
                 let limits = stream.rate_limits();
-                match run
-                    .watch_until_commit(call, stream, started, first_token_by)
-                    .await
-                {
+                match watch_until_commit(&*run, call, stream, started, first_token_by).await {
                     // The key's word is in at the commit (its headers).
                     Ok(committed) => {
                         return Called {
@@ -251,6 +248,33 @@ impl Path for Streaming {
         }
     }
 
+    /// Opened, then read until it commits; counted in flight in its
+    /// provider's counts until then.
+    async fn call_owned(&self, kit: crate::run::walk::Kit) -> crate::run::walk::Owned<Committed> {
+        let started = crate::runtime_clock::now();
+        let first_token_by = (started + kit.timeouts.first_token).min(kit.deadline);
+        let (result, limits, opened) =
+            match crate::run::hedge::open(&kit, started, first_token_by).await {
+                Ok((stream, in_flight)) => {
+                    let limits = stream.rate_limits();
+                    let result =
+                        watch_until_commit(&kit, kit.call, stream, started, first_token_by).await;
+                    // From here the run counts it, when the stream ends.
+                    in_flight.hand_over();
+                    (result, limits, true)
+                }
+                Err(f) => (Err(f), None, false),
+            };
+        crate::run::walk::Owned {
+            called: Called {
+                result,
+                limits,
+                latency: crate::runtime_clock::since(started),
+            },
+            opened,
+        }
+    }
+
     /// A stream's attempt is recorded when it ends (by the pump).
     fn served(&self, _: &Run, _: Call, committed: &mut Committed, kept: ServedCall<'_>) {
         committed.key = kept.key;
@@ -276,6 +300,103 @@ async fn send(tx: &mpsc::Sender<Feed>, item: StreamItem) -> bool {
 
 fn client_left() -> Failure {
     Failure::new(FailureKind::StreamInterrupted, "the client went away")
+}
+
+/// What reading a stream to its commit needs of its run (the run's own,
+/// or a hedge's call's, owned).
+trait WatchRules {
+    fn commit(&self) -> StreamCommit;
+    fn stream_idle(&self, idx: usize) -> Duration;
+    fn deadline(&self) -> Instant;
+}
+
+impl WatchRules for Run {
+    fn commit(&self) -> StreamCommit {
+        self.streams.commit
+    }
+
+    fn stream_idle(&self, idx: usize) -> Duration {
+        self.timeouts(idx).stream_idle
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+impl WatchRules for crate::run::walk::Kit {
+    fn commit(&self) -> StreamCommit {
+        self.commit
+    }
+
+    fn stream_idle(&self, _: usize) -> Duration {
+        self.timeouts.stream_idle
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Reads an opened stream, holding its events, until the watch commits
+/// (or, held whole, until it finishes).
+async fn watch_until_commit<R: WatchRules>(
+    rules: &R,
+    call: Call,
+    mut stream: BoxEventStream,
+    started: Instant,
+    first_token_by: Instant,
+) -> Result<Committed, Failure> {
+    let idle = rules.stream_idle(call.target);
+    let mut watch = Watch::new(rules.commit(), HELD_BYTES);
+    let mut held: Vec<StreamItem> = Vec::new();
+    let mut last = started;
+    loop {
+        let by = watch
+            .silence_deadline(first_token_by, last, idle)
+            .min(rules.deadline());
+        let Ok(next) = tokio::time::timeout_at(by.into(), stream.next()).await else {
+            let since = if watch.progressed() { last } else { started };
+            return Err(watch.on_silence(by.saturating_duration_since(since)));
+        };
+        last = crate::runtime_clock::now();
+        let step = watch.on_item(next.as_ref());
+        let Some(Ok(event)) = next else {
+            return Err(match step {
+                Step::Fail(f) => f,
+                _ => Failure::new(FailureKind::StreamInterrupted, "the stream ended"),
+            });
+        };
+        match step {
+            Step::Drop => {}
+            Step::Hold | Step::Forward => held.extend(item_of(event)),
+            Step::Commit | Step::Finish => {
+                let finish = match event {
+                    StreamEvent::Finish {
+                        finish_reason,
+                        usage,
+                        model,
+                    } => Some((finish_reason, usage, model)),
+                    other => {
+                        held.extend(item_of(other));
+                        None
+                    }
+                };
+                return Ok(Committed {
+                    idx: call.target,
+                    kind: call.kind,
+                    stream,
+                    watch,
+                    first: held,
+                    finish,
+                    started,
+                    key: None,
+                    span: None,
+                });
+            }
+            Step::Fail(f) => return Err(f),
+        }
+    }
 }
 
 impl Run {
@@ -384,67 +505,6 @@ impl Run {
             Ok(_) => in_flight.hand_over(),
         }
         opened
-    }
-
-    /// Reads an opened stream, holding its events, until the watch commits
-    /// (or, held whole, until it finishes).
-    async fn watch_until_commit(
-        &self,
-        call: Call,
-        mut stream: BoxEventStream,
-        started: Instant,
-        first_token_by: Instant,
-    ) -> Result<Committed, Failure> {
-        let idle = self.timeouts(call.target).stream_idle;
-        let mut watch = Watch::new(self.streams.commit, HELD_BYTES);
-        let mut held: Vec<StreamItem> = Vec::new();
-        let mut last = started;
-        loop {
-            let by = watch
-                .silence_deadline(first_token_by, last, idle)
-                .min(self.deadline);
-            let Ok(next) = tokio::time::timeout_at(by.into(), stream.next()).await else {
-                let since = if watch.progressed() { last } else { started };
-                return Err(watch.on_silence(by.saturating_duration_since(since)));
-            };
-            last = crate::runtime_clock::now();
-            let step = watch.on_item(next.as_ref());
-            let Some(Ok(event)) = next else {
-                return Err(match step {
-                    Step::Fail(f) => f,
-                    _ => Failure::new(FailureKind::StreamInterrupted, "the stream ended"),
-                });
-            };
-            match step {
-                Step::Drop => {}
-                Step::Hold | Step::Forward => held.extend(item_of(event)),
-                Step::Commit | Step::Finish => {
-                    let finish = match event {
-                        StreamEvent::Finish {
-                            finish_reason,
-                            usage,
-                            model,
-                        } => Some((finish_reason, usage, model)),
-                        other => {
-                            held.extend(item_of(other));
-                            None
-                        }
-                    };
-                    return Ok(Committed {
-                        idx: call.target,
-                        kind: call.kind,
-                        stream,
-                        watch,
-                        first: held,
-                        finish,
-                        started,
-                        key: None,
-                        span: None,
-                    });
-                }
-                Step::Fail(f) => return Err(f),
-            }
-        }
     }
 
     /// Sends the committed stream to the caller and pumps it to the end:

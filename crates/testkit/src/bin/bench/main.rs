@@ -11,6 +11,7 @@
 
 mod bodies;
 mod full;
+mod hedge;
 mod load;
 mod phase;
 mod process;
@@ -69,6 +70,7 @@ async fn run() -> Result<(), Error> {
         "" => full::run(&gateway_bin, &out_dir, upstream, cpu).await,
         "tls" => tls::only(&gateway_bin, &out_dir, cpu).await,
         "bodies" => bodies::run(&gateway_bin, &out_dir, upstream, cpu).await,
+        "hedge" => hedge::run(&gateway_bin, &out_dir, cpu).await,
         only => phase::one(only, &gateway_bin, &out_dir, upstream, cpu).await,
     }
 }

@@ -3,7 +3,7 @@
 //! `three:<c>`, `sessions:<c>`, `unpinned:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
 //! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
-//! `bodies.rs`'s).
+//! `bodies.rs`'s, `hedge` `hedge.rs`'s).
 
 use std::net::SocketAddr;
 use std::path::Path;

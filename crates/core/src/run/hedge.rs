@@ -1,0 +1,516 @@
+//! Hedging, on a route that sets `hedge`: when the serving attempt has
+//! shown no output after the route's threshold (the target's observed p95
+//! time to first output, or a fixed duration), the plan's next target
+//! starts too. The first of the two to show real output — the stream's
+//! commit ([`understudy_policy::stream::Watch`]: never a preamble), or a
+//! whole answer — serves; the other's future is dropped at once, which
+//! closes its connection (the provider stops generating) and leaves its
+//! breaker untouched. One that fails while the other runs is recorded as
+//! a failed attempt and the other goes on; when both fail, the decision
+//! machine goes on after the backup.
+//!
+//! Both calls of a hedge are made from what they need, owned ([`Kit`]),
+//! so that the run stays free to admit the backup while the primary
+//! runs. A run whose route does not hedge has no [`Hedging`] and takes
+//! none of this: its attempt is made as before.
+//!
+//! The backup is skipped (and counted so) when the route has hedged its
+//! share of requests, its breaker is open (or half-open: a hedge does not
+//! spend its probe), its pool's keys are at their rate limit, or the
+//! fallback spend cap is reached.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use understudy_policy::breaker::Admission;
+use understudy_policy::decide::{Call, Input, Mode};
+use understudy_policy::hedge::{self, Outcome, Skip};
+use understudy_policy::output;
+use understudy_settings::{HedgeSettings, RouteOptions};
+use understudy_types::attempt::{Attempt, AttemptKind, Outcome as AttemptOutcome};
+use understudy_types::chat::{ChatRequest, Completion};
+use understudy_types::failure::{Failure, FailureKind};
+
+use crate::actor::provider::{Lease, by_deadline};
+use crate::actor::target_stats::TargetStats;
+use crate::adapter::BoxEventStream;
+use crate::event::HedgeNote;
+use crate::key_pools::KeyInUse;
+use crate::run::key_choice::KeyChoice;
+use crate::run::walk::{Called, Held, Kit, Owned, Path};
+use crate::run::{Run, millis};
+
+/// A hedged route's state in one run.
+pub(crate) struct Hedging {
+    settings: HedgeSettings,
+    /// The route's share cap (see [`hedge::share_taken`]).
+    share: Arc<AtomicU64>,
+    /// How the hedge went, once one was due.
+    outcome: Option<Outcome>,
+    /// When the backup was due (ms after its primary started) and on
+    /// which plan target.
+    after_ms: f64,
+    backup: usize,
+    /// The walk moved to the backup: the decision machine is told (with
+    /// the primary's failure, when it failed rather than lost).
+    pub moved: Option<(usize, Option<FailureKind>)>,
+}
+
+/// The run's hedging, when its route sets it (and counts the request in
+/// the route's share).
+pub(crate) fn hedging(
+    stats: &TargetStats,
+    route: Option<&str>,
+    options: Option<&RouteOptions>,
+) -> Option<Box<Hedging>> {
+    let settings = options?.hedge?;
+    let share = Arc::clone(stats.hedge_share(route?)?);
+    let _ = share.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+        Some(hedge::share_counted(w))
+    });
+    Some(Box::new(Hedging {
+        settings,
+        share,
+        outcome: None,
+        after_ms: 0.0,
+        backup: 0,
+        moved: None,
+    }))
+}
+
+// === impl Hedging ===
+
+impl Hedging {
+    /// What the event says of the hedge, once one was due.
+    pub(crate) fn note(&self, run: &Run) -> Option<HedgeNote> {
+        let outcome = self.outcome?;
+        Some(HedgeNote {
+            outcome: Cow::Borrowed(outcome.as_str()),
+            after_ms: self.after_ms,
+            backup: run
+                .plan
+                .targets
+                .get(self.backup)
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Takes one hedge of the route's share, if it has one left.
+    fn take_share(&self) -> bool {
+        let max = self.settings.max_share_ppm;
+        self.share
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                hedge::share_taken(w, max)
+            })
+            .is_ok()
+    }
+}
+
+// === impl Run ===
+
+impl Run {
+    /// One attempt on a hedged route: admitted as any, then made by
+    /// [`Run::hedged`]; what the machine hears of it.
+    pub(super) async fn hedged_attempt<P: Path>(
+        &mut self,
+        path: &P,
+        call: Call,
+        attempts: &mut Vec<Attempt>,
+        served: &mut Option<P::Served>,
+    ) -> Input {
+        let (chat, held) = match self.admitted(path, call, attempts).await {
+            Ok(admitted) => admitted,
+            Err(input) => return input,
+        };
+        self.hedged(path, call, chat, held, attempts, served).await
+    }
+
+    /// Makes `call` (admitted, its key `held`) on a hedged route: alone
+    /// until the hedge is due, then beside the backup; what the machine
+    /// hears of it (of the backup, when the walk moved there).
+    async fn hedged<P: Path>(
+        &mut self,
+        path: &P,
+        call: Call,
+        chat: Arc<ChatRequest>,
+        held: Held,
+        attempts: &mut Vec<Attempt>,
+        served: &mut Option<P::Served>,
+    ) -> Input {
+        let idx = call.target;
+        let due = self.hedge_due(call);
+        let lease = self.leases[idx].lease.clone();
+        let (Some((after, backup)), Some(lease)) = (due, lease) else {
+            let called = path.call(self, call, chat, held.key, held.span).await;
+            return self.settled(path, call, called, held, attempts, served);
+        };
+        let kit = self.kit(call, chat, &held, lease);
+        self.calling(idx);
+        let started = crate::runtime_clock::now();
+        let mut primary = Box::pin(path.call_owned(kit));
+        tokio::select! {
+            biased;
+            owned = &mut primary => {
+                let called = self.board_after(idx, owned);
+                return self.settled(path, call, called, held, attempts, served);
+            }
+            () = tokio::time::sleep(after) => {}
+        }
+        if let Some(h) = self.hedge.as_deref_mut() {
+            h.after_ms = millis(after);
+            h.backup = backup;
+        }
+        let (bcall, bheld, bkit) = match self.start_backup(backup).await {
+            Ok(started) => started,
+            Err(skip) => {
+                self.hedge_outcome(Outcome::Skipped(skip));
+                let called = self.board_after(idx, primary.await);
+                return self.settled(path, call, called, held, attempts, served);
+            }
+        };
+        let race = Race {
+            primary: Runner {
+                call,
+                held,
+                started,
+                future: Some(primary),
+            },
+            backup: Runner {
+                call: bcall,
+                held: bheld,
+                started: crate::runtime_clock::now(),
+                future: Some(Box::pin(path.call_owned(bkit))),
+            },
+        };
+        self.race(path, race, attempts, served).await
+    }
+
+    /// Runs both calls of a hedge until one shows output (it serves, the
+    /// other is cancelled) or both fail.
+    async fn race<P: Path, F: Future<Output = Owned<P::Served>>>(
+        &mut self,
+        path: &P,
+        mut race: Race<F>,
+        attempts: &mut Vec<Attempt>,
+        served: &mut Option<P::Served>,
+    ) -> Input {
+        let mut primary_failed: Option<FailureKind> = None;
+        let mut backup_failed: Option<Input> = None;
+        loop {
+            let (is_backup, owned) = race.next().await;
+            let runner = if is_backup {
+                &mut race.backup
+            } else {
+                &mut race.primary
+            };
+            let call = runner.call;
+            let held = std::mem::replace(&mut runner.held, Held::NONE);
+            let called = self.board_after(call.target, owned);
+            let failure = called.result.as_ref().err().map(|f| f.kind.clone());
+            if failure.is_none() {
+                // Served: the other is cancelled at once (and recorded
+                // first: a served stream's attempt is recorded when it
+                // ends).
+                let lost = if is_backup {
+                    &mut race.primary
+                } else {
+                    &mut race.backup
+                };
+                if lost.future.take().is_some() {
+                    self.cancelled(lost, attempts);
+                }
+            }
+            let input = self.settled(path, call, called, held, attempts, served);
+            let Some(kind) = failure else {
+                let won = if is_backup {
+                    Outcome::WonBackup
+                } else {
+                    Outcome::WonPrimary
+                };
+                self.hedge_outcome(won);
+                if is_backup {
+                    self.hedge_moved(call.target, primary_failed.take());
+                }
+                return input;
+            };
+            if is_backup {
+                backup_failed = Some(input);
+            } else {
+                primary_failed = Some(kind);
+            }
+            if race.primary.future.is_none() && race.backup.future.is_none() {
+                self.hedge_outcome(Outcome::Failed);
+                self.hedge_moved(race.backup.call.target, primary_failed.take());
+                return backup_failed.unwrap_or(Input::Failed(FailureKind::Unavailable {
+                    retry_after: None,
+                }));
+            }
+        }
+    }
+
+    /// Whether a hedge is due for `call`: after how long, and on which
+    /// plan target (the next one). Once per request, for a primary or a
+    /// fallback call whose next target may be called.
+    fn hedge_due(&self, call: Call) -> Option<(Duration, usize)> {
+        let h = self.hedge.as_deref()?;
+        if h.outcome.is_some() || !matches!(call.kind, AttemptKind::Primary | AttemptKind::Fallback)
+        {
+            return None;
+        }
+        let backup = call.target + 1;
+        let target = self.plan.targets.get(backup)?;
+        if (self.rules.no_fallback && *target != self.plan.primary)
+            || self
+                .plan
+                .unsupported
+                .get(backup)
+                .copied()
+                .flatten()
+                .is_some()
+        {
+            return None;
+        }
+        let p95 = self.leases[call.target]
+            .stats
+            .as_ref()
+            .and_then(|s| s.p95());
+        hedge::hedge_after(&h.settings, p95).map(|after| (after, backup))
+    }
+
+    /// Admits the backup on plan target `idx` and readies its call, or
+    /// says why it is skipped: its breaker (open, or half-open: a hedge
+    /// spends no probe), the spend cap, the route's share, its pool's keys,
+    /// its credentials.
+    async fn start_backup(&mut self, idx: usize) -> Result<(Call, Held, Kit), Skip> {
+        let now = crate::runtime_clock::now();
+        let target = &self.plan.targets[idx];
+        match self.wide.board.admit(target, now, false) {
+            Admission::Yes => {}
+            Admission::No => return Err(Skip::Breaker),
+            Admission::Probe => {
+                self.wide.board.release_probe(target, now);
+                return Err(Skip::Breaker);
+            }
+        }
+        let call = Call {
+            target: idx,
+            kind: if *target == self.plan.primary {
+                AttemptKind::Primary
+            } else {
+                AttemptKind::Fallback
+            },
+            force: false,
+        };
+        if self.rules.spend_cap && call.kind == AttemptKind::Fallback && !self.budget_allows().await
+        {
+            return Err(Skip::Spend);
+        }
+        if !self.hedge.as_deref().is_some_and(Hedging::take_share) {
+            return Err(Skip::Share);
+        }
+        let ticket = match self.pick_key(call) {
+            KeyChoice::Single => None,
+            KeyChoice::Pooled(ticket) => Some(ticket),
+            KeyChoice::None | KeyChoice::RateLimited(_) => return Err(Skip::RateLimit),
+        };
+        let key = ticket.as_ref().map_or(0, KeyInUse::key);
+        if !self.credentials_ready(idx, key).await {
+            return Err(Skip::Breaker);
+        }
+        let Some(lease) = self.leases[idx].lease.clone() else {
+            return Err(Skip::Breaker);
+        };
+        let held = Held {
+            key_name: ticket.as_ref().and_then(KeyInUse::name),
+            ticket,
+            key,
+            span: self.attempt_span(idx),
+        };
+        self.leases[idx].enter();
+        self.calling(idx);
+        let kit = self.kit(call, Arc::clone(&self.chat), &held, lease);
+        Ok((call, held, kit))
+    }
+
+    /// What a call of a hedge needs, owned.
+    fn kit(&mut self, call: Call, chat: Arc<ChatRequest>, held: &Held, lease: Lease) -> Kit {
+        let idx = call.target;
+        let timeouts = self.timeouts(idx);
+        let mut options = self.call_options(idx, timeouts.connect, held.span);
+        options.credit = self.credit_for(call, held.key);
+        Kit {
+            call,
+            model: Arc::clone(&self.plan.targets[idx].model),
+            lease,
+            key: held.key,
+            chat,
+            asked: Arc::clone(&self.chat),
+            options,
+            timeouts,
+            deadline: self.deadline,
+            commit: self.streams.commit,
+        }
+    }
+
+    /// Records an owned call's end on target `idx`'s breaker as its path
+    /// does (a committed stream's, when its stream ends).
+    fn board_after<S>(&self, idx: usize, owned: Owned<S>) -> Called<S> {
+        let Owned { called, opened } = owned;
+        let code = called.result.as_ref().map(|_| ()).map_err(Failure::code);
+        match (self.rules.mode, code) {
+            (Mode::Answer, code) => self.outcome(idx, code),
+            (Mode::Stream, Ok(())) => {}
+            (Mode::Stream, Err(code)) if opened => {
+                self.stream_ended(idx, Err(code), called.latency)
+            }
+            (Mode::Stream, Err(code)) => self.outcome(idx, Err(code)),
+        }
+        called
+    }
+
+    /// Records the hedge's call that lost, cancelled unfinished: no word
+    /// on its breaker or key (its future was dropped, its connection
+    /// closed); the time it waited in vain counts in its target's p95;
+    /// its input's estimated cost counts toward the spend cap when it is
+    /// a fallback.
+    fn cancelled<F>(&mut self, lost: &mut Runner<F>, attempts: &mut Vec<Attempt>) {
+        let idx = lost.call.target;
+        let waited = crate::runtime_clock::since(lost.started);
+        if self.probe_held.load(Ordering::Relaxed) == idx {
+            self.release_held_probe();
+        }
+        if let Some(stats) = &self.leases[idx].stats {
+            stats.observe(waited);
+        }
+        self.leases[idx].leave();
+        let held = std::mem::replace(&mut lost.held, Held::NONE);
+        drop(held.ticket);
+        let mut record =
+            self.attempt_record(idx, lost.call.kind, AttemptOutcome::Cancelled, waited, None);
+        record.detail = Some("cancelled: the hedge's other call showed output first".into());
+        record.key = held.key_name;
+        record.span_id = held.span;
+        attempts.push(record);
+        let target = &self.plan.targets[idx];
+        let usage = understudy_types::chat::Usage {
+            input_tokens: understudy_types::chat::estimate_tokens(&self.chat),
+            ..Default::default()
+        };
+        let cost =
+            crate::run::cost_usd(&self.settings, &target.provider, &target.model, Some(usage));
+        self.spent(*target != self.plan.primary, cost);
+    }
+
+    fn hedge_outcome(&mut self, outcome: Outcome) {
+        if let Some(h) = self.hedge.as_deref_mut() {
+            h.outcome = Some(outcome);
+        }
+    }
+
+    fn hedge_moved(&mut self, idx: usize, failed: Option<FailureKind>) {
+        if let Some(h) = self.hedge.as_deref_mut() {
+            h.moved = Some((idx, failed));
+        }
+    }
+}
+
+/// The two calls of a hedge.
+struct Race<F> {
+    primary: Runner<F>,
+    backup: Runner<F>,
+}
+
+/// One call of a hedge: its future while it runs.
+struct Runner<F> {
+    call: Call,
+    held: Held,
+    started: Instant,
+    future: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future> Race<F> {
+    /// The next call to end (`true`: the backup), and how; its future is
+    /// gone from the race. Only called while one runs.
+    async fn next(&mut self) -> (bool, F::Output) {
+        std::future::poll_fn(|cx| {
+            for (is_backup, runner) in [(false, &mut self.primary), (true, &mut self.backup)] {
+                if let Some(f) = runner.future.as_mut() {
+                    if let Poll::Ready(out) = f.as_mut().poll(cx) {
+                        runner.future = None;
+                        return Poll::Ready((is_backup, out));
+                    }
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+// === the calls, owned ===
+
+/// An answer's call made from `kit`: the completion, normalized and
+/// checked against the request's schema.
+pub(super) async fn answer_call(kit: Kit, expected: Arc<output::Expected>) -> Owned<Completion> {
+    let started = crate::runtime_clock::now();
+    let deadline = (started + kit.timeouts.attempt).min(kit.deadline);
+    let (adapter, in_flight) = kit.lease.attempt(kit.key);
+    let result = by_deadline(
+        &kit.lease.actor,
+        deadline,
+        started,
+        "no answer",
+        adapter.complete(&kit.model, &kit.chat, &kit.options),
+    )
+    .await;
+    in_flight.finish(result.as_ref().map(|_| ()).map_err(Failure::code));
+    let mut limits = None;
+    let result = match result {
+        Ok(mut c) => {
+            limits = c.rate_limits.take().map(|l| *l);
+            output::normalize(&kit.asked, &mut c);
+            crate::run::validate::check(&expected, c).await
+        }
+        Err(f) => Err(f),
+    };
+    Owned {
+        called: Called {
+            result,
+            limits,
+            latency: crate::runtime_clock::since(started),
+        },
+        opened: false,
+    }
+}
+
+/// Opens a stream from `kit` by `first_token_by`, counted in flight in
+/// its provider's counts (until its owner hands it over; a call
+/// cancelled before leaves no count behind).
+pub(super) async fn open(
+    kit: &Kit,
+    started: Instant,
+    first_token_by: Instant,
+) -> Result<(BoxEventStream, crate::actor::provider::InFlight), Failure> {
+    let (adapter, in_flight) = kit.lease.attempt(kit.key);
+    let opened = by_deadline(
+        &kit.lease.actor,
+        first_token_by,
+        started,
+        "no response",
+        adapter.stream(&kit.model, &kit.chat, &kit.options),
+    )
+    .await;
+    match opened {
+        Ok(stream) => Ok((stream, in_flight)),
+        Err(f) => {
+            in_flight.finish(Err(f.code()));
+            Err(f)
+        }
+    }
+}
