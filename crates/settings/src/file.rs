@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::affinity::RawAffinity;
 use super::balance::RawBalance;
+use super::probe::RawProbe;
 use super::provider_table::RawProvider;
 use super::routes::RawRouteSpec;
 use super::routing::RawRouting;
@@ -36,6 +37,7 @@ pub(super) struct RawFile {
     pub(super) telemetry: RawTelemetry,
     pub(super) balance: RawBalance,
     pub(super) affinity: RawAffinity,
+    pub(super) probe: RawProbe,
 }
 
 /// The file `(path, text)` parsed, or an empty one where there is none,

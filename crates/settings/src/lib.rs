@@ -29,6 +29,8 @@
 //! - `limits.rs`: built-in output-token limits of well-known models.
 //! - `affinity.rs`: `[affinity]`, sessions pinned where their prompt cache
 //!   is (the wait cost, the body sources, per-provider cache facts).
+//! - `probe.rs`: `[probe]`, the zero-token readiness prober (on or off,
+//!   its interval and timeout).
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
 //!   `secret.rs`: values never shown. `tests.rs`: loading as a whole.
@@ -48,6 +50,7 @@ mod file;
 mod key_pools;
 pub mod limits;
 mod platform;
+mod probe;
 mod provider;
 mod provider_table;
 mod routes;
@@ -75,6 +78,7 @@ pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,
     vertex_protocol,
 };
+pub use probe::ProbeSettings;
 pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routed, Routing, RoutingTable, RoutingUpdate, routing_table};
@@ -120,6 +124,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// Sessions pinned to the target holding their prompt cache.
     pub affinity: AffinitySettings,
+    /// Targets proven ready by calls that generate nothing (`[probe]`).
+    pub probe: ProbeSettings,
 }
 
 // === impl Settings ===
@@ -189,6 +195,7 @@ impl Settings {
         let budget = tables::budget(raw.budget, &blame)?;
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
         let affinity = affinity::read(raw.affinity, &providers, &routes, (env, &blame))?;
+        let probe = probe::read(raw.probe, env, &blame)?;
         Ok(Self {
             routing,
             providers,
@@ -206,6 +213,7 @@ impl Settings {
             budget,
             telemetry,
             affinity,
+            probe,
         })
     }
 

@@ -125,6 +125,13 @@ pub(crate) struct CacheTokenLabels {
     kind: &'static str,
 }
 
+/// A readiness probe's outcome: the provider and the verdict's code.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ProbeLabels {
+    provider: String,
+    outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct StateLabels {
     pub(crate) provider: String,
@@ -165,6 +172,9 @@ pub struct Metrics {
     pub(crate) genai: crate::sink::genai::GenAiMetrics,
     affinity: Family<AffinityLabels, Counter>,
     wait_or_switch: Family<ChoiceLabels, Counter>,
+    // The readiness prober's series.
+    target_ready: Family<StateLabels, Gauge>,
+    probes: Family<ProbeLabels, Counter>,
 }
 
 impl Metrics {
@@ -198,12 +208,15 @@ impl Metrics {
             client_refused: Family::default(),
             affinity: Family::default(),
             wait_or_switch: Family::default(),
+            target_ready: Family::default(),
+            probes: Family::default(),
             registry: Registry::default(),
         };
         m.register_traffic(&mut registry);
         m.register_health(&mut registry);
         m.register_clients(&mut registry);
         m.register_affinity(&mut registry);
+        m.register_probes(&mut registry);
         registered(&mut registry);
         Self { registry, ..m }
     }
@@ -296,6 +309,43 @@ impl Metrics {
             "A pinned target asked a session to wait: whether it waited or switched",
             self.wait_or_switch.clone(),
         );
+    }
+
+    /// Registers the readiness prober's series.
+    fn register_probes(&self, registry: &mut Registry) {
+        registry.register(
+            "understudy_target_ready",
+            "1 when the last probe proved the target ready, 0 when it proved it not ready (a refused key, a missing model)",
+            self.target_ready.clone(),
+        );
+        registry.register(
+            "understudy_probes",
+            "Readiness probes this instance made, by provider and outcome",
+            self.probes.clone(),
+        );
+    }
+
+    /// Sets a probed target's readiness gauge from its board state (1
+    /// ready, 2 and 3 not ready); an unchecked target has no series.
+    pub(crate) fn target_ready(&self, labels: &StateLabels, state: u8) {
+        match state {
+            1 => self.target_ready.get_or_create(labels).set(1),
+            2 | 3 => self.target_ready.get_or_create(labels).set(0),
+            _ => {
+                self.target_ready.remove(labels);
+                0
+            }
+        };
+    }
+
+    /// Counts a probe this instance made.
+    pub(crate) fn probed(&self, provider: &str, outcome: &'static str) {
+        self.probes
+            .get_or_create(&ProbeLabels {
+                provider: provider.to_owned(),
+                outcome,
+            })
+            .inc();
     }
 
     /// Registers the client records' series.

@@ -38,6 +38,7 @@ mod fleet;
 mod key_pools;
 mod mode_parity;
 mod native;
+mod readiness_probe;
 mod refusal;
 mod resilience;
 mod stream_commit;

@@ -38,6 +38,7 @@ mod faults;
 mod gemini;
 mod ids;
 mod limits;
+mod models;
 mod openai;
 mod responses;
 mod rules;
@@ -349,6 +350,8 @@ struct Shared {
     cache: cache::PromptCache,
     /// Standing faults: slow first token, a share of calls failing.
     faults: faults::Faults,
+    /// The model lookups: retired models, a revoked key, the count.
+    models: models::Models,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -484,6 +487,46 @@ impl SimProvider {
         lock(&self.shared.received).len()
     }
 
+    /// Stops serving `model`: its lookup answers 404 (a cloud's in its
+    /// own shape), and so does a generation call naming it.
+    pub fn retire_model(&self, model: &str) -> &Self {
+        self.shared.models.retire(model);
+        self
+    }
+
+    /// Serves `model` again (undoes [`Self::retire_model`]).
+    pub fn restore_model(&self, model: &str) -> &Self {
+        self.shared.models.restore(model);
+        self
+    }
+
+    /// Refuses the key: every lookup and generation call answers 401 in
+    /// the provider's shape (Gemini: 400 `API_KEY_INVALID`; a cloud's lookup:
+    /// its own refusal).
+    pub fn revoke_key(&self) -> &Self {
+        self.shared.models.revoke();
+        self
+    }
+
+    /// Model lookups answered so far (the calls a readiness probe makes;
+    /// never in [`Self::received`]).
+    pub fn lookups(&self) -> usize {
+        self.shared.models.lookups()
+    }
+
+    /// Calls received that could generate: every recorded request but a
+    /// token count.
+    pub fn generation_calls(&self) -> usize {
+        lock(&self.shared.received)
+            .iter()
+            .filter(|r| {
+                !["count_tokens", "countTokens", "count-tokens"]
+                    .iter()
+                    .any(|c| r.path.contains(c))
+            })
+            .count()
+    }
+
     /// Connections currently open from clients.
     pub fn open_connections(&self) -> usize {
         self.shared.open_connections.load(Ordering::SeqCst)
@@ -582,6 +625,7 @@ impl Shared {
             usage_detail: Mutex::default(),
             cache: cache::PromptCache::new(),
             faults: faults::Faults::default(),
+            models: models::Models::default(),
         }))
     }
 }
