@@ -404,7 +404,10 @@ impl Engine {
                     )
                 })
                 .collect();
-        Ok(crate::readiness::unready(&routes, &providers))
+        let ready = &self.inner.wide.ready;
+        Ok(crate::readiness::unready(&routes, &providers, |t| {
+            ready.is_down(t)
+        }))
     }
 
     /// Every provider with its availability, sorted by routing order.

@@ -21,7 +21,8 @@ use crate::shared::{SharedState, unix_ms};
 use crate::sink::metrics::Metrics;
 
 /// How many intervals the lease and the published results last without a
-/// renewal: a holder that stops is replaced within that.
+/// renewal (at least two and a probe's timeout): a holder that stops is
+/// replaced within that.
 const KEEP_INTERVALS: u32 = 3;
 
 /// The prober of one engine.
@@ -56,7 +57,9 @@ impl Prober {
     /// has no fleet (or cannot reach it); otherwise it takes the holder's
     /// results.
     async fn round(&self, fleet: Option<&mut Fleet>) {
-        let keep = self.settings.probe.interval * KEEP_INTERVALS;
+        // Long enough for a round whose probes all hang to its timeout.
+        let probe = self.settings.probe;
+        let keep = (probe.interval * KEEP_INTERVALS).max(probe.interval * 2 + probe.timeout);
         let Some(fleet) = fleet else {
             self.probe_here().await;
             return;

@@ -328,14 +328,15 @@ impl Metrics {
     /// Sets a probed target's readiness gauge from its board state (1
     /// ready, 2 and 3 not ready); an unchecked target has no series.
     pub(crate) fn target_ready(&self, labels: &StateLabels, state: u8) {
-        match state {
-            1 => self.target_ready.get_or_create(labels).set(1),
-            2 | 3 => self.target_ready.get_or_create(labels).set(0),
+        let value = match state {
+            1 => 1,
+            2 | 3 => 0,
             _ => {
                 self.target_ready.remove(labels);
-                0
+                return;
             }
         };
+        self.target_ready.get_or_create(labels).set(value);
     }
 
     /// Counts a probe this instance made.

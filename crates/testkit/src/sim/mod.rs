@@ -17,6 +17,13 @@
 //! provider reports them (see [`UsageDetail`]). Standing faults
 //! (`faults.rs`): a slow first token, a share of calls failing.
 //!
+//! Each answers its API's model lookup in its real shape (`models.rs`; a
+//! cloud's in its own file): a model retired with
+//! [`SimProvider::retire_model`] is a 404 there and in generation calls, a
+//! key revoked with [`SimProvider::revoke_key`] refused everywhere; lookups
+//! are counted ([`SimProvider::lookups`]) apart from the calls `received`
+//! records.
+//!
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
 //! (`rules/`); a request that breaks one gets the provider's own 400 and is
