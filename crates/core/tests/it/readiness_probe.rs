@@ -287,3 +287,70 @@ async fn test_gateways_probe_nothing_unless_told() {
             .all(|r| r.state == "unchecked")
     );
 }
+
+/// The probes `gw`'s engine made itself.
+async fn probes_made(gw: &TestGateway) -> f64 {
+    gw.engine
+        .metrics_text(false)
+        .await
+        .lines()
+        .filter(|l| l.starts_with("understudy_probes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_instance_of_a_fleet_probes_and_another_takes_over_when_it_stops() {
+    let redis = understudy_testkit::RedisServer::start().unwrap();
+    let primary = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    fallback.retire_model("fallback-model");
+    let instance = async || {
+        TestGateway::builder()
+            .provider("primary", &primary)
+            .provider("fallback", &fallback)
+            .toml("[probe]\ninterval = 0.2\ntimeout = 0.2\n")
+            .env("REDIS_URL", &redis.url())
+            .probe(true)
+            .build()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (instance().await, instance().await);
+    for gw in [&a, &b] {
+        eventually("the fallback not ready on each instance", async || {
+            gw.engine
+                .target_readiness()
+                .iter()
+                .any(|r| r.provider == "fallback" && r.not_ready())
+        })
+        .await;
+    }
+    let made = [probes_made(&a).await, probes_made(&b).await];
+    assert!((made[0] > 0.0) != (made[1] > 0.0), "one prober: {made:?}");
+    let (holder, other) = if made[0] > 0.0 { (a, b) } else { (b, a) };
+    let source = |gw: &TestGateway| {
+        gw.engine
+            .target_readiness()
+            .into_iter()
+            .find(|r| r.provider == "fallback")
+            .and_then(|r| r.source)
+    };
+    assert_eq!(source(&holder), Some("local"));
+    assert_eq!(source(&other), Some("fleet"));
+    // The holder stops: its lease lapses and the other probes.
+    holder.engine.shutdown().await;
+    drop(holder);
+    eventually("the other instance probes", async || {
+        probes_made(&other).await > 0.0
+    })
+    .await;
+    assert!(
+        other
+            .engine
+            .target_readiness()
+            .iter()
+            .any(|r| r.provider == "fallback" && r.not_ready())
+    );
+    assert_eq!(fallback.generation_calls(), 0);
+}
