@@ -45,6 +45,8 @@ try {
     check(lines > 0, `${name}: one line per serving provider (${lines})`);
     const fallback = await page.$eval("#fallback-now", (e) => e.textContent);
     check(/^\d+%$/.test(fallback), `${name}: the fallback rate is a live number (${fallback})`);
+    const ready = await page.$$eval("#readiness tr", (rs) => rs.map((r) => r.textContent));
+    check(ready.length > 0 && ready.every((t) => !/not ready/.test(t)), `${name}: each target's readiness is shown (${ready.join(" | ")})`);
     const rows = await page.$$eval("#events tr", (rs) => rs.length);
     check(rows > 0, `${name}: the last events are listed (${rows})`);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);

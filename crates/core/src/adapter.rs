@@ -60,6 +60,20 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Checks, with a call that generates nothing (a model lookup, a free
+    /// token count), that the provider is reachable, takes the key and
+    /// serves `model`. `Ok(true)`: it does; `Ok(false)`: the protocol has
+    /// no such call (the target stays unchecked); `Err`: the classified
+    /// answer (its status says a refused key or a missing model).
+    fn probe<'a>(
+        &'a self,
+        model: &'a str,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<bool, Failure>> {
+        let _ = (model, connect);
+        Box::pin(async { Ok(false) })
+    }
+
     /// The credentials the adapter signs with, when they expire or change
     /// (a Vertex access token, AWS keys in a file): the provider's actor
     /// holds them and refreshes them ahead of time, so that no request

@@ -27,6 +27,9 @@ pub(crate) struct EngineWide {
     pub(crate) spend: Option<Arc<SpendMeter>>,
     /// The fleet's shared state, when Redis is configured.
     pub(crate) shared: Option<Arc<SharedState>>,
+    /// Each probed target's readiness: read inline to plan, written by
+    /// the prober.
+    pub(crate) ready: Arc<crate::probe::ReadyBoard>,
     /// The sessions' pins, unless `[affinity]` is off.
     pub(crate) affinity: Option<Arc<crate::affinity::Affinity>>,
 }

@@ -25,6 +25,8 @@
 //!   response cache, breaker board, key pools, spend meter, fleet state),
 //!   shared by every run (private).
 //! - [`readiness`]: whether every route has a target that can serve.
+//! - [`probe`]: the zero-token readiness prober (a target whose key or
+//!   model a probe proved bad is left out of plans; one prober per fleet).
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
 //!   tests), as the std instants the pure policies take.
@@ -53,6 +55,7 @@ pub mod generation;
 pub mod info;
 pub mod key_pools;
 pub mod logctx;
+pub mod probe;
 pub mod readiness;
 pub mod redis_link;
 pub mod shared;

@@ -1,8 +1,9 @@
 //! Whether the gateway is ready to serve: every route (the default one
 //! and each named one) has at least one target that can serve now — its
 //! provider available (a key, a compiled-in adapter, usable credentials,
-//! an actor that is not stopped), its circuit breaker not open, and some
-//! key of its pool not out. A plain function of what `/v1/providers`
+//! an actor that is not stopped), its circuit breaker not open, some key
+//! of its pool not out, and not proven unable to serve by the readiness
+//! prober (`crate::probe`). A plain function of what `/v1/providers`
 //! shows, so that `/readyz` can grow other checks beside it.
 
 use serde::Serialize;
@@ -28,13 +29,21 @@ pub struct TargetState {
 }
 
 /// The routes of `routes` (name, targets) that no target can serve, given
-/// the `providers` as `/v1/providers` shows them.
-pub fn unready(routes: &[(String, Vec<Target>)], providers: &[ProviderInfo]) -> Vec<UnreadyRoute> {
+/// the `providers` as `/v1/providers` shows them and the targets a probe
+/// proved `not_ready`.
+pub fn unready(
+    routes: &[(String, Vec<Target>)],
+    providers: &[ProviderInfo],
+    not_ready: impl Fn(&Target) -> bool,
+) -> Vec<UnreadyRoute> {
     let mut out = Vec::new();
     for (route, targets) in routes {
         let mut why_not = Vec::with_capacity(targets.len());
         for t in targets {
-            match cannot_serve(t, providers) {
+            let probed = not_ready(t).then(|| {
+                "not ready (a probe found its key refused or its model missing)".to_owned()
+            });
+            match probed.or_else(|| cannot_serve(t, providers)) {
                 None => {
                     why_not.clear();
                     break;
@@ -135,8 +144,17 @@ mod tests {
             &'static [&'static str],
             &'static [(&'static str, &'static str)],
         );
-        let cases: [Case; 5] = [
+        let cases: [Case; 7] = [
             (&["vertex:g", "openai:m"], &[]),
+            // A target a probe proved bad serves nothing.
+            (
+                &["openai:retired"],
+                &[(
+                    "openai:retired",
+                    "not ready (a probe found its key refused or its model missing)",
+                )],
+            ),
+            (&["openai:retired", "openai:m"], &[]),
             (&["groq:small"], &[]),
             (&["vertex:g"], &[("vertex:g", "credentials unusable")]),
             (
@@ -149,7 +167,9 @@ mod tests {
             (&["nope:x"], &[("nope:x", "unknown provider")]),
         ];
         for (targets, want) in cases {
-            let got = unready(&[("r".to_owned(), routes(targets))], &providers);
+            let got = unready(&[("r".to_owned(), routes(targets))], &providers, |t| {
+                &*t.model == "retired"
+            });
             let got: Vec<(String, String)> = got
                 .iter()
                 .flat_map(|r| r.targets.iter())
@@ -163,7 +183,7 @@ mod tests {
         }
         // No route at all is not ready either.
         assert_eq!(
-            unready(&[("empty".to_owned(), Vec::new())], &providers).len(),
+            unready(&[("empty".to_owned(), Vec::new())], &providers, |_| false).len(),
             1
         );
     }

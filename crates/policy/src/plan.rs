@@ -34,6 +34,9 @@ pub enum Unavailable {
     /// request waits for them (a token endpoint that fails or hangs, a
     /// broken key file; found when its turn comes, never at planning).
     Credentials,
+    /// A readiness probe proved it cannot serve (its key refused, its
+    /// model missing): left out as behind an open breaker.
+    NotReady,
 }
 
 /// A request's plan: the route's primary and the targets to try in order.
@@ -68,6 +71,7 @@ impl Unavailable {
             Self::Stopped => "stopped after repeated crashes",
             Self::KeysOut => "every key of its pool is out",
             Self::Credentials => "credentials unusable",
+            Self::NotReady => "not ready (a probe found its key refused or its model missing)",
         }
     }
 
@@ -80,6 +84,7 @@ impl Unavailable {
             Self::Stopped => "stopped",
             Self::KeysOut => "keys_out",
             Self::Credentials => "credentials",
+            Self::NotReady => "not_ready",
         }
     }
 }

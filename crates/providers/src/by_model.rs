@@ -58,6 +58,14 @@ impl<A: Adapter, B: Adapter> Adapter for ByModel<A, B> {
         self.of(model).count_tokens(model, request, connect)
     }
 
+    fn probe<'a>(
+        &'a self,
+        model: &'a str,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<bool, Failure>> {
+        self.of(model).probe(model, connect)
+    }
+
     /// The two share one set of credentials: the first's (or, if it
     /// keeps none, the second's).
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {

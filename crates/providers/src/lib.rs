@@ -19,6 +19,8 @@
 //! - `azure`: Azure OpenAI (the OpenAI protocols at Azure's URLs, its
 //!   `api-key` header or an Entra ID token, its errors).
 //! - `by_model`: one provider, two APIs by model (Bedrock's, Vertex's).
+//! - `probe`: each protocol's readiness probe, a call that generates
+//!   nothing (a model lookup, a free token count).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`] (re-exported from `understudy_wire`): Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -34,6 +36,7 @@ pub mod gemini;
 mod http;
 pub mod openai_compat;
 mod openai_responses;
+mod probe;
 pub mod sigv4;
 mod vertex;
 

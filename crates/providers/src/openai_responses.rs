@@ -123,4 +123,38 @@ impl Upstream for ResponsesProtocol {
     fn parser(&self, model: &str, native: bool) -> ResponsesStream {
         ResponsesStream::new(model, native, target_tag(&self.provider, model))
     }
+
+    /// OpenAI's model lookup; on Azure, the deployment's Chat Completions
+    /// with nothing to generate (`crate::probe`): at `/openai/v1/chat/
+    /// completions`, or `/openai/deployments/{model}/chat/completions`
+    /// with the same `api-version`.
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(match &self.errors {
+            Dialect::OpenAi => crate::probe::models_url(&self.url, 1, model)
+                .map(|url| crate::probe::lookup(client, url, &self.headers)),
+            Dialect::Azure(_) => {
+                let chat = if self.url.query().is_some() {
+                    crate::probe::sibling(
+                        &self.url,
+                        1,
+                        &["deployments", model, "chat", "completions"],
+                    )
+                } else {
+                    crate::probe::sibling(&self.url, 1, &["chat", "completions"])
+                };
+                chat.and_then(|url| crate::probe::azure_empty(client, url, model, &self.headers))
+            }
+        })
+    }
+
+    fn probe_ready(&self, status: u16) -> bool {
+        match self.errors {
+            Dialect::Azure(_) => crate::probe::azure_ready(status),
+            Dialect::OpenAi => (200..300).contains(&status),
+        }
+    }
 }

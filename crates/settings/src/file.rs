@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::affinity::RawAffinity;
 use super::balance::RawBalance;
 use super::caller_routing::RawCallerRouting;
+use super::probe::RawProbe;
 use super::provider_table::RawProvider;
 use super::routes::RawRouteSpec;
 use super::routing::RawRouting;
@@ -38,6 +39,7 @@ pub(super) struct RawFile {
     pub(super) balance: RawBalance,
     pub(super) affinity: RawAffinity,
     pub(super) caller_routing: RawCallerRouting,
+    pub(super) probe: RawProbe,
 }
 
 /// The file `(path, text)` parsed, or an empty one where there is none,

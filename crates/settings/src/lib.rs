@@ -32,6 +32,8 @@
 //!   is (the wait cost, the body sources, per-provider cache facts).
 //! - `caller_routing.rs`: `[caller_routing]`, whether a request may
 //!   choose its own routing (a client record's setting wins).
+//! - `probe.rs`: `[probe]`, the zero-token readiness prober (on or off,
+//!   its interval and timeout).
 //! - `file.rs`: the file's top-level shape, parsing, parse errors.
 //! - `source.rs`: where a value came from, and the error that says so.
 //!   `secret.rs`: values never shown. `tests.rs`: loading as a whole.
@@ -53,6 +55,7 @@ mod hedge;
 mod key_pools;
 pub mod limits;
 mod platform;
+mod probe;
 mod provider;
 mod provider_table;
 mod routes;
@@ -82,6 +85,7 @@ pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,
     vertex_protocol,
 };
+pub use probe::ProbeSettings;
 pub use provider::{BUILTIN_PROVIDERS, ProviderSettings};
 pub use routes::{RouteOptions, StreamCommit};
 pub use routing::{Routed, Routing, RoutingTable, RoutingUpdate, routing_table};
@@ -129,6 +133,8 @@ pub struct Settings {
     pub affinity: AffinitySettings,
     /// Whether requests may choose their own routing (`[caller_routing]`).
     pub caller_routing: CallerRoutingSettings,
+    /// Targets proven ready by calls that generate nothing (`[probe]`).
+    pub probe: ProbeSettings,
 }
 
 // === impl Settings ===
@@ -199,6 +205,7 @@ impl Settings {
         let telemetry = telemetry::read(raw.telemetry, env, &blame)?;
         let affinity = affinity::read(raw.affinity, &providers, &routes, (env, &blame))?;
         let caller_routing = caller_routing::read(raw.caller_routing);
+        let probe = probe::read(raw.probe, env, &blame)?;
         Ok(Self {
             routing,
             providers,
@@ -217,6 +224,7 @@ impl Settings {
             telemetry,
             affinity,
             caller_routing,
+            probe,
         })
     }
 

@@ -17,7 +17,9 @@ use crate::sim::{Protocol, SimProvider};
 /// The response cache is off (failover tests want every request to reach
 /// the providers); [`TestGatewayBuilder::cache`] turns it on. So is session
 /// affinity (failover tests want each request to start at the primary);
-/// [`TestGatewayBuilder::affinity`] turns it on.
+/// [`TestGatewayBuilder::affinity`] turns it on. So is the readiness
+/// prober (tests count their simulators' calls);
+/// [`TestGatewayBuilder::probe`] turns it on.
 #[derive(Debug)]
 pub struct TestGateway {
     pub engine: Engine,
@@ -120,6 +122,11 @@ impl TestGatewayBuilder {
         self.env("UNDERSTUDY_AFFINITY", if on { "on" } else { "off" })
     }
 
+    /// Turns the readiness prober on (it is off in test gateways).
+    pub fn probe(self, on: bool) -> Self {
+        self.env("UNDERSTUDY_PROBE", if on { "on" } else { "off" })
+    }
+
     /// An environment variable as the settings loader sees it.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.insert(name.to_owned(), value.to_owned());
@@ -164,6 +171,8 @@ impl TestGatewayBuilder {
         env.entry("UNDERSTUDY_CACHE".into())
             .or_insert_with(|| "off".into());
         env.entry("UNDERSTUDY_AFFINITY".into())
+            .or_insert_with(|| "off".into());
+        env.entry("UNDERSTUDY_PROBE".into())
             .or_insert_with(|| "off".into());
         // A state file of its own, never one in the working directory (the
         // default without a settings file).

@@ -28,13 +28,24 @@ pub(crate) fn out(text: &str) {
     let _ = stdout.flush();
 }
 
-/// Loads settings and starts the engine, or says why not and gives the
-/// exit status.
+/// Loads settings and starts the engine for one command, or says why not
+/// and gives the exit status. Its prober does not run in the background
+/// (`serve` is what keeps probing; `providers --check` probes once).
 pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
-    let settings = Settings::from_env(config).map_err(|e| {
+    engine_with(config, false).await
+}
+
+/// [`engine`] for `serve`: the prober runs as `[probe]` says.
+pub(crate) async fn serving_engine(config: Option<&Path>) -> Result<Engine, u8> {
+    engine_with(config, true).await
+}
+
+async fn engine_with(config: Option<&Path>, serving: bool) -> Result<Engine, u8> {
+    let mut settings = Settings::from_env(config).map_err(|e| {
         report(&format!("configuration error: {e}"));
         EXIT_USAGE
     })?;
+    settings.probe.enabled &= serving;
     let cannot_start = |e: understudy_types::Error| {
         report(&format!("cannot start the engine: {e}"));
         EXIT_FAILED

@@ -1,8 +1,10 @@
-//! `understudy providers`: every provider and whether it can serve.
+//! `understudy providers`: every provider and whether it can serve;
+//! with `--check`, every target probed now for readiness.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use understudy_core::probe::TargetReadiness;
 use understudy_core::{KeyStatus, ProviderInfo};
 use understudy_policy::breaker::BreakerState;
 
@@ -14,6 +16,11 @@ pub(crate) struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Probe every target the routes name now, with calls that generate
+    /// nothing (model lookups, free token counts), and print each one's
+    /// readiness; exits non-zero when some target is not ready.
+    #[arg(long)]
+    check: bool,
 }
 
 pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
@@ -25,6 +32,11 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     // A cloud's credentials fetched first, to show when they expire (or
     // why they cannot be had).
     engine.warm_credentials(true).await;
+    if args.check {
+        let readiness = engine.probe_now().await;
+        engine.shutdown().await;
+        return check(&readiness, args.json);
+    }
     let routing = engine.routing().await;
     let infos = engine.providers().await;
     engine.shutdown().await;
@@ -54,6 +66,61 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     text.push_str(&table(&infos));
     out(&text);
     0
+}
+
+/// `--check`: each probed target's readiness, as a table or JSON; exit 1
+/// when some target is not ready.
+fn check(readiness: &[TargetReadiness], json: bool) -> u8 {
+    if json {
+        match serde_json::to_string_pretty(readiness) {
+            Ok(json) => out(&format!("{json}\n")),
+            Err(e) => report(&format!("cannot encode: {e}")),
+        }
+    } else {
+        let rows: Vec<[String; 3]> = readiness
+            .iter()
+            .map(|r| {
+                let state = match r.reason {
+                    Some(reason) => format!("{} ({reason})", r.state),
+                    None => r.state.to_owned(),
+                };
+                [
+                    format!("{}:{}", r.provider, r.model),
+                    state,
+                    r.detail.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out(&aligned(
+            ["TARGET", "READINESS", "DETAIL"].map(String::from),
+            &rows,
+        ));
+    }
+    if readiness.iter().any(TargetReadiness::not_ready) {
+        EXIT_FAILED
+    } else {
+        0
+    }
+}
+
+/// `rows` under `header`, in columns as wide as their widest cell.
+fn aligned<const N: usize>(header: [String; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
 }
 
 fn table(infos: &[ProviderInfo]) -> String {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tokio::net::TcpListener;
 
-use super::{engine, report};
+use super::{report, serving_engine};
 use crate::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
@@ -30,7 +30,7 @@ enum LogFormat {
 
 pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     super::init_logging("info", matches!(args.log_format, LogFormat::Json));
-    let engine = match engine(config).await {
+    let engine = match serving_engine(config).await {
         Ok(e) => e,
         Err(code) => return code,
     };

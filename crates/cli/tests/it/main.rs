@@ -12,5 +12,6 @@ mod common;
 mod credit;
 mod gemini_cli;
 mod malloc;
+mod readiness;
 mod shipping;
 mod traces;

@@ -126,6 +126,13 @@ impl Engine {
         if let Some(table) = kept_routing {
             apply_kept_routing(&router, table).await;
         }
+        writers.extend(start::prober(
+            &settings,
+            &wide,
+            &supervisor,
+            &metrics,
+            stop_sinks.subscribe(),
+        ));
         let engine = Self {
             inner: Arc::new(Inner {
                 router,
@@ -397,7 +404,10 @@ impl Engine {
                     )
                 })
                 .collect();
-        Ok(crate::readiness::unready(&routes, &providers))
+        let ready = &self.inner.wide.ready;
+        Ok(crate::readiness::unready(&routes, &providers, |t| {
+            ready.is_down(t)
+        }))
     }
 
     /// Every provider with its availability, sorted by routing order.
@@ -565,6 +575,26 @@ impl Engine {
         current(&self.inner.view)
             .map(|view| view.stats.views(crate::runtime_clock::now()))
             .unwrap_or_default()
+    }
+
+    /// Each probed target's readiness as the last probe (this
+    /// instance's or the fleet's) found it, for the status.
+    pub fn target_readiness(&self) -> Vec<crate::probe::TargetReadiness> {
+        self.inner.wide.ready.snapshot()
+    }
+
+    /// Probes every target now, from this instance (with calls that
+    /// generate nothing), and returns each one's readiness: `understudy
+    /// providers --check`.
+    pub async fn probe_now(&self) -> Vec<crate::probe::TargetReadiness> {
+        crate::probe::probe_all(
+            &self.inner.settings,
+            &self.inner.wide.ready,
+            &self.inner.supervisor,
+            &self.inner.metrics,
+        )
+        .await;
+        self.target_readiness()
     }
 
     /// The last events and per-second traffic, for the status page.

@@ -137,7 +137,12 @@ pub(super) fn engine_wide(
         Arc::clone(metrics),
     ));
     let pools = KeyPools::new(settings.providers.values().filter_map(KeyPool::of));
+    let ready = Arc::new(crate::probe::ReadyBoard::new(
+        crate::probe::probed_targets(settings),
+        Arc::clone(metrics),
+    ));
     EngineWide {
+        ready,
         bus: Arc::new(bus),
         cache,
         board,
@@ -224,6 +229,27 @@ pub(super) async fn actors(
         })))
         .map_err(|_| Error::Engine("supervisor stopped during start".into()))?;
     Ok((supervisor, router))
+}
+
+/// Starts the readiness prober, when `[probe]` is on.
+pub(super) fn prober(
+    settings: &Arc<Settings>,
+    wide: &EngineWide,
+    supervisor: &ActorRef<SupervisorMsg>,
+    metrics: &Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    if !settings.probe.enabled {
+        return None;
+    }
+    let prober = crate::probe::Prober {
+        settings: Arc::clone(settings),
+        board: Arc::clone(&wide.ready),
+        supervisor: supervisor.clone(),
+        shared: wide.shared.clone(),
+        metrics: Arc::clone(metrics),
+    };
+    Some(tokio::spawn(prober.run(stop)))
 }
 
 /// Reads the fleet's client records and routing once, before the first

@@ -415,7 +415,12 @@ impl Run {
         self.plan
             .skipped
             .iter()
-            .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+            .filter(|(_, why)| {
+                matches!(
+                    why,
+                    Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::NotReady
+                )
+            })
             .map(|(t, why)| skipped(t, *why))
             .chain(
                 self.passed_over

@@ -58,7 +58,12 @@ fn notes(
         .iter()
         // A missing key or adapter is configuration, not an event of this
         // request.
-        .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+        .filter(|(_, why)| {
+            matches!(
+                why,
+                Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::NotReady
+            )
+        })
         .map(|(t, why)| Skip {
             provider: t.provider.to_string(),
             model: t.model.to_string(),
@@ -234,11 +239,13 @@ fn plan_of(
         None => Vec::new(),
     };
     let mut plan = plan::plan(route, |t| {
-        view.availability(&t.provider).or_else(|| {
-            wide.board
-                .is_open(t, now)
-                .then_some(Unavailable::BreakerOpen)
-        })
+        view.availability(&t.provider)
+            .or_else(|| crate::probe::skip(&wide.ready, t))
+            .or_else(|| {
+                wide.board
+                    .is_open(t, now)
+                    .then_some(Unavailable::BreakerOpen)
+            })
     })
     .ok_or_else(|| understudy_types::Error::NoProviderAvailable("the route is empty".into()))?;
     if let Some(groups) = grouped {

@@ -131,6 +131,13 @@ pub(crate) struct CacheTokenLabels {
     kind: &'static str,
 }
 
+/// A readiness probe's outcome: the provider and the verdict's code.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ProbeLabels {
+    provider: String,
+    outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct StateLabels {
     pub(crate) provider: String,
@@ -172,6 +179,9 @@ pub struct Metrics {
     affinity: Family<AffinityLabels, Counter>,
     wait_or_switch: Family<ChoiceLabels, Counter>,
     hedges: Family<HedgeLabels, Counter>,
+    // The readiness prober's series.
+    target_ready: Family<StateLabels, Gauge>,
+    probes: Family<ProbeLabels, Counter>,
 }
 
 impl Metrics {
@@ -206,12 +216,15 @@ impl Metrics {
             affinity: Family::default(),
             wait_or_switch: Family::default(),
             hedges: Family::default(),
+            target_ready: Family::default(),
+            probes: Family::default(),
             registry: Registry::default(),
         };
         m.register_traffic(&mut registry);
         m.register_health(&mut registry);
         m.register_clients(&mut registry);
         m.register_affinity(&mut registry);
+        m.register_probes(&mut registry);
         registered(&mut registry);
         Self { registry, ..m }
     }
@@ -309,6 +322,44 @@ impl Metrics {
             "Hedges of routes that hedge: started, who won, or why the backup was skipped",
             self.hedges.clone(),
         );
+    }
+
+    /// Registers the readiness prober's series.
+    fn register_probes(&self, registry: &mut Registry) {
+        registry.register(
+            "understudy_target_ready",
+            "1 when the last probe proved the target ready, 0 when it proved it not ready (a refused key, a missing model)",
+            self.target_ready.clone(),
+        );
+        registry.register(
+            "understudy_probes",
+            "Readiness probes this instance made, by provider and outcome",
+            self.probes.clone(),
+        );
+    }
+
+    /// Sets a probed target's readiness gauge from its board state (1
+    /// ready, 2 and 3 not ready); an unchecked target has no series.
+    pub(crate) fn target_ready(&self, labels: &StateLabels, state: u8) {
+        let value = match state {
+            1 => 1,
+            2 | 3 => 0,
+            _ => {
+                self.target_ready.remove(labels);
+                return;
+            }
+        };
+        self.target_ready.get_or_create(labels).set(value);
+    }
+
+    /// Counts a probe this instance made.
+    pub(crate) fn probed(&self, provider: &str, outcome: &'static str) {
+        self.probes
+            .get_or_create(&ProbeLabels {
+                provider: provider.to_owned(),
+                outcome,
+            })
+            .inc();
     }
 
     /// Registers the client records' series.

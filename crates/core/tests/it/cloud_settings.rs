@@ -434,3 +434,11 @@ fn the_readme_configuration_loads_with_its_group() {
     );
     assert_eq!(s.route_groups["any"][0].weights, [3, 1]);
 }
+
+#[test]
+fn the_probe_example_of_the_docs_loads_as_it_says() {
+    let s = load_with(&doc_example("### `[probe]`"), &[]).unwrap();
+    assert!(s.probe.enabled);
+    assert_eq!(s.probe.interval, std::time::Duration::from_secs(30));
+    assert_eq!(s.probe.timeout, std::time::Duration::from_secs(5));
+}

@@ -40,6 +40,7 @@ mod hedging;
 mod key_pools;
 mod mode_parity;
 mod native;
+mod readiness_probe;
 mod refusal;
 mod resilience;
 mod stream_commit;

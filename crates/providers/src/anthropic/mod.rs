@@ -248,4 +248,16 @@ impl Upstream for AnthropicProtocol {
     fn parser(&self, model: &str, native: bool) -> AnthropicStream {
         AnthropicStream::for_model(model).with_native(native)
     }
+
+    /// `GET {base}/v1/models/{model}` (an alias resolves too).
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(
+            crate::probe::sibling(&self.url, 1, &["models", model])
+                .map(|url| crate::probe::lookup(client, url, &self.headers)),
+        )
+    }
 }

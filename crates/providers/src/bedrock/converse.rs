@@ -102,6 +102,14 @@ impl Upstream for BedrockConverse {
         self.account.renew(failure)
     }
 
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        self.account.probe_request(client, model)
+    }
+
     fn credentials(&self) -> Option<std::sync::Arc<dyn understudy_core::Credentials>> {
         self.account.credentials()
     }

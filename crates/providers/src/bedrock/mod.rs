@@ -153,6 +153,19 @@ impl Account {
     fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {
         self.auth.credentials()
     }
+
+    /// The control plane's lookup of `model` (`crate::probe`), signed
+    /// as every request is.
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(
+            crate::probe::bedrock_lookup_url(&self.base, model)
+                .map(|url| crate::probe::lookup(client, url, &self.headers)),
+        )
+    }
 }
 
 // === impl Auth ===
@@ -279,6 +292,14 @@ impl Upstream for BedrockMessages {
 
     fn renew<'a>(&'a self, failure: &'a Failure, _: Option<HeaderValue>) -> BoxFuture<'a, bool> {
         self.account.renew(failure)
+    }
+
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        self.account.probe_request(client, model)
     }
 
     fn credentials(&self) -> Option<Arc<dyn understudy_core::Credentials>> {

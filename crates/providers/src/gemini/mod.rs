@@ -193,6 +193,19 @@ impl Upstream for GeminiProtocol {
             .with_native(native)
     }
 
+    /// `GET {base}/models/{model}`.
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        let url = valid_model(model).and_then(|model| {
+            reqwest::Url::parse(&format!("{}/models/{model}", self.base_url))
+                .map_err(|e| Failure::new(understudy_types::FailureKind::BadRequest, e.to_string()))
+        });
+        Some(url.map(|url| crate::probe::lookup(client, url, &self.headers)))
+    }
+
     fn count_request(
         &self,
         client: &reqwest::Client,
@@ -209,6 +222,22 @@ impl Upstream for GeminiProtocol {
 }
 
 impl GeminiProtocol {
+    /// A `countTokens` request for `model` with `body` (Vertex's probe).
+    pub(crate) fn probe_count(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+        body: String,
+    ) -> Result<reqwest::RequestBuilder, Failure> {
+        let model = valid_model(model)?;
+        Ok(crate::http::raw_post(
+            client,
+            self.url(model, "countTokens"),
+            self.headers.clone(),
+            body,
+        ))
+    }
+
     /// The `countTokens` request for a native body, its body written by
     /// `count_body` (AI Studio's shape, or Vertex's).
     pub(crate) fn count_request_as(

@@ -78,6 +78,23 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// The request that proves, generating nothing, that the provider
+    /// takes the key and serves `model` (`crate::probe`); `None` where the
+    /// protocol has none.
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        let _ = (client, model);
+        None
+    }
+
+    /// Whether a probe's answer with `status` proves the target ready.
+    fn probe_ready(&self, status: u16) -> bool {
+        (200..300).contains(&status)
+    }
+
     /// The protocol this is, or `None` for one that never forwards a
     /// client's body as it is (Chat Completions: no front end hands one
     /// on).
@@ -302,6 +319,40 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                 .with_status(received.status)
             })?;
             Ok(Some(counted.input_tokens))
+        })
+    }
+
+    fn probe<'a>(
+        &'a self,
+        model: &'a str,
+        connect: Duration,
+    ) -> BoxFuture<'a, Result<bool, Failure>> {
+        Box::pin(async move {
+            let (client, in_flight) = self.client(connect);
+            let mut renewed = false;
+            loop {
+                let Some(sent) = self.protocol.probe_request(client, model) else {
+                    return Ok(false);
+                };
+                let (received, authorization) = self
+                    .exchange(client, sent?)
+                    .await
+                    .map_err(|f| self.redact(f))?;
+                if self.protocol.probe_ready(received.status) {
+                    drop(in_flight);
+                    return Ok(true);
+                }
+                let failure = self.protocol.classify_error(
+                    received.status,
+                    &received.headers,
+                    &received.body,
+                );
+                // Expired credentials are renewed once, as for a call.
+                if renewed || !self.renewed(&failure, authorization).await {
+                    return Err(self.redact(failure.with_status(received.status)));
+                }
+                renewed = true;
+            }
         })
     }
 

@@ -185,4 +185,26 @@ impl Upstream for OpenAiProtocol {
     fn parser(&self, model: &str, _native: bool) -> OpenAiStream {
         OpenAiStream::for_model(model)
     }
+
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(match (&self.errors, &self.endpoint) {
+            (Dialect::OpenAi, Endpoint::Fixed(url)) => crate::probe::models_url(url, 2, model)
+                .map(|url| crate::probe::lookup(client, url, &self.headers)),
+            (Dialect::Azure(_), endpoint) => endpoint
+                .url(model)
+                .and_then(|url| crate::probe::azure_empty(client, url, model, &self.headers)),
+            (Dialect::OpenAi, Endpoint::Deployment { .. }) => return None,
+        })
+    }
+
+    fn probe_ready(&self, status: u16) -> bool {
+        match self.errors {
+            Dialect::Azure(_) => crate::probe::azure_ready(status),
+            Dialect::OpenAi => (200..300).contains(&status),
+        }
+    }
 }

@@ -280,6 +280,22 @@ impl Upstream for VertexClaude {
             PLATFORM,
         )
     }
+
+    /// The project's free token count for `model` (`crate::probe`).
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(valid_model(model).map(|model| {
+            crate::http::raw_post(
+                client,
+                format!("{}/count-tokens:rawPredict", self.models),
+                self.headers.clone(),
+                crate::probe::claude_count_body(model),
+            )
+        }))
+    }
 }
 
 // === Gemini ===
@@ -339,6 +355,18 @@ impl Upstream for VertexGemini {
 
     fn parser(&self, model: &str, native: bool) -> GeminiStream {
         self.protocol.parser(model, native)
+    }
+
+    /// The project's free token count for `model` (`crate::probe`).
+    fn probe_request(
+        &self,
+        client: &reqwest::Client,
+        model: &str,
+    ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
+        Some(
+            self.protocol
+                .probe_count(client, model, crate::probe::gemini_count_body()),
+        )
     }
 
     fn count_request(

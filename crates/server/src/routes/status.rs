@@ -2,7 +2,8 @@
 //! build step) that polls `GET /v1/status` every two seconds — providers,
 //! breakers and outcomes, the members of groups of equivalent targets
 //! (smoothed time to first output, in flight, cache-read share, ejected),
-//! traffic per second for the last ten minutes, and the last events.
+//! traffic per second for the last ten minutes, each probed target's
+//! readiness (ready, not ready and why, unchecked), and the last events.
 //!
 //! The page is sent with a strict `Content-Security-Policy`: its one inline
 //! script by hash (edit the script, update its hash in [`CSP`]: the security
@@ -26,7 +27,7 @@ const PAGE: &str = include_str!("../static/status.html");
 /// (base64) of the page's one inline script.
 const CSP: &str = concat!(
     "default-src 'none'; script-src 'sha256-",
-    "mSEpzrWOsXVCzyCAY52lTfIhToJGZ71b5cAJyXsC+XA=",
+    "/9nTZYQ+CEbPFSiPKF9hKV6+KYsrWO994ggetNWk60s=",
     "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; ",
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 );
@@ -64,6 +65,7 @@ async fn status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
         "routing": routing,
         "providers": providers,
         "targets": state.engine.target_stats(),
+        "readiness": state.engine.target_readiness(),
         "seconds": recent.seconds(),
         "events": recent.events(),
     })))

@@ -107,6 +107,50 @@ enum Operation {
 }
 
 impl Cloud for AzureSim {
+    /// A readiness probe: a deployment's Chat Completions with no
+    /// `messages` (Azure has no data-plane deployment lookup). The key is
+    /// checked, then the deployment (404 `DeploymentNotFound`, also for a
+    /// retired one), then the body: 400, nothing generated.
+    fn lookup(&self, req: &Received) -> Option<Result<hyper::Response<SimBody>, Box<Refused>>> {
+        let (path, query) = req.path.split_once('?').unwrap_or((&req.path, ""));
+        let body = serde_json::from_slice::<Value>(&req.body).ok()?;
+        let (Operation::Chat, deployment) = route(path).ok()? else {
+            return None;
+        };
+        if req.method != "POST" || body.get("messages").is_some() {
+            return None;
+        }
+        Some((|| {
+            if super::models::of(req).is_some_and(|m| m.revoked()) {
+                return Err(refuse(401, "401", ACCESS_DENIED));
+            }
+            self.check_auth(req)?;
+            if deployment.is_some() && !query.contains("api-version=") {
+                return Err(refuse(404, "404", "Resource not found"));
+            }
+            let deployment = deployment
+                .or_else(|| body.get("model")?.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let retired = super::models::of(req).is_some_and(|m| m.retired(&deployment));
+            if retired || !self.inner.deployments.contains(&deployment) {
+                return Err(refuse(
+                    404,
+                    "DeploymentNotFound",
+                    "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again.",
+                ));
+            }
+            Ok(response(
+                400,
+                &[("content-type", "application/json")],
+                json!({"error": {
+                    "message": "'messages' is a required property",
+                    "type": "invalid_request_error", "param": null, "code": null,
+                }})
+                .to_string(),
+            ))
+        })())
+    }
+
     fn admit(&self, req: &Received) -> Result<Received, Box<Refused>> {
         self.check_auth(req)?;
         let (path, query) = req.path.split_once('?').unwrap_or((&req.path, ""));

@@ -172,6 +172,61 @@ enum Op {
 }
 
 impl Cloud for BedrockSim {
+    /// The control plane's lookups, as a readiness probe makes them:
+    /// `GET /foundation-models/{id}` and `GET /inference-profiles/{id}`,
+    /// signed like every call (service `bedrock`).
+    fn lookup(&self, req: &Received) -> Option<Result<hyper::Response<SimBody>, Box<Refused>>> {
+        let path = req.path.split('?').next().unwrap_or_default();
+        let (profile, id) = match path.strip_prefix("/foundation-models/") {
+            Some(id) => (false, id),
+            None => (true, path.strip_prefix("/inference-profiles/")?),
+        };
+        if req.method != "GET" {
+            return None;
+        }
+        Some((|| {
+            if super::models::of(req).is_some_and(|m| m.revoked()) {
+                return Err(refuse(
+                    403,
+                    "UnrecognizedClientException",
+                    "The security token included in the request is invalid.",
+                ));
+            }
+            self.check_auth(req)?;
+            let id = percent_decode(id)
+                .ok_or_else(|| refuse(400, "ValidationException", "a bad model id"))?;
+            if super::models::of(req).is_some_and(|m| m.retired(&id)) {
+                return Err(refuse(
+                    404,
+                    "ResourceNotFoundException",
+                    "Could not resolve the foundation model from the provided model identifier.",
+                ));
+            }
+            let region = &self.inner.region;
+            let body = if profile {
+                json!({
+                    "inferenceProfileId": id, "inferenceProfileName": id,
+                    "inferenceProfileArn": format!("arn:aws:bedrock:{region}:000000000000:inference-profile/{id}"),
+                    "status": "ACTIVE", "type": "SYSTEM_DEFINED", "models": [],
+                })
+            } else {
+                json!({"modelDetails": {
+                    "modelArn": format!("arn:aws:bedrock:{region}::foundation-model/{id}"),
+                    "modelId": id, "modelName": id, "providerName": "Anthropic",
+                    "inputModalities": ["TEXT"], "outputModalities": ["TEXT"],
+                    "responseStreamingSupported": true,
+                    "inferenceTypesSupported": ["ON_DEMAND"],
+                    "modelLifecycle": {"status": "ACTIVE"},
+                }})
+            };
+            Ok(response(
+                200,
+                &[("content-type", "application/json")],
+                body.to_string(),
+            ))
+        })())
+    }
+
     fn admit(&self, req: &Received) -> Result<Received, Box<Refused>> {
         let (model, op) = operation(req)?;
         self.check_auth(req)?;

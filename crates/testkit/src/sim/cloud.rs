@@ -24,6 +24,15 @@ pub trait Cloud: Send + Sync + 'static {
         None
     }
 
+    /// Answers `req` when it is the cloud's model lookup (the call a
+    /// readiness probe makes: its own auth checked, a retired model's
+    /// 404, a revoked key's refusal, in the cloud's shape); `None` passes
+    /// it on. Counted by `SimProvider::lookups`, never recorded.
+    fn lookup(&self, req: &Received) -> Option<Result<hyper::Response<SimBody>, Box<Refused>>> {
+        let _ = req;
+        None
+    }
+
     /// Checks `req` against the cloud's rules: refused, the cloud's own
     /// error; admitted, the request in the protocol's own shape (path,
     /// body and headers as its service takes them).

@@ -17,6 +17,13 @@
 //! provider reports them (see [`UsageDetail`]). Standing faults
 //! (`faults.rs`): a slow first token, a share of calls failing.
 //!
+//! Each answers its API's model lookup in its real shape (`models.rs`; a
+//! cloud's in its own file): a model retired with
+//! [`SimProvider::retire_model`] is a 404 there and in generation calls, a
+//! key revoked with [`SimProvider::revoke_key`] refused everywhere; lookups
+//! are counted ([`SimProvider::lookups`]) apart from the calls `received`
+//! records.
+//!
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
 //! (`rules/`); a request that breaks one gets the provider's own 400 and is
@@ -38,6 +45,7 @@ mod faults;
 mod gemini;
 mod ids;
 mod limits;
+mod models;
 mod openai;
 mod responses;
 mod rules;
@@ -352,6 +360,8 @@ struct Shared {
     cache: cache::PromptCache,
     /// Standing faults: slow first token, a share of calls failing.
     faults: faults::Faults,
+    /// The model lookups: retired models, a revoked key, the count.
+    models: models::Models,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -487,6 +497,46 @@ impl SimProvider {
         lock(&self.shared.received).len()
     }
 
+    /// Stops serving `model`: its lookup answers 404 (a cloud's in its
+    /// own shape), and so does a generation call naming it.
+    pub fn retire_model(&self, model: &str) -> &Self {
+        self.shared.models.retire(model);
+        self
+    }
+
+    /// Serves `model` again (undoes [`Self::retire_model`]).
+    pub fn restore_model(&self, model: &str) -> &Self {
+        self.shared.models.restore(model);
+        self
+    }
+
+    /// Refuses the key: every lookup and generation call answers 401 in
+    /// the provider's shape (Gemini: 400 `API_KEY_INVALID`; a cloud's lookup:
+    /// its own refusal).
+    pub fn revoke_key(&self) -> &Self {
+        self.shared.models.revoke();
+        self
+    }
+
+    /// Model lookups answered so far (the calls a readiness probe makes;
+    /// never in [`Self::received`]).
+    pub fn lookups(&self) -> usize {
+        self.shared.models.lookups()
+    }
+
+    /// Calls received that could generate: every recorded request but a
+    /// token count.
+    pub fn generation_calls(&self) -> usize {
+        lock(&self.shared.received)
+            .iter()
+            .filter(|r| {
+                !["count_tokens", "countTokens", "count-tokens"]
+                    .iter()
+                    .any(|c| r.path.contains(c))
+            })
+            .count()
+    }
+
     /// Connections currently open from clients.
     pub fn open_connections(&self) -> usize {
         self.shared.open_connections.load(Ordering::SeqCst)
@@ -594,6 +644,7 @@ impl Shared {
             usage_detail: Mutex::default(),
             cache: cache::PromptCache::new(),
             faults: faults::Faults::default(),
+            models: models::Models::default(),
         }))
     }
 }

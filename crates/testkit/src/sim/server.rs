@@ -89,7 +89,15 @@ pub(super) async fn serve(
         shared: Some(Arc::clone(&shared)),
         cached: Default::default(),
     };
+    // A model lookup (a readiness probe) is answered here, counted apart
+    // from the generation calls.
+    if let Some(answer) = super::models::lookup(&shared, &received) {
+        return Ok(answer);
+    }
     let Some(cloud) = &shared.cloud else {
+        if let Some(refused) = refused_generation(&shared, &received) {
+            return Ok(refused);
+        }
         let wire = received.clone();
         return serve_protocol(&shared, received, wire).await;
     };
@@ -103,6 +111,9 @@ pub(super) async fn serve(
             lock(&shared.cloud_violations).push(line);
             refused.response
         }));
+    }
+    if let Some(refused) = refused_generation(&shared, &received) {
+        return Ok(refused);
     }
     let original = received.clone();
     let admitted = match cloud.admit(&received) {
@@ -119,6 +130,16 @@ pub(super) async fn serve(
     };
     let answer = serve_protocol(&shared, admitted, original.clone()).await?;
     Ok(cloud.wrap(&original, answer))
+}
+
+/// A generation call refused for a revoked key or a retired model
+/// (`models.rs`), recorded as the call it was.
+fn refused_generation(shared: &Shared, received: &Received) -> Option<Response<SimBody>> {
+    let refused = super::models::refusal(shared, received)?;
+    let mut recorded = received.clone();
+    recorded.shared = None;
+    lock(&shared.received).push(recorded);
+    Some(refused)
 }
 
 /// Serves a request in the protocol's own shape: its rules, then the

@@ -230,6 +230,65 @@ impl Cloud for Front {
         (path == "/token").then(|| self.account.exchange(req))
     }
 
+    /// A readiness probe's free token count: Claude's
+    /// `count-tokens:rawPredict` (answered here: the model in the body), or
+    /// Gemini's `{model}:countTokens` when its model is retired or the
+    /// account refused (otherwise counted by the Gemini simulator as any
+    /// count is).
+    fn lookup(&self, req: &Received) -> Option<Result<hyper::Response<SimBody>, Box<Refused>>> {
+        let (publisher, model, method) = self.account.operation(req).ok()?;
+        let claude = publisher == "anthropic" && model == "count-tokens" && method == "rawPredict";
+        let gemini = publisher == "google" && method == "countTokens";
+        if !claude && !gemini {
+            return None;
+        }
+        let models = super::models::of(req);
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let model = if claude {
+            body.get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        } else {
+            model
+        };
+        let revoked = models.is_some_and(|m| m.revoked());
+        let retired = models.is_some_and(|m| m.retired(&model));
+        if gemini && !revoked && !retired {
+            return None;
+        }
+        Some((|| {
+            if revoked {
+                return Err(refuse(
+                    403,
+                    "PERMISSION_DENIED",
+                    &format!(
+                        "Permission 'aiplatform.endpoints.predict' denied on resource '//aiplatform.googleapis.com/projects/{}/locations/{}/publishers/{publisher}/models/{model}' (or it may not exist).",
+                        self.account.inner.project, self.account.inner.region
+                    ),
+                    Some("IAM_PERMISSION_DENIED"),
+                ));
+            }
+            self.account.check_bearer(req)?;
+            if retired {
+                return Err(refuse(
+                    404,
+                    "NOT_FOUND",
+                    &format!(
+                        "Publisher Model `projects/{}/locations/{}/publishers/{publisher}/models/{model}` not found.",
+                        self.account.inner.project, self.account.inner.region
+                    ),
+                    None,
+                ));
+            }
+            Ok(response(
+                200,
+                &[("content-type", "application/json")],
+                json!({"input_tokens": 1}).to_string(),
+            ))
+        })())
+    }
+
     fn admit(&self, req: &Received) -> Result<Received, Box<Refused>> {
         self.account.check_bearer(req)?;
         let (publisher, model, method) = self.account.operation(req)?;
