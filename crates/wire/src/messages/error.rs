@@ -75,7 +75,9 @@ pub fn classify_error_object(status: u16, headers: &HeaderMap, error: &WireError
         ("overloaded_error" | "api_error", _) | (_, 500 | 529) => FailureKind::Unavailable,
         ("timeout_error", _) | (_, 504) => FailureKind::Timeout,
         ("request_too_large", _) | (_, 413) => FailureKind::BadRequest,
-        _ if lower.contains("prompt is too long") => FailureKind::ContextLength,
+        _ if lower.contains("prompt is too long") || lower.contains("exceed context limit") => {
+            FailureKind::ContextLength
+        }
         _ => classify::status(status),
     };
     Failure::new(
