@@ -6,6 +6,8 @@
 //! - `decide.rs`: the decision machine, what happens next in a request
 //!   (`decide/tests.rs`: its table of cases).
 //! - `plan.rs`: which targets a request walks.
+//! - `fit.rs`: whether a prompt fits a target's context window, and where
+//!   a prompt too long for one goes next.
 //! - `balance.rs`: which member of a group of equivalent targets goes
 //!   first, and when a member is ejected for its error rate.
 //! - `timeouts.rs`: which timeouts bound an attempt.
@@ -33,6 +35,7 @@ pub mod balance;
 pub mod breaker;
 pub mod budget;
 pub mod decide;
+pub mod fit;
 pub mod key_choice;
 pub mod output;
 pub mod plan;

@@ -34,6 +34,10 @@ pub enum Unavailable {
     /// request waits for them (a token endpoint that fails or hangs, a
     /// broken key file; found when its turn comes, never at planning).
     Credentials,
+    /// Its model's context window cannot hold the request (see
+    /// [`crate::fit`]); also a later target no larger than one that
+    /// answered "too long".
+    ContextWindow,
 }
 
 /// A request's plan: the route's primary and the targets to try in order.
@@ -68,6 +72,7 @@ impl Unavailable {
             Self::Stopped => "stopped after repeated crashes",
             Self::KeysOut => "every key of its pool is out",
             Self::Credentials => "credentials unusable",
+            Self::ContextWindow => "its context window cannot hold the request",
         }
     }
 
@@ -80,6 +85,7 @@ impl Unavailable {
             Self::Stopped => "stopped",
             Self::KeysOut => "keys_out",
             Self::Credentials => "credentials",
+            Self::ContextWindow => "context_window",
         }
     }
 }

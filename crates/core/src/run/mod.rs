@@ -14,6 +14,8 @@
 //! - `key_choice.rs`: which key of a pooled target a call goes to, and what
 //!   its outcome tells the pool.
 //! - `prepare.rs`: a run planned from the router's published view.
+//! - `fit.rs`: the targets whose context window cannot hold the request
+//!   left out of its plan, and a "too long" answer's next target.
 //! - `session.rs`: the run's session: its pin looked up before planning,
 //!   the switch cost the decision machine weighs, the pin moved to
 //!   whoever served and the event's note.
@@ -33,6 +35,7 @@ mod answer;
 mod call;
 mod count;
 mod credit;
+mod fit;
 mod key_choice;
 mod prepare;
 mod session;
@@ -405,7 +408,12 @@ impl Run {
         self.plan
             .skipped
             .iter()
-            .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+            .filter(|(_, why)| {
+                matches!(
+                    why,
+                    Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::ContextWindow
+                )
+            })
             .map(|(t, why)| skipped(t, *why))
             .chain(
                 self.passed_over

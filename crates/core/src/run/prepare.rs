@@ -58,7 +58,12 @@ fn notes(
         .iter()
         // A missing key or adapter is configuration, not an event of this
         // request.
-        .filter(|(_, why)| matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped))
+        .filter(|(_, why)| {
+            matches!(
+                why,
+                Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::ContextWindow
+            )
+        })
         .map(|(t, why)| Skip {
             provider: t.provider.to_string(),
             model: t.model.to_string(),
@@ -256,6 +261,7 @@ fn plan_of(
             plan.balanced = false;
         }
     }
+    crate::run::fit::check(view, request, &mut plan)?;
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;

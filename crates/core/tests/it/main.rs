@@ -30,6 +30,7 @@ mod bounded_state;
 mod capabilities;
 mod client_fleet;
 mod cloud_settings;
+mod context_windows;
 mod count_tokens;
 mod default_route;
 mod failover;

@@ -15,7 +15,10 @@
 //! the provider's own usage fields; [`SimProvider::with_usage_detail`]
 //! adds scripted cached and reasoning tokens on top, each where and as its
 //! provider reports them (see [`UsageDetail`]). Standing faults
-//! (`faults.rs`): a slow first token, a share of calls failing.
+//! (`faults.rs`): a slow first token, a share of calls failing. A model
+//! may be given a context window (`window.rs`,
+//! [`SimProvider::with_context_window`]): a longer prompt gets the API's
+//! own "too long" error.
 //!
 //! Simulators are strict by default: before any reply is chosen, the
 //! request is checked against the provider's documented request rules
@@ -46,6 +49,7 @@ mod server;
 pub mod tls;
 #[cfg(feature = "test-support")]
 mod vertex;
+mod window;
 
 use std::fmt;
 use std::io;
@@ -349,6 +353,8 @@ struct Shared {
     cache: cache::PromptCache,
     /// Standing faults: slow first token, a share of calls failing.
     faults: faults::Faults,
+    /// The model's context window, when it has one.
+    window: window::Window,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -582,6 +588,7 @@ impl Shared {
             usage_detail: Mutex::default(),
             cache: cache::PromptCache::new(),
             faults: faults::Faults::default(),
+            window: window::Window::default(),
         }))
     }
 }
