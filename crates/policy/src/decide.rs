@@ -295,6 +295,32 @@ impl Decider {
         }
     }
 
+    /// The current target answered that the prompt is too long for its
+    /// context window (`windows`: each plan target's, `None` unknown; an
+    /// empty slice knows none). A failure like any other, except where the
+    /// walk goes: to the next target whose window is larger, passing over
+    /// those no larger ([`crate::fit::larger_after`]). The same as
+    /// `next(Input::Failed(ContextLength))` when the windows are unknown.
+    pub fn too_long(&mut self, windows: &[Option<u32>], now: Instant) -> Next {
+        let softened = matches!(
+            self.pending,
+            Some(Call {
+                kind: AttemptKind::Softened,
+                ..
+            })
+        );
+        if !softened && self.pending.is_some() {
+            // Those no larger are behind us already.
+            self.at = crate::fit::larger_after(windows, self.at) - 1;
+        }
+        self.failed(&FailureKind::ContextLength, now, 0.0)
+    }
+
+    /// The plan target the walk is at (the last one called).
+    pub fn at(&self) -> usize {
+        self.at
+    }
+
     /// Another key of the same target takes the call (a rate limit there
     /// is no reason to wait: this key waits alone).
     fn key_failed(&mut self, kind: &FailureKind, now: Instant, jitter: f64) -> Next {

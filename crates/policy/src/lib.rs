@@ -9,6 +9,8 @@
 //! - `caller.rs`: the routing a request asked for (its `models`, provider
 //!   preferences, `x-understudy-targets`) as the targets it walks
 //!   (`caller/tests.rs`: its cases).
+//! - `fit.rs`: whether a prompt fits a target's context window, and where
+//!   a prompt too long for one goes next.
 //! - `balance.rs`: which member of a group of equivalent targets goes
 //!   first, and when a member is ejected for its error rate.
 //! - `timeouts.rs`: which timeouts bound an attempt.
@@ -39,6 +41,7 @@ pub mod breaker;
 pub mod budget;
 pub mod caller;
 pub mod decide;
+pub mod fit;
 pub mod hedge;
 pub mod key_choice;
 pub mod output;

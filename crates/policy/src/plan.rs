@@ -37,6 +37,10 @@ pub enum Unavailable {
     /// A readiness probe proved it cannot serve (its key refused, its
     /// model missing): left out as behind an open breaker.
     NotReady,
+    /// Its model's context window cannot hold the request (see
+    /// [`crate::fit`]); also a later target no larger than one that
+    /// answered "too long".
+    ContextWindow,
 }
 
 /// A request's plan: the route's primary and the targets to try in order.
@@ -72,6 +76,7 @@ impl Unavailable {
             Self::KeysOut => "every key of its pool is out",
             Self::Credentials => "credentials unusable",
             Self::NotReady => "not ready (a probe found its key refused or its model missing)",
+            Self::ContextWindow => "its context window cannot hold the request",
         }
     }
 
@@ -85,6 +90,7 @@ impl Unavailable {
             Self::KeysOut => "keys_out",
             Self::Credentials => "credentials",
             Self::NotReady => "not_ready",
+            Self::ContextWindow => "context_window",
         }
     }
 }

@@ -86,7 +86,9 @@ impl ApiError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Engine(e) => match e {
                 Error::Client(r) => client_status(r),
-                Error::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+                Error::InvalidRequest { .. } | Error::ContextTooLong { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
                 Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
                     StatusCode::NOT_FOUND
                 }

@@ -21,6 +21,11 @@ pub struct Capabilities {
     /// Unset: the built-in value for well-known models
     /// (`limits::output_limit`), else no clamp.
     pub max_output_tokens: Option<u32>,
+    /// The model's context window in tokens (input and output together,
+    /// as its provider counts them): a request that cannot fit skips the
+    /// target without a call. Unset: the built-in value for well-known
+    /// models (`windows::context_window`), else unknown (assumed to fit).
+    pub context_window: Option<u32>,
     /// An OpenAI-compatible server that takes the output limit as
     /// `max_completion_tokens` (OpenAI itself and Azure OpenAI; what
     /// reasoning models require) rather than `max_tokens` (what other
@@ -42,6 +47,7 @@ pub struct CapabilityOverrides {
     pub json_schema: Option<bool>,
     pub assistant_prefill: Option<bool>,
     pub max_output_tokens: Option<u32>,
+    pub context_window: Option<u32>,
     pub max_completion_tokens: Option<bool>,
 }
 
@@ -63,6 +69,7 @@ impl Default for Capabilities {
             json_schema: true,
             assistant_prefill: false,
             max_output_tokens: None,
+            context_window: None,
             max_completion_tokens: false,
             passthrough: understudy_types::passthrough::GatedSet::NONE,
         }
@@ -78,6 +85,7 @@ impl Capabilities {
             json_schema: o.json_schema.unwrap_or(self.json_schema),
             assistant_prefill: o.assistant_prefill.unwrap_or(self.assistant_prefill),
             max_output_tokens: o.max_output_tokens.or(self.max_output_tokens),
+            context_window: o.context_window.or(self.context_window),
             max_completion_tokens: o
                 .max_completion_tokens
                 .unwrap_or(self.max_completion_tokens),

@@ -28,6 +28,8 @@
 //! - `telemetry.rs`: `[telemetry]` and the `OTEL_*` variables. `tables.rs`: `[rate_limit]`, `[events]`,
 //!   `[cache]`, `[breaker]` ([`BreakerSettings`]), `[budget]`.
 //! - `limits.rs`: built-in output-token limits of well-known models.
+//! - `windows.rs`: built-in context windows of well-known models, and a
+//!   target's limits resolved (its overrides over the table).
 //! - `affinity.rs`: `[affinity]`, sessions pinned where their prompt cache
 //!   is (the wait cost, the body sources, per-provider cache facts).
 //! - `caller_routing.rs`: `[caller_routing]`, whether a request may
@@ -69,6 +71,7 @@ mod telemetry;
 #[cfg(test)]
 mod tests;
 mod timeouts;
+pub mod windows;
 
 pub use affinity::{AffinitySettings, CacheOverride, MAX_CACHE_TTL};
 pub use balance::BalanceSettings;

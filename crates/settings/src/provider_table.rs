@@ -466,6 +466,7 @@ impl RawProvider {
             }
             p.prices.insert(model.clone(), *price);
         }
+        crate::windows::check_overrides(self.capabilities.as_ref(), &self.model_capabilities, at)?;
         if let Some(c) = &self.capabilities {
             p.capabilities = p.capabilities.with(c);
         }

@@ -770,23 +770,63 @@ impl ChatRequest {
 }
 
 /// A rough count of a request's input tokens (four characters a token),
-/// for the token budgets a provider reports.
+/// for the token budgets a provider reports and a context window's fit:
+/// the system prompt, every turn's text, its tool calls (name and
+/// arguments) and tool-call id, and the tools offered (name, description,
+/// schema). One pass over the parts summing lengths: nothing allocated,
+/// no text read.
 pub fn estimate_tokens(chat: &ChatRequest) -> u64 {
     if let Some(native) = &chat.native {
         return native.body.len() as u64 / 4;
     }
-    let text: usize = chat.system.as_ref().map_or(0, String::len)
-        + chat
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .map(|p| match p {
-                Part::Text { text } => text.len(),
-                // An image counts as a thousand tokens or so.
-                _ => 4000,
-            })
-            .sum::<usize>();
-    text as u64 / 4
+    let turns: usize = chat
+        .messages
+        .iter()
+        .map(|m| {
+            let parts: usize = m
+                .content
+                .iter()
+                .map(|p| match p {
+                    Part::Text { text } => text.len(),
+                    // An image counts as a thousand tokens or so.
+                    _ => 4000,
+                })
+                .sum();
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                .sum();
+            parts + calls + m.tool_call_id.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    let tools: usize = chat
+        .tools
+        .iter()
+        .map(|t| {
+            t.name.len()
+                + t.description.as_ref().map_or(0, String::len)
+                + t.parameters.as_ref().map_or(0, json_len)
+        })
+        .sum();
+    (chat.system.as_ref().map_or(0, String::len) + turns + tools) as u64 / 4
+}
+
+/// About the length of `v` written as JSON (its keys and strings, a few
+/// characters for each value's punctuation), without writing it.
+fn json_len(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(|i| json_len(i) + 1).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 4 + json_len(v))
+                .sum::<usize>()
+                + 2
+        }
+        _ => 5,
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,14 @@ pub enum Error {
     /// A client's model name that is no route and no provider.
     #[error("the model `{0}` names no route and no provider")]
     UnknownModel(String),
+    /// The prompt fits no target the request may use: every one's known
+    /// context window is smaller than its estimated tokens (the input,
+    /// plus the output it reserves where the provider counts it). Nothing
+    /// was called.
+    #[error(
+        "prompt is too long: about {tokens} tokens > {limit} maximum (the largest context window of the targets that may serve it; estimated at 4 characters a token)"
+    )]
+    ContextTooLong { tokens: u64, limit: u32 },
     /// The plan was empty: no provider had a key (or all were disabled).
     #[error("no provider available: {0}")]
     NoProviderAvailable(String),
@@ -79,6 +87,7 @@ impl Error {
             | Self::UnknownProvider(_)
             | Self::UnknownRoute(_)
             | Self::UnknownModel(_) => FailureCode::InvalidRequest,
+            Self::ContextTooLong { .. } => FailureCode::ContextLength,
             Self::NoProviderAvailable(_) => FailureCode::NoProviderAvailable,
             Self::ProvidersFailed { code, .. } => *code,
             Self::Refused { .. } => FailureCode::ContentFilter,

@@ -79,6 +79,8 @@ pub(crate) struct View {
     /// Reasons fixed at start: no key, no adapter.
     pub(crate) unavailable: HashMap<Arc<str>, Unavailable>,
     pub(crate) stopped: HashSet<Arc<str>>,
+    /// The context windows of the routing's targets, resolved once.
+    pub(crate) limits: Arc<understudy_policy::fit::Known>,
 }
 
 pub(crate) struct RouterState {
@@ -120,7 +122,13 @@ impl Actor for RouterActor {
                 Some((Arc::from(p.name.as_str()), why))
             })
             .collect();
+        let limits = understudy_policy::fit::Known::new(
+            &settings,
+            &settings.default_route(),
+            &settings.routes,
+        );
         let view = View {
+            limits: Arc::new(limits),
             routing: settings.routing.clone(),
             default_route: settings.default_route(),
             routes: settings.routes.clone(),
@@ -187,6 +195,11 @@ impl Actor for RouterActor {
                         &view.settings.route_options,
                         Some(&view.stats),
                         crate::runtime_clock::now(),
+                    ));
+                    view.limits = Arc::new(understudy_policy::fit::Known::new(
+                        &view.settings,
+                        &view.default_route,
+                        &routes,
                     ));
                     view.routing = routing;
                     view.routes = routes;

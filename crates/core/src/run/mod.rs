@@ -18,6 +18,8 @@
 //! - `prepare.rs`: a run planned from the router's published view.
 //! - `caller.rs`: the routing a request asked for, where it may, and its
 //!   event's note of it.
+//! - `fit.rs`: the targets whose context window cannot hold the request
+//!   left out of its plan, and a "too long" answer's next target.
 //! - `session.rs`: the run's session: its pin looked up before planning,
 //!   the switch cost the decision machine weighs, the pin moved to
 //!   whoever served and the event's note.
@@ -38,6 +40,7 @@ mod call;
 mod caller;
 mod count;
 mod credit;
+mod fit;
 mod hedge;
 mod key_choice;
 mod prepare;
@@ -418,7 +421,10 @@ impl Run {
             .filter(|(_, why)| {
                 matches!(
                     why,
-                    Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::NotReady
+                    Unavailable::BreakerOpen
+                        | Unavailable::Stopped
+                        | Unavailable::NotReady
+                        | Unavailable::ContextWindow
                 )
             })
             .map(|(t, why)| skipped(t, *why))

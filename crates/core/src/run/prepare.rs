@@ -61,7 +61,10 @@ fn notes(
         .filter(|(_, why)| {
             matches!(
                 why,
-                Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::NotReady
+                Unavailable::BreakerOpen
+                    | Unavailable::Stopped
+                    | Unavailable::NotReady
+                    | Unavailable::ContextWindow
             )
         })
         .map(|(t, why)| Skip {
@@ -280,6 +283,7 @@ fn plan_of(
             plan.balanced = false;
         }
     }
+    crate::run::fit::check(view, request, &mut plan)?;
     let needs = request.chat.needs();
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;

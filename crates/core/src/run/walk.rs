@@ -186,7 +186,12 @@ impl Run {
                 Input::Served => 0.0,
                 _ => fastrand::f64(),
             };
-            let next = decider.next(input, crate::runtime_clock::now(), jitter);
+            let next = match input {
+                Input::Failed(FailureKind::ContextLength) => {
+                    self.after_too_long(decider, crate::runtime_clock::now())
+                }
+                input => decider.next(input, crate::runtime_clock::now(), jitter),
+            };
             let call = match next {
                 Next::Call(call) => call,
                 Next::Wait(wait, call) => {

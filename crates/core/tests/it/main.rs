@@ -31,6 +31,7 @@ mod caller_settings;
 mod capabilities;
 mod client_fleet;
 mod cloud_settings;
+mod context_windows;
 mod count_tokens;
 mod default_route;
 mod failover;

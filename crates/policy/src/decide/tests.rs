@@ -865,3 +865,40 @@ fn a_hedge_moves_the_walk_to_its_backup() {
         Next::Stop(Verdict::Failed(FailureCode::Unavailable))
     );
 }
+
+#[test]
+fn a_too_long_answer_passes_over_windows_no_larger() {
+    let k = |n: u32| Some(n * 1000);
+    // (windows, where each "too long" answer leads, in turn)
+    let cases: [(&[Option<u32>], &[Next]); 4] = [
+        (
+            &[k(128), k(128), k(200)],
+            &[
+                call(2, Fallback),
+                Next::Stop(Verdict::Failed(FailureCode::ContextLength)),
+            ],
+        ),
+        (
+            &[k(128), None, k(100)],
+            &[call(1, Fallback), call(2, Fallback)],
+        ),
+        (
+            &[k(200), k(128), k(200)],
+            &[Next::Stop(Verdict::Failed(FailureCode::ContextLength))],
+        ),
+        // No windows known: the next target, as any failure.
+        (&[], &[call(1, Fallback), call(2, Fallback)]),
+    ];
+    for (windows, steps) in cases {
+        let t0 = crate::test_now();
+        let mut d = Decider::new(
+            &plan(3, true),
+            rules(Mode::Answer, RefusalPolicy::default()),
+            t0 + Duration::from_secs(120),
+        );
+        assert_eq!(d.next(Input::Start, t0, 0.5), call(0, Primary));
+        for want in steps {
+            assert_eq!(&d.too_long(windows, t0), want, "{windows:?}");
+        }
+    }
+}

@@ -127,6 +127,20 @@ fn classify(status: u16, headers: &[(&'static str, &str)], body: &str) -> Failur
 use understudy_types::Failure;
 
 #[test]
+fn a_deployment_too_small_for_the_prompt_is_the_context_length() {
+    let too_long = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 139514 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded","status":400}}"#;
+    assert_eq!(
+        classify(400, &[], too_long).kind,
+        understudy_types::FailureKind::ContextLength
+    );
+    let output_too_large = r#"{"error":{"message":"max_tokens is too large: 32000. This model supports at most 16384 completion tokens, whereas you provided 32000.","type":"invalid_request_error","param":"max_tokens","code":null}}"#;
+    assert_eq!(
+        classify(400, &[], output_too_large).kind,
+        understudy_types::FailureKind::BadRequest
+    );
+}
+
+#[test]
 fn content_filters_old_and_new_are_refusals() {
     let old = r#"{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{"hate":{"filtered":false,"severity":"safe"},"jailbreak":{"filtered":true,"detected":true}}}}}"#;
     let new = r#"{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI’s content management policy.","type":"invalid_request_error","param":"prompt","code":"invalid_prompt","content_filters":[{"blocked":true,"source_type":"prompt"}],"innererror":{"code":"ContentFiltered"}}}"#;

@@ -127,6 +127,7 @@ fn validation(message: &str) -> Failure {
     let kind = if lower.contains("too long")
         || lower.contains("context window")
         || lower.contains("too many tokens")
+        || lower.contains("exceed context limit")
     {
         FailureKind::ContextLength
     } else {
@@ -203,6 +204,48 @@ mod tests {
             let f = classify(status, &with_type(t), br#"{"message":"m"}"#);
             assert_eq!(f.kind, kind, "{t}");
             assert_eq!(f.status, Some(status));
+        }
+    }
+
+    #[test]
+    fn too_long_is_the_context_length_and_other_limits_are_not() {
+        // (the ValidationException's message, the context length)
+        let cases = [
+            // InvokeModel(-WithResponseStream).
+            ("Input is too long for requested model.", true),
+            // Converse, Anthropic's text wrapped.
+            (
+                "The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum",
+                true,
+            ),
+            (
+                "The model returned the following errors: Input is too long for requested model.",
+                true,
+            ),
+            (
+                "The model returned the following errors: input length and `max_tokens` exceed context limit: 189136 + 20000 > 204648, decrease input length or `max_tokens` and try again",
+                true,
+            ),
+            // A body over Bedrock's size limit, an output budget too large:
+            // no larger window helps.
+            (
+                "1 validation error detected: Value at 'body' failed to satisfy constraint: Member must have length less than or equal to 25000000",
+                false,
+            ),
+            (
+                "The maximum tokens you requested exceeds the model limit of 32768",
+                false,
+            ),
+        ];
+        for (message, too_long) in cases {
+            let body = serde_json::json!({ "message": message }).to_string();
+            let f = classify(400, &with_type("ValidationException"), body.as_bytes());
+            let want = if too_long {
+                FailureKind::ContextLength
+            } else {
+                FailureKind::BadRequest
+            };
+            assert_eq!(f.kind, want, "{message}");
         }
     }
 

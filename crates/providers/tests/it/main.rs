@@ -16,6 +16,7 @@ mod native;
 mod reasoning;
 mod streaming;
 mod tls_http2;
+mod too_long;
 mod tool_ids;
 mod tools_anthropic;
 mod tools_gemini;

@@ -410,7 +410,12 @@ async fn claude_model_names_need_no_route_each() {
 
 #[tokio::test]
 async fn long_sessions_fit_and_a_body_over_the_limit_is_a_413_in_anthropic_s_shape() {
-    let s = setup("").await;
+    // 5 MB of text is some 1.3 M tokens, more than any built-in window
+    // holds (such a prompt is refused at once): this model's is larger.
+    let s = setup(
+        "[providers.claude.model_capabilities.\"claude-sonnet-4-5\"]\ncontext_window = 2000000",
+    )
+    .await;
     answer_everywhere(&s, "Done.");
     // 5 MB of history, as a long session with screenshots reaches.
     let big = json!({

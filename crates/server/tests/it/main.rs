@@ -27,6 +27,7 @@ mod clients;
 mod cloud_twins;
 mod credentials;
 mod events;
+mod fit;
 mod front_ends;
 mod gemini_api;
 mod generate;

@@ -15,7 +15,10 @@
 //! the provider's own usage fields; [`SimProvider::with_usage_detail`]
 //! adds scripted cached and reasoning tokens on top, each where and as its
 //! provider reports them (see [`UsageDetail`]). Standing faults
-//! (`faults.rs`): a slow first token, a share of calls failing.
+//! (`faults.rs`): a slow first token, a share of calls failing. A model
+//! may be given a context window (`window.rs`,
+//! [`SimProvider::with_context_window`]): a longer prompt gets the API's
+//! own "too long" error.
 //!
 //! Each answers its API's model lookup in its real shape (`models.rs`; a
 //! cloud's in its own file): a model retired with
@@ -54,6 +57,7 @@ mod server;
 pub mod tls;
 #[cfg(feature = "test-support")]
 mod vertex;
+mod window;
 
 use std::fmt;
 use std::io;
@@ -362,6 +366,8 @@ struct Shared {
     faults: faults::Faults,
     /// The model lookups: retired models, a revoked key, the count.
     models: models::Models,
+    /// The model's context window, when it has one.
+    window: window::Window,
 }
 
 type SimBody = BoxBody<Bytes, io::Error>;
@@ -645,6 +651,7 @@ impl Shared {
             cache: cache::PromptCache::new(),
             faults: faults::Faults::default(),
             models: models::Models::default(),
+            window: window::Window::default(),
         }))
     }
 }

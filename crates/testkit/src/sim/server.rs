@@ -160,6 +160,12 @@ async fn serve_protocol(
         lock(&shared.received).push(recorded);
         return Ok(violation.response());
     }
+    if let Some(too_long) = shared.window.refuse(shared.dialect, &received, &wire) {
+        let mut recorded = wire;
+        recorded.shared = None;
+        lock(&shared.received).push(recorded);
+        return Ok(too_long);
+    }
     let limited = shared.limits.count(shared.protocol, &received);
     let reply = match limited.as_ref().and_then(|v| v.refuse.clone()) {
         Some(refused) => refused,

@@ -110,3 +110,46 @@ fn an_answer_without_an_id_reads_and_writes_as_before() {
     };
     assert_eq!(serde_json::to_value(&c).unwrap()["response_id"], "msg_01");
 }
+
+#[test]
+fn the_estimate_counts_the_system_prompt_tool_calls_and_tools() {
+    let text = |s: &str| Part::Text { text: s.into() };
+    let mut req = ChatRequest::user("a".repeat(400));
+    assert_eq!(estimate_tokens(&req), 100);
+    req.system = Some("s".repeat(40));
+    assert_eq!(estimate_tokens(&req), 110);
+    // An assistant's tool call and the tool's answer count their text.
+    req.messages.push(Message {
+        role: Role::Assistant,
+        content: Vec::new(),
+        tool_calls: vec![ToolCall {
+            id: "call_1".into(),
+            name: "lookup".into(),
+            arguments: "x".repeat(388),
+        }],
+        tool_call_id: None,
+    });
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: vec![text(&"r".repeat(394))],
+        tool_calls: Vec::new(),
+        tool_call_id: Some("call_1".into()),
+    });
+    assert_eq!(estimate_tokens(&req), 310);
+    // The tools offered: their names, descriptions and schemas.
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"q": {"type": "string", "description": "w".repeat(200)}},
+    });
+    // The schema counts about as long as it is written.
+    let written = serde_json::to_string(&schema).unwrap().len() as u64;
+    req.tools.push(Tool {
+        name: "lookup".into(),
+        description: Some("d".repeat(100)),
+        parameters: Some(schema),
+        strict: None,
+    });
+    let want = (1240 + 6 + 100 + written) / 4;
+    let got = estimate_tokens(&req);
+    assert!(got.abs_diff(want) <= 3, "{got} for about {want}");
+}

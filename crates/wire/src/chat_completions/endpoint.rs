@@ -68,6 +68,13 @@ pub fn envelope(fault: &Fault<'_>) -> Envelope {
     ) {
         code = "model_not_found";
     }
+    // A prompt no target's window holds: OpenAI's own code and param for
+    // it, which clients key their truncation on.
+    let mut param = fault.param;
+    if let Some(Error::ContextTooLong { .. }) = fault.engine {
+        code = "context_length_exceeded";
+        param = Some("messages");
+    }
     let kind = match fault.engine {
         Some(Error::Client(r)) => match r {
             ClientRefusal::Requests { .. } => "requests",
@@ -78,7 +85,7 @@ pub fn envelope(fault: &Fault<'_>) -> Envelope {
         _ => super::error::error_type(fault.status),
     };
     let body = json!({"error": {
-        "message": fault.message, "type": kind, "param": fault.param, "code": code,
+        "message": fault.message, "type": kind, "param": param, "code": code,
     }});
     Envelope::json(fault.status, &body)
 }

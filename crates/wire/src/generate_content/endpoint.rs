@@ -78,7 +78,9 @@ impl Endpoint for GenerateContentEdge {
             Some(Error::DeadlineExceeded { .. }) => 504,
             Some(Error::FallbackBudgetExceeded { .. } | Error::NoProviderAvailable(_)) => 503,
             Some(Error::Engine(_)) => 500,
-            Some(Error::Refused { .. } | Error::InvalidRequest { .. }) => 400,
+            Some(
+                Error::Refused { .. } | Error::InvalidRequest { .. } | Error::ContextTooLong { .. },
+            ) => 400,
             Some(Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_)) => {
                 404
             }

@@ -157,7 +157,9 @@ pub fn status_and_type(fault: &Fault<'_>) -> (u16, &'static str) {
         Error::DeadlineExceeded { .. } => "timeout_error",
         Error::FallbackBudgetExceeded { .. } => "overloaded_error",
         Error::NoProviderAvailable(_) | Error::Engine(_) => "api_error",
-        Error::Refused { .. } | Error::InvalidRequest { .. } => "invalid_request_error",
+        Error::Refused { .. } | Error::InvalidRequest { .. } | Error::ContextTooLong { .. } => {
+            "invalid_request_error"
+        }
         Error::UnknownProvider(_) | Error::UnknownRoute(_) | Error::UnknownModel(_) => {
             "not_found_error"
         }

@@ -77,7 +77,9 @@ pub fn classify_error_object(status: u16, headers: &HeaderMap, error: &WireError
         },
         ("timeout_error", _) | (_, 504) => FailureKind::Timeout,
         ("request_too_large", _) | (_, 413) => FailureKind::BadRequest,
-        _ if lower.contains("prompt is too long") => FailureKind::ContextLength,
+        _ if lower.contains("prompt is too long") || lower.contains("exceed context limit") => {
+            FailureKind::ContextLength
+        }
         _ => classify::hinted(classify::status(status), headers, SystemTime::now()),
     };
     Failure::new(

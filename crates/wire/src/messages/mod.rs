@@ -84,7 +84,7 @@ use understudy_types::FinishReason;
 /// Sent when the request sets no `max_tokens` and the model's output limit
 /// is unknown (neither configured nor built in): the Messages API requires
 /// one, and every current Claude model allows at least this many.
-pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+pub const DEFAULT_MAX_TOKENS: u32 = understudy_settings::windows::MESSAGES_DEFAULT_OUTPUT;
 
 /// The `max_tokens` a provider gets: a client's limit meant for a larger
 /// model is clamped to `limit`, the model's; a request with none gets the

@@ -142,7 +142,12 @@ impl ResponsesStream {
                 self.finish(&r, out);
             }
             "error" => {
-                let error = Value::Object(event.rest);
+                // The documented event carries the error's fields itself;
+                // some servers nest them in an `error` object.
+                let mut error = Value::Object(event.rest);
+                if let Some(inner) = error.get_mut("error").filter(|e| e.is_object()) {
+                    error = inner.take();
+                }
                 let mut f = error_failure(&error);
                 f.detail = format!("error event mid-stream: {}", f.detail);
                 out.push_back(Err(f));
