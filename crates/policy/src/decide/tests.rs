@@ -677,17 +677,40 @@ fn a_key_failure_at_the_deadline_ends_the_walk() {
     );
 }
 
-#[test]
-fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
-    use crate::affinity::{Choice, Weigh};
+type Chosen = Option<(crate::affinity::Choice, f64)>;
+
+/// Runs each case (the switch cost, no_fallback, script, the choice
+/// recorded) on a pinned session's 3-target plan.
+fn weigh_cases(cases: Vec<(f64, bool, Script, Chosen)>) {
+    use crate::affinity::Weigh;
     let weigh = |switch_cost_usd| Weigh {
         switch_cost_usd,
         wait_cost_per_second: 0.01,
     };
+    for (cost, no_fallback, script, choice) in cases {
+        let plan = plan(3, true);
+        let rules = Rules {
+            no_fallback,
+            ..rules(Mode::Answer, RefusalPolicy::default())
+        };
+        let t0 = crate::test_now();
+        let mut d = Decider::new(&plan, rules, t0 + Duration::from_secs(120));
+        d.weigh_switch(weigh(cost));
+        let mut all = vec![(0, Input::Start, call(0, Primary))];
+        all.extend(script);
+        for (t, input, want) in &all {
+            let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);
+            assert_eq!(&got, want, "{input:?} at {t} s, switch cost {cost}");
+        }
+        assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
+    }
+}
+
+#[test]
+fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
+    use crate::affinity::Choice;
     let outage = || failed(FailureKind::Unavailable { retry_after: None });
-    type Chosen = Option<(Choice, f64)>;
-    // (the switch cost, no_fallback, script, the choice recorded)
-    let cases: Vec<(f64, bool, Script, Chosen)> = vec![
+    weigh_cases(vec![
         // A large cached prefix: the 2 s wait costs less, so it waits.
         (
             0.5,
@@ -710,6 +733,13 @@ fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
         ),
         // An outage leaves at once: nothing to weigh.
         (0.5, false, vec![(0, outage(), call(1, Fallback))], None),
+    ]);
+}
+
+#[test]
+fn a_pinned_session_weighs_an_overload_that_says_when() {
+    use crate::affinity::Choice;
+    weigh_cases(vec![
         // An overload that says when it is back is weighed like a rate
         // limit: a large cached prefix waits it out once…
         (
@@ -775,24 +805,7 @@ fn a_pinned_session_weighs_a_wait_against_leaving_its_cache() {
             ],
             Some((Choice::Wait, 0.5)),
         ),
-    ];
-    for (cost, no_fallback, script, choice) in cases {
-        let plan = plan(3, true);
-        let rules = Rules {
-            no_fallback,
-            ..rules(Mode::Answer, RefusalPolicy::default())
-        };
-        let t0 = crate::test_now();
-        let mut d = Decider::new(&plan, rules, t0 + Duration::from_secs(120));
-        d.weigh_switch(weigh(cost));
-        let mut all = vec![(0, Input::Start, call(0, Primary))];
-        all.extend(script);
-        for (t, input, want) in &all {
-            let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);
-            assert_eq!(&got, want, "{input:?} at {t} s, switch cost {cost}");
-        }
-        assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
-    }
+    ]);
 }
 
 #[test]
