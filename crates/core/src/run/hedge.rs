@@ -2,26 +2,26 @@
 //! the serving attempt has shown no output after the threshold (the
 //! target's observed p95 time to first output, or a fixed duration), the
 //! plan's next target starts too. A member of a group with its own `hedge`
-//! hedges by the group's, and only when the next target is a member of the
-//! same group (a group's members stand together in the plan); any other
-//! target by the route's. The first of the two to show real output — the stream's
-//! commit ([`understudy_policy::stream::Watch`]: never a preamble), or a
-//! whole answer — serves; the other's future is dropped at once, which
-//! closes its connection (the provider stops generating) and leaves its
-//! breaker untouched. One that fails while the other runs is recorded as
+//! hedges by the group's, and only when the next target is a member of
+//! the same group (a group's members stand together in the plan); any
+//! other target by the route's. The first of the two to show real output
+//! — the stream's commit ([`understudy_policy::stream::Watch`]: never a
+//! preamble), or a whole answer — serves; the other's future is dropped
+//! at once, which closes its connection (the provider stops generating)
+//! and leaves its breaker untouched. One that fails while the other runs is recorded as
 //! a failed attempt and the other goes on; when both fail, the decision
 //! machine goes on after the backup.
 //!
 //! Both calls of a hedge are made from what they need, owned ([`Kit`]),
 //! so that the run stays free to admit the backup while the primary
-//! runs. A run whose route does not hedge has no [`Hedging`] and takes
-//! none of this: its attempt is made as before.
+//! runs. A run whose route (and its groups) does not hedge has no
+//! [`Hedging`] and takes none of this: its attempt is made as before.
 //!
 //! The backup is skipped (and counted so) when the route has hedged its
 //! share of requests (one count per route, its groups' hedges included,
-//! held to the `max_share` of the hedging that applies), its breaker is open (or half-open: a hedge does not
-//! spend its probe), its pool's keys are at their rate limit, or the
-//! fallback spend cap is reached.
+//! held to the `max_share` of the hedging that applies), its breaker is
+//! open (or half-open: a hedge does not spend its probe), its pool's keys
+//! are at their rate limit, or the fallback spend cap is reached.
 
 use std::borrow::Cow;
 use std::future::Future;
