@@ -1,7 +1,8 @@
 //! Hedging's pure parts: the per-target estimate of the p95 time to first
 //! output (a log-bucket histogram the engine keeps in atomics: which bucket
-//! a latency falls in, and the quantile of the counts), when a request's
-//! backup starts, the share cap (how many of a route's requests may hedge,
+//! a latency falls in, and the quantile of the counts), which hedging
+//! applies to a call (a group's own between its members, else the
+//! route's), when a request's backup starts, the share cap (how many of a route's requests may hedge,
 //! one packed word), and how a hedge went (or why its backup was not
 //! started).
 //!
@@ -88,6 +89,23 @@ pub fn quantile(counts: &[u32], q: f64) -> Option<Duration> {
         }
     }
     counts.len().checked_sub(1).map(bucket_upper)
+}
+
+/// The hedging that applies to a call and its would-be backup (the plan's
+/// next target): when the serving target is a member of a group that sets
+/// its own (`serving`: the group's number and settings), that group's, and
+/// only when the backup is a member of the same group (`backup_group`) — a
+/// group's hedge never races a member against the next step; otherwise
+/// the route's, whatever the backup.
+pub fn applies<'s>(
+    route: Option<&'s HedgeSettings>,
+    serving: Option<(usize, &'s HedgeSettings)>,
+    backup_group: Option<usize>,
+) -> Option<&'s HedgeSettings> {
+    match serving {
+        Some((group, own)) => (backup_group == Some(group)).then_some(own),
+        None => route,
+    }
 }
 
 /// After how long the serving attempt, silent so far, is hedged: the
@@ -203,6 +221,38 @@ mod tests {
             max_share_ppm: 50_000,
         };
         assert_eq!(hedge_after(&fixed, Some(ms(300))), Some(ms(500)));
+    }
+
+    #[test]
+    fn a_groups_own_hedge_wins_for_its_members_and_stays_inside() {
+        let ms = Duration::from_millis;
+        let route = HedgeSettings {
+            after: HedgeAfter::Fixed(ms(900)),
+            max_share_ppm: 50_000,
+        };
+        let group = HedgeSettings {
+            after: HedgeAfter::Fixed(ms(200)),
+            max_share_ppm: 100_000,
+        };
+        // (the route's, the serving member's group, the backup's group,
+        // what applies)
+        let cases = [
+            // A member raced by the next member of its group: the group's.
+            (Some(&route), Some((0, &group)), Some(0), Some(&group)),
+            (None, Some((0, &group)), Some(0), Some(&group)),
+            // The next target is another step (or another group): none,
+            // even when the route hedges.
+            (Some(&route), Some((0, &group)), None, None),
+            (Some(&route), Some((0, &group)), Some(1), None),
+            // A target outside a hedging group: the route's, whatever the
+            // backup.
+            (Some(&route), None, Some(0), Some(&route)),
+            (Some(&route), None, None, Some(&route)),
+            (None, None, Some(0), None),
+        ];
+        for (i, (route, serving, backup, want)) in cases.into_iter().enumerate() {
+            assert_eq!(applies(route, serving, backup), want, "case {i}");
+        }
     }
 
     #[test]

@@ -23,8 +23,9 @@
 //! - `key_choice.rs`: which key of a pool serves a call, and when a key is
 //!   benched.
 //! - `budget.rs`: which spend window a moment falls in.
-//! - `hedge.rs`: hedging's p95 estimate, when a backup starts, the share
-//!   cap and why a backup is skipped.
+//! - `hedge.rs`: hedging's p95 estimate, which hedging applies (a group's
+//!   own between its members, else the route's), when a backup starts, the
+//!   share cap and why a backup is skipped.
 //! - `affinity.rs`: a session's prompt cache (its kind, prices, lifetime,
 //!   the prefix it holds) and the wait-or-switch rule
 //!   (`affinity/tests.rs`: its table).

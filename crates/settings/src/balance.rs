@@ -128,7 +128,8 @@ even = { targets = [{ group = ["groq:a", "gemini:b"] }] }
             s.route_groups["tier"],
             [RouteGroup {
                 start: 1,
-                weights: vec![2, 1, 1]
+                weights: vec![2, 1, 1],
+                hedge: None,
             }]
         );
         assert_eq!(s.route_groups["even"][0].weights, [1, 1]);
@@ -141,6 +142,7 @@ even = { targets = [{ group = ["groq:a", "gemini:b"] }] }
                 RouteStep::Group(GroupSpec {
                     group: vec!["groq:a".into(), "gemini:b".into(), "claude:c".into()],
                     weights: Some(vec![2, 1, 1]),
+                    hedge: None,
                 }),
                 RouteStep::Target("openai:y".into()),
             ]

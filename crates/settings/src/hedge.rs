@@ -3,10 +3,12 @@
 //! no output after `after` — the serving target's own observed p95 time
 //! to first output, or a fixed duration — the route's next target starts
 //! too, and the first to show output serves. Off unless a route sets it.
+//! A group step of a route takes the same table for its own members
+//! (`{ group = [..], hedge = { .. } }`), written back in the same shape.
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// What a route's `hedge` sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,18 +35,32 @@ pub enum HedgeAfter {
 /// out.
 pub const DEFAULT_MAX_SHARE: f64 = 0.05;
 
-/// A route's `hedge` table as written.
-#[derive(Debug, Clone, Deserialize)]
+/// A route's or a group's `hedge` table as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawHedge {
-    after: String,
-    fallback: Option<String>,
-    max_share: Option<f64>,
+pub struct HedgeSpec {
+    pub after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_share: Option<f64>,
 }
 
-// === impl RawHedge ===
+// === impl HedgeSpec ===
 
-impl RawHedge {
+// Written forms compare by their text and the share's bits, so that a
+// step list (which holds them) is `Eq`.
+impl PartialEq for HedgeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.after == other.after
+            && self.fallback == other.fallback
+            && self.max_share.map(f64::to_bits) == other.max_share.map(f64::to_bits)
+    }
+}
+
+impl Eq for HedgeSpec {}
+
+impl HedgeSpec {
     /// The settings, or the TOML path at fault (`at` is the table's) and
     /// why.
     pub(super) fn read(&self, at: &str) -> Result<HedgeSettings, (String, String)> {
@@ -81,6 +97,27 @@ impl RawHedge {
     }
 }
 
+// === impl HedgeSettings ===
+
+impl HedgeSettings {
+    /// The table that reads back as these settings (`max_share` left out
+    /// when it is the default).
+    pub fn written(&self) -> HedgeSpec {
+        let ms = |d: Duration| format!("{}ms", d.as_secs_f64() * 1000.0);
+        let (after, fallback) = match self.after {
+            HedgeAfter::P95 { until_known } => ("p95".to_owned(), until_known.map(ms)),
+            HedgeAfter::Fixed(d) => (ms(d), None),
+        };
+        let share = f64::from(self.max_share_ppm) / 1_000_000.0;
+        let default = (DEFAULT_MAX_SHARE * 1_000_000.0).round() as u32;
+        HedgeSpec {
+            after,
+            fallback,
+            max_share: (self.max_share_ppm != default).then_some(share),
+        }
+    }
+}
+
 /// `800ms`, `1.5s` or `2s` as a positive duration.
 fn duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -108,7 +145,7 @@ mod tests {
         fallback: Option<&str>,
         share: Option<f64>,
     ) -> Result<HedgeSettings, String> {
-        RawHedge {
+        HedgeSpec {
             after: after.into(),
             fallback: fallback.map(Into::into),
             max_share: share,
@@ -140,5 +177,22 @@ mod tests {
             let e = read(after, fallback, share).unwrap_err();
             assert!(e.starts_with(at), "{e}");
         }
+    }
+
+    #[test]
+    fn settings_write_back_as_they_were_read() {
+        for (after, fallback, share) in [
+            ("p95", Some("800ms"), None),
+            ("p95", None, Some(0.1)),
+            ("1.5s", None, None),
+            ("250ms", None, Some(0.02)),
+        ] {
+            let read = read(after, fallback, share).unwrap();
+            let again = read.written().read("x").unwrap();
+            assert_eq!(again, read, "{after} {fallback:?} {share:?}");
+        }
+        let written = read("1.5s", None, None).unwrap().written();
+        assert_eq!(written.after, "1500ms");
+        assert_eq!(written.max_share, None);
     }
 }

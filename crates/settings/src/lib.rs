@@ -21,7 +21,7 @@
 //!   `routes.rs`: named routes and their options; `steps.rs`: a route's
 //!   steps (target names, groups of equivalent targets); `balance.rs`:
 //!   `[balance]`, how a group's member is chosen; `hedge.rs`: a route's
-//!   hedging (`hedge`).
+//!   or a group's hedging (`hedge`).
 //! - `timeouts.rs`: every `timeouts` table, and how durations are read.
 //! - `server.rs`: `[server]`; `clients.rs`: its client records.
 //! - `key_pools.rs`: a provider's pool of keys as configured.
@@ -82,7 +82,7 @@ pub use clients::{
     ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
     new_client_key, sha256, unhex,
 };
-pub use hedge::{DEFAULT_MAX_SHARE, HedgeAfter, HedgeSettings};
+pub use hedge::{DEFAULT_MAX_SHARE, HedgeAfter, HedgeSettings, HedgeSpec};
 pub use key_pools::{DEFAULT_KEY_COOLDOWN, KeyPoolSettings, PoolKey, Sticky};
 pub use platform::{
     AwsCredentials, Azure, Bedrock, Platform, Vertex, bedrock_protocol, shown_key_id,

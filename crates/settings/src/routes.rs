@@ -70,7 +70,7 @@ pub(super) struct RawRoute {
     timeouts: RawTimeouts,
     stream_commit: Option<String>,
     continue_after_cut: Option<bool>,
-    hedge: Option<super::hedge::RawHedge>,
+    hedge: Option<super::hedge::HedgeSpec>,
 }
 
 /// The file's named routes, each target's provider known. Every provider

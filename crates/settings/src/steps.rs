@@ -1,13 +1,16 @@
 //! A route's steps: how a target is named (`provider` or
 //! `provider:model`), and a step that is a group of equivalent targets
-//! with weights (`{ group = ["a:m", "b:m"], weights = [2, 1] }`), read in
-//! the file and through the admin API, and written back in the same shape.
+//! with weights (`{ group = ["a:m", "b:m"], weights = [2, 1] }`) and
+//! perhaps its own hedging (`hedge = { .. }`, between its members), read
+//! in the file and through the admin API, and written back in the same
+//! shape.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use understudy_types::target::Target;
 
+use super::hedge::{HedgeSettings, HedgeSpec};
 use super::provider::ProviderSettings;
 
 /// One step of a route as written: a target (`provider` or
@@ -28,6 +31,9 @@ pub struct GroupSpec {
     /// One positive weight per target; equal when left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Vec<u32>>,
+    /// Hedging between the group's members; none unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<HedgeSpec>,
 }
 
 /// A group of a route, read: its members are the route's targets
@@ -38,6 +44,9 @@ pub struct RouteGroup {
     pub start: usize,
     /// One positive weight per member.
     pub weights: Vec<u32>,
+    /// The group's own hedging: a member serving is raced by the next
+    /// member only (it wins over the route's for the members).
+    pub hedge: Option<HedgeSettings>,
 }
 
 /// The groups of the routes that have any, by route name.
@@ -112,12 +121,21 @@ fn read_group(
         }
         Some(w) => w.clone(),
     };
+    let hedge = g
+        .hedge
+        .as_ref()
+        .map(|h| h.read(&format!("{at}.hedge")))
+        .transpose()?;
     let start = targets.len();
     for (j, spec) in g.group.iter().enumerate() {
         let t = parse_target(spec, providers).map_err(|m| (format!("{at}.group[{j}]"), m))?;
         targets.push(t);
     }
-    Ok(RouteGroup { start, weights })
+    Ok(RouteGroup {
+        start,
+        weights,
+        hedge,
+    })
 }
 
 /// A route's steps as written, from its targets and groups.
@@ -132,6 +150,7 @@ pub fn steps_of(targets: &[Target], groups: &[RouteGroup]) -> Vec<RouteStep> {
                 steps.push(RouteStep::Group(GroupSpec {
                     group: targets[i..end].iter().map(ToString::to_string).collect(),
                     weights: (!equal).then(|| g.weights.clone()),
+                    hedge: g.hedge.as_ref().map(HedgeSettings::written),
                 }));
                 i = end;
             }
@@ -176,5 +195,103 @@ impl RouteStep {
             Self::Target(t) => std::slice::from_ref(t),
             Self::Group(g) => &g.group,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{HedgeAfter, RoutingUpdate, Settings, routing_table};
+
+    fn load(toml: &str) -> Result<Settings, String> {
+        Settings::from_toml_str(toml, |_| None).map_err(|e| e.to_string())
+    }
+
+    const GROUP_HEDGE: &str = r#"
+[routes]
+pair = [{ group = ["groq:a", "gemini:b"], weights = [2, 1], hedge = { after = "p95", fallback = "800ms" } }, "claude:c"]
+plain = [{ group = ["groq:a", "gemini:b"] }]
+"#;
+
+    #[test]
+    fn a_group_reads_its_own_hedge() {
+        let s = load(GROUP_HEDGE).unwrap();
+        let hedge = s.route_groups["pair"][0].hedge.unwrap();
+        assert_eq!(
+            hedge.after,
+            HedgeAfter::P95 {
+                until_known: Some(Duration::from_millis(800))
+            }
+        );
+        assert_eq!(hedge.max_share_ppm, 50_000);
+        assert_eq!(s.route_groups["plain"][0].hedge, None);
+        // The route itself does not hedge: only the group's members do.
+        assert!(!s.route_options.contains_key("pair"));
+    }
+
+    #[test]
+    fn a_groups_bad_hedge_names_its_toml_path() {
+        // (the route, what the error must say)
+        let cases = [
+            (
+                r#"pair = [{ group = ["groq:a", "gemini:b"], hedge = { after = "soon" } }]"#,
+                "routes.pair[0].hedge.after",
+            ),
+            (
+                r#"pair = ["claude:c", { group = ["groq:a"], hedge = { after = "1s", max_share = 2.0 } }]"#,
+                "routes.pair[1].hedge.max_share",
+            ),
+            (
+                r#"pair = { targets = [{ group = ["groq:a"], hedge = { after = "1s", fallback = "2s" } }] }"#,
+                "routes.pair.targets[0].hedge.fallback",
+            ),
+        ];
+        for (route, at) in cases {
+            let e = load(&format!("[routes]\n{route}\n")).unwrap_err();
+            assert!(e.contains(at), "{route}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_admin_table_writes_a_groups_hedge_back_as_read() {
+        let s = load(GROUP_HEDGE).unwrap();
+        let table = routing_table(&s.routing, &s.routes, &s.route_groups);
+        // Serialized in the file's shape (the admin API's JSON is the same
+        // tree).
+        let tree = toml::Value::try_from(&table).unwrap();
+        let written: toml::Value = toml::from_str(
+            r#"
+group = ["groq:a", "gemini:b"]
+weights = [2, 1]
+hedge = { after = "p95", fallback = "800ms" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(tree["routes"]["pair"][0], written);
+        let plain: toml::Value = toml::from_str(r#"group = ["groq:a", "gemini:b"]"#).unwrap();
+        assert_eq!(tree["routes"]["plain"][0], plain);
+        // What was read writes back unchanged through the API's update.
+        let update = RoutingUpdate {
+            routes: Some(tree["routes"].clone().try_into().unwrap()),
+            ..RoutingUpdate::default()
+        };
+        let (routing, routes, groups) = s
+            .apply_routing_update(&s.routing, &s.routes, &s.route_groups, update)
+            .unwrap();
+        assert_eq!(groups, s.route_groups);
+        assert_eq!(routing_table(&routing, &routes, &groups), table);
+        // A bad hedge through the API names the step.
+        let bad = RoutingUpdate {
+            routes: Some(
+                toml::from_str(r#"pair = [{ group = ["groq:a"], hedge = { after = "later" } }]"#)
+                    .unwrap(),
+            ),
+            ..RoutingUpdate::default()
+        };
+        let e = s
+            .apply_routing_update(&s.routing, &s.routes, &s.route_groups, bad)
+            .unwrap_err();
+        assert!(e.to_string().contains("pair[0].hedge.after"), "{e}");
     }
 }

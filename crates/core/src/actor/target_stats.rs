@@ -129,8 +129,9 @@ impl TargetStats {
     }
 
     /// The stats a router keeps: every group's members, and every target
-    /// of a route that hedges (its p95 is read there), with each hedged
-    /// route's share cap word; `kept`'s are kept.
+    /// of a route that hedges (its p95 is read there), with the share cap
+    /// word of each route that hedges or has a group that does; `kept`'s
+    /// are kept.
     pub(crate) fn of_routes(
         routes: &BTreeMap<String, Vec<Target>>,
         groups: &RouteGroups,
@@ -138,11 +139,19 @@ impl TargetStats {
         kept: Option<&TargetStats>,
         base: Instant,
     ) -> Self {
-        let hedged: Vec<&String> = options
+        let mut hedged: Vec<&String> = options
             .iter()
             .filter(|(_, o)| o.hedge.is_some())
             .map(|(name, _)| name)
+            .chain(
+                groups
+                    .iter()
+                    .filter(|(_, gs)| gs.iter().any(|g| g.hedge.is_some()))
+                    .map(|(name, _)| name),
+            )
             .collect();
+        hedged.sort_unstable();
+        hedged.dedup();
         if hedged.is_empty() {
             return Self::new(routes, groups, kept, base);
         }
@@ -152,6 +161,7 @@ impl TargetStats {
                 all.entry((*name).clone()).or_default().push(RouteGroup {
                     start: 0,
                     weights: vec![1; targets.len()],
+                    hedge: None,
                 });
             }
         }
@@ -385,6 +395,7 @@ mod tests {
             vec![RouteGroup {
                 start: 0,
                 weights: vec![1, 1],
+                hedge: None,
             }],
         )]);
         (TargetStats::new(&routes, &groups, None, base), a, b)
@@ -450,6 +461,40 @@ mod tests {
         assert_eq!(s.member(&b, 1).ejected_until, None);
     }
 
+    #[test]
+    fn a_route_whose_group_hedges_has_a_share_word() {
+        let (a, b) = (Target::new("a", "m"), Target::new("b", "m"));
+        let routes = BTreeMap::from([
+            ("g".to_owned(), vec![a.clone(), b.clone()]),
+            ("plain".to_owned(), vec![a.clone(), b]),
+        ]);
+        let group = |hedge| RouteGroup {
+            start: 0,
+            weights: vec![1, 1],
+            hedge,
+        };
+        let own = understudy_settings::HedgeSettings {
+            after: understudy_settings::HedgeAfter::Fixed(Duration::from_millis(200)),
+            max_share_ppm: 50_000,
+        };
+        let groups = BTreeMap::from([
+            ("g".to_owned(), vec![group(Some(own))]),
+            ("plain".to_owned(), vec![group(None)]),
+        ]);
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let s = TargetStats::of_routes(&routes, &groups, &BTreeMap::new(), None, base);
+        assert!(s.hedge_share("g").is_some());
+        assert!(s.hedge_share("plain").is_none());
+        assert!(s.get(&a).is_some());
+        // Kept across a routing change.
+        let next = TargetStats::of_routes(&routes, &groups, &BTreeMap::new(), Some(&s), base);
+        assert!(Arc::ptr_eq(
+            s.hedge_share("g").unwrap(),
+            next.hedge_share("g").unwrap()
+        ));
+    }
+
     fn stats_record_ok(s: &TargetStats, a: &Target, now: Instant, knobs: &BalanceSettings) {
         s.get(a)
             .unwrap()
@@ -505,6 +550,7 @@ mod tests {
             vec![RouteGroup {
                 start: 0,
                 weights: vec![1],
+                hedge: None,
             }],
         )]);
         let next = TargetStats::new(&routes, &groups, Some(&s), base);

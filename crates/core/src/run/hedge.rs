@@ -1,23 +1,27 @@
-//! Hedging, on a route that sets `hedge`: when the serving attempt has
-//! shown no output after the route's threshold (the target's observed p95
-//! time to first output, or a fixed duration), the plan's next target
-//! starts too. The first of the two to show real output — the stream's
-//! commit ([`understudy_policy::stream::Watch`]: never a preamble), or a
-//! whole answer — serves; the other's future is dropped at once, which
-//! closes its connection (the provider stops generating) and leaves its
-//! breaker untouched. One that fails while the other runs is recorded as
+//! Hedging, on a route that sets `hedge` or has a group that does: when
+//! the serving attempt has shown no output after the threshold (the
+//! target's observed p95 time to first output, or a fixed duration), the
+//! plan's next target starts too. A member of a group with its own `hedge`
+//! hedges by the group's, and only when the next target is a member of
+//! the same group (a group's members stand together in the plan); any
+//! other target by the route's. The first of the two to show real output
+//! — the stream's commit ([`understudy_policy::stream::Watch`]: never a
+//! preamble), or a whole answer — serves; the other's future is dropped
+//! at once, which closes its connection (the provider stops generating)
+//! and leaves its breaker untouched. One that fails while the other runs is recorded as
 //! a failed attempt and the other goes on; when both fail, the decision
 //! machine goes on after the backup.
 //!
 //! Both calls of a hedge are made from what they need, owned ([`Kit`]),
 //! so that the run stays free to admit the backup while the primary
-//! runs. A run whose route does not hedge has no [`Hedging`] and takes
-//! none of this: its attempt is made as before.
+//! runs. A run whose route (and its groups) does not hedge has no
+//! [`Hedging`] and takes none of this: its attempt is made as before.
 //!
 //! The backup is skipped (and counted so) when the route has hedged its
-//! share of requests, its breaker is open (or half-open: a hedge does not
-//! spend its probe), its pool's keys are at their rate limit, or the
-//! fallback spend cap is reached.
+//! share of requests (one count per route, its groups' hedges included,
+//! held to the `max_share` of the hedging that applies), its breaker is
+//! open (or half-open: a hedge does not spend its probe), its pool's keys
+//! are at their rate limit, or the fallback spend cap is reached.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -31,10 +35,11 @@ use understudy_policy::breaker::Admission;
 use understudy_policy::decide::{Call, Input, Mode};
 use understudy_policy::hedge::{self, Outcome, Skip};
 use understudy_policy::output;
-use understudy_settings::{HedgeSettings, RouteOptions};
+use understudy_settings::{HedgeSettings, RouteGroup, RouteOptions};
 use understudy_types::attempt::{Attempt, AttemptKind, Outcome as AttemptOutcome};
 use understudy_types::chat::{ChatRequest, Completion};
 use understudy_types::failure::{Failure, FailureKind};
+use understudy_types::target::Target;
 
 use crate::actor::provider::{Lease, by_deadline};
 use crate::actor::target_stats::TargetStats;
@@ -47,9 +52,15 @@ use crate::run::{Run, millis};
 
 /// A hedged route's state in one run.
 pub(crate) struct Hedging {
-    settings: HedgeSettings,
-    /// The route's share cap (see [`hedge::share_taken`]).
+    /// The route's own hedging, for targets outside a hedging group.
+    route: Option<HedgeSettings>,
+    /// The members of the route's groups that set their own hedging (as
+    /// resolved), each with its group's number and settings.
+    members: Vec<(Target, usize, HedgeSettings)>,
+    /// The route's share cap (see [`hedge::share_taken`]), and the share
+    /// of the hedging that applied, once one was due.
     share: Arc<AtomicU64>,
+    max_share_ppm: u32,
     /// How the hedge went, once one was due.
     outcome: Option<Outcome>,
     /// When the backup was due (ms after its primary started) and on
@@ -61,26 +72,56 @@ pub(crate) struct Hedging {
     pub moved: Option<(usize, Option<FailureKind>)>,
 }
 
-/// The run's hedging, when its route sets it (and counts the request in
-/// the route's share).
+/// The run's hedging, when its route sets it or has a group that does
+/// (`groups`: the route's groups, its targets as written and as resolved);
+/// counts the request in the route's share.
 pub(crate) fn hedging(
     stats: &TargetStats,
     route: Option<&str>,
     options: Option<&RouteOptions>,
+    groups: Option<(&[RouteGroup], &[Target], &[Target])>,
 ) -> Option<Box<Hedging>> {
-    let settings = options?.hedge?;
+    let own = options.and_then(|o| o.hedge);
+    let members = match groups {
+        Some((groups, declared, resolved))
+            if resolved.len() == declared.len() && groups.iter().any(|g| g.hedge.is_some()) =>
+        {
+            group_members(groups, resolved)
+        }
+        _ if own.is_none() => return None,
+        _ => Vec::new(),
+    };
     let share = Arc::clone(stats.hedge_share(route?)?);
     let _ = share.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
         Some(hedge::share_counted(w))
     });
     Some(Box::new(Hedging {
-        settings,
+        route: own,
+        members,
         share,
+        max_share_ppm: 0,
         outcome: None,
         after_ms: 0.0,
         backup: 0,
         moved: None,
     }))
+}
+
+/// The members of the `groups` that hedge, from the route as `resolved`.
+fn group_members(
+    groups: &[RouteGroup],
+    resolved: &[Target],
+) -> Vec<(Target, usize, HedgeSettings)> {
+    let mut members = Vec::new();
+    for (n, g) in groups.iter().enumerate() {
+        let (Some(settings), Some(targets)) =
+            (g.hedge, resolved.get(g.start..g.start + g.weights.len()))
+        else {
+            continue;
+        };
+        members.extend(targets.iter().map(|t| (t.clone(), n, settings)));
+    }
+    members
 }
 
 // === impl Hedging ===
@@ -101,9 +142,20 @@ impl Hedging {
         })
     }
 
+    /// The hedging that applies to a call on `serving` whose backup would
+    /// be `next` (see [`hedge::applies`]).
+    fn applies(&self, serving: &Target, next: &Target) -> Option<&HedgeSettings> {
+        let group_of = |t: &Target| self.members.iter().find(|(m, ..)| m == t);
+        hedge::applies(
+            self.route.as_ref(),
+            group_of(serving).map(|(_, n, s)| (*n, s)),
+            group_of(next).map(|(_, n, _)| *n),
+        )
+    }
+
     /// Takes one hedge of the route's share, if it has one left.
     fn take_share(&self) -> bool {
-        let max = self.settings.max_share_ppm;
+        let max = self.max_share_ppm;
         self.share
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
                 hedge::share_taken(w, max)
@@ -146,7 +198,7 @@ impl Run {
         let idx = call.target;
         let due = self.hedge_due(call);
         let lease = self.leases[idx].lease.clone();
-        let (Some((after, backup)), Some(lease)) = (due, lease) else {
+        let (Some((after, backup, max_share_ppm)), Some(lease)) = (due, lease) else {
             let called = path.call(self, call, chat, held.key, held.span).await;
             return self.settled(path, call, called, held, attempts, served);
         };
@@ -165,6 +217,7 @@ impl Run {
         if let Some(h) = self.hedge.as_deref_mut() {
             h.after_ms = millis(after);
             h.backup = backup;
+            h.max_share_ppm = max_share_ppm;
         }
         let (bcall, bheld, bkit) = match self.start_backup(backup).await {
             Ok(started) => started,
@@ -254,10 +307,11 @@ impl Run {
         }
     }
 
-    /// Whether a hedge is due for `call`: after how long, and on which
-    /// plan target (the next one). Once per request, for a primary or a
-    /// fallback call whose next target may be called.
-    fn hedge_due(&self, call: Call) -> Option<(Duration, usize)> {
+    /// Whether a hedge is due for `call`: after how long, on which plan
+    /// target (the next one), and the share cap of the hedging that
+    /// applies. Once per request, for a primary or a fallback call whose
+    /// next target may be called.
+    fn hedge_due(&self, call: Call) -> Option<(Duration, usize, u32)> {
         let h = self.hedge.as_deref()?;
         if h.outcome.is_some() || !matches!(call.kind, AttemptKind::Primary | AttemptKind::Fallback)
         {
@@ -276,11 +330,12 @@ impl Run {
         {
             return None;
         }
+        let settings = h.applies(&self.plan.targets[call.target], target)?;
         let p95 = self.leases[call.target]
             .stats
             .as_ref()
             .and_then(|s| s.p95());
-        hedge::hedge_after(&h.settings, p95).map(|after| (after, backup))
+        hedge::hedge_after(settings, p95).map(|after| (after, backup, settings.max_share_ppm))
     }
 
     /// Admits the backup on plan target `idx` and readies its call, or

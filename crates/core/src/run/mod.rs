@@ -136,7 +136,8 @@ pub(crate) struct Run {
     /// A refusal's fallback credit, held for the next attempt on the same
     /// account (see `credit.rs`).
     pub credit: Option<Box<credit::Held>>,
-    /// The route's hedging, when it sets `hedge` (see `hedge.rs`).
+    /// The route's hedging, when it or one of its groups sets `hedge`
+    /// (see `hedge.rs`).
     pub hedge: Option<Box<hedge::Hedging>>,
 }
 

@@ -140,7 +140,8 @@ pub(crate) fn prepare(
         .filter(|_| !chose);
     let pinned = pinned.filter(|_| !chose);
     let (plan, resolved) = plan_of(view, wide, &request, grouped, pinned)?;
-    let hedge = crate::run::hedging(&view.stats, route_name, route_options.as_ref());
+    let groups = grouped.map(|(g, declared)| (&g[..], &declared[..], &resolved[..]));
+    let hedge = crate::run::hedging(&view.stats, route_name, route_options.as_ref(), groups);
     // A run of a route with groups counts its calls in its members' stats,
     // kept under the targets as the route writes them.
     let leases = plan

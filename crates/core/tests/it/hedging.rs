@@ -1,8 +1,9 @@
 //! Hedging over real HTTP: a primary that stalls is raced by its route's
 //! next target once the threshold passes; the first real output wins (a
 //! preamble does not), the loser's connection is closed (the simulator
-//! sees it), the share cap and an open breaker skip the backup, and the
-//! configuration's example loads.
+//! sees it), the share cap and an open breaker skip the backup, a group's
+//! own hedge races its members only, and the configuration's example
+//! loads.
 
 use std::time::{Duration, Instant};
 
@@ -212,6 +213,81 @@ async fn after_p95_waits_for_observations_then_hedges_the_tail() {
     assert!(hedge.after_ms > 90.0 && hedge.after_ms < 400.0, "{hedge:?}");
 }
 
+/// A gateway with `slow` (OpenAI-compatible, first output after
+/// `delay`), `fast` (Anthropic) and `next` (OpenAI-compatible) and the
+/// routes `routes` (a `[routes]` table's lines).
+async fn three(delay: Duration, routes: &str) -> ([SimProvider; 3], TestGateway) {
+    let slow = SimProvider::openai().await.unwrap();
+    let fast = SimProvider::anthropic().await.unwrap();
+    let next = SimProvider::openai().await.unwrap();
+    slow.first_token_delay(delay);
+    let gw = TestGateway::builder()
+        .provider("slow", &slow)
+        .provider("fast", &fast)
+        .provider("next", &next)
+        .toml(&format!("[routes]\n{routes}\n"))
+        .build()
+        .await
+        .unwrap();
+    ([slow, fast, next], gw)
+}
+
+/// Asks route `route` until its group chose `slow` first (the group's
+/// choice is by chance; `slow` weighs 50 to `fast`'s 1): that request's
+/// answer and event. A request `fast` served first is checked unhedged.
+async fn until_slow_first(gw: &TestGateway, route: &str) -> (Generation, GenerationEvent) {
+    for _ in 0..20 {
+        let g = gw.engine.generate(ask(route)).await.unwrap();
+        let e = event_of(gw, &g.request_id).await;
+        if e.attempts.first().is_some_and(|a| a.provider == "fast") {
+            assert_eq!(e.hedge, None, "{e:?}");
+            continue;
+        }
+        return (g, e);
+    }
+    panic!("the group never chose `slow` first");
+}
+
+#[tokio::test]
+async fn a_groups_own_hedge_races_its_members_and_nothing_else() {
+    // The group hedges: a silent `slow` is raced by `fast`, the next
+    // member, and `fast` serves; the next step is never called.
+    let routes = "pair = [{ group = [\"slow\", \"fast\"], weights = [50, 1], \
+                  hedge = { after = \"150ms\" } }, \"next\"]";
+    let ([slow, fast, next], gw) = three(Duration::from_secs(5), routes).await;
+    let (g, e) = until_slow_first(&gw, "pair").await;
+    assert_eq!(g.provider, "fast");
+    let hedge = e.hedge.as_ref().unwrap();
+    assert_eq!(hedge.outcome, "won_backup");
+    assert!(hedge.backup.starts_with("fast:"), "{}", hedge.backup);
+    assert_eq!(attempts(&e), ["slow/primary/cancelled", "fast/fallback/ok"]);
+    closed_soon_after(&slow, Instant::now()).await;
+    assert_eq!(next.request_count(), 0);
+    assert!(slow.violations().is_empty() && fast.violations().is_empty());
+
+    // A group without a hedge of its own on a route without one: `slow`
+    // serves late, alone.
+    let routes = "plain = [{ group = [\"slow\", \"fast\"], weights = [50, 1] }, \"next\"]";
+    let ([_slow, fast, next], gw) = three(Duration::from_millis(400), routes).await;
+    let (g, e) = until_slow_first(&gw, "plain").await;
+    assert_eq!(g.provider, "slow");
+    assert_eq!(e.hedge, None);
+    assert_eq!(attempts(&e), ["slow/primary/ok"]);
+    assert_eq!(fast.request_count() + next.request_count(), 0);
+
+    // The group's own hedge wins over the route's for its members, and
+    // never races its last member against the next step: `slow` serves
+    // late although the route hedges after 100 ms.
+    let routes = "[routes.edge]\ntargets = [{ group = [\"slow\"], hedge = { after = \"150ms\" } }, \"next\"]\n\
+                  hedge = { after = \"100ms\" }";
+    let ([_slow, _fast, next], gw) = three(Duration::from_millis(400), routes).await;
+    let g = gw.engine.generate(ask("edge")).await.unwrap();
+    assert_eq!(g.provider, "slow");
+    let e = event_of(&gw, &g.request_id).await;
+    assert_eq!(e.hedge, None);
+    assert_eq!(next.request_count(), 0);
+}
+
 /// The TOML block of `docs/configuration.md` under `heading`.
 fn doc_example(heading: &str) -> String {
     let doc = std::fs::read_to_string(concat!(
@@ -246,6 +322,13 @@ fn the_hedging_example_of_the_docs_loads_as_it_says() {
     assert_eq!(chat.max_share_ppm, 50_000);
     let fixed = s.route_options["fixed"].hedge.unwrap();
     assert_eq!(fixed.after, HedgeAfter::Fixed(Duration::from_millis(1500)));
+    // A group's own: the route does not hedge, the group's members do.
+    assert!(s.route_options["tiered"].hedge.is_none());
+    let group = &s.route_groups["tiered"][0];
+    assert_eq!(group.weights, [3, 1]);
+    let own = group.hedge.unwrap();
+    assert_eq!(own.after, HedgeAfter::Fixed(Duration::from_millis(600)));
+    assert_eq!(own.max_share_ppm, 100_000);
     // A bad value names its TOML path.
     let e = super::settings_with(
         "[routes.r]\ntargets = [\"openai\"]\nhedge = { after = \"soon\" }",
@@ -253,6 +336,15 @@ fn the_hedging_example_of_the_docs_loads_as_it_says() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("routes.r.hedge.after"), "{e}");
+    let e = super::settings_with(
+        "[routes]\npair = [{ group = [\"openai\"], hedge = { after = \"p95\", fallback = \"0s\" } }]",
+        &[("OPENAI_API_KEY", "sk-doc")],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("routes.pair[0].hedge.fallback"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

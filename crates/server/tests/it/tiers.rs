@@ -2,7 +2,8 @@
 //! of simulators with weights, the group choice's split by weight, a member
 //! slow to first output avoided, a member failing half its calls ejected,
 //! a failure moving to the next member of the group before the next step,
-//! and what `/v1/status` and the admin API show of groups.
+//! and what `/v1/status` and the admin API show of groups (a group's own
+//! hedge included).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -182,7 +183,10 @@ async fn the_admin_api_keeps_groups_and_replaces_them_with_plain_lists() {
         .provider("a", &sim)
         .provider("b", &other)
         .env("UNDERSTUDY_ADMIN_TOKEN", TOKEN)
-        .toml("[routes]\ntier = [{ group = [\"a:m\", \"b:m\"], weights = [3, 1] }]\n")
+        .toml(
+            "[routes]\ntier = [{ group = [\"a:m\", \"b:m\"], weights = [3, 1], \
+             hedge = { after = \"p95\", fallback = \"800ms\" } }]\n",
+        )
         .build()
         .await
         .unwrap();
@@ -206,7 +210,12 @@ async fn the_admin_api_keeps_groups_and_replaces_them_with_plain_lists() {
         .await
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap();
-    let grouped = json!([{"group": ["a:m", "b:m"], "weights": [3, 1]}]);
+    // The group's hedge is written back in the file's shape too.
+    let grouped = json!([{
+        "group": ["a:m", "b:m"],
+        "weights": [3, 1],
+        "hedge": {"after": "p95", "fallback": "800ms"},
+    }]);
     assert_eq!(table["routes"]["tier"], grouped);
     // What was read writes back unchanged: the group stays.
     let answer = put(json!({"routes": table["routes"]})).await.unwrap();
@@ -224,6 +233,11 @@ async fn the_admin_api_keeps_groups_and_replaces_them_with_plain_lists() {
     assert_eq!(answer.status(), 400);
     let text = answer.text().await.unwrap();
     assert!(text.contains("weights"), "{text}");
+    let bad = json!({"routes": {"tier": [{"group": ["a:m"], "hedge": {"after": "soon"}}]}});
+    let answer = put(bad).await.unwrap();
+    assert_eq!(answer.status(), 400);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("tier[0].hedge.after"), "{text}");
 }
 
 #[tokio::test]
