@@ -23,7 +23,10 @@
 //!   for the cache-read share the status shows.
 //! - A histogram of the same times to first output (log buckets, halved
 //!   as it fills: `understudy_policy::hedge`), for the p95 a hedged route
-//!   starts its backup after. A hedged route's targets keep stats too.
+//!   starts its backup after: one per mode, a streamed attempt's time to
+//!   its first output apart from a non-streamed one's time to its whole
+//!   answer (a request hedges on the one of its own mode). A hedged
+//!   route's targets keep stats too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +34,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use understudy_policy::balance::{self, Member};
+use understudy_policy::decide::Mode;
 use understudy_policy::hedge;
 use understudy_settings::{BalanceSettings, RouteGroup, RouteGroups, RouteOptions};
 use understudy_types::Target;
@@ -67,9 +71,19 @@ pub(crate) struct TargetStat {
     cache_read: AtomicU64,
     cache_write: AtomicU64,
     uncached: AtomicU64,
-    /// Times to first output, by bucket, and their count.
-    ttft_hist: [AtomicU32; hedge::BUCKETS],
-    ttft_count: AtomicU32,
+    /// Times to first output, by bucket, and their count: one histogram
+    /// per mode (see [`mode_index`]).
+    ttft_hist: [[AtomicU32; hedge::BUCKETS]; 2],
+    ttft_count: [AtomicU32; 2],
+}
+
+/// The histogram of `mode`: a stream's time to first output (index 0), an
+/// answer's time to its whole answer (1).
+fn mode_index(mode: Mode) -> usize {
+    match mode {
+        Mode::Stream => 0,
+        Mode::Answer => 1,
+    }
 }
 
 /// What the status shows of one target.
@@ -262,46 +276,52 @@ impl TargetStat {
             cache_read: AtomicU64::new(0),
             cache_write: AtomicU64::new(0),
             uncached: AtomicU64::new(0),
-            ttft_hist: std::array::from_fn(|_| AtomicU32::new(0)),
-            ttft_count: AtomicU32::new(0),
+            ttft_hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(0))),
+            ttft_count: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 
-    /// Counts one time to first output in the histogram (also the time a
-    /// hedge's loser had waited in vain: its first output comes later).
-    pub(crate) fn observe(&self, latency: Duration) {
-        self.ttft_hist[hedge::bucket_of(latency)].fetch_add(1, Ordering::Relaxed);
-        if self.ttft_count.fetch_add(1, Ordering::Relaxed) + 1 >= hedge::HALVE_AT {
+    /// Counts one time to first output of a `mode` call in its histogram
+    /// (also the time a hedge's loser had waited in vain: its first output
+    /// comes later).
+    pub(crate) fn observe(&self, mode: Mode, latency: Duration) {
+        let m = mode_index(mode);
+        self.ttft_hist[m][hedge::bucket_of(latency)].fetch_add(1, Ordering::Relaxed);
+        if self.ttft_count[m].fetch_add(1, Ordering::Relaxed) + 1 >= hedge::HALVE_AT {
             // Halved bucket by bucket: a count racing in between lands in
             // a bucket halved or not, which the estimate tolerates.
             let mut total = 0;
-            for bucket in &self.ttft_hist {
+            for bucket in &self.ttft_hist[m] {
                 let (Ok(before) | Err(before)) =
                     bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
                 total += before / 2;
             }
-            self.ttft_count.store(total, Ordering::Relaxed);
+            self.ttft_count[m].store(total, Ordering::Relaxed);
         }
     }
 
-    /// The p95 time to first output, once enough were observed.
-    pub(crate) fn p95(&self) -> Option<Duration> {
+    /// The p95 time to first output of `mode` calls, once enough were
+    /// observed.
+    pub(crate) fn p95(&self, mode: Mode) -> Option<Duration> {
+        let hist = &self.ttft_hist[mode_index(mode)];
         let counts: [u32; hedge::BUCKETS] =
-            std::array::from_fn(|i| self.ttft_hist[i].load(Ordering::Relaxed));
+            std::array::from_fn(|i| hist[i].load(Ordering::Relaxed));
         hedge::quantile(&counts, 0.95)
     }
 
-    /// Records how a call to this target ended at `now`: `Ok(latency)`
-    /// (to its answer or first output), or its failure's kind.
+    /// Records how a `mode` call to this target ended at `now`:
+    /// `Ok(latency)` (to its answer or first output), or its failure's
+    /// kind.
     pub(crate) fn record(
         &self,
         outcome: Result<Duration, &FailureKind>,
+        mode: Mode,
         now: Instant,
         knobs: &BalanceSettings,
     ) {
         let failed = match outcome {
             Ok(latency) => {
-                self.observe(latency);
+                self.observe(mode, latency);
                 let _ = self
                     .ttft_us
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |us| {
@@ -432,7 +452,7 @@ mod tests {
                 1 => Err(&FailureKind::Unavailable { retry_after: None }),
                 _ => Ok(Duration::from_millis(50)),
             };
-            stat.record(outcome, now, &knobs);
+            stat.record(outcome, Mode::Answer, now, &knobs);
             if s.member(&b, 1).ejected_until.is_some_and(|u| u > now) {
                 ejected_after = Some(call);
                 break;
@@ -448,15 +468,15 @@ mod tests {
         // it is back at its weight.
         let later = now + knobs.eject_for + Duration::from_millis(1);
         assert!(knobs.eject_for < Duration::from_secs(60));
-        stat.record(Ok(Duration::from_millis(50)), later, &knobs);
+        stat.record(Ok(Duration::from_millis(50)), Mode::Answer, later, &knobs);
         let share = b_first(&s, &a, &b, later);
         assert!((share - 0.5).abs() < 0.06, "{share}");
         // Refusals and client errors never eject.
         let (s, _, b) = stats(base);
         let stat = s.get(&b).unwrap();
         for _ in 0..30 {
-            stat.record(Err(&FailureKind::BadRequest), base, &knobs);
-            stat.record(Err(&FailureKind::ContentFilter), base, &knobs);
+            stat.record(Err(&FailureKind::BadRequest), Mode::Answer, base, &knobs);
+            stat.record(Err(&FailureKind::ContentFilter), Mode::Answer, base, &knobs);
         }
         assert_eq!(s.member(&b, 1).ejected_until, None);
     }
@@ -498,7 +518,7 @@ mod tests {
     fn stats_record_ok(s: &TargetStats, a: &Target, now: Instant, knobs: &BalanceSettings) {
         s.get(a)
             .unwrap()
-            .record(Ok(Duration::from_millis(50)), now, knobs);
+            .record(Ok(Duration::from_millis(50)), Mode::Answer, now, knobs);
     }
 
     #[test]
@@ -507,21 +527,48 @@ mod tests {
         let base = Instant::now();
         let (s, a, _) = stats(base);
         let stat = s.get(&a).unwrap();
-        assert_eq!(stat.p95(), None);
+        assert_eq!(stat.p95(Mode::Stream), None);
         for i in 0..50 {
             let ms = if i % 50 == 49 { 5000 } else { 300 };
-            stat.observe(Duration::from_millis(ms));
+            stat.observe(Mode::Stream, Duration::from_millis(ms));
         }
-        let p95 = stat.p95().unwrap();
+        let p95 = stat.p95(Mode::Stream).unwrap();
         assert!(p95 < Duration::from_millis(400), "{p95:?}");
         // Thousands of slow answers later, the p95 is theirs: the old
         // counts were halved away.
         for _ in 0..4 * hedge::HALVE_AT {
-            stat.observe(Duration::from_secs(2));
+            stat.observe(Mode::Stream, Duration::from_secs(2));
         }
-        let p95 = stat.p95().unwrap();
+        let p95 = stat.p95(Mode::Stream).unwrap();
         assert!(p95 >= Duration::from_secs(2), "{p95:?}");
-        assert!(stat.ttft_count.load(Ordering::Relaxed) < hedge::HALVE_AT);
+        assert!(stat.ttft_count[0].load(Ordering::Relaxed) < hedge::HALVE_AT);
+    }
+
+    #[test]
+    fn streamed_first_outputs_and_whole_answers_keep_apart_p95s() {
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let knobs = BalanceSettings::default();
+        let (s, a, _) = stats(base);
+        let stat = s.get(&a).unwrap();
+        // Streams show their first output at 0.3 s; whole answers take 4 s.
+        for _ in 0..40 {
+            stat.record(Ok(Duration::from_millis(300)), Mode::Stream, base, &knobs);
+            stat.record(Ok(Duration::from_secs(4)), Mode::Answer, base, &knobs);
+        }
+        let (stream, answer) = (
+            stat.p95(Mode::Stream).unwrap(),
+            stat.p95(Mode::Answer).unwrap(),
+        );
+        assert!(stream < Duration::from_millis(400), "{stream:?}");
+        assert!(answer >= Duration::from_secs(4), "{answer:?}");
+        // Either mode's p95 needs its own observations.
+        let (s, a, _) = stats(base);
+        let stat = s.get(&a).unwrap();
+        for _ in 0..40 {
+            stat.record(Ok(Duration::from_millis(300)), Mode::Stream, base, &knobs);
+        }
+        assert_eq!(stat.p95(Mode::Answer), None);
     }
 
     #[test]

@@ -334,7 +334,7 @@ impl Run {
         let p95 = self.leases[call.target]
             .stats
             .as_ref()
-            .and_then(|s| s.p95());
+            .and_then(|s| s.p95(self.rules.mode));
         hedge::hedge_after(settings, p95).map(|after| (after, backup, settings.max_share_ppm))
     }
 
@@ -431,9 +431,9 @@ impl Run {
 
     /// Records the hedge's call that lost, cancelled unfinished: no word
     /// on its breaker or key (its future was dropped, its connection
-    /// closed); the time it waited in vain counts in its target's p95;
-    /// its input's estimated cost counts toward the spend cap when it is
-    /// a fallback.
+    /// closed); the time it waited in vain counts in its target's p95 (of
+    /// the request's mode); its input's estimated cost counts toward the
+    /// spend cap when it is a fallback.
     fn cancelled<F>(&mut self, lost: &mut Runner<F>, attempts: &mut Vec<Attempt>) {
         let idx = lost.call.target;
         let waited = crate::runtime_clock::since(lost.started);
@@ -441,7 +441,7 @@ impl Run {
             self.release_held_probe();
         }
         if let Some(stats) = &self.leases[idx].stats {
-            stats.observe(waited);
+            stats.observe(self.rules.mode, waited);
         }
         self.leases[idx].leave();
         let held = std::mem::replace(&mut lost.held, Held::NONE);

@@ -163,7 +163,12 @@ impl Run {
             Ok(_) => Ok(called.latency),
             Err(f) => Err(&f.kind),
         };
-        stats.record(outcome, crate::runtime_clock::now(), &self.settings.balance);
+        stats.record(
+            outcome,
+            self.rules.mode,
+            crate::runtime_clock::now(),
+            &self.settings.balance,
+        );
         if called.result.is_err() || self.rules.mode == understudy_policy::decide::Mode::Answer {
             slot.leave();
         }
