@@ -118,6 +118,17 @@ pub fn hedge_after(settings: &HedgeSettings, p95: Option<Duration>) -> Option<Du
     }
 }
 
+/// Whether the time a hedge's losing call waited in vain (`waited`)
+/// counts in its target's p95 (`p95`, when known): its first output would
+/// have come later, so the wait is a floor of it. It counts for the
+/// primary (hedged for being slow, its wait is its tail), and for a losing
+/// backup only when it waited at least the p95 already: a backup cut short
+/// by a fast primary says nothing of its own first output, and its short
+/// wait would bias its p95 low.
+pub fn loser_wait_counts(primary: bool, waited: Duration, p95: Option<Duration>) -> bool {
+    primary || p95.is_some_and(|p95| waited >= p95)
+}
+
 /// The share cap's word after one more request of the route (requests in
 /// the low 32 bits, hedges in the high).
 pub fn share_counted(packed: u64) -> u64 {
@@ -252,6 +263,23 @@ mod tests {
         ];
         for (i, (route, serving, backup, want)) in cases.into_iter().enumerate() {
             assert_eq!(applies(route, serving, backup), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_losing_backup_waits_count_only_above_its_p95() {
+        let ms = Duration::from_millis;
+        // (primary, waited, p95, counts)
+        let cases = [
+            (true, ms(50), Some(ms(300)), true),
+            (true, ms(50), None, true),
+            (false, ms(50), Some(ms(300)), false),
+            (false, ms(50), None, false),
+            (false, ms(300), Some(ms(300)), true),
+            (false, ms(900), Some(ms(300)), true),
+        ];
+        for (i, (primary, waited, p95, counts)) in cases.into_iter().enumerate() {
+            assert_eq!(loser_wait_counts(primary, waited, p95), counts, "case {i}");
         }
     }
 

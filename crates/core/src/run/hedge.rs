@@ -276,7 +276,8 @@ impl Run {
                     &mut race.backup
                 };
                 if lost.future.take().is_some() {
-                    self.cancelled(lost, attempts);
+                    // When the backup won, the primary lost.
+                    self.cancelled(lost, is_backup, attempts);
                 }
             }
             let input = self.settled(path, call, called, held, attempts, served);
@@ -429,19 +430,23 @@ impl Run {
         called
     }
 
-    /// Records the hedge's call that lost, cancelled unfinished: no word
-    /// on its breaker or key (its future was dropped, its connection
-    /// closed); the time it waited in vain counts in its target's p95 (of
-    /// the request's mode); its input's estimated cost counts toward the
-    /// spend cap when it is a fallback.
-    fn cancelled<F>(&mut self, lost: &mut Runner<F>, attempts: &mut Vec<Attempt>) {
+    /// Records the hedge's call that lost (`primary`: the one raced),
+    /// cancelled unfinished: no word on its breaker or key (its future was
+    /// dropped, its connection closed); the time it waited in vain counts
+    /// in its target's p95 (of the request's mode) as
+    /// [`hedge::loser_wait_counts`] says; its input's estimated cost counts
+    /// toward the spend cap when it is a fallback.
+    fn cancelled<F>(&mut self, lost: &mut Runner<F>, primary: bool, attempts: &mut Vec<Attempt>) {
         let idx = lost.call.target;
         let waited = crate::runtime_clock::since(lost.started);
         if self.probe_held.load(Ordering::Relaxed) == idx {
             self.release_held_probe();
         }
         if let Some(stats) = &self.leases[idx].stats {
-            stats.observe(self.rules.mode, waited);
+            let mode = self.rules.mode;
+            if hedge::loser_wait_counts(primary, waited, stats.p95(mode)) {
+                stats.observe(mode, waited);
+            }
         }
         self.leases[idx].leave();
         let held = std::mem::replace(&mut lost.held, Held::NONE);
