@@ -193,6 +193,11 @@ impl TargetStats {
         stats
     }
 
+    /// Whether any route hedges.
+    pub(crate) fn hedges_any(&self) -> bool {
+        !self.hedge_shares.is_empty()
+    }
+
     /// The share cap word of hedged route `route`.
     pub(crate) fn hedge_share(&self, route: &str) -> Option<&Arc<AtomicU64>> {
         self.hedge_shares

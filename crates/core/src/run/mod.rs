@@ -41,7 +41,7 @@ mod caller;
 mod count;
 mod credit;
 mod fit;
-mod hedge;
+pub(crate) mod hedge;
 mod key_choice;
 mod prepare;
 mod session;

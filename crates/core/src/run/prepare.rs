@@ -150,7 +150,11 @@ pub(crate) fn prepare(
         .map(|t| crate::run::Slot {
             lease: view.leases.get(&t.provider).cloned(),
             stats: grouped
-                .and_then(|(_, declared)| view.stats.get(as_declared(t, &resolved, declared)))
+                .map(|(_, declared)| declared)
+                .or_else(|| {
+                    crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose)
+                })
+                .and_then(|declared| view.stats.get(as_declared(t, &resolved, declared)))
                 .or_else(|| hedge.as_ref().and_then(|_| view.stats.get(t)))
                 .cloned(),
             entered: false,
@@ -240,6 +244,7 @@ fn plan_of(
     // group choice; any other pays nothing here.
     let route_members = match grouped {
         Some(_) => route.clone(),
+        None if crate::run::hedge::keeps_members(view, request) => route.clone(),
         None => Vec::new(),
     };
     let mut plan = plan::plan(route, |t| {

@@ -393,3 +393,44 @@ async fn failures_before_and_during_a_hedge() {
     );
     assert_eq!((slow.request_count(), fast.request_count()), (1, 1));
 }
+
+#[tokio::test]
+async fn a_pattern_routes_p95_is_kept_and_read_under_its_targets_as_written() {
+    // The route's targets are patterns (`slow:*`): each call resolves them
+    // to the model asked, while the stats are kept under the route as
+    // written. The p95 learnt from the first calls is found, and the slow
+    // call is hedged after it.
+    let slow = SimProvider::openai().await.unwrap();
+    let fast = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .provider("slow", &slow)
+        .provider("fast", &fast)
+        .toml(
+            "[routes.\"chat-*\"]\ntargets = [\"slow:*\", \"fast:*\"]\n\
+             hedge = { after = \"p95\" }\n",
+        )
+        .build()
+        .await
+        .unwrap();
+    let ask = || {
+        GenerateRequest::new(ChatRequest::user("hello"))
+            .route(RouteSelector::Model("chat-small".into()))
+    };
+    slow.first_token_delay(Duration::from_millis(100));
+    for _ in 0..20 {
+        let g = gw.engine.generate(ask()).await.unwrap();
+        assert_eq!(
+            (g.provider.as_str(), g.model.as_str()),
+            ("slow", "chat-small")
+        );
+    }
+    assert_eq!(fast.request_count(), 0);
+    slow.slow_every(1, Duration::from_secs(5));
+    let g = gw.engine.generate(ask()).await.unwrap();
+    assert_eq!(g.provider, "fast");
+    let e = event_of(&gw, &g.request_id).await;
+    let hedge = e.hedge.unwrap();
+    assert_eq!(hedge.outcome, "won_backup");
+    assert_eq!(hedge.backup, "fast:chat-small");
+    assert!(hedge.after_ms > 90.0 && hedge.after_ms < 400.0, "{hedge:?}");
+}
