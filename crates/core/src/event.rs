@@ -85,9 +85,10 @@ pub struct GenerationEvent {
     /// absent when it asked for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_routing: Option<Box<CallerNote>>,
-    /// On a route that hedges, when a hedge was due: how it went.
+    /// On a route that hedges, when a hedge was due: how it went (boxed:
+    /// most events have none, and each would carry its room inline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hedge: Option<HedgeNote>,
+    pub hedge: Option<Box<HedgeNote>>,
 }
 
 /// The routing a request asked for, as its event records it.
@@ -123,6 +124,21 @@ pub struct HedgeNote {
     pub after_ms: f64,
     /// The backup's `provider:model`.
     pub backup: String,
+    /// The call that lost, cancelled unfinished: its estimated cost (its
+    /// input tokens, estimated, at its price; it showed no output), when
+    /// its target has a price. Not in the event's `cost_usd` (the served
+    /// answer's), but in the client record's spend, the cost metrics and
+    /// the fallback spend cap (when it was a fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loser_cost_usd: Option<f64>,
+    /// The losing call's estimated tokens (charged to the client record's
+    /// tokens per minute).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub loser_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A target a request passed over without calling it.

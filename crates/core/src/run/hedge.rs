@@ -70,6 +70,8 @@ pub(crate) struct Hedging {
     /// which plan target.
     after_ms: f64,
     backup: usize,
+    /// The losing call's estimated tokens and cost, once one lost.
+    loser: Option<(u64, Option<f64>)>,
     /// The walk moved to the backup: the decision machine is told (with
     /// the primary's failure, when it failed rather than lost).
     pub moved: Option<(usize, Option<FailureKind>)>,
@@ -106,6 +108,7 @@ pub(crate) fn hedging(
         outcome: None,
         after_ms: 0.0,
         backup: 0,
+        loser: None,
         moved: None,
     }))
 }
@@ -153,9 +156,10 @@ pub(crate) fn declared<'v>(
 
 impl Hedging {
     /// What the event says of the hedge, once one was due.
-    pub(crate) fn note(&self, run: &Run) -> Option<HedgeNote> {
+    pub(crate) fn note(&self, run: &Run) -> Option<Box<HedgeNote>> {
         let outcome = self.outcome?;
-        Some(HedgeNote {
+        let (loser_tokens, loser_cost_usd) = self.loser.unwrap_or_default();
+        Some(Box::new(HedgeNote {
             outcome: Cow::Borrowed(outcome.as_str()),
             after_ms: self.after_ms,
             backup: run
@@ -164,7 +168,9 @@ impl Hedging {
                 .get(self.backup)
                 .map(ToString::to_string)
                 .unwrap_or_default(),
-        })
+            loser_cost_usd,
+            loser_tokens,
+        }))
     }
 
     /// The hedging that applies to a call on `serving` whose backup would
@@ -459,8 +465,10 @@ impl Run {
     /// cancelled unfinished: no word on its breaker or key (its future was
     /// dropped, its connection closed); the time it waited in vain counts
     /// in its target's p95 (of the request's mode) as
-    /// [`hedge::loser_wait_counts`] says; its input's estimated cost counts
-    /// toward the spend cap when it is a fallback.
+    /// [`hedge::loser_wait_counts`] says. Its input's estimated cost (it
+    /// showed no output: the commit is on the first) counts toward the
+    /// spend cap when it is a fallback, and, kept for the event, in the
+    /// client record's spend and the cost metrics.
     fn cancelled<F>(&mut self, lost: &mut Runner<F>, primary: bool, attempts: &mut Vec<Attempt>) {
         let idx = lost.call.target;
         let waited = crate::runtime_clock::since(lost.started);
@@ -490,6 +498,9 @@ impl Run {
         let cost =
             crate::run::cost_usd(&self.settings, &target.provider, &target.model, Some(usage));
         self.spent(*target != self.plan.primary, cost);
+        if let Some(h) = self.hedge.as_deref_mut() {
+            h.loser = Some((usage.input_tokens, cost));
+        }
     }
 
     fn hedge_outcome(&mut self, outcome: Outcome) {

@@ -521,11 +521,15 @@ impl Run {
         if let Some(reservation) = &self.reservation {
             use crate::tenants::Used;
             event.client = Some(reservation.client().to_string());
+            // A hedge's losing call is the client's spend too.
+            let (loser_tokens, loser_usd) = event.hedge.as_deref().map_or((0, 0.0), |h| {
+                (h.loser_tokens, h.loser_cost_usd.unwrap_or(0.0))
+            });
             let used = match event.usage {
                 _ if event.cached => Used::Nothing,
                 Some(u) => Used::Known {
-                    tokens: u.input_tokens + u.output_tokens,
-                    cost_usd: event.cost_usd.unwrap_or(0.0),
+                    tokens: u.input_tokens + u.output_tokens + loser_tokens,
+                    cost_usd: event.cost_usd.unwrap_or(0.0) + loser_usd,
                 },
                 // Served, or committed and then cut: tokens went.
                 None if event.provider.is_some() => Used::Unknown,

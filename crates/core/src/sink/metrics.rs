@@ -564,7 +564,10 @@ impl ClientHandles {
             self.tokens[0].inc_by(u.input_tokens);
             self.tokens[1].inc_by(u.output_tokens);
         }
-        if let Some(cost) = e.cost_usd.filter(|c| *c > 0.0) {
+        // A hedge's losing call is the client's spend too.
+        let loser = e.hedge.as_deref().and_then(|h| h.loser_cost_usd);
+        let cost = e.cost_usd.unwrap_or(0.0) + loser.unwrap_or(0.0);
+        if cost > 0.0 {
             self.cost.inc_by(cost);
         }
     }
@@ -613,6 +616,7 @@ impl Recorder {
         }
         if let Some(h) = &e.hedge {
             self.record_hedge(h);
+            self.record_loser_cost(e, h);
         }
         let m = &*self.metrics;
         let provider = e.label_provider();
@@ -688,6 +692,26 @@ impl Recorder {
                     m.hedges.get_or_create(&HedgeLabels { outcome }).clone()
                 })
                 .inc();
+        }
+    }
+
+    /// Counts a hedge's losing call's estimated cost on its provider's
+    /// cost series (the call is the event's cancelled attempt).
+    fn record_loser_cost(&mut self, e: &GenerationEvent, h: &crate::event::HedgeNote) {
+        let Some(cost) = h.loser_cost_usd.filter(|c| *c > 0.0) else {
+            return;
+        };
+        let cancelled = understudy_types::attempt::Outcome::Cancelled;
+        let Some(a) = e.attempts.iter().find(|a| a.outcome == cancelled) else {
+            return;
+        };
+        let m = &*self.metrics;
+        let provider = a.provider.as_str();
+        if let Some(handles) = handles(&mut self.providers, provider) {
+            handles
+                .cost
+                .get_or_insert_with(|| m.cost.get_or_create(&labels(provider)).clone())
+                .inc_by(cost);
         }
     }
 

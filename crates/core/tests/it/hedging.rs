@@ -434,3 +434,65 @@ async fn a_pattern_routes_p95_is_kept_and_read_under_its_targets_as_written() {
     assert_eq!(hedge.backup, "fast:chat-small");
     assert!(hedge.after_ms > 90.0 && hedge.after_ms < 400.0, "{hedge:?}");
 }
+
+/// The value of the metric line that starts with `prefix`, if any.
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn the_losers_estimate_is_the_clients_spend_too() {
+    let slow = SimProvider::openai().await.unwrap();
+    let fast = SimProvider::openai().await.unwrap();
+    let price = "price = { input_per_mtok = 1000.0, output_per_mtok = 1000.0 }";
+    let gw = TestGateway::builder()
+        .provider("slow", &slow)
+        .provider("fast", &fast)
+        .provider_option("slow", price)
+        .provider_option("fast", price)
+        .toml(
+            "[[server.clients]]\nname = \"team\"\nkey = \"sk-team-0123456789abcdef\"\n\
+             tpm = 1000000\n\
+             [routes.hedged]\ntargets = [\"slow\", \"fast\"]\n\
+             hedge = { after = \"100ms\" }\n",
+        )
+        .build()
+        .await
+        .unwrap();
+    slow.first_token_delay(Duration::from_secs(5));
+    let record = gw.engine.tenants().named("team").unwrap();
+    let mut request = ask("hedged");
+    request.tenant = Some(std::sync::Arc::clone(&record));
+    let g = gw.engine.generate(request).await.unwrap();
+    assert_eq!(g.provider, "fast");
+    let e = event_of(&gw, &g.request_id).await;
+    let hedge = e.hedge.as_deref().unwrap();
+    assert_eq!(hedge.outcome, "won_backup");
+    let loser = hedge.loser_cost_usd.expect("the loser's estimate");
+    assert!(loser > 0.0 && hedge.loser_tokens > 0, "{hedge:?}");
+    let served = e.cost_usd.unwrap();
+    // The record's tokens this minute: the answer's and the loser's
+    // (unless the minute turned since, which leaves a fresh count).
+    let usage = e.usage.unwrap();
+    let (limit, left) = gw
+        .engine
+        .tenants()
+        .remaining(&record)
+        .unwrap()
+        .tokens
+        .unwrap();
+    let used = usage.input_tokens + usage.output_tokens + hedge.loser_tokens;
+    assert!(limit - left == used || left == limit, "{left} of {limit}");
+    // Its spend and the loser's provider's cost, in the metrics.
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    eventually("the costs counted", async || {
+        let text = gw.engine.metrics_text(false).await;
+        let client = metric(&text, "understudy_client_cost_usd_total{client=\"team\"}")?;
+        let slow_cost = metric(&text, "understudy_cost_usd_total{provider=\"slow\"}")?;
+        (close(client, served + loser) && close(slow_cost, loser)).then_some(())
+    })
+    .await;
+}
