@@ -17,6 +17,11 @@
 //! runs. A run whose route (and its groups) does not hedge has no
 //! [`Hedging`] and takes none of this: its attempt is made as before.
 //!
+//! The backup's admission (its breaker, the spend meter, its pool's keys,
+//! its credentials: some may wait on Redis or a token fetch) runs while
+//! the primary is polled: a primary that ends meanwhile is settled at
+//! once, as if no hedge were due, and no backup is started.
+//!
 //! The backup is skipped (and counted so) when the route has hedged its
 //! share of requests (one count per route, its groups' hedges included,
 //! held to the `max_share` of the hedging that applies), its breaker is
@@ -250,7 +255,22 @@ impl Run {
             h.backup = backup;
             h.max_share_ppm = max_share_ppm;
         }
-        let (bcall, bheld, bkit) = match self.start_backup(backup).await {
+        // The backup's admission may wait (the spend meter's Redis, a
+        // token fetch): the primary is polled meanwhile, and one that
+        // ends first is settled at once, no backup started.
+        let admitted = tokio::select! {
+            biased;
+            owned = &mut primary => Err(owned),
+            admitted = self.start_backup(backup) => Ok(admitted),
+        };
+        let admitted = match admitted {
+            Ok(admitted) => admitted,
+            Err(owned) => {
+                let called = self.board_after(idx, owned);
+                return self.settled(path, call, called, held, attempts, served);
+            }
+        };
+        let (bcall, bheld, bkit) = match admitted {
             Ok(started) => started,
             Err(skip) => {
                 self.hedge_outcome(Outcome::Skipped(skip));
