@@ -49,7 +49,7 @@ impl Run {
     /// larger noted as skipped for their `context_window`. Their windows
     /// are looked up here, the one time a request needs them all.
     pub(super) fn after_too_long(&mut self, decider: &mut Decider, now: Instant) -> Next {
-        let windows: Vec<Option<u32>> = self
+        let mut windows: Vec<Option<u32>> = self
             .plan
             .targets
             .iter()
@@ -59,6 +59,7 @@ impl Run {
             })
             .collect();
         let from = decider.at();
+        self.hedge_windows(from, &mut windows);
         let next = decider.too_long(&windows, now);
         let to = fit::larger_after(&windows, from).min(windows.len());
         for idx in from + 1..to {

@@ -17,6 +17,13 @@
 //! runs. A run whose route (and its groups) does not hedge has no
 //! [`Hedging`] and takes none of this: its attempt is made as before.
 //!
+//! A "too long" answer is kept: a backup whose known context window is
+//! no larger than a window that refused is not started, and one running
+//! beside a primary that answers "too long" is cancelled (it would answer
+//! the same). When both calls fail after the primary's "too long", the
+//! walk goes on as after any "too long": to a later target whose window
+//! is larger than the primary's.
+//!
 //! The backup's admission (its breaker, the spend meter, its pool's keys,
 //! its credentials: some may wait on Redis or a token fetch) runs while
 //! the primary is polled: a primary that ends meanwhile is settled at
@@ -77,6 +84,13 @@ pub(crate) struct Hedging {
     backup: usize,
     /// The losing call's estimated tokens and cost, once one lost.
     loser: Option<(u64, Option<f64>)>,
+    /// The largest known window that answered "too long": no backup no
+    /// larger is started.
+    refused: Option<u32>,
+    /// Both calls failed after the primary's "too long": the walk, at the
+    /// backup (plan target), goes on past windows no larger than the
+    /// primary's (the window, when known).
+    too_long_at: Option<(usize, Option<u32>)>,
     /// The walk moved to the backup: the decision machine is told (with
     /// the primary's failure, when it failed rather than lost).
     pub moved: Option<(usize, Option<FailureKind>)>,
@@ -114,6 +128,8 @@ pub(crate) fn hedging(
         after_ms: 0.0,
         backup: 0,
         loser: None,
+        refused: None,
+        too_long_at: None,
         moved: None,
     }))
 }
@@ -328,7 +344,7 @@ impl Run {
                 };
                 if lost.future.take().is_some() {
                     // When the backup won, the primary lost.
-                    self.cancelled(lost, is_backup, attempts);
+                    self.cancelled(lost, is_backup, LOST, attempts);
                 }
             }
             let input = self.settled(path, call, called, held, attempts, served);
@@ -347,11 +363,26 @@ impl Run {
             if is_backup {
                 backup_failed = Some(input);
             } else {
+                if kind == FailureKind::ContextLength {
+                    let primary = race.primary.call.target;
+                    self.primary_too_long(primary, &mut race.backup, attempts);
+                }
                 primary_failed = Some(kind);
             }
             if race.primary.future.is_none() && race.backup.future.is_none() {
                 self.hedge_outcome(Outcome::Failed);
-                self.hedge_moved(race.backup.call.target, primary_failed.take());
+                let too_long = primary_failed == Some(FailureKind::ContextLength);
+                let backup = race.backup.call.target;
+                self.hedge_moved(backup, primary_failed.take());
+                if too_long {
+                    // On as after the primary's "too long" (see
+                    // `Run::hedge_windows`), not to the plain next.
+                    let refused = self.window_of(race.primary.call.target);
+                    if let Some(h) = self.hedge.as_deref_mut() {
+                        h.too_long_at = Some((backup, refused));
+                    }
+                    return Input::Failed(FailureKind::ContextLength);
+                }
                 return backup_failed.unwrap_or(Input::Failed(FailureKind::Unavailable {
                     retry_after: None,
                 }));
@@ -379,6 +410,13 @@ impl Run {
                 .copied()
                 .flatten()
                 .is_some()
+        {
+            return None;
+        }
+        // A backup no larger than a window that answered "too long" would
+        // answer the same.
+        if h.refused
+            .is_some_and(|refused| self.window_of(backup).is_some_and(|w| w <= refused))
         {
             return None;
         }
@@ -489,7 +527,13 @@ impl Run {
     /// showed no output: the commit is on the first) counts toward the
     /// spend cap when it is a fallback, and, kept for the event, in the
     /// client record's spend and the cost metrics.
-    fn cancelled<F>(&mut self, lost: &mut Runner<F>, primary: bool, attempts: &mut Vec<Attempt>) {
+    fn cancelled<F>(
+        &mut self,
+        lost: &mut Runner<F>,
+        primary: bool,
+        detail: &'static str,
+        attempts: &mut Vec<Attempt>,
+    ) {
         let idx = lost.call.target;
         let waited = crate::runtime_clock::since(lost.started);
         if self.probe_held.load(Ordering::Relaxed) == idx {
@@ -506,7 +550,7 @@ impl Run {
         drop(held.ticket);
         let mut record =
             self.attempt_record(idx, lost.call.kind, AttemptOutcome::Cancelled, waited, None);
-        record.detail = Some("cancelled: the hedge's other call showed output first".into());
+        record.detail = Some(detail.into());
         record.key = held.key_name;
         record.span_id = held.span;
         attempts.push(record);
@@ -523,6 +567,61 @@ impl Run {
         }
     }
 
+    /// The primary of a race (plan target `primary`) answered "too long":
+    /// its window is kept, and
+    /// a backup still running whose known window is no larger is
+    /// cancelled (it would answer the same).
+    fn primary_too_long<F>(
+        &mut self,
+        primary: usize,
+        backup: &mut Runner<F>,
+        attempts: &mut Vec<Attempt>,
+    ) {
+        let Some(refused) = self.window_of(primary) else {
+            return;
+        };
+        self.keep_refused(refused);
+        let small = self
+            .window_of(backup.call.target)
+            .is_some_and(|w| w <= refused);
+        if small && backup.future.take().is_some() {
+            self.cancelled(backup, false, TOO_SMALL, attempts);
+        }
+    }
+
+    fn keep_refused(&mut self, window: u32) {
+        if let Some(h) = self.hedge.as_deref_mut() {
+            h.refused = Some(h.refused.map_or(window, |r| r.max(window)));
+        }
+    }
+
+    /// Plan target `idx`'s context window, when known.
+    fn window_of(&self, idx: usize) -> Option<u32> {
+        let t = self.plan.targets.get(idx)?;
+        let p = self.settings.providers.get(&*t.provider)?;
+        understudy_settings::windows::limits_of(p, &t.model).map(|l| l.context_window)
+    }
+
+    /// On a hedged run, before the walk goes on after a "too long" from
+    /// the target it is at: the window that refused is kept (no backup
+    /// no larger starts later), and, where both calls of a race failed
+    /// after its primary's "too long", the backup (where the walk is)
+    /// stands in `windows` for the primary's window, so the walk passes
+    /// over every later target no larger than the one that refused.
+    pub(super) fn hedge_windows(&mut self, at: usize, windows: &mut [Option<u32>]) {
+        let Some(h) = self.hedge.as_deref_mut() else {
+            return;
+        };
+        if let Some((backup, refused)) = h.too_long_at.take() {
+            if let Some(w) = windows.get_mut(backup) {
+                *w = refused;
+            }
+        }
+        if let Some(&Some(refused)) = windows.get(at) {
+            self.keep_refused(refused);
+        }
+    }
+
     fn hedge_outcome(&mut self, outcome: Outcome) {
         if let Some(h) = self.hedge.as_deref_mut() {
             h.outcome = Some(outcome);
@@ -535,6 +634,14 @@ impl Run {
         }
     }
 }
+
+/// Why a hedge's call was cancelled: the other showed output first.
+const LOST: &str = "cancelled: the hedge's other call showed output first";
+
+/// Why a hedge's backup was cancelled: its window is no larger than the
+/// primary's, which answered "too long".
+const TOO_SMALL: &str =
+    "cancelled: its context window is no larger than one that answered too long";
 
 /// The two calls of a hedge.
 struct Race<F> {

@@ -496,3 +496,69 @@ async fn the_losers_estimate_is_the_clients_spend_too() {
     })
     .await;
 }
+
+/// OpenAI's "too long" 400, after `delay`.
+fn too_long_after(delay: Duration) -> Reply {
+    let body = serde_json::json!({"error": {
+        "message": "This model's maximum context length is 1000 tokens.",
+        "type": "invalid_request_error", "param": "messages",
+        "code": "context_length_exceeded"}});
+    Reply::Status {
+        status: 400,
+        body: body.to_string(),
+        headers: Vec::new(),
+    }
+    .after(delay)
+}
+
+#[tokio::test]
+async fn a_too_long_primary_cancels_a_backup_no_larger_and_moves_to_a_larger() {
+    // `slow` (1 000 tokens) answers "too long" once the hedge runs;
+    // `small`, its backup (500), would answer the same: it is cancelled,
+    // and the walk goes on past `mid` (800, no larger than the window
+    // that refused) to `big` (4 000).
+    let slow = SimProvider::openai().await.unwrap();
+    let small = SimProvider::openai().await.unwrap();
+    let mid = SimProvider::openai().await.unwrap();
+    let big = SimProvider::openai().await.unwrap();
+    let window = |w: u32| format!("capabilities = {{ context_window = {w} }}");
+    let gw = TestGateway::builder()
+        .provider("slow", &slow)
+        .provider("small", &small)
+        .provider("mid", &mid)
+        .provider("big", &big)
+        .provider_option("slow", &window(1000))
+        .provider_option("small", &window(500))
+        .provider_option("mid", &window(800))
+        .provider_option("big", &window(4000))
+        .toml(
+            "[routes.hedged]\ntargets = [\"slow\", \"small\", \"mid\", \"big\"]\n\
+             hedge = { after = \"100ms\" }\n",
+        )
+        .build()
+        .await
+        .unwrap();
+    slow.push(too_long_after(Duration::from_millis(400)));
+    small.first_token_delay(Duration::from_secs(5));
+    let engine = gw.engine.clone();
+    let asked = tokio::spawn(async move { engine.generate(ask("hedged")).await });
+    eventually("the backup's call", async || small.request_count() == 1).await;
+    let g = asked.await.unwrap().unwrap();
+    assert_eq!(g.provider, "big");
+    let e = event_of(&gw, &g.request_id).await;
+    assert_eq!(e.hedge.as_ref().unwrap().outcome, "failed");
+    assert_eq!(
+        attempts(&e),
+        [
+            "slow/primary/context_length",
+            "small/fallback/cancelled",
+            "big/fallback/ok"
+        ],
+        "{e:?}"
+    );
+    assert_eq!(mid.request_count(), 0);
+    eventually("the small backup's connection closed", async || {
+        !small.closed_mid_answer().is_empty()
+    })
+    .await;
+}
