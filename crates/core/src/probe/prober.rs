@@ -170,12 +170,15 @@ async fn probe_one(
 
 /// The targets the routes name (the default route's and every named
 /// route's; not a pattern's `provider:*`), of providers that have their
-/// key: each is probed.
+/// key: each is probed. Each under the id its provider maps the route's
+/// name to (`models = {…}`), as plans hold it: the board answers for the
+/// targets plans ask about, and the lookup asks for the provider's own id.
 pub(crate) fn probed_targets(settings: &Settings) -> Vec<Target> {
     let mut out: Vec<Target> = settings.default_route();
     for targets in settings.routes.values() {
         out.extend(targets.iter().cloned());
     }
+    let mut out = understudy_policy::plan::cloud_ids(out, settings);
     out.retain(|t| {
         &*t.model != "*"
             && settings

@@ -7,6 +7,7 @@
 //! passes; with the prober off nothing is probed.
 
 use understudy_core::GenerateRequest;
+use understudy_types::RouteSelector;
 use understudy_testkit::{
     AzureSim, BedrockSim, Protocol, Reply, SimProvider, TestGateway, VertexSim, eventually,
 };
@@ -189,6 +190,52 @@ async fn every_providers_probe_tells_ready_from_a_retired_model_and_a_revoked_ke
         }
         gw.engine.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cloud_target_is_probed_under_the_id_its_provider_maps_the_name_to() {
+    const ID: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let (cloud, table) = bedrock(Kind::Bedrock, "cloud").await;
+    let spare = SimProvider::openai().await.unwrap();
+    // The route says `claude-sonnet`; plans hold Bedrock's own id.
+    cloud.retire_model(ID);
+    let gw = TestGateway::builder()
+        .provider("spare", &spare)
+        .order(&["spare"])
+        .toml(&format!(
+            "{table}models = {{ \"claude-sonnet\" = {ID:?} }}\n\
+             [routes]\nsmart = [\"cloud:claude-sonnet\", \"spare:gpt-4o\"]\n\
+             alone = [\"cloud:claude-sonnet\"]\n"
+        ))
+        .build()
+        .await
+        .unwrap();
+    let found = gw.engine.probe_now().await;
+    let cloud_found: Vec<(&str, &str)> = found
+        .iter()
+        .filter(|r| r.provider == "cloud")
+        .map(|r| (r.model.as_str(), r.state))
+        .collect();
+    assert_eq!(cloud_found, [(ID, "not_ready")], "{found:?}");
+    // Plans skip it, and `/readyz`'s check counts it.
+    let served = gw
+        .engine
+        .generate(
+            GenerateRequest::new(ChatRequest::user("hi"))
+                .route(RouteSelector::Named("smart".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(served.provider, "spare");
+    assert_eq!(cloud.generation_calls(), 0, "{:?}", cloud.received());
+    let unready = gw.engine.readiness().await.unwrap();
+    assert!(
+        unready
+            .iter()
+            .any(|r| r.route == "alone" && r.targets.iter().any(|t| t.target.contains(ID))),
+        "{unready:?}"
+    );
+    gw.engine.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
