@@ -158,12 +158,13 @@ async fn probe_one(
         Err(_) => (Verdict::Unreachable, Some("the probe timed out".into())),
         Ok(Ok(true)) => (Verdict::Ready, None),
         Ok(Ok(false)) => (Verdict::NoProbe, None),
-        Ok(Err(failure)) => {
+        Ok(Err(answer)) => {
+            let failure = &answer.failure;
             let detail = match failure.status {
                 Some(status) => format!("{status}: {}", failure.detail),
                 None => failure.detail.clone(),
             };
-            (super::verdict_of(&failure), Some(detail))
+            (super::verdict_of(&answer), Some(detail))
         }
     }
 }

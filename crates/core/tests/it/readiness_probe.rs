@@ -7,11 +7,11 @@
 //! passes; with the prober off nothing is probed.
 
 use understudy_core::GenerateRequest;
-use understudy_types::RouteSelector;
 use understudy_testkit::{
     AzureSim, BedrockSim, Protocol, Reply, SimProvider, TestGateway, VertexSim, eventually,
 };
 use understudy_types::ChatRequest;
+use understudy_types::RouteSelector;
 
 const AWS_KEY_ID: &str = "AKIDPROBETEST000";
 const AWS_SECRET: &str = "probe/secret/0123456789";
@@ -235,6 +235,28 @@ async fn a_cloud_target_is_probed_under_the_id_its_provider_maps_the_name_to() {
             .any(|r| r.route == "alone" && r.targets.iter().any(|t| t.target.contains(ID))),
         "{unready:?}"
     );
+    gw.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bare_404_from_a_server_without_model_lookups_proves_nothing() {
+    let compat = SimProvider::openai().await.unwrap();
+    compat.without_model_lookups();
+    let gw = TestGateway::builder()
+        .provider("compat", &compat)
+        .build()
+        .await
+        .unwrap();
+    let found = gw.engine.probe_now().await;
+    assert_eq!(compat.lookups(), 1);
+    assert_eq!(found[0].state, "unchecked", "{found:?}");
+    assert!(gw.engine.readiness().await.unwrap().is_empty());
+    let served = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("hi")))
+        .await
+        .unwrap();
+    assert_eq!(served.provider, "compat");
     gw.engine.shutdown().await;
 }
 

@@ -25,6 +25,9 @@ pub(super) struct Models {
     retired: Mutex<HashSet<String>>,
     /// The key is refused (every call answers 401).
     revoked: AtomicBool,
+    /// The server has no model lookup route (a bare 404, as an
+    /// OpenAI-compatible server without `GET /models/{id}` answers).
+    no_lookup: AtomicBool,
     lookups: AtomicUsize,
 }
 
@@ -39,6 +42,10 @@ impl Models {
 
     pub(super) fn revoke(&self) {
         self.revoked.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn drop_lookups(&self) {
+        self.no_lookup.store(true, Ordering::SeqCst);
     }
 
     pub(super) fn lookups(&self) -> usize {
@@ -90,6 +97,10 @@ pub(super) fn lookup(shared: &Shared, req: &Received) -> Option<Response<SimBody
         Some(cloud) => cloud
             .lookup(req)?
             .unwrap_or_else(|refused| refused.response),
+        None if models.no_lookup.load(Ordering::SeqCst) => {
+            lookup_path(shared.dialect, req)?;
+            json_response(404, &json!({"detail": "Not Found"}))
+        }
         None => direct(shared.dialect, models, &lookup_path(shared.dialect, req)?),
     };
     models.counted();
