@@ -37,7 +37,7 @@ pub struct KeyPool {
 }
 
 /// Every pooled provider's key pool, by provider: fixed at start.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct KeyPools {
     pools: HashMap<Arc<str>, Arc<KeyPool>>,
 }
@@ -198,6 +198,13 @@ impl KeyPool {
             }
             _ => None,
         }
+    }
+
+    /// A readiness probe found key `key` refused (its answer proved the
+    /// key itself bad): out for the pool's cooldown, as a call refused
+    /// for auth takes it out.
+    pub fn refused(&self, key: usize, now: Instant) {
+        self.sync(key, now + self.cooldown, FailureCode::Auth);
     }
 
     /// The fleet says key `key` is out until `until`.

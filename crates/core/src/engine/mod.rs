@@ -592,6 +592,7 @@ impl Engine {
             &self.inner.wide.ready,
             &self.inner.supervisor,
             &self.inner.metrics,
+            &self.inner.wide.pools,
         )
         .await;
         self.target_readiness()

@@ -261,6 +261,53 @@ async fn a_bare_404_from_a_server_without_model_lookups_proves_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn every_key_of_a_pool_is_probed_and_a_refused_one_goes_out() {
+    const A: &str = "sk-probe-pool-a-0001";
+    const B: &str = "sk-probe-pool-b-0002";
+    let sim = SimProvider::openai().await.unwrap();
+    sim.revoke_one_key(A);
+    let gw = TestGateway::builder()
+        .toml(&format!(
+            "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{A:?}, {B:?}]\n",
+            sim.base_url()
+        ))
+        .order(&["pool"])
+        .build()
+        .await
+        .unwrap();
+    // One key refused, the other serves: ready, the refusal named.
+    let found = gw.engine.probe_now().await;
+    assert_eq!(sim.lookups(), 2);
+    assert_eq!(found[0].state, "ready", "{found:?}");
+    let detail = found[0].detail.clone().unwrap_or_default();
+    assert!(detail.starts_with("key `key-1`: 401"), "{detail}");
+    // The refused key is out of the pool, as a call's refusal puts it.
+    let status = gw.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    assert_eq!(keys[0].out, Some("auth"), "{keys:?}");
+    assert!(keys[1].available, "{keys:?}");
+    for _ in 0..4 {
+        gw.engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi")))
+            .await
+            .unwrap();
+    }
+    assert!(
+        sim.received().iter().all(|r| r.api_key() == Some(B)),
+        "every call on the key that serves"
+    );
+    // Every key refused: now the target is not ready.
+    sim.revoke_one_key(B);
+    let found = gw.engine.probe_now().await;
+    assert_eq!(
+        (found[0].state, found[0].reason),
+        ("not_ready", Some("auth")),
+        "{found:?}"
+    );
+    gw.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_not_ready_fallback_is_skipped_until_a_probe_passes() {
     let primary = SimProvider::openai().await.unwrap();
     let fallback = SimProvider::openai().await.unwrap();

@@ -526,6 +526,14 @@ impl SimProvider {
         self
     }
 
+    /// Refuses one key (a pool's), by its secret, as [`Self::revoke_key`]
+    /// refuses every key (a direct provider's lookups and generation
+    /// calls).
+    pub fn revoke_one_key(&self, key: &str) -> &Self {
+        self.shared.models.revoke_one(key);
+        self
+    }
+
     /// Takes the model lookup route away (a direct provider's): a lookup
     /// gets a bare 404 (`{"detail": "Not Found"}`), as from an
     /// OpenAI-compatible server that has no `GET /models/{id}`; the
