@@ -40,10 +40,12 @@ pub(crate) fn skip(board: &ReadyBoard, target: &Target) -> Option<Unavailable> {
 
 /// The codes that say the key itself is refused, whatever the status:
 /// Gemini's invalid key (a 400 `API_KEY_INVALID`), AWS's unknown access
-/// key and bad signature (403s).
-const AUTH_CODES: [&str; 3] = [
+/// key (`UnrecognizedClientException`, `InvalidClientTokenId`) and bad
+/// signature (403s).
+const AUTH_CODES: [&str; 4] = [
     "API_KEY_INVALID",
     "UnrecognizedClientException",
+    "InvalidClientTokenId",
     "InvalidSignatureException",
 ];
 
