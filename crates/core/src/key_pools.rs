@@ -202,9 +202,11 @@ impl KeyPool {
 
     /// A readiness probe found key `key` refused (its answer proved the
     /// key itself bad): out for the pool's cooldown, as a call refused
-    /// for auth takes it out.
-    pub fn refused(&self, key: usize, now: Instant) {
-        self.sync(key, now + self.cooldown, FailureCode::Auth);
+    /// for auth takes it out. Returns until when.
+    pub fn refused(&self, key: usize, now: Instant) -> Instant {
+        let until = now + self.cooldown;
+        self.sync(key, until, FailureCode::Auth);
+        until
     }
 
     /// The fleet says key `key` is out until `until`.

@@ -593,6 +593,7 @@ impl Engine {
             &self.inner.supervisor,
             &self.inner.metrics,
             &self.inner.wide.pools,
+            self.inner.wide.shared.as_ref(),
         )
         .await;
         self.target_readiness()

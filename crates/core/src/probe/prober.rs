@@ -21,6 +21,7 @@ use crate::actor::supervisor::SupervisorMsg;
 use crate::key_pools::{KeyPool, KeyPools};
 use crate::shared::{SharedState, unix_ms};
 use crate::sink::metrics::Metrics;
+use understudy_types::FailureCode;
 
 /// How many intervals the lease and the published results last without a
 /// renewal (at least two and a probe's timeout): a holder that stops is
@@ -94,6 +95,7 @@ impl Prober {
             &self.supervisor,
             &self.metrics,
             &self.pools,
+            self.shared.as_ref(),
         )
         .await
     }
@@ -107,6 +109,7 @@ pub(crate) async fn probe_all(
     supervisor: &ActorRef<SupervisorMsg>,
     metrics: &Metrics,
     pools: &KeyPools,
+    shared: Option<&Arc<SharedState>>,
 ) -> Vec<Found> {
     let mut probes = tokio::task::JoinSet::new();
     for (i, target) in board.targets().enumerate() {
@@ -116,12 +119,14 @@ pub(crate) async fn probe_all(
             .map_or(settings.timeouts.connect, |p| p.timeouts.connect);
         let (supervisor, target) = (supervisor.clone(), target.clone());
         let pool = pools.get(&target.provider).cloned();
+        let shared = shared.cloned();
         let timeout = settings.probe.timeout;
         probes.spawn(async move {
             let call = Call {
                 timeout,
                 connect,
                 pool,
+                shared,
             };
             let (verdict, detail) = probe_one(&supervisor, &target, call).await;
             (i, (target, verdict, detail, unix_ms()))
@@ -139,12 +144,13 @@ pub(crate) async fn probe_all(
         .collect()
 }
 
-/// How one target's probe is made: its bounds and its provider's key
-/// pool, if it has one.
+/// How one target's probe is made: its bounds, its provider's key pool
+/// (if it has one) and the fleet (told of a key the probe put out).
 struct Call {
     timeout: Duration,
     connect: Duration,
     pool: Option<Arc<KeyPool>>,
+    shared: Option<Arc<SharedState>>,
 }
 
 /// Probes one target: its provider's lease (the actor started if need
@@ -192,8 +198,16 @@ async fn probe_one(
     if let Some(pool) = &call.pool {
         let now = crate::runtime_clock::now();
         for (key, (verdict, _)) in found.iter().enumerate() {
-            if *verdict == Verdict::Auth {
-                pool.refused(key, now);
+            if *verdict != Verdict::Auth {
+                continue;
+            }
+            let until = pool.refused(key, now);
+            // The fleet hears of it as of a call's refusal.
+            if let (Some(shared), Some(name)) = (&call.shared, pool.name(key)) {
+                let until_ms = unix_ms() + until.saturating_duration_since(now).as_millis() as u64;
+                shared
+                    .publish_key_out(&pool.provider, name, until_ms, FailureCode::Auth.as_str())
+                    .await;
             }
         }
     }

@@ -3,8 +3,11 @@
 //! free token count, Azure's body that cannot generate) proves a healthy
 //! target ready, a retired model not ready (`model_missing`) and a revoked
 //! key not ready (`auth`), in each API's own answers, with no generation
-//! call; a not-ready target is left out of plans and back once a probe
-//! passes; with the prober off nothing is probed.
+//! call; a cloud target is probed under the id its provider maps the
+//! route's name to; a bare 404 proves nothing; every key of a pool is
+//! probed, a refused one put out (across the fleet), the target not ready
+//! only when every key is refused; a not-ready target is left out of plans
+//! and back once a probe passes; with the prober off nothing is probed.
 
 use understudy_core::GenerateRequest;
 use understudy_testkit::{
@@ -260,17 +263,23 @@ async fn a_bare_404_from_a_server_without_model_lookups_proves_nothing() {
     gw.engine.shutdown().await;
 }
 
+const POOL_A: &str = "sk-probe-pool-a-0001";
+const POOL_B: &str = "sk-probe-pool-b-0002";
+
+/// Provider `pool`'s table: two keys on `sim`.
+fn pool_table(sim: &SimProvider) -> String {
+    format!(
+        "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{POOL_A:?}, {POOL_B:?}]\n",
+        sim.base_url()
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_key_of_a_pool_is_probed_and_a_refused_one_goes_out() {
-    const A: &str = "sk-probe-pool-a-0001";
-    const B: &str = "sk-probe-pool-b-0002";
     let sim = SimProvider::openai().await.unwrap();
-    sim.revoke_one_key(A);
+    sim.revoke_one_key(POOL_A);
     let gw = TestGateway::builder()
-        .toml(&format!(
-            "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{A:?}, {B:?}]\n",
-            sim.base_url()
-        ))
+        .toml(&pool_table(&sim))
         .order(&["pool"])
         .build()
         .await
@@ -293,11 +302,54 @@ async fn every_key_of_a_pool_is_probed_and_a_refused_one_goes_out() {
             .unwrap();
     }
     assert!(
-        sim.received().iter().all(|r| r.api_key() == Some(B)),
+        sim.received().iter().all(|r| r.api_key() == Some(POOL_B)),
         "every call on the key that serves"
     );
-    // Every key refused: now the target is not ready.
-    sim.revoke_one_key(B);
+    gw.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_a_probe_found_refused_is_out_across_the_fleet() {
+    let redis = understudy_testkit::RedisServer::start().unwrap();
+    let sim = SimProvider::openai().await.unwrap();
+    sim.revoke_one_key(POOL_A);
+    let instance = async || {
+        TestGateway::builder()
+            .toml(&pool_table(&sim))
+            .order(&["pool"])
+            .env("REDIS_URL", &redis.url())
+            .build()
+            .await
+            .unwrap()
+    };
+    let (one, two) = (instance().await, instance().await);
+    one.engine.probe_now().await;
+    eventually("instance two to hold the refused key out", async || {
+        let status = two.engine.providers().await.unwrap();
+        let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+        keys[0].out == Some("auth")
+    })
+    .await;
+    for _ in 0..4 {
+        two.engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi")))
+            .await
+            .unwrap();
+    }
+    assert!(sim.received().iter().all(|r| r.api_key() == Some(POOL_B)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_whose_every_key_is_refused_is_not_ready() {
+    let sim = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .toml(&pool_table(&sim))
+        .order(&["pool"])
+        .build()
+        .await
+        .unwrap();
+    sim.revoke_one_key(POOL_A);
+    sim.revoke_one_key(POOL_B);
     let found = gw.engine.probe_now().await;
     assert_eq!(
         (found[0].state, found[0].reason),
