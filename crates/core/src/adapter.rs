@@ -64,12 +64,13 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
     /// token count), that the provider is reachable, takes the key and
     /// serves `model`. `Ok(true)`: it does; `Ok(false)`: the protocol has
     /// no such call (the target stays unchecked); `Err`: the classified
-    /// answer (its status says a refused key or a missing model).
+    /// answer with the error codes it named, from which the prober tells
+    /// a refused key or a missing model from an answer that proves nothing.
     fn probe<'a>(
         &'a self,
         model: &'a str,
         connect: Duration,
-    ) -> BoxFuture<'a, Result<bool, Failure>> {
+    ) -> BoxFuture<'a, Result<bool, ProbeFailure>> {
         let _ = (model, connect);
         Box::pin(async { Ok(false) })
     }
@@ -80,6 +81,27 @@ pub trait Adapter: Send + Sync + fmt::Debug + 'static {
     /// waits on a refresh it did not need.
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {
         None
+    }
+}
+
+/// A probe's answer that did not prove the target ready.
+#[derive(Debug, Clone)]
+pub struct ProbeFailure {
+    /// The answer classified as a call's would be (its status, its words).
+    pub failure: Failure,
+    /// The error codes the answer named, as the provider spells them:
+    /// `error.code`, `error.type`, AWS's `__type` or `x-amzn-ErrorType`
+    /// (without a namespace), a Google rpc `status` or a detail's
+    /// `reason`. Empty for an answer with none (a transport failure).
+    pub said: Vec<String>,
+}
+
+impl From<Failure> for ProbeFailure {
+    fn from(failure: Failure) -> Self {
+        Self {
+            failure,
+            said: Vec::new(),
+        }
     }
 }
 

@@ -37,7 +37,7 @@ pub struct KeyPool {
 }
 
 /// Every pooled provider's key pool, by provider: fixed at start.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct KeyPools {
     pools: HashMap<Arc<str>, Arc<KeyPool>>,
 }
@@ -198,6 +198,15 @@ impl KeyPool {
             }
             _ => None,
         }
+    }
+
+    /// A readiness probe found key `key` refused (its answer proved the
+    /// key itself bad): out for the pool's cooldown, as a call refused
+    /// for auth takes it out. Returns until when.
+    pub fn refused(&self, key: usize, now: Instant) -> Instant {
+        let until = now + self.cooldown;
+        self.sync(key, until, FailureCode::Auth);
+        until
     }
 
     /// The fleet says key `key` is out until `until`.

@@ -73,7 +73,7 @@ mod runtime_clock;
 pub use actor::target_stats::TargetStatsView;
 pub use adapter::{
     Adapter, AdapterFactory, BoxEventStream, BoxFuture, CallOptions, CredentialStatus, Credentials,
-    CreditUse, EventStream,
+    CreditUse, EventStream, ProbeFailure,
 };
 pub use credentials::CredentialGate;
 pub use engine::Engine;

@@ -43,6 +43,16 @@ pub enum Unavailable {
     ContextWindow,
 }
 
+impl Unavailable {
+    /// Whether this is a verdict about the next call that the call itself
+    /// may prove wrong (an open breaker, a probe's "not ready"), rather
+    /// than a fact (no key, no adapter, a window too small): a route left
+    /// with nothing else forces its primary past it.
+    pub fn is_guess(self) -> bool {
+        matches!(self, Self::BreakerOpen | Self::NotReady)
+    }
+}
+
 /// A request's plan: the route's primary and the targets to try in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -53,8 +63,8 @@ pub struct Plan {
     pub targets: Vec<Target>,
     /// The targets left out, and why.
     pub skipped: Vec<(Target, Unavailable)>,
-    /// Every target was benched by its breaker, so the primary is tried
-    /// anyway, past its breaker.
+    /// Every target was benched, the primary by its breaker or a probe's
+    /// "not ready", so the primary is tried anyway, past either.
     pub forced: bool,
     /// Per target (empty: all of them can): what it lacks that the request
     /// needs. Such a target is recorded as `unsupported` and never called.
@@ -261,9 +271,12 @@ pub fn route_name<'a>(
 }
 
 /// Removes unavailable targets. `availability` answers for one target
-/// (no key, no adapter, stopped, or its breaker open). When every target is
-/// left out and the primary only for its breaker, the primary is tried
-/// anyway, past its breaker (`forced`): failing without trying helps no one.
+/// (no key, no adapter, stopped, its breaker open, a probe's "not
+/// ready"). When every target is left out and the primary only for its
+/// breaker or its readiness, the primary is tried anyway (`forced`):
+/// failing without trying helps no one, and a breaker's or a probe's
+/// verdict is a guess about the next call (a probe's lookup may be refused
+/// where a generation would not be), which the call itself settles.
 pub fn plan(
     route: Vec<Target>,
     availability: impl Fn(&Target) -> Option<Unavailable>,
@@ -280,7 +293,7 @@ pub fn plan(
     let forced = targets.is_empty()
         && skipped
             .iter()
-            .any(|(t, why)| *t == primary && *why == Unavailable::BreakerOpen);
+            .any(|(t, why)| *t == primary && why.is_guess());
     if forced {
         targets.push(primary.clone());
     }
@@ -650,16 +663,45 @@ mod tests {
     }
 
     #[test]
-    fn when_every_target_is_open_the_primary_is_forced() {
+    fn when_every_target_is_open_or_not_ready_the_primary_is_forced() {
         let s = settings();
         let route = resolve(&RouteSelector::Default, &s, &s.default_route(), &s.routes).unwrap();
         // (why each target is unavailable, expected targets, forced)
         type Availability = fn(&Target) -> Option<Unavailable>;
-        let cases: [(Availability, &[&str], bool); 3] = [
+        let cases: [(Availability, &[&str], bool); 6] = [
             (
                 |_| Some(Unavailable::BreakerOpen),
                 &["groq:llama-3.1-8b-instant"],
                 true,
+            ),
+            // A probe can be wrong: serving beats refusing.
+            (
+                |_| Some(Unavailable::NotReady),
+                &["groq:llama-3.1-8b-instant"],
+                true,
+            ),
+            (
+                |t| {
+                    Some(if &*t.provider == "groq" {
+                        Unavailable::NotReady
+                    } else {
+                        Unavailable::NoKey
+                    })
+                },
+                &["groq:llama-3.1-8b-instant"],
+                true,
+            ),
+            // A primary that cannot hold the prompt is never forced.
+            (
+                |t| {
+                    Some(if &*t.provider == "groq" {
+                        Unavailable::ContextWindow
+                    } else {
+                        Unavailable::NotReady
+                    })
+                },
+                &[],
+                false,
             ),
             (
                 |t| {

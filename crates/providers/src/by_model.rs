@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions, Credentials};
+use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions, Credentials, ProbeFailure};
 use understudy_types::{ChatRequest, Completion, Failure};
 
 /// `first` for the models `takes` picks, `second` for the rest.
@@ -62,7 +62,7 @@ impl<A: Adapter, B: Adapter> Adapter for ByModel<A, B> {
         &'a self,
         model: &'a str,
         connect: Duration,
-    ) -> BoxFuture<'a, Result<bool, Failure>> {
+    ) -> BoxFuture<'a, Result<bool, ProbeFailure>> {
         self.of(model).probe(model, connect)
     }
 

@@ -139,6 +139,89 @@ async fn probes_made(url: &str) -> f64 {
         .sum()
 }
 
+/// The settings file of a route of four targets: `primary`, then the
+/// fallbacks `retired` (its model `old-model`), `revoked` (an Anthropic
+/// one) and `spare`, probed every half second.
+fn write_config(sims: [&SimProvider; 4]) -> std::path::PathBuf {
+    let provider = |name: &str, kind: &str, sim: &SimProvider, model: &str| {
+        format!(
+            "[providers.{name}]\nkind = \"{kind}\"\nbase_url = {:?}\napi_key = \"key-{name}-0123456789\"\nmodel = \"{model}\"\n",
+            sim.base_url()
+        )
+    };
+    let [primary, retired, revoked, spare] = sims;
+    let config = std::env::temp_dir().join(format!(
+        "understudy-cli-{}-readiness.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &config,
+        [
+            "[routing]\ndefault = \"primary\"\norder = [\"primary\", \"retired\", \"revoked\", \"spare\"]\n[probe]\ninterval = 0.5\n".to_owned(),
+            provider("primary", "openai", primary, "gpt-test"),
+            provider("retired", "openai", retired, "old-model"),
+            provider("revoked", "anthropic", revoked, "claude-test"),
+            provider("spare", "openai", spare, "gpt-spare"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    config
+}
+
+/// `understudy providers --check` names the retired and the revoked
+/// fallbacks not ready (and why), the spare ready, leaks no key, and
+/// exits 1.
+async fn check_names_them(config: &std::path::Path, redis: &RedisServer) {
+    let mut check = command(config, redis);
+    check.args(["providers", "--check"]);
+    let out = tokio::task::spawn_blocking(move || check.output().unwrap())
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let line = |target: &str| {
+        text.lines()
+            .find(|l| l.starts_with(target))
+            .unwrap_or_else(|| panic!("{target} missing: {text}"))
+            .to_owned()
+    };
+    assert!(
+        line("retired:old-model").contains("not_ready (model_missing)"),
+        "{text}"
+    );
+    assert!(
+        line("revoked:claude-test").contains("not_ready (auth)"),
+        "{text}"
+    );
+    assert!(line("spare:gpt-spare").contains("ready"), "{text}");
+    assert!(
+        !text.contains("key-revoked-0123456789"),
+        "a key leaked: {text}"
+    );
+}
+
+/// Each instance logged each change once at WARN, not once per probe:
+/// waits for a few more rounds of the prober (`made`: the probes each
+/// had made), then counts.
+async fn warned_once_each(a: &Serve, b: &Serve, made: [f64; 2]) {
+    let prober = if made[0] > 0.0 { a } else { b };
+    eventually("three more rounds", async || {
+        probes_made(&prober.url).await >= made[0].max(made[1]) + 12.0
+    })
+    .await;
+    for gateway in [a, b] {
+        for target in ["provider=retired", "provider=revoked"] {
+            assert_eq!(
+                gateway.logged(&["WARN", "target not ready", target]),
+                1,
+                "{target}: {:?}",
+                gateway.log.lock().unwrap()
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retired_model_and_a_revoked_key_are_not_ready_and_skipped_without_a_token() {
     let redis = RedisServer::start().unwrap();
@@ -149,28 +232,7 @@ async fn a_retired_model_and_a_revoked_key_are_not_ready_and_skipped_without_a_t
     primary.always(Reply::status(503));
     retired.retire_model("old-model");
     revoked.revoke_key();
-    let provider = |name: &str, kind: &str, sim: &SimProvider, model: &str| {
-        format!(
-            "[providers.{name}]\nkind = \"{kind}\"\nbase_url = {:?}\napi_key = \"key-{name}-0123456789\"\nmodel = \"{model}\"\n",
-            sim.base_url()
-        )
-    };
-    let config = std::env::temp_dir().join(format!(
-        "understudy-cli-{}-readiness.toml",
-        std::process::id()
-    ));
-    std::fs::write(
-        &config,
-        [
-            "[routing]\ndefault = \"primary\"\norder = [\"primary\", \"retired\", \"revoked\", \"spare\"]\n[probe]\ninterval = 0.5\n".to_owned(),
-            provider("primary", "openai", &primary, "gpt-test"),
-            provider("retired", "openai", &retired, "old-model"),
-            provider("revoked", "anthropic", &revoked, "claude-test"),
-            provider("spare", "openai", &spare, "gpt-spare"),
-        ]
-        .concat(),
-    )
-    .unwrap();
+    let config = write_config([&primary, &retired, &revoked, &spare]);
 
     let a = serve(&config, &redis).await;
     let b = serve(&config, &redis).await;
@@ -202,32 +264,7 @@ async fn a_retired_model_and_a_revoked_key_are_not_ready_and_skipped_without_a_t
     assert_eq!(v["provider"], "spare", "{v}");
 
     // `providers --check` says the same, and fails.
-    let mut check = command(&config, &redis);
-    check.args(["providers", "--check"]);
-    let out = tokio::task::spawn_blocking(move || check.output().unwrap())
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    let line = |target: &str| {
-        text.lines()
-            .find(|l| l.starts_with(target))
-            .unwrap_or_else(|| panic!("{target} missing: {text}"))
-            .to_owned()
-    };
-    assert!(
-        line("retired:old-model").contains("not_ready (model_missing)"),
-        "{text}"
-    );
-    assert!(
-        line("revoked:claude-test").contains("not_ready (auth)"),
-        "{text}"
-    );
-    assert!(line("spare:gpt-spare").contains("ready"), "{text}");
-    assert!(
-        !text.contains("key-revoked-0123456789"),
-        "a key leaked: {text}"
-    );
+    check_names_them(&config, &redis).await;
 
     // The prober generated nothing: the bad fallbacks saw lookups only.
     for (name, sim) in [("retired", &retired), ("revoked", &revoked)] {
@@ -243,22 +280,7 @@ async fn a_retired_model_and_a_revoked_key_are_not_ready_and_skipped_without_a_t
         "exactly one instance probes: {made:?}"
     );
 
-    // A change is logged once per instance at WARN, not once per probe:
-    // wait for a few more rounds of the prober, then count.
-    let prober = if made[0] > 0.0 { &a } else { &b };
-    eventually("three more rounds", async || {
-        probes_made(&prober.url).await >= made[0].max(made[1]) + 12.0
-    })
-    .await;
-    for gateway in [&a, &b] {
-        for target in ["provider=retired", "provider=revoked"] {
-            assert_eq!(
-                gateway.logged(&["WARN", "target not ready", target]),
-                1,
-                "{target}: {:?}",
-                gateway.log.lock().unwrap()
-            );
-        }
-    }
+    // A change is logged once per instance at WARN, not once per probe.
+    warned_once_each(&a, &b, made).await;
     let _ = std::fs::remove_file(&config);
 }

@@ -592,6 +592,8 @@ impl Engine {
             &self.inner.wide.ready,
             &self.inner.supervisor,
             &self.inner.metrics,
+            &self.inner.wide.pools,
+            self.inner.wide.shared.as_ref(),
         )
         .await;
         self.target_readiness()

@@ -248,6 +248,7 @@ pub(super) fn prober(
         supervisor: supervisor.clone(),
         shared: wide.shared.clone(),
         metrics: Arc::clone(metrics),
+        pools: wide.pools.clone(),
     };
     Some(tokio::spawn(prober.run(stop)))
 }

@@ -23,9 +23,11 @@ use crate::sink::metrics::Metrics;
 pub enum Verdict {
     /// Reachable, the key taken, the model served.
     Ready,
-    /// The provider refused the credentials (401, 403).
+    /// The provider refused the credentials (a 401, or an answer naming
+    /// an invalid key or signature).
     Auth,
-    /// The provider does not serve the model to this key (404).
+    /// The provider does not serve the model to this key (a 404 whose
+    /// answer says the model or deployment is missing).
     ModelMissing,
     /// No answer that proves anything (a connection refused, a timeout, a
     /// 5xx, a rate limit): the verdict in force stays, and breakers deal

@@ -3,14 +3,18 @@
 //! free token count, Azure's body that cannot generate) proves a healthy
 //! target ready, a retired model not ready (`model_missing`) and a revoked
 //! key not ready (`auth`), in each API's own answers, with no generation
-//! call; a not-ready target is left out of plans and back once a probe
-//! passes; with the prober off nothing is probed.
+//! call; a cloud target is probed under the id its provider maps the
+//! route's name to; a bare 404 proves nothing; every key of a pool is
+//! probed, a refused one put out (across the fleet), the target not ready
+//! only when every key is refused; a not-ready target is left out of plans
+//! and back once a probe passes; with the prober off nothing is probed.
 
 use understudy_core::GenerateRequest;
 use understudy_testkit::{
     AzureSim, BedrockSim, Protocol, Reply, SimProvider, TestGateway, VertexSim, eventually,
 };
 use understudy_types::ChatRequest;
+use understudy_types::RouteSelector;
 
 const AWS_KEY_ID: &str = "AKIDPROBETEST000";
 const AWS_SECRET: &str = "probe/secret/0123456789";
@@ -189,6 +193,170 @@ async fn every_providers_probe_tells_ready_from_a_retired_model_and_a_revoked_ke
         }
         gw.engine.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cloud_target_is_probed_under_the_id_its_provider_maps_the_name_to() {
+    const ID: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let (cloud, table) = bedrock(Kind::Bedrock, "cloud").await;
+    let spare = SimProvider::openai().await.unwrap();
+    // The route says `claude-sonnet`; plans hold Bedrock's own id.
+    cloud.retire_model(ID);
+    let gw = TestGateway::builder()
+        .provider("spare", &spare)
+        .order(&["spare"])
+        .toml(&format!(
+            "{table}models = {{ \"claude-sonnet\" = {ID:?} }}\n\
+             [routes]\nsmart = [\"cloud:claude-sonnet\", \"spare:gpt-4o\"]\n\
+             alone = [\"cloud:claude-sonnet\"]\n"
+        ))
+        .build()
+        .await
+        .unwrap();
+    let found = gw.engine.probe_now().await;
+    let cloud_found: Vec<(&str, &str)> = found
+        .iter()
+        .filter(|r| r.provider == "cloud")
+        .map(|r| (r.model.as_str(), r.state))
+        .collect();
+    assert_eq!(cloud_found, [(ID, "not_ready")], "{found:?}");
+    // Plans skip it, and `/readyz`'s check counts it.
+    let served = gw
+        .engine
+        .generate(
+            GenerateRequest::new(ChatRequest::user("hi"))
+                .route(RouteSelector::Named("smart".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(served.provider, "spare");
+    assert_eq!(cloud.generation_calls(), 0, "{:?}", cloud.received());
+    let unready = gw.engine.readiness().await.unwrap();
+    assert!(
+        unready
+            .iter()
+            .any(|r| r.route == "alone" && r.targets.iter().any(|t| t.target.contains(ID))),
+        "{unready:?}"
+    );
+    gw.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bare_404_from_a_server_without_model_lookups_proves_nothing() {
+    let compat = SimProvider::openai().await.unwrap();
+    compat.without_model_lookups();
+    let gw = TestGateway::builder()
+        .provider("compat", &compat)
+        .build()
+        .await
+        .unwrap();
+    let found = gw.engine.probe_now().await;
+    assert_eq!(compat.lookups(), 1);
+    assert_eq!(found[0].state, "unchecked", "{found:?}");
+    assert!(gw.engine.readiness().await.unwrap().is_empty());
+    let served = gw
+        .engine
+        .generate(GenerateRequest::new(ChatRequest::user("hi")))
+        .await
+        .unwrap();
+    assert_eq!(served.provider, "compat");
+    gw.engine.shutdown().await;
+}
+
+const POOL_A: &str = "sk-probe-pool-a-0001";
+const POOL_B: &str = "sk-probe-pool-b-0002";
+
+/// Provider `pool`'s table: two keys on `sim`.
+fn pool_table(sim: &SimProvider) -> String {
+    format!(
+        "[providers.pool]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{POOL_A:?}, {POOL_B:?}]\n",
+        sim.base_url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_key_of_a_pool_is_probed_and_a_refused_one_goes_out() {
+    let sim = SimProvider::openai().await.unwrap();
+    sim.revoke_one_key(POOL_A);
+    let gw = TestGateway::builder()
+        .toml(&pool_table(&sim))
+        .order(&["pool"])
+        .build()
+        .await
+        .unwrap();
+    // One key refused, the other serves: ready, the refusal named.
+    let found = gw.engine.probe_now().await;
+    assert_eq!(sim.lookups(), 2);
+    assert_eq!(found[0].state, "ready", "{found:?}");
+    let detail = found[0].detail.clone().unwrap_or_default();
+    assert!(detail.starts_with("key `key-1`: 401"), "{detail}");
+    // The refused key is out of the pool, as a call's refusal puts it.
+    let status = gw.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    assert_eq!(keys[0].out, Some("auth"), "{keys:?}");
+    assert!(keys[1].available, "{keys:?}");
+    for _ in 0..4 {
+        gw.engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi")))
+            .await
+            .unwrap();
+    }
+    assert!(
+        sim.received().iter().all(|r| r.api_key() == Some(POOL_B)),
+        "every call on the key that serves"
+    );
+    gw.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_a_probe_found_refused_is_out_across_the_fleet() {
+    let redis = understudy_testkit::RedisServer::start().unwrap();
+    let sim = SimProvider::openai().await.unwrap();
+    sim.revoke_one_key(POOL_A);
+    let instance = async || {
+        TestGateway::builder()
+            .toml(&pool_table(&sim))
+            .order(&["pool"])
+            .env("REDIS_URL", &redis.url())
+            .build()
+            .await
+            .unwrap()
+    };
+    let (one, two) = (instance().await, instance().await);
+    one.engine.probe_now().await;
+    eventually("instance two to hold the refused key out", async || {
+        let status = two.engine.providers().await.unwrap();
+        let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+        keys[0].out == Some("auth")
+    })
+    .await;
+    for _ in 0..4 {
+        two.engine
+            .generate(GenerateRequest::new(ChatRequest::user("hi")))
+            .await
+            .unwrap();
+    }
+    assert!(sim.received().iter().all(|r| r.api_key() == Some(POOL_B)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_whose_every_key_is_refused_is_not_ready() {
+    let sim = SimProvider::openai().await.unwrap();
+    let gw = TestGateway::builder()
+        .toml(&pool_table(&sim))
+        .order(&["pool"])
+        .build()
+        .await
+        .unwrap();
+    sim.revoke_one_key(POOL_A);
+    sim.revoke_one_key(POOL_B);
+    let found = gw.engine.probe_now().await;
+    assert_eq!(
+        (found[0].state, found[0].reason),
+        ("not_ready", Some("auth")),
+        "{found:?}"
+    );
+    gw.engine.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

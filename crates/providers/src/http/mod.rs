@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions};
+use understudy_core::{Adapter, BoxEventStream, BoxFuture, CallOptions, ProbeFailure};
 use understudy_settings::{ProviderSettings, Secret};
 use understudy_types::ratelimit::RateLimits;
 use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
@@ -326,7 +326,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
         &'a self,
         model: &'a str,
         connect: Duration,
-    ) -> BoxFuture<'a, Result<bool, Failure>> {
+    ) -> BoxFuture<'a, Result<bool, ProbeFailure>> {
         Box::pin(async move {
             let (client, in_flight) = self.client(connect);
             let mut renewed = false;
@@ -349,7 +349,10 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                 );
                 // Expired credentials are renewed once, as for a call.
                 if renewed || !self.renewed(&failure, authorization).await {
-                    return Err(self.redact(failure.with_status(received.status)));
+                    return Err(ProbeFailure {
+                        failure: self.redact(failure.with_status(received.status)),
+                        said: crate::probe::said(&received.headers, &received.body),
+                    });
                 }
                 renewed = true;
             }

@@ -517,10 +517,29 @@ impl SimProvider {
     }
 
     /// Refuses the key: every lookup and generation call answers 401 in
-    /// the provider's shape (Gemini: 400 `API_KEY_INVALID`; a cloud's lookup:
-    /// its own refusal).
+    /// the provider's shape, as each API answers a revoked key (Gemini: 400
+    /// `API_KEY_INVALID`; a cloud's lookup: its own refusal — Bedrock's
+    /// 403 `UnrecognizedClientException`, Vertex's 401 `UNAUTHENTICATED`,
+    /// Azure's 401).
     pub fn revoke_key(&self) -> &Self {
         self.shared.models.revoke();
+        self
+    }
+
+    /// Refuses one key (a pool's), by its secret, as [`Self::revoke_key`]
+    /// refuses every key (a direct provider's lookups and generation
+    /// calls).
+    pub fn revoke_one_key(&self, key: &str) -> &Self {
+        self.shared.models.revoke_one(key);
+        self
+    }
+
+    /// Takes the model lookup route away (a direct provider's): a lookup
+    /// gets a bare 404 (`{"detail": "Not Found"}`), as from an
+    /// OpenAI-compatible server that has no `GET /models/{id}`; the
+    /// generation calls are served as before.
+    pub fn without_model_lookups(&self) -> &Self {
+        self.shared.models.drop_lookups();
         self
     }
 

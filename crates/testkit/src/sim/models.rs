@@ -25,6 +25,11 @@ pub(super) struct Models {
     retired: Mutex<HashSet<String>>,
     /// The key is refused (every call answers 401).
     revoked: AtomicBool,
+    /// Keys refused one by one (a pool's), by their secret.
+    revoked_keys: Mutex<HashSet<String>>,
+    /// The server has no model lookup route (a bare 404, as an
+    /// OpenAI-compatible server without `GET /models/{id}` answers).
+    no_lookup: AtomicBool,
     lookups: AtomicUsize,
 }
 
@@ -39,6 +44,22 @@ impl Models {
 
     pub(super) fn revoke(&self) {
         self.revoked.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn revoke_one(&self, key: &str) {
+        lock(&self.revoked_keys).insert(key.to_owned());
+    }
+
+    /// Whether `req`'s key is refused: every key, or this one.
+    fn refuses(&self, req: &Received) -> bool {
+        self.revoked()
+            || req
+                .api_key()
+                .is_some_and(|k| lock(&self.revoked_keys).contains(k))
+    }
+
+    pub(super) fn drop_lookups(&self) {
+        self.no_lookup.store(true, Ordering::SeqCst);
     }
 
     pub(super) fn lookups(&self) -> usize {
@@ -90,7 +111,18 @@ pub(super) fn lookup(shared: &Shared, req: &Received) -> Option<Response<SimBody
         Some(cloud) => cloud
             .lookup(req)?
             .unwrap_or_else(|refused| refused.response),
-        None => direct(shared.dialect, models, &lookup_path(shared.dialect, req)?),
+        None if models.no_lookup.load(Ordering::SeqCst) => {
+            lookup_path(shared.dialect, req)?;
+            json_response(404, &json!({"detail": "Not Found"}))
+        }
+        None => {
+            let model = lookup_path(shared.dialect, req)?;
+            if models.refuses(req) {
+                auth_error(shared.dialect)
+            } else {
+                direct(shared.dialect, models, &model)
+            }
+        }
     };
     models.counted();
     Some(answer)
@@ -100,7 +132,7 @@ pub(super) fn lookup(shared: &Shared, req: &Received) -> Option<Response<SimBody
 /// the protocol's shape; `None` when neither applies.
 pub(super) fn refusal(shared: &Shared, req: &Received) -> Option<Response<SimBody>> {
     let models = &shared.models;
-    if models.revoked() {
+    if models.refuses(req) {
         return Some(auth_error(shared.dialect));
     }
     let retired = models.names_retired(req)?;

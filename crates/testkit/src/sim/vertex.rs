@@ -258,15 +258,14 @@ impl Cloud for Front {
             return None;
         }
         Some((|| {
+            // A revoked credential: Google's answer to a token it no
+            // longer takes.
             if revoked {
                 return Err(refuse(
-                    403,
-                    "PERMISSION_DENIED",
-                    &format!(
-                        "Permission 'aiplatform.endpoints.predict' denied on resource '//aiplatform.googleapis.com/projects/{}/locations/{}/publishers/{publisher}/models/{model}' (or it may not exist).",
-                        self.account.inner.project, self.account.inner.region
-                    ),
-                    Some("IAM_PERMISSION_DENIED"),
+                    401,
+                    "UNAUTHENTICATED",
+                    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                    Some("ACCESS_TOKEN_TYPE_UNSUPPORTED"),
                 ));
             }
             self.account.check_bearer(req)?;
