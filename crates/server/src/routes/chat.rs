@@ -39,7 +39,7 @@ async fn completions(
         body.models.take(),
         body.provider.take(),
         body.fallbacks.take(),
-    )?;
+    );
     let model = body.model.as_deref().unwrap_or("default");
     let front = ChatCompletions {
         id: format!("chatcmpl-{}", preamble.id),
