@@ -59,10 +59,19 @@ impl Run {
             })
             .collect();
         let from = decider.at();
+        let passes_over = decider.too_long_passes_over();
         let next = decider.too_long(&windows, now);
-        let to = fit::larger_after(&windows, from).min(windows.len());
-        for idx in from + 1..to {
-            self.note_skip(idx, Unavailable::ContextWindow);
+        if passes_over {
+            // Where the machine went: the larger window (`at()` one short
+            // of it when the walk then ended); those between were passed
+            // over. Otherwise (a softened retry) it went on as after any
+            // failure, and the next target is called, not skipped.
+            let to = (decider.at() + 1)
+                .min(fit::larger_after(&windows, from))
+                .min(windows.len());
+            for idx in from + 1..to {
+                self.note_skip(idx, Unavailable::ContextWindow);
+            }
         }
         next
     }
