@@ -302,18 +302,19 @@ impl Decider {
     /// those no larger ([`crate::fit::larger_after`]). The same as
     /// `next(Input::Failed(ContextLength))` when the windows are unknown.
     pub fn too_long(&mut self, windows: &[Option<u32>], now: Instant) -> Next {
-        let softened = matches!(
-            self.pending,
-            Some(Call {
-                kind: AttemptKind::Softened,
-                ..
-            })
-        );
-        if !softened && self.pending.is_some() {
+        if self.too_long_passes_over() {
             // Those no larger are behind us already.
             self.at = crate::fit::larger_after(windows, self.at) - 1;
         }
         self.failed(&FailureKind::ContextLength, now, 0.0)
+    }
+
+    /// Whether a "too long" answer now passes over the targets no larger
+    /// ([`Self::too_long`]): for a call that was made, not a softened
+    /// retry (which hands over as a refusal does) nor when none is
+    /// pending.
+    pub fn too_long_passes_over(&self) -> bool {
+        matches!(self.pending, Some(call) if call.kind != AttemptKind::Softened)
     }
 
     /// The plan target the walk is at (the last one called).

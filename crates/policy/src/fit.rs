@@ -171,8 +171,8 @@ pub fn fits(limits: Option<&ModelLimits>, need: Need) -> bool {
 /// may use (only the primary with `no_fallback`), the request is refused
 /// at once, naming the largest window it was measured against — unless a
 /// target that would hold it is only out for now (breaker open, provider
-/// stopped): then no provider is available, which is not the client's
-/// fault. Nothing is allocated when every target holds it.
+/// stopped, not ready by its probe): then no provider is available, which
+/// is not the client's fault. Nothing is allocated when every target holds it.
 pub fn check(
     plan: &mut Plan,
     need: Need,
@@ -209,8 +209,10 @@ pub fn check(
         .skipped
         .iter()
         .filter(|(t, why)| {
-            matches!(why, Unavailable::BreakerOpen | Unavailable::Stopped)
-                && usable(plan, t)
+            matches!(
+                why,
+                Unavailable::BreakerOpen | Unavailable::Stopped | Unavailable::NotReady
+            ) && usable(plan, t)
                 && fits(limits_of(t).as_ref(), need)
         })
         .map(|(t, why)| format!("{t} ({})", why.as_str()))
@@ -414,6 +416,34 @@ mod tests {
                 assert_eq!((tokens, limit), (271_000, 200_000));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// A prompt that only a target out for now could hold is not the
+    /// client's fault, whatever keeps that target out.
+    #[test]
+    fn a_prompt_only_a_target_out_for_now_holds_is_no_provider_available() {
+        let windows = |t: &Target| match &*t.provider {
+            "small" => Some(limits(128_000, None, true)),
+            _ => Some(limits(1_000_000, None, true)),
+        };
+        let need = Need {
+            input: 166_000,
+            max_tokens: None,
+        };
+        for why in [
+            Unavailable::BreakerOpen,
+            Unavailable::Stopped,
+            Unavailable::NotReady,
+        ] {
+            let mut plan = plan_of(&["small"]);
+            plan.skipped.push((Target::new("huge", "m"), why));
+            match check(&mut plan, need, false, windows) {
+                Err(Error::NoProviderAvailable(m)) => {
+                    assert!(m.contains(why.as_str()), "{m}");
+                }
+                other => panic!("{why:?}: {other:?}"),
+            }
         }
     }
 }

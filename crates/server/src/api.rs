@@ -139,13 +139,14 @@ impl GenerateBody {
         .apply(&mut chat)?;
         chat.validate()?;
         if self.models.is_some() || self.fallbacks.is_some() {
-            use understudy_wire::caller::{FallbackIn, FallbacksIn, routing};
+            use understudy_wire::caller::{FallbackIn, FallbacksIn, ModelsIn, routing};
             let fallbacks = self.fallbacks.map(|f| {
                 Box::new(FallbacksIn::List(
                     f.into_iter().map(FallbackIn::Name).collect(),
                 ))
             });
-            chat.routing = routing(self.models.map(Box::new), None, fallbacks)?;
+            let models = self.models.map(|m| Box::new(ModelsIn::List(m)));
+            chat.routing = routing(models, None, fallbacks);
         }
         let mut request = GenerateRequest::new(chat).route(route);
         request.refusal_policy = self.refusal_policy;

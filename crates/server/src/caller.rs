@@ -10,26 +10,22 @@ use axum::body::Bytes;
 use understudy_types::caller::CallerRouting;
 use understudy_wire::caller::ROUTING_FIELDS;
 
-use crate::ApiError;
-
 /// The header naming the targets a request walks, in order: a
 /// comma-separated list of names, each read as `model` is (a route, a
 /// route's pattern, `provider`, `provider:model`).
 pub(crate) const TARGETS: &str = "x-understudy-targets";
 
 /// Sets the `x-understudy-targets` list `value` on `request`'s routing
-/// (beside any body preferences).
-pub(crate) fn targets_header(
-    request: &mut understudy_core::GenerateRequest,
-    value: &str,
-) -> Result<(), ApiError> {
+/// (beside any body preferences). Read as sent: the names are checked
+/// only where the request may route itself (the engine's to decide), and
+/// the header is otherwise ignored.
+pub(crate) fn targets_header(request: &mut understudy_core::GenerateRequest, value: &str) {
     let list: Vec<String> = value.split(',').map(|s| s.trim().to_owned()).collect();
     let chat = Arc::make_mut(&mut request.chat);
     let wish = chat
         .routing
         .get_or_insert_with(|| Box::new(CallerRouting::new()));
     wish.targets = Some(list);
-    wish.validate("models").map_err(ApiError::from)
 }
 
 /// Messages bodies: Anthropic's own server-side fallbacks (the
@@ -56,7 +52,10 @@ pub(crate) fn fields(keep_fallbacks: bool) -> &'static [&'static str] {
 
 /// `raw` (a body as sent, natively forwarded to targets of its protocol)
 /// without the members `fields`; only called for a body that has one.
+/// `None` (no native body: the request is translated from its parse,
+/// which never carries them) when they cannot all be taken out.
 pub(crate) fn strip(raw: Option<Bytes>, fields: &[&str]) -> Option<Bytes> {
-    let text = String::from_utf8(Vec::from(raw?)).ok()?;
-    Some(Bytes::from(understudy_wire::caller::strip(text, fields)))
+    let raw = raw?;
+    let text = std::str::from_utf8(&raw).ok()?;
+    understudy_wire::caller::strip(text, fields).map(Bytes::from)
 }

@@ -76,7 +76,7 @@ pub(crate) fn apply_overrides(
         request.continue_after_cut = Some(flag_value("x-understudy-continue-after-cut", flag)?);
     }
     if let Some(list) = text(crate::caller::TARGETS)? {
-        crate::caller::targets_header(request, list)?;
+        crate::caller::targets_header(request, list);
     }
     Ok(())
 }

@@ -169,6 +169,15 @@ pub struct ChatRequest {
     /// it carries one pointer's worth of nothing.
     #[serde(skip)]
     pub routing: Option<Box<crate::caller::CallerRouting>>,
+    /// The length in bytes of the JSON body the request was read from,
+    /// set by a front end when that body holds the whole request (no
+    /// stored history joined to it). Every text is at least as long
+    /// written in JSON as read, so the body bounds [`estimate_tokens`]
+    /// without walking the request ([`estimate_bound`]) — but
+    /// for images, which it counts at a thousand tokens whatever their
+    /// URL's length.
+    #[serde(skip)]
+    pub body_len: Option<u32>,
 }
 
 /// A request body as a client sent it in a provider's protocol.
@@ -767,6 +776,16 @@ impl ChatRequest {
         }
         Ok(())
     }
+}
+
+/// Three bytes a token: the estimate's bound from a body of `body_len`
+/// bytes holding no image. The estimate counts four characters a token,
+/// and each text is no shorter in the JSON body than read (escapes only
+/// lengthen it); a tool's schema it sizes from its parse, which may count
+/// a short value (`1`, `,`) at up to five characters — the bound's third
+/// more leaves room for that in any schema written as schemas are.
+pub fn estimate_bound(body_len: u32) -> u64 {
+    u64::from(body_len) / 3 + 1
 }
 
 /// A rough count of a request's input tokens (four characters a token),

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use understudy_settings::{ClientRecord, Settings};
-use understudy_types::caller::CallerRouting;
+use understudy_types::caller::{CallerRouting, MAX_CALLER_TARGETS};
 use understudy_types::{ChatRequest, Error, Target};
 
 use crate::event::CallerNote;
@@ -27,8 +27,10 @@ pub(crate) fn wish<'r>(
 }
 
 /// `route` (the request's own, resolved and scoped) as the request asked
-/// for it, when it asked and may; a name outside its record's `models` is
-/// refused (403), naming it.
+/// for it, when it asked and may; a list too long or a name no target
+/// could have is refused (400), and a name outside its record's `models`
+/// (403), each naming it. A request that may not route itself is never
+/// refused for what it asked: its fields are ignored.
 pub(crate) fn route(
     request: &GenerateRequest,
     route: Vec<Target>,
@@ -37,6 +39,7 @@ pub(crate) fn route(
     let Some(wish) = wish(settings, request) else {
         return Ok(route);
     };
+    wish.validate("models")?;
     understudy_policy::caller::targets(
         &request.route,
         route,
@@ -55,16 +58,19 @@ pub(crate) fn note(
 ) -> Option<Box<CallerNote>> {
     let wish = chat.routing.as_deref()?;
     let (targets, source) = match &wish.targets {
-        Some(list) => (list.clone(), "header"),
-        None => (wish.models.clone(), "body"),
+        Some(list) => (list, "header"),
+        None => (&wish.models, "body"),
     };
+    // What was not honoured was not checked either: an event holds at
+    // most the first names of each list.
+    let first = |list: &[String]| list.iter().take(MAX_CALLER_TARGETS).cloned().collect();
     Some(Box::new(CallerNote {
         honoured: settings.caller_routing.allows(record),
         source: source.into(),
-        targets,
-        order: wish.order.clone(),
-        only: wish.only.clone(),
-        ignore: wish.ignore.clone(),
+        targets: first(targets),
+        order: first(&wish.order),
+        only: first(&wish.only),
+        ignore: first(&wish.ignore),
         allow_fallbacks: wish.allow_fallbacks,
     }))
 }

@@ -289,8 +289,8 @@ fn plan_of(
             plan.balanced = false;
         }
     }
-    crate::run::fit::check(view, request, &mut plan)?;
     let needs = request.chat.needs();
+    crate::run::fit::check(view, request, &mut plan, needs.vision)?;
     plan::check_capabilities(&mut plan, needs, request.no_fallback, |t| {
         let p = view.settings.providers.get(&*t.provider)?;
         plan::lacks(p.capabilities_of(&t.model), p.protocol_for(&t.model), needs)

@@ -1,7 +1,8 @@
 //! The context windows of `docs/configuration.md`'s example, loaded as the
 //! page shows them and then served: a prompt over the local server's
 //! window skips it without a call and is served by the Azure deployment,
-//! whose window the example caps.
+//! whose window the example caps. And a "too long" answer to a softened
+//! retry, which passes no target over.
 
 use understudy_core::GenerateRequest;
 use understudy_settings::windows::limits_of;
@@ -78,4 +79,61 @@ async fn a_prompt_over_the_local_window_is_served_by_the_deployment() {
         .await
         .unwrap();
     assert_eq!(g.provider, "local");
+}
+
+/// A "too long" answer to the primary's softened retry hands over as any
+/// failure of it does: the next target is called, and no event says it
+/// was passed over for its window.
+#[tokio::test]
+async fn a_softened_retry_too_long_passes_nothing_over() {
+    use understudy_testkit::{Refusal, Reply};
+    use understudy_types::RefusalPolicy;
+    let primary = SimProvider::openai().await.unwrap();
+    let second = SimProvider::openai().await.unwrap();
+    let third = SimProvider::openai().await.unwrap();
+    let too_long = serde_json::json!({"error": {
+        "message": "This model's maximum context length is 4000 tokens.",
+        "type": "invalid_request_error", "param": "messages",
+        "code": "context_length_exceeded"}});
+    primary
+        .push(Reply::Refuse(Refusal::FinishReason))
+        .push(Reply::Status {
+            status: 400,
+            body: too_long.to_string(),
+            headers: Vec::new(),
+        });
+    second.always(Reply::text("from second"));
+    let gw = TestGateway::builder()
+        .provider("primary", &primary)
+        .provider("second", &second)
+        .provider("third", &third)
+        .order(&["primary", "second", "third"])
+        .provider_option("primary", "capabilities = { context_window = 4000 }")
+        .provider_option("second", "capabilities = { context_window = 4000 }")
+        .provider_option("third", "capabilities = { context_window = 8000 }")
+        .build()
+        .await
+        .unwrap();
+    let request = GenerateRequest::new(ChatRequest::user("x"))
+        .refusal_policy(RefusalPolicy::SoftenThenFallback);
+    let g = gw.engine.generate(request).await.unwrap();
+    assert_eq!(g.provider, "second");
+    let kinds: Vec<String> = g
+        .attempts
+        .iter()
+        .map(|a| format!("{}/{}", a.provider, a.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["primary/primary", "primary/softened", "second/fallback"]
+    );
+    let event = understudy_testkit::eventually("the request's event", async || {
+        gw.engine
+            .recent()
+            .events()
+            .into_iter()
+            .find(|e| e.request_id == g.request_id)
+    })
+    .await;
+    assert!(event.skipped.is_empty(), "{:?}", event.skipped);
 }

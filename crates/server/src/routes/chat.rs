@@ -32,14 +32,18 @@ async fn completions(
     preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
+    // The body holds the whole request: its length bounds the fit's
+    // estimate.
+    let body_len = body.as_ref().ok().and_then(|b| u32::try_from(b.len()).ok());
     let mut body: ChatCompletionRequest =
         parse_json(body, state.engine.settings().server.max_parts)?;
     let mut chat = body.take_chat()?;
+    chat.body_len = body_len;
     chat.routing = understudy_wire::caller::routing(
         body.models.take(),
         body.provider.take(),
         body.fallbacks.take(),
-    )?;
+    );
     let model = body.model.as_deref().unwrap_or("default");
     let front = ChatCompletions {
         id: format!("chatcmpl-{}", preamble.id),

@@ -51,7 +51,7 @@ async fn messages(
     let mut body: MessagesRequest = parse_json(body, state.engine.settings().server.max_parts)?;
     let mut chat = body.take_chat()?;
     gate_betas(&preamble.headers, &mut chat);
-    let (routing, raw) = routing_of(&mut body, &preamble.headers, raw)?;
+    let (routing, raw) = routing_of(&mut body, &preamble.headers, raw);
     chat.routing = routing;
     chat.native = native_request(raw, &preamble.headers, query.as_deref());
     let model = body.model.as_deref().unwrap_or("default");
@@ -131,7 +131,7 @@ async fn count_tokens(
     let mut chat = body.take_chat()?;
     gate_betas(&headers, &mut chat);
     // A count is not routed by them, but they never reach a provider.
-    let (_, raw) = routing_of(&mut body, &headers, raw)?;
+    let (_, raw) = routing_of(&mut body, &headers, raw);
     chat.native = native_request(raw, &headers, query.as_deref());
     let mut request = GenerateRequest::new(chat).route(crate::headers::model_route(&model));
     // The client's record scopes a count as it does a generation.
@@ -151,20 +151,20 @@ fn routing_of(
     body: &mut MessagesRequest,
     headers: &HeaderMap,
     raw: Option<Bytes>,
-) -> Result<(Option<Box<understudy_types::CallerRouting>>, Option<Bytes>), crate::ApiError> {
+) -> (Option<Box<understudy_types::CallerRouting>>, Option<Bytes>) {
     let native = crate::caller::anthropic_fallbacks(headers);
     let ours =
         body.models.is_some() || body.provider.is_some() || (!native && body.fallbacks.is_some());
     if !ours {
         // Nothing of the gateway's (at most Anthropic's own `fallbacks`):
         // the body goes as sent.
-        return Ok((None, raw));
+        return (None, raw);
     }
     let fallbacks = if native { None } else { body.fallbacks.take() };
     let routing =
-        understudy_wire::caller::routing(body.models.take(), body.provider.take(), fallbacks)?;
+        understudy_wire::caller::routing(body.models.take(), body.provider.take(), fallbacks);
     let raw = crate::caller::strip(raw, crate::caller::fields(native));
-    Ok((routing, raw))
+    (routing, raw)
 }
 
 /// Betas that make the provider fetch URLs, run code or read the account's

@@ -54,7 +54,7 @@ async fn create(
         body.models.take(),
         body.provider.take(),
         body.fallbacks.take(),
-    )?;
+    );
     if present {
         // The gateway's, never the provider's (which refuses them).
         raw = crate::caller::strip(raw, crate::caller::fields(false));

@@ -487,3 +487,102 @@ async fn the_header_routes_every_api_and_the_admin_api_keeps_the_setting() {
     assert_eq!(note.targets, ["claude:x", "backup"]);
     sims.no_violations();
 }
+
+/// Body fields, headers, and the field a 400 names where routing is
+/// honoured (`None`: not routing at all, served as if absent).
+type Odd = (
+    Value,
+    &'static [(&'static str, &'static str)],
+    Option<&'static str>,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_fields_fail_no_request_that_may_not_route_itself() {
+    let sims = Sims::start().await;
+    let s = sims.gateway(RECORDS).await;
+    let many: Vec<String> = (0..17).map(|i| format!("m{i}")).collect();
+    let cases: [Odd; 6] = [
+        (json!({"models": many}), &[], Some("models")),
+        (json!({"models": [""]}), &[], Some("models")),
+        (
+            json!({"provider": {"only": many}}),
+            &[],
+            Some("provider.only"),
+        ),
+        (
+            json!({}),
+            &[("x-understudy-targets", "backup,")],
+            Some("x-understudy-targets"),
+        ),
+        (json!({"models": "backup"}), &[], None),
+        (json!({"models": [{"id": 1}], "fallbacks": 3}), &[], None),
+    ];
+    for (extra, headers, refused) in cases {
+        let what = format!("{extra} {headers:?}");
+        // Off for `plain`: the fields are ignored, the default order serves.
+        let a = chat(&s, "sk-plain-0123456789", extra.clone(), headers).await;
+        assert_eq!(a.status, 200, "{what}: {}", a.body);
+        assert_eq!(served_by(&a), "claude", "{what}: {}", a.body);
+        // On for `allowed`: the clear 400, naming the field, no call.
+        let before = sims.counts();
+        let a = chat(&s, "sk-allowed-0123456789", extra.clone(), headers).await;
+        match refused {
+            Some(field) => {
+                assert_eq!(a.status, 400, "{what}: {}", a.body);
+                let e = a.json();
+                let message = e["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains(field), "{what}: {e}");
+                assert_eq!(sims.counts(), before, "{what}: nothing was called");
+            }
+            None => assert_eq!(served_by(&a), "claude", "{what}: {}", a.body),
+        }
+    }
+    // A natively forwarded Messages body of `plain`: served by claude (its
+    // primary), the fields not forwarded.
+    let body = json!({"model": "claude", "max_tokens": 16, "models": many,
+                      "provider": "anthropic", "fallbacks": [""],
+                      "messages": [{"role": "user", "content": "hi"}]});
+    let auth = bearer("sk-plain-0123456789");
+    let a = s
+        .post_with(
+            "/v1/messages",
+            &[("authorization", auth.as_str())],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(served_by(&a), "claude", "{}", a.body);
+    let sent = sims.claude.received().last().unwrap().json();
+    for field in ["models", "provider", "fallbacks"] {
+        assert!(sent.get(field).is_none(), "{field}: {sent}");
+    }
+    sims.no_violations();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_spelled_with_escapes_never_reaches_the_provider() {
+    let sims = Sims::start().await;
+    let s = sims.gateway("[caller_routing]\nenabled = true\n").await;
+    // `models` and `provider` with escaped keys: the typed parse reads
+    // them, the byte edit cannot find them; the body is translated.
+    let body = r#"{"model": "claude", "max_tokens": 16,
+        "mod\u0065ls": ["backup"], "provid\u0065r": {"order": ["claude"]},
+        "messages": [{"role": "user", "content": "hi"}]}"#;
+    let a = s
+        .post_with(
+            "/v1/messages",
+            &[("anthropic-version", "2023-06-01")],
+            body.to_owned(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(served_by(&a), "claude", "{}", a.body);
+    let sent = sims.claude.received().pop().unwrap();
+    let text = String::from_utf8_lossy(&sent.body);
+    assert!(!text.contains("\\u0065"), "{text}");
+    let sent = sent.json();
+    assert!(
+        sent.get("models").is_none() && sent.get("provider").is_none(),
+        "{sent}"
+    );
+    sims.no_violations();
+}

@@ -374,3 +374,27 @@ async fn every_simulators_too_long_moves_the_walk_on() {
         assert_eq!(sim.violations(), Vec::<String>::new(), "{name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_in_a_short_body_are_counted_for_the_fit() {
+    // 150 images at about a thousand tokens each, in a body of a few
+    // kilobytes: its length does not bound them, the estimate does.
+    let (small, big, builder) = small_then_big("").await;
+    let gw = builder.build().await.unwrap();
+    let server = TestServer::start(gw.engine).await;
+    let image = json!({"type": "image_url",
+                       "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
+    let mut content = vec![json!({"type": "text", "text": "what are these?"})];
+    content.extend(std::iter::repeat_n(image, 150));
+    let body = json!({"model": "long", "max_tokens": 1024,
+                      "messages": [{"role": "user", "content": content}]})
+    .to_string();
+    assert!(body.len() < 20_000, "{}", body.len());
+    let a = server
+        .post_with("/v1/chat/completions", &[AUTH], body)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.headers["x-understudy-provider"], "big", "{}", a.body);
+    assert_eq!(small.request_count(), 0, "the small window was called");
+    assert_eq!(big.violations(), Vec::<String>::new());
+}

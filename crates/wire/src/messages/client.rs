@@ -48,7 +48,7 @@ pub struct MessagesRequest {
     /// Routing the client asks for (OpenRouter's `models` and `provider`,
     /// LiteLLM's `fallbacks`: [`crate::caller`]); boxed, as they are
     /// rarely sent. Never forwarded.
-    pub models: Option<Box<Vec<String>>>,
+    pub models: Option<Box<crate::caller::ModelsIn>>,
     pub provider: Option<Box<crate::caller::ProviderField>>,
     pub fallbacks: Option<Box<crate::caller::FallbacksIn>>,
 }
