@@ -780,10 +780,9 @@ impl ChatRequest {
 
 /// Three bytes a token: the estimate's bound from a body of `body_len`
 /// bytes holding no image. The estimate counts four characters a token,
-/// and each text is no shorter in the JSON body than read (escapes only
-/// lengthen it); a tool's schema it sizes from its parse, which may count
-/// a short value (`1`, `,`) at up to five characters — the bound's third
-/// more leaves room for that in any schema written as schemas are.
+/// and nothing it counts is longer than the body writes it: each text is
+/// no shorter in the JSON body than read (escapes only lengthen it), and a
+/// tool's schema is sized at about its compact JSON form, never much more.
 pub fn estimate_bound(body_len: u32) -> u64 {
     u64::from(body_len) / 3 + 1
 }
@@ -831,8 +830,9 @@ pub fn estimate_tokens(chat: &ChatRequest) -> u64 {
     (chat.system.as_ref().map_or(0, String::len) + turns + tools) as u64 / 4
 }
 
-/// About the length of `v` written as JSON (its keys and strings, a few
-/// characters for each value's punctuation), without writing it.
+/// About the length of `v` written as JSON, without writing it: its
+/// compact form's, a number counted as one character (so never more than
+/// that form but for one separator per object or array).
 fn json_len(v: &serde_json::Value) -> usize {
     use serde_json::Value;
     match v {
@@ -844,7 +844,9 @@ fn json_len(v: &serde_json::Value) -> usize {
                 .sum::<usize>()
                 + 2
         }
-        _ => 5,
+        Value::Bool(true) | Value::Null => 4,
+        Value::Bool(false) => 5,
+        Value::Number(_) => 1,
     }
 }
 

@@ -585,7 +585,9 @@ impl Engine {
 
     /// Probes every target now, from this instance (with calls that
     /// generate nothing), and returns each one's readiness: `understudy
-    /// providers --check`.
+    /// providers --check`. A one-off check tells the fleet nothing: a
+    /// key it finds refused (say, an old secret on an operator's machine
+    /// under a key's name) is not put out on the serving instances.
     pub async fn probe_now(&self) -> Vec<crate::probe::TargetReadiness> {
         crate::probe::probe_all(
             &self.inner.settings,
@@ -593,7 +595,7 @@ impl Engine {
             &self.inner.supervisor,
             &self.inner.metrics,
             &self.inner.wide.pools,
-            self.inner.wide.shared.as_ref(),
+            None,
         )
         .await;
         self.target_readiness()

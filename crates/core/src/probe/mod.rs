@@ -61,8 +61,11 @@ const MISSING_CODES: [&str; 5] = [
     "DeploymentNotFound",
 ];
 
-/// What a probe's failure proves. A refused key: a 401, or an answer
-/// naming an invalid key or signature ([`AUTH_CODES`]). A missing model:
+/// What a probe's failure proves. A refused key: a 401 (but for one that
+/// says the key lacks a permission or scope: OpenAI's restricted key
+/// without "Models: read" answers a lookup so, and generates all the
+/// same), or an answer naming an invalid key or signature
+/// ([`AUTH_CODES`]). A missing model:
 /// a 404 whose answer says so ([`MISSING_CODES`], or a message that the
 /// model does not exist). Anything else proves nothing: a bare 404 (a
 /// server with no model lookup route), a 403 (a key allowed to generate
@@ -71,10 +74,12 @@ const MISSING_CODES: [&str; 5] = [
 pub fn verdict_of(answer: &ProbeFailure) -> Verdict {
     let failure = &answer.failure;
     let says = |codes: &[&str]| answer.said.iter().any(|c| codes.contains(&c.as_str()));
-    if failure.status == Some(401) || says(&AUTH_CODES) {
+    let lower = failure.detail.to_ascii_lowercase();
+    let lacks_scope =
+        lower.contains("insufficient permissions") || lower.contains("missing scopes");
+    if (failure.status == Some(401) && !lacks_scope) || says(&AUTH_CODES) {
         return Verdict::Auth;
     }
-    let lower = failure.detail.to_ascii_lowercase();
     let says_missing =
         says(&MISSING_CODES) || (lower.contains("model") && lower.contains("does not exist"));
     if failure.status == Some(404) && says_missing {
@@ -117,6 +122,18 @@ mod tests {
             (
                 f(Auth, 403, "", &["InvalidSignatureException"]),
                 Verdict::Auth,
+            ),
+            // A restricted key without "Models: read": a 401 that names
+            // the scope it lacks; the key generates all the same.
+            (
+                f(
+                    Auth,
+                    401,
+                    "You have insufficient permissions for this operation. \
+                     Missing scopes: api.model.read.",
+                    &[],
+                ),
+                Verdict::Unreachable,
             ),
             // A 403 from a lookup proves nothing: a role allowed to invoke
             // but not to read models, a key without "Models: read".

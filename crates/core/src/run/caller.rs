@@ -62,8 +62,19 @@ pub(crate) fn note(
         None => (&wish.models, "body"),
     };
     // What was not honoured was not checked either: an event holds at
-    // most the first names of each list.
-    let first = |list: &[String]| list.iter().take(MAX_CALLER_TARGETS).cloned().collect();
+    // most the first names of each list, and only names a route could
+    // hold (no longer than a model's name, no control characters), so a
+    // client cannot fill the events with what the gateway ignores.
+    let fits = |n: &&String| {
+        n.len() <= understudy_types::route::MAX_MODEL_NAME && !n.chars().any(char::is_control)
+    };
+    let first = |list: &[String]| {
+        list.iter()
+            .take(MAX_CALLER_TARGETS)
+            .filter(fits)
+            .cloned()
+            .collect()
+    };
     Some(Box::new(CallerNote {
         honoured: settings.caller_routing.allows(record),
         source: source.into(),

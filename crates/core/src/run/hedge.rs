@@ -283,6 +283,11 @@ impl Run {
             Ok(admitted) => admitted,
             Err(owned) => {
                 let called = self.board_after(idx, owned);
+                if called.result.is_ok() {
+                    // The hedge was due and its share taken: the primary
+                    // won it before the backup started.
+                    self.hedge_outcome(Outcome::WonPrimary);
+                }
                 return self.settled(path, call, called, held, attempts, served);
             }
         };

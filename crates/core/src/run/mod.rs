@@ -531,8 +531,14 @@ impl Run {
                     tokens: u.input_tokens + u.output_tokens + loser_tokens,
                     cost_usd: event.cost_usd.unwrap_or(0.0) + loser_usd,
                 },
-                // Served, or committed and then cut: tokens went.
+                // Served, or committed and then cut: tokens went (the
+                // reservation's estimate stands for them).
                 None if event.provider.is_some() => Used::Unknown,
+                // Nothing served, but a hedge's loser ran a while.
+                None if loser_tokens > 0 => Used::Known {
+                    tokens: loser_tokens,
+                    cost_usd: loser_usd,
+                },
                 None => Used::Nothing,
             };
             reservation.settle(used);

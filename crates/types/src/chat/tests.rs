@@ -153,3 +153,31 @@ fn the_estimate_counts_the_system_prompt_tool_calls_and_tools() {
     let got = estimate_tokens(&req);
     assert!(got.abs_diff(want) <= 3, "{got} for about {want}");
 }
+
+#[test]
+fn a_schema_of_short_values_stays_within_the_bodys_bound() {
+    // Numbers, booleans and nulls are counted no longer than written, so
+    // the bound from the body's length holds for a schema made of them.
+    let values: Vec<serde_json::Value> = (0..5000)
+        .map(|i| match i % 4 {
+            0 => serde_json::json!(1),
+            1 => serde_json::json!(true),
+            2 => serde_json::Value::Null,
+            _ => serde_json::json!([0, false]),
+        })
+        .collect();
+    let schema = serde_json::json!({"type": "object", "enum": values});
+    let mut req = ChatRequest::user("hi");
+    req.tools.push(Tool {
+        name: "t".into(),
+        description: None,
+        parameters: Some(schema.clone()),
+        strict: None,
+    });
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}],
+    });
+    let len = u32::try_from(serde_json::to_string(&body).unwrap().len()).unwrap();
+    assert!(estimate_tokens(&req) <= estimate_bound(len));
+}
