@@ -21,6 +21,8 @@
 //! - `by_model`: one provider, two APIs by model (Bedrock's, Vertex's).
 //! - `probe`: each protocol's readiness probe, a call that generates
 //!   nothing (a model lookup, a free token count).
+//! - `error_codes`: the codes an error answer names in any API's shape
+//!   (a probe's verdict reads them).
 //! - [`classify`]: what HTTP statuses, transport errors and rate-limit hints mean.
 //! - [`signature`] (re-exported from `understudy_wire`): Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
@@ -32,6 +34,7 @@ mod azure;
 mod bedrock;
 mod by_model;
 pub mod classify;
+mod error_codes;
 pub mod gemini;
 mod http;
 pub mod openai_compat;

@@ -351,7 +351,7 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                 if renewed || !self.renewed(&failure, authorization).await {
                     return Err(ProbeFailure {
                         failure: self.redact(failure.with_status(received.status)),
-                        said: crate::probe::said(&received.headers, &received.body),
+                        said: crate::error_codes::said(&received.headers, &received.body),
                     });
                 }
                 renewed = true;
