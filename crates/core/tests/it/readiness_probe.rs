@@ -313,17 +313,20 @@ async fn a_key_a_probe_found_refused_is_out_across_the_fleet() {
     let redis = understudy_testkit::RedisServer::start().unwrap();
     let sim = SimProvider::openai().await.unwrap();
     sim.revoke_one_key(POOL_A);
+    // Both serve with the prober on; whichever holds the lease probes,
+    // and the other hears of the refused key through Redis.
     let instance = async || {
         TestGateway::builder()
             .toml(&pool_table(&sim))
+            .toml("[probe]\ninterval = 0.2\n")
+            .probe(true)
             .order(&["pool"])
             .env("REDIS_URL", &redis.url())
             .build()
             .await
             .unwrap()
     };
-    let (one, two) = (instance().await, instance().await);
-    one.engine.probe_now().await;
+    let (_one, two) = (instance().await, instance().await);
     eventually("instance two to hold the refused key out", async || {
         let status = two.engine.providers().await.unwrap();
         let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
@@ -337,6 +340,37 @@ async fn a_key_a_probe_found_refused_is_out_across_the_fleet() {
             .unwrap();
     }
     assert!(sim.received().iter().all(|r| r.api_key() == Some(POOL_B)));
+}
+
+/// `providers --check` (a one-off probe) tells the fleet nothing: a
+/// stale secret on an operator's machine must not take a serving
+/// instance's key out. The check awaits what it writes, so Redis holds no
+/// key-out record once it has returned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_off_check_puts_no_key_out_across_the_fleet() {
+    let redis = understudy_testkit::RedisServer::start().unwrap();
+    let sim = SimProvider::openai().await.unwrap();
+    sim.revoke_one_key(POOL_A);
+    let gw = TestGateway::builder()
+        .toml(&pool_table(&sim))
+        .order(&["pool"])
+        .env("REDIS_URL", &redis.url())
+        .build()
+        .await
+        .unwrap();
+    let found = gw.engine.probe_now().await;
+    assert_eq!(found[0].state, "ready", "{found:?}");
+    let mut c = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let outs: Vec<String> = redis::cmd("KEYS")
+        .arg("understudy:{key:*}:out")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(outs.is_empty(), "{outs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
