@@ -51,6 +51,17 @@ impl Unavailable {
     pub fn is_guess(self) -> bool {
         matches!(self, Self::BreakerOpen | Self::NotReady)
     }
+
+    /// Whether passing a target over for this is news of the request (its
+    /// event's `skipped`, its trace's notes): a breaker, a stopped actor,
+    /// a probe's verdict, a window too small. A missing key or adapter is
+    /// configuration, not an event of one request.
+    pub fn is_news(self) -> bool {
+        matches!(
+            self,
+            Self::BreakerOpen | Self::Stopped | Self::NotReady | Self::ContextWindow
+        )
+    }
 }
 
 /// A request's plan: the route's primary and the targets to try in order.

@@ -47,7 +47,6 @@ use understudy_policy::breaker::Admission;
 use understudy_policy::decide::{Call, Input, Mode};
 use understudy_policy::hedge::{self, Outcome, Skip};
 use understudy_policy::output;
-use understudy_policy::plan;
 use understudy_settings::{HedgeSettings, RouteGroup, RouteOptions};
 use understudy_types::attempt::{Attempt, AttemptKind, Outcome as AttemptOutcome};
 use understudy_types::chat::{ChatRequest, Completion};
@@ -59,7 +58,6 @@ use crate::actor::router::View;
 use crate::actor::target_stats::TargetStats;
 use crate::adapter::BoxEventStream;
 use crate::event::HedgeNote;
-use crate::generation::GenerateRequest;
 use crate::key_pools::KeyInUse;
 use crate::run::key_choice::KeyChoice;
 use crate::run::walk::{Called, Held, Kit, Owned, Path};
@@ -149,18 +147,6 @@ fn group_members(
         members.extend(targets.iter().map(|t| (t.clone(), n, settings)));
     }
     members
-}
-
-/// Whether `request`'s route hedges (any route, first: a routing without
-/// one looks nothing up), so that planning keeps its targets as resolved:
-/// its calls count in the stats of its targets as the route writes them
-/// (a pattern's `provider:*`, a model name a cloud maps), where its p95 is
-/// kept and read.
-pub(crate) fn keeps_members(view: &View, request: &GenerateRequest) -> bool {
-    view.stats.hedges_any()
-        && plan::route_name(&request.route, &view.routes)
-            .and_then(|name| view.settings.route_options.get(name))
-            .is_some_and(|o| o.hedge.is_some())
 }
 
 /// The targets as written of hedged route `route` (`hedged`: the run

@@ -419,15 +419,7 @@ impl Run {
         self.plan
             .skipped
             .iter()
-            .filter(|(_, why)| {
-                matches!(
-                    why,
-                    Unavailable::BreakerOpen
-                        | Unavailable::Stopped
-                        | Unavailable::NotReady
-                        | Unavailable::ContextWindow
-                )
-            })
+            .filter(|(_, why)| why.is_news())
             .map(|(t, why)| skipped(t, *why))
             .chain(
                 self.passed_over

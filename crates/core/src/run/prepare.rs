@@ -56,17 +56,7 @@ fn notes(
     let skips = plan
         .skipped
         .iter()
-        // A missing key or adapter is configuration, not an event of this
-        // request.
-        .filter(|(_, why)| {
-            matches!(
-                why,
-                Unavailable::BreakerOpen
-                    | Unavailable::Stopped
-                    | Unavailable::NotReady
-                    | Unavailable::ContextWindow
-            )
-        })
+        .filter(|(_, why)| why.is_news())
         .map(|(t, why)| Skip {
             provider: t.provider.to_string(),
             model: t.model.to_string(),
@@ -139,21 +129,26 @@ pub(crate) fn prepare(
         .and_then(|name| grouped(view, name))
         .filter(|_| !chose);
     let pinned = pinned.filter(|_| !chose);
-    let (plan, resolved) = plan_of(view, wide, &request, grouped, pinned)?;
+    // A route that hedges keeps its targets as resolved too: its calls
+    // count in the stats of its targets as the route writes them (a
+    // pattern's `provider:*`, a model name a cloud maps), where its p95 is
+    // kept and read. A routing without hedging looks nothing up.
+    let keeps = view.stats.hedges_any() && route_options.is_some_and(|o| o.hedge.is_some());
+    let (plan, resolved) = plan_of(view, wide, &request, (grouped, keeps), pinned)?;
     let groups = grouped.map(|(g, declared)| (&g[..], &declared[..], &resolved[..]));
     let hedge = crate::run::hedging(&view.stats, route_name, route_options.as_ref(), groups);
-    // A run of a route with groups counts its calls in its members' stats,
-    // kept under the targets as the route writes them.
+    // A run of a route with groups (or one that hedges) counts its calls
+    // in its members' stats, kept under the targets as the route writes
+    // them.
+    let declared = grouped
+        .map(|(_, declared)| declared)
+        .or_else(|| crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose));
     let leases = plan
         .targets
         .iter()
         .map(|t| crate::run::Slot {
             lease: view.leases.get(&t.provider).cloned(),
-            stats: grouped
-                .map(|(_, declared)| declared)
-                .or_else(|| {
-                    crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose)
-                })
+            stats: declared
                 .and_then(|declared| view.stats.get(as_declared(t, &resolved, declared)))
                 .or_else(|| hedge.as_ref().and_then(|_| view.stats.get(t)))
                 .cloned(),
@@ -217,12 +212,13 @@ pub(crate) fn prepare(
 /// record allows), the targets whose breaker is open or whose provider is
 /// out left out, each group's members ordered by the group choice, the
 /// target its session is `pinned` to first, and the capabilities it needs
-/// checked; and whether its route has groups.
+/// checked; and its targets as resolved, kept when its route has groups
+/// or (`keeps`) hedges.
 fn plan_of(
     view: &View,
     wide: &EngineWide,
     request: &GenerateRequest,
-    grouped: Option<Grouped<'_>>,
+    (grouped, keeps): (Option<Grouped<'_>>, bool),
     pinned: Option<&Target>,
 ) -> Result<(plan::Plan, Vec<Target>), understudy_types::Error> {
     let mut route = plan::resolve(
@@ -244,7 +240,7 @@ fn plan_of(
     // group choice; any other pays nothing here.
     let route_members = match grouped {
         Some(_) => route.clone(),
-        None if crate::run::hedge::keeps_members(view, request) => route.clone(),
+        None if keeps => route.clone(),
         None => Vec::new(),
     };
     let mut plan = plan::plan(route, |t| {
