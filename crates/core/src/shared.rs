@@ -25,7 +25,7 @@
 //!   (written and read by `crate::affinity`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
@@ -53,7 +53,28 @@ pub struct SharedState {
     instance: String,
     metrics: Arc<Metrics>,
     degraded: AtomicBool,
+    /// The last call's outcome (a [`Reach`] as `u8`) and when it came
+    /// (Unix ms; 0: no call yet), for readiness to read without a round
+    /// trip of its own while calls are frequent (the breaker poller makes
+    /// one every [`POLL_EVERY`]).
+    last_reach: AtomicU8,
+    last_reach_ms: AtomicU64,
 }
+
+/// Whether Redis answered the last call, and if not, how it failed: a
+/// short reason that names no address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Reach {
+    Reachable = 0,
+    CannotConnect = 1,
+    TimedOut = 2,
+    Failed = 3,
+}
+
+/// How recent the last call's outcome must be for readiness to take it
+/// as Redis's state without a `PING` of its own.
+pub const REACH_FRESH: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for SharedState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,7 +121,26 @@ impl SharedState {
             instance: crate::generation::new_request_id(),
             metrics,
             degraded: AtomicBool::new(false),
+            last_reach: AtomicU8::new(Reach::Reachable as u8),
+            last_reach_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Whether Redis is reachable: the last call's outcome when it is at
+    /// most [`REACH_FRESH`] old, else that of a `PING` (bounded by
+    /// [`CALL_TIMEOUT`]; at once while the link waits to reconnect).
+    pub async fn reach(&self) -> Reach {
+        let age = unix_ms().saturating_sub(self.last_reach_ms.load(Ordering::Relaxed));
+        if age > REACH_FRESH.as_millis() as u64 {
+            self.call(|mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await })
+                .await;
+        }
+        Reach::from_u8(self.last_reach.load(Ordering::Relaxed))
+    }
+
+    fn reached(&self, reach: Reach) {
+        self.last_reach.store(reach as u8, Ordering::Relaxed);
+        self.last_reach_ms.store(unix_ms(), Ordering::Relaxed);
     }
 
     /// Runs one bounded Redis call; `None` means "use local state".
@@ -110,20 +150,24 @@ impl SharedState {
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let Some(conn) = self.link.conn().await else {
+            self.reached(Reach::CannotConnect);
             self.degrade("cannot connect");
             return None;
         };
         match tokio::time::timeout(CALL_TIMEOUT, f(conn)).await {
             Ok(Ok(v)) => {
+                self.reached(Reach::Reachable);
                 self.recover();
                 Some(v)
             }
             Ok(Err(e)) => {
+                self.reached(Reach::Failed);
                 self.link.broken();
                 self.degrade(&e.to_string());
                 None
             }
             Err(_) => {
+                self.reached(Reach::TimedOut);
                 self.link.broken();
                 self.degrade("timed out");
                 None
@@ -312,6 +356,29 @@ impl SharedState {
                 .await
         })
         .await;
+    }
+}
+
+// === impl Reach ===
+
+impl Reach {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Self::Reachable,
+            1 => Self::CannotConnect,
+            2 => Self::TimedOut,
+            _ => Self::Failed,
+        }
+    }
+
+    /// Why Redis cannot be reached, in a few words (`None`: it can).
+    pub fn problem(self) -> Option<&'static str> {
+        match self {
+            Self::Reachable => None,
+            Self::CannotConnect => Some("Redis unreachable: cannot connect"),
+            Self::TimedOut => Some("Redis unreachable: a call timed out"),
+            Self::Failed => Some("Redis unreachable: a call failed"),
+        }
     }
 }
 

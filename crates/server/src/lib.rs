@@ -3,9 +3,11 @@
 //!
 //! # Layout
 //! - [`app`]: the axum router over an [`Engine`].
-//! - [`serve`]: serves a listener (at most `server.max_connections`
-//!   connections at once, each request body within `server.body_timeout`),
-//!   and shuts down gracefully within a bound.
+//! - [`serve`], [`serve_until`]: serve a listener (at most
+//!   `server.max_connections` connections at once, each request body
+//!   within `server.body_timeout`), and drain on shutdown: unready first,
+//!   serving on for `server.drain_grace`, then requests in flight finish
+//!   within `server.drain_timeout`.
 //! - [`api`]: the JSON shapes of the neutral API (shared with the CLI's `--json`).
 //! - `error`: the only place errors become HTTP statuses (the neutral
 //!   shape, or a front end's, as its protocol's `Endpoint` writes it).
@@ -57,15 +59,12 @@ use axum::middleware;
 use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt as _;
 use understudy_core::Engine;
 use understudy_settings::Secret;
 
 pub use error::{AnthropicError, ApiError, GeminiError, InShape, OpenAiError};
-
-/// How long requests in flight may run on after a shutdown signal.
-pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// Shared state of every handler.
 #[derive(Debug, Clone)]
@@ -136,9 +135,31 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
         .with_state(state)
 }
 
+/// Serves `app(engine)` on `listener` until `shutdown` completes, then
+/// drains as [`serve_until`] does, with nothing to cut the drain short.
+pub async fn serve(
+    listener: TcpListener,
+    engine: Engine,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_until(listener, engine, shutdown, std::future::pending()).await
+}
+
 /// Serves `app(engine)` on `listener` until `shutdown` completes; then
-/// stops accepting, lets requests in flight finish (at most
-/// [`DRAIN_LIMIT`]), and stops the engine.
+/// drains:
+///
+/// 1. The engine turns draining (`/readyz` answers 503 `draining`) while
+///    new connections and requests are still served for
+///    `server.drain_grace`: time for a load balancer to see it.
+/// 2. It stops accepting (new connections are refused), closes idle
+///    connections, and lets requests in flight — open streams included —
+///    finish within `server.drain_timeout`.
+/// 3. Past that deadline it stops anyway, with a WARN naming how many
+///    connections were cut (the streamed runs still going are cut; the
+///    connections themselves end when the process does).
+///
+/// `stop_now` completing at any point of the drain (a second signal) ends
+/// it at once, as the deadline would. Then the engine stops.
 ///
 /// Connections are served by hyper's HTTP/1.1 server directly (not
 /// `axum::serve`, which adds HTTP/2 detection and an upgrade layer to every
@@ -150,43 +171,137 @@ fn app_on(engine: Engine, listen: SocketAddr) -> Router {
 /// kernel's listen backlog instead of costing a descriptor and a task. A
 /// request body that has not arrived in full within `server.body_timeout`
 /// is answered 408 and its connection closed.
-pub async fn serve(
+pub async fn serve_until(
     listener: TcpListener,
     engine: Engine,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    stop_now: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let settings = &engine.settings().server;
-    let listen = listener.local_addr().unwrap_or(settings.listen);
-    let body_timeout = settings.body_timeout;
-    let connections = Arc::new(Semaphore::new(
-        settings.max_connections.clamp(1, Semaphore::MAX_PERMITS),
-    ));
-    let app = app_on(engine.clone(), listen);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    // Hyper's header-read timeout also runs while a keep-alive connection
-    // waits for its next request, so it is the idle timeout as well.
-    http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(engine.settings().server.idle_timeout);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&connections).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break, // never closed
-            },
-            () = &mut shutdown => break,
-        };
-        let tcp = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(e) => {
-                    accept_failed(&e).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
+    let acceptor = Acceptor::new(listener, &engine);
+    let mut stop_now = std::pin::pin!(stop_now);
+    acceptor.accept_until(std::pin::pin!(shutdown)).await;
+    engine.start_draining();
+    let server = &engine.settings().server;
+    let (grace, deadline) = (server.drain_grace, server.drain_timeout);
+    tracing::info!(
+        grace_s = grace.as_secs_f64(),
+        "shutting down: /readyz answers 503 (draining); serving on for server.drain_grace"
+    );
+    let mut stopped = false;
+    acceptor
+        .accept_until(std::pin::pin!(async {
+            tokio::select! {
+                () = tokio::time::sleep(grace) => {}
+                () = &mut stop_now => stopped = true,
+            }
+        }))
+        .await;
+    let Acceptor {
+        listener,
+        connections,
+        max_connections,
+        graceful,
+        ..
+    } = acceptor;
+    drop(listener);
+    let open = || max_connections - connections.available_permits().min(max_connections);
+    let cut = if stopped {
+        open()
+    } else {
+        tracing::info!(
+            open = open(),
+            timeout_s = deadline.as_secs_f64(),
+            "stopped accepting; letting requests in flight finish within server.drain_timeout"
+        );
+        tokio::select! {
+            () = graceful.shutdown() => 0,
+            () = tokio::time::sleep(deadline) => open(),
+            () = &mut stop_now => {
+                stopped = true;
+                open()
+            }
+        }
+    };
+    let why = if stopped {
+        "a second signal"
+    } else {
+        "server.drain_timeout"
+    };
+    if cut > 0 {
+        tracing::warn!(cut, "stopping with connections still open (cut by {why})");
+    } else if stopped {
+        tracing::warn!("stopping at once: a second signal");
+    }
+    let left = if cut > 0 || stopped {
+        Duration::ZERO
+    } else {
+        deadline
+    };
+    engine.shutdown_within(left).await;
+    Ok(())
+}
+
+/// What accepts connections: the listener, the connection limit, the app
+/// and hyper's settings, and the watch that lets connections close
+/// gracefully.
+struct Acceptor {
+    listener: TcpListener,
+    connections: Arc<Semaphore>,
+    max_connections: usize,
+    app: Router,
+    http: hyper::server::conn::http1::Builder,
+    graceful: hyper_util::server::graceful::GracefulShutdown,
+    body_timeout: Duration,
+}
+
+impl Acceptor {
+    fn new(listener: TcpListener, engine: &Engine) -> Self {
+        let settings = &engine.settings().server;
+        let listen = listener.local_addr().unwrap_or(settings.listen);
+        let max_connections = settings.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // Hyper's header-read timeout also runs while a keep-alive connection
+        // waits for its next request, so it is the idle timeout as well.
+        http.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(settings.idle_timeout);
+        Self {
+            body_timeout: settings.body_timeout,
+            connections: Arc::new(Semaphore::new(max_connections)),
+            max_connections,
+            app: app_on(engine.clone(), listen),
+            http,
+            graceful: hyper_util::server::graceful::GracefulShutdown::new(),
+            listener,
+        }
+    }
+
+    /// Accepts and serves connections until `until` completes.
+    async fn accept_until(&self, mut until: Pin<&mut impl Future<Output = ()>>) {
+        loop {
+            let permit = tokio::select! {
+                permit = Arc::clone(&self.connections).acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => return, // never closed
+                },
+                () = until.as_mut() => return,
+            };
+            let tcp = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        accept_failed(&e).await;
+                        continue;
+                    }
+                },
+                () = until.as_mut() => return,
+            };
+            self.serve_connection(tcp, permit);
+        }
+    }
+
+    /// Serves one connection on a task of its own, which holds `permit`.
+    fn serve_connection(&self, tcp: tokio::net::TcpStream, permit: OwnedSemaphorePermit) {
+        let body_timeout = self.body_timeout;
         // Small responses must not wait for Nagle's algorithm.
         let _ = tcp.set_nodelay(true);
         // Set by a body that missed its deadline, read when its response
@@ -194,7 +309,8 @@ pub async fn serve(
         let late = Arc::new(AtomicU8::new(0));
         let body_late = Arc::clone(&late);
         let service = hyper_util::service::TowerToHyperService::new(
-            app.clone()
+            self.app
+                .clone()
                 .map_request(move |req: hyper::Request<Incoming>| {
                     if req.body().is_end_stream() {
                         return req.map(Body::new);
@@ -210,8 +326,10 @@ pub async fn serve(
                     },
                 ),
         );
-        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-        let conn = graceful.watch(conn);
+        let conn = self
+            .http
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let conn = self.graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::trace!(error = %e, "connection ended with an error");
@@ -219,15 +337,6 @@ pub async fn serve(
             drop(permit);
         });
     }
-    drop(listener);
-    if tokio::time::timeout(DRAIN_LIMIT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after the drain limit; stopping anyway");
-    }
-    engine.shutdown().await;
-    Ok(())
 }
 
 /// A request body that must arrive in full by a deadline. The timer is

@@ -1,6 +1,7 @@
 //! The `[server]` table: where the gateway listens, the keys its clients
-//! and its admin send, the limits on connections and requests, and where
-//! the admin API's changes are kept without Redis.
+//! and its admin send, the limits on connections and requests, where the
+//! admin API's changes are kept without Redis, and how it turns ready and
+//! drains on shutdown.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -66,7 +67,30 @@ pub struct ServerSettings {
     /// state_file`; default `understudy-state.json` beside the settings
     /// file, or in the working directory without one).
     pub state_file: PathBuf,
+    /// How long the gateway goes on accepting new requests after SIGTERM
+    /// or SIGINT while `/readyz` already answers 503 `draining`: time for
+    /// a load balancer to see it unready and send traffic elsewhere
+    /// (`UNDERSTUDY_DRAIN_GRACE` over `[server] drain_grace`, seconds,
+    /// default 5; 0 stops accepting at once).
+    pub drain_grace: Duration,
+    /// How long requests in flight (open streams included) may run on once
+    /// the gateway stops accepting; past it the process stops anyway
+    /// (`UNDERSTUDY_DRAIN_TIMEOUT` over `[server] drain_timeout`, seconds,
+    /// default 30).
+    pub drain_timeout: Duration,
+    /// Whether `/readyz` says ready while a configured Redis is
+    /// unreachable: the gateway serves on local state then (breakers,
+    /// rates and the cache per instance), and an operator may prefer that
+    /// to no traffic (`UNDERSTUDY_READY_WITHOUT_REDIS` over `[server]
+    /// ready_without_redis`, default false).
+    pub ready_without_redis: bool,
 }
+
+/// The default of `[server] drain_grace`.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// The default of `[server] drain_timeout`.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The state file's name when `server.state_file` does not set one.
 pub const DEFAULT_STATE_FILE: &str = "understudy-state.json";
@@ -101,6 +125,9 @@ pub(super) struct RawServer {
     cors_origins: Vec<String>,
     clients: Vec<RawClient>,
     state_file: Option<String>,
+    drain_grace: Option<f64>,
+    drain_timeout: Option<f64>,
+    ready_without_redis: bool,
 }
 
 /// The server's settings: the file's `[server]` with the environment over
@@ -130,7 +157,11 @@ pub(super) fn read(
     let clients = super::clients::read_all(&raw.clients, &api_keys, admin_token.as_ref(), env)
         .map_err(|e| blame.field(e))?;
     let state_file = state_file(raw.state_file.as_deref(), env, blame, config_dir)?;
+    let drain = drain(&raw, env, blame)?;
     Ok(ServerSettings {
+        drain_grace: drain.0,
+        drain_timeout: drain.1,
+        ready_without_redis: drain.2,
         clients,
         state_file,
         listen,
@@ -214,6 +245,81 @@ fn state_file(
     }
 }
 
+/// The drain's grace and deadline and whether the gateway is ready without
+/// Redis: each variable over its setting.
+fn drain(
+    raw: &RawServer,
+    env: &Env<'_>,
+    blame: &Blame,
+) -> Result<(Duration, Duration, bool), SettingsError> {
+    let grace = env_or(env, "UNDERSTUDY_DRAIN_GRACE", raw.drain_grace, blame)?;
+    let grace = drain_seconds(grace, DEFAULT_DRAIN_GRACE, true)
+        .map_err(|m| blame_drain(env, blame, "UNDERSTUDY_DRAIN_GRACE", "drain_grace", m))?;
+    let timeout = env_or(env, "UNDERSTUDY_DRAIN_TIMEOUT", raw.drain_timeout, blame)?;
+    let timeout = drain_seconds(timeout, DEFAULT_DRAIN_TIMEOUT, false)
+        .map_err(|m| blame_drain(env, blame, "UNDERSTUDY_DRAIN_TIMEOUT", "drain_timeout", m))?;
+    let without_redis = match env.get("UNDERSTUDY_READY_WITHOUT_REDIS") {
+        Some(v) => match v.trim() {
+            "1" | "true" | "on" => true,
+            "0" | "false" | "off" => false,
+            other => {
+                return Err(blame.env(
+                    "UNDERSTUDY_READY_WITHOUT_REDIS",
+                    format!("`{other}` is not true or false"),
+                ));
+            }
+        },
+        None => raw.ready_without_redis,
+    };
+    Ok((grace, timeout, without_redis))
+}
+
+/// A number of seconds from variable `var`, else the file's `value`.
+fn env_or(
+    env: &Env<'_>,
+    var: &str,
+    value: Option<f64>,
+    blame: &Blame,
+) -> Result<Option<f64>, SettingsError> {
+    match env.get(var) {
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| blame.env(var, format!("`{}` is not a number of seconds", v.trim()))),
+        None => Ok(value),
+    }
+}
+
+/// A drain duration: a number of seconds up to a day (0 only where
+/// `zero` allows it), else `default`.
+fn drain_seconds(value: Option<f64>, default: Duration, zero: bool) -> Result<Duration, String> {
+    let Some(s) = value else {
+        return Ok(default);
+    };
+    let least = if zero { "from 0" } else { "more than 0" };
+    if !s.is_finite() || s < 0.0 || (s == 0.0 && !zero) || s > 86_400.0 {
+        return Err(format!(
+            "`{s}` is not a number of seconds {least} up to 86400"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// Blames the variable when it is set, else the file's setting.
+fn blame_drain(
+    env: &Env<'_>,
+    blame: &Blame,
+    var: &str,
+    setting: &str,
+    message: String,
+) -> SettingsError {
+    match env.get(var) {
+        Some(_) => blame.env(var, message),
+        None => blame.file(format!("server.{setting}"), message),
+    }
+}
+
 /// The listen address: `UNDERSTUDY_LISTEN` over `listen`, else
 /// `127.0.0.1:8080`.
 fn listen(file: Option<&str>, env: &Env<'_>, blame: &Blame) -> Result<SocketAddr, SettingsError> {
@@ -249,6 +355,83 @@ impl Default for RawServer {
             cors_origins: Vec::new(),
             clients: Vec::new(),
             state_file: None,
+            drain_grace: None,
+            drain_timeout: None,
+            ready_without_redis: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::Settings;
+
+    /// (file, variables) -> the drain's grace, deadline and Redis rule, or
+    /// the setting an error names.
+    fn check(toml: &str, vars: &[(&str, &str)], want: Result<(f64, f64, bool), &str>) {
+        let owned: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let got = Settings::from_toml_str(toml, move |k| {
+            owned.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        });
+        match (got, want) {
+            (Ok(s), Ok((grace, timeout, without))) => {
+                let s = &s.server;
+                assert_eq!(s.drain_grace, Duration::from_secs_f64(grace), "{toml}");
+                assert_eq!(s.drain_timeout, Duration::from_secs_f64(timeout), "{toml}");
+                assert_eq!(s.ready_without_redis, without, "{toml}");
+            }
+            (Err(e), Err(setting)) => assert_eq!(e.setting, setting, "{toml}: {e}"),
+            (got, want) => panic!("{toml} {vars:?}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn drain_and_redis_readiness_settings() {
+        check("", &[], Ok((5.0, 30.0, false)));
+        check(
+            "[server]\ndrain_grace = 0\ndrain_timeout = 2.5\nready_without_redis = true",
+            &[],
+            Ok((0.0, 2.5, true)),
+        );
+        check(
+            "[server]\ndrain_grace = 3",
+            &[
+                ("UNDERSTUDY_DRAIN_GRACE", "1"),
+                ("UNDERSTUDY_DRAIN_TIMEOUT", "9"),
+                ("UNDERSTUDY_READY_WITHOUT_REDIS", "on"),
+            ],
+            Ok((1.0, 9.0, true)),
+        );
+        check(
+            "[server]\ndrain_timeout = 0",
+            &[],
+            Err("server.drain_timeout"),
+        );
+        check("[server]\ndrain_grace = -1", &[], Err("server.drain_grace"));
+        check(
+            "[server]\ndrain_grace = 1e9",
+            &[],
+            Err("server.drain_grace"),
+        );
+        check(
+            "",
+            &[("UNDERSTUDY_DRAIN_GRACE", "soon")],
+            Err("UNDERSTUDY_DRAIN_GRACE"),
+        );
+        check(
+            "",
+            &[("UNDERSTUDY_DRAIN_TIMEOUT", "0")],
+            Err("UNDERSTUDY_DRAIN_TIMEOUT"),
+        );
+        check(
+            "",
+            &[("UNDERSTUDY_READY_WITHOUT_REDIS", "maybe")],
+            Err("UNDERSTUDY_READY_WITHOUT_REDIS"),
+        );
     }
 }

@@ -283,7 +283,8 @@ fn demo_settings(
          [breaker]\nfailure_threshold = 3\ncooldown = 3\n\
          [timeouts]\nattempt = 10\nrequest = 20\n\
          [rate_limit]\nmax_wait = 1\n\
-         [cache]\nenabled = false\n",
+         [cache]\nenabled = false\n\
+         [server]\ndrain_grace = 0\n",
     );
     for (name, kind, sim) in [
         ("groq", "openai", groq),

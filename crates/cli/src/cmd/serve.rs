@@ -1,5 +1,6 @@
 //! `understudy serve`: the HTTP API.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -72,9 +73,11 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| addr.to_string());
+    // Before "listening": a signal from then on drains.
+    let (shutdown, stop_now) = shutdown_signals();
     tracing::info!(address = %local, "listening");
     report(&format!("listening on http://{local}"));
-    match understudy_server::serve(listener, engine, shutdown_signal()).await {
+    match understudy_server::serve_until(listener, engine, shutdown, stop_now).await {
         Ok(()) => 0,
         Err(e) => {
             report(&format!("server error: {e}"));
@@ -83,25 +86,92 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     }
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// The shutdown signals (SIGTERM, SIGINT / Ctrl-C), counted from now on:
+/// the first future completes on the first signal (the drain begins), the
+/// second on the second (the drain is cut short).
+fn shutdown_signals() -> (
+    impl Future<Output = ()> + Send + 'static,
+    impl Future<Output = ()> + Send + 'static,
+) {
+    let (count, counted) = tokio::sync::watch::channel(0u32);
+    let mut signals = Signals::new();
+    tokio::spawn(async move {
+        loop {
+            signals.next().await;
+            count.send_modify(|n| *n += 1);
+            if *count.borrow() >= 2 {
+                return;
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
+    });
+    let (mut first, mut second) = (counted.clone(), counted);
+    (
+        async move {
+            let _ = first.wait_for(|n| *n >= 1).await;
+        },
+        async move {
+            let _ = second.wait_for(|n| *n >= 2).await;
+            tracing::warn!("a second shutdown signal: stopping at once");
+        },
+    )
+}
+
+/// SIGTERM and SIGINT, registered when made (a signal that comes after
+/// it is never the default action, which would kill the process).
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let register = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::error!(error = %e, signal = name, "cannot listen for a shutdown signal");
+                    None
+                }
+            };
+            Self {
+                term: register(SignalKind::terminate(), "SIGTERM"),
+                int: register(SignalKind::interrupt(), "SIGINT"),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
     }
-    tracing::info!("shutting down");
+
+    /// The next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            let term = async {
+                match &mut self.term {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let int = async {
+                match &mut self.int {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let name = tokio::select! {
+                _ = term => "SIGTERM",
+                _ = int => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutdown signal");
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!(signal = "Ctrl-C", "shutdown signal");
+        }
+    }
 }

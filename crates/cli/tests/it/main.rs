@@ -13,5 +13,6 @@ mod credit;
 mod gemini_cli;
 mod malloc;
 mod readiness;
+mod ready_and_drain;
 mod shipping;
 mod traces;

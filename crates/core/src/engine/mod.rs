@@ -71,6 +71,9 @@ struct Inner {
     /// One routing change at a time, so that a change the state file could
     /// not keep is undone to the table it replaced.
     routing_writes: tokio::sync::Mutex<()>,
+    /// Set once a shutdown has begun: `/readyz` answers 503 `draining`
+    /// from then on, while requests are still served.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 // === impl Engine ===
@@ -149,6 +152,7 @@ impl Engine {
                 tracing_on,
                 forwarding,
                 routing_writes: tokio::sync::Mutex::new(()),
+                draining: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         if engine.expiring_credentials().next().is_some() {
@@ -410,6 +414,32 @@ impl Engine {
         }))
     }
 
+    /// Whether the configured Redis can be reached now (`None`: no Redis
+    /// is configured). Cheap: the last call's outcome while it is fresh
+    /// (see [`crate::shared::SharedState::reach`]).
+    pub async fn redis_reach(&self) -> Option<crate::shared::Reach> {
+        match &self.inner.wide.shared {
+            Some(shared) => Some(shared.reach().await),
+            None => None,
+        }
+    }
+
+    /// Marks the engine as draining: a shutdown has begun, so load
+    /// balancers must stop sending it traffic (see [`Self::draining`]).
+    pub fn start_draining(&self) {
+        self.inner
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a shutdown has begun (the gateway may still serve during
+    /// its grace period and while requests in flight finish).
+    pub fn draining(&self) -> bool {
+        self.inner
+            .draining
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Every provider with its availability, sorted by routing order.
     pub async fn providers(&self) -> Result<Vec<ProviderInfo>, Error> {
         let mut infos = match self
@@ -501,6 +531,14 @@ impl Engine {
     /// the request timeout), stops the provider actors, then flushes the
     /// event sinks (bounded by `events.flush_timeout`).
     pub async fn shutdown(&self) {
+        self.shutdown_within(self.inner.settings.timeouts.request)
+            .await;
+    }
+
+    /// [`Self::shutdown`], with the streamed runs still going after
+    /// `streams_bound` cut (a drain past its deadline passes what is left of
+    /// it, or zero).
+    pub async fn shutdown_within(&self, streams_bound: Duration) {
         let _ = self.inner.router.stop_and_wait(None, None).await;
         let mut streams = std::mem::take(
             &mut *self
@@ -510,10 +548,7 @@ impl Engine {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         let drain = async { while streams.join_next().await.is_some() {} };
-        if tokio::time::timeout(self.inner.settings.timeouts.request, drain)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(streams_bound, drain).await.is_err() {
             streams.abort_all();
         }
         let _ = self

@@ -424,6 +424,9 @@ async fn shutdown_lets_requests_in_flight_finish_then_stops() {
     let groq = SimProvider::openai().await.unwrap();
     let gw = TestGateway::builder()
         .provider("groq", &groq)
+        // No grace period: the drain (stop accepting, finish what is in
+        // flight) is the subject here.
+        .toml("[server]\ndrain_grace = 0")
         .build()
         .await
         .unwrap();
