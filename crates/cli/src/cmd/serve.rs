@@ -1,4 +1,4 @@
-//! `understudy serve`: the HTTP API.
+//! `understudy serve`: the HTTP API, and the shutdown signals that drain it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -111,7 +111,6 @@ fn shutdown_signals() -> (
         },
         async move {
             let _ = second.wait_for(|n| *n >= 2).await;
-            tracing::warn!("a second shutdown signal: stopping at once");
         },
     )
 }

@@ -109,6 +109,9 @@ impl Gateway {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("UNDERSTUDY_API_KEYS", client_key)
+            // No load balancer waits on a test's gateway: SIGTERM stops
+            // accepting at once (a test that drains passes its own).
+            .env("UNDERSTUDY_DRAIN_GRACE", "0")
             .envs(env.iter().copied())
             .arg("--config")
             .arg(&config)

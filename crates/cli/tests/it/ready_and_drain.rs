@@ -30,7 +30,8 @@ fn config(sim: &SimProvider, extra: &str) -> String {
 }
 
 /// Starts the gateway (the prober and the cache off: the simulator sees
-/// only the test's requests).
+/// only the test's requests; no drain grace unless `env` sets
+/// `UNDERSTUDY_DRAIN_GRACE`).
 fn start(scratch: &Scratch, toml: &str, env: &[(&str, &str)]) -> Gateway {
     let mut all = vec![("UNDERSTUDY_PROBE", "off"), ("UNDERSTUDY_CACHE", "off")];
     all.extend_from_slice(env);
@@ -191,8 +192,12 @@ async fn sigterm_turns_unready_serves_the_grace_then_finishes_open_streams() {
     // 40 chunks, 8 s: the stream outlives the grace by far.
     slow_streams(&sim, 40);
     let scratch = Scratch::new("drain", "stream");
-    let toml = config(&sim, "[server]\ndrain_grace = 2\ndrain_timeout = 60");
-    let mut gw = start(&scratch, &toml, &[]);
+    // The drain's settings from the environment, as a container sets them.
+    let env = [
+        ("UNDERSTUDY_DRAIN_GRACE", "2"),
+        ("UNDERSTUDY_DRAIN_TIMEOUT", "60"),
+    ];
+    let mut gw = start(&scratch, &config(&sim, ""), &env);
     readyz_turns(&gw.url, 200, "ready").await;
     let stream = open_stream(&gw.url).await;
 
@@ -236,7 +241,7 @@ async fn the_drain_deadline_cuts_a_stream_that_would_outlive_it() {
     // 300 chunks, a minute: far past the deadline.
     slow_streams(&sim, 300);
     let scratch = Scratch::new("drain", "deadline");
-    let toml = config(&sim, "[server]\ndrain_grace = 0\ndrain_timeout = 1");
+    let toml = config(&sim, "[server]\ndrain_timeout = 1");
     let mut gw = start(&scratch, &toml, &[]);
     let stream = open_stream(&gw.url).await;
 
@@ -258,8 +263,8 @@ async fn a_second_sigterm_stops_at_once() {
     let sim = SimProvider::openai().await.unwrap();
     let scratch = Scratch::new("drain", "second");
     // A grace and a deadline longer than the wait below.
-    let toml = config(&sim, "[server]\ndrain_grace = 600\ndrain_timeout = 600");
-    let mut gw = start(&scratch, &toml, &[]);
+    let toml = config(&sim, "[server]\ndrain_timeout = 600");
+    let mut gw = start(&scratch, &toml, &[("UNDERSTUDY_DRAIN_GRACE", "600")]);
     gw.signal("TERM");
     readyz_turns(&gw.url, 503, "draining").await;
     gw.signal("TERM");
