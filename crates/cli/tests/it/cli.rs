@@ -19,7 +19,10 @@ fn understudy(groq: &SimProvider, openai: &SimProvider) -> Command {
         .env("OPENAI_BASE_URL", openai.base_url())
         .env("OPENAI_API_KEY", OPENAI_KEY)
         .env("AI_DEFAULT_PROVIDER", "groq")
-        .env("AI_PROVIDER_FALLBACK_ORDER", "groq,openai");
+        .env("AI_PROVIDER_FALLBACK_ORDER", "groq,openai")
+        // No load balancer waits on a test's gateway: SIGTERM stops it
+        // without the drain's grace.
+        .env("UNDERSTUDY_DRAIN_GRACE", "0");
     cmd
 }
 
