@@ -13,5 +13,6 @@ mod credit;
 mod gemini_cli;
 mod malloc;
 mod readiness;
+mod reload;
 mod shipping;
 mod traces;

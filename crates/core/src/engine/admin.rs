@@ -10,7 +10,7 @@ use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
 use understudy_types::error::Error;
 
 use super::{Engine, QUERY_TIMEOUT};
-use crate::actor::router::RouterMsg;
+use crate::actor::router::{RouterMsg, update_of};
 use crate::tenants::{Kept, StateFile};
 
 /// The state file and what it holds, without Redis (with Redis, Redis
@@ -56,16 +56,6 @@ pub(super) async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: Rout
             "the routing in the state file does not fit the providers now; the settings file's is in force"
         ),
         _ => tracing::warn!("the router did not take the state file's routing"),
-    }
-}
-
-/// The change that puts `table` in force whole.
-fn update_of(table: RoutingTable) -> RoutingUpdate {
-    RoutingUpdate {
-        default: Some(table.default),
-        order: Some(table.order),
-        refusal_policy: Some(table.refusal_policy),
-        routes: Some(table.routes),
     }
 }
 
@@ -118,6 +108,8 @@ impl Engine {
             tracing::error!(error = %e, "a routing change was not kept; undone");
             // Nothing half-kept: the table it replaced is back in force.
             let _ = self.set_routing_here(update_of(before)).await;
+            let stored = state.routing().await;
+            let _ = self.inner.router.cast(RouterMsg::KeepStored(stored));
             return Err(Error::Engine(format!(
                 "{e}; the routing change was not made"
             )));

@@ -63,6 +63,9 @@ async fn status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
     Ok(Json(json!({
         "now": understudy_core::shared::unix_ms() / 1000,
         "routing": routing,
+        // The configuration file in force: its bytes' SHA-256 and when it
+        // was loaded (absent without a file).
+        "config": state.engine.config_stamp(),
         "providers": providers,
         "targets": state.engine.target_stats(),
         "readiness": state.engine.target_readiness(),
