@@ -1,12 +1,14 @@
 //! The real binary reloads its settings file without a restart: a route
 //! changed through a ConfigMap-style symlink swap serves new requests on
 //! its new target while a stream begun before finishes on the old one; a
-//! provider added serves and one removed is gone; a client record's `rpm`
+//! provider added serves, one removed is gone and one changed is rebuilt
+//! from its new settings; a client record's `rpm`
 //! changes; a file that does not load keeps the configuration in force,
 //! is counted and logged without the key it holds; SIGHUP reloads too.
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -27,13 +29,18 @@ fn provider(name: &str, sim: &SimProvider, key: &str) -> String {
 }
 
 /// A chat request for `model` with `key`: its status, the provider that
-/// served it, and its body.
+/// served it, and its body. Each asks something new, so that no answer
+/// comes from the response cache (which a reload keeps).
 async fn ask(gateway: &Gateway, key: &str, model: &str) -> (u16, Option<String>, String) {
+    static ASKED: AtomicUsize = AtomicUsize::new(0);
+    let prompt = format!("question {}", ASKED.fetch_add(1, Ordering::Relaxed));
     let resp = understudy_testkit::http_client()
         .post(format!("{}/v1/chat/completions", gateway.url))
         .bearer_auth(key)
         .header("content-type", "application/json")
-        .body(json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string())
+        .body(
+            json!({"model": model, "messages": [{"role": "user", "content": prompt}]}).to_string(),
+        )
         .send()
         .await
         .unwrap();
@@ -191,6 +198,9 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
     a.always(Reply::text("From a"));
     b.always(Reply::text("From b"));
     c.always(Reply::text("From c"));
+    // Where `a` moves to: its actor is rebuilt from its new settings.
+    let moved = SimProvider::openai().await.unwrap();
+    moved.always(Reply::text("From a, moved"));
     let head = "[routing]\ndefault = \"a\"\n\n";
     let first = format!(
         "{head}{}{}[routes]\nrb = [\"b\"]\n",
@@ -204,9 +214,15 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
         Some("b")
     );
 
+    assert!(
+        ask(&gateway, CLIENT_KEY, "default")
+            .await
+            .2
+            .contains("From a")
+    );
     let second = format!(
         "{head}{}{}[routes]\nrc = [\"c\"]\n",
-        provider("a", &a, "sim-key"),
+        provider("a", &moved, "sim-key"),
         provider("c", &c, "sim-key")
     );
     replace(&scratch.root.join("understudy.toml"), &second);
@@ -219,11 +235,19 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
         other => Err(format!("{other:?}; log:\n{}", gateway.log())),
     })
     .await;
+    let (status, provider, body) = ask(&gateway, CLIENT_KEY, "default").await;
+    assert_eq!((status, provider.as_deref()), (200, Some("a")), "{body}");
+    assert!(
+        body.contains("From a, moved"),
+        "the changed provider kept its old URL: {body}"
+    );
     let served_by_b = b.request_count();
-    let (status, provider, body) = ask(&gateway, CLIENT_KEY, "b:b-sim").await;
-    assert!((400..500).contains(&status), "{status} {provider:?} {body}");
-    let (status, provider, body) = ask(&gateway, CLIENT_KEY, "rb").await;
-    assert_ne!(provider.as_deref(), Some("b"), "{status} {body}");
+    // The removed provider and its route are names the file never had.
+    for gone in ["b:b-sim", "rb"] {
+        let (status, provider, body) = ask(&gateway, CLIENT_KEY, gone).await;
+        assert_eq!(status, 404, "{gone}: {provider:?} {body}");
+        assert!(body.contains("model_not_found"), "{gone}: {body}");
+    }
     assert_eq!(
         b.request_count(),
         served_by_b,

@@ -24,7 +24,6 @@ fast = ["a", "b"]
 "#;
 
 fn settings(toml: &str) -> Settings {
-    #[expect(clippy::unwrap_used, reason = "the tests' own TOML")]
     Settings::from_toml_str(toml, |_| None).unwrap()
 }
 
@@ -32,6 +31,11 @@ fn settings(toml: &str) -> Settings {
 fn edited(from: &str, to: &str, extra: &str) -> String {
     format!("{}{extra}", BASE.replacen(from, to, 1))
 }
+
+/// What changed, the new file, and the providers added, removed and
+/// rebuilt.
+type Case = (&'static str, String, Names, Names, Names);
+type Names = &'static [&'static str];
 
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
@@ -47,7 +51,7 @@ api_key = "k-c-0123456789"
 model = "c-model"
 "#;
     // (what changed, the new file, added, removed, rebuilt)
-    let cases: Vec<(&str, String, &[&str], &[&str], &[&str])> = vec![
+    let cases: Vec<Case> = vec![
         ("nothing", BASE.to_owned(), &[], &[], &[]),
         (
             "a route only",
