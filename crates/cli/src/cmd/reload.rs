@@ -2,11 +2,11 @@
 //! again on SIGHUP, and when it changes. A change is seen by polling the
 //! file every [`POLL_EVERY`]: its resolved path (a Kubernetes ConfigMap
 //! update swaps the `..data` symlink, so the path stays and its target
-//! changes), modification time and size; when any of them moved, the
-//! bytes are read and hashed, and only new bytes are loaded. A poll of
-//! metadata costs one `stat` chain: no watcher crate, no inotify limits,
-//! and it works the same on a bind mount, a ConfigMap and an editor's
-//! rename-over save.
+//! changes), modification time and size; when any of them moved (and
+//! every [`HASH_EVERY`] polls whatever they say), the bytes are read and
+//! hashed, and only new bytes are loaded. A poll of metadata costs one
+//! `stat` chain: no watcher crate, no inotify limits, and it works the
+//! same on a bind mount, a ConfigMap and an editor's rename-over save.
 //!
 //! A file that does not load leaves the configuration in force, is logged
 //! at ERROR (the settings error names the TOML setting and line, never a
@@ -22,6 +22,11 @@ use understudy_settings::Settings;
 /// How often the file's metadata is looked at: a change is in force
 /// within this and a load.
 pub(crate) const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// Every this many polls the bytes are hashed even when the metadata did
+/// not move (5 s): a write in place that keeps the size, on a filesystem
+/// whose modification times are coarse, is still seen.
+const HASH_EVERY: u32 = 20;
 
 /// The reload's task, stopped when this is dropped (when `serve` ends).
 pub(crate) struct Watcher(tokio::task::JoinHandle<()>);
@@ -79,6 +84,7 @@ async fn run(file: Option<File>, mut hangup: Hangups, engine: Engine) {
             );
         }
     };
+    let mut polls = 0u32;
     loop {
         let forced = tokio::select! {
             () = hangup.recv() => true,
@@ -87,8 +93,9 @@ async fn run(file: Option<File>, mut hangup: Hangups, engine: Engine) {
         if forced {
             tracing::info!(path = %file.path.display(), "SIGHUP: reading the configuration file again");
         } else {
+            polls = (polls + 1) % HASH_EVERY;
             let seen = look(&file.path).await;
-            if seen.is_none() || seen == file.seen {
+            if seen.is_none() || (seen == file.seen && polls != 0) {
                 continue;
             }
             file.seen = seen;

@@ -446,6 +446,32 @@ async fn the_admin_apis_stored_changes_stay_over_a_reloaded_file() {
         "{}",
         gateway.log()
     );
+
+    // A file without `b`: the stored table (default `b`) does not fit, and
+    // the file's routing is in force; with `b` back, the stored one is.
+    let without_b = format!(
+        "[routing]\ndefault = \"a\"\n\n{}",
+        provider("a", &a, "sim-key")
+    );
+    replace(&scratch.root.join("understudy.toml"), &without_b);
+    eventually("the reload without b", async || {
+        reloads(&gateway, "ok").await == 2
+    })
+    .await;
+    assert_eq!(
+        ask(&gateway, CLIENT_KEY, "default").await.1.as_deref(),
+        Some("a")
+    );
+    assert!(gateway.log().contains("does not fit"), "{}", gateway.log());
+    replace(&scratch.root.join("understudy.toml"), &file(1000));
+    eventually("the reload with b", async || {
+        reloads(&gateway, "ok").await == 3
+    })
+    .await;
+    assert_eq!(
+        ask(&gateway, CLIENT_KEY, "default").await.1.as_deref(),
+        Some("b")
+    );
 }
 
 /// Sends the gateway SIGHUP.

@@ -40,6 +40,7 @@ pub(super) fn open_state(settings: &Settings) -> Result<Option<(StateFile, Kept)
 /// fits the providers is left out (the settings file's stays) with a
 /// warning, and stays in the file until the next change.
 pub(super) async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: RoutingTable) {
+    let kept = table.clone();
     let applied = router
         .call(
             |reply| RouterMsg::SetRouting {
@@ -51,10 +52,15 @@ pub(super) async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: Rout
         .await;
     match applied {
         Ok(CallResult::Success(Ok(_))) => {}
-        Ok(CallResult::Success(Err(e))) => tracing::warn!(
-            error = %e,
-            "the routing in the state file does not fit the providers now; the settings file's is in force"
-        ),
+        Ok(CallResult::Success(Err(e))) => {
+            tracing::warn!(
+                error = %e,
+                "the routing in the state file does not fit the providers now; the settings file's is in force"
+            );
+            // Still the stored table: a reload whose providers it fits
+            // puts it in force, as a restart would.
+            let _ = router.cast(RouterMsg::KeepStored(Some(kept)));
+        }
         _ => tracing::warn!("the router did not take the state file's routing"),
     }
 }
