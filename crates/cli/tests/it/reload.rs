@@ -1,6 +1,7 @@
 //! The real binary reloads its settings file without a restart: a route
 //! changed through a ConfigMap-style symlink swap serves new requests on
-//! its new target while a stream begun before finishes on the old one; a
+//! its new target while a stream begun before finishes on the old one
+//! (whose provider is rebuilt under it); a
 //! provider added serves, one removed is gone and one changed is rebuilt
 //! from its new settings; a client record's `rpm`
 //! changes; a file that does not load keeps the configuration in force,
@@ -155,7 +156,11 @@ async fn a_route_swapped_in_a_configmap_serves_new_requests_while_an_old_stream_
     let mut streamed =
         String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()).into_owned();
 
-    let changed = format!("{base}[routes]\nr = [\"b\"]\n");
+    // `a`'s key changes too: its actor is rebuilt while its stream runs.
+    let changed = format!(
+        "{}[routes]\nr = [\"b\"]\n",
+        base.replacen("\"sim-key\"", "\"sim-key-2\"", 1)
+    );
     swap(&scratch.root, 1, &changed);
     let at = std::time::Instant::now();
     eventually("the reloaded route to serve on b", async || {
@@ -183,6 +188,13 @@ async fn a_route_swapped_in_a_configmap_serves_new_requests_while_an_old_stream_
         assert!(streamed.contains(word), "{word} missing from {streamed}");
     }
     assert!(!streamed.contains("From b"), "{streamed}");
+    let log = gateway.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("configuration reloaded") && l.contains(r#"["a"]"#)),
+        "a was not rebuilt:\n{log}"
+    );
+    assert!(!log.contains("provider actor exited"), "{log}");
     let config = config_of(&gateway).await;
     assert_eq!(config["sha256"], sha256_hex(changed.as_bytes()), "{config}");
     assert_eq!(reloads(&gateway, "ok").await, 1);
