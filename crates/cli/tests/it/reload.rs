@@ -232,6 +232,11 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
             .2
             .contains("From a")
     );
+    let metrics = get(&gateway, "/metrics").await;
+    assert!(
+        metrics.contains(r#"understudy_provider_up{provider="b"} 1"#),
+        "{metrics}"
+    );
     let second = format!(
         "{head}{}{}[routes]\nrc = [\"c\"]\n",
         provider("a", &moved, "sim-key"),
@@ -273,6 +278,15 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
         .filter_map(|p| p["name"].as_str())
         .collect();
     assert!(names.contains(&"c") && !names.contains(&"b"), "{names:?}");
+    let metrics = get(&gateway, "/metrics").await;
+    assert!(
+        metrics.contains(r#"understudy_provider_up{provider="c"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(r#"provider_up{provider="b"}"#),
+        "{metrics}"
+    );
     assert!(
         gateway.log().contains("configuration reloaded"),
         "{}",

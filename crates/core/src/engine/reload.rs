@@ -264,6 +264,13 @@ impl Engine {
             return Err(stopped());
         };
         tenants.reload_file(&next.server.clients).await;
+        for name in &providers.removed {
+            // No stale `understudy_provider_up` series of a provider gone.
+            let labels = crate::sink::metrics::ProviderLabels {
+                provider: name.clone(),
+            };
+            self.inner.metrics.provider_up.remove(&labels);
+        }
         if !providers.added.is_empty() || !providers.rebuilt.is_empty() {
             let warm = self.clone();
             tokio::spawn(async move { warm.warm_credentials(false).await });
