@@ -37,8 +37,9 @@ pub struct ProviderChanges {
     pub added: Vec<String>,
     /// Gone from the file: their actors stop.
     pub removed: Vec<String>,
-    /// Settings changed: their actors stop and start anew (fresh breakers
-    /// stay the board's: a target's breaker is the target's).
+    /// Settings changed: their actors stop and start anew from the new
+    /// settings on first use (a target's breaker stays: it is the
+    /// target's, not the actor's).
     pub rebuilt: Vec<String>,
 }
 
