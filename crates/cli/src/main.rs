@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //! - `cmd`: one module per subcommand (`ask`, `providers`, `serve`, `demo`:
-//!   the gateway in front of the testkit's simulators, `events`).
+//!   the gateway in front of the testkit's simulators, `events`; `reload`:
+//!   `serve`'s settings file read again on SIGHUP and on change).
 //! - `malloc`: glibc's malloc told to give large blocks back to the system.
 
 mod cmd;

@@ -7,7 +7,8 @@
 //! # Layout
 //! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
 //!   the routing table and client records changed at run time, and where
-//!   those changes are kept; `engine/start.rs`: each part the start starts).
+//!   those changes are kept; `engine/start.rs`: each part the start starts;
+//!   `engine/reload.rs`: a settings file read again put in force).
 //! - `run`: thin executors of the decision machine, answer and stream
 //!   (private).
 //! - `actor`: router, provider and supervisor actors, and the group
@@ -76,7 +77,7 @@ pub use adapter::{
     CreditUse, EventStream, ProbeFailure,
 };
 pub use credentials::CredentialGate;
-pub use engine::Engine;
+pub use engine::{ConfigStamp, Engine, ProviderChanges, Reloaded};
 pub use event::GenerationEvent;
 pub use generation::{
     ClientTag, GenerateRequest, GenerateResult, Generation, SessionHint, SessionSource,

@@ -19,7 +19,7 @@ pub const DEFAULT_KEY_COOLDOWN: Duration = Duration::from_secs(60);
 const MAX_KEYS: usize = 64;
 
 /// One key of a pool.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct PoolKey {
     /// Its name in metrics, events, `/v1/status` and `understudy
     /// providers` (the variable's name for `api_key_envs`, `key-1`, … for
@@ -52,7 +52,7 @@ pub enum Sticky {
 }
 
 /// A provider's pool. No keys: the provider has its one `api_key`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyPoolSettings {
     pub keys: Vec<PoolKey>,
     pub sticky: Sticky,

@@ -172,6 +172,17 @@ impl Settings {
         Self::from_parts(Some((&path, &text)), &env)
     }
 
+    /// The settings of the file at `path`, whose bytes the caller read as
+    /// `text`, with `env` over it: a reload hashes and parses the same
+    /// bytes. Errors name `path` as [`Self::load`]'s do.
+    pub fn from_file_text(
+        path: &Path,
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        Self::from_parts(Some((path, text)), &Env::new(&env))
+    }
+
     /// Parses TOML text (as if read from `path`) with `env` overriding it.
     pub fn from_toml_str(
         text: &str,

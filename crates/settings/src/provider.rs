@@ -20,7 +20,7 @@ use super::timeouts::Timeouts;
 /// One provider's settings. Its `Debug` shows the base URL without its
 /// userinfo and the extra headers without their values (secrets as much
 /// as the key is).
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct ProviderSettings {
     pub name: String,
     /// The wire protocol it speaks.

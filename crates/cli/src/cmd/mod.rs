@@ -4,6 +4,7 @@ pub(crate) mod ask;
 pub(crate) mod demo;
 pub(crate) mod events;
 pub(crate) mod providers;
+pub(crate) mod reload;
 pub(crate) mod serve;
 
 use std::io::Write as _;

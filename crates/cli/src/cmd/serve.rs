@@ -35,6 +35,7 @@ pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    let _reload = super::reload::watch(config, &engine);
     let addr = args.listen.unwrap_or(engine.settings().server.listen);
     let no_keys = !engine.tenants().closed;
     if no_keys && !addr.ip().is_loopback() && !args.insecure_no_auth {

@@ -14,5 +14,6 @@ mod gemini_cli;
 mod malloc;
 mod readiness;
 mod ready_and_drain;
+mod reload;
 mod shipping;
 mod traces;

@@ -39,6 +39,19 @@ pub(crate) enum RouterMsg {
         update: RoutingUpdate,
         reply: RpcReplyPort<Result<RoutingTable, understudy_types::Error>>,
     },
+    /// Puts `table` back as the admin API's stored routing (`None`: none
+    /// stored), after a change its store did not take was undone.
+    KeepStored(Option<RoutingTable>),
+    /// A reloaded settings file: a new view from `settings`, without the
+    /// leases of the providers `gone` (removed, or rebuilt with new
+    /// settings), with the admin API's stored routing applied over the
+    /// file's, as at start. Replies whether there was one, and why it no
+    /// longer fits if it does not (the file's is then in force).
+    Reload {
+        settings: Arc<Settings>,
+        gone: Vec<Arc<str>>,
+        reply: RpcReplyPort<Option<Result<(), String>>>,
+    },
 }
 
 pub(crate) struct RouterActor;
@@ -87,6 +100,12 @@ pub(crate) struct RouterState {
     view: View,
     wide: Arc<EngineWide>,
     published: Published,
+    /// Which provider kinds have an adapter, for a reloaded view.
+    factory: Arc<dyn AdapterFactory>,
+    /// The routing table the admin API last set, as its store holds it
+    /// (`None`: the settings file's is in force): put back over the file's
+    /// routing after a reload.
+    stored: Option<RoutingTable>,
 }
 
 /// The view in force, while the router runs.
@@ -107,49 +126,13 @@ impl Actor for RouterActor {
         _myself: ActorRef<Self::Msg>,
         args: RouterArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let settings = args.settings;
-        let unavailable = settings
-            .providers
-            .values()
-            .filter_map(|p| {
-                let why = if !args.factory.supports(p.kind) {
-                    Unavailable::NoAdapter
-                } else if !p.has_key() {
-                    Unavailable::NoKey
-                } else {
-                    return None;
-                };
-                Some((Arc::from(p.name.as_str()), why))
-            })
-            .collect();
-        let limits = understudy_policy::fit::Known::new(
-            &settings,
-            &settings.default_route(),
-            &settings.routes,
-        );
-        let view = View {
-            limits: Arc::new(limits),
-            routing: settings.routing.clone(),
-            default_route: settings.default_route(),
-            routes: settings.routes.clone(),
-            groups: settings.route_groups.clone(),
-            stats: Arc::new(TargetStats::of_routes(
-                &settings.routes,
-                &settings.route_groups,
-                &settings.route_options,
-                None,
-                crate::runtime_clock::now(),
-            )),
-            supervisor: args.supervisor,
-            leases: HashMap::new(),
-            unavailable,
-            stopped: HashSet::new(),
-            settings,
-        };
+        let view = View::of(args.settings, &*args.factory, args.supervisor, None);
         let state = RouterState {
             view,
             wide: args.wide,
             published: args.published,
+            factory: args.factory,
+            stored: None,
         };
         state.publish();
         Ok(state)
@@ -180,32 +163,22 @@ impl Actor for RouterActor {
                 return Ok(());
             }
             RouterMsg::SetRouting { update, reply } => {
-                let applied = view.settings.apply_routing_update(
-                    &view.routing,
-                    &view.routes,
-                    &view.groups,
-                    update,
-                );
-                let _ = reply.send(applied.map(|(routing, routes, groups)| {
-                    tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
-                    view.default_route = view.settings.route_for(&routing);
-                    view.stats = Arc::new(TargetStats::of_routes(
-                        &routes,
-                        &groups,
-                        &view.settings.route_options,
-                        Some(&view.stats),
-                        crate::runtime_clock::now(),
-                    ));
-                    view.limits = Arc::new(understudy_policy::fit::Known::new(
-                        &view.settings,
-                        &view.default_route,
-                        &routes,
-                    ));
-                    view.routing = routing;
-                    view.routes = routes;
-                    view.groups = groups;
-                    routing_table(&view.routing, &view.routes, &view.groups)
-                }));
+                let applied = view.set_routing(update);
+                if let Ok(table) = &applied {
+                    state.stored = Some(table.clone());
+                }
+                let _ = reply.send(applied);
+            }
+            RouterMsg::KeepStored(table) => {
+                state.stored = table;
+                return Ok(());
+            }
+            RouterMsg::Reload {
+                settings,
+                gone,
+                reply,
+            } => {
+                let _ = reply.send(state.reload(settings, &gone));
             }
         }
         state.publish();
@@ -226,9 +199,44 @@ impl Actor for RouterActor {
     }
 }
 
+/// The change that puts `table` in force whole.
+pub(crate) fn update_of(table: RoutingTable) -> RoutingUpdate {
+    RoutingUpdate {
+        default: Some(table.default),
+        order: Some(table.order),
+        refusal_policy: Some(table.refusal_policy),
+        routes: Some(table.routes),
+    }
+}
+
 // === impl RouterState ===
 
 impl RouterState {
+    /// Replaces the view by one of `settings`: the leases and stopped marks
+    /// of the providers that stay as they were are kept, the stats of the
+    /// group members that stay too; the stored routing, if any, is applied
+    /// over the file's (why it does not fit, if it does not).
+    fn reload(&mut self, settings: Arc<Settings>, gone: &[Arc<str>]) -> Option<Result<(), String>> {
+        let kept = |p: &Arc<str>| settings.providers.contains_key(&**p) && !gone.contains(p);
+        let old = &mut self.view;
+        let mut next = View::of(
+            Arc::clone(&settings),
+            &*self.factory,
+            old.supervisor.clone(),
+            Some(&old.stats),
+        );
+        next.leases = old.leases.drain().filter(|(p, _)| kept(p)).collect();
+        next.stopped = old.stopped.drain().filter(|p| kept(p)).collect();
+        self.view = next;
+        let table = self.stored.clone()?;
+        Some(
+            self.view
+                .set_routing(update_of(table))
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        )
+    }
+
     /// Makes the current view the one requests plan from.
     fn publish(&self) {
         *self
@@ -241,6 +249,86 @@ impl RouterState {
 // === impl View ===
 
 impl View {
+    /// The view of `settings` with no provider actor started yet (`stats`:
+    /// the previous view's group stats, kept for the members that stay).
+    fn of(
+        settings: Arc<Settings>,
+        factory: &dyn AdapterFactory,
+        supervisor: ActorRef<SupervisorMsg>,
+        stats: Option<&TargetStats>,
+    ) -> Self {
+        let unavailable = settings
+            .providers
+            .values()
+            .filter_map(|p| {
+                let why = if !factory.supports(p.kind) {
+                    Unavailable::NoAdapter
+                } else if !p.has_key() {
+                    Unavailable::NoKey
+                } else {
+                    return None;
+                };
+                Some((Arc::from(p.name.as_str()), why))
+            })
+            .collect();
+        let limits = understudy_policy::fit::Known::new(
+            &settings,
+            &settings.default_route(),
+            &settings.routes,
+        );
+        Self {
+            limits: Arc::new(limits),
+            routing: settings.routing.clone(),
+            default_route: settings.default_route(),
+            routes: settings.routes.clone(),
+            groups: settings.route_groups.clone(),
+            stats: Arc::new(TargetStats::of_routes(
+                &settings.routes,
+                &settings.route_groups,
+                &settings.route_options,
+                stats,
+                crate::runtime_clock::now(),
+            )),
+            supervisor,
+            leases: HashMap::new(),
+            unavailable,
+            stopped: HashSet::new(),
+            settings,
+        }
+    }
+
+    /// Applies a routing change (validated like the settings file) and
+    /// returns the table now in force.
+    fn set_routing(
+        &mut self,
+        update: RoutingUpdate,
+    ) -> Result<RoutingTable, understudy_types::Error> {
+        let (routing, routes, groups) = self.settings.apply_routing_update(
+            &self.routing,
+            &self.routes,
+            &self.groups,
+            update,
+        )?;
+        tracing::info!(default = %routing.default, order = ?routing.order, "routing changed");
+        self.default_route = self.settings.route_for(&routing);
+        self.stats = Arc::new(TargetStats::of_routes(
+            &routes,
+            &groups,
+            &self.settings.route_options,
+            Some(&self.stats),
+            crate::runtime_clock::now(),
+        ));
+        self.limits = Arc::new(understudy_policy::fit::Known::new(
+            &self.settings,
+            &self.default_route,
+            &routes,
+        ));
+        self.routing = routing;
+        self.routes = routes;
+        self.groups = groups;
+        Ok(routing_table(&self.routing, &self.routes, &self.groups))
+    }
+
     /// Why `provider` is out of plans, if it is (no key, no adapter, its
     /// restart budget spent).
     pub(crate) fn availability(&self, provider: &Arc<str>) -> Option<Unavailable> {

@@ -46,6 +46,15 @@ pub(crate) enum SupervisorMsg {
     },
     /// Every running provider actor.
     Running(RpcReplyPort<Vec<(Arc<str>, ActorRef<ProviderMsg>)>>),
+    /// A reloaded settings file: providers start from `settings` from now
+    /// on; the actors of the providers `gone` (removed, or whose settings
+    /// changed) stop, with a fresh restart budget for any that comes back.
+    /// Calls in flight keep the adapter their lease holds.
+    Reload {
+        settings: Arc<Settings>,
+        gone: Vec<Arc<str>>,
+        reply: RpcReplyPort<()>,
+    },
 }
 
 /// Why a provider actor could not be had.
@@ -128,6 +137,17 @@ impl Actor for SupervisorActor {
                         .collect(),
                 );
             }
+            SupervisorMsg::Reload {
+                settings,
+                gone,
+                reply,
+            } => {
+                state.settings = settings;
+                for name in &gone {
+                    state.forget(name);
+                }
+                let _ = reply.send(());
+            }
         }
         Ok(())
     }
@@ -179,6 +199,18 @@ impl Actor for SupervisorActor {
 // === impl SupervisorState ===
 
 impl SupervisorState {
+    /// Stops `name`'s actor, if it runs, as no failure (its exit is not
+    /// restarted), and forgets its restarts and failures.
+    fn forget(&mut self, name: &Arc<str>) {
+        if let Some(lease) = self.running.remove(name) {
+            self.by_id.remove(&lease.actor.get_id());
+            lease.actor.stop(Some("its settings were reloaded".into()));
+        }
+        self.restarts.remove(name);
+        self.stopped.remove(name);
+        self.failed_starts.remove(name);
+    }
+
     /// Starts `name`'s actor; a failure to start is logged here, at WARN
     /// when its reason changed, since a client is told only that the
     /// provider could not be started.

@@ -10,7 +10,7 @@ use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
 use understudy_types::error::Error;
 
 use super::{Engine, QUERY_TIMEOUT};
-use crate::actor::router::RouterMsg;
+use crate::actor::router::{RouterMsg, update_of};
 use crate::tenants::{Kept, StateFile};
 
 /// The state file and what it holds, without Redis (with Redis, Redis
@@ -40,6 +40,7 @@ pub(super) fn open_state(settings: &Settings) -> Result<Option<(StateFile, Kept)
 /// fits the providers is left out (the settings file's stays) with a
 /// warning, and stays in the file until the next change.
 pub(super) async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: RoutingTable) {
+    let kept = table.clone();
     let applied = router
         .call(
             |reply| RouterMsg::SetRouting {
@@ -51,21 +52,16 @@ pub(super) async fn apply_kept_routing(router: &ActorRef<RouterMsg>, table: Rout
         .await;
     match applied {
         Ok(CallResult::Success(Ok(_))) => {}
-        Ok(CallResult::Success(Err(e))) => tracing::warn!(
-            error = %e,
-            "the routing in the state file does not fit the providers now; the settings file's is in force"
-        ),
+        Ok(CallResult::Success(Err(e))) => {
+            tracing::warn!(
+                error = %e,
+                "the routing in the state file does not fit the providers now; the settings file's is in force"
+            );
+            // Still the stored table: a reload whose providers it fits
+            // puts it in force, as a restart would.
+            let _ = router.cast(RouterMsg::KeepStored(Some(kept)));
+        }
         _ => tracing::warn!("the router did not take the state file's routing"),
-    }
-}
-
-/// The change that puts `table` in force whole.
-fn update_of(table: RoutingTable) -> RoutingUpdate {
-    RoutingUpdate {
-        default: Some(table.default),
-        order: Some(table.order),
-        refusal_policy: Some(table.refusal_policy),
-        routes: Some(table.routes),
     }
 }
 
@@ -118,6 +114,8 @@ impl Engine {
             tracing::error!(error = %e, "a routing change was not kept; undone");
             // Nothing half-kept: the table it replaced is back in force.
             let _ = self.set_routing_here(update_of(before)).await;
+            let stored = state.routing().await;
+            let _ = self.inner.router.cast(RouterMsg::KeepStored(stored));
             return Err(Error::Engine(format!(
                 "{e}; the routing change was not made"
             )));

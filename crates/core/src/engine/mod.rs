@@ -21,7 +21,10 @@ use crate::generation::{GenerateRequest, GenerateResult};
 pub use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
 
 mod admin;
+mod reload;
 mod start;
+
+pub use reload::{ConfigStamp, ProviderChanges, Reloaded};
 
 use crate::sink::Sink;
 use crate::sink::fanout::EventBus;
@@ -74,6 +77,8 @@ struct Inner {
     /// Set once a shutdown has begun: `/readyz` answers 503 `draining`
     /// from then on, while requests are still served.
     draining: std::sync::atomic::AtomicBool,
+    /// The configuration loaded last (see [`Engine::set_config_stamp`]).
+    config: std::sync::RwLock<Option<ConfigStamp>>,
 }
 
 // === impl Engine ===
@@ -153,9 +158,10 @@ impl Engine {
                 forwarding,
                 routing_writes: tokio::sync::Mutex::new(()),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                config: std::sync::RwLock::new(None),
             }),
         };
-        if engine.expiring_credentials().next().is_some() {
+        if !engine.expiring_credentials().is_empty() {
             let warm = engine.clone();
             tokio::spawn(async move { warm.warm_credentials(false).await });
         }
@@ -163,14 +169,14 @@ impl Engine {
     }
 
     /// The providers whose credentials expire or change: a cloud's
-    /// (Vertex's token, Bedrock's keys from a file).
-    fn expiring_credentials(&self) -> impl Iterator<Item = &str> {
-        self.inner
-            .settings
+    /// (Vertex's token, Bedrock's keys from a file), as configured now.
+    fn expiring_credentials(&self) -> Vec<String> {
+        self.current_settings()
             .providers
             .values()
             .filter(|p| matches!(p.platform, Platform::Bedrock(_) | Platform::Vertex(_)))
-            .map(|p| p.name.as_str())
+            .map(|p| p.name.clone())
+            .collect()
     }
 
     /// `provider`'s lease, its actor started if needed (`None`: no such
@@ -201,7 +207,7 @@ impl Engine {
     /// when they expire or why the fetch failed).
     pub async fn warm_credentials(&self, wait: bool) {
         for provider in self.expiring_credentials() {
-            let Some(lease) = self.lease_of(provider).await else {
+            let Some(lease) = self.lease_of(&provider).await else {
                 continue;
             };
             if let (true, Some(credentials)) = (wait, lease.adapter_of(0).credentials()) {
@@ -522,7 +528,9 @@ impl Engine {
         &self.inner.tenants
     }
 
-    /// The settings the engine started with.
+    /// The settings the engine started with: what a reload cannot change
+    /// (the listen address, `[server]`'s limits, …) is read here; what it
+    /// can, from [`Self::current_settings`].
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
     }

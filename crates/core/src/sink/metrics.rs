@@ -182,6 +182,15 @@ pub struct Metrics {
     // The readiness prober's series.
     target_ready: Family<StateLabels, Gauge>,
     probes: Family<ProbeLabels, Counter>,
+    /// Reloads of the settings file, by result (`ok`, `error`).
+    config_reloads: Family<ReloadLabels, Counter>,
+}
+
+/// A reload's result: `ok`, or `error` (the file did not load; the
+/// configuration in force stayed).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReloadLabels {
+    result: &'static str,
 }
 
 impl Metrics {
@@ -218,6 +227,7 @@ impl Metrics {
             hedges: Family::default(),
             target_ready: Family::default(),
             probes: Family::default(),
+            config_reloads: Family::default(),
             registry: Registry::default(),
         };
         m.register_traffic(&mut registry);
@@ -302,6 +312,19 @@ impl Metrics {
             "1 while Redis is unreachable and local state is used",
             self.redis_degraded.clone(),
         );
+        registry.register(
+            "understudy_config_reloads",
+            "Reloads of the settings file, by result (ok; error: the configuration in force stayed)",
+            self.config_reloads.clone(),
+        );
+    }
+
+    /// Counts a reload of the settings file: `ok`, or not.
+    pub(crate) fn config_reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads
+            .get_or_create(&ReloadLabels { result })
+            .inc();
     }
 
     /// Registers the sessions' series: affinity outcomes and the

@@ -400,6 +400,7 @@ impl FleetSync {
         let Some(table) = text.and_then(|t| serde_json::from_str::<RoutingTable>(&t).ok()) else {
             return true;
         };
+        let stored = table.clone();
         let update = RoutingUpdate {
             default: Some(table.default),
             order: Some(table.order),
@@ -419,6 +420,9 @@ impl FleetSync {
             }
             Ok(ractor::rpc::CallResult::Success(Err(e))) => {
                 tracing::warn!(error = %e, "the fleet's routing does not fit this instance's providers; kept its own");
+                // Still the fleet's stored table: a reload whose providers
+                // it fits puts it in force.
+                let _ = self.router.cast(RouterMsg::KeepStored(Some(stored)));
             }
             _ => return false,
         }

@@ -90,8 +90,9 @@ pub struct Remaining {
 pub struct Tenants {
     /// By key hash; replaced whole when the admin API changes a record.
     records: RwLock<Arc<HashMap<[u8; 32], Arc<ClientRecord>>>>,
-    /// The names of the file's records (the admin API leaves them alone).
-    file: Vec<Arc<str>>,
+    /// The names of the file's records (the admin API leaves them alone);
+    /// replaced by a reload of the settings file.
+    file: RwLock<Vec<Arc<str>>>,
     /// SHA-256 of each plain client key (`server.api_keys`).
     plain: Vec<[u8; 32]>,
     /// SHA-256 of the admin token: never a client's key.
@@ -165,7 +166,7 @@ impl Tenants {
             .collect();
         Self {
             records: RwLock::new(Arc::new(map)),
-            file: records.iter().map(|r| Arc::clone(&r.name)).collect(),
+            file: RwLock::new(records.iter().map(|r| Arc::clone(&r.name)).collect()),
             plain: server
                 .api_keys
                 .iter()
@@ -253,7 +254,46 @@ impl Tenants {
 
     /// Whether `name` is one of the file's records.
     pub fn from_file(&self, name: &str) -> bool {
-        self.file.iter().any(|n| &**n == name)
+        self.file
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|n| &**n == name)
+    }
+
+    /// Puts a reloaded settings file's `records` in force: they replace the
+    /// file's, and the admin API's records stay over them, as at start (one
+    /// with the name or key of a file's record is left out while that
+    /// record is). Counters are by name, so a record that keeps its name
+    /// keeps its counts and its new limits apply to the next request.
+    pub(crate) async fn reload_file(&self, records: &[ClientRecord]) {
+        // No admin write nor fleet read applies in the middle.
+        let _one = self.writes.lock().await;
+        let admin = self.admin_records();
+        *self
+            .file
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            records.iter().map(|r| Arc::clone(&r.name)).collect();
+        let mut map: HashMap<[u8; 32], Arc<ClientRecord>> = records
+            .iter()
+            .map(|r| (r.key_sha256, Arc::new(r.clone())))
+            .collect();
+        for r in admin {
+            if self.from_file(&r.name) || map.contains_key(&r.key_sha256) {
+                tracing::warn!(
+                    client = %r.name,
+                    "an admin API client record has the name or key of one in the reloaded \
+                     settings file; the settings file's is in force"
+                );
+                continue;
+            }
+            map.insert(r.key_sha256, Arc::new(r));
+        }
+        *self
+            .records
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(map);
     }
 
     /// Replaces the admin API's records (the file's stay).

@@ -76,6 +76,11 @@ impl StateFile {
         &self.path
     }
 
+    /// The routing table the admin API last set, as the file holds it.
+    pub async fn routing(&self) -> Option<RoutingTable> {
+        self.kept.lock().await.routing.clone()
+    }
+
     /// Keeps the admin API's records `clients` (the routing stays).
     pub async fn keep_clients(&self, clients: Vec<ClientRecord>) -> Result<(), StateError> {
         let mut kept = self.kept.lock().await;

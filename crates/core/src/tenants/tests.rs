@@ -388,6 +388,28 @@ fn admin_records_leave_the_file_s_alone() {
 }
 
 #[tokio::test]
+async fn a_reloaded_file_replaces_the_file_s_records_and_keeps_the_admin_s() {
+    let (t, _) = tenants(vec![record("file-a"), record("file-gone")]);
+    let read = |raw: RawClient| raw.read("", &|_| None).unwrap();
+    t.set_admin_records(vec![read(record("admin-b")), read(record("admin-c"))]);
+    let reloaded = [
+        read(RawClient {
+            rpm: Some(7),
+            ..record("file-a")
+        }),
+        // A new file record named as an admin one: the file's wins.
+        read(record("admin-c")),
+    ];
+    t.reload_file(&reloaded).await;
+    let names: Vec<String> = t.list().iter().map(|r| r.name.to_string()).collect();
+    assert_eq!(names, ["admin-b", "admin-c", "file-a"]);
+    assert_eq!(t.named("file-a").unwrap().rpm, Some(7));
+    assert!(t.from_file("admin-c") && !t.from_file("file-gone") && !t.from_file("admin-b"));
+    assert!(t.find("sk-file-gone-0123456789abcdef").is_none());
+    assert_eq!(t.admin_records().len(), 1);
+}
+
+#[tokio::test]
 async fn spent_refuses_early_only_what_admission_would() {
     let (t, r) = tenants(vec![
         RawClient {

@@ -77,7 +77,7 @@ impl Names {
 pub(crate) async fn list(state: &AppState) -> Result<Names, ApiError> {
     let routing = state.engine.routing().await?;
     let providers = state.engine.providers().await?;
-    let settings = state.engine.settings();
+    let settings = &*state.engine.current_settings();
     let mut entries = Vec::new();
     let default: Vec<String> = std::iter::once(&routing.default)
         .chain(routing.order.iter().filter(|n| **n != routing.default))

@@ -3,7 +3,8 @@
 //! breakers and outcomes, the members of groups of equivalent targets
 //! (smoothed time to first output, in flight, cache-read share, ejected),
 //! traffic per second for the last ten minutes, each probed target's
-//! readiness (ready, not ready and why, unchecked), and the last events.
+//! readiness (ready, not ready and why, unchecked), the last events, and
+//! the configuration file in force (its hash and load time).
 //!
 //! The page is sent with a strict `Content-Security-Policy`: its one inline
 //! script by hash (edit the script, update its hash in [`CSP`]: the security
@@ -27,7 +28,7 @@ const PAGE: &str = include_str!("../static/status.html");
 /// (base64) of the page's one inline script.
 const CSP: &str = concat!(
     "default-src 'none'; script-src 'sha256-",
-    "/9nTZYQ+CEbPFSiPKF9hKV6+KYsrWO994ggetNWk60s=",
+    "/hfzum5ICGEUBtWjLnRDiPS2kS33l1jccKiKugA1MPU=",
     "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; ",
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 );
@@ -63,6 +64,9 @@ async fn status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
     Ok(Json(json!({
         "now": understudy_core::shared::unix_ms() / 1000,
         "routing": routing,
+        // The configuration file in force: its bytes' SHA-256 and when it
+        // was loaded (absent without a file).
+        "config": state.engine.config_stamp(),
         "providers": providers,
         "targets": state.engine.target_stats(),
         "readiness": state.engine.target_readiness(),
