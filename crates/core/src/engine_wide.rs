@@ -1,6 +1,7 @@
 //! [`EngineWide`]: the objects made once at the engine's start and fixed
 //! for its life — the event bus, the response cache, the breaker board,
-//! the key pools, the spend meter and the fleet's shared state — held
+//! the key pools in force (a reload swaps them), the spend meter and the
+//! fleet's shared state — held
 //! apart from the router's view (which holds only what the router
 //! changes), and handed to every run by the engine.
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
-use crate::key_pools::KeyPools;
+use crate::key_pools::LivePools;
 use crate::shared::SharedState;
 use crate::sink::fanout::EventBus;
 use crate::spend::SpendMeter;
@@ -21,8 +22,9 @@ pub(crate) struct EngineWide {
     /// Every target's breaker: read inline to plan, shared with the runs
     /// and the fleet poller.
     pub(crate) board: Arc<BreakerBoard>,
-    /// Every pooled provider's keys.
-    pub(crate) pools: KeyPools,
+    /// Every pooled provider's keys, as the last reload left them (a run
+    /// takes its view's).
+    pub(crate) pools: Arc<LivePools>,
     /// The fallback spend cap, when configured.
     pub(crate) spend: Option<Arc<SpendMeter>>,
     /// The fleet's shared state, when Redis is configured.

@@ -4,20 +4,28 @@
 //! request's use of one key ([`KeyInUse`]); and every pool, by provider
 //! ([`KeyPools`]).
 //!
-//! The pools are held engine-wide beside the breakers
-//! (built once from the settings, so a provider actor's restart keeps
-//! what its keys' answers said, and the fleet poller can write the fleet's
-//! word into a pool before its provider's actor starts); the provider's
-//! actor builds one adapter per key and hands them out in its lease.
+//! The pools are held apart from the provider actors (built from the
+//! settings, so a provider actor's restart keeps what its keys' answers
+//! said, and the fleet poller can write the fleet's word into a pool
+//! before its provider's actor starts); the provider's actor builds one
+//! adapter per key and hands them out in its lease. A reload builds anew
+//! the pools whose settings changed ([`KeyPools::reloaded`]): a key that
+//! stays (the same secret) keeps what its answers said, a key removed is
+//! in no new pool; the router's view holds the pools its runs take
+//! ([`LivePools`] holds them for the fleet poller and the prober).
 //! A provider with one key has no pool and pays nothing here.
+//!
+//! The fleet knows a key by its id ([`key_id`]: derived from its secret,
+//! never showing it), so instances agree on a key whatever its name or
+//! place in the list, and a key kept through a reload keeps its id.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use understudy_policy::key_choice::{Ask, KeyState, Started, choose};
-use understudy_settings::{ProviderSettings, Sticky};
+use understudy_settings::{ProviderSettings, Settings, Sticky};
 use understudy_types::failure::{FailureCode, FailureKind};
 use understudy_types::ratelimit::RateLimits;
 
@@ -27,6 +35,8 @@ pub struct KeyPool {
     pub provider: Arc<str>,
     /// The keys that have their secret, in the settings' order.
     pub names: Vec<Arc<str>>,
+    /// Each key's id in the fleet's state ([`key_id`]).
+    pub ids: Vec<Arc<str>>,
     /// Each key's place in `ProviderSettings::pool.keys` (for
     /// [`ProviderSettings::for_key`]).
     pub settings_index: Vec<usize>,
@@ -36,11 +46,17 @@ pub struct KeyPool {
     state: Mutex<Vec<KeyState>>,
 }
 
-/// Every pooled provider's key pool, by provider: fixed at start.
+/// Every pooled provider's key pool, by provider, as one settings file
+/// made them (a clone shares them).
 #[derive(Debug, Default, Clone)]
 pub struct KeyPools {
-    pools: HashMap<Arc<str>, Arc<KeyPool>>,
+    pools: Arc<HashMap<Arc<str>, Arc<KeyPool>>>,
 }
+
+/// The pools in force, for the tasks that outlive a reload (the fleet
+/// poller, the prober); a run takes its view's, without a lock.
+#[derive(Debug, Default)]
+pub struct LivePools(RwLock<KeyPools>);
 
 /// A request started on one key: ended by [`KeyPool::end`], or counted as
 /// ended (with no word on the key) when dropped.
@@ -71,6 +87,35 @@ pub struct PoolKeyStatus {
     pub tokens_remaining: Option<u64>,
 }
 
+/// The id the fleet knows a key by: 16 hex digits derived from its secret
+/// (the secret cannot be had back from it), the same on every instance
+/// and through a reload, whatever the key's name or place.
+pub fn key_id(secret: &understudy_settings::Secret) -> Arc<str> {
+    let derived = blake3::derive_key("understudy 2026-12 pool key id", secret.expose().as_bytes());
+    derived[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into()
+}
+
+/// For each key of `next`'s pool (in [`KeyPool`]'s order: those set),
+/// the place in `before`'s pool of the key with the same secret, if it
+/// had one: the keys a reload keeps. Empty when `next` has no pool.
+pub fn kept_keys(before: &ProviderSettings, next: &ProviderSettings) -> Vec<Option<usize>> {
+    let old: Vec<_> = present(before)
+        .into_iter()
+        .map(|i| before.pool.keys[i].secret.as_ref())
+        .collect();
+    present(next)
+        .into_iter()
+        .map(|i| {
+            let secret = next.pool.keys[i].secret.as_ref();
+            old.iter().position(|o| *o == secret)
+        })
+        .collect()
+}
+
 /// The keys of `p`'s pool that have their secret (their places in
 /// `p.pool.keys`), in order; empty without a pool.
 pub fn present(p: &ProviderSettings) -> Vec<usize> {
@@ -89,11 +134,38 @@ impl KeyPools {
     /// These pools, by their provider.
     pub fn new(pools: impl IntoIterator<Item = Arc<KeyPool>>) -> Self {
         Self {
-            pools: pools
-                .into_iter()
-                .map(|p| (Arc::clone(&p.provider), p))
-                .collect(),
+            pools: Arc::new(
+                pools
+                    .into_iter()
+                    .map(|p| (Arc::clone(&p.provider), p))
+                    .collect(),
+            ),
         }
+    }
+
+    /// The pools of `next` (a reloaded file), these being `before`'s: a
+    /// provider whose pool settings did not change keeps its pool whole
+    /// (its keys' state, the requests in flight on them); one whose pool
+    /// changed gets a new pool, in which each key kept (the same secret)
+    /// starts from its state here ([`KeyPool::carry`]).
+    pub fn reloaded(&self, before: &Settings, next: &Settings) -> Self {
+        Self::new(next.providers.values().filter_map(|p| {
+            let old = before.providers.get(&p.name);
+            let pool = self.get(&p.name);
+            match (old, pool) {
+                (Some(o), Some(pool)) if o.pool == p.pool => Some(Arc::clone(pool)),
+                (Some(o), Some(pool)) => KeyPool::of(p).inspect(|new| {
+                    new.carry(pool, &kept_keys(o, p));
+                }),
+                _ => KeyPool::of(p),
+            }
+        }))
+    }
+
+    /// Whether `self` and `other` are the same pools (one made from the
+    /// other by a clone).
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.pools, &other.pools)
     }
 
     /// `provider`'s key pool, if it has one.
@@ -128,12 +200,32 @@ impl KeyPool {
                 .iter()
                 .map(|(_, k)| Arc::from(k.name.as_str()))
                 .collect(),
+            ids: present
+                .iter()
+                .map(|(_, k)| k.secret.as_ref().map_or_else(|| Arc::from(""), key_id))
+                .collect(),
             settings_index: present.iter().map(|(i, _)| *i).collect(),
             weights: present.iter().map(|(_, k)| k.weight).collect(),
             sticky: p.pool.sticky,
             cooldown: p.pool.cooldown,
             state: Mutex::new(vec![KeyState::default(); present.len()]),
         }))
+    }
+
+    /// Starts each key from the state of the key of `from` that `kept`
+    /// names (see [`kept_keys`]): its time out, the budget its answers
+    /// reported, its requests counted; not its requests in flight, which
+    /// end on `from`.
+    pub fn carry(&self, from: &KeyPool, kept: &[Option<usize>]) {
+        let old = from.lock().clone();
+        let mut state = self.lock();
+        for (s, k) in state.iter_mut().zip(kept) {
+            if let Some(o) = k.and_then(|k| old.get(k)) {
+                *s = o.clone();
+                s.in_flight = 0;
+                s.in_flight_tokens = 0;
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<KeyState>> {
@@ -221,6 +313,11 @@ impl KeyPool {
         self.names.get(key)
     }
 
+    /// The key's id in the fleet's state.
+    pub fn id(&self, key: usize) -> Option<&Arc<str>> {
+        self.ids.get(key)
+    }
+
     /// Every key as the status shows it.
     pub fn status(&self, now: Instant) -> Vec<PoolKeyStatus> {
         let state = self.lock();
@@ -249,6 +346,27 @@ impl KeyPool {
                 }
             })
             .collect()
+    }
+}
+
+// === impl LivePools ===
+
+impl LivePools {
+    pub fn new(pools: KeyPools) -> Self {
+        Self(RwLock::new(pools))
+    }
+
+    /// The pools in force.
+    pub fn current(&self) -> KeyPools {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts `pools` in force (a reload).
+    pub fn set(&self, pools: KeyPools) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = pools;
     }
 }
 

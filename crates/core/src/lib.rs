@@ -20,7 +20,8 @@
 //!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
 //! - [`key_pools`]: a pooled provider's keys at run time (`KeyPool`,
-//!   every pool in `KeyPools`, a request's key in `KeyInUse`).
+//!   every pool in `KeyPools`, those in force in `LivePools`, a request's
+//!   key in `KeyInUse`).
 //! - [`info`]: what `providers` shows.
 //! - `engine_wide`: the objects fixed for the engine's life (event bus,
 //!   response cache, breaker board, key pools, spend meter, fleet state),

@@ -17,9 +17,12 @@
 //! - `understudy:{budget}:spend:<window id>` — String (float), USD spent by
 //!   fallback targets in that window; `INCRBYFLOAT`, expires after two
 //!   windows.
-//! - `understudy:{key:<provider>:<key name>}:out` — String, `<Unix ms>
+//! - `understudy:{key:<provider>:<key id>}:out` — String, `<Unix ms>
 //!   <failure code>`: a pool's key is out (refused, rate limited, its
 //!   budget spent) until then; `PX` = until then (an expired key is back).
+//!   The key id is derived from the key's secret
+//!   (`crate::key_pools::key_id`): the same on every instance, whatever
+//!   the key's name or place in its pool, and through a reload.
 //! - `understudy:{session:<key>}:pin` — String, a session's pin (its
 //!   target and the prefix its cache holds); `PX` = the cache's lifetime
 //!   (written and read by `crate::affinity`).
@@ -32,7 +35,7 @@ use redis::AsyncCommands;
 use understudy_types::target::Target;
 
 use crate::breakers::BreakerBoard;
-use crate::key_pools::{KeyPool, KeyPools};
+use crate::key_pools::{KeyPool, KeyPools, LivePools};
 use crate::redis_link::RedisLink;
 use crate::sink::metrics::Metrics;
 
@@ -268,8 +271,9 @@ impl SharedState {
         .await
     }
 
-    /// Announces that `provider`'s key `key` is out until `until_ms` (Unix
-    /// ms), for `code`. Tried a few times while Redis is briefly
+    /// Announces that `provider`'s key `key` (its id: see
+    /// `crate::key_pools::key_id`) is out until `until_ms` (Unix ms), for
+    /// `code`. Tried a few times while Redis is briefly
     /// unreachable; the deadline bounds how stale it can be.
     pub async fn publish_key_out(&self, provider: &str, key: &str, until_ms: u64, code: &str) {
         for _ in 0..3 {
@@ -299,7 +303,7 @@ impl SharedState {
         }
     }
 
-    /// For each (provider, key), until when the fleet holds it out (Unix
+    /// For each (provider, key id), until when the fleet holds it out (Unix
     /// ms) and why.
     pub async fn keys_out(
         &self,
@@ -391,35 +395,48 @@ pub(crate) struct BreakerPoller {
     board: Arc<BreakerBoard>,
     targets: Vec<Target>,
     was_open: Vec<bool>,
-    /// Every pooled key: its pool, its place there, and (provider, name).
+    /// The pools in force, and those the keys below are of.
+    live: Arc<LivePools>,
+    pools: KeyPools,
+    /// Every pooled key: its pool, its place there, and (provider, id).
     keys: Vec<(Arc<KeyPool>, usize)>,
-    key_names: Vec<(Arc<str>, Arc<str>)>,
+    key_ids: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl BreakerPoller {
     pub(crate) fn new(
         shared: Arc<SharedState>,
         board: Arc<BreakerBoard>,
-        pools: &KeyPools,
+        live: Arc<LivePools>,
     ) -> Self {
         let mut targets: Vec<Target> = board.configured().cloned().collect();
         targets.sort();
-        let keys: Vec<(Arc<KeyPool>, usize)> = pools
-            .iter()
-            .flat_map(|p| (0..p.names.len()).map(move |k| (Arc::clone(p), k)))
-            .collect();
-        let key_names = keys
-            .iter()
-            .map(|(p, k)| (Arc::clone(&p.provider), Arc::clone(&p.names[*k])))
-            .collect();
-        Self {
+        let mut poller = Self {
             was_open: vec![false; targets.len()],
             shared,
             board,
             targets,
-            keys,
-            key_names,
-        }
+            pools: live.current(),
+            live,
+            keys: Vec::new(),
+            key_ids: Vec::new(),
+        };
+        poller.list_keys();
+        poller
+    }
+
+    /// Lists the keys of the pools in force (again after a reload).
+    fn list_keys(&mut self) {
+        self.keys = self
+            .pools
+            .iter()
+            .flat_map(|p| (0..p.ids.len()).map(move |k| (Arc::clone(p), k)))
+            .collect();
+        self.key_ids = self
+            .keys
+            .iter()
+            .map(|(p, k)| (Arc::clone(&p.provider), Arc::clone(&p.ids[*k])))
+            .collect();
     }
 
     /// Reads the fleet's view once (bounded by [`CALL_TIMEOUT`]; nothing
@@ -453,11 +470,16 @@ impl BreakerPoller {
     }
 
     /// Holds out here every pooled key the fleet holds out.
-    async fn poll_keys(&self) {
+    async fn poll_keys(&mut self) {
+        let pools = self.live.current();
+        if !pools.same(&self.pools) {
+            self.pools = pools;
+            self.list_keys();
+        }
         if self.keys.is_empty() {
             return;
         }
-        let Some(out) = self.shared.keys_out(&self.key_names).await else {
+        let Some(out) = self.shared.keys_out(&self.key_ids).await else {
             return;
         };
         let now_ms = unix_ms();

@@ -4,8 +4,10 @@
 //! (whose provider is rebuilt under it); a
 //! provider added serves, one removed is gone and one changed is rebuilt
 //! from its new settings; a client record's `rpm`
-//! changes; a file that does not load keeps the configuration in force,
-//! is counted and logged without the key it holds; SIGHUP reloads too.
+//! changes; a key pool's key rotated out in the file is never used by a
+//! new request, while the key kept serves on and the key added is used; a
+//! file that does not load keeps the configuration in force, is counted
+//! and logged without the key it holds; SIGHUP reloads too.
 
 use std::path::Path;
 use std::process::Command;
@@ -292,6 +294,87 @@ async fn a_provider_added_serves_and_one_removed_is_gone() {
         "{}",
         gateway.log()
     );
+}
+
+/// The keys of a pool's calls `sim` received from the `from`th on.
+fn keys_called(sim: &SimProvider, from: usize) -> Vec<String> {
+    sim.received()
+        .iter()
+        .skip(from)
+        .map(|r| r.api_key().unwrap_or("none").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_rotated_out_of_a_pool_is_never_used_again() {
+    const OLD: &str = "sk-pool-old-0123456789";
+    const KEPT: &str = "sk-pool-kept-0123456789";
+    const ADDED: &str = "sk-pool-added-0123456789";
+    let a = SimProvider::openai().await.unwrap();
+    a.always(Reply::text("From a"));
+    let pool = |keys: [&str; 2]| {
+        format!(
+            "[routing]\ndefault = \"a\"\n\n{}",
+            provider("a", &a, "sim-key").replacen(
+                "api_key = \"sim-key\"",
+                &format!("api_keys = [{:?}, {:?}]", keys[0], keys[1]),
+                1
+            )
+        )
+    };
+    let scratch = Scratch::new("reload", "pool");
+    let gateway = Gateway::start(&scratch, &pool([OLD, KEPT]), CLIENT_KEY);
+    // Both keys serve (the pool draws among keys with as many in flight).
+    eventually("both keys of the pool to serve", async || {
+        assert_eq!(ask(&gateway, CLIENT_KEY, "default").await.0, 200);
+        let called = keys_called(&a, 0);
+        (called.iter().any(|k| k == OLD) && called.iter().any(|k| k == KEPT))
+            .then_some(())
+            .ok_or(format!("{called:?}"))
+    })
+    .await;
+
+    // `OLD` rotated out (and `KEPT` moves to the first place), `ADDED` in.
+    replace(&scratch.root.join("understudy.toml"), &pool([KEPT, ADDED]));
+    eventually("the reload", async || reloads(&gateway, "ok").await == 1).await;
+    let mark = a.received().len();
+    eventually("the added key to serve", async || {
+        assert_eq!(ask(&gateway, CLIENT_KEY, "default").await.0, 200);
+        let called = keys_called(&a, mark);
+        called
+            .iter()
+            .any(|k| k == ADDED)
+            .then_some(())
+            .ok_or(format!("{called:?}"))
+    })
+    .await;
+    for _ in 0..10 {
+        assert_eq!(ask(&gateway, CLIENT_KEY, "default").await.0, 200);
+    }
+    let called = keys_called(&a, mark);
+    assert!(
+        !called.iter().any(|k| k == OLD),
+        "the removed key was used after the reload: {called:?}"
+    );
+    assert!(called.iter().any(|k| k == KEPT), "{called:?}");
+    assert!(called.iter().all(|k| k == KEPT || k == ADDED), "{called:?}");
+    // The status names the pool's keys as the file now does.
+    let status: Value = serde_json::from_str(&get(&gateway, "/v1/status").await).unwrap();
+    let keys: Vec<&str> = status["providers"][0]["keys"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(|k| k["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["key-1", "key-2"], "{status}");
+    let log = gateway.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("configuration reloaded") && l.contains(r#"["a"]"#)),
+        "a was not rebuilt:\n{log}"
+    );
+    assert!(!log.contains("only a restart changes it"), "{log}");
+    for secret in [OLD, KEPT, ADDED] {
+        assert!(!log.contains(secret), "a key reached the log:\n{log}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -23,6 +23,7 @@ use crate::actor::target_stats::TargetStats;
 use crate::adapter::AdapterFactory;
 use crate::engine_wide::EngineWide;
 use crate::info::{KeyStatus, ProviderInfo, TargetBreaker};
+use crate::key_pools::KeyPools;
 
 /// Messages of [`RouterActor`].
 pub(crate) enum RouterMsg {
@@ -89,6 +90,8 @@ pub(crate) struct View {
     pub(crate) stats: Arc<TargetStats>,
     /// The running provider actors' leases.
     pub(crate) leases: HashMap<Arc<str>, Lease>,
+    /// The key pools of `settings` (a run takes its targets' at its plan).
+    pub(crate) pools: KeyPools,
     /// Reasons fixed at start: no key, no adapter.
     pub(crate) unavailable: HashMap<Arc<str>, Unavailable>,
     pub(crate) stopped: HashSet<Arc<str>>,
@@ -126,7 +129,9 @@ impl Actor for RouterActor {
         _myself: ActorRef<Self::Msg>,
         args: RouterArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let pools = args.wide.pools.current();
         let view = View::of(args.settings, &*args.factory, args.supervisor, None);
+        let view = View { pools, ..view };
         let state = RouterState {
             view,
             wide: args.wide,
@@ -214,10 +219,14 @@ pub(crate) fn update_of(table: RoutingTable) -> RoutingUpdate {
 impl RouterState {
     /// Replaces the view by one of `settings`: the leases and stopped marks
     /// of the providers that stay as they were are kept, the stats of the
-    /// group members that stay too; the stored routing, if any, is applied
+    /// group members that stay too, the key pools whose settings did not
+    /// change (the others made anew, each key kept keeping its state, and
+    /// put in force for the poller and the prober too); the stored routing, if any, is applied
     /// over the file's (why it does not fit, if it does not).
     fn reload(&mut self, settings: Arc<Settings>, gone: &[Arc<str>]) -> Option<Result<(), String>> {
         let kept = |p: &Arc<str>| settings.providers.contains_key(&**p) && !gone.contains(p);
+        let pools = self.view.pools.reloaded(&self.view.settings, &settings);
+        self.wide.pools.set(pools.clone());
         let old = &mut self.view;
         let mut next = View::of(
             Arc::clone(&settings),
@@ -226,6 +235,7 @@ impl RouterState {
             Some(&old.stats),
         );
         next.leases = old.leases.drain().filter(|(p, _)| kept(p)).collect();
+        next.pools = pools;
         next.stopped = old.stopped.drain().filter(|p| kept(p)).collect();
         self.view = next;
         let table = self.stored.clone()?;
@@ -249,8 +259,9 @@ impl RouterState {
 // === impl View ===
 
 impl View {
-    /// The view of `settings` with no provider actor started yet (`stats`:
-    /// the previous view's group stats, kept for the members that stay).
+    /// The view of `settings` with no provider actor started yet and no key
+    /// pool (`stats`: the previous view's group stats, kept for the
+    /// members that stay).
     fn of(
         settings: Arc<Settings>,
         factory: &dyn AdapterFactory,
@@ -291,6 +302,7 @@ impl View {
             )),
             supervisor,
             leases: HashMap::new(),
+            pools: KeyPools::default(),
             unavailable,
             stopped: HashSet::new(),
             settings,
@@ -344,11 +356,10 @@ impl View {
     /// state, then those whose variable is not set.
     fn pool_keys(
         p: &understudy_settings::ProviderSettings,
-        wide: &EngineWide,
+        pools: &KeyPools,
         now: Instant,
     ) -> Vec<crate::key_pools::PoolKeyStatus> {
-        let mut keys = wide
-            .pools
+        let mut keys = pools
             .get(&p.name)
             .map(|pool| pool.status(now))
             .unwrap_or_default();
@@ -416,7 +427,7 @@ impl View {
                                 .map(|u| u.saturating_duration_since(now).as_millis() as u64),
                         })
                         .collect(),
-                    keys: Self::pool_keys(p, wide, now),
+                    keys: Self::pool_keys(p, &self.pools, now),
                 }
             })
             .collect();

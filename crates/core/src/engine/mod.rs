@@ -637,7 +637,7 @@ impl Engine {
             &self.inner.wide.ready,
             &self.inner.supervisor,
             &self.inner.metrics,
-            &self.inner.wide.pools,
+            &self.inner.wide.pools.current(),
             None,
         )
         .await;

@@ -10,7 +10,13 @@
 //! settings did not change keeps its actor, breakers, key pool and the
 //! calls in flight; one removed or changed has its actor stopped (calls in
 //! flight keep the adapter their lease holds) and, when still configured,
-//! started anew from its new settings on first use.
+//! started anew from its new settings on first use. A provider whose key
+//! pool changed (keys added, removed or rotated; their weights, cooldown
+//! or stickiness) is one of those, and gets a new pool: a key that stays
+//! (the same secret) keeps its state — its time out, the budget its
+//! answers reported — and a key removed is in no new request's pool (the
+//! calls in flight on it finish). A pool whose settings did not change is
+//! kept whole, even when its provider's other settings did.
 
 use std::sync::Arc;
 
@@ -37,9 +43,9 @@ pub struct ProviderChanges {
     pub added: Vec<String>,
     /// Gone from the file: their actors stop.
     pub removed: Vec<String>,
-    /// Settings changed: their actors stop and start anew from the new
-    /// settings on first use (a target's breaker stays: it is the
-    /// target's, not the actor's).
+    /// Settings changed (their key pool among them): their actors stop
+    /// and start anew from the new settings on first use (a target's
+    /// breaker stays: it is the target's, not the actor's).
     pub rebuilt: Vec<String>,
 }
 
@@ -97,8 +103,7 @@ impl ProviderChanges {
 /// its value in `start`, and returns the TOML names of those that
 /// differed: the listen address and the rest of `[server]` but its client
 /// records, `REDIS_URL`, `[events]`, `[cache]`, `[breaker]`, `[budget]`,
-/// `[telemetry]`, `[affinity]`, `[probe]`, and a provider's key pool
-/// (made at start: a provider new to the file gets none).
+/// `[telemetry]`, `[affinity]` and `[probe]`.
 pub fn hold_fixed(start: &Settings, next: &mut Settings) -> Vec<String> {
     let mut changed = Vec::new();
     let mut hold = |name: &str, differs: bool| {
@@ -136,17 +141,6 @@ pub fn hold_fixed(start: &Settings, next: &mut Settings) -> Vec<String> {
     hold("[telemetry]", start.telemetry != next.telemetry);
     hold("[affinity]", start.affinity != next.affinity);
     hold("[probe]", start.probe != next.probe);
-    for (name, p) in &mut next.providers {
-        let pool = start
-            .providers
-            .get(name)
-            .map(|s| s.pool.clone())
-            .unwrap_or_default();
-        if p.pool != pool {
-            changed.push(format!("providers.{name}.keys"));
-            p.pool = pool;
-        }
-    }
     let clients = std::mem::take(&mut next.server.clients);
     next.server = understudy_settings::ServerSettings {
         clients,

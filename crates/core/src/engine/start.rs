@@ -15,7 +15,7 @@ use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
 use crate::engine_wide::EngineWide;
-use crate::key_pools::{KeyPool, KeyPools};
+use crate::key_pools::{KeyPool, KeyPools, LivePools};
 use crate::shared::{BreakerPoller, SharedState, configured_targets};
 use crate::sink::Sink;
 use crate::sink::fanout::EventBus;
@@ -136,7 +136,9 @@ pub(super) fn engine_wide(
         settings.server.max_pinned_targets,
         Arc::clone(metrics),
     ));
-    let pools = KeyPools::new(settings.providers.values().filter_map(KeyPool::of));
+    let pools = Arc::new(LivePools::new(KeyPools::new(
+        settings.providers.values().filter_map(KeyPool::of),
+    )));
     let ready = Arc::new(crate::probe::ReadyBoard::new(
         crate::probe::probed_targets(settings),
         Arc::clone(metrics),
@@ -180,7 +182,11 @@ pub(super) async fn breaker_poller(
     wide: &EngineWide,
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let mut poller = BreakerPoller::new(Arc::clone(shared), Arc::clone(&wide.board), &wide.pools);
+    let mut poller = BreakerPoller::new(
+        Arc::clone(shared),
+        Arc::clone(&wide.board),
+        Arc::clone(&wide.pools),
+    );
     poller.poll().await;
     tokio::spawn(poller.run(stop))
 }
@@ -248,7 +254,7 @@ pub(super) fn prober(
         supervisor: supervisor.clone(),
         shared: wide.shared.clone(),
         metrics: Arc::clone(metrics),
-        pools: wide.pools.clone(),
+        pools: Arc::clone(&wide.pools),
     };
     Some(tokio::spawn(prober.run(stop)))
 }

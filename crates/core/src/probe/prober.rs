@@ -18,7 +18,7 @@ use super::board::{ReadyBoard, Verdict};
 use super::fleet::{Fleet, Found};
 use crate::actor::provider::Lease;
 use crate::actor::supervisor::SupervisorMsg;
-use crate::key_pools::{KeyPool, KeyPools};
+use crate::key_pools::{KeyPool, KeyPools, LivePools};
 use crate::shared::{SharedState, unix_ms};
 use crate::sink::metrics::Metrics;
 use understudy_types::FailureCode;
@@ -35,7 +35,8 @@ pub(crate) struct Prober {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     pub(crate) shared: Option<Arc<SharedState>>,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) pools: KeyPools,
+    /// The key pools in force (a reload may swap them).
+    pub(crate) pools: Arc<LivePools>,
 }
 
 // === impl Prober ===
@@ -94,7 +95,7 @@ impl Prober {
             &self.board,
             &self.supervisor,
             &self.metrics,
-            &self.pools,
+            &self.pools.current(),
             self.shared.as_ref(),
         )
         .await
@@ -203,10 +204,10 @@ async fn probe_one(
             }
             let until = pool.refused(key, now);
             // The fleet hears of it as of a call's refusal.
-            if let (Some(shared), Some(name)) = (&call.shared, pool.name(key)) {
+            if let (Some(shared), Some(id)) = (&call.shared, pool.id(key)) {
                 let until_ms = unix_ms() + until.saturating_duration_since(now).as_millis() as u64;
                 shared
-                    .publish_key_out(&pool.provider, name, until_ms, FailureCode::Auth.as_str())
+                    .publish_key_out(&pool.provider, id, until_ms, FailureCode::Auth.as_str())
                     .await;
             }
         }

@@ -52,10 +52,9 @@ impl Run {
             }
             let timeouts = self.timeouts(idx);
             let deadline = (crate::runtime_clock::now() + timeouts.attempt).min(self.deadline);
-            let key = self
-                .wide
-                .pools
-                .get(&target.provider)
+            let key = self.leases[idx]
+                .pool
+                .as_ref()
                 .map_or(0, |pool| pool.any(crate::runtime_clock::now()));
             let counted = match lease(
                 &mut self.leases[idx].lease,

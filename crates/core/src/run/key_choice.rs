@@ -35,8 +35,7 @@ pub(crate) enum KeyChoice {
 impl Run {
     /// The key `call` goes to.
     pub(crate) fn pick_key(&mut self, call: Call) -> KeyChoice {
-        let target = &self.plan.targets[call.target];
-        let Some(pool) = self.wide.pools.get(&target.provider) else {
+        let Some(pool) = &self.leases[call.target].pool else {
             return KeyChoice::Single;
         };
         let pool = Arc::clone(pool);
@@ -111,21 +110,17 @@ impl Run {
         until: Instant,
         kind: Option<&FailureKind>,
     ) {
-        let (Some(shared), Some(name)) = (&self.wide.shared, pool.name(key)) else {
+        let (Some(shared), Some(id)) = (&self.wide.shared, pool.id(key)) else {
             return;
         };
         let shared = Arc::clone(shared);
         let provider = Arc::clone(&pool.provider);
-        let name = Arc::clone(name);
+        let id = Arc::clone(id);
         let code = kind.map_or("rate_limited", |k| k.code().as_str());
         let until_ms = unix_ms()
             + until
                 .saturating_duration_since(crate::runtime_clock::now())
                 .as_millis() as u64;
-        tokio::spawn(async move {
-            shared
-                .publish_key_out(&provider, &name, until_ms, code)
-                .await
-        });
+        tokio::spawn(async move { shared.publish_key_out(&provider, &id, until_ms, code).await });
     }
 }

@@ -146,6 +146,9 @@ pub(crate) struct Run {
 pub(crate) struct Slot {
     pub lease: Option<Lease>,
     pub stats: Option<Arc<crate::actor::target_stats::TargetStat>>,
+    /// The target's key pool in the view the run was planned from (`None`:
+    /// its provider has one key).
+    pub pool: Option<Arc<crate::key_pools::KeyPool>>,
     /// This run counts in the target's requests in flight (given back when
     /// the call ends, or when the run is dropped).
     pub entered: bool,
@@ -606,10 +609,7 @@ impl Run {
 
     /// Whether a target of the plan has a key pool.
     fn plan_has_pool(&self) -> bool {
-        self.plan
-            .targets
-            .iter()
-            .any(|t| self.wide.pools.get(&t.provider).is_some())
+        self.leases.iter().any(|slot| slot.pool.is_some())
     }
 
     /// Whether the spend cap allows another fallback now.

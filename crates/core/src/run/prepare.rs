@@ -148,6 +148,7 @@ pub(crate) fn prepare(
         .iter()
         .map(|t| crate::run::Slot {
             lease: view.leases.get(&t.provider).cloned(),
+            pool: view.pools.get(&t.provider).cloned(),
             stats: declared
                 .and_then(|declared| view.stats.get(as_declared(t, &resolved, declared)))
                 .or_else(|| hedge.as_ref().and_then(|_| view.stats.get(t)))

@@ -1,7 +1,8 @@
 //! Key pools through real HTTP: several keys behind one target, each key's
 //! own failures kept to it (the next key of the same target serves before
 //! any fallback), and the budgets a provider reports steering requests
-//! away from a key before it answers 429.
+//! away from a key before it answers 429; a fleet knowing a key by its
+//! secret, wherever the key sits in each instance's list.
 
 use std::time::Duration;
 
@@ -318,6 +319,46 @@ async fn a_key_refused_on_one_instance_is_out_on_every_instance() {
     })
     .await;
     for _ in 0..20 {
+        assert_eq!(ask(&two).await.provider, "pool");
+    }
+    assert_eq!(sent_with(&pool, A), 1, "key A was called again");
+}
+
+#[tokio::test]
+async fn the_fleet_knows_a_key_by_its_secret_not_its_place() {
+    // Mid-rotation: instance two's list dropped B and put C first, so A is
+    // its `key-2` where it is instance one's `key-1`.
+    let redis = RedisServer::start().unwrap();
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    pool.respond_with(|r| match r.api_key() {
+        Some(A) => Reply::status(401),
+        _ => Reply::text("from another key"),
+    });
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let one = gateway_with(&pool, &[A, B], &fallback, "", &env).await;
+    let two = gateway_with(&pool, &[C, A], &fallback, "", &env).await;
+    eventually("instance one to call key A", async || {
+        ask(&one).await;
+        sent_with(&pool, A) == 1
+    })
+    .await;
+    eventually(
+        "instance two to hold key A out, by its secret",
+        async || {
+            let status = two.engine.providers().await.unwrap();
+            let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+            (keys[1].name == "key-2" && keys[1].out == Some("auth"))
+                .then_some(())
+                .ok_or(format!("{keys:?}"))
+        },
+    )
+    .await;
+    let status = two.engine.providers().await.unwrap();
+    let keys = &status.iter().find(|p| p.name == "pool").unwrap().keys;
+    assert!(keys[0].available, "key C was held out for A: {keys:?}");
+    for _ in 0..10 {
         assert_eq!(ask(&two).await.provider, "pool");
     }
     assert_eq!(sent_with(&pool, A), 1, "key A was called again");
