@@ -28,6 +28,9 @@
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod container;
+mod container_test;
+mod http;
 mod provision;
 mod tidy;
 
@@ -47,7 +50,12 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
-        _ => Err("usage: cargo xtask <test|provision|ci|tidy|bench|browser-test>".to_owned()),
+        Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
+        Some("container-test") => container_test::run(),
+        _ => Err(
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test>"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,7 +89,9 @@ fn test() -> Result<(), String> {
     let chromium = provisioned
         .chromium
         .unwrap_or_else(provision::chromium_path);
-    browser_test(&chromium)
+    browser_test(&chromium)?;
+    // The workspace's tests built the simulators' binary.
+    container_test::run_with(&container_test::built_sim())
 }
 
 fn ci() -> Result<(), String> {
@@ -231,7 +241,7 @@ fn bench() -> Result<(), String> {
     }
 }
 
-fn cargo(args: &[&str]) -> Result<(), String> {
+pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with_env(args, &[])
 }
 
