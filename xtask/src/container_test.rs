@@ -17,7 +17,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::container::{Container, Podman};
+use crate::container::{Container, ImageLabels, Podman};
 use crate::{cargo, http, note, project_root};
 
 /// The most the image may weigh.
@@ -116,8 +116,11 @@ fn check_image(podman: &Podman, image: &str) -> Result<(), String> {
         }
     }
     let revision = inspect(r#"{{index .Config.Labels "org.opencontainers.image.revision"}}"#)?;
-    if revision.is_empty() {
-        return Err(format!("image {image}: no revision label ({revision:?})"));
+    let expected = ImageLabels::of_checkout(&project_root()).revision;
+    if revision != expected {
+        return Err(format!(
+            "image {image}: the revision label is {revision:?}, not {expected:?}"
+        ));
     }
     Ok(())
 }
@@ -260,7 +263,8 @@ struct Gateway {
 impl Gateway {
     /// Writes the configuration (two OpenAI-compatible providers on the
     /// simulators, a route `failover` over them, the prober off so the
-    /// failing one is tried) and starts the image on it.
+    /// failing one is tried) and starts the image on it, its root
+    /// read-only as in Kubernetes.
     fn start(podman: &Podman, image: &str, sims: &Sims) -> Result<Self, String> {
         let dir = podman.dir().join("test");
         std::fs::create_dir_all(&dir)
@@ -278,6 +282,7 @@ impl Gateway {
             .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
         let port = free_port()?;
         let container = podman.start(&[
+            "--read-only",
             "--network",
             "host",
             "--env",

@@ -7,7 +7,7 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`.
+//!   `browser-test`, then `container-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -24,6 +24,14 @@
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.
+//! - `image`: builds the container image from the `Containerfile` with
+//!   Podman (else Docker) and prints its tag and size; `--offline` builds
+//!   it on a builder base made from this machine's toolchain, `--tag TAG`
+//!   names it (`container/`).
+//! - `container-test`: builds the image offline and runs it with Podman
+//!   against simulated providers: `/healthz`, failover, SIGTERM's drain
+//!   (`container_test.rs`); a loud SKIPPED line where Podman cannot run
+//!   containers.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
