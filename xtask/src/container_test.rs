@@ -351,7 +351,10 @@ impl Gateway {
         self.container.signal("TERM")?;
         let shut_down = eventually("the gateway logs its shutdown", || {
             let logs = self.container.logs()?.to_ascii_lowercase();
-            Ok((logs.contains("shutting down") || logs.contains("drain")).then(Instant::now))
+            let heard = ["shutting down", "drain", "sigterm"]
+                .iter()
+                .any(|said| logs.contains(said));
+            Ok(heard.then(Instant::now))
         })?;
         let mut last_piece = Instant::now();
         while let Some(piece) = stream.next_piece()? {

@@ -163,7 +163,12 @@ pub(crate) fn build_with(args: &[String]) -> Result<(), String> {
         if offline {
             podman.build_offline(&tag, &labels)?;
         } else {
-            run_shown(&mut default_build(podman.command(), &tag, &labels))?;
+            run_shown(&mut default_build(podman.command(), &tag, &labels)).map_err(|e| {
+                format!(
+                    "{e}\nwithout a registry, `cargo xtask image --offline` builds on this \
+                     machine's toolchain"
+                )
+            })?;
         }
         podman.image_size(&tag)?
     } else if find_on_path("docker").is_some() {
@@ -246,6 +251,18 @@ fn without_credentials(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn podman_and_docker_ignore_the_same_files() {
+        let read = |name: &str| std::fs::read_to_string(crate::project_root().join(name));
+        let (podman, docker) = (read(".containerignore"), read(".dockerignore"));
+        assert!(podman.is_ok(), ".containerignore: {podman:?}");
+        assert_eq!(
+            podman.ok(),
+            docker.ok(),
+            ".dockerignore differs from .containerignore"
+        );
+    }
+
     #[test]
     fn remotes_lose_their_credentials() {
         let check = |url: &str, expected: &str| {
