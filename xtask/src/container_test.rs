@@ -33,20 +33,16 @@ const PATIENCE: Duration = Duration::from_secs(90);
 
 /// Runs the test, building `understudy-sim`; see the module's doc.
 pub(crate) fn run() -> Result<(), String> {
-    cargo(&[
-        "build",
-        "--quiet",
-        "-p",
-        "understudy-testkit",
-        "--bin",
-        "understudy-sim",
-    ])?;
+    build_sim()?;
     run_with(&built_sim())
 }
 
 /// Runs the test with the simulators' binary `sim` (after the workspace's
-/// tests, which build it).
+/// tests, which build it; built here if they did not).
 pub(crate) fn run_with(sim: &Path) -> Result<(), String> {
+    if !sim.exists() {
+        build_sim()?;
+    }
     let podman = match Podman::detect() {
         Ok(podman) => podman,
         Err(skip) => {
@@ -348,6 +344,15 @@ impl Gateway {
                 .ok_or("the stream ended before its first word")?;
             received.push_str(&String::from_utf8_lossy(&piece));
         }
+        // The rest is read as it arrives, each piece timed, while the
+        // signal is sent and its effect watched for.
+        let reader = std::thread::spawn(move || {
+            let mut pieces = Vec::new();
+            while let Some(piece) = stream.next_piece()? {
+                pieces.push((Instant::now(), piece));
+            }
+            Ok::<_, String>(pieces)
+        });
         self.container.signal("TERM")?;
         let shut_down = eventually("the gateway logs its shutdown", || {
             let logs = self.container.logs()?.to_ascii_lowercase();
@@ -356,16 +361,18 @@ impl Gateway {
                 .any(|said| logs.contains(said));
             Ok(heard.then(Instant::now))
         })?;
-        let mut last_piece = Instant::now();
-        while let Some(piece) = stream.next_piece()? {
-            received.push_str(&String::from_utf8_lossy(&piece));
-            last_piece = Instant::now();
+        let pieces = reader
+            .join()
+            .map_err(|_| "the stream's reader panicked".to_owned())??;
+        let last_piece = pieces.last().map(|(at, _)| *at);
+        for (_, piece) in &pieces {
+            received.push_str(&String::from_utf8_lossy(piece));
         }
         let last_word = format!("w{STREAM_CHUNKS} ");
         if !received.contains(&last_word) || !received.contains("[DONE]") {
             return Err(format!("the stream open at SIGTERM was cut:\n{received}"));
         }
-        if last_piece < shut_down {
+        if last_piece.is_none_or(|at| at < shut_down) {
             return Err(
                 "the stream ended before the gateway logged its shutdown, so it \
                         proves nothing: lengthen it (STREAM_CHUNKS)"
@@ -425,6 +432,18 @@ fn free_port() -> Result<u16, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// `cargo build` of the simulators' binary.
+fn build_sim() -> Result<(), String> {
+    cargo(&[
+        "build",
+        "--quiet",
+        "-p",
+        "understudy-testkit",
+        "--bin",
+        "understudy-sim",
+    ])
 }
 
 /// The simulators' binary a workspace test run leaves behind.
