@@ -7,7 +7,7 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`.
+//!   `browser-test`, then `container-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -24,10 +24,21 @@
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.
+//! - `image`: builds the container image from the `Containerfile` with
+//!   Podman (else Docker) and prints its tag and size; `--offline` builds
+//!   it on a builder base made from this machine's toolchain, `--tag TAG`
+//!   names it (`container/`).
+//! - `container-test`: builds the image offline and runs it with Podman
+//!   against simulated providers: `/healthz`, failover, SIGTERM's drain
+//!   (`container_test.rs`); a loud SKIPPED line where Podman cannot run
+//!   containers.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod container;
+mod container_test;
+mod http;
 mod provision;
 mod tidy;
 
@@ -47,7 +58,12 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
-        _ => Err("usage: cargo xtask <test|provision|ci|tidy|bench|browser-test>".to_owned()),
+        Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
+        Some("container-test") => container_test::run(),
+        _ => Err(
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test>"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,7 +97,9 @@ fn test() -> Result<(), String> {
     let chromium = provisioned
         .chromium
         .unwrap_or_else(provision::chromium_path);
-    browser_test(&chromium)
+    browser_test(&chromium)?;
+    // The workspace's tests built the simulators' binary.
+    container_test::run_with(&container_test::built_sim())
 }
 
 fn ci() -> Result<(), String> {
@@ -231,7 +249,7 @@ fn bench() -> Result<(), String> {
     }
 }
 
-fn cargo(args: &[&str]) -> Result<(), String> {
+pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with_env(args, &[])
 }
 

@@ -5,7 +5,9 @@
 //! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
 //! `opentelemetry-proto` and `grpcio` for the OTLP receiver), and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
-//! with the machine's npm into `target/test-npm`.
+//! with the machine's npm into `target/test-npm`. For the container test:
+//! `podman` and `runc` (as root only), and Podman's settings for it in
+//! `target/container/containers.conf`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
@@ -148,6 +150,16 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
             missing.push("chromium");
         }
     }
+    // The container test's engine (Debian's podman, with runc): installed
+    // along with the rest when running as root; otherwise that test says
+    // it is SKIPPED rather than failing the run for want of it.
+    if suites == Suites::WorkspaceAndBrowser && is_root() {
+        for tool in ["podman", "runc"] {
+            if find_on_path(tool).is_none() {
+                missing.push(tool);
+            }
+        }
+    }
     if !venv_ready && !can_make_venv() {
         // Debian keeps `ensurepip`, which `python3 -m venv` needs, apart.
         missing.push("python3-venv");
@@ -172,6 +184,13 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
         make_venv(&venv)?;
     }
     install_python_packages(&python)?;
+    if suites == Suites::WorkspaceAndBrowser {
+        let conf = crate::container::write_conf(root)?;
+        note(&format!(
+            "podman settings: CONTAINERS_CONF={}",
+            conf.display()
+        ));
+    }
     let npm_bins = install_npm_packages(&root.join("target").join("test-npm"))?;
     Ok(Provisioned {
         python,
