@@ -7,7 +7,7 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`.
+//!   `dist-test`, then `browser-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -24,10 +24,15 @@
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.
+//! - `dist`: the release archive, its CycloneDX SBOM and `SHA256SUMS` in
+//!   `target/dist/`, the binary carrying its dependency list (`dist.rs`).
+//! - `dist-test`: `dist`, then the release's checks (`dist/verify.rs`);
+//!   `test` and `ci` run it after the workspace's tests.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod dist;
 mod provision;
 mod tidy;
 
@@ -47,7 +52,13 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
-        _ => Err("usage: cargo xtask <test|provision|ci|tidy|bench|browser-test>".to_owned()),
+        Some("dist") => dist::dist(&project_root()).map(|_| ()),
+        Some("dist-test") => provision::provision(&project_root(), provision::Suites::Workspace)
+            .and_then(|p| dist::verify::test(&project_root(), &p.python)),
+        _ => Err(
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|dist|dist-test>"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,6 +89,7 @@ fn test() -> Result<(), String> {
     let provisioned =
         provision::provision(&project_root(), provision::Suites::WorkspaceAndBrowser)?;
     workspace_tests(&provisioned)?;
+    dist::verify::test(&project_root(), &provisioned.python)?;
     let chromium = provisioned
         .chromium
         .unwrap_or_else(provision::chromium_path);
@@ -95,7 +107,8 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     let provisioned = provision::provision(&project_root(), provision::Suites::Workspace)?;
-    workspace_tests(&provisioned)
+    workspace_tests(&provisioned)?;
+    dist::verify::test(&project_root(), &provisioned.python)
 }
 
 /// `cargo test --workspace`, with the venv's Python for the SDK tests and
