@@ -59,8 +59,6 @@ pub(crate) struct Release {
     pub(crate) sbom: PathBuf,
     /// The archive's top directory, `understudy-<version>-<target>`.
     pub(crate) top: String,
-    /// The files in the top directory, sorted.
-    pub(crate) entries: Vec<String>,
     /// Files the archive should hold but the repository does not have.
     pub(crate) missing: Vec<String>,
     /// The staged top directory the archive was made from.
@@ -113,7 +111,7 @@ pub(crate) fn dist(root: &Path) -> Result<Release, String> {
         mkdir(fresh)?;
     }
     let binary = target_dir.join("release").join(BINARY);
-    let (entries, missing) = stage_files(root, &binary, &stage)?;
+    let missing = stage_files(root, &binary, &stage)?;
     let archive = dir.join(format!("{top}.tar.gz"));
     write_archive(&stage, &archive, epoch)?;
 
@@ -142,7 +140,6 @@ pub(crate) fn dist(root: &Path) -> Result<Release, String> {
         archive,
         sbom: sbom_path,
         top,
-        entries,
         missing,
         stage,
         target,
@@ -211,12 +208,8 @@ fn build(root: &Path, tools: &Path) -> Result<(), String> {
 }
 
 /// Copies the binary and the release's files into `stage`; returns the
-/// names staged (sorted) and the repository files that are missing.
-fn stage_files(
-    root: &Path,
-    binary: &Path,
-    stage: &Path,
-) -> Result<(Vec<String>, Vec<String>), String> {
+/// repository files that are missing.
+fn stage_files(root: &Path, binary: &Path, stage: &Path) -> Result<Vec<String>, String> {
     let mut copies = vec![(binary.to_path_buf(), BINARY.to_owned(), 0o755)];
     let mut missing = Vec::new();
     for (from, to) in FILES {
@@ -245,9 +238,7 @@ fn stage_files(
             "NOTE: the release lacks {gap}: it is not in the repository"
         ));
     }
-    let mut names: Vec<String> = copies.into_iter().map(|(_, to, _)| to).collect();
-    names.sort();
-    Ok((names, missing))
+    Ok(missing)
 }
 
 /// The licence files at the repository's root, sorted.
