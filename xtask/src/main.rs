@@ -7,7 +7,7 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`, then `container-test`.
+//!   `dist-test`, then `browser-test`, then `container-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -32,12 +32,17 @@
 //!   against simulated providers: `/healthz`, failover, SIGTERM's drain
 //!   (`container_test.rs`); a loud SKIPPED line where Podman cannot run
 //!   containers.
+//! - `dist`: the release archive, its CycloneDX SBOM and `SHA256SUMS` in
+//!   `target/dist/`, the binary carrying its dependency list (`dist.rs`).
+//! - `dist-test`: `dist`, then the release's checks (`dist/verify.rs`);
+//!   `test` and `ci` run it after the workspace's tests.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
 mod container;
 mod container_test;
+mod dist;
 mod http;
 mod provision;
 mod tidy;
@@ -60,8 +65,11 @@ fn main() -> ExitCode {
         Some("browser-test") => browser_test(&provision::chromium_path()),
         Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("container-test") => container_test::run(),
+        Some("dist") => dist::dist(&project_root()).map(|_| ()),
+        Some("dist-test") => provision::provision(&project_root(), provision::Suites::Workspace)
+            .and_then(|p| dist::verify::test(&project_root(), &p.python)),
         _ => Err(
-            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test>"
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test|dist|dist-test>"
                 .to_owned(),
         ),
     };
@@ -94,6 +102,7 @@ fn test() -> Result<(), String> {
     let provisioned =
         provision::provision(&project_root(), provision::Suites::WorkspaceAndBrowser)?;
     workspace_tests(&provisioned)?;
+    dist::verify::test(&project_root(), &provisioned.python)?;
     let chromium = provisioned
         .chromium
         .unwrap_or_else(provision::chromium_path);
@@ -113,7 +122,8 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     let provisioned = provision::provision(&project_root(), provision::Suites::Workspace)?;
-    workspace_tests(&provisioned)
+    workspace_tests(&provisioned)?;
+    dist::verify::test(&project_root(), &provisioned.python)
 }
 
 /// `cargo test --workspace`, with the venv's Python for the SDK tests and

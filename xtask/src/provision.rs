@@ -3,7 +3,9 @@
 //! `PATH`, Chromium for the browser test, a private Python venv in
 //! `target/test-venv` holding the packages of [`PYTHON_PACKAGES`] (the
 //! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
-//! `opentelemetry-proto` and `grpcio` for the OTLP receiver), and the
+//! `opentelemetry-proto` and `grpcio` for the OTLP receiver,
+//! `cyclonedx-python-lib` for the release test's SBOM check), `objcopy`
+//! (binutils) for its embedded dependency list, and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
 //! with the machine's npm into `target/test-npm`. For the container test:
 //! `podman` and `runc` (as root only), and Podman's settings for it in
@@ -53,6 +55,12 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
     PythonPackage {
         requirement: "grpcio==1.76.0",
         import: "grpc",
+    },
+    // The release test validates the SBOM against the CycloneDX JSON
+    // schemas this package ships (offline), with its `jsonschema` extra.
+    PythonPackage {
+        requirement: "cyclonedx-python-lib[json-validation]==11.12.0",
+        import: "cyclonedx.validation.json, jsonschema",
     },
 ];
 
@@ -159,6 +167,11 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
                 missing.push(tool);
             }
         }
+    }
+    // The release test reads the binary's embedded dependency list with
+    // objcopy (binutils comes with gcc, which cargo needs to link).
+    if find_on_path("objcopy").is_none() {
+        missing.push("binutils");
     }
     if !venv_ready && !can_make_venv() {
         // Debian keeps `ensurepip`, which `python3 -m venv` needs, apart.
@@ -301,10 +314,14 @@ fn install_python_packages(python: &Path) -> Result<(), String> {
 fn python_check(package: &PythonPackage) -> String {
     let import = format!("import {}", package.import);
     match package.requirement.split_once("==") {
-        Some((name, version)) => format!(
-            "{import}\nimport importlib.metadata, sys\n\
+        Some((name, version)) => {
+            // `name[extra]`: the distribution is `name`.
+            let name = name.split('[').next().unwrap_or(name);
+            format!(
+                "{import}\nimport importlib.metadata, sys\n\
              sys.exit(importlib.metadata.version({name:?}) != {version:?})"
-        ),
+            )
+        }
         None => import,
     }
 }
