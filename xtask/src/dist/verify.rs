@@ -118,8 +118,8 @@ fn check_listing(root: &Path, release: &Release) -> Result<(), String> {
             .into_iter()
             .map(|(n, m)| (format!("{}/{n}", release.top), m)),
     );
-    for gap in &release.missing {
-        note(&format!("SKIPPED: the release lacks {gap}"));
+    if !release.missing.is_empty() {
+        return Err(format!("the release lacks {}", release.missing.join(", ")));
     }
     let date = super::sbom::rfc3339(release.epoch).replace('T', " ");
     let date = &date[..16];
