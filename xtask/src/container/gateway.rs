@@ -6,8 +6,9 @@
 //! The offline builder base is an empty root with the host's `/usr`, the
 //! toolchain (`rustc --print sysroot`) and the cargo home (its registry:
 //! no network) mounted into the build, and `CARGO_TARGET_DIR` pointing at
-//! `target/container/cargo-target`, which outlives the build: a second
-//! build compiles only what changed.
+//! the project's own `target/`, which outlives the build: the crates.io
+//! dependencies a host release build (`cargo xtask dist`) compiled are
+//! reused, so the image's build compiles only the workspace's crates.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,7 +95,7 @@ impl Podman {
         let root = project_root();
         let toolchain = sysroot()?;
         let cargo_home = cargo_home()?;
-        let cache = self.dir().join("cargo-target");
+        let cache = root.join("target");
         std::fs::create_dir_all(&cache)
             .map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
         let mut base = Base::host_usr("understudy-builder");
