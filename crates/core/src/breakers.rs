@@ -31,8 +31,9 @@ use crate::sink::metrics::{Metrics, StateLabels};
 pub struct BreakerBoard {
     settings: BreakerSettings,
     /// The configured targets (each provider's default model and every
-    /// route's targets), fixed at start.
-    configured: HashMap<Target, Mutex<Breaker>>,
+    /// route's targets), fixed at start (so hashed cheaply: see
+    /// `fixed_keys.rs`).
+    configured: crate::fixed_keys::FixedMap<Target, Mutex<Breaker>>,
     /// Targets only clients named (pins), bounded: the least recently used
     /// is forgotten (breaker and metric label) to make room.
     pinned: Mutex<Pinned>,

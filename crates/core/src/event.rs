@@ -190,20 +190,22 @@ pub(crate) struct EventContext {
 }
 
 impl GenerationEvent {
+    /// A served answer's event (the context's strings move in: an answer
+    /// makes one event).
     pub(crate) fn served(
-        ctx: &EventContext,
+        ctx: EventContext,
         g: &Generation,
         cached: bool,
         cost_usd: Option<f64>,
     ) -> Self {
         Self {
-            request_id: ctx.request_id.clone(),
+            request_id: ctx.request_id,
             timestamp: now_rfc3339(),
-            route: ctx.route.clone(),
+            route: ctx.route,
             api: ctx.api,
             provider: Some(g.provider.clone()),
             model: Some(g.model.clone()),
-            primary: ctx.primary.clone(),
+            primary: ctx.primary,
             success: true,
             fell_back: g.fell_back,
             content_filtered: g.content_filtered,
@@ -216,7 +218,7 @@ impl GenerationEvent {
             ttft_ms: None,
             usage: g.usage,
             cost_usd,
-            omitted_tools: ctx.omitted_tools.clone(),
+            omitted_tools: ctx.omitted_tools,
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(&g.attempts),
@@ -229,16 +231,17 @@ impl GenerationEvent {
         }
     }
 
-    pub(crate) fn failed(ctx: &EventContext, e: &Error, streamed: bool, latency_ms: f64) -> Self {
+    /// A failed request's event (the context's strings move in).
+    pub(crate) fn failed(ctx: EventContext, e: &Error, streamed: bool, latency_ms: f64) -> Self {
         let attempts = e.attempts().to_vec();
         Self {
-            request_id: ctx.request_id.clone(),
+            request_id: ctx.request_id,
             timestamp: now_rfc3339(),
-            route: ctx.route.clone(),
+            route: ctx.route,
             api: ctx.api,
             provider: None,
             model: None,
-            primary: ctx.primary.clone(),
+            primary: ctx.primary,
             success: false,
             fell_back: false,
             content_filtered: refused(&attempts),
@@ -251,7 +254,7 @@ impl GenerationEvent {
             ttft_ms: None,
             usage: None,
             cost_usd: None,
-            omitted_tools: ctx.omitted_tools.clone(),
+            omitted_tools: ctx.omitted_tools,
             client: None,
             skipped: Vec::new(),
             fallback_credit: credit_of(e.attempts()),

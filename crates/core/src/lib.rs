@@ -19,6 +19,8 @@
 //! - [`credentials`]: how long a request may wait on credentials that the
 //!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
+//! - `fixed_keys`: a cheap hasher for maps keyed by configured names
+//!   (private).
 //! - [`key_pools`]: a pooled provider's keys at run time (`KeyPool`,
 //!   every pool in `KeyPools`, those in force in `LivePools`, a request's
 //!   key in `KeyInUse`).
@@ -53,6 +55,7 @@ pub mod credentials;
 pub mod engine;
 mod engine_wide;
 pub mod event;
+mod fixed_keys;
 pub mod generation;
 pub mod info;
 pub mod key_pools;

@@ -220,12 +220,27 @@ fn http_refusal(refused: &Attempt) -> Option<StatusCode> {
 
 /// A native answer's body, as the provider sent it.
 pub(crate) fn native_json(body: String) -> Response {
+    json_body(body.into_bytes())
+}
+
+/// A JSON answer already written (`application/json`, as axum's `Json`
+/// sends it).
+pub(crate) fn json_body(body: Vec<u8>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        body,
+        axum::body::Bytes::from(body),
     )
         .into_response()
+}
+
+/// `prefix` then `id`, in one allocation (an answer's id made of the
+/// request's; `format!` costs several times more).
+pub(crate) fn prefixed(prefix: &str, id: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + id.len());
+    out.push_str(prefix);
+    out.push_str(id);
+    out
 }

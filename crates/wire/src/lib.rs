@@ -24,6 +24,8 @@
 //! - [`caller`]: the routing fields a client may send in a body
 //!   (`models`, `provider`, `fallbacks`), read and kept from providers.
 //! - [`go_duration`]: Go's durations (`1m0s`), read and written.
+//! - `json_text`: JSON written by hand into one buffer for the answers every
+//!   plain request writes (the bytes serde writes).
 //! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
 //! - [`eventstream`]: AWS's binary event-stream framing (Bedrock's streams), decoded and encoded.
 //! - [`sse`]: the event-stream decoder (it keeps non-SSE lines; see its docs for why).
@@ -45,6 +47,7 @@ pub mod front_ends;
 pub mod generate_content;
 pub mod go_duration;
 pub mod ids;
+mod json_text;
 pub mod messages;
 pub mod ratelimit;
 pub mod responses;

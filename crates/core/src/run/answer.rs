@@ -26,7 +26,6 @@ impl Run {
     /// stops the walk (no further target is called for an answer nobody
     /// will read) and gives back a half-open probe the call in flight took.
     pub(crate) async fn answer(&mut self) -> GenerateResult {
-        let ctx = self.event_context();
         let started = self.started;
         let key = if self.use_cache && self.wide.cache.enabled() && !self.plan.targets.is_empty() {
             let ctx = KeyContext {
@@ -42,25 +41,28 @@ impl Run {
         };
         if let Some(key) = key {
             if let Some(mut g) = Box::pin(self.wide.cache.get(key)).await {
+                let ctx = self.take_event_context();
                 g.request_id = ctx.request_id.clone();
                 g.cached = true;
                 g.attempts.clear();
                 g.latency_ms = millis(crate::runtime_clock::since(started));
-                self.publish(GenerationEvent::served(&ctx, &g, true, Some(0.0)));
+                self.publish(GenerationEvent::served(ctx, &g, true, Some(0.0)));
                 return Ok(g);
             }
         }
         let result = self.walk_to_answer().await;
+        // Made after the walk, so that the walk's future does not hold it.
+        let ctx = self.take_event_context();
         match &result {
             Ok(g) => {
                 if let Some(key) = key {
                     self.wide.cache.put(key, g);
                 }
                 let cost = cost_usd(&self.settings, &g.provider, &g.model, g.usage);
-                self.publish(GenerationEvent::served(&ctx, g, false, cost));
+                self.publish(GenerationEvent::served(ctx, g, false, cost));
             }
             Err(e) => self.publish(GenerationEvent::failed(
-                &ctx,
+                ctx,
                 e,
                 false,
                 millis(crate::runtime_clock::since(started)),
@@ -140,15 +142,19 @@ impl Run {
     ) -> Generation {
         let provider = self.plan.targets[idx].provider.to_string();
         let fell_back = decider.is_fallback(idx);
-        self.spent(
-            fell_back,
-            cost_usd(
-                &self.settings,
-                &provider,
-                &completion.model,
-                completion.usage,
-            ),
-        );
+        // Priced here only for the spend cap's meter (the event prices the
+        // answer itself).
+        if fell_back && self.wide.spend.is_some() {
+            self.spent(
+                fell_back,
+                cost_usd(
+                    &self.settings,
+                    &provider,
+                    &completion.model,
+                    completion.usage,
+                ),
+            );
+        }
         Generation::from_completion(
             self.request_id.clone(),
             provider,

@@ -192,6 +192,19 @@ impl Run {
         }
     }
 
+    /// The event context of an answer's one event: the request's id, route
+    /// label and omitted tools move out of the run (an answer's run reads
+    /// them no more once its walk is over).
+    pub(crate) fn take_event_context(&mut self) -> EventContext {
+        EventContext {
+            request_id: std::mem::take(&mut self.request_id),
+            route: std::mem::take(&mut self.route_label),
+            api: self.api,
+            omitted_tools: std::mem::take(&mut self.omitted_tools),
+            primary: self.plan.primary.provider.to_string(),
+        }
+    }
+
     /// The timeouts for target `idx` of this request (one lookup for both
     /// modes).
     fn timeouts(&self, idx: usize) -> Timeouts {

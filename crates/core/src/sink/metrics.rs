@@ -536,7 +536,7 @@ pub(crate) async fn run(
 #[derive(Debug)]
 pub(crate) struct Recorder {
     metrics: Arc<Metrics>,
-    providers: HashMap<String, Handles>,
+    providers: crate::fixed_keys::FixedMap<String, Handles>,
     /// By client record's name.
     clients: HashMap<String, ClientHandles>,
     /// Provider name → `gen_ai.provider.name`.
@@ -621,7 +621,7 @@ impl Recorder {
     pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             metrics,
-            providers: HashMap::new(),
+            providers: Default::default(),
             clients: HashMap::new(),
             genai_names: HashMap::new(),
             balance_choices: Vec::new(),
@@ -912,7 +912,7 @@ impl Handles {
 /// `provider`'s handles (created empty on its first event; `None` never
 /// happens, as the entry is made first).
 fn handles<'a>(
-    providers: &'a mut HashMap<String, Handles>,
+    providers: &'a mut crate::fixed_keys::FixedMap<String, Handles>,
     provider: &str,
 ) -> Option<&'a mut Handles> {
     if !providers.contains_key(provider) {

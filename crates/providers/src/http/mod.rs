@@ -495,12 +495,16 @@ pub(crate) fn json_post(
     headers: &HeaderMap,
     body: &impl serde::Serialize,
 ) -> Result<reqwest::RequestBuilder, Failure> {
-    let body = serde_json::to_vec(body).map_err(|e| {
+    // Sized once for a usual request (serde_json's own start, 128 bytes,
+    // grows twice for the shortest chat).
+    let mut buf = Vec::with_capacity(512);
+    serde_json::to_writer(&mut buf, body).map_err(|e| {
         Failure::new(
             FailureKind::BadRequest,
             format!("cannot encode the request: {e}"),
         )
     })?;
+    let body = buf;
     Ok(client.post(url).headers(headers.clone()).body(body))
 }
 
@@ -759,9 +763,10 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
 
 /// Reads an answer, bounded by [`BODY_LIMIT`] (or [`ERROR_BODY_LIMIT`]
 /// for an error status).
-pub(crate) async fn receive(response: reqwest::Response) -> Result<Received, Failure> {
+pub(crate) async fn receive(mut response: reqwest::Response) -> Result<Received, Failure> {
     let status = response.status().as_u16();
-    let headers = response.headers().clone();
+    // Taken, not copied: the body is read from here on, without them.
+    let headers = std::mem::take(response.headers_mut());
     let limit = if (200..300).contains(&status) {
         BODY_LIMIT
     } else {

@@ -19,7 +19,7 @@ use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
 use understudy_wire::chat_completions::response::WireUsage as UsageOut;
 
 use super::parse_json;
-use crate::front::{Front, Preamble, serve};
+use crate::front::{Front, Preamble, json_body, prefixed, serve};
 use crate::sse::now;
 use crate::{AppState, OpenAiError};
 
@@ -46,7 +46,7 @@ async fn completions(
     );
     let model = body.model.as_deref().unwrap_or("default");
     let front = ChatCompletions {
-        id: format!("chatcmpl-{}", preamble.id),
+        id: prefixed("chatcmpl-", &preamble.id),
         created: now(),
         include_usage: body.include_usage(),
     };
@@ -85,7 +85,7 @@ impl Front for ChatCompletions {
             usage: g.usage.map(UsageOut::from),
             system_fingerprint: None,
         };
-        Json(body).into_response()
+        json_body(body.to_json())
     }
 
     /// A refusal is an answer in OpenAI's terms: `message.refusal` and

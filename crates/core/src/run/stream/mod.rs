@@ -451,7 +451,7 @@ impl Run {
     async fn fail(&mut self, client: Client, error: Error) {
         let latency_ms = millis(crate::runtime_clock::since(self.started));
         self.publish(GenerationEvent::failed(
-            &self.event_context(),
+            self.event_context(),
             &error,
             true,
             latency_ms,
