@@ -7,7 +7,9 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`.
+//!   `browser-test`, then the deployment check (`deploy.rs`: the
+//!   Kubernetes manifests rendered and validated offline, the systemd unit
+//!   verified).
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -24,10 +26,14 @@
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.
+//! - `deploy-check`: only the deployment check of `test` (after `provision`,
+//!   or with `UNDERSTUDY_PYTHON` set to a Python that has
+//!   `kubernetes-validate`), on the debug binary it builds.
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod deploy;
 mod provision;
 mod tidy;
 
@@ -46,8 +52,12 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
+        Some("deploy-check") => deploy_check_alone(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
-        _ => Err("usage: cargo xtask <test|provision|ci|tidy|bench|browser-test>".to_owned()),
+        _ => Err(
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|deploy-check>"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -80,8 +90,36 @@ fn test() -> Result<(), String> {
     workspace_tests(&provisioned)?;
     let chromium = provisioned
         .chromium
+        .clone()
         .unwrap_or_else(provision::chromium_path);
-    browser_test(&chromium)
+    browser_test(&chromium)?;
+    deploy_check(&provisioned)
+}
+
+/// The deployment files' checks (see `deploy.rs`), with the binary the
+/// workspace's tests built.
+fn deploy_check(provisioned: &provision::Provisioned) -> Result<(), String> {
+    let root = project_root();
+    let binary = root.join("target").join("debug").join("understudy");
+    deploy::check(&root, &provisioned.python, &binary)
+}
+
+/// `cargo xtask deploy-check`: the deployment check alone, with the venv's
+/// Python (or `$UNDERSTUDY_PYTHON`).
+fn deploy_check_alone() -> Result<(), String> {
+    let root = project_root();
+    cargo(&["build", "--quiet", "-p", "understudy-cli"])?;
+    let python = std::env::var_os("UNDERSTUDY_PYTHON").map_or_else(
+        || {
+            root.join("target")
+                .join("test-venv")
+                .join("bin")
+                .join("python")
+        },
+        PathBuf::from,
+    );
+    let binary = root.join("target").join("debug").join("understudy");
+    deploy::check(&root, &python, &binary)
 }
 
 fn ci() -> Result<(), String> {

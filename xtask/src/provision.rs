@@ -5,7 +5,9 @@
 //! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
 //! `opentelemetry-proto` and `grpcio` for the OTLP receiver), and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
-//! with the machine's npm into `target/test-npm`.
+//! with the machine's npm into `target/test-npm`; for the deployment check,
+//! `kubectl` and `systemd-analyze` ([`DEPLOY_TOOLS`]) and the venv's
+//! `kubernetes-validate`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
@@ -52,6 +54,13 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
         requirement: "grpcio==1.76.0",
         import: "grpc",
     },
+    // The Kubernetes schemas, offline: the deployment check validates the
+    // rendered manifests with it (pinned: its newest schemas are part of
+    // what is checked).
+    PythonPackage {
+        requirement: "kubernetes-validate==1.37.0",
+        import: "kubernetes_validate",
+    },
 ];
 
 /// The npm packages the tests run (agent CLIs, driven against the real
@@ -86,6 +95,13 @@ pub(crate) const NPM_PACKAGES: &[NpmPackage] = &[
     },
 ];
 
+/// The binaries the deployment check runs, each with the Debian package
+/// that installs it.
+const DEPLOY_TOOLS: &[(&str, &str)] = &[
+    ("kubectl", "kubernetes-client"),
+    ("systemd-analyze", "systemd"),
+];
+
 /// One package of [`NPM_PACKAGES`].
 pub(crate) struct NpmPackage {
     /// The package's name on npm.
@@ -111,7 +127,8 @@ pub(crate) struct PythonPackage {
 pub(crate) enum Suites {
     /// `cargo test --workspace`: redis-server and the venv.
     Workspace,
-    /// The workspace's tests and the browser test: Chromium as well.
+    /// The workspace's tests, the browser test and the deployment check:
+    /// Chromium, kubectl and `systemd-analyze` as well.
     WorkspaceAndBrowser,
 }
 
@@ -146,6 +163,15 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
                 ));
             }
             missing.push("chromium");
+        }
+    }
+    // The deployment check: kubectl renders the kustomizations (Debian's
+    // `kubernetes-client`), `systemd-analyze` verifies the unit.
+    if suites == Suites::WorkspaceAndBrowser {
+        for (binary, package) in DEPLOY_TOOLS {
+            if find_on_path(binary).is_none() {
+                missing.push(package);
+            }
         }
     }
     if !venv_ready && !can_make_venv() {
