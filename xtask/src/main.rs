@@ -7,9 +7,9 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`, then the deployment check (`deploy.rs`: the
-//!   Kubernetes manifests rendered and validated offline, the systemd unit
-//!   verified).
+//!   `browser-test`, then the container test (`container_test.rs`), then
+//!   the deployment check (`deploy.rs`: the Kubernetes manifests rendered
+//!   and validated offline, the systemd unit verified), then `fleet-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -29,11 +29,17 @@
 //! - `deploy-check`: only the deployment check of `test` (after `provision`,
 //!   or with `UNDERSTUDY_PYTHON` set to a Python that has
 //!   `kubernetes-validate`), on the debug binary it builds.
+//! - `fleet-test`: the rendered manifests played under Podman, two gateway
+//!   replicas and Redis (`fleet.rs`; after `deploy-check`).
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
+mod container;
+mod container_test;
 mod deploy;
+mod fleet;
+mod http;
 mod provision;
 mod tidy;
 
@@ -54,8 +60,12 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("deploy-check") => deploy_check_alone(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
+        Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
+        Some("container-test") => container_test::run(),
+        Some("fleet-test") => fleet::run(&project_root()),
         _ => Err(
-            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|deploy-check>"
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test|\
+             deploy-check|fleet-test>"
                 .to_owned(),
         ),
     };
@@ -93,7 +103,10 @@ fn test() -> Result<(), String> {
         .clone()
         .unwrap_or_else(provision::chromium_path);
     browser_test(&chromium)?;
-    deploy_check(&provisioned)
+    // The workspace's tests built the simulators' binary.
+    container_test::run_with(&container_test::built_sim())?;
+    deploy_check(&provisioned)?;
+    fleet::run(&project_root())
 }
 
 /// The deployment files' checks (see `deploy.rs`), with the binary the
@@ -269,12 +282,12 @@ fn bench() -> Result<(), String> {
     }
 }
 
-fn cargo(args: &[&str]) -> Result<(), String> {
+pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with_env(args, &[])
 }
 
 /// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
-fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
+pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(&cargo)
         .args(args)
