@@ -11,8 +11,9 @@ selects the gateway's Service by its labels and scrapes a port the Service
 names). The gateway's Deployment is then held to the rules the manifests
 promise (non-root, read-only root, no privilege escalation, no capability,
 the runtime's seccomp profile, requests and limits, liveness on /healthz,
-readiness on /readyz, and a termination grace longer than the drain the
-settings file asks for).
+readiness on /readyz polled often enough that a draining pod is found
+unready within `server.drain_grace`, and a termination grace longer than
+the drain the settings file asks for).
 
 The objects of the first file are written to OUT.json (a JSON list), for
 the fleet test that plays them under Podman.
@@ -110,8 +111,9 @@ def gateway_rules(deployment, objects):
     spec = deployment["spec"]["template"]["spec"]
     pod = spec.get("securityContext") or {}
     problems = []
-    if spec.get("terminationGracePeriodSeconds", 30) < drain(objects) + MARGIN:
-        problems.append(f"terminationGracePeriodSeconds below the drain ({drain(objects)} s) + {MARGIN} s")
+    grace, timeout = drain(objects)
+    if spec.get("terminationGracePeriodSeconds", 30) < grace + timeout + MARGIN:
+        problems.append(f"terminationGracePeriodSeconds below the drain ({grace + timeout} s) + {MARGIN} s")
     if (pod.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
         problems.append("no RuntimeDefault seccomp profile")
     if deployment["spec"].get("replicas", 1) < 2:
@@ -126,9 +128,16 @@ def gateway_rules(deployment, objects):
             "requests and limits": all(c.get("resources", {}).get(k) for k in ("requests", "limits")),
             "liveness on /healthz": probe_path(c, "livenessProbe") == "/healthz",
             "readiness on /readyz": probe_path(c, "readinessProbe") == "/readyz",
+            "found unready within the drain's grace": unready_after(c) <= grace,
         }
         problems += [f"container {c['name']}: not {rule}" for rule, ok in rules.items() if not ok]
     return problems
+
+
+def unready_after(container):
+    """Seconds the readiness probe may take to see a pod unready."""
+    probe = container.get("readinessProbe") or {}
+    return probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
 
 
 def probe_path(container, probe):
@@ -136,12 +145,12 @@ def probe_path(container, probe):
 
 
 def drain(objects):
-    """Seconds a drain may take, by the rendered settings file."""
+    """The drain's grace and deadline in seconds, by the rendered settings file."""
     for o in objects:
         if o.get("kind") == "ConfigMap" and "understudy.toml" in (o.get("data") or {}):
             server = tomllib.loads(o["data"]["understudy.toml"]).get("server", {})
-            return server.get("drain_grace", DRAIN_GRACE) + server.get("drain_timeout", DRAIN_TIMEOUT)
-    return DRAIN_GRACE + DRAIN_TIMEOUT
+            return server.get("drain_grace", DRAIN_GRACE), server.get("drain_timeout", DRAIN_TIMEOUT)
+    return DRAIN_GRACE, DRAIN_TIMEOUT
 
 
 if __name__ == "__main__":
