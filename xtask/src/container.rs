@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub(crate) use base::Base;
-pub(crate) use gateway::build_with;
+pub(crate) use gateway::{ImageLabels, build_with};
 
 use crate::{note, project_root};
 
@@ -99,11 +99,9 @@ impl Podman {
                 "runc is not installed (on Debian: apt-get install runc)".to_owned(),
             ));
         }
-        let dir = project_root().join("target").join("container");
-        let conf = dir.join("containers.conf");
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(&conf, CONTAINERS_CONF))
-            .map_err(|e| Skip(format!("cannot write {}: {e}", conf.display())))?;
+        let root = project_root();
+        let conf = write_conf(&root).map_err(Skip)?;
+        let dir = root.join("target").join("container");
         let podman = Self { program, conf, dir };
         let probe = podman
             .make_base(&Base::host_usr("understudy-probe"))
@@ -202,6 +200,17 @@ impl Drop for Container {
     fn drop(&mut self) {
         let _ = self.podman.command().args(["rm", "-f", &self.id]).output();
     }
+}
+
+/// Writes [`CONTAINERS_CONF`] to `target/container/containers.conf` under
+/// the workspace `root`; its path.
+pub(crate) fn write_conf(root: &Path) -> Result<PathBuf, String> {
+    let dir = root.join("target").join("container");
+    let conf = dir.join("containers.conf");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&conf, CONTAINERS_CONF))
+        .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
+    Ok(conf)
 }
 
 /// The first `name` in a directory of `PATH`.

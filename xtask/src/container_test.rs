@@ -17,7 +17,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::container::{Container, Podman};
+use crate::container::{Container, ImageLabels, Podman};
 use crate::{cargo, http, note, project_root};
 
 /// The most the image may weigh.
@@ -33,20 +33,16 @@ const PATIENCE: Duration = Duration::from_secs(90);
 
 /// Runs the test, building `understudy-sim`; see the module's doc.
 pub(crate) fn run() -> Result<(), String> {
-    cargo(&[
-        "build",
-        "--quiet",
-        "-p",
-        "understudy-testkit",
-        "--bin",
-        "understudy-sim",
-    ])?;
+    build_sim()?;
     run_with(&built_sim())
 }
 
 /// Runs the test with the simulators' binary `sim` (after the workspace's
-/// tests, which build it).
+/// tests, which build it; built here if they did not).
 pub(crate) fn run_with(sim: &Path) -> Result<(), String> {
+    if !sim.exists() {
+        build_sim()?;
+    }
     let podman = match Podman::detect() {
         Ok(podman) => podman,
         Err(skip) => {
@@ -116,8 +112,11 @@ fn check_image(podman: &Podman, image: &str) -> Result<(), String> {
         }
     }
     let revision = inspect(r#"{{index .Config.Labels "org.opencontainers.image.revision"}}"#)?;
-    if revision.is_empty() {
-        return Err(format!("image {image}: no revision label ({revision:?})"));
+    let expected = ImageLabels::of_checkout(&project_root()).revision;
+    if revision != expected {
+        return Err(format!(
+            "image {image}: the revision label is {revision:?}, not {expected:?}"
+        ));
     }
     Ok(())
 }
@@ -260,7 +259,8 @@ struct Gateway {
 impl Gateway {
     /// Writes the configuration (two OpenAI-compatible providers on the
     /// simulators, a route `failover` over them, the prober off so the
-    /// failing one is tried) and starts the image on it.
+    /// failing one is tried) and starts the image on it, its root
+    /// read-only as in Kubernetes.
     fn start(podman: &Podman, image: &str, sims: &Sims) -> Result<Self, String> {
         let dir = podman.dir().join("test");
         std::fs::create_dir_all(&dir)
@@ -278,6 +278,7 @@ impl Gateway {
             .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
         let port = free_port()?;
         let container = podman.start(&[
+            "--read-only",
             "--network",
             "host",
             "--env",
@@ -343,21 +344,35 @@ impl Gateway {
                 .ok_or("the stream ended before its first word")?;
             received.push_str(&String::from_utf8_lossy(&piece));
         }
+        // The rest is read as it arrives, each piece timed, while the
+        // signal is sent and its effect watched for.
+        let reader = std::thread::spawn(move || {
+            let mut pieces = Vec::new();
+            while let Some(piece) = stream.next_piece()? {
+                pieces.push((Instant::now(), piece));
+            }
+            Ok::<_, String>(pieces)
+        });
         self.container.signal("TERM")?;
         let shut_down = eventually("the gateway logs its shutdown", || {
             let logs = self.container.logs()?.to_ascii_lowercase();
-            Ok((logs.contains("shutting down") || logs.contains("drain")).then(Instant::now))
+            let heard = ["shutting down", "drain", "sigterm"]
+                .iter()
+                .any(|said| logs.contains(said));
+            Ok(heard.then(Instant::now))
         })?;
-        let mut last_piece = Instant::now();
-        while let Some(piece) = stream.next_piece()? {
-            received.push_str(&String::from_utf8_lossy(&piece));
-            last_piece = Instant::now();
+        let pieces = reader
+            .join()
+            .map_err(|_| "the stream's reader panicked".to_owned())??;
+        let last_piece = pieces.last().map(|(at, _)| *at);
+        for (_, piece) in &pieces {
+            received.push_str(&String::from_utf8_lossy(piece));
         }
         let last_word = format!("w{STREAM_CHUNKS} ");
         if !received.contains(&last_word) || !received.contains("[DONE]") {
             return Err(format!("the stream open at SIGTERM was cut:\n{received}"));
         }
-        if last_piece < shut_down {
+        if last_piece.is_none_or(|at| at < shut_down) {
             return Err(
                 "the stream ended before the gateway logged its shutdown, so it \
                         proves nothing: lengthen it (STREAM_CHUNKS)"
@@ -417,6 +432,18 @@ fn free_port() -> Result<u16, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// `cargo build` of the simulators' binary.
+fn build_sim() -> Result<(), String> {
+    cargo(&[
+        "build",
+        "--quiet",
+        "-p",
+        "understudy-testkit",
+        "--bin",
+        "understudy-sim",
+    ])
 }
 
 /// The simulators' binary a workspace test run leaves behind.

@@ -7,9 +7,9 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `browser-test`, then the container test (`container_test.rs`), then
-//!   the deployment check (`deploy.rs`: the Kubernetes manifests rendered
-//!   and validated offline, the systemd unit verified), then `fleet-test`.
+//!   `browser-test`, then `container-test`, then the deployment check
+//!   (`deploy.rs`: the Kubernetes manifests rendered and validated
+//!   offline, the systemd unit verified), then `fleet-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -26,6 +26,14 @@
 //! - `browser-test`: runs `understudy demo --serve` and checks its status page
 //!   in headless Chromium (Debian's `chromium`, driven by playwright-core from
 //!   `tests/browser`); screenshots go to `target/browser/`.
+//! - `image`: builds the container image from the `Containerfile` with
+//!   Podman (else Docker) and prints its tag and size; `--offline` builds
+//!   it on a builder base made from this machine's toolchain, `--tag TAG`
+//!   names it (`container/`).
+//! - `container-test`: builds the image offline and runs it with Podman
+//!   against simulated providers: `/healthz`, failover, SIGTERM's drain
+//!   (`container_test.rs`); a loud SKIPPED line where Podman cannot run
+//!   containers.
 //! - `deploy-check`: only the deployment check of `test` (after `provision`,
 //!   or with `UNDERSTUDY_PYTHON` set to a Python that has
 //!   `kubernetes-validate`), on the debug binary it builds.

@@ -5,8 +5,10 @@
 //! `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, and
 //! `opentelemetry-proto` and `grpcio` for the OTLP receiver), and the
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
-//! with the machine's npm into `target/test-npm`; for the deployment check,
-//! `kubectl` and `systemd-analyze` ([`DEPLOY_TOOLS`]) and the venv's
+//! with the machine's npm into `target/test-npm`. For the container test:
+//! `podman` and `runc` (as root only), and Podman's settings for it in
+//! `target/container/containers.conf`. For the deployment check: `kubectl`
+//! and `systemd-analyze` ([`DEPLOY_TOOLS`]) and the venv's
 //! `kubernetes-validate`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
@@ -165,6 +167,16 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
             missing.push("chromium");
         }
     }
+    // The container test's engine (Debian's podman, with runc): installed
+    // along with the rest when running as root; otherwise that test says
+    // it is SKIPPED rather than failing the run for want of it.
+    if suites == Suites::WorkspaceAndBrowser && is_root() {
+        for tool in ["podman", "runc"] {
+            if find_on_path(tool).is_none() {
+                missing.push(tool);
+            }
+        }
+    }
     // The deployment check: kubectl renders the kustomizations (Debian's
     // `kubernetes-client`), `systemd-analyze` verifies the unit.
     if suites == Suites::WorkspaceAndBrowser {
@@ -198,6 +210,13 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
         make_venv(&venv)?;
     }
     install_python_packages(&python)?;
+    if suites == Suites::WorkspaceAndBrowser {
+        let conf = crate::container::write_conf(root)?;
+        note(&format!(
+            "podman settings: CONTAINERS_CONF={}",
+            conf.display()
+        ));
+    }
     let npm_bins = install_npm_packages(&root.join("target").join("test-npm"))?;
     Ok(Provisioned {
         python,

@@ -54,6 +54,8 @@
 //!   out-of-process checks run on.
 //! - `eventually` (`test-support`): polling a condition until a deadline
 //!   instead of sleeping before an assertion.
+//! - `src/bin/sim.rs`: `understudy-sim`, simulators as a process of their
+//!   own, for a gateway in a container (`cargo xtask container-test`).
 
 #[cfg(feature = "test-support")]
 pub mod collector;

@@ -229,14 +229,16 @@ fn host_usr(root: &Path) -> Result<(), String> {
 /// The shared libraries `ldd` lists for `binary`, with the loader.
 fn libraries(binary: &Path) -> Result<Vec<PathBuf>, String> {
     let listing = output(Command::new("ldd").arg(binary))?;
+    parse_ldd(&listing)
+        .map_err(|line| format!("{}: a library is missing: {line}", binary.display()))
+}
+
+/// The files of an `ldd` listing; the line of a library it did not find.
+fn parse_ldd(listing: &str) -> Result<Vec<PathBuf>, String> {
     let mut libs = Vec::new();
     for line in listing.lines() {
         if line.contains("not found") {
-            return Err(format!(
-                "{}: a library is missing: {}",
-                binary.display(),
-                line.trim()
-            ));
+            return Err(line.trim().to_owned());
         }
         // `name => /path (addr)`, or `/lib64/ld-linux… (addr)` for the loader.
         let path = match line.split_once("=>") {
@@ -318,4 +320,33 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_listings() {
+        let check = |listing: &str, expected: Result<Vec<&str>, &str>| {
+            let expected = expected
+                .map(|paths| paths.into_iter().map(PathBuf::from).collect())
+                .map_err(str::to_owned);
+            assert_eq!(parse_ldd(listing), expected, "{listing}");
+        };
+        check(
+            "\tlinux-vdso.so.1 (0x00007ffd)\n\
+             \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f50)\n\
+             \t/lib64/ld-linux-x86-64.so.2 (0x00007f51)\n",
+            Ok(vec![
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2",
+            ]),
+        );
+        check(
+            "\tlibfoo.so.1 => not found\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n",
+            Err("libfoo.so.1 => not found"),
+        );
+        check("\tstatically linked\n", Ok(vec![]));
+    }
 }

@@ -55,14 +55,25 @@ impl ImageLabels {
         }
     }
 
-    /// As `--build-arg` pairs.
-    fn build_args(&self) -> [String; 4] {
-        [
-            format!("VERSION={}", self.version),
-            format!("REVISION={}", self.revision),
-            format!("SOURCE={}", self.source),
-            format!("CREATED={}", self.created),
-        ]
+    /// As arguments of `podman build` or `docker build`: the build
+    /// arguments the `Containerfile`'s labels read, and the labels
+    /// themselves (Podman 4's layer cache reuses a `LABEL` step whose
+    /// build arguments changed; `--label` is applied to the image as built).
+    fn build_args(&self) -> Vec<String> {
+        let values = [
+            ("VERSION", "version", &self.version),
+            ("REVISION", "revision", &self.revision),
+            ("SOURCE", "source", &self.source),
+            ("CREATED", "created", &self.created),
+        ];
+        let mut args = Vec::new();
+        for (arg, label, value) in values {
+            args.push("--build-arg".to_owned());
+            args.push(format!("{arg}={value}"));
+            args.push("--label".to_owned());
+            args.push(format!("org.opencontainers.image.{label}={value}"));
+        }
+        args
     }
 }
 
@@ -119,9 +130,7 @@ impl Podman {
         build
             .arg("--build-arg")
             .arg(format!("RUST_IMAGE={builder}"));
-        for arg in labels.build_args() {
-            build.arg("--build-arg").arg(arg);
-        }
+        build.args(labels.build_args());
         build
             .arg("--file")
             .arg(root.join("Containerfile"))
@@ -154,7 +163,12 @@ pub(crate) fn build_with(args: &[String]) -> Result<(), String> {
         if offline {
             podman.build_offline(&tag, &labels)?;
         } else {
-            run_shown(&mut default_build(podman.command(), &tag, &labels))?;
+            run_shown(&mut default_build(podman.command(), &tag, &labels)).map_err(|e| {
+                format!(
+                    "{e}\nwithout a registry, `cargo xtask image --offline` builds on this \
+                     machine's toolchain"
+                )
+            })?;
         }
         podman.image_size(&tag)?
     } else if find_on_path("docker").is_some() {
@@ -183,9 +197,7 @@ pub(crate) fn build_with(args: &[String]) -> Result<(), String> {
 fn default_build(mut engine: Command, tag: &str, labels: &ImageLabels) -> Command {
     let root = project_root();
     engine.args(["build", "--tag", tag]);
-    for arg in labels.build_args() {
-        engine.arg("--build-arg").arg(arg);
-    }
+    engine.args(labels.build_args());
     engine
         .arg("--file")
         .arg(root.join("Containerfile"))
@@ -235,4 +247,34 @@ fn without_credentials(url: &str) -> String {
         .rsplit_once('@')
         .map_or(authority, |(_, host)| host);
     format!("{scheme}://{host}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn podman_and_docker_ignore_the_same_files() {
+        let read = |name: &str| std::fs::read_to_string(crate::project_root().join(name));
+        let (podman, docker) = (read(".containerignore"), read(".dockerignore"));
+        assert!(podman.is_ok(), ".containerignore: {podman:?}");
+        assert_eq!(
+            podman.ok(),
+            docker.ok(),
+            ".dockerignore differs from .containerignore"
+        );
+    }
+
+    #[test]
+    fn remotes_lose_their_credentials() {
+        let check = |url: &str, expected: &str| {
+            assert_eq!(super::without_credentials(url), expected, "{url}");
+        };
+        check(
+            "https://user:token@github.com/o/r.git",
+            "https://github.com/o/r.git",
+        );
+        check("https://github.com/o/r.git", "https://github.com/o/r.git");
+        check("https://github.com/o/r@v1", "https://github.com/o/r@v1");
+        check("git@github.com:o/r.git", "git@github.com:o/r.git");
+        check("ssh://git@host:22/o/r", "ssh://host:22/o/r");
+    }
 }
