@@ -7,7 +7,9 @@
 //!   `provision.rs`), then runs `cargo test --workspace` with
 //!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
 //!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `dist-test`, then `browser-test`, then `container-test`.
+//!   `dist-test`, then `browser-test`, then `container-test`, then the
+//!   deployment check (`deploy.rs`: the Kubernetes manifests rendered and
+//!   validated offline, the systemd unit verified), then `fleet-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -36,13 +38,20 @@
 //!   `target/dist/`, the binary carrying its dependency list (`dist.rs`).
 //! - `dist-test`: `dist`, then the release's checks (`dist/verify.rs`);
 //!   `test` and `ci` run it after the workspace's tests.
+//! - `deploy-check`: only the deployment check of `test` (after `provision`,
+//!   or with `UNDERSTUDY_PYTHON` set to a Python that has
+//!   `kubernetes-validate`), on the debug binary it builds.
+//! - `fleet-test`: the rendered manifests played under Podman, two gateway
+//!   replicas and Redis (`fleet.rs`; after `deploy-check`).
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
 //!   prints a table and writes `target/bench/latest.json`.
 
 mod container;
 mod container_test;
+mod deploy;
 mod dist;
+mod fleet;
 mod http;
 mod provision;
 mod tidy;
@@ -62,14 +71,17 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(),
+        Some("deploy-check") => deploy_check_alone(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
         Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("container-test") => container_test::run(),
         Some("dist") => dist::dist(&project_root()).map(|_| ()),
         Some("dist-test") => provision::provision(&project_root(), provision::Suites::Workspace)
             .and_then(|p| dist::verify::test(&project_root(), &p.python)),
+        Some("fleet-test") => fleet::run(&project_root()),
         _ => Err(
-            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test|dist|dist-test>"
+            "usage: cargo xtask <test|provision|ci|tidy|bench|browser-test|image|container-test|\
+             dist|dist-test|deploy-check|fleet-test>"
                 .to_owned(),
         ),
     };
@@ -105,10 +117,39 @@ fn test() -> Result<(), String> {
     dist::verify::test(&project_root(), &provisioned.python)?;
     let chromium = provisioned
         .chromium
+        .clone()
         .unwrap_or_else(provision::chromium_path);
     browser_test(&chromium)?;
     // The workspace's tests built the simulators' binary.
-    container_test::run_with(&container_test::built_sim())
+    container_test::run_with(&container_test::built_sim())?;
+    deploy_check(&provisioned)?;
+    fleet::run(&project_root())
+}
+
+/// The deployment files' checks (see `deploy.rs`), with the binary the
+/// workspace's tests built.
+fn deploy_check(provisioned: &provision::Provisioned) -> Result<(), String> {
+    let root = project_root();
+    let binary = root.join("target").join("debug").join("understudy");
+    deploy::check(&root, &provisioned.python, &binary)
+}
+
+/// `cargo xtask deploy-check`: the deployment check alone, with the venv's
+/// Python (or `$UNDERSTUDY_PYTHON`).
+fn deploy_check_alone() -> Result<(), String> {
+    let root = project_root();
+    cargo(&["build", "--quiet", "-p", "understudy-cli"])?;
+    let python = std::env::var_os("UNDERSTUDY_PYTHON").map_or_else(
+        || {
+            root.join("target")
+                .join("test-venv")
+                .join("bin")
+                .join("python")
+        },
+        PathBuf::from,
+    );
+    let binary = root.join("target").join("debug").join("understudy");
+    deploy::check(&root, &python, &binary)
 }
 
 fn ci() -> Result<(), String> {
@@ -117,6 +158,10 @@ fn ci() -> Result<(), String> {
         "clippy",
         "--workspace",
         "--all-targets",
+        // The fleet test is behind a feature so that a plain `cargo test`
+        // cannot pass it silently; it is linted all the same.
+        "--features",
+        "understudy-cli/container-tests",
         "--",
         "-D",
         "warnings",
@@ -264,7 +309,7 @@ pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
 }
 
 /// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
-fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
+pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(&cargo)
         .args(args)

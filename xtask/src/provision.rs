@@ -9,7 +9,9 @@
 //! agent CLIs of [`NPM_PACKAGES`] (Claude Code, Codex, Gemini CLI) installed
 //! with the machine's npm into `target/test-npm`. For the container test:
 //! `podman` and `runc` (as root only), and Podman's settings for it in
-//! `target/container/containers.conf`.
+//! `target/container/containers.conf`. For the deployment check: `kubectl`
+//! and `systemd-analyze` ([`DEPLOY_TOOLS`]) and the venv's
+//! `kubernetes-validate`.
 //!
 //! System packages come from Debian's apt, in one `apt-get install`, and only
 //! when running as root; otherwise the error gives the command to run. The
@@ -62,6 +64,13 @@ pub(crate) const PYTHON_PACKAGES: &[PythonPackage] = &[
         requirement: "cyclonedx-python-lib[json-validation]==11.12.0",
         import: "cyclonedx.validation.json, jsonschema",
     },
+    // The Kubernetes schemas, offline: the deployment check validates the
+    // rendered manifests with it (pinned: its newest schemas are part of
+    // what is checked).
+    PythonPackage {
+        requirement: "kubernetes-validate==1.37.0",
+        import: "kubernetes_validate",
+    },
 ];
 
 /// The npm packages the tests run (agent CLIs, driven against the real
@@ -96,6 +105,13 @@ pub(crate) const NPM_PACKAGES: &[NpmPackage] = &[
     },
 ];
 
+/// The binaries the deployment check runs, each with the Debian package
+/// that installs it.
+const DEPLOY_TOOLS: &[(&str, &str)] = &[
+    ("kubectl", "kubernetes-client"),
+    ("systemd-analyze", "systemd"),
+];
+
 /// One package of [`NPM_PACKAGES`].
 pub(crate) struct NpmPackage {
     /// The package's name on npm.
@@ -121,7 +137,8 @@ pub(crate) struct PythonPackage {
 pub(crate) enum Suites {
     /// `cargo test --workspace`: redis-server and the venv.
     Workspace,
-    /// The workspace's tests and the browser test: Chromium as well.
+    /// The workspace's tests, the browser test and the deployment check:
+    /// Chromium, kubectl and `systemd-analyze` as well.
     WorkspaceAndBrowser,
 }
 
@@ -172,6 +189,15 @@ pub(crate) fn provision(root: &Path, suites: Suites) -> Result<Provisioned, Stri
     // objcopy (binutils comes with gcc, which cargo needs to link).
     if find_on_path("objcopy").is_none() {
         missing.push("binutils");
+    }
+    // The deployment check: kubectl renders the kustomizations (Debian's
+    // `kubernetes-client`), `systemd-analyze` verifies the unit.
+    if suites == Suites::WorkspaceAndBrowser {
+        for (binary, package) in DEPLOY_TOOLS {
+            if find_on_path(binary).is_none() {
+                missing.push(package);
+            }
+        }
     }
     if !venv_ready && !can_make_venv() {
         // Debian keeps `ensurepip`, which `python3 -m venv` needs, apart.
