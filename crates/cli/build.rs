@@ -52,7 +52,7 @@ fn from_git(root: &str) -> Option<String> {
         println!("cargo:rerun-if-changed={}", path.display());
     }
     let hash = git(&["rev-parse", "--short=12", "HEAD"]).filter(|h| !h.is_empty())?;
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     Some(if dirty { format!("{hash}-dirty") } else { hash })
 }
