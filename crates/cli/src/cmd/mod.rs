@@ -33,16 +33,26 @@ pub(crate) fn out(text: &str) {
 /// and gives the exit status. Its prober does not run in the background
 /// (`serve` is what keeps probing; `providers --check` probes once).
 pub(crate) async fn engine(config: Option<&Path>) -> Result<Engine, u8> {
-    engine_with(config, false).await
+    engine_with(Settings::from_env(config), false).await
 }
 
-/// [`engine`] for `serve`: the prober runs as `[probe]` says.
-pub(crate) async fn serving_engine(config: Option<&Path>) -> Result<Engine, u8> {
-    engine_with(config, true).await
+/// [`engine`] for `serve`: the prober runs as `[probe]` says; with the
+/// settings file as read, for the reload's watcher.
+pub(crate) async fn serving_engine(
+    config: Option<&Path>,
+) -> Result<(Engine, Option<reload::Loaded>), u8> {
+    let (settings, loaded) = match reload::load(config) {
+        Ok((settings, loaded)) => (Ok(settings), loaded),
+        Err(e) => (Err(e), None),
+    };
+    Ok((engine_with(settings, true).await?, loaded))
 }
 
-async fn engine_with(config: Option<&Path>, serving: bool) -> Result<Engine, u8> {
-    let mut settings = Settings::from_env(config).map_err(|e| {
+async fn engine_with(
+    settings: Result<Settings, understudy_settings::SettingsError>,
+    serving: bool,
+) -> Result<Engine, u8> {
+    let mut settings = settings.map_err(|e| {
         report(&format!("configuration error: {e}"));
         EXIT_USAGE
     })?;

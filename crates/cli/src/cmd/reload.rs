@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use understudy_core::{ConfigStamp, Engine};
-use understudy_settings::Settings;
+use understudy_settings::{Settings, SettingsError};
 
 /// How often the file's metadata is looked at: a change is in force
 /// within this and a load.
@@ -37,25 +37,57 @@ impl Drop for Watcher {
     }
 }
 
-/// Starts reloading `engine`'s settings file (`config`, else
-/// `UNDERSTUDY_CONFIG`) on SIGHUP and on change, and records the file in
-/// force now for `/v1/status`.
-pub(crate) fn watch(config: Option<&Path>, engine: &Engine) -> Watcher {
+/// The settings file `serve` started from, as it was read: what the
+/// watcher compares the file with from then on.
+pub(crate) struct Loaded {
+    path: PathBuf,
+    seen: Seen,
+    /// The hash of the bytes the engine was built from (`None`: they
+    /// could not be read here, and the first poll loads the file).
+    tried: Option<[u8; 32]>,
+}
+
+/// The settings `serve` starts from (`config`, else `UNDERSTUDY_CONFIG`,
+/// with the environment over it), and the file as read for them: a
+/// change after this read is one the watcher puts in force.
+pub(crate) fn load(config: Option<&Path>) -> Result<(Settings, Option<Loaded>), SettingsError> {
     let path = config
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("UNDERSTUDY_CONFIG").map(PathBuf::from));
-    // The bytes the engine started from, read again before it serves (a
-    // change in the moment between is taken by the first poll only if the
-    // file's metadata moved).
-    let file = path.map(|path| {
-        let seen = look_now(&path);
-        let tried = std::fs::read(&path)
-            .ok()
-            .map(|bytes| understudy_settings::sha256(&bytes));
+    let Some(path) = path else {
+        return Ok((Settings::from_env(config)?, None));
+    };
+    // Looked at before the read: a change in between moves the metadata,
+    // and the first poll reads the file again.
+    let seen = look_now(&path).ok();
+    let text = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    let Some(text) = text else {
+        // Loaded the usual way, for its error (or the file that came).
+        let settings = Settings::from_env(config)?;
+        let (seen, tried) = (None, None);
+        return Ok((settings, Some(Loaded { path, seen, tried })));
+    };
+    let tried = Some(understudy_settings::sha256(text.as_bytes()));
+    let settings = Settings::from_file_text(&path, &text, |name| std::env::var(name).ok())?;
+    Ok((settings, Some(Loaded { path, seen, tried })))
+}
+
+/// Starts reloading `engine`'s settings file (`loaded`, as [`load`] read
+/// it) on SIGHUP and on change, and records the file in force now for
+/// `/v1/status`.
+pub(crate) fn watch(loaded: Option<Loaded>, engine: &Engine) -> Watcher {
+    let file = loaded.map(|Loaded { path, seen, tried }| {
         if let Some(hash) = &tried {
             engine.set_config_stamp(stamp(hash));
         }
-        File { path, seen, tried }
+        File {
+            path,
+            seen,
+            tried,
+            unreadable: false,
+        }
     });
     // Installed before `serve` listens: from here a SIGHUP no longer
     // ends the process (its default).
@@ -73,6 +105,9 @@ struct File {
     path: PathBuf,
     seen: Seen,
     tried: Option<[u8; 32]>,
+    /// The file could not be looked at or read last time (said once, and
+    /// once when it is back).
+    unreadable: bool,
 }
 
 async fn run(file: Option<File>, mut hangup: Hangups, engine: Engine) {
@@ -94,8 +129,16 @@ async fn run(file: Option<File>, mut hangup: Hangups, engine: Engine) {
             tracing::info!(path = %file.path.display(), "SIGHUP: reading the configuration file again");
         } else {
             polls = (polls + 1) % HASH_EVERY;
-            let seen = look(&file.path).await;
-            if seen.is_none() || (seen == file.seen && polls != 0) {
+            let seen = match look(&file.path).await {
+                Ok(seen) => Some(seen),
+                Err(e) => {
+                    // Looked at afresh when it is back.
+                    file.seen = None;
+                    file.unreadable(&engine, &format!("cannot look at it: {e}"));
+                    continue;
+                }
+            };
+            if seen == file.seen && polls != 0 {
                 continue;
             }
             file.seen = seen;
@@ -113,12 +156,19 @@ impl File {
         let bytes = match read(&self.path).await {
             Ok(bytes) => bytes,
             Err(e) => {
+                let why = format!("cannot read it: {e}");
                 if forced {
-                    self.failed(engine, &format!("cannot read it: {e}"));
+                    self.unreadable = true;
+                    self.failed(engine, &why);
+                } else {
+                    self.unreadable(engine, &why);
                 }
                 return;
             }
         };
+        if std::mem::take(&mut self.unreadable) {
+            tracing::info!(path = %self.path.display(), "the configuration file can be read again");
+        }
         let hash = understudy_settings::sha256(&bytes);
         if !forced && self.tried == Some(hash) {
             return;
@@ -138,11 +188,24 @@ impl File {
             };
         match engine.reload(settings, stamp(&hash)).await {
             Ok(reloaded) => log_reloaded(&self.path, &reloaded, &hex(&hash)),
-            Err(e) => tracing::error!(
-                path = %self.path.display(),
-                error = %e,
-                "the configuration file was not put in force; the configuration in force stays"
-            ),
+            Err(e) => {
+                // Not these bytes' fault: they are tried again.
+                self.tried = None;
+                tracing::error!(
+                    path = %self.path.display(),
+                    error = %e,
+                    "the configuration file was not put in force; the configuration in force stays"
+                );
+            }
+        }
+    }
+
+    /// Logs and counts, once until it can be read again, a file that
+    /// cannot be looked at or read (deleted, a directory in its place, a
+    /// symlink loop).
+    fn unreadable(&mut self, engine: &Engine, why: &str) {
+        if !std::mem::replace(&mut self.unreadable, true) {
+            self.failed(engine, why);
         }
     }
 
@@ -189,20 +252,22 @@ fn log_reloaded(path: &Path, reloaded: &understudy_core::Reloaded, sha256: &str)
 }
 
 /// The file's resolved path, modification time and size, following every
-/// symlink (`None`: it cannot be looked at now, say mid-swap); off the
-/// serving threads.
-async fn look(path: &Path) -> Seen {
+/// symlink (an error: it cannot be looked at now, or is not a file); off
+/// the serving threads.
+async fn look(path: &Path) -> std::io::Result<(PathBuf, Option<SystemTime>, u64)> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || look_now(&path))
         .await
-        .ok()
-        .flatten()
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }
 
-fn look_now(path: &Path) -> Seen {
-    let resolved = std::fs::canonicalize(path).ok()?;
-    let meta = std::fs::metadata(&resolved).ok()?;
-    Some((resolved, meta.modified().ok(), meta.len()))
+fn look_now(path: &Path) -> std::io::Result<(PathBuf, Option<SystemTime>, u64)> {
+    let resolved = std::fs::canonicalize(path)?;
+    let meta = std::fs::metadata(&resolved)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("it is not a file"));
+    }
+    Ok((resolved, meta.modified().ok(), meta.len()))
 }
 
 /// The file's bytes, read off the serving threads.

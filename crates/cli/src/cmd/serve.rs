@@ -31,11 +31,11 @@ enum LogFormat {
 
 pub(crate) async fn run(config: Option<&Path>, args: Args) -> u8 {
     super::init_logging("info", matches!(args.log_format, LogFormat::Json));
-    let engine = match serving_engine(config).await {
+    let (engine, loaded) = match serving_engine(config).await {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let _reload = super::reload::watch(config, &engine);
+    let _reload = super::reload::watch(loaded, &engine);
     let addr = args.listen.unwrap_or(engine.settings().server.listen);
     let no_keys = !engine.tenants().closed;
     if no_keys && !addr.ip().is_loopback() && !args.insecure_no_auth {

@@ -19,7 +19,7 @@
 //! `understudy providers` shows it unavailable, with why.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -71,9 +71,16 @@ pub(crate) struct Lease {
 }
 
 /// The actor's record of recent outcomes, counted by the runs that make
-/// the attempts (atomics: no lock, no message).
+/// the attempts (atomics: no lock, no message); and what the lease was
+/// built for, shared by its clones.
 #[derive(Default)]
 struct Counts {
+    /// The actor was stopped by a reload (not failed): the runs that hold
+    /// the lease finish on it, with the key pool they planned with.
+    retired: AtomicBool,
+    /// The fleet ids of the keys the adapters sign with, in order (empty
+    /// without a pool): the pool the lease fits.
+    keys: Box<[Arc<str>]>,
     in_flight: AtomicU64,
     ok: AtomicU64,
     ok_latency_us: AtomicU64,
@@ -145,7 +152,10 @@ impl Actor for ProviderActor {
             adapter,
             others: others.into(),
             credentials: Arc::clone(&credentials),
-            counts: Arc::new(Counts::default()),
+            counts: Arc::new(Counts {
+                keys: key_ids(&args.settings),
+                ..Counts::default()
+            }),
         };
         for (n, c) in credentials.iter().enumerate() {
             let Some(c) = c else { continue };
@@ -224,6 +234,16 @@ type Adapters = (Arc<dyn Adapter>, Vec<Arc<dyn Adapter>>);
 /// The provider's adapters: one per key of its pool that is set (in
 /// `crate::key_pools::KeyPool`'s order: the first, then the others), else the
 /// one.
+/// The fleet ids of `settings`' pool keys that have their secret, in the
+/// pool's order (those its adapters are built for).
+fn key_ids(settings: &ProviderSettings) -> Box<[Arc<str>]> {
+    crate::key_pools::present(settings)
+        .into_iter()
+        .filter_map(|i| settings.pool.keys[i].secret.as_ref())
+        .map(crate::key_pools::key_id)
+        .collect()
+}
+
 fn build_adapters(
     factory: &dyn AdapterFactory,
     settings: &ProviderSettings,
@@ -398,6 +418,24 @@ impl ProviderState {
 // === impl Lease ===
 
 impl Lease {
+    /// Marks the lease's actor as stopped by a reload: the runs holding
+    /// the lease keep using it (see [`Self::retired`]).
+    pub(crate) fn retire(&self) {
+        self.counts.retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the actor was stopped by a reload rather than failed.
+    pub(crate) fn retired(&self) -> bool {
+        self.counts.retired.load(Ordering::Relaxed)
+    }
+
+    /// Whether the adapters sign with `pool`'s keys, in its order (no
+    /// pool: the lease has none either), so that the pool's key `k` is
+    /// the adapter of `k`.
+    pub(crate) fn fits(&self, pool: Option<&crate::key_pools::KeyPool>) -> bool {
+        pool.map_or(&[][..], |p| &p.ids[..]) == &*self.counts.keys
+    }
+
     /// The adapter of key `key` (0 without a pool), with an attempt
     /// counted in flight until the guard is finished or dropped.
     pub(crate) fn attempt(&self, key: usize) -> (&dyn Adapter, InFlight) {

@@ -152,6 +152,13 @@ impl Actor for RouterActor {
         let view = &mut state.view;
         match msg {
             RouterMsg::Provider(ProviderNotice::Started { provider, lease }) => {
+                // A lease built from settings this view does not have (its
+                // notice came before the reload's) would sign with other
+                // keys than the view's pool: runs ask the supervisor again
+                // once the view is the new one.
+                if !lease.fits(view.pools.get(&provider).map(|p| &**p)) {
+                    return Ok(());
+                }
                 view.stopped.remove(&provider);
                 view.leases.insert(provider, lease);
             }

@@ -118,7 +118,13 @@ impl Actor for SupervisorActor {
             SupervisorMsg::Attach(notify) => state.notify = Some(notify),
             SupervisorMsg::Ensure { provider, reply } => {
                 let result = match state.running.get(&provider) {
-                    Some(lease) => Ok(lease.clone()),
+                    // Asked only when the router's view has no lease (or a
+                    // stale one): its notice may have been lost to a
+                    // reload in between, so it is told again.
+                    Some(lease) => {
+                        state.notify_started(&provider, lease);
+                        Ok(lease.clone())
+                    }
                     None if state.stopped.contains_key(&provider) => {
                         Err(EnsureError::Unavailable(Unavailable::Stopped))
                     }
@@ -204,6 +210,8 @@ impl SupervisorState {
     fn forget(&mut self, name: &Arc<str>) {
         if let Some(lease) = self.running.remove(name) {
             self.by_id.remove(&lease.actor.get_id());
+            // Runs holding the lease finish on it.
+            lease.retire();
             lease.actor.stop(Some("its settings were reloaded".into()));
         }
         self.restarts.remove(name);
@@ -267,12 +275,17 @@ impl SupervisorState {
         };
         self.by_id.insert(actor.get_id(), name.clone());
         self.running.insert(name.clone(), lease.clone());
+        self.notify_started(name, &lease);
+        Ok(lease)
+    }
+
+    /// Tells the router `name`'s actor runs with `lease`.
+    fn notify_started(&self, name: &Arc<str>, lease: &Lease) {
         if let Some(notify) = &self.notify {
             notify(ProviderNotice::Started {
-                provider: name.clone(),
+                provider: Arc::clone(name),
                 lease: lease.clone(),
             });
         }
-        Ok(lease)
     }
 }

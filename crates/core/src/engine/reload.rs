@@ -256,6 +256,22 @@ impl Engine {
             )
             .await;
         let Ok(CallResult::Success(stored_routing)) = routed else {
+            // The router keeps the view in force: the supervisor goes back
+            // to its settings (the actors started from the new ones stop),
+            // so that no provider starts from settings no view has.
+            let settings = Arc::clone(&now.settings);
+            let _ = self
+                .inner
+                .supervisor
+                .call(
+                    |reply| SupervisorMsg::Reload {
+                        settings,
+                        gone: providers.gone(),
+                        reply,
+                    },
+                    Some(QUERY_TIMEOUT),
+                )
+                .await;
             return Err(stopped());
         };
         tenants.reload_file(&next.server.clients).await;

@@ -108,12 +108,7 @@ impl Run {
     ) -> Result<Completion, understudy_types::Failure> {
         self.calling(idx);
         let target = &self.plan.targets[idx];
-        let lease = lease(
-            &mut self.leases[idx].lease,
-            &self.supervisor,
-            &target.provider,
-        )
-        .await?;
+        let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);
         let started = crate::runtime_clock::now();
         let result = by_deadline(

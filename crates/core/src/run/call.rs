@@ -14,20 +14,37 @@ use crate::actor::supervisor::{EnsureError, SupervisorMsg};
 /// The lease in `slot`, or the provider's (its actor started if needed),
 /// kept in `slot` for the run's next attempt on it.
 pub(crate) async fn lease<'a>(
-    slot: &'a mut Option<Lease>,
+    slot: &'a mut crate::run::Slot,
     supervisor: &ActorRef<SupervisorMsg>,
     provider: &Arc<str>,
 ) -> Result<&'a Lease, Failure> {
     // A lease whose actor has stopped (it crashed; the supervisor is
     // restarting it) is replaced by the new actor's: a restart means fresh
-    // state, for the attempts that begin after it. Asking is boxed: once
-    // per provider and run at most, and only until the router's view has
-    // the lease.
-    let lease = match slot.take() {
-        Some(lease) if lease.actor.get_status() == ractor::ActorStatus::Running => lease,
-        _ => Box::pin(ensure(supervisor, provider)).await?,
+    // state, for the attempts that begin after it. One stopped by a reload
+    // is kept: the run finishes on the settings it planned with, its key
+    // pool's keys those of the lease's adapters. Asking is boxed: once per
+    // provider and run at most, and only until the router's view has the
+    // lease.
+    let lease = match slot.lease.take() {
+        Some(lease)
+            if lease.actor.get_status() == ractor::ActorStatus::Running || lease.retired() =>
+        {
+            lease
+        }
+        _ => {
+            let lease = Box::pin(ensure(supervisor, provider)).await?;
+            // Built from settings reloaded since the plan: its keys are
+            // not the planned pool's.
+            if !lease.fits(slot.pool.as_deref()) {
+                return Err(Failure::new(
+                    FailureKind::Unavailable { retry_after: None },
+                    "the provider's settings were reloaded during the request",
+                ));
+            }
+            lease
+        }
     };
-    Ok(slot.insert(lease))
+    Ok(slot.lease.insert(lease))
 }
 
 /// The provider's lease, its actor started if needed.

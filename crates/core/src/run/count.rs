@@ -56,29 +56,24 @@ impl Run {
                 .pool
                 .as_ref()
                 .map_or(0, |pool| pool.any(crate::runtime_clock::now()));
-            let counted = match lease(
-                &mut self.leases[idx].lease,
-                &self.supervisor,
-                &target.provider,
-            )
-            .await
-            {
-                Ok(lease) => {
-                    by_deadline(
-                        &lease.actor,
-                        deadline,
-                        crate::runtime_clock::now(),
-                        "no count",
-                        lease.adapter_of(key).count_tokens(
-                            &target.model,
-                            &self.chat,
-                            timeouts.connect,
-                        ),
-                    )
-                    .await
-                }
-                Err(f) => Err(f),
-            };
+            let counted =
+                match lease(&mut self.leases[idx], &self.supervisor, &target.provider).await {
+                    Ok(lease) => {
+                        by_deadline(
+                            &lease.actor,
+                            deadline,
+                            crate::runtime_clock::now(),
+                            "no count",
+                            lease.adapter_of(key).count_tokens(
+                                &target.model,
+                                &self.chat,
+                                timeouts.connect,
+                            ),
+                        )
+                        .await
+                    }
+                    Err(f) => Err(f),
+                };
             match counted {
                 Ok(Some(n)) => {
                     self.outcome(idx, Ok(()));

@@ -399,7 +399,7 @@ impl Run {
     /// cannot be had goes on to its call, which reports why).
     async fn credentials_ready(&mut self, idx: usize, key: usize) -> bool {
         let provider = Arc::clone(&self.plan.targets[idx].provider);
-        match call::lease(&mut self.leases[idx].lease, &self.supervisor, &provider).await {
+        match call::lease(&mut self.leases[idx], &self.supervisor, &provider).await {
             Ok(lease) => lease.credentials_ready(key).await,
             Err(_) => true,
         }

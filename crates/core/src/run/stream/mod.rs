@@ -484,12 +484,7 @@ impl Run {
         options.credit = credit;
         self.calling(idx);
         let target = &self.plan.targets[idx];
-        let lease = lease(
-            &mut self.leases[idx].lease,
-            &self.supervisor,
-            &target.provider,
-        )
-        .await?;
+        let lease = lease(&mut self.leases[idx], &self.supervisor, &target.provider).await?;
         let (adapter, in_flight) = lease.attempt(key);
         let opened = by_deadline(
             &lease.actor,
