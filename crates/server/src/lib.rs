@@ -150,10 +150,12 @@ pub async fn serve(
 ///
 /// 1. The engine turns draining (`/readyz` answers 503 `draining`) while
 ///    new connections and requests are still served for
-///    `server.drain_grace`: time for a load balancer to see it.
+///    `server.drain_grace`: time for a load balancer to see it. Every
+///    response from now on says `Connection: close`, so that keep-alive
+///    clients open their next connection elsewhere.
 /// 2. It stops accepting (new connections are refused), closes idle
 ///    connections, and lets requests in flight — open streams included —
-///    finish within `server.drain_timeout`.
+///    finish within `server.drain_timeout` (one deadline for both).
 /// 3. Past that deadline it stops anyway, with a WARN naming how many
 ///    connections were cut (the streamed runs still going are cut; the
 ///    connections themselves end when the process does).
@@ -205,6 +207,8 @@ pub async fn serve_until(
     } = acceptor;
     drop(listener);
     let open = || max_connections - connections.available_permits().min(max_connections);
+    // One deadline for the connections and then the streams' runs.
+    let until = tokio::time::Instant::now() + deadline;
     let cut = if stopped {
         open()
     } else {
@@ -232,12 +236,20 @@ pub async fn serve_until(
     } else if stopped {
         tracing::warn!("stopping at once: a second signal");
     }
-    let left = if cut > 0 || stopped {
-        Duration::ZERO
-    } else {
-        deadline
-    };
-    engine.shutdown_within(left).await;
+    if cut > 0 || stopped {
+        engine.shutdown_within(Duration::ZERO).await;
+        return Ok(());
+    }
+    let left = until.saturating_duration_since(tokio::time::Instant::now());
+    tokio::select! {
+        () = engine.shutdown_within(left) => {}
+        () = &mut stop_now => {
+            tracing::warn!("stopping at once: a second signal");
+            // Dropping the shutdown under way cut the streams it waited
+            // for; this one finds them gone and stops the rest.
+            engine.shutdown_within(Duration::ZERO).await;
+        }
+    }
     Ok(())
 }
 
@@ -252,6 +264,8 @@ struct Acceptor {
     http: hyper::server::conn::http1::Builder,
     graceful: hyper_util::server::graceful::GracefulShutdown,
     body_timeout: Duration,
+    /// Read per response: draining, it says `Connection: close`.
+    engine: Engine,
 }
 
 impl Acceptor {
@@ -272,6 +286,7 @@ impl Acceptor {
             http,
             graceful: hyper_util::server::graceful::GracefulShutdown::new(),
             listener,
+            engine: engine.clone(),
         }
     }
 
@@ -308,6 +323,7 @@ impl Acceptor {
         // leaves (HTTP/1.1 serves one request at a time per connection).
         let late = Arc::new(AtomicU8::new(0));
         let body_late = Arc::clone(&late);
+        let engine = self.engine.clone();
         let service = hyper_util::service::TowerToHyperService::new(
             self.app
                 .clone()
@@ -319,12 +335,21 @@ impl Acceptor {
                     let late = Arc::clone(&body_late);
                     req.map(|body| Body::new(Deadline::new(body, body_timeout, late, shape)))
                 })
-                .map_response(
-                    move |response: Response| match late.swap(0, Ordering::Relaxed) {
+                .map_response(move |response: Response| {
+                    let mut response = match late.swap(0, Ordering::Relaxed) {
                         0 => response,
                         shape => body_timed_out(shape, response, body_timeout),
-                    },
-                ),
+                    };
+                    // Draining: the client takes its next request
+                    // elsewhere before the listener closes (hyper closes
+                    // the connection after this response).
+                    if engine.draining() {
+                        response
+                            .headers_mut()
+                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    response
+                }),
         );
         let conn = self
             .http

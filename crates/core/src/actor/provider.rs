@@ -244,6 +244,12 @@ fn key_ids(settings: &ProviderSettings) -> Box<[Arc<str>]> {
         .collect()
 }
 
+/// Whether adapters built for the keys `keys` ([`key_ids`]) sign with
+/// `pool`'s keys, in its order.
+fn keys_fit(keys: &[Arc<str>], pool: Option<&crate::key_pools::KeyPool>) -> bool {
+    pool.map_or(&[][..], |p| &p.ids[..]) == keys
+}
+
 fn build_adapters(
     factory: &dyn AdapterFactory,
     settings: &ProviderSettings,
@@ -433,7 +439,7 @@ impl Lease {
     /// pool: the lease has none either), so that the pool's key `k` is
     /// the adapter of `k`.
     pub(crate) fn fits(&self, pool: Option<&crate::key_pools::KeyPool>) -> bool {
-        pool.map_or(&[][..], |p| &p.ids[..]) == &*self.counts.keys
+        keys_fit(&self.counts.keys, pool)
     }
 
     /// The adapter of key `key` (0 without a pool), with an attempt
@@ -561,6 +567,70 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_fits_only_a_pool_of_its_keys_in_its_order() {
+        let provider = |keys: &str| {
+            let toml = format!(
+                "[providers.b]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
+                 model = \"m\"\n{keys}\n"
+            );
+            understudy_settings::Settings::from_toml_str(&toml, |_| None)
+                .unwrap()
+                .providers["b"]
+                .clone()
+        };
+        let (k1, k2, k3) = (
+            "\"k-1-0123456789\"",
+            "\"k-2-0123456789\"",
+            "\"k-3-0123456789\"",
+        );
+        let pool = |keys: String| provider(&format!("api_keys = [{keys}]"));
+        // (the lease's keys, the run's pool, whether the pool's key `k` is
+        // the lease's adapter `k`)
+        let cases = [
+            (
+                "same keys",
+                pool(format!("{k1}, {k2}")),
+                pool(format!("{k1}, {k2}")),
+                true,
+            ),
+            (
+                "reordered",
+                pool(format!("{k1}, {k2}")),
+                pool(format!("{k2}, {k1}")),
+                false,
+            ),
+            (
+                "rotated",
+                pool(format!("{k1}, {k2}")),
+                pool(format!("{k1}, {k3}")),
+                false,
+            ),
+            (
+                "one added",
+                pool(format!("{k1}")),
+                pool(format!("{k1}, {k2}")),
+                false,
+            ),
+            (
+                "one key, no pool",
+                provider("api_key = \"k-0123456789\""),
+                provider("api_key = \"k-9876543210\""),
+                true,
+            ),
+            (
+                "a pool against none",
+                pool(format!("{k1}, {k2}")),
+                provider("api_key = \"k-0123456789\""),
+                false,
+            ),
+        ];
+        for (what, lease, planned, fits) in cases {
+            let pool = crate::key_pools::KeyPool::of(&planned);
+            assert_eq!(keys_fit(&key_ids(&lease), pool.as_deref()), fits, "{what}");
+        }
+    }
 
     #[test]
     fn a_credentials_failure_is_logged_once_per_change() {

@@ -133,6 +133,12 @@ pub fn hold_fixed(start: &Settings, next: &mut Settings) -> Vec<String> {
     );
     hold("server.max_parts", s.max_parts != n.max_parts);
     hold("server.state_file", s.state_file != n.state_file);
+    hold("server.drain_grace", s.drain_grace != n.drain_grace);
+    hold("server.drain_timeout", s.drain_timeout != n.drain_timeout);
+    hold(
+        "server.ready_without_redis",
+        s.ready_without_redis != n.ready_without_redis,
+    );
     hold("REDIS_URL", start.redis_url != next.redis_url);
     hold("[events]", start.events != next.events);
     hold("[cache]", start.cache != next.cache);

@@ -127,6 +127,12 @@ fn settings_only_a_restart_changes_are_held_and_named() {
             &["server.listen"],
         ),
         ("[server]\nmax_parts = 1000\n", &["server.max_parts"]),
+        ("[server]\ndrain_grace = 1\n", &["server.drain_grace"]),
+        ("[server]\ndrain_timeout = 2\n", &["server.drain_timeout"]),
+        (
+            "[server]\nready_without_redis = true\n",
+            &["server.ready_without_redis"],
+        ),
         ("[breaker]\nfailure_threshold = 9\n", &["[breaker]"]),
         ("[probe]\nenabled = false\n", &["[probe]"]),
         (
