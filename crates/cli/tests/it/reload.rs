@@ -7,7 +7,9 @@
 //! changes; a key pool's key rotated out in the file is never used by a
 //! new request, while the key kept serves on and the key added is used; a
 //! file that does not load keeps the configuration in force, is counted
-//! and logged without the key it holds; SIGHUP reloads too.
+//! and logged without the key it holds; one that cannot be read
+//! (deleted, a directory, a symlink loop) is counted and logged once, and
+//! said when it is back; SIGHUP reloads too.
 
 use std::path::Path;
 use std::process::Command;
@@ -588,4 +590,60 @@ fn hangup(gateway: &Gateway) {
     let pid = gateway.pid().to_string();
     let sent = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
     assert!(sent.success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_that_cannot_be_read_is_counted_once_and_said_when_it_is_back() {
+    let a = SimProvider::openai().await.unwrap();
+    a.always(Reply::text("From a"));
+    let good = format!(
+        "[routing]\ndefault = \"a\"\n\n{}",
+        provider("a", &a, FAKE_SECRET)
+    );
+    let scratch = Scratch::new("reload", "unreadable");
+    let path = scratch.root.join("understudy.toml");
+    let gateway = Gateway::start(&scratch, &good, CLIENT_KEY);
+    assert_eq!(
+        config_of(&gateway).await["sha256"],
+        sha256_hex(good.as_bytes())
+    );
+
+    // Deleted: one ERROR and one count, however many polls see it gone.
+    std::fs::remove_file(&path).unwrap();
+    eventually("the deleted file to be counted", async || {
+        reloads(&gateway, "error").await == 1
+    })
+    .await;
+    // A directory in its place, then a symlink loop: still unreadable,
+    // counted only when a SIGHUP asks.
+    std::fs::create_dir(&path).unwrap();
+    hangup(&gateway);
+    eventually("SIGHUP to count the directory", async || {
+        reloads(&gateway, "error").await == 2
+    })
+    .await;
+    std::fs::remove_dir(&path).unwrap();
+    std::os::unix::fs::symlink(&path, &path).unwrap();
+    hangup(&gateway);
+    eventually("SIGHUP to count the symlink loop", async || {
+        reloads(&gateway, "error").await == 3
+    })
+    .await;
+    // Back, with new bytes: loaded, and said.
+    std::fs::remove_file(&path).unwrap();
+    let back = format!("{good}# back\n");
+    std::fs::write(&path, &back).unwrap();
+    eventually("the file back to load", async || {
+        reloads(&gateway, "ok").await == 1
+    })
+    .await;
+    assert_eq!(reloads(&gateway, "error").await, 3);
+    let log = gateway.log();
+    let looked = log
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("cannot look at it"))
+        .count();
+    assert_eq!(looked, 1, "{log}");
+    assert!(log.contains("can be read again"), "{log}");
+    assert_eq!(ask(&gateway, CLIENT_KEY, "default").await.0, 200);
 }
