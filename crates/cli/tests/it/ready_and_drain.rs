@@ -3,7 +3,8 @@
 //! naming Redis once it is stopped (200 again when it is back, or
 //! `degraded` when the operator says the gateway is ready without it);
 //! on SIGTERM `/readyz` turns 503 `draining` at once, new requests are
-//! served for the grace period, then new connections are refused while
+//! served for the grace period (their responses saying `Connection:
+//! close`), then new connections are refused while
 //! an open stream finishes whole before the process exits 0; a stream
 //! that would outlive the drain's deadline is cut and the process exits;
 //! a second SIGTERM stops at once.
@@ -186,6 +187,13 @@ async fn readyz_says_whether_redis_is_reachable_unless_told_it_may_be_missing() 
     );
 }
 
+/// A response's `Connection` header.
+fn close_of(resp: &reqwest::Response) -> Option<&str> {
+    resp.headers()
+        .get("connection")
+        .and_then(|v| v.to_str().ok())
+}
+
 #[tokio::test]
 async fn sigterm_turns_unready_serves_the_grace_then_finishes_open_streams() {
     let sim = SimProvider::openai().await.unwrap();
@@ -200,6 +208,16 @@ async fn sigterm_turns_unready_serves_the_grace_then_finishes_open_streams() {
     let mut gw = start(&scratch, &config(&sim, ""), &env);
     readyz_turns(&gw.url, 200, "ready").await;
     let stream = open_stream(&gw.url).await;
+    let kept = understudy_testkit::http_client()
+        .get(format!("{}/healthz", gw.url))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(
+        close_of(&kept),
+        Some("close"),
+        "keep-alive before the drain"
+    );
 
     gw.signal("TERM");
     // Unready at once, alive, and still serving new connections.
@@ -211,8 +229,11 @@ async fn sigterm_turns_unready_serves_the_grace_then_finishes_open_streams() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200, "alive while draining");
+    // Keep-alive clients are told to take their next request elsewhere.
+    assert_eq!(close_of(&health), Some("close"));
     let served = chat(&gw.url, false).send().await.unwrap();
     assert_eq!(served.status(), 200);
+    assert_eq!(close_of(&served), Some("close"));
     assert!(served.text().await.unwrap().contains("served in the grace"));
 
     // After the grace: new connections are refused while the stream is
