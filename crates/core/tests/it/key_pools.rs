@@ -2,7 +2,8 @@
 //! own failures kept to it (the next key of the same target serves before
 //! any fallback), and the budgets a provider reports steering requests
 //! away from a key before it answers 429; a fleet knowing a key by its
-//! secret, wherever the key sits in each instance's list.
+//! secret, wherever the key sits in each instance's list; a request in
+//! flight across a reload that reorders the keys keeps its pool's keys.
 
 use std::time::Duration;
 
@@ -403,4 +404,82 @@ async fn every_key_rate_limited_is_the_target_rate_limited() {
             .is_some_and(|d| d.contains("not called")),
         "{first:?}"
     );
+}
+
+/// The pool's settings, as [`gateway`] writes them, with `keys`.
+fn pool_settings(
+    pool: &SimProvider,
+    keys: &[&str],
+    fallback: &SimProvider,
+) -> understudy_settings::Settings {
+    let keys: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+    TestGateway::builder()
+        .provider("openai", fallback)
+        .order(&["pool", "openai"])
+        .toml(&format!(
+            "[providers.pool]\nkind = {:?}\nbase_url = {:?}\nmodel = \"m\"\napi_keys = [{}]\n",
+            pool.protocol().as_str(),
+            pool.base_url(),
+            keys.join(", ")
+        ))
+        .settings()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_in_flight_across_a_reload_that_reorders_the_keys_keeps_them_apart() {
+    let pool = SimProvider::openai().await.unwrap();
+    let fallback = SimProvider::openai().await.unwrap();
+    // The first call is rate limited, answered once the reload below is
+    // done (a reload takes milliseconds); every later call serves.
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    pool.respond_with(move |_| {
+        if calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+            Reply::rate_limited("30").after(Duration::from_secs(3))
+        } else {
+            Reply::text("served")
+        }
+    });
+    let gw = gateway(&pool, &[A, B], &fallback, "").await;
+    let engine = gw.engine.clone();
+    let asked = tokio::spawn(async move {
+        engine
+            .generate(GenerateRequest::new(ChatRequest::user("hello")))
+            .await
+            .unwrap()
+    });
+    eventually("the first call to be in flight", async || {
+        pool.request_count() == 1
+    })
+    .await;
+    // The same keys, the other way round: the provider is rebuilt.
+    let stamp = understudy_core::ConfigStamp {
+        sha256: "reordered".into(),
+        loaded_at: "2026-12-06T00:00:00Z".into(),
+    };
+    let reloaded = gw
+        .engine
+        .reload(pool_settings(&pool, &[B, A], &fallback), stamp)
+        .await
+        .unwrap();
+    assert_eq!(reloaded.providers.rebuilt, vec!["pool".to_owned()]);
+    let g = asked.await.unwrap();
+    assert_eq!(
+        (g.provider.as_str(), g.text.as_str()),
+        ("pool", "served"),
+        "{g:?}"
+    );
+    // The retry went to the other key, under the name its plan gave it:
+    // not the rate-limited key again through the new key order.
+    let keys: Vec<_> = pool
+        .received()
+        .iter()
+        .map(|r| r.api_key().map(str::to_owned))
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1], "{keys:?}");
+    let names: Vec<_> = g.attempts.iter().map(|a| a.key.clone()).collect();
+    assert_eq!(names.len(), 2, "{:?}", g.attempts);
+    assert_ne!(names[0], names[1], "{:?}", g.attempts);
+    assert_eq!(fallback.request_count(), 0);
 }
