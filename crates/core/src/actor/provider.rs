@@ -609,7 +609,7 @@ mod tests {
             ),
             (
                 "one added",
-                pool(format!("{k1}")),
+                pool(k1.to_string()),
                 pool(format!("{k1}, {k2}")),
                 false,
             ),
