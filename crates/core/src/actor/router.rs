@@ -156,7 +156,12 @@ impl Actor for RouterActor {
                 // notice came before the reload's) would sign with other
                 // keys than the view's pool: runs ask the supervisor again
                 // once the view is the new one.
-                if !lease.fits(view.pools.get(&provider).map(|p| &**p)) {
+                // One the view has already (the supervisor tells again
+                // whenever it is asked) changes nothing.
+                let known = view.leases.get(&provider).map(|l| l.actor.get_id());
+                if known == Some(lease.actor.get_id())
+                    || !lease.fits(view.pools.get(&provider).map(|p| &**p))
+                {
                     return Ok(());
                 }
                 view.stopped.remove(&provider);

@@ -136,6 +136,7 @@ impl Engine {
         }
         writers.extend(start::prober(
             &settings,
+            &view,
             &wide,
             &supervisor,
             &metrics,

@@ -281,6 +281,11 @@ impl Engine {
             return Err(stopped());
         };
         tenants.reload_file(&next.server.clients).await;
+        for name in providers.removed.iter().chain(&providers.rebuilt) {
+            // A verdict on the old settings (a refused key) is not one on
+            // the new: unchecked until the next probe.
+            self.inner.wide.ready.forget(name);
+        }
         for name in &providers.removed {
             // No stale `understudy_provider_up` series of a provider gone.
             let labels = crate::sink::metrics::ProviderLabels {

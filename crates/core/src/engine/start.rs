@@ -240,6 +240,7 @@ pub(super) async fn actors(
 /// Starts the readiness prober, when `[probe]` is on.
 pub(super) fn prober(
     settings: &Arc<Settings>,
+    view: &crate::actor::router::Published,
     wide: &EngineWide,
     supervisor: &ActorRef<SupervisorMsg>,
     metrics: &Arc<Metrics>,
@@ -250,6 +251,7 @@ pub(super) fn prober(
     }
     let prober = crate::probe::Prober {
         settings: Arc::clone(settings),
+        view: Arc::clone(view),
         board: Arc::clone(&wide.ready),
         supervisor: supervisor.clone(),
         shared: wide.shared.clone(),

@@ -133,6 +133,27 @@ impl ReadyBoard {
         }
     }
 
+    /// Forgets the verdicts on `provider`'s targets (its settings were
+    /// reloaded: what a probe proved of the old ones, a refused key say,
+    /// no longer holds): unchecked until the next probe.
+    pub(crate) fn forget(&self, provider: &str) {
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| &*e.target.provider == provider)
+        {
+            *e.note.lock().unwrap_or_else(PoisonError::into_inner) = Note::default();
+            if e.state.swap(UNCHECKED, Ordering::Relaxed) >= AUTH {
+                self.down.fetch_sub(1, Ordering::Relaxed);
+            }
+            let labels = crate::sink::metrics::StateLabels {
+                provider: e.target.provider.to_string(),
+                model: e.target.model.to_string(),
+            };
+            self.metrics.target_ready(&labels, UNCHECKED);
+        }
+    }
+
     /// The probed targets.
     pub(crate) fn targets(&self) -> impl Iterator<Item = &Target> {
         self.entries.iter().map(|e| &e.target)
@@ -312,6 +333,28 @@ mod tests {
         assert_eq!(shown[0].source, Some("fleet"));
         assert_eq!(shown[0].checked_at, Some(2));
         assert_eq!(shown[1].state, "unchecked");
+    }
+
+    #[test]
+    fn a_reloaded_provider_s_verdicts_are_forgotten() {
+        let board = board();
+        let (a, b) = (Target::new("a", "m"), Target::new("b", "m"));
+        board.record(&a, Verdict::Auth, Some("refused".into()), 1_000, true);
+        board.record(&b, Verdict::ModelMissing, None, 1_000, true);
+        board.forget("a");
+        assert!(
+            !board.is_down(&a),
+            "a reloaded provider is no longer benched"
+        );
+        assert!(board.is_down(&b), "another provider's verdict stays");
+        assert_eq!(board.down.load(Ordering::Relaxed), 1);
+        let shown = board.snapshot();
+        assert_eq!(shown[0].state, "unchecked");
+        assert_eq!(shown[0].checked_at, None);
+        // Forgetting an unchecked or unknown provider changes nothing.
+        board.forget("a");
+        board.forget("c");
+        assert_eq!(board.down.load(Ordering::Relaxed), 1);
     }
 
     #[test]

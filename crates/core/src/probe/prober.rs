@@ -30,7 +30,11 @@ const KEEP_INTERVALS: u32 = 3;
 
 /// The prober of one engine.
 pub(crate) struct Prober {
+    /// The settings at start: `[probe]` (which only a restart changes).
     pub(crate) settings: Arc<Settings>,
+    /// The router's view, for the settings in force (each provider's
+    /// connect timeout) at each round.
+    pub(crate) view: crate::actor::router::Published,
     pub(crate) board: Arc<ReadyBoard>,
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     pub(crate) shared: Option<Arc<SharedState>>,
@@ -90,8 +94,10 @@ impl Prober {
 
     /// Probes every target from this instance and records the verdicts.
     async fn probe_here(&self) -> Vec<Found> {
+        let live = crate::actor::router::current(&self.view)
+            .map_or_else(|| Arc::clone(&self.settings), |v| Arc::clone(&v.settings));
         probe_all(
-            &self.settings,
+            &live,
             &self.board,
             &self.supervisor,
             &self.metrics,
