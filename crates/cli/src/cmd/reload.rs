@@ -337,3 +337,33 @@ impl Hangups {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watcher_starts_from_the_bytes_the_settings_came_from() {
+        let dir =
+            std::env::temp_dir().join(format!("understudy-reload-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("understudy.toml");
+        let first = "[server]\nmax_parts = 7\n";
+        std::fs::write(&path, first).unwrap();
+        let (settings, loaded) = load(Some(&path)).unwrap();
+        // A change after the read: the watcher's hash is still the one of
+        // the bytes the settings came from, so the change is new to it.
+        std::fs::write(&path, "[server]\nmax_parts = 8\n").unwrap();
+        let loaded = loaded.unwrap();
+        assert_eq!(settings.server.max_parts, 7);
+        assert_eq!(
+            loaded.tried,
+            Some(understudy_settings::sha256(first.as_bytes()))
+        );
+        assert!(loaded.seen.is_some());
+        // A file that cannot be read is left to the first poll.
+        std::fs::remove_file(&path).unwrap();
+        assert!(load(Some(&path)).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
