@@ -251,7 +251,10 @@ pub(super) fn prober(
     }
     let prober = crate::probe::Prober {
         settings: Arc::clone(settings),
-        view: Arc::clone(view),
+        live: {
+            let view = Arc::clone(view);
+            Box::new(move || crate::actor::router::current(&view).map(|v| Arc::clone(&v.settings)))
+        },
         board: Arc::clone(&wide.ready),
         supervisor: supervisor.clone(),
         shared: wide.shared.clone(),

@@ -32,9 +32,9 @@ const KEEP_INTERVALS: u32 = 3;
 pub(crate) struct Prober {
     /// The settings at start: `[probe]` (which only a restart changes).
     pub(crate) settings: Arc<Settings>,
-    /// The router's view, for the settings in force (each provider's
-    /// connect timeout) at each round.
-    pub(crate) view: crate::actor::router::Published,
+    /// The settings in force (each provider's connect timeout), read at
+    /// each round (`None`: the engine is stopping).
+    pub(crate) live: Box<dyn Fn() -> Option<Arc<Settings>> + Send + Sync>,
     pub(crate) board: Arc<ReadyBoard>,
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     pub(crate) shared: Option<Arc<SharedState>>,
@@ -94,8 +94,7 @@ impl Prober {
 
     /// Probes every target from this instance and records the verdicts.
     async fn probe_here(&self) -> Vec<Found> {
-        let live = crate::actor::router::current(&self.view)
-            .map_or_else(|| Arc::clone(&self.settings), |v| Arc::clone(&v.settings));
+        let live = (self.live)().unwrap_or_else(|| Arc::clone(&self.settings));
         probe_all(
             &live,
             &self.board,
