@@ -264,7 +264,8 @@ struct Acceptor {
     http: hyper::server::conn::http1::Builder,
     graceful: hyper_util::server::graceful::GracefulShutdown,
     body_timeout: Duration,
-    /// Read per response: draining, it says `Connection: close`.
+    /// Handed to each connection: draining, its responses say
+    /// `Connection: close`.
     engine: Engine,
 }
 
@@ -321,9 +322,13 @@ impl Acceptor {
         let _ = tcp.set_nodelay(true);
         // Set by a body that missed its deadline, read when its response
         // leaves (HTTP/1.1 serves one request at a time per connection).
-        let late = Arc::new(AtomicU8::new(0));
+        // With the engine, for its draining flag: one shared value per
+        // connection, cloned per request as before.
+        let late = Arc::new(Conn {
+            late: AtomicU8::new(0),
+            engine: self.engine.clone(),
+        });
         let body_late = Arc::clone(&late);
-        let engine = self.engine.clone();
         let service = hyper_util::service::TowerToHyperService::new(
             self.app
                 .clone()
@@ -336,14 +341,14 @@ impl Acceptor {
                     req.map(|body| Body::new(Deadline::new(body, body_timeout, late, shape)))
                 })
                 .map_response(move |response: Response| {
-                    let mut response = match late.swap(0, Ordering::Relaxed) {
+                    let mut response = match late.late.swap(0, Ordering::Relaxed) {
                         0 => response,
                         shape => body_timed_out(shape, response, body_timeout),
                     };
                     // Draining: the client takes its next request
                     // elsewhere before the listener closes (hyper closes
                     // the connection after this response).
-                    if engine.draining() {
+                    if late.engine.draining() {
                         response
                             .headers_mut()
                             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -364,6 +369,13 @@ impl Acceptor {
     }
 }
 
+/// A connection's flags: a request body's lateness (see [`Deadline`]),
+/// and the engine whose drain closes the connection after a response.
+struct Conn {
+    late: AtomicU8,
+    engine: Engine,
+}
+
 /// A request body that must arrive in full by a deadline. The timer is
 /// made only when the body is not all there yet (a small body usually
 /// comes with the head), so the plain request path allocates nothing more.
@@ -373,12 +385,12 @@ struct Deadline {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The connection's flag: the request's protocol (its
     /// [`auth::protocol_code`], plus one) once the deadline has passed.
-    late: Arc<AtomicU8>,
+    late: Arc<Conn>,
     shape: u8,
 }
 
 impl Deadline {
-    fn new(inner: Incoming, timeout: Duration, late: Arc<AtomicU8>, shape: u8) -> Self {
+    fn new(inner: Incoming, timeout: Duration, late: Arc<Conn>, shape: u8) -> Self {
         Self {
             inner,
             deadline: tokio::time::Instant::now() + timeout,
@@ -410,7 +422,7 @@ impl HttpBody for Deadline {
         match sleep.as_mut().poll(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(()) => {
-                this.late.store(this.shape + 1, Ordering::Relaxed);
+                this.late.late.store(this.shape + 1, Ordering::Relaxed);
                 Poll::Ready(Some(Err(Box::new(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "the request body did not arrive within server.body_timeout",
