@@ -39,7 +39,8 @@ pub(crate) type Notify = Box<dyn Fn(ProviderNotice) + Send + Sync>;
 pub(crate) enum SupervisorMsg {
     /// Tells the supervisor where to publish provider (re)starts.
     Attach(Notify),
-    /// Returns the provider's lease, starting its actor if needed.
+    /// Returns the provider's lease, starting its actor if needed, and
+    /// tells whoever attached (a notice lost to a reload is sent again).
     Ensure {
         provider: Arc<str>,
         reply: RpcReplyPort<Result<Lease, EnsureError>>,
@@ -49,7 +50,7 @@ pub(crate) enum SupervisorMsg {
     /// A reloaded settings file: providers start from `settings` from now
     /// on; the actors of the providers `gone` (removed, or whose settings
     /// changed) stop, with a fresh restart budget for any that comes back.
-    /// Calls in flight keep the adapter their lease holds.
+    /// Their leases are retired: the runs holding them keep them.
     Reload {
         settings: Arc<Settings>,
         gone: Vec<Arc<str>>,

@@ -8,9 +8,12 @@
 //! arrives and keeps that view's settings (routes, timeouts, policies) to
 //! its end; the next one plans from the new view. A provider whose
 //! settings did not change keeps its actor, breakers, key pool and the
-//! calls in flight; one removed or changed has its actor stopped (calls in
-//! flight keep the adapter their lease holds) and, when still configured,
-//! started anew from its new settings on first use. A provider whose key
+//! calls in flight; one removed or changed has its actor stopped (a
+//! request begun before keeps the lease it planned with for all its
+//! attempts, its adapters and key pool from the same settings) and, when
+//! still configured, started anew from its new settings on first use. A
+//! router that fails mid-swap (the engine is stopping) puts the
+//! supervisor back on the settings in force. A provider whose key
 //! pool changed (keys added, removed or rotated; their weights, cooldown
 //! or stickiness) is one of those, and gets a new pool: a key that stays
 //! (the same secret) keeps its state — its time out, the budget its
