@@ -117,22 +117,30 @@ impl SessionKey {
     }
 
     /// A short hash for events and spans (never the client's value).
-    pub(crate) fn short(&self) -> String {
-        hex(&self.0[..6])
+    pub(crate) fn short(&self) -> crate::event::ShortHash {
+        let mut out = [0u8; 12];
+        write_hex(&self.0[..6], &mut out);
+        crate::event::ShortHash::new(std::str::from_utf8(&out).unwrap_or_default())
+            .unwrap_or_default()
     }
 }
 
 /// `bytes` in lower-case hex.
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     // Written as bytes, then made a string at once (a key is 16 bytes).
     let mut out = [0u8; 32];
     let n = bytes.len().min(16);
-    for (pair, b) in out.chunks_exact_mut(2).zip(&bytes[..n]) {
+    write_hex(&bytes[..n], &mut out);
+    String::from_utf8_lossy(&out[..2 * n]).into_owned()
+}
+
+/// `bytes` in lower-case hex digits, two to a byte, into `out`.
+fn write_hex(bytes: &[u8], out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
         pair[0] = DIGITS[usize::from(b >> 4)];
         pair[1] = DIGITS[usize::from(b & 15)];
     }
-    String::from_utf8_lossy(&out[..2 * n]).into_owned()
 }
 
 /// A conversation's hash: its `user`, system prompt and first message,
@@ -294,6 +302,20 @@ mod tests {
             let route = RouteSelector::Named("pair".into());
             assert_eq!(key(None, &route, &value), SessionKey(want), "{n}");
         }
+    }
+
+    #[test]
+    fn a_session_shows_as_twelve_hex_digits_of_its_key() {
+        let key = SessionKey([0xab; 16]);
+        assert_eq!(key.hex(), "ab".repeat(16));
+        let short = key.short();
+        assert_eq!(&*short, "abababababab");
+        // Written and read back as a JSON string.
+        let json = serde_json::to_string(&short).unwrap();
+        assert_eq!(json, "\"abababababab\"");
+        let back: crate::event::ShortHash = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, short);
+        assert!(serde_json::from_str::<crate::event::ShortHash>("\"0123456789abcdef0\"").is_err());
     }
 
     #[test]
