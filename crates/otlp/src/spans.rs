@@ -266,7 +266,7 @@ fn affinity_attributes(
     attributes: &mut Vec<(&'static str, Value)>,
 ) {
     attributes.extend([
-        ("understudy.session", Value::Str(a.session.clone())),
+        ("understudy.session", Value::Str(a.session.to_string())),
         (
             "understudy.session.source",
             Value::Str(a.source.to_string()),

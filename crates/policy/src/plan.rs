@@ -362,12 +362,11 @@ pub fn balance_groups<'m>(
         return;
     }
     for (g, (targets, weights, first_step)) in members.into_iter().enumerate() {
-        let seed = seed.wrapping_add((g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let seed = group_seed(seed, g);
         if targets.len() <= SMALL_GROUP {
-            // A small group's places, snapshot and order on the stack.
+            // A small group's places and snapshot on the stack.
             let mut at = [0; SMALL_GROUP];
             let mut snapshot = [crate::balance::Member::default(); SMALL_GROUP];
-            let mut order = [0; SMALL_GROUP];
             let mut n = 0;
             for (t, &w) in targets.iter().zip(weights) {
                 if let Some(p) = plan.targets.iter().position(|p| p == t) {
@@ -375,8 +374,7 @@ pub fn balance_groups<'m>(
                     n += 1;
                 }
             }
-            crate::balance::order_into(&snapshot[..n], now, seed, knobs, &mut order[..n]);
-            place(plan, &at[..n], &mut order[..n], first_step);
+            order_placed(plan, &at[..n], &snapshot[..n], first_step, now, seed, knobs);
         } else {
             let (at, snapshot): (Vec<usize>, Vec<crate::balance::Member>) = targets
                 .iter()
@@ -386,15 +384,47 @@ pub fn balance_groups<'m>(
                     Some((at, member(t, w)))
                 })
                 .unzip();
-            let mut order = crate::balance::order(&snapshot, now, seed, knobs);
-            place(plan, &at, &mut order, first_step);
+            order_placed(plan, &at, &snapshot, first_step, now, seed, knobs);
         }
+    }
+}
+
+/// The seed of a route's `g`-th group (counting the groups
+/// [`balance_groups`] is given) from the request's `seed`.
+pub fn group_seed(seed: u64, g: usize) -> u64 {
+    seed.wrapping_add((g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// Orders one group's available members, found at places `at` of `plan`
+/// with `snapshot` their stats (in the group's written order), by the
+/// group choice with the group's `seed` ([`group_seed`]); the first
+/// becomes the primary when the group is the route's `first_step` and
+/// leads the plan. [`balance_groups`] finds the places by comparing
+/// targets; a caller that knows them already (where the route's targets
+/// went) passes them here. A forced plan is the caller's to leave alone.
+pub fn order_placed(
+    plan: &mut Plan,
+    at: &[usize],
+    snapshot: &[crate::balance::Member],
+    first_step: bool,
+    now: std::time::Instant,
+    seed: u64,
+    knobs: &understudy_settings::BalanceSettings,
+) {
+    if at.len() <= SMALL_GROUP {
+        let mut order = [0; SMALL_GROUP];
+        let order = &mut order[..at.len()];
+        crate::balance::order_into(snapshot, now, seed, knobs, order);
+        place(plan, at, order, first_step);
+    } else {
+        let mut order = crate::balance::order(snapshot, now, seed, knobs);
+        place(plan, at, &mut order, first_step);
     }
 }
 
 /// The most members of a group [`balance_groups`] orders without
 /// allocating.
-const SMALL_GROUP: usize = 8;
+pub const SMALL_GROUP: usize = 8;
 
 /// Moves a group's available members, at places `at` of `plan` (in the
 /// written order: availability only removes), into the group choice's

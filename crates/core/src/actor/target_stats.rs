@@ -45,6 +45,10 @@ use understudy_types::failure::FailureKind;
 /// (a few members in all, where hashing a target would cost more).
 pub(crate) struct TargetStats {
     by_target: Vec<(Target, Arc<TargetStat>)>,
+    /// Each route with groups: its groups, its targets as written and, at
+    /// each of their places, the member's stats, found once here so that a
+    /// request's group choice looks no target up.
+    grouped: BTreeMap<String, GroupedRoute>,
     /// The group choice's next seed: a Weyl sequence from a random start
     /// per engine (see [`understudy_policy::balance::SEED_STEP`]), kept
     /// across routing changes, so that alike members split by their
@@ -54,6 +58,18 @@ pub(crate) struct TargetStats {
     /// Each hedged route's share cap word (`understudy_policy::hedge`), by
     /// route name; kept across routing changes.
     hedge_shares: Vec<(String, Arc<AtomicU64>)>,
+}
+
+/// A route with groups, as [`TargetStats`] keeps it.
+pub(crate) struct GroupedRoute {
+    pub(crate) groups: Vec<RouteGroup>,
+    /// The route's targets as written.
+    pub(crate) declared: Vec<Target>,
+    /// The stats of the target written at each place (none for a target
+    /// that is no group's member).
+    pub(crate) stats: Vec<Option<Arc<TargetStat>>>,
+    /// A group of the route hedges.
+    pub(crate) hedges: bool,
 }
 
 /// One target's stats.
@@ -135,11 +151,42 @@ impl TargetStats {
             || Arc::new(std::sync::atomic::AtomicU64::new(fastrand::u64(..))),
             |k| Arc::clone(&k.seeds),
         );
-        Self {
+        let mut stats = Self {
             by_target,
+            grouped: BTreeMap::new(),
             seeds,
             hedge_shares: Vec::new(),
-        }
+        };
+        stats.grouped = stats.grouped_routes(routes, groups);
+        stats
+    }
+
+    /// Every route of `groups` (with its targets in `routes`), its members'
+    /// stats found.
+    fn grouped_routes(
+        &self,
+        routes: &BTreeMap<String, Vec<Target>>,
+        groups: &RouteGroups,
+    ) -> BTreeMap<String, GroupedRoute> {
+        groups
+            .iter()
+            .filter_map(|(name, groups)| {
+                let declared = routes.get(name)?;
+                let stats = declared.iter().map(|t| self.get(t).cloned()).collect();
+                let route = GroupedRoute {
+                    groups: groups.clone(),
+                    declared: declared.clone(),
+                    stats,
+                    hedges: groups.iter().any(|g| g.hedge.is_some()),
+                };
+                Some((name.clone(), route))
+            })
+            .collect()
+    }
+
+    /// The route named `name`, when it has groups.
+    pub(crate) fn grouped(&self, name: &str) -> Option<&GroupedRoute> {
+        self.grouped.get(name)
     }
 
     /// The stats a router keeps: every group's members, and every target
@@ -180,6 +227,8 @@ impl TargetStats {
             }
         }
         let mut stats = Self::new(routes, &all, kept, base);
+        // The routes' own groups, not the hedged routes' lists above.
+        stats.grouped = stats.grouped_routes(routes, groups);
         stats.hedge_shares = hedged
             .iter()
             .map(|name| {
@@ -224,21 +273,12 @@ impl TargetStats {
     /// The snapshot the group choice reads of `target` (weight `weight`)
     /// at `now`.
     pub(crate) fn member(&self, target: &Target, weight: u32) -> Member {
-        let Some(s) = self.get(target) else {
-            return Member {
+        match self.get(target) {
+            Some(s) => s.member(weight),
+            None => Member {
                 weight,
-                ttft: None,
-                in_flight: 0,
-                ejected_until: None,
-            };
-        };
-        let ttft_us = s.ttft_us.load(Ordering::Relaxed);
-        let ejected_ns = s.ejected_until_ns.load(Ordering::Relaxed);
-        Member {
-            weight,
-            ttft: (ttft_us > 0).then(|| Duration::from_micros(ttft_us)),
-            in_flight: s.in_flight.load(Ordering::Relaxed),
-            ejected_until: (ejected_ns > 0).then(|| s.base + Duration::from_nanos(ejected_ns)),
+                ..Member::default()
+            },
         }
     }
 
@@ -283,6 +323,19 @@ impl TargetStat {
             uncached: AtomicU64::new(0),
             ttft_hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(0))),
             ttft_count: std::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+
+    /// The snapshot the group choice reads of this target (weight
+    /// `weight`).
+    pub(crate) fn member(&self, weight: u32) -> Member {
+        let ttft_us = self.ttft_us.load(Ordering::Relaxed);
+        let ejected_ns = self.ejected_until_ns.load(Ordering::Relaxed);
+        Member {
+            weight,
+            ttft: (ttft_us > 0).then(|| Duration::from_micros(ttft_us)),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            ejected_until: (ejected_ns > 0).then(|| self.base + Duration::from_nanos(ejected_ns)),
         }
     }
 

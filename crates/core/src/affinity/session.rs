@@ -55,29 +55,56 @@ fn claude_code_session(user: &str) -> Option<&str> {
     rest.split('"').next().filter(|s| !s.is_empty())
 }
 
+/// The domain every session key's hash starts with.
+const KEY_DOMAIN: &[u8] = b"understudy 2026-12 session\0";
+
+/// The most bytes a key's input is gathered in on the stack and hashed in
+/// one call; a longer one is fed to the hasher piece by piece (the same
+/// hash either way).
+const KEY_INPUT: usize = 256;
+
 fn key(client: Option<&ClientTag>, route: &RouteSelector, value: &[u8]) -> SessionKey {
-    // A plain hash under a domain prefix: a derived key's context would
-    // be hashed again for every request.
-    let mut h = blake3::Hasher::new();
-    h.update(b"understudy 2026-12 session\0");
-    h.update(client.map_or(&[0u8; 32], ClientTag::as_bytes).as_slice());
-    // The route's name as it displays, written straight into the hash
-    // (no string made, no formatting).
-    match route {
-        RouteSelector::Default => h.update(b"default"),
-        RouteSelector::Named(name) | RouteSelector::Model(name) => h.update(name.as_bytes()),
-        RouteSelector::Pin { provider, model } => {
-            h.update(provider.as_bytes());
-            match model {
-                Some(m) => h.update(b":").update(m.as_bytes()),
-                None => &mut h,
-            }
-        }
+    // A plain hash under a domain prefix (a derived key's context would
+    // be hashed again for every request): the domain, the client, the
+    // route's name as it displays (no string made, no formatting), a zero
+    // byte, the value.
+    let client = client.map_or(&[0u8; 32], ClientTag::as_bytes);
+    let route: [&[u8]; 3] = match route {
+        RouteSelector::Default => [b"default", b"", b""],
+        RouteSelector::Named(name) | RouteSelector::Model(name) => [name.as_bytes(), b"", b""],
+        RouteSelector::Pin { provider, model } => match model {
+            Some(m) => [provider.as_bytes(), b":", m.as_bytes()],
+            None => [provider.as_bytes(), b"", b""],
+        },
     };
-    h.update(b"\0");
-    h.update(value);
+    let parts: [&[u8]; 7] = [
+        KEY_DOMAIN,
+        client.as_slice(),
+        route[0],
+        route[1],
+        route[2],
+        b"\0",
+        value,
+    ];
+    let mut input = [0u8; KEY_INPUT];
+    let mut len = 0;
+    let hash = if parts.iter().map(|p| p.len()).sum::<usize>() <= KEY_INPUT {
+        // Gathered and hashed at once: a hasher fed seven pieces spends
+        // more on the feeding than on the hash.
+        for part in parts {
+            input[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        blake3::hash(&input[..len])
+    } else {
+        let mut h = blake3::Hasher::new();
+        for part in parts {
+            h.update(part);
+        }
+        h.finalize()
+    };
     let mut out = [0u8; 16];
-    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out.copy_from_slice(&hash.as_bytes()[..16]);
     SessionKey(out)
 }
 
@@ -90,20 +117,30 @@ impl SessionKey {
     }
 
     /// A short hash for events and spans (never the client's value).
-    pub(crate) fn short(&self) -> String {
-        hex(&self.0[..6])
+    pub(crate) fn short(&self) -> crate::event::ShortHash {
+        let mut out = [0u8; 12];
+        write_hex(&self.0[..6], &mut out);
+        crate::event::ShortHash::new(std::str::from_utf8(&out).unwrap_or_default())
+            .unwrap_or_default()
     }
 }
 
 /// `bytes` in lower-case hex.
 fn hex(bytes: &[u8]) -> String {
+    // Written as bytes, then made a string at once (a key is 16 bytes).
+    let mut out = [0u8; 32];
+    let n = bytes.len().min(16);
+    write_hex(&bytes[..n], &mut out);
+    String::from_utf8_lossy(&out[..2 * n]).into_owned()
+}
+
+/// `bytes` in lower-case hex digits, two to a byte, into `out`.
+fn write_hex(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
-    out
 }
 
 /// A conversation's hash: its `user`, system prompt and first message,
@@ -247,6 +284,38 @@ mod tests {
             want.copy_from_slice(&h.finalize().as_bytes()[..16]);
             assert_eq!(key(None, &route, b"v"), SessionKey(want), "{route}");
         }
+    }
+
+    #[test]
+    fn a_long_session_value_hashes_as_a_short_one_would() {
+        // Past the stack's room the pieces go to the hasher one by one:
+        // the key is the hash of the same bytes.
+        for n in [1, KEY_INPUT - 80, KEY_INPUT, 4 * KEY_INPUT] {
+            let value = vec![b'v'; n];
+            let mut h = blake3::Hasher::new();
+            h.update(KEY_DOMAIN);
+            h.update(&[0u8; 32]);
+            h.update(b"pair\0");
+            h.update(&value);
+            let mut want = [0u8; 16];
+            want.copy_from_slice(&h.finalize().as_bytes()[..16]);
+            let route = RouteSelector::Named("pair".into());
+            assert_eq!(key(None, &route, &value), SessionKey(want), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_session_shows_as_twelve_hex_digits_of_its_key() {
+        let key = SessionKey([0xab; 16]);
+        assert_eq!(key.hex(), "ab".repeat(16));
+        let short = key.short();
+        assert_eq!(&*short, "abababababab");
+        // Written and read back as a JSON string.
+        let json = serde_json::to_string(&short).unwrap();
+        assert_eq!(json, "\"abababababab\"");
+        let back: crate::event::ShortHash = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, short);
+        assert!(serde_json::from_str::<crate::event::ShortHash>("\"0123456789abcdef0\"").is_err());
     }
 
     #[test]

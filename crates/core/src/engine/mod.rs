@@ -377,13 +377,13 @@ impl Engine {
         if affinity.is_local() {
             // Pins in this process alone: looked up here, nothing boxed.
             let looked = crate::run::Looked::here(affinity, &request);
-            return looked.plan(&view, wide, request, started, mode).map(Ok);
+            return crate::run::prepare(&view, wide, request, started, mode, Some(looked)).map(Ok);
         }
         let affinity = Arc::clone(affinity);
         let wide = Arc::clone(wide);
         Ok(Err(Box::pin(async move {
             let looked = crate::run::Looked::of(&affinity, &request).await;
-            looked.plan(&view, &wide, request, started, mode)
+            crate::run::prepare(&view, &wide, request, started, mode, Some(looked))
         })))
     }
 

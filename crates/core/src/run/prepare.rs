@@ -12,7 +12,10 @@ use understudy_policy::plan::{self, Unavailable};
 use understudy_policy::timeouts::request_timeout;
 use understudy_types::Target;
 
+use understudy_policy::balance::Member;
+
 use crate::actor::router::View;
+use crate::actor::target_stats::{GroupedRoute, TargetStat};
 use crate::engine_wide::EngineWide;
 use crate::generation::GenerateRequest;
 use crate::run::Run;
@@ -117,8 +120,9 @@ pub(crate) fn prepare(
     request: GenerateRequest,
     started: Instant,
     mode: Mode,
-    pinned: Option<&Target>,
+    looked: Option<crate::run::Looked>,
 ) -> Result<Run, understudy_types::Error> {
+    let pinned = looked.as_ref().and_then(|l| l.pinned());
     let route_name = plan::route_name(&request.route, &view.routes);
     let route_options = route_name.and_then(|name| view.settings.route_options.get(name).copied());
     let route_timeouts = route_options.map(|o| o.timeouts).unwrap_or_default();
@@ -126,7 +130,7 @@ pub(crate) fn prepare(
     // choice, no session pin.
     let chose = super::caller::wish(&view.settings, &request).is_some();
     let grouped = route_name
-        .and_then(|name| grouped(view, name))
+        .and_then(|name| view.stats.grouped(name))
         .filter(|_| !chose);
     let pinned = pinned.filter(|_| !chose);
     // A route that hedges keeps its targets as resolved too: its calls
@@ -135,27 +139,16 @@ pub(crate) fn prepare(
     // kept and read. A routing without hedging looks nothing up.
     let keeps = view.stats.hedges_any() && route_options.is_some_and(|o| o.hedge.is_some());
     let (plan, resolved) = plan_of(view, wide, &request, (grouped, keeps), pinned)?;
-    let groups = grouped.map(|(g, declared)| (&g[..], &declared[..], &resolved[..]));
+    let groups = grouped.map(|g| (&g.groups[..], &g.declared[..], resolved.targets()));
     let hedge = crate::run::hedging(&view.stats, route_name, route_options.as_ref(), groups);
     // A run of a route with groups (or one that hedges) counts its calls
     // in its members' stats, kept under the targets as the route writes
     // them.
-    let declared = grouped
-        .map(|(_, declared)| declared)
-        .or_else(|| crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose));
-    let leases = plan
-        .targets
-        .iter()
-        .map(|t| crate::run::Slot {
-            lease: view.leases.get(&t.provider).cloned(),
-            pool: view.pools.get(&t.provider).cloned(),
-            stats: declared
-                .and_then(|declared| view.stats.get(as_declared(t, &resolved, declared)))
-                .or_else(|| hedge.as_ref().and_then(|_| view.stats.get(t)))
-                .cloned(),
-            entered: false,
-        })
-        .collect();
+    let declared = match grouped {
+        Some(_) => None,
+        None => crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose),
+    };
+    let leases = slots(view, &plan, (grouped, declared), &resolved, hedge.is_some());
     let streams = stream_rules(view, &plan, &request, route_options.as_ref());
     let refusal = request
         .refusal_policy
@@ -166,6 +159,9 @@ pub(crate) fn prepare(
         .as_ref()
         .filter(|t| t.recording)
         .map(|_| notes(&plan, refusal, &request.chat, &view.settings));
+    // The session, made here rather than on the run once made: a run moved
+    // again costs more than the session.
+    let affinity = looked.map(|l| l.into_run(&plan, &view.settings, wide, &request.chat));
     Ok(Run {
         notes,
         route_label: request.route.to_string(),
@@ -189,7 +185,7 @@ pub(crate) fn prepare(
         passed_over: Vec::new(),
         credit: None,
         hedge,
-        affinity: None,
+        affinity,
         rules: Rules {
             mode,
             refusal,
@@ -209,6 +205,35 @@ pub(crate) fn prepare(
     })
 }
 
+/// Each of `plan`'s targets' slot: its provider's lease and, for a member
+/// of a route's group (`grouped`), of a route that hedges (`declared`: its
+/// targets as written) or when the run `hedges`, its stats.
+fn slots(
+    view: &View,
+    plan: &plan::Plan,
+    (grouped, declared): (Option<&GroupedRoute>, Option<&Vec<Target>>),
+    resolved: &Resolved,
+    hedges: bool,
+) -> Vec<crate::run::Slot> {
+    plan.targets
+        .iter()
+        .map(|t| crate::run::Slot {
+            lease: view.leases.get(&t.provider).cloned(),
+            pool: view.pools.get(&t.provider).cloned(),
+            stats: match (grouped, declared) {
+                (Some(g), _) => resolved.stat(view, g, t),
+                (None, Some(declared)) => {
+                    view.stats.get(as_declared(t, resolved.targets(), declared))
+                }
+                (None, None) => None,
+            }
+            .or_else(|| hedges.then(|| view.stats.get(t)).flatten())
+            .cloned(),
+            entered: false,
+        })
+        .collect()
+}
+
 /// `request`'s plan: its route resolved (a pin kept to what its client's
 /// record allows), the targets whose breaker is open or whose provider is
 /// out left out, each group's members ordered by the group choice, the
@@ -219,9 +244,9 @@ fn plan_of(
     view: &View,
     wide: &EngineWide,
     request: &GenerateRequest,
-    (grouped, keeps): (Option<Grouped<'_>>, bool),
+    (grouped, keeps): (Option<&GroupedRoute>, bool),
     pinned: Option<&Target>,
-) -> Result<(plan::Plan, Vec<Target>), understudy_types::Error> {
+) -> Result<(plan::Plan, Resolved), understudy_types::Error> {
     let mut route = plan::resolve(
         &request.route,
         &view.settings,
@@ -237,13 +262,9 @@ fn plan_of(
         (&view.settings, &view.default_route, &view.routes),
     )?;
     let now = crate::runtime_clock::now();
-    // A route with groups keeps its resolved targets (its members) for the
-    // group choice; any other pays nothing here.
-    let route_members = match grouped {
-        Some(_) => route.clone(),
-        None if keeps => route.clone(),
-        None => Vec::new(),
-    };
+    // A route with groups keeps where its resolved targets (its members)
+    // are, for the group choice; any other pays nothing here.
+    let route_members = Resolved::of(&route, grouped, keeps);
     let mut plan = plan::plan(route, |t| {
         view.availability(&t.provider)
             .or_else(|| crate::probe::skip(&wide.ready, t))
@@ -261,25 +282,26 @@ fn plan_of(
             Some(p) if plan.targets.contains(p) => fastrand::u64(..),
             _ => view.stats.next_seed(),
         };
-        balance(view, groups, &route_members, &mut plan, now, seed);
+        route_members.balance(view, groups, &mut plan, now, seed);
     }
     // A session pinned to a member ejected for its error rate is chosen
-    // for anew (its cache is worth less than a member that fails).
+    // for anew (its cache is worth less than a member that fails). The pin
+    // is looked for among the plan's targets: where the route's went.
     let ejected = |t: &Target| {
-        grouped.is_some_and(|(_, declared)| {
-            let m = view
-                .stats
-                .member(as_declared(t, &route_members, declared), 1);
-            m.ejected_until.is_some_and(|until| until > now)
+        grouped.is_some_and(|g| {
+            let Some(t) = plan.targets.iter().find(|p| *p == t) else {
+                return false;
+            };
+            let m = route_members.stat(view, g, t).map(|s| s.member(1));
+            m.and_then(|m| m.ejected_until)
+                .is_some_and(|until| until > now)
         })
     };
     if let Some(pinned) = pinned.filter(|t| !ejected(t)) {
         // The pin is the primary only within the route's first step; where
         // it goes first, the group's choice was not made.
-        let home = match grouped.and_then(|(g, _)| g.iter().find(|g| g.start == 0)) {
-            Some(first) => route_members
-                .get(..first.weights.len())
-                .is_some_and(|m| m.contains(pinned)),
+        let home = match grouped.and_then(|g| g.groups.iter().find(|g| g.start == 0)) {
+            Some(first) => route_members.first_has(&plan, first.weights.len(), pinned),
             None => plan.primary == *pinned,
         };
         if plan::pin_first(&mut plan, pinned, home) {
@@ -309,43 +331,203 @@ fn as_declared<'t>(t: &'t Target, resolved: &[Target], declared: &'t [Target]) -
         .unwrap_or(t)
 }
 
-/// The groups of the route named `name` and its targets as written, when
-/// it has groups (without a group anywhere, nothing is looked up).
-fn grouped<'v>(view: &'v View, name: &str) -> Option<Grouped<'v>> {
-    if view.groups.is_empty() {
-        return None;
-    }
-    Some((view.groups.get(name)?, view.routes.get(name)?))
+/// The most targets of a route whose places [`Resolved`] keeps (a longer
+/// one keeps its targets): a group of up to this many is ordered on the
+/// stack.
+const PLACES: usize = plan::SMALL_GROUP;
+
+/// A route's targets as resolved, kept for the group choice and its
+/// members' stats.
+enum Resolved {
+    /// None kept: the route has no groups and does not hedge.
+    Nothing,
+    /// Where each of them is, by the addresses of its provider's and model's
+    /// names. The plan moves the resolved targets and never copies a name,
+    /// and resolution leaves no two alike, so a plan's target is the
+    /// route's target at the place whose addresses it has: found with no
+    /// name compared and no target copied.
+    Placed {
+        at: [[usize; 2]; PLACES],
+        len: usize,
+    },
+    /// The targets themselves, compared by name: a route that hedges, a
+    /// long one, or one whose resolution merged two of its targets.
+    Copied(Vec<Target>),
 }
 
-/// A route's groups and its targets as written.
-type Grouped<'v> = (&'v Vec<understudy_settings::RouteGroup>, &'v Vec<Target>);
+/// Where `t`'s names are (see [`Resolved::Placed`]).
+fn addresses(t: &Target) -> [usize; 2] {
+    [
+        Arc::as_ptr(&t.provider).cast::<u8>() as usize,
+        Arc::as_ptr(&t.model).cast::<u8>() as usize,
+    ]
+}
 
-/// Orders the members of each of the route's `groups` in `plan` by the
-/// group choice, from the stats' snapshot and `seed`. `resolved` is
-/// the route as resolved (a group's members at its positions); a route
-/// whose resolution merged two of its targets is left in written order.
-fn balance(
+// === impl Resolved ===
+
+impl Resolved {
+    /// What `route` (as resolved) keeps: its places for a route with
+    /// `grouped` that does not hedge, its targets for one that hedges or
+    /// `keeps` them (a route that hedges), else nothing.
+    fn of(route: &[Target], grouped: Option<&GroupedRoute>, keeps: bool) -> Self {
+        match grouped {
+            Some(g)
+                if !g.hedges
+                    && !keeps
+                    && route.len() <= PLACES
+                    && route.len() == g.declared.len() =>
+            {
+                let mut at = [[0; 2]; PLACES];
+                for (a, t) in at.iter_mut().zip(route) {
+                    *a = addresses(t);
+                }
+                Self::Placed {
+                    at,
+                    len: route.len(),
+                }
+            }
+            Some(_) => Self::Copied(route.to_vec()),
+            None if keeps => Self::Copied(route.to_vec()),
+            None => Self::Nothing,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Nothing => 0,
+            Self::Placed { len, .. } => *len,
+            Self::Copied(targets) => targets.len(),
+        }
+    }
+
+    /// The targets, when they were kept.
+    fn targets(&self) -> &[Target] {
+        match self {
+            Self::Copied(targets) => targets,
+            _ => &[],
+        }
+    }
+
+    /// The place in the route of `t`, one of the plan's targets.
+    fn position(&self, t: &Target) -> Option<usize> {
+        match self {
+            Self::Nothing => None,
+            Self::Placed { at, len } => {
+                let a = addresses(t);
+                at[..*len].iter().position(|p| *p == a)
+            }
+            Self::Copied(targets) => targets.iter().position(|r| r == t),
+        }
+    }
+
+    /// The stats of the plan's target `t` on route `g`: those of the target
+    /// written at its place (a pattern's `provider:*`, a model name a cloud
+    /// maps), else its own.
+    fn stat<'v>(
+        &self,
+        view: &'v View,
+        g: &'v GroupedRoute,
+        t: &Target,
+    ) -> Option<&'v Arc<TargetStat>> {
+        match self.position(t) {
+            Some(p) if self.len() == g.declared.len() => g.stats.get(p)?.as_ref(),
+            _ => view.stats.get(t),
+        }
+    }
+
+    /// Whether the route's first `n` targets include `pinned`.
+    fn first_has(&self, plan: &plan::Plan, n: usize, pinned: &Target) -> bool {
+        match self {
+            Self::Placed { .. } => plan
+                .targets
+                .iter()
+                .find(|t| *t == pinned)
+                .and_then(|t| self.position(t))
+                .is_some_and(|p| p < n),
+            _ => self.targets().get(..n).is_some_and(|m| m.contains(pinned)),
+        }
+    }
+
+    /// Orders the members of each of route `g`'s groups in `plan` by the
+    /// group choice, from their stats' snapshot and `seed`; a route whose
+    /// resolution merged two of its targets is left in written order.
+    fn balance(
+        &self,
+        view: &View,
+        g: &GroupedRoute,
+        plan: &mut plan::Plan,
+        now: Instant,
+        seed: u64,
+    ) {
+        let Self::Placed { at: places, len } = self else {
+            let resolved = self.targets();
+            if resolved.len() == g.declared.len() {
+                balance_copied(view, g, resolved, plan, now, seed);
+            }
+            return;
+        };
+        if plan.forced {
+            return;
+        }
+        let places = &places[..*len];
+        let valid = g
+            .groups
+            .iter()
+            .filter(|group| group.start + group.weights.len() <= places.len());
+        for (i, group) in valid.enumerate() {
+            let mut at = [0; PLACES];
+            let mut snapshot = [Member::default(); PLACES];
+            let mut n = 0;
+            for (place, &weight) in (group.start..).zip(&group.weights) {
+                let found = plan
+                    .targets
+                    .iter()
+                    .position(|t| addresses(t) == places[place]);
+                if let Some(k) = found {
+                    at[n] = k;
+                    snapshot[n] = g.stats[place].as_ref().map_or(
+                        Member {
+                            weight,
+                            ..Member::default()
+                        },
+                        |s| s.member(weight),
+                    );
+                    n += 1;
+                }
+            }
+            plan::order_placed(
+                plan,
+                &at[..n],
+                &snapshot[..n],
+                group.start == 0,
+                now,
+                plan::group_seed(seed, i),
+                &view.settings.balance,
+            );
+        }
+    }
+}
+
+/// [`Resolved::balance`] for a route whose targets were copied
+/// (`resolved`, as long as the route as written).
+fn balance_copied(
     view: &View,
-    (groups, declared): Grouped<'_>,
+    g: &GroupedRoute,
     resolved: &[Target],
     plan: &mut plan::Plan,
     now: Instant,
     seed: u64,
 ) {
-    if resolved.len() != declared.len() {
-        return;
-    }
-    let members = groups.iter().filter_map(|g| {
-        let targets = resolved.get(g.start..g.start + g.weights.len())?;
-        Some((targets, g.weights.as_slice(), g.start == 0))
+    let members = g.groups.iter().filter_map(|group| {
+        let targets = resolved.get(group.start..group.start + group.weights.len())?;
+        Some((targets, group.weights.as_slice(), group.start == 0))
     });
     plan::balance_groups(
         plan,
         members,
         |t, weight| {
             view.stats
-                .member(as_declared(t, resolved, declared), weight)
+                .member(as_declared(t, resolved, &g.declared), weight)
         },
         now,
         seed,

@@ -1,12 +1,9 @@
 //! A run's side of affinity: the session looked up before planning
-//! ([`Looked`], its pin handed to `run::prepare`), what leaving the pinned
+//! ([`Looked`], handed to `run::prepare` for its pin), what leaving the pinned
 //! target's cache would cost (weighed by the decision machine), and, when
 //! the run publishes its event, the pin moved to the target that served
 //! (a failover moves the session once; it stays there) with what the
 //! event, the span and the status page say of it.
-
-use std::sync::Arc;
-use std::time::Instant;
 
 use understudy_policy::affinity::{
     CacheHints, CacheKind, Choice, Weigh, cache_ttl, rates, switch_cost_usd,
@@ -95,38 +92,29 @@ impl Looked {
         Self { key, source, found }
     }
 
-    /// `request`'s run, planned with this session's pin first and the
-    /// session kept for its event.
-    pub(crate) fn plan(
-        self,
-        view: &View,
-        wide: &Arc<EngineWide>,
-        request: GenerateRequest,
-        started: Instant,
-        mode: Mode,
-    ) -> Result<Run, understudy_types::Error> {
-        let pinned = self.found.pin.as_ref().map(|p| &p.target);
-        let mut run = crate::run::prepare(view, wide, request, started, mode, pinned)?;
-        run.with_session(self);
-        Ok(run)
+    /// The target this session is pinned to, for the plan to put first.
+    pub(crate) fn pinned(&self) -> Option<&Target> {
+        self.found.pin.as_ref().map(|p| &p.target)
     }
-}
 
-// === impl Run ===
-
-impl Run {
-    /// Makes the run's session from what was `looked` up: when the plan
-    /// put the pinned target first with another behind it, the cost of
-    /// leaving its cache for the next target, for the decision machine.
-    pub(crate) fn with_session(&mut self, looked: Looked) {
-        let pinned = looked.found.pin;
-        let hints = self.cache_hints();
+    /// The run's session, made in `run::prepare` as the run is: when
+    /// `plan` put the pinned target first with another behind it, the cost
+    /// of leaving its cache for the next target, for the decision machine.
+    pub(crate) fn into_run(
+        self,
+        plan: &understudy_policy::plan::Plan,
+        settings: &understudy_settings::Settings,
+        wide: &EngineWide,
+        chat: &understudy_types::ChatRequest,
+    ) -> Box<RunAffinity> {
+        let pinned = self.found.pin;
+        let hints = cache_hints(chat);
         let weigh = pinned.as_ref().and_then(|pin| {
-            let first = self.plan.targets.first().filter(|t| **t == pin.target)?;
-            let next = self.plan.targets.get(1)?;
-            let affinity = self.wide.affinity.as_ref()?;
+            let first = plan.targets.first().filter(|t| **t == pin.target)?;
+            let next = plan.targets.get(1)?;
+            let affinity = wide.affinity.as_ref()?;
             let rates_of = |t: &Target| {
-                let provider = self.settings.providers.get(&*t.provider)?;
+                let provider = settings.providers.get(&*t.provider)?;
                 Some(rates(
                     provider,
                     &t.model,
@@ -139,18 +127,29 @@ impl Run {
                 wait_cost_per_second: affinity.settings.wait_cost_per_second,
             })
         });
-        self.affinity = Some(Box::new(RunAffinity {
-            key: looked.key,
-            source: looked.source,
+        Box::new(RunAffinity {
+            key: self.key,
+            source: self.source,
             pinned,
-            expired: looked.found.expired,
+            expired: self.found.expired,
             weigh,
             choice: None,
             write: None,
             hints,
-        }));
+        })
     }
+}
 
+/// What a request's body says of its cache's lifetime.
+fn cache_hints(chat: &understudy_types::ChatRequest) -> CacheHints {
+    chat.native
+        .as_ref()
+        .map_or_else(CacheHints::default, |n| CacheHints::of_body(&n.body))
+}
+
+// === impl Run ===
+
+impl Run {
     /// The run's decision machine, told what leaving a pinned target costs.
     pub(crate) fn decider(&self) -> Decider {
         let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
@@ -171,14 +170,6 @@ impl Run {
     /// answer (a stream's is spawned).
     pub(crate) fn take_pin_write(&mut self) -> Option<PinWrite> {
         self.affinity.as_deref_mut()?.write.take()
-    }
-
-    /// What the request's body says of its cache's lifetime.
-    fn cache_hints(&self) -> CacheHints {
-        self.chat
-            .native
-            .as_ref()
-            .map_or_else(CacheHints::default, |n| CacheHints::of_body(&n.body))
     }
 
     /// The session's pin moved to whoever served `event` (refreshed when
