@@ -12,8 +12,11 @@ names). The gateway's Deployment is then held to the rules the manifests
 promise (non-root, read-only root, no privilege escalation, no capability,
 the runtime's seccomp profile, requests and limits, liveness on /healthz,
 readiness on /readyz polled often enough that a draining pod is found
-unready within `server.drain_grace`, and a termination grace longer than
-the drain the settings file asks for).
+unready within `server.drain_grace`, a termination grace of at least the
+drain the settings file asks for — or the Deployment's
+`UNDERSTUDY_DRAIN_GRACE` and `UNDERSTUDY_DRAIN_TIMEOUT`, which win — plus a
+margin, and no `replicas` of its own: an autoscaler scales it, from at
+least two).
 
 The objects of the first file are written to OUT.json (a JSON list), for
 the fleet test that plays them under Podman.
@@ -111,13 +114,14 @@ def gateway_rules(deployment, objects):
     spec = deployment["spec"]["template"]["spec"]
     pod = spec.get("securityContext") or {}
     problems = []
-    grace, timeout = drain(objects)
+    grace, timeout = drain(objects, spec["containers"])
     if spec.get("terminationGracePeriodSeconds", 30) < grace + timeout + MARGIN:
         problems.append(f"terminationGracePeriodSeconds below the drain ({grace + timeout} s) + {MARGIN} s")
     if (pod.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
         problems.append("no RuntimeDefault seccomp profile")
-    if deployment["spec"].get("replicas", 1) < 2:
-        problems.append("fewer than two replicas")
+    if "replicas" in deployment["spec"]:
+        problems.append("sets replicas, which the autoscaler owns (an apply would reset it)")
+    problems += autoscaled(deployment, objects)
     for c in spec["containers"]:
         sc = c.get("securityContext") or {}
         rules = {
@@ -134,6 +138,22 @@ def gateway_rules(deployment, objects):
     return problems
 
 
+def autoscaled(deployment, objects):
+    """What is wrong with the autoscaler of `deployment`: one, from at least two."""
+    name = deployment["metadata"]["name"]
+    hpas = [
+        o for o in objects
+        if o.get("kind") == "HorizontalPodAutoscaler"
+        and (o["spec"].get("scaleTargetRef") or {}).get("kind") == "Deployment"
+        and o["spec"]["scaleTargetRef"].get("name") == name
+    ]
+    if len(hpas) != 1:
+        return [f"{len(hpas)} HorizontalPodAutoscalers scale it, not one"]
+    if hpas[0]["spec"].get("minReplicas", 1) < 2:
+        return ["its HorizontalPodAutoscaler's minReplicas is below two"]
+    return []
+
+
 def unready_after(container):
     """Seconds the readiness probe may take to see a pod unready."""
     probe = container.get("readinessProbe") or {}
@@ -144,13 +164,22 @@ def probe_path(container, probe):
     return ((container.get(probe) or {}).get("httpGet") or {}).get("path")
 
 
-def drain(objects):
-    """The drain's grace and deadline in seconds, by the rendered settings file."""
+def drain(objects, containers):
+    """The drain's grace and deadline in seconds: the rendered settings
+    file's, the containers' `UNDERSTUDY_DRAIN_*` variables winning."""
+    grace, timeout = DRAIN_GRACE, DRAIN_TIMEOUT
     for o in objects:
         if o.get("kind") == "ConfigMap" and "understudy.toml" in (o.get("data") or {}):
             server = tomllib.loads(o["data"]["understudy.toml"]).get("server", {})
-            return server.get("drain_grace", DRAIN_GRACE), server.get("drain_timeout", DRAIN_TIMEOUT)
-    return DRAIN_GRACE, DRAIN_TIMEOUT
+            grace = server.get("drain_grace", grace)
+            timeout = server.get("drain_timeout", timeout)
+    for c in containers:
+        for e in c.get("env") or []:
+            if e.get("name") == "UNDERSTUDY_DRAIN_GRACE" and "value" in e:
+                grace = float(e["value"])
+            if e.get("name") == "UNDERSTUDY_DRAIN_TIMEOUT" and "value" in e:
+                timeout = float(e["value"])
+    return grace, timeout
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@
 //! replicas share a client record's requests per minute (its `rpm` spent
 //! over both, the next request is a 429 on either) and circuit breakers
 //! (a breaker opened through one is open on the other, which then skips a
-//! provider it never saw fail); `/readyz` is 200 when ready and 503 while
-//! Redis is stopped.
+//! provider it never saw fail). Redis requires the Secret's password
+//! (a connection without it is refused), which the gateways take from
+//! `REDIS_URL`. `/readyz` is 200 `ready`, and while Redis is stopped 200
+//! `degraded` (the shipped `ready_without_redis = true`: the replicas stay
+//! in the Service, serving on local state) until Redis is back.
 //!
 //! Built only with the `container-tests` feature, and run by `cargo xtask
 //! test` (after it rendered the manifests and made the images), which
@@ -36,6 +39,9 @@ const PLAIN_KEY: &str = "sk-fleet-plain-client-0123456789";
 
 /// The example record's `rpm`, lowered for the test.
 const RPM: usize = 5;
+
+/// Redis's password (the Secret's `REDIS_PASSWORD`).
+const REDIS_PASSWORD: &str = "fleet-redis-password-0123456789";
 
 /// How long a pod may take to start and turn ready, and Redis's loss or
 /// return to show on `/readyz`: generous, since a loaded machine is slow
@@ -144,13 +150,7 @@ impl Drop for Fleet {
             .args(["kube", "down"])
             .arg(&self.file)
             .output();
-        for name in [
-            "understudy-config",
-            "understudy-env",
-            "understudy-keys",
-            "state",
-            "data",
-        ] {
+        for name in ["understudy-config", "understudy-keys", "state", "data"] {
             let _ = Command::new(&self.podman)
                 .args(["volume", "rm", "--force"])
                 .arg(format!("{name}-{}", self.plan.run))
@@ -176,6 +176,7 @@ async fn two_replicas_share_a_clients_rpm_and_breakers_through_redis() {
     });
     claude.always(Reply::text("from claude"));
     let [redis_port, a, b] = free_ports();
+    let redis_url = format!("redis://:{REDIS_PASSWORD}@127.0.0.1:{redis_port}/0");
     let plan = Plan {
         run: format!("{}", std::process::id()),
         image: given.image.clone(),
@@ -189,6 +190,8 @@ async fn two_replicas_share_a_clients_rpm_and_breakers_through_redis() {
             ("ANTHROPIC_BASE_URL", &claude.base_url()),
             ("UNDERSTUDY_KEY_EXAMPLE_TEAM", TEAM_KEY),
             ("UNDERSTUDY_API_KEYS", PLAIN_KEY),
+            ("REDIS_PASSWORD", REDIS_PASSWORD),
+            ("REDIS_URL", &redis_url),
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .to_vec(),
@@ -201,7 +204,7 @@ async fn two_replicas_share_a_clients_rpm_and_breakers_through_redis() {
         eventually_within(
             PATIENCE,
             &format!("{url}/readyz to say ready"),
-            async || readyz(url).await == Some(200),
+            async || readyz(url).await == Some((200, "ready".to_owned())),
         )
         .await;
         // Until it reaches Redis a replica counts alone (the pods start
@@ -211,6 +214,7 @@ async fn two_replicas_share_a_clients_rpm_and_breakers_through_redis() {
         })
         .await;
     }
+    redis_refuses_a_client_without_its_password(redis_port);
     a_clients_rpm_holds_across_the_fleet(&fleet).await;
     a_breaker_opened_on_one_is_open_on_the_other(&fleet, &openai, &failing).await;
     readyz_follows_redis(&fleet).await;
@@ -292,15 +296,32 @@ async fn a_breaker_opened_on_one_is_open_on_the_other(
     );
 }
 
-/// Redis stopped: both replicas turn unready (503); started again: ready.
+/// A command without the password is refused (`NOAUTH`): the played
+/// Redis requires the Secret's password, which the replicas, ready and
+/// counting through it, therefore use.
+fn redis_refuses_a_client_without_its_password(port: u16) {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(b"PING\r\n").unwrap();
+    let mut reply = String::new();
+    BufReader::new(conn).read_line(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("-NOAUTH"),
+        "Redis answered {reply:?} without its password"
+    );
+}
+
+/// Redis stopped: both replicas stay ready, `degraded` (200: the shipped
+/// settings keep them serving on local state); started again: `ready`.
 async fn readyz_follows_redis(fleet: &Fleet) {
     let redis = fleet.redis_pod();
     fleet.podman(&["pod", "stop", &redis]);
     for url in &fleet.urls {
         eventually_within(
             PATIENCE,
-            &format!("{url}/readyz 503 without Redis"),
-            async || readyz(url).await == Some(503),
+            &format!("{url}/readyz 200 degraded without Redis"),
+            async || readyz(url).await == Some((200, "degraded".to_owned())),
         )
         .await;
     }
@@ -308,8 +329,8 @@ async fn readyz_follows_redis(fleet: &Fleet) {
     for url in &fleet.urls {
         eventually_within(
             PATIENCE,
-            &format!("{url}/readyz 200 with Redis back"),
-            async || readyz(url).await == Some(200),
+            &format!("{url}/readyz 200 ready with Redis back"),
+            async || readyz(url).await == Some((200, "ready".to_owned())),
         )
         .await;
     }
@@ -340,15 +361,18 @@ async fn chat(url: &str, key: &str, content: &str) -> (u16, String) {
     (resp.status().as_u16(), provider)
 }
 
-/// `/readyz`'s status, or `None` while the replica does not answer.
-async fn readyz(url: &str) -> Option<u16> {
+/// `/readyz`'s status and its body's `status` word, or `None` while the
+/// replica does not answer.
+async fn readyz(url: &str) -> Option<(u16, String)> {
     let resp = understudy_testkit::http_client()
         .get(format!("{url}/readyz"))
         .timeout(Duration::from_secs(5))
         .send()
         .await
         .ok()?;
-    Some(resp.status().as_u16())
+    let status = resp.status().as_u16();
+    let body: Value = serde_json::from_str(&resp.text().await.ok()?).ok()?;
+    Some((status, body["status"].as_str()?.to_owned()))
 }
 
 /// The value of the unlabelled metric `name` on `url`'s `/metrics`.

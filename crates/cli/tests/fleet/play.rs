@@ -8,14 +8,16 @@
 //! - Every pod uses the host's network (`hostNetwork`): Podman's pods have
 //!   no cluster DNS, so the gateways reach Redis, and the test reaches the
 //!   gateways, on loopback ports: `UNDERSTUDY_LISTEN` per replica, Redis's
-//!   `--port`, `REDIS_URL` in `understudy-env`. Container ports are left
-//!   out (Podman refuses port mappings on the host's network).
+//!   `--port`, `REDIS_URL` in the [`Plan`]'s Secret. Container ports are
+//!   left out (Podman refuses port mappings on the host's network).
 //! - The probes are left out: Podman 4.3 runs an `httpGet` probe as `curl`
 //!   inside the container, and the image has no `curl`. The test asks
 //!   `/healthz` and `/readyz` itself.
 //! - The Secret the operator makes is a ConfigMap of the test's keys:
 //!   Podman 4.3 does not read Kubernetes Secrets; `envFrom` takes it the
-//!   same way.
+//!   same way. Redis's `env` entries that read one of its keys
+//!   (`secretKeyRef`) are left out, and each `$(VAR)` of its arguments is
+//!   replaced with the variable's value: Podman 4.3 does not expand them.
 //! - Redis's StatefulSet is played as a Deployment (Podman does not play
 //!   StatefulSets), its volume claim an `emptyDir`. Its arguments lose the
 //!   leading `redis-server`, which the official image's entrypoint takes
@@ -62,7 +64,6 @@ pub fn play(objects: &[Value], plan: &Plan) -> Result<Vec<Value>, String> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         match (kind, name) {
             ("ConfigMap", "understudy-config") => played.push(config(object, plan)?),
-            ("ConfigMap", "understudy-env") => played.push(env(object, plan)?),
             ("Deployment", "understudy") => {
                 for (replica, port) in &plan.replicas {
                     gateways.push(gateway(object, plan, replica, *port)?);
@@ -117,17 +118,6 @@ fn config(object: &Value, plan: &Plan) -> Result<Value, String> {
     Ok(object)
 }
 
-/// `understudy-env`, its `REDIS_URL` on the played Redis.
-fn env(object: &Value, plan: &Plan) -> Result<Value, String> {
-    let mut object = renamed(object, plan);
-    let url = &mut object["data"]["REDIS_URL"];
-    if url.is_null() {
-        return Err("understudy-env sets no REDIS_URL".to_owned());
-    }
-    *url = json!(format!("redis://127.0.0.1:{}/0", plan.redis_port));
-    Ok(object)
-}
-
 /// One gateway replica.
 fn gateway(object: &Value, plan: &Plan, replica: &str, port: u16) -> Result<Value, String> {
     let mut object = object.clone();
@@ -173,11 +163,15 @@ fn redis(object: &Value, plan: &Plan) -> Result<Value, String> {
     let pod = on_host(&mut object["spec"]["template"]["spec"], plan)?;
     let container = &mut pod["containers"][0];
     container["image"] = json!(plan.redis_image);
+    let vars = variables(&container["env"], plan)?;
     let args = container["args"]
         .as_array_mut()
         .ok_or("Redis's container has no args")?;
     if args.first().and_then(Value::as_str) == Some("redis-server") {
         args.remove(0);
+    }
+    for arg in args.iter_mut() {
+        *arg = json!(expanded(arg.as_str().unwrap_or_default(), &vars)?);
     }
     args.extend(
         [
@@ -188,7 +182,56 @@ fn redis(object: &Value, plan: &Plan) -> Result<Value, String> {
         ]
         .map(|a| json!(a)),
     );
+    if let Some(env) = container.get_mut("env").and_then(Value::as_array_mut) {
+        env.retain(|e| e["valueFrom"]["secretKeyRef"].is_null());
+    }
     Ok(object)
+}
+
+/// A container's `env` as name and value, each `secretKeyRef` read from
+/// the [`Plan`]'s Secret.
+fn variables(env: &Value, plan: &Plan) -> Result<Vec<(String, String)>, String> {
+    let mut vars = Vec::new();
+    for entry in env.as_array().into_iter().flatten() {
+        let name = entry["name"]
+            .as_str()
+            .ok_or("an env entry without a name")?;
+        let value = match entry["valueFrom"]["secretKeyRef"]["key"].as_str() {
+            Some(key) => plan
+                .secret
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| format!("the Secret sets no {key}, which {name} reads"))?,
+            None => entry["value"].as_str().unwrap_or_default().to_owned(),
+        };
+        vars.push((name.to_owned(), value));
+    }
+    Ok(vars)
+}
+
+/// `text` with each `$(VAR)` replaced with `VAR`'s value in `vars`, as
+/// Kubernetes expands a container's arguments; a `VAR` not there is an
+/// error (Kubernetes would pass it on as it is, and Redis would take the
+/// text for a password).
+fn expanded(text: &str, vars: &[(String, String)]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("$(") {
+        let end = rest[start..]
+            .find(')')
+            .ok_or_else(|| format!("{text:?}: an unclosed $("))?;
+        let name = &rest[start + 2..start + end];
+        let value = vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .ok_or_else(|| format!("{text:?}: the container's env sets no {name}"))?;
+        out.push_str(&rest[..start]);
+        out.push_str(&value.1);
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A pod spec on the host's network, without ports or probes, its
@@ -245,4 +288,23 @@ fn renamed(object: &Value, plan: &Plan) -> Value {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     object["metadata"]["name"] = json!(format!("{name}-{}", plan.run));
     object
+}
+
+#[test]
+fn arguments_expand_as_kubernetes_expands_them() {
+    let vars = [("PW", "s3cret"), ("PORT", "6379")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let cases: [(&str, Result<&str, ()>); 5] = [
+        ("--appendonly", Ok("--appendonly")),
+        ("$(PW)", Ok("s3cret")),
+        ("a$(PW)b:$(PORT)", Ok("as3cretb:6379")),
+        ("$(NOPE)", Err(())),
+        ("$(PW", Err(())),
+    ];
+    for (text, want) in cases {
+        assert_eq!(
+            expanded(text, &vars).map_err(|_| ()),
+            want.map(str::to_owned),
+            "{text}"
+        );
+    }
 }
