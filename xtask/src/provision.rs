@@ -20,7 +20,7 @@
 //! a second run touches neither apt, PyPI nor npm and works offline.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::note;
 
@@ -430,20 +430,5 @@ fn succeeds(cmd: &mut Command) -> bool {
 
 /// Runs `cmd` with its output captured, and shows that output only when it fails.
 fn run_quietly(cmd: &mut Command) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd
-        .output()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{shown} failed ({status}):\n{}{}",
-        String::from_utf8_lossy(&stdout),
-        String::from_utf8_lossy(&stderr)
-    ))
+    crate::container::output(cmd).map(|_| ())
 }
