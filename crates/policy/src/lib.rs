@@ -5,7 +5,8 @@
 //! # Layout
 //! - `decide.rs`: the decision machine, what happens next in a request
 //!   (`decide/tests.rs`: its table of cases).
-//! - `plan.rs`: which targets a request walks.
+//! - `plan.rs`: which targets a request walks; `plan/groups.rs`: its
+//!   groups of equivalent targets put in the group choice's order.
 //! - `caller.rs`: the routing a request asked for (its `models`, provider
 //!   preferences, `x-understudy-targets`) as the targets it walks
 //!   (`caller/tests.rs`: its cases).
