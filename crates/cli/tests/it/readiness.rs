@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use understudy_testkit::{RedisServer, Reply, SimProvider, eventually};
 
+use crate::common::plain;
+
 /// A running `understudy serve`, its URL and its log; killed when
 /// dropped.
 struct Serve {
@@ -38,19 +40,6 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `line` without its terminal colours.
-fn plain(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(at) = rest.find('\u{1b}') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        rest = rest.find('m').map_or("", |end| &rest[end + 1..]);
-    }
-    out.push_str(rest);
-    out
 }
 
 fn command(config: &std::path::Path, redis: &RedisServer) -> Command {

@@ -16,7 +16,7 @@ use understudy_testkit::{
     RedisServer, Reply, SimProvider, StreamSpec, eventually, eventually_within,
 };
 
-use crate::common::{Gateway, Scratch};
+use crate::common::{Gateway, Scratch, plain};
 
 const KEY: &str = "sk-drain-client-0123456789";
 
@@ -118,19 +118,6 @@ async fn exits(gw: &mut Gateway, within: Duration) -> std::process::ExitStatus {
             .ok_or_else(|| format!("still running; log:\n{log}"))
     })
     .await
-}
-
-/// `text` without its terminal colours.
-fn plain(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('\u{1b}') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        rest = rest.find('m').map_or("", |end| &rest[end + 1..]);
-    }
-    out.push_str(rest);
-    out
 }
 
 #[tokio::test]
