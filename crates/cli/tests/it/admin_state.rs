@@ -33,23 +33,8 @@ async fn admin(gateway: &Gateway, method: &str, path: &str, body: Option<Value>)
 
 /// A chat request with `key`: its status and the provider that served it.
 async fn ask(gateway: &Gateway, key: &str) -> (u16, Option<String>) {
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/chat/completions", gateway.url))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(
-            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]})
-                .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let provider = resp
-        .headers()
-        .get("x-understudy-provider")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (resp.status().as_u16(), provider)
+    let (status, provider, _) = crate::common::ask(gateway, key, "default").await;
+    (status, provider)
 }
 
 #[tokio::test(flavor = "multi_thread")]

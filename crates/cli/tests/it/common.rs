@@ -400,3 +400,27 @@ pub fn plain(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// A chat request for `model` with `key`: its status, the provider that
+/// served it, and its body. Each asks something new, so that no answer
+/// comes from the response cache (which a reload keeps).
+pub async fn ask(gateway: &Gateway, key: &str, model: &str) -> (u16, Option<String>, String) {
+    static ASKED: AtomicUsize = AtomicUsize::new(0);
+    let prompt = format!("question {}", ASKED.fetch_add(1, Ordering::Relaxed));
+    let resp = understudy_testkit::http_client()
+        .post(format!("{}/v1/chat/completions", gateway.url))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(
+            json!({"model": model, "messages": [{"role": "user", "content": prompt}]}).to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let provider = resp
+        .headers()
+        .get("x-understudy-provider")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (resp.status().as_u16(), provider, resp.text().await.unwrap())
+}

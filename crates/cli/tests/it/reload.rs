@@ -13,13 +13,12 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use understudy_testkit::{Reply, SimProvider, StreamSpec, eventually};
 
-use crate::common::{Gateway, Scratch};
+use crate::common::{Gateway, Scratch, ask};
 
 const CLIENT_KEY: &str = "sk-reload-client-0123456789";
 /// A provider key the log must never show.
@@ -31,30 +30,6 @@ fn provider(name: &str, sim: &SimProvider, key: &str) -> String {
         "[providers.{name}]\nkind = \"openai\"\nbase_url = {:?}\napi_key = {key:?}\nmodel = \"{name}-sim\"\n\n",
         sim.base_url()
     )
-}
-
-/// A chat request for `model` with `key`: its status, the provider that
-/// served it, and its body. Each asks something new, so that no answer
-/// comes from the response cache (which a reload keeps).
-async fn ask(gateway: &Gateway, key: &str, model: &str) -> (u16, Option<String>, String) {
-    static ASKED: AtomicUsize = AtomicUsize::new(0);
-    let prompt = format!("question {}", ASKED.fetch_add(1, Ordering::Relaxed));
-    let resp = understudy_testkit::http_client()
-        .post(format!("{}/v1/chat/completions", gateway.url))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(
-            json!({"model": model, "messages": [{"role": "user", "content": prompt}]}).to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let provider = resp
-        .headers()
-        .get("x-understudy-provider")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (resp.status().as_u16(), provider, resp.text().await.unwrap())
 }
 
 /// `GET path` with the client key, as JSON or text.
