@@ -6,8 +6,6 @@
 //! what crosses the seam.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +16,7 @@ use understudy_types::protocol::Protocol;
 
 pub use crate::credentials::{CredentialStatus, Credentials};
 
-/// A boxed, sendable future (object-safe async trait methods).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use understudy_record::sink::BoxFuture;
 
 /// One provider's wire protocol, bound to its settings and its pooled
 /// HTTP client. Cheap to share: the provider actor holds it in an `Arc` and

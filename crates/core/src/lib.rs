@@ -2,7 +2,10 @@
 //! a wire protocol. The vocabulary it speaks is `understudy-types`, its
 //! settings `understudy-settings`, and the decisions it carries out
 //! `understudy-policy` (pure); this crate does the I/O, holds the state and
-//! runs the actors.
+//! runs the actors. What a generation leaves behind (its request and
+//! answer, [`GenerationEvent`], its trace, and the sinks events go to) is
+//! `understudy-record`'s: its modules [`generation`], [`event`],
+//! [`trace`] and [`sink`] keep their paths here.
 //!
 //! # Layout
 //! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
@@ -13,14 +16,11 @@
 //!   (private).
 //! - `actor`: router, provider and supervisor actors, and the group
 //!   members' stats the router's view holds (private).
-//! - [`generation`]: [`GenerateRequest`], [`Generation`], request ids.
 //! - [`stream`]: the [`GenerationStream`] a caller reads.
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
 //! - [`credentials`]: how long a request may wait on credentials that the
 //!   provider's actor fetches.
 //! - [`breakers`]: the one home of every target's circuit breaker.
-//! - `fixed_keys`: a cheap hasher for maps keyed by configured names
-//!   (private).
 //! - [`key_pools`]: a pooled provider's keys at run time (`KeyPool`,
 //!   every pool in `KeyPools`, those in force in `LivePools`, a request's
 //!   key in `KeyInUse`).
@@ -34,15 +34,10 @@
 //! - [`logctx`]: the request id every log line of a request carries.
 //! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
 //!   tests), as the std instants the pure policies take.
-//! - [`event`]: [`GenerationEvent`], the record of every generation.
-//! - [`sink`]: the event fan-out, the metrics writer (and the GenAI
-//!   metrics), the recent events the status page shows, the Redis writer, and the [`sink::Sink`] a starter hands the
-//!   engine (the span exporter, in `understudy-otlp`).
 //! - `cache`: the response cache (memory or Redis).
 //! - [`redis_link`]: a self-healing Redis connection for the request path.
 //! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
 //! - [`spend`]: the fallback spend meter.
-//! - [`trace`]: a request's trace context and the notes its spans need.
 //! - [`affinity`]: sessions kept on the target holding their prompt cache:
 //!   the pins, in process and in Redis (`session.rs`: a session's key).
 //! - [`tenants`]: client records held to their budgets, rates, models
@@ -54,9 +49,6 @@ pub mod breakers;
 pub mod credentials;
 pub mod engine;
 mod engine_wide;
-pub mod event;
-mod fixed_keys;
-pub mod generation;
 pub mod info;
 pub mod key_pools;
 pub mod logctx;
@@ -64,16 +56,19 @@ pub mod probe;
 pub mod readiness;
 pub mod redis_link;
 pub mod shared;
-pub mod sink;
 pub mod spend;
 pub mod stream;
 pub mod tenants;
-pub mod trace;
 
 mod actor;
 mod cache;
 mod run;
 mod runtime_clock;
+
+// The record of a generation lives in `understudy-record`; its modules
+// keep their paths here for the engine's code and its users.
+use understudy_record::fixed_keys;
+pub use understudy_record::{event, generation, sink, trace};
 
 pub use actor::target_stats::TargetStatsView;
 pub use adapter::{

@@ -11,11 +11,12 @@ use std::path::Path;
 
 /// The workspace's crates, bottom first. A name whose folder does not
 /// exist (yet) is passed over.
-const LAYERS: [&str; 11] = [
+const LAYERS: [&str; 12] = [
     "understudy-types",
     "understudy-settings",
     "understudy-policy",
     "understudy-wire",
+    "understudy-record",
     "understudy-core",
     "understudy-otlp",
     "understudy-providers",

@@ -17,12 +17,14 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 
-use crate::adapter::BoxFuture;
 use crate::event::GenerationEvent;
 use understudy_settings::Settings;
 
+/// A boxed, sendable future (object-safe async trait methods).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// A sink handed to the engine by whoever starts it
-/// ([`crate::Engine::start_with`]): one that lives in a crate above core.
+/// (`Engine::start_with`): one that lives in a crate above core.
 /// The engine gives it a bounded channel of its own off the bus (full: the
 /// newest event is dropped and counted under its [`Sink::name`]), tells it
 /// to flush and stop on shutdown, and joins its task as it does its own

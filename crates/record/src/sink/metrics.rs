@@ -26,7 +26,7 @@ const DURATION_BUCKETS: [f64; 16] = [
 ];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct GenerationLabels {
+pub struct GenerationLabels {
     provider: String,
     success: bool,
     fell_back: bool,
@@ -34,7 +34,7 @@ pub(crate) struct GenerationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AttemptLabels {
+pub struct AttemptLabels {
     provider: String,
     kind: &'static str,
     outcome: &'static str,
@@ -42,7 +42,7 @@ pub(crate) struct AttemptLabels {
 
 /// A pooled provider's attempts, by key name (never the key).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct KeyAttemptLabels {
+pub struct KeyAttemptLabels {
     provider: String,
     key: String,
     kind: &'static str,
@@ -50,7 +50,7 @@ pub(crate) struct KeyAttemptLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct DurationLabels {
+pub struct DurationLabels {
     provider: String,
     streamed: bool,
     /// The API the request came through (`neutral`, `openai`, `anthropic`).
@@ -58,36 +58,36 @@ pub(crate) struct DurationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ProviderLabels {
-    pub(crate) provider: String,
+pub struct ProviderLabels {
+    pub provider: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TokenLabels {
+pub struct TokenLabels {
     provider: String,
     direction: &'static str,
 }
 
 /// A client record's, by its name (never its key).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ClientLabels {
+pub struct ClientLabels {
     client: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ClientRequestLabels {
+pub struct ClientRequestLabels {
     client: String,
     success: bool,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ClientTokenLabels {
+pub struct ClientTokenLabels {
     client: String,
     direction: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ClientRefusedLabels {
+pub struct ClientRefusedLabels {
     client: String,
     /// `rpm`, `tpm`, `budget`, `models`, `expired`.
     limit: &'static str,
@@ -96,57 +96,57 @@ pub(crate) struct ClientRefusedLabels {
 /// A session's affinity outcome (`hit`, `moved`, `new`, `expired`,
 /// `none`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AffinityLabels {
+pub struct AffinityLabels {
     outcome: &'static str,
 }
 
 /// A hedge's outcome (see [`HEDGE_OUTCOMES`]).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct HedgeLabels {
+pub struct HedgeLabels {
     outcome: &'static str,
 }
 
 /// The wait-or-switch rule's choice (`wait`, `switch`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ChoiceLabels {
+pub struct ChoiceLabels {
     choice: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct SinkLabels {
+pub struct SinkLabels {
     sink: &'static str,
 }
 
 /// A group choice: the route and the member chosen first.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct BalanceLabels {
+pub struct BalanceLabels {
     route: String,
     provider: String,
 }
 
 /// A served answer's prompt-cache tokens: `read`, `write`, `uncached`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct CacheTokenLabels {
+pub struct CacheTokenLabels {
     provider: String,
     kind: &'static str,
 }
 
 /// A readiness probe's outcome: the provider and the verdict's code.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ProbeLabels {
+pub struct ProbeLabels {
     provider: String,
     outcome: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct StateLabels {
-    pub(crate) provider: String,
-    pub(crate) model: String,
+pub struct StateLabels {
+    pub provider: String,
+    pub model: String,
 }
 
 /// Builds histograms with [`DURATION_BUCKETS`].
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Buckets;
+pub struct Buckets;
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
@@ -167,15 +167,15 @@ pub struct Metrics {
     cost: Family<ProviderLabels, Counter<f64, AtomicU64>>,
     balance_choices: Family<BalanceLabels, Counter>,
     prompt_cache_tokens: Family<CacheTokenLabels, Counter>,
-    pub(crate) provider_up: Family<ProviderLabels, Gauge>,
-    pub(crate) breaker_open: Family<StateLabels, Gauge>,
+    pub provider_up: Family<ProviderLabels, Gauge>,
+    pub breaker_open: Family<StateLabels, Gauge>,
     events_dropped: Family<SinkLabels, Counter>,
-    pub(crate) redis_degraded: Gauge,
+    pub redis_degraded: Gauge,
     client_requests: Family<ClientRequestLabels, Counter>,
     client_tokens: Family<ClientTokenLabels, Counter>,
     client_cost: Family<ClientLabels, Counter<f64, AtomicU64>>,
     client_refused: Family<ClientRefusedLabels, Counter>,
-    pub(crate) genai: crate::sink::genai::GenAiMetrics,
+    pub genai: crate::sink::genai::GenAiMetrics,
     affinity: Family<AffinityLabels, Counter>,
     wait_or_switch: Family<ChoiceLabels, Counter>,
     hedges: Family<HedgeLabels, Counter>,
@@ -189,7 +189,7 @@ pub struct Metrics {
 /// A reload's result: `ok`, or `error` (the file did not load; the
 /// configuration in force stayed).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReloadLabels {
+pub struct ReloadLabels {
     result: &'static str,
 }
 
@@ -320,7 +320,7 @@ impl Metrics {
     }
 
     /// Counts a reload of the settings file: `ok`, or not.
-    pub(crate) fn config_reloaded(&self, ok: bool) {
+    pub fn config_reloaded(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.config_reloads
             .get_or_create(&ReloadLabels { result })
@@ -363,7 +363,7 @@ impl Metrics {
 
     /// Sets a probed target's readiness gauge from its board state (1
     /// ready, 2 and 3 not ready); an unchecked target has no series.
-    pub(crate) fn target_ready(&self, labels: &StateLabels, state: u8) {
+    pub fn target_ready(&self, labels: &StateLabels, state: u8) {
         let value = match state {
             1 => 1,
             2 | 3 => 0,
@@ -376,7 +376,7 @@ impl Metrics {
     }
 
     /// Counts a probe this instance made.
-    pub(crate) fn probed(&self, provider: &str, outcome: &'static str) {
+    pub fn probed(&self, provider: &str, outcome: &'static str) {
         self.probes
             .get_or_create(&ProbeLabels {
                 provider: provider.to_owned(),
@@ -410,7 +410,7 @@ impl Metrics {
     }
 
     /// Counts a client's request refused by its record's `limit`.
-    pub(crate) fn client_refused(&self, client: &str, limit: &'static str) {
+    pub fn client_refused(&self, client: &str, limit: &'static str) {
         self.client_refused
             .get_or_create(&ClientRefusedLabels {
                 client: client.to_owned(),
@@ -452,7 +452,7 @@ impl Metrics {
     }
 
     /// The drop counter for `sink`.
-    pub(crate) fn dropped(&self, sink: &'static str) -> Counter {
+    pub fn dropped(&self, sink: &'static str) -> Counter {
         self.events_dropped
             .get_or_create(&SinkLabels { sink })
             .clone()
@@ -506,7 +506,7 @@ impl Default for Metrics {
 
 /// The metrics writer: records every event it receives until the bus is
 /// dropped or `stop` turns true (then it records what is queued and ends).
-pub(crate) async fn run(
+pub async fn run(
     metrics: Arc<Metrics>,
     genai_names: HashMap<String, String>,
     mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
@@ -534,7 +534,7 @@ pub(crate) async fn run(
 /// name for its labelled provider and for each attempt. The map is bounded by the providers in the settings
 /// (events name no other).
 #[derive(Debug)]
-pub(crate) struct Recorder {
+pub struct Recorder {
     metrics: Arc<Metrics>,
     providers: crate::fixed_keys::FixedMap<String, Handles>,
     /// By client record's name.
@@ -618,7 +618,7 @@ struct Handles {
 }
 
 impl Recorder {
-    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             metrics,
             providers: Default::default(),
@@ -632,7 +632,7 @@ impl Recorder {
     }
 
     /// Records one event.
-    pub(crate) fn record(&mut self, e: &GenerationEvent) {
+    pub fn record(&mut self, e: &GenerationEvent) {
         self.record_client(e);
         if let Some(a) = &e.affinity {
             self.record_affinity(a);

@@ -129,12 +129,13 @@ pub const SESSION_HEADERS: [(&str, SessionSource); 6] = [
 /// one session).
 const MAX_VALUE: usize = 256;
 
-/// The result of [`crate::engine::Engine::generate`].
+/// The result of the engine's `generate`.
 pub type GenerateResult = Result<Generation, Error>;
 
 /// A request id: 16 hex digits, unique enough for logs and correlation.
 /// Written digit by digit (`format!` costs several times more, once per
 /// request).
+#[inline]
 pub fn new_request_id() -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let n = fastrand::u64(..);
@@ -259,7 +260,8 @@ impl fmt::Debug for ClientTag {
 // === impl Generation ===
 
 impl Generation {
-    pub(crate) fn from_completion(
+    #[inline]
+    pub fn from_completion(
         request_id: String,
         provider: String,
         completion: Completion,

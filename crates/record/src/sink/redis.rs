@@ -51,7 +51,7 @@ struct Writer {
 
 /// Runs until `stop` turns true, then drains the channel, flushes what it
 /// can within `settings.flush_timeout`, and returns.
-pub(crate) async fn run(
+pub async fn run(
     settings: EventSettings,
     client: redis::Client,
     metrics: Arc<Metrics>,

@@ -10,23 +10,26 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A map keyed by configured names.
-pub(crate) type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+pub type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// FNV-1a, 64 bits.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fnv(u64);
+pub struct Fnv(u64);
 
 impl Default for Fnv {
+    #[inline]
     fn default() -> Self {
         Self(0xcbf2_9ce4_8422_2325)
     }
 }
 
 impl Hasher for Fnv {
+    #[inline]
     fn finish(&self) -> u64 {
         self.0
     }
 
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);

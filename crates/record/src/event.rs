@@ -240,7 +240,7 @@ impl<'de> Deserialize<'de> for ShortHash {
 
 /// What every event of one request shares.
 #[derive(Debug, Clone)]
-pub(crate) struct EventContext {
+pub struct EventContext {
     pub request_id: String,
     pub route: String,
     pub primary: String,
@@ -251,12 +251,8 @@ pub(crate) struct EventContext {
 impl GenerationEvent {
     /// A served answer's event (the context's strings move in: an answer
     /// makes one event).
-    pub(crate) fn served(
-        ctx: EventContext,
-        g: &Generation,
-        cached: bool,
-        cost_usd: Option<f64>,
-    ) -> Self {
+    #[inline]
+    pub fn served(ctx: EventContext, g: &Generation, cached: bool, cost_usd: Option<f64>) -> Self {
         Self {
             request_id: ctx.request_id,
             timestamp: now_rfc3339(),
@@ -291,7 +287,8 @@ impl GenerationEvent {
     }
 
     /// A failed request's event (the context's strings move in).
-    pub(crate) fn failed(ctx: EventContext, e: &Error, streamed: bool, latency_ms: f64) -> Self {
+    #[inline]
+    pub fn failed(ctx: EventContext, e: &Error, streamed: bool, latency_ms: f64) -> Self {
         let attempts = e.attempts().to_vec();
         Self {
             request_id: ctx.request_id,
@@ -326,7 +323,8 @@ impl GenerationEvent {
         }
     }
 
-    pub(crate) fn stream_done(ctx: &EventContext, d: &StreamDone, cost_usd: Option<f64>) -> Self {
+    #[inline]
+    pub fn stream_done(ctx: &EventContext, d: &StreamDone, cost_usd: Option<f64>) -> Self {
         Self {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
@@ -362,7 +360,8 @@ impl GenerationEvent {
 
     /// A stream that failed after its commit: the committed provider is
     /// named, and it is not a success.
-    pub(crate) fn stream_failed(ctx: &EventContext, s: &StreamError) -> Self {
+    #[inline]
+    pub fn stream_failed(ctx: &EventContext, s: &StreamError) -> Self {
         Self {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
@@ -401,6 +400,15 @@ impl GenerationEvent {
     pub fn label_provider(&self) -> &str {
         self.provider.as_deref().unwrap_or(&self.primary)
     }
+}
+
+/// Unix time in milliseconds.
+#[inline]
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Now as RFC 3339 (`2026-11-29T16:20:01.123Z`).

@@ -43,7 +43,7 @@ struct RecentInner {
 
 impl Recent {
     fn record(&self, e: Arc<GenerationEvent>) {
-        let now = crate::shared::unix_ms() / 1000;
+        let now = crate::event::unix_ms() / 1000;
         let mut inner = self
             .inner
             .lock()
@@ -86,7 +86,7 @@ impl Recent {
 
     /// The seconds with traffic in the window, oldest first.
     pub fn seconds(&self) -> Vec<Second> {
-        let now = crate::shared::unix_ms() / 1000;
+        let now = crate::event::unix_ms() / 1000;
         let inner = self
             .inner
             .lock()
@@ -110,7 +110,7 @@ impl Recent {
 }
 
 /// The recent-history writer.
-pub(crate) async fn run(
+pub async fn run(
     recent: Arc<Recent>,
     mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
     mut stop: tokio::sync::watch::Receiver<bool>,

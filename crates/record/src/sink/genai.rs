@@ -40,7 +40,7 @@ const TOKEN_BUCKETS: [f64; 14] = [
 ];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct OperationLabels {
+pub struct OperationLabels {
     gen_ai_operation_name: &'static str,
     gen_ai_provider_name: String,
     gen_ai_request_model: String,
@@ -49,7 +49,7 @@ pub(crate) struct OperationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TokenLabels {
+pub struct TokenLabels {
     gen_ai_operation_name: &'static str,
     gen_ai_provider_name: String,
     gen_ai_request_model: String,
@@ -57,7 +57,7 @@ pub(crate) struct TokenLabels {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Buckets(&'static [f64]);
+pub struct Buckets(&'static [f64]);
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
@@ -67,13 +67,13 @@ impl MetricConstructor<Histogram> for Buckets {
 
 /// The two families.
 #[derive(Debug)]
-pub(crate) struct GenAiMetrics {
+pub struct GenAiMetrics {
     duration: Family<OperationLabels, Histogram, Buckets>,
     tokens: Family<TokenLabels, Histogram, Buckets>,
 }
 
 impl GenAiMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry) -> Self {
         let m = Self {
             duration: Family::new_with_constructor(Buckets(&DURATION_BUCKETS)),
             tokens: Family::new_with_constructor(Buckets(&TOKEN_BUCKETS)),
@@ -96,7 +96,7 @@ impl GenAiMetrics {
 /// One provider's series, kept by the metrics recorder beside the
 /// provider's own (a family lookup hashes and clones its labels).
 #[derive(Debug, Default)]
-pub(crate) struct GenAiHandles {
+pub struct GenAiHandles {
     /// By operation, model and error type.
     duration: Vec<(&'static str, String, &'static str, Histogram)>,
     /// By operation and model: input and output.
@@ -147,7 +147,7 @@ pub fn provider_name(provider: &str, settings: &Settings) -> String {
 impl GenAiHandles {
     /// Records attempt `a` (of operation `op`; `usage`: the tokens, when it
     /// served); `name` is the provider's `gen_ai.provider.name`.
-    pub(crate) fn record(
+    pub fn record(
         &mut self,
         m: &GenAiMetrics,
         name: impl Fn() -> String,

@@ -29,7 +29,7 @@ struct Sink {
 
 impl EventBus {
     /// Adds a sink; returns the receiving end for its writer.
-    pub(crate) fn add(
+    pub fn add(
         &mut self,
         name: &'static str,
         dropped: Counter,
@@ -40,6 +40,7 @@ impl EventBus {
     }
 
     /// Hands `event` to every sink without waiting.
+    #[inline]
     pub fn publish(&self, event: GenerationEvent) {
         let event = Arc::new(event);
         for sink in &self.sinks {
