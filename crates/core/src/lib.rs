@@ -5,7 +5,10 @@
 //! runs the actors. What a generation leaves behind (its request and
 //! answer, [`GenerationEvent`], its trace, and the sinks events go to) is
 //! `understudy-record`'s: its modules [`generation`], [`event`],
-//! [`trace`] and [`sink`] keep their paths here.
+//! [`trace`] and [`sink`] keep their paths here. What instances share and
+//! clients are held to (the Redis link, the fleet's state in Redis, the
+//! spend meter, client records) is `understudy-fleet`'s: [`redis_link`],
+//! [`shared`], [`spend`] and [`tenants`].
 //!
 //! # Layout
 //! - [`engine`]: [`Engine`], the handle every front end uses (`engine/admin.rs`:
@@ -35,13 +38,10 @@
 //! - `runtime_clock`: now and elapsed time on tokio's clock (paused in
 //!   tests), as the std instants the pure policies take.
 //! - `cache`: the response cache (memory or Redis).
-//! - [`redis_link`]: a self-healing Redis connection for the request path.
-//! - [`shared`]: a fleet's shared breakers, probe lock and spend, in Redis.
-//! - [`spend`]: the fallback spend meter.
+//! - `fleet_poll`: the fleet's breakers and held-out pool keys, read from
+//!   Redis into the breaker board and the key pools (private).
 //! - [`affinity`]: sessions kept on the target holding their prompt cache:
 //!   the pins, in process and in Redis (`session.rs`: a session's key).
-//! - [`tenants`]: client records held to their budgets, rates, models
-//!   and expiry (across the fleet with Redis).
 
 pub mod adapter;
 pub mod affinity;
@@ -54,14 +54,11 @@ pub mod key_pools;
 pub mod logctx;
 pub mod probe;
 pub mod readiness;
-pub mod redis_link;
-pub mod shared;
-pub mod spend;
 pub mod stream;
-pub mod tenants;
 
 mod actor;
 mod cache;
+mod fleet_poll;
 mod run;
 mod runtime_clock;
 
@@ -69,6 +66,8 @@ mod runtime_clock;
 // keep their paths here for the engine's code and its users.
 use understudy_record::fixed_keys;
 pub use understudy_record::{event, generation, sink, trace};
+// What instances share and clients are held to lives in `understudy-fleet`.
+pub use understudy_fleet::{redis_link, shared, spend, tenants};
 
 pub use actor::target_stats::TargetStatsView;
 pub use adapter::{

@@ -11,12 +11,13 @@ use std::path::Path;
 
 /// The workspace's crates, bottom first. A name whose folder does not
 /// exist (yet) is passed over.
-const LAYERS: [&str; 12] = [
+const LAYERS: [&str; 13] = [
     "understudy-types",
     "understudy-settings",
     "understudy-policy",
     "understudy-wire",
     "understudy-record",
+    "understudy-fleet",
     "understudy-core",
     "understudy-otlp",
     "understudy-providers",

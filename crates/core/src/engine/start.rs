@@ -4,6 +4,7 @@
 //! the fleet's records-and-routing sync.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
@@ -15,16 +16,18 @@ use crate::adapter::AdapterFactory;
 use crate::breakers::BreakerBoard;
 use crate::cache::ResponseCache;
 use crate::engine_wide::EngineWide;
+use crate::fleet_poll::{BreakerPoller, configured_targets};
 use crate::key_pools::{KeyPool, KeyPools, LivePools};
-use crate::shared::{BreakerPoller, SharedState, configured_targets};
+use crate::shared::SharedState;
+use crate::sink::BoxFuture;
 use crate::sink::Sink;
 use crate::sink::fanout::EventBus;
 use crate::sink::metrics::Metrics;
 use crate::sink::recent::Recent;
 use crate::spend::SpendMeter;
-use crate::tenants::fleet::FleetSync;
+use crate::tenants::fleet::{FleetSync, RoutingHolder};
 use crate::tenants::{Kept, StateFile, Tenants};
-use understudy_settings::{RoutingTable, Settings};
+use understudy_settings::{RoutingTable, RoutingUpdate, Settings};
 use understudy_types::error::Error;
 
 /// The event sinks, started: the bus they read from, what tells them to
@@ -275,9 +278,30 @@ pub(super) async fn fleet_sync(
     let mut sync = FleetSync {
         shared: Arc::clone(shared),
         tenants: Arc::clone(tenants),
-        router: router.clone(),
+        router: FleetRouting(router.clone()),
         seen: (None, None),
     };
     sync.sync().await;
     tokio::spawn(sync.run(stop))
+}
+
+/// The router, as the holder of the fleet's routing table (asked within
+/// 5 s).
+#[derive(Debug)]
+pub(super) struct FleetRouting(ActorRef<RouterMsg>);
+
+impl RoutingHolder for FleetRouting {
+    fn set_routing(&self, update: RoutingUpdate) -> BoxFuture<'_, Option<Result<(), Error>>> {
+        Box::pin(async move {
+            let asked = |reply| RouterMsg::SetRouting { update, reply };
+            match self.0.call(asked, Some(Duration::from_secs(5))).await {
+                Ok(ractor::rpc::CallResult::Success(applied)) => Some(applied.map(drop)),
+                _ => None,
+            }
+        })
+    }
+
+    fn keep_stored(&self, table: RoutingTable) {
+        let _ = self.0.cast(RouterMsg::KeepStored(Some(table)));
+    }
 }

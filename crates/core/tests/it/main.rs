@@ -29,7 +29,6 @@ mod actor_state;
 mod bounded_state;
 mod caller_settings;
 mod capabilities;
-mod client_fleet;
 mod cloud_settings;
 mod context_windows;
 mod count_tokens;

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use understudy_core::shared::SharedState;
-use understudy_core::sink::metrics::Metrics;
-use understudy_core::tenants::{Tenants, Used};
+use understudy_fleet::shared::SharedState;
+use understudy_fleet::tenants::{Tenants, Used};
+use understudy_record::sink::metrics::Metrics;
 use understudy_settings::RawClient;
 use understudy_settings::Settings;
 use understudy_testkit::{RedisServer, SimProvider, TestGateway, eventually, eventually_within};

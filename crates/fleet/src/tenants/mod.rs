@@ -27,10 +27,10 @@
 //! of its record that reaches Redis.
 
 mod admin;
-pub(crate) mod fleet;
+pub mod fleet;
 mod state;
 
-pub(crate) use admin::whole;
+pub use admin::whole;
 pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
 pub use state::{Kept, StateError, StateFile};
 pub use understudy_types::error::ClientRefusal;
@@ -45,8 +45,9 @@ use understudy_settings::{ClientRecord, NANOS_PER_USD, ServerSettings, sha256};
 use understudy_types::RouteSelector;
 use understudy_types::chat::{ChatRequest, Usage};
 
+use understudy_record::sink::metrics::Metrics;
+
 use crate::shared::{SharedState, unix_ms};
-use crate::sink::metrics::Metrics;
 
 /// The answer tokens a request without `max_tokens` is assumed to use at
 /// admission (its settlement counts what it did use).
@@ -266,7 +267,7 @@ impl Tenants {
     /// with the name or key of a file's record is left out while that
     /// record is). Counters are by name, so a record that keeps its name
     /// keeps its counts and its new limits apply to the next request.
-    pub(crate) async fn reload_file(&self, records: &[ClientRecord]) {
+    pub async fn reload_file(&self, records: &[ClientRecord]) {
         // No admin write nor fleet read applies in the middle.
         let _one = self.writes.lock().await;
         let admin = self.admin_records();
@@ -297,7 +298,7 @@ impl Tenants {
     }
 
     /// Replaces the admin API's records (the file's stay).
-    pub(crate) fn set_admin_records(&self, admin: Vec<ClientRecord>) {
+    pub fn set_admin_records(&self, admin: Vec<ClientRecord>) {
         let mut map: HashMap<[u8; 32], Arc<ClientRecord>> = self
             .all()
             .values()
@@ -317,7 +318,7 @@ impl Tenants {
     }
 
     /// The admin API's records now.
-    pub(crate) fn admin_records(&self) -> Vec<ClientRecord> {
+    pub fn admin_records(&self) -> Vec<ClientRecord> {
         self.list()
             .into_iter()
             .filter(|r| !self.from_file(&r.name))
@@ -527,7 +528,7 @@ impl Tenants {
     /// reservation given back reaches Redis without waiting for another
     /// admission of its record. What Redis does not take is kept for the
     /// next.
-    pub(crate) async fn send_unsent(&self, shared: &SharedState) {
+    pub async fn send_unsent(&self, shared: &SharedState) {
         let all: Vec<(Arc<str>, (u64, i64))> = self.unsent_lock().drain().collect();
         let mut all = all.into_iter();
         while let Some((name, (window, nanos))) = all.next() {
@@ -668,7 +669,7 @@ impl fmt::Debug for Tenants {
 /// What one request reserves: its estimated tokens (0 without `tpm`) and
 /// its worst cost (nano-USD; 0 without a budget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reserve {
+pub struct Reserve {
     pub estimate: u64,
     pub worst: u64,
 }

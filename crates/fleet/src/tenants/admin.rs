@@ -308,7 +308,7 @@ impl Tenants {
     }
 
     /// `record`'s counts as last seen.
-    pub(crate) fn usage(&self, record: &ClientRecord) -> ClientUsage {
+    pub fn usage(&self, record: &ClientRecord) -> ClientUsage {
         let now_ms = crate::shared::unix_ms();
         let c = self.lock().get(&record.name).copied().unwrap_or_default();
         let minute = c.minute == now_ms / 60_000;
@@ -329,9 +329,7 @@ impl Tenants {
 /// for it: a caller dropped mid-write (its client gone) cannot cut it
 /// between keeping the change and applying it, which would leave what is
 /// kept and what is in force disagreeing.
-pub(crate) async fn whole<T, E>(
-    write: impl Future<Output = Result<T, E>> + Send + 'static,
-) -> Result<T, E>
+pub async fn whole<T, E>(write: impl Future<Output = Result<T, E>> + Send + 'static) -> Result<T, E>
 where
     T: Send + 'static,
     E: Send + 'static + From<WriteStopped>,
@@ -343,7 +341,7 @@ where
 
 /// An admin write's task that ended without an answer (it panicked).
 #[derive(Debug)]
-pub(crate) struct WriteStopped(String);
+pub struct WriteStopped(String);
 
 impl From<WriteStopped> for understudy_types::error::Error {
     fn from(e: WriteStopped) -> Self {

@@ -22,12 +22,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
 use serde_json::json;
+use understudy_record::sink::BoxFuture;
 use understudy_settings::{ClientRecord, RawClient, RoutingTable, RoutingUpdate, hex};
 
 use super::{Counts, Reserve, Tenants};
-use crate::actor::router::RouterMsg;
 use crate::shared::SharedState;
 
 /// How often an instance reads the fleet's records and routing.
@@ -243,7 +242,7 @@ return 1
 
 /// What the fleet said of an admin write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Publish {
+pub enum Publish {
     Saved,
     /// A new record's name is another record's.
     NameTaken,
@@ -255,7 +254,7 @@ pub(crate) enum Publish {
 
 /// What an admin write does to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub enum Mode {
     New,
     Change,
     Delete,
@@ -264,7 +263,7 @@ pub(crate) enum Mode {
 /// Checks and stores the admin API's record `name` for the fleet
 /// (`record` `None`: deletes it) in one step. `None`: Redis is
 /// unreachable.
-pub(crate) async fn publish_record(
+pub async fn publish_record(
     shared: &SharedState,
     name: &str,
     record: Option<&ClientRecord>,
@@ -301,7 +300,7 @@ pub(crate) async fn publish_record(
 }
 
 /// Stores the routing table the admin API set, for the fleet.
-pub(crate) async fn publish_routing(shared: &SharedState, table: &RoutingTable) -> bool {
+pub async fn publish_routing(shared: &SharedState, table: &RoutingTable) -> bool {
     let Ok(text) = serde_json::to_string(table) else {
         return false;
     };
@@ -320,19 +319,34 @@ pub(crate) async fn publish_routing(shared: &SharedState, table: &RoutingTable) 
         .is_some()
 }
 
+/// Where the fleet's routing table is put in force: the engine's router.
+pub trait RoutingHolder: Send + Sync + 'static {
+    /// Puts `update` in force: `Some(Ok)` once applied, `Some(Err)` with
+    /// why it does not fit this instance's providers, `None` without an
+    /// answer.
+    fn set_routing(
+        &self,
+        update: RoutingUpdate,
+    ) -> BoxFuture<'_, Option<Result<(), understudy_types::Error>>>;
+
+    /// Keeps `table` as the fleet's stored table, not in force.
+    fn keep_stored(&self, table: RoutingTable);
+}
+
 /// Keeps an instance's admin records and routing table the fleet's: reads
 /// both versions every [`SYNC_EVERY`], and what changed.
-pub(crate) struct FleetSync {
+#[derive(Debug)]
+pub struct FleetSync<R> {
     pub shared: Arc<SharedState>,
     pub tenants: Arc<Tenants>,
-    pub router: ActorRef<RouterMsg>,
+    pub router: R,
     /// The versions last applied (`None`: nothing read yet).
     pub seen: (Option<i64>, Option<i64>),
 }
 
-impl FleetSync {
+impl<R: RoutingHolder> FleetSync<R> {
     /// Reads the fleet once: applies records and routing that changed.
-    pub(crate) async fn sync(&mut self) {
+    pub async fn sync(&mut self) {
         let versions = self
             .shared
             .call(|mut c| async move {
@@ -407,24 +421,17 @@ impl FleetSync {
             refusal_policy: Some(table.refusal_policy),
             routes: Some(table.routes),
         };
-        let applied = self
-            .router
-            .call(
-                |reply| RouterMsg::SetRouting { update, reply },
-                Some(Duration::from_secs(5)),
-            )
-            .await;
-        match applied {
-            Ok(ractor::rpc::CallResult::Success(Ok(_))) => {
+        match self.router.set_routing(update).await {
+            Some(Ok(())) => {
                 tracing::info!("routing changed by the fleet's admin API");
             }
-            Ok(ractor::rpc::CallResult::Success(Err(e))) => {
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, "the fleet's routing does not fit this instance's providers; kept its own");
                 // Still the fleet's stored table: a reload whose providers
                 // it fits puts it in force.
-                let _ = self.router.cast(RouterMsg::KeepStored(Some(stored)));
+                self.router.keep_stored(stored);
             }
-            _ => return false,
+            None => return false,
         }
         true
     }
@@ -432,7 +439,7 @@ impl FleetSync {
     /// Syncs every [`SYNC_EVERY`] until `stop` turns true, sending the
     /// fleet the spend it has not heard of each time, and once more at the
     /// stop.
-    pub(crate) async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+    pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let stopped = tokio::select! {
                 () = tokio::time::sleep(SYNC_EVERY) => false,
