@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 // The fences: the map short, no citation outside the repository, short
-// functions, imports that run one way.
+// functions, imports that run one way, core no bigger than the engine.
 mod citations;
+mod core_size;
 mod functions;
 mod graph;
 mod layers;
@@ -45,6 +46,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     problems.extend(history::long_subjects(root));
     problems.extend(history::test_binaries(root));
     problems.extend(citations::map_length(root));
+    problems.extend(core_size::problem(root));
     problems.extend(citations::problems(root, &files));
     problems.extend(functions::problems(root, &files));
     problems.extend(graph::problems(root));
