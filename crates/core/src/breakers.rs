@@ -4,7 +4,7 @@
 //! inline by whoever needs it, instead of copies kept in step by messages.
 //! The router reads it to leave open targets out of a plan; the run asks it
 //! to admit each call and records each outcome in it; the fleet poller
-//! (`shared.rs`) writes the fleet's view from Redis into it for every
+//! (`fleet_poll.rs`) writes the fleet's view from Redis into it for every
 //! configured target, whether or not that provider's actor has started, so
 //! a fresh instance honours breakers the fleet opened before its first
 //! request.
@@ -32,7 +32,7 @@ pub struct BreakerBoard {
     settings: BreakerSettings,
     /// The configured targets (each provider's default model and every
     /// route's targets), fixed at start (so hashed cheaply: see
-    /// `fixed_keys.rs`).
+    /// `understudy_record::fixed_keys`).
     configured: crate::fixed_keys::FixedMap<Target, Mutex<Breaker>>,
     /// Targets only clients named (pins), bounded: the least recently used
     /// is forgotten (breaker and metric label) to make room.
