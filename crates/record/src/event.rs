@@ -11,6 +11,7 @@ use understudy_types::chat::Usage;
 use understudy_types::clock::rfc3339_of;
 use understudy_types::error::{Error, FailureCode, bounded};
 use understudy_types::protocol::Protocol;
+use understudy_types::target::Target;
 use understudy_types::{Attempt, Outcome};
 use understudy_types::{StreamDone, StreamError};
 
@@ -164,7 +165,7 @@ pub struct AffinityNote {
     pub outcome: Cow<'static, str>,
     /// `provider:model` the session was pinned to before the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<String>,
+    pub pinned: Option<TargetName>,
     /// The prompt prefix the serving target's cache now holds (tokens).
     pub cached_tokens: u64,
     /// The new pin's lifetime class (`5m`, `1h`, `in_memory`, `24h`,
@@ -235,6 +236,40 @@ impl<'de> Deserialize<'de> for ShortHash {
         let text = String::deserialize(deserializer)?;
         Self::new(&text)
             .ok_or_else(|| serde::de::Error::custom("a short hash: at most 16 ASCII characters"))
+    }
+}
+
+/// A target as an event names it, `provider:model`: the target itself
+/// (its names shared, no string made per event), written and read as
+/// that JSON string.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TargetName(pub Target);
+
+impl std::fmt::Debug for TargetName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+impl std::fmt::Display for TargetName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Serialize for TargetName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for TargetName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let (provider, model) = text
+            .split_once(':')
+            .ok_or_else(|| serde::de::Error::custom("a target: `provider:model`"))?;
+        Ok(Self(Target::new(provider, model)))
     }
 }
 

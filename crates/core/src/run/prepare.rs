@@ -161,7 +161,7 @@ pub(crate) fn prepare(
         .map(|_| notes(&plan, refusal, &request.chat, &view.settings));
     // The session, made here rather than on the run once made: a run moved
     // again costs more than the session.
-    let affinity = looked.map(|l| l.into_run(&plan, &view.settings, wide, &request.chat));
+    let affinity = looked.map(|l| l.into_run(&request.chat));
     Ok(Run {
         notes,
         route_label: request.route.to_string(),

@@ -17,7 +17,7 @@ use crate::actor::router::View;
 use crate::affinity::session::{SessionKey, SessionSource, session_of};
 use crate::affinity::{Affinity, Found, Pin, PinWrite};
 use crate::engine_wide::EngineWide;
-use crate::event::{AffinityNote, GenerationEvent};
+use crate::event::{AffinityNote, GenerationEvent, TargetName};
 use crate::generation::GenerateRequest;
 use crate::run::Run;
 
@@ -36,7 +36,8 @@ pub(crate) struct RunAffinity {
     source: SessionSource,
     pinned: Option<Pin>,
     expired: bool,
-    weigh: Option<Weigh>,
+    /// The switch cost was weighed (on the pinned target's failure).
+    weighed: bool,
     choice: Option<(Choice, f64)>,
     write: Option<PinWrite>,
     /// What the request's body says of its cache's lifetime.
@@ -97,45 +98,52 @@ impl Looked {
         self.found.pin.as_ref().map(|p| &p.target)
     }
 
-    /// The run's session, made in `run::prepare` as the run is: when
-    /// `plan` put the pinned target first with another behind it, the cost
-    /// of leaving its cache for the next target, for the decision machine.
-    pub(crate) fn into_run(
-        self,
-        plan: &understudy_policy::plan::Plan,
-        settings: &understudy_settings::Settings,
-        wide: &EngineWide,
-        chat: &understudy_types::ChatRequest,
-    ) -> Box<RunAffinity> {
-        let pinned = self.found.pin;
-        let hints = cache_hints(chat);
-        let weigh = pinned.as_ref().and_then(|pin| {
-            let first = plan.targets.first().filter(|t| **t == pin.target)?;
-            let next = plan.targets.get(1)?;
-            let affinity = wide.affinity.as_ref()?;
-            let rates_of = |t: &Target| {
-                let provider = settings.providers.get(&*t.provider)?;
-                Some(rates(
-                    provider,
-                    &t.model,
-                    hints,
-                    affinity.settings.providers.get(&*t.provider),
-                ))
-            };
-            Some(Weigh {
-                switch_cost_usd: switch_cost_usd(pin.cached, rates_of(first)?, rates_of(next)?),
-                wait_cost_per_second: affinity.settings.wait_cost_per_second,
-            })
-        });
+    /// The run's session, made in `run::prepare` as the run is. What
+    /// leaving the pinned target's cache would cost is weighed only when
+    /// that target fails ([`Run::weigh_on_failure`]): a pinned target that
+    /// serves, as most do, never looks its providers' rates up.
+    pub(crate) fn into_run(self, chat: &understudy_types::ChatRequest) -> Box<RunAffinity> {
         Box::new(RunAffinity {
             key: self.key,
             source: self.source,
-            pinned,
+            pinned: self.found.pin,
             expired: self.found.expired,
-            weigh,
+            weighed: false,
             choice: None,
             write: None,
-            hints,
+            hints: cache_hints(chat),
+        })
+    }
+}
+
+// === impl RunAffinity ===
+
+impl RunAffinity {
+    /// When `plan` put the pinned target first with another behind it, the
+    /// cost of leaving its cache for the next target, for the decision
+    /// machine.
+    fn weigh(
+        &self,
+        plan: &understudy_policy::plan::Plan,
+        settings: &understudy_settings::Settings,
+        wide: &EngineWide,
+    ) -> Option<Weigh> {
+        let pin = self.pinned.as_ref()?;
+        let first = plan.targets.first().filter(|t| **t == pin.target)?;
+        let next = plan.targets.get(1)?;
+        let affinity = wide.affinity.as_ref()?;
+        let rates_of = |t: &Target| {
+            let provider = settings.providers.get(&*t.provider)?;
+            Some(rates(
+                provider,
+                &t.model,
+                self.hints,
+                affinity.settings.providers.get(&*t.provider),
+            ))
+        };
+        Some(Weigh {
+            switch_cost_usd: switch_cost_usd(pin.cached, rates_of(first)?, rates_of(next)?),
+            wait_cost_per_second: affinity.settings.wait_cost_per_second,
         })
     }
 }
@@ -150,13 +158,29 @@ fn cache_hints(chat: &understudy_types::ChatRequest) -> CacheHints {
 // === impl Run ===
 
 impl Run {
-    /// The run's decision machine, told what leaving a pinned target costs.
+    /// The run's decision machine.
     pub(crate) fn decider(&self) -> Decider {
-        let mut decider = Decider::new(&self.plan, self.rules, self.deadline);
-        if let Some(weigh) = self.affinity.as_ref().and_then(|a| a.weigh) {
+        Decider::new(&self.plan, self.rules, self.deadline)
+    }
+
+    /// Before the machine hears that the walk's first target failed: when
+    /// that target is the session's pin, the machine is told what leaving
+    /// its cache costs (once), so that a wait it asks for is weighed. The
+    /// machine weighs a wait only there, so telling it now is telling it
+    /// from the start.
+    pub(crate) fn weigh_on_failure(&mut self, decider: &mut Decider) {
+        if decider.at() != 0 {
+            return;
+        }
+        let Some(a) = self.affinity.as_deref_mut() else {
+            return;
+        };
+        if std::mem::replace(&mut a.weighed, true) {
+            return;
+        }
+        if let Some(weigh) = a.weigh(&self.plan, &self.settings, &self.wide) {
             decider.weigh_switch(weigh);
         }
-        decider
     }
 
     /// Keeps what the wait-or-switch rule chose, for the event.
@@ -190,15 +214,7 @@ impl Run {
             session: a.key.short(),
             source: a.source.as_str().into(),
             outcome: outcome.into(),
-            pinned: a.pinned.as_ref().map(|p| {
-                // `provider:model`, made without the formatting machinery.
-                let (provider, model) = (&*p.target.provider, &*p.target.model);
-                let mut s = String::with_capacity(provider.len() + 1 + model.len());
-                s.push_str(provider);
-                s.push(':');
-                s.push_str(model);
-                s
-            }),
+            pinned: a.pinned.as_ref().map(|p| TargetName(p.target.clone())),
             cached_tokens: a.pinned.as_ref().map_or(0, |p| p.cached),
             ttl_class: None,
             wait_or_switch: a.choice.map(|(c, _)| c.as_str().into()),

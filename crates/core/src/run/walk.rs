@@ -195,6 +195,10 @@ impl Run {
                 Input::Failed(FailureKind::ContextLength) => {
                     self.after_too_long(decider, crate::runtime_clock::now())
                 }
+                input @ (Input::Failed(_) | Input::KeyFailed(_)) => {
+                    self.weigh_on_failure(decider);
+                    decider.next(input, crate::runtime_clock::now(), jitter)
+                }
                 input => decider.next(input, crate::runtime_clock::now(), jitter),
             };
             let call = match next {

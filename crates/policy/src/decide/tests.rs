@@ -680,29 +680,44 @@ fn a_key_failure_at_the_deadline_ends_the_walk() {
 type Chosen = Option<(crate::affinity::Choice, f64)>;
 
 /// Runs each case (the switch cost, no_fallback, script, the choice
-/// recorded) on a pinned session's 3-target plan.
+/// recorded) on a pinned session's 3-target plan, the machine told of the
+/// switch cost at its start and, again, only as it is about to hear the
+/// first target's first failure (as a run tells it): both decide alike.
 fn weigh_cases(cases: Vec<(f64, bool, Script, Chosen)>) {
     use crate::affinity::Weigh;
     let weigh = |switch_cost_usd| Weigh {
         switch_cost_usd,
         wait_cost_per_second: 0.01,
     };
-    for (cost, no_fallback, script, choice) in cases {
-        let plan = plan(3, true);
-        let rules = Rules {
-            no_fallback,
-            ..rules(Mode::Answer, RefusalPolicy::default())
-        };
-        let t0 = crate::test_now();
-        let mut d = Decider::new(&plan, rules, t0 + Duration::from_secs(120));
-        d.weigh_switch(weigh(cost));
-        let mut all = vec![(0, Input::Start, call(0, Primary))];
-        all.extend(script);
-        for (t, input, want) in &all {
-            let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);
-            assert_eq!(&got, want, "{input:?} at {t} s, switch cost {cost}");
+    for told_late in [false, true] {
+        for (cost, no_fallback, script, choice) in cases.clone() {
+            let plan = plan(3, true);
+            let rules = Rules {
+                no_fallback,
+                ..rules(Mode::Answer, RefusalPolicy::default())
+            };
+            let t0 = crate::test_now();
+            let mut d = Decider::new(&plan, rules, t0 + Duration::from_secs(120));
+            let mut told = !told_late;
+            if told {
+                d.weigh_switch(weigh(cost));
+            }
+            let mut all = vec![(0, Input::Start, call(0, Primary))];
+            all.extend(script);
+            for (t, input, want) in &all {
+                let failure = matches!(input, Input::Failed(_) | Input::KeyFailed(_));
+                if failure && d.at() == 0 && !std::mem::replace(&mut told, true) {
+                    d.weigh_switch(weigh(cost));
+                }
+                let got = d.next(input.clone(), t0 + Duration::from_secs(*t), 0.5);
+                let when = if told_late { "late" } else { "at the start" };
+                assert_eq!(
+                    &got, want,
+                    "{input:?} at {t} s, switch cost {cost} told {when}"
+                );
+            }
+            assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
         }
-        assert_eq!(d.wait_or_switch(), choice, "switch cost {cost}");
     }
 }
 

@@ -118,7 +118,8 @@ async fn a_session_stays_where_it_was_served_and_moves_once() {
     let e = event_of(&s, &moved).await;
     let note = e.affinity.unwrap();
     assert_eq!(note.outcome, "moved");
-    assert_eq!(note.pinned.as_deref(), Some("a:a-model"));
+    let pinned = note.pinned.as_ref().map(ToString::to_string);
+    assert_eq!(pinned.as_deref(), Some("a:a-model"));
     assert_eq!(note.source, "client_header");
     assert!(!note.session.contains("session"), "a hash, not the value");
     // …and stays there though `a` answers again.
