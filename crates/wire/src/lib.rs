@@ -237,10 +237,10 @@ impl OutputLimits {
     /// `requested` clamped to `model`'s limit (a request with none keeps
     /// none: the provider's own default is its maximum).
     pub fn clamp(&self, model: &str, requested: Option<u32>) -> Option<u32> {
-        match (requested, self.limit(model)) {
-            (Some(n), Some(limit)) => Some(n.min(limit)),
-            (requested, _) => requested,
-        }
+        // The model's limit is looked up only for a request that sets one
+        // (most set none).
+        let n = requested?;
+        Some(self.limit(model).map_or(n, |limit| n.min(limit)))
     }
 }
 
