@@ -45,7 +45,10 @@
 //!   replicas and Redis (`fleet.rs`; after `deploy-check`).
 //! - `bench`: builds in release mode and runs `understudy-bench` with the
 //!   gateway pinned to core 0 and the load generator and upstream on core 1;
-//!   prints a table and writes `target/bench/latest.json`.
+//!   prints a table and writes `target/bench/latest.json`; then the
+//!   own-work fence (`own_work.rs`) where valgrind is installed.
+//!   `bench own-work [--write]`: only the fence, callgrind's count of the
+//!   gateway's own instructions per request against `bench/own-work.toml`.
 
 mod container;
 mod container_test;
@@ -53,6 +56,7 @@ mod deploy;
 mod dist;
 mod fleet;
 mod http;
+mod own_work;
 mod provision;
 mod tidy;
 
@@ -70,7 +74,16 @@ fn main() -> ExitCode {
         }
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
-        Some("bench") => bench(),
+        Some("bench") => match std::env::args().nth(2).as_deref() {
+            Some("own-work") => own_work::run(
+                &project_root(),
+                &std::env::args().skip(3).collect::<Vec<_>>(),
+            ),
+            Some(other) => Err(format!(
+                "usage: cargo xtask bench [own-work [--write]] (not `{other}`)"
+            )),
+            None => bench(),
+        },
         Some("deploy-check") => deploy_check_alone(),
         Some("browser-test") => browser_test(&provision::chromium_path()),
         Some("image") => container::build_with(&std::env::args().skip(2).collect::<Vec<_>>()),
@@ -278,11 +291,7 @@ fn bench() -> Result<(), String> {
     let root = project_root();
     let release = root.join("target").join("release");
     let out = root.join("target").join("bench");
-    let pinned = Command::new("taskset")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let pinned = bench_pinned();
     let mut cmd = if pinned {
         let mut c = Command::new("taskset");
         c.args(["-c", "1"]).arg(release.join("understudy-bench"));
@@ -297,11 +306,27 @@ fn bench() -> Result<(), String> {
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run the bench: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("the bench failed ({status})"))
+    if !status.success() {
+        return Err(format!("the bench failed ({status})"));
     }
+    own_work::run(&root, &[]).or_else(|e| {
+        if e.starts_with("valgrind is missing") {
+            // The timing table stands without it; say so loudly.
+            note(&format!("OWN WORK NOT MEASURED: {e}"));
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// Whether the bench's processes can be pinned (`taskset` and two cores).
+pub(crate) fn bench_pinned() -> bool {
+    Command::new("taskset")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
 }
 
 pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {

@@ -1,5 +1,6 @@
 //! The full run (`cargo xtask bench`): the gateway against direct calls,
-//! beside its floors (interleaved rounds), on the fallback path, for the
+//! beside its floors (interleaved rounds, and open loops at fixed rates),
+//! on the fallback path, for the
 //! first streamed byte, under 100 000 requests and 5 000 open streams, and
 //! over TLS; printed as one table and written to `latest.json`.
 
@@ -10,11 +11,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::load::{Scale, closed_loop, fixed_count, held_streams, open_loop, open_streams, ttfb};
+use super::load::{Scale, closed_loop, fixed_count, held_streams, open_streams, ttfb};
 use super::process::{Gateway, Relay, with_cpu};
 use super::relay::ping_pong;
 use super::report::{Row, Samples, render, row};
-use super::{Error, GATEWAY_PATH, REQUEST, SESSION_REQUEST, tls};
+use super::{Error, GATEWAY_PATH, REQUEST, SESSION_REQUEST, rate, tls};
 
 /// Where the load goes: the upstream directly, and the gateway.
 struct Urls {
@@ -67,6 +68,7 @@ pub(crate) async fn run(
         ));
     }
     beside_the_floors(upstream, &gw, &urls, cpu, &mut rows).await?;
+    rows.extend(rate::rows(upstream, &gw, cpu).await?);
     fallback_and_first_byte(upstream, &gw, &urls, &mut rows).await?;
     let memory = memory(upstream, (gw, idle), &urls, cpu, &mut rows, &mut notes).await?;
     tls::phase(gateway_bin, out_dir, cpu, &mut rows, &mut notes).await?;
@@ -90,7 +92,7 @@ pub(crate) async fn run(
 }
 
 /// The gateway against the upstream directly, in closed loops of 1, 16
-/// and 64 and an open loop of 1 000 requests a second.
+/// and 64.
 async fn against_direct(
     upstream: SocketAddr,
     gw: &Gateway,
@@ -110,24 +112,6 @@ async fn against_direct(
         rows.push(row(format!("direct, concurrency {c}"), &d, String::new()));
         rows.push(row(format!("gateway, concurrency {c}"), &g, added(&d, &g)));
     }
-    let d = open_loop(
-        upstream,
-        &urls.direct,
-        REQUEST,
-        1000,
-        Duration::from_secs(5),
-    )
-    .await?;
-    let g = open_loop(
-        gw.addr,
-        &urls.gateway,
-        REQUEST,
-        1000,
-        Duration::from_secs(5),
-    )
-    .await?;
-    rows.push(row("direct, fixed 1000 req/s".into(), &d, String::new()));
-    rows.push(row("gateway, fixed 1000 req/s".into(), &g, added(&d, &g)));
     Ok(())
 }
 
@@ -348,11 +332,7 @@ async fn memory(
         format!("RSS {before_load} → {after_load} KiB"),
     ));
     let gateway = open_streams(&gw, GATEWAY_PATH, 5000).await?;
-    notes.push(format!(
-        "5 000 open streams (a token every 100 ms): gateway RSS {} KiB (idle {idle} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
-        gateway.rss_kib, gateway.per_stream_kb, gateway.cpu_percent
-    ));
-    notes.push(held_streams(&gw).await?);
+    let held = held_streams(&gw).await?;
     let peak = gw.hwm_kib();
     drop(gw);
     let relay = Relay::Hyper.start(upstream, cpu, false).await?;
@@ -363,12 +343,28 @@ async fn memory(
     let stack_scale = open_streams(&stack, "/slow/v1/chat/completions", 5000).await?;
     drop(stack);
     notes.push(format!(
-        "floor: the do-nothing relay with 5 000 open streams: RSS {} KiB (idle {idle_relay} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
-        relay_scale.rss_kib, relay_scale.per_stream_kb, relay_scale.cpu_percent
+        "5 000 open streams (a token every 100 ms): gateway RSS {} KiB (idle {idle} KiB), {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token ({:.2}× the do-nothing relay's, {:.2}× the axum + reqwest relay's)",
+        gateway.rss_kib,
+        gateway.per_stream_kb,
+        gateway.cpu_percent,
+        gateway.cpu_per_token_us(),
+        gateway.cpu_per_token_us() / relay_scale.cpu_per_token_us(),
+        gateway.cpu_per_token_us() / stack_scale.cpu_per_token_us()
+    ));
+    notes.push(held);
+    notes.push(format!(
+        "floor: the do-nothing relay with 5 000 open streams: RSS {} KiB (idle {idle_relay} KiB), {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
+        relay_scale.rss_kib,
+        relay_scale.per_stream_kb,
+        relay_scale.cpu_percent,
+        relay_scale.cpu_per_token_us()
     ));
     notes.push(format!(
-        "floor: the axum + reqwest relay with 5 000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
-        stack_scale.rss_kib, stack_scale.per_stream_kb, stack_scale.cpu_percent
+        "floor: the axum + reqwest relay with 5 000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
+        stack_scale.rss_kib,
+        stack_scale.per_stream_kb,
+        stack_scale.cpu_percent,
+        stack_scale.cpu_per_token_us()
     ));
     notes.push(format!(
         "RSS: idle {idle} KiB; after 100 000 requests {after_load} KiB (before them {before_load} KiB); peak under request load {peak_load} KiB; peak overall {peak} KiB"

@@ -1,5 +1,5 @@
-//! The load generator: closed and open loops on persistent HTTP/1.1
-//! connections, time to first byte, and open streams with the memory they
+//! The load generator: closed loops on persistent HTTP/1.1 connections
+//! (the open loops are `rate.rs`'s), time to first byte, and open streams with the memory they
 //! cost.
 
 use std::net::SocketAddr;
@@ -132,67 +132,6 @@ pub(crate) async fn back_to_back(
     })
 }
 
-/// A fixed arrival rate for `d`, spread over 64 connections, so a slow
-/// response does not delay the next send (no coordinated omission).
-pub(crate) async fn open_loop(
-    addr: SocketAddr,
-    url: &str,
-    body: &str,
-    rate: u32,
-    d: Duration,
-) -> Result<Samples, Error> {
-    let body = leak(body);
-    let url = leak(url);
-    let pool = 64;
-    let (tx, rx) = async_channel(rate as usize * 2);
-    let mut tasks = Vec::new();
-    for _ in 0..pool {
-        let mut sender = connect(addr).await?;
-        let rx = Arc::clone(&rx);
-        tasks.push(tokio::spawn(async move {
-            let mut micros = Vec::new();
-            loop {
-                let next = rx.lock().await.recv().await;
-                let Some(_scheduled) = next else { break };
-                // Timed from the send: tokio's timer has a 1 ms resolution, so
-                // lateness against the schedule would be mostly timer noise;
-                // the 64 connections keep queueing out of the picture at this rate.
-                let t = Instant::now();
-                one(&mut sender, url, body).await?;
-                micros.push(t.elapsed().as_micros() as u32);
-            }
-            Ok::<_, Error>(micros)
-        }));
-    }
-    let started = Instant::now();
-    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
-    let mut i = 0u32;
-    while started.elapsed() < d {
-        let at = started + interval * i;
-        tokio::time::sleep_until(at.into()).await;
-        if tx.send(at).await.is_err() {
-            break;
-        }
-        i += 1;
-    }
-    drop(tx);
-    let mut micros = Vec::new();
-    for t in tasks {
-        micros.extend(t.await??);
-    }
-    Ok(Samples {
-        micros,
-        elapsed: started.elapsed(),
-    })
-}
-
-pub(crate) type Shared<T> = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<T>>>;
-
-pub(crate) fn async_channel<T>(n: usize) -> (tokio::sync::mpsc::Sender<T>, Shared<T>) {
-    let (tx, rx) = tokio::sync::mpsc::channel(n);
-    (tx, Arc::new(tokio::sync::Mutex::new(rx)))
-}
-
 /// Time to the first streamed text, direct and through the gateway.
 pub(crate) async fn ttfb(
     upstream: SocketAddr,
@@ -245,9 +184,17 @@ pub(crate) struct Scale {
     pub(crate) rss_kib: u64,
     pub(crate) per_stream_kb: f64,
     pub(crate) cpu_percent: f64,
+    /// Chunks the clients received per second while measured.
+    pub(crate) tokens_per_second: f64,
 }
 
 impl Scale {
+    /// CPU per streamed token, in µs: the process's CPU time over the
+    /// measured seconds divided by the chunks its clients received then.
+    pub(crate) fn cpu_per_token_us(&self) -> f64 {
+        self.cpu_percent * 1e4 / self.tokens_per_second.max(1.0)
+    }
+
     /// Its `latest.json` entry (every phase opens 5 000 streams).
     pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::json!({
@@ -255,6 +202,7 @@ impl Scale {
             "rss_kib": self.rss_kib,
             "kb_per_stream": self.per_stream_kb,
             "cpu_percent": self.cpu_percent,
+            "cpu_us_per_token": self.cpu_per_token_us(),
         })
     }
 }
@@ -300,10 +248,12 @@ pub(crate) async fn open_streams_with(
     let url = leak(&format!("http://{gateway}{path}"));
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(Semaphore::new(0));
+    let chunks = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = Vec::new();
     for i in 0..n {
         let stop = Arc::clone(&stop);
         let opened = Arc::clone(&opened);
+        let chunks = Arc::clone(&chunks);
         tasks.push(tokio::spawn(async move {
             let Ok(mut sender) = connect(gateway).await else {
                 return;
@@ -324,7 +274,10 @@ pub(crate) async fn open_streams_with(
             let mut body = resp.into_body();
             while !stop.load(Ordering::Relaxed) {
                 match tokio::time::timeout(Duration::from_millis(500), body.frame()).await {
-                    Ok(Some(Ok(_))) | Err(_) => {}
+                    Ok(Some(Ok(_))) => {
+                        chunks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {}
                     _ => break,
                 }
             }
@@ -338,9 +291,12 @@ pub(crate) async fn open_streams_with(
     let _ = tokio::time::timeout(Duration::from_secs(30), all).await;
     tokio::time::sleep(Duration::from_secs(1) + hold).await;
     let cpu0 = gw.cpu_seconds();
+    let chunks0 = chunks.load(Ordering::Relaxed);
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let cpu = (gw.cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = (gw.cpu_seconds() - cpu0) / secs * 100.0;
+    let tokens_per_second = (chunks.load(Ordering::Relaxed) - chunks0) as f64 / secs;
     let rss = gw.rss_kib();
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
@@ -351,5 +307,6 @@ pub(crate) async fn open_streams_with(
         rss_kib: rss,
         per_stream_kb: per,
         cpu_percent: cpu,
+        tokens_per_second,
     })
 }

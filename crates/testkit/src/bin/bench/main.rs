@@ -15,6 +15,7 @@ mod hedge;
 mod load;
 mod phase;
 mod process;
+mod rate;
 mod relay;
 mod report;
 mod stack;
@@ -71,6 +72,12 @@ async fn run() -> Result<(), Error> {
         "tls" => tls::only(&gateway_bin, &out_dir, cpu).await,
         "bodies" => bodies::run(&gateway_bin, &out_dir, upstream, cpu).await,
         "hedge" => hedge::run(&gateway_bin, &out_dir, cpu).await,
+        "rates" => {
+            let gw = process::Gateway::start(&gateway_bin, &out_dir, upstream, cpu).await?;
+            let rows = rate::rows(upstream, &gw, cpu).await?;
+            report::say(&report::render(&rows, &[]));
+            Ok(())
+        }
         only => phase::one(only, &gateway_bin, &out_dir, upstream, cpu).await,
     }
 }

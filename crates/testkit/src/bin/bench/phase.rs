@@ -2,7 +2,7 @@
 //! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `one:<c>`,
 //! `three:<c>`, `sessions:<c>`, `unpinned:<c>`, `relay-closed:<c>`,
 //! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
-//! `relay-streams`, `stack-streams`; `tls` is `tls.rs`'s, `bodies`
+//! `relay-streams`, `stack-streams`; `rates` is `rate.rs`'s, `tls` is `tls.rs`'s, `bodies`
 //! `bodies.rs`'s, `hedge` `hedge.rs`'s).
 
 use std::net::SocketAddr;
@@ -41,11 +41,12 @@ pub(crate) async fn one(
         let relay = kind.start(upstream, cpu, false).await?;
         let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
         say(&format!(
-            "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core",
+            "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
             kind.mode(),
             scale.rss_kib,
             scale.per_stream_kb,
-            scale.cpu_percent
+            scale.cpu_percent,
+            scale.cpu_per_token_us()
         ));
         return Ok(());
     }
@@ -92,8 +93,12 @@ pub(crate) async fn one(
                 .unwrap_or(5000);
             let scale = open_streams(&gw, GATEWAY_PATH, n).await?;
             say(&format!(
-                "{n} open streams: gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core",
-                scale.rss_kib, idle_rss, scale.per_stream_kb, scale.cpu_percent
+                "{n} open streams: gateway RSS {} KiB (idle {} KiB), {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
+                scale.rss_kib,
+                idle_rss,
+                scale.per_stream_kb,
+                scale.cpu_percent,
+                scale.cpu_per_token_us()
             ));
         }
         _ => return Err(format!("UNDERSTUDY_BENCH_ONLY: no phase `{only}`").into()),
