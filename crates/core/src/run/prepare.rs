@@ -610,7 +610,8 @@ fast = ["groq", "free"]
             crate::run::Provided::of(settings.providers.get(provider), model, &settings)
         };
         // (provider, model, price, prefill, credit, traceparent)
-        let cases: [(&str, &str, Option<(f64, f64)>, bool, bool, bool); 5] = [
+        type Case<'a> = (&'a str, &'a str, Option<(f64, f64)>, bool, bool, bool);
+        let cases: [Case; 5] = [
             ("groq", "groq-model", Some((1.0, 2.0)), false, false, false),
             // A model's own price over its provider's.
             (
