@@ -138,33 +138,19 @@ pub fn resolve(
             .get(name)
             .cloned()
             .ok_or_else(|| Error::UnknownRoute(name.clone()))?,
-        // A client's model name: a route, else a route whose name is a
-        // pattern it matches, else a pin of a known provider, else (a
-        // Claude model name, as Claude Code picks them) a pin of that model
-        // on the first Anthropic provider.
-        RouteSelector::Model(name) => {
-            let selector = if name == "default" {
-                RouteSelector::Default
-            } else if routes.contains_key(name) {
-                RouteSelector::Named(name.clone())
-            } else if let Some((_, targets)) = pattern_route(name, routes) {
-                let targets: Vec<Target> = targets.iter().map(|t| t.for_model(name)).collect();
-                return Ok(dedup(cloud_ids(targets, settings)));
-            } else {
-                let provider = name.split_once(':').map_or(name.as_str(), |(p, _)| p);
-                if settings.providers.contains_key(provider) {
-                    RouteSelector::pin(name)
-                } else if let Some(claude) = claude_provider(name, settings) {
-                    RouteSelector::Pin {
-                        provider: claude.to_owned(),
-                        model: Some(name.clone()),
+        // A client's model name: a route (found once, not again by name),
+        // else what `model_selector` makes of it.
+        RouteSelector::Model(name) => match routes.get(name).filter(|_| name != "default") {
+            Some(targets) => targets.clone(),
+            None => {
+                return match model_selector(name, settings, routes)? {
+                    ModelRoute::Select(selector) => {
+                        resolve(&selector, settings, default_route, routes)
                     }
-                } else {
-                    return Err(Error::UnknownModel(name.clone()));
-                }
-            };
-            return resolve(&selector, settings, default_route, routes);
-        }
+                    ModelRoute::Targets(targets) => Ok(targets),
+                };
+            }
+        },
         RouteSelector::Pin { provider, model } => {
             let p = settings
                 .providers
@@ -188,6 +174,44 @@ pub fn resolve(
         }
     };
     Ok(dedup(cloud_ids(targets, settings)))
+}
+
+/// What a client's model name that is no route's name comes to.
+enum ModelRoute {
+    /// Resolved as this selector.
+    Select(RouteSelector),
+    /// A pattern route's targets, resolved.
+    Targets(Vec<Target>),
+}
+
+/// What a client's model name `name` that is no route's name selects: the
+/// default route; else the targets of a route whose name is a pattern it
+/// matches; else a pin of a known provider; else (a Claude model name, as
+/// Claude Code picks them) a pin of that model on the first Anthropic
+/// provider.
+fn model_selector(
+    name: &str,
+    settings: &Settings,
+    routes: &BTreeMap<String, Vec<Target>>,
+) -> Result<ModelRoute, Error> {
+    if name == "default" {
+        return Ok(ModelRoute::Select(RouteSelector::Default));
+    }
+    if let Some((_, targets)) = pattern_route(name, routes) {
+        let targets: Vec<Target> = targets.iter().map(|t| t.for_model(name)).collect();
+        return Ok(ModelRoute::Targets(dedup(cloud_ids(targets, settings))));
+    }
+    let provider = name.split_once(':').map_or(name, |(p, _)| p);
+    if settings.providers.contains_key(provider) {
+        Ok(ModelRoute::Select(RouteSelector::pin(name)))
+    } else if let Some(claude) = claude_provider(name, settings) {
+        Ok(ModelRoute::Select(RouteSelector::Pin {
+            provider: claude.to_owned(),
+            model: Some(name.to_owned()),
+        }))
+    } else {
+        Err(Error::UnknownModel(name.to_owned()))
+    }
 }
 
 /// `targets` with each model name its provider maps (`models = {…}`) in

@@ -18,7 +18,7 @@ use crate::event::GenerationEvent;
 use crate::generation::{GenerateResult, Generation};
 use crate::run::call::lease;
 use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
-use crate::run::{Run, cost_usd, millis};
+use crate::run::{Run, millis};
 
 impl Run {
     /// The answer, from the cache or the plan, with its event published.
@@ -58,7 +58,7 @@ impl Run {
                 if let Some(key) = key {
                     self.wide.cache.put(key, g);
                 }
-                let cost = cost_usd(&self.settings, &g.provider, &g.model, g.usage);
+                let cost = self.cost_of(&g.provider, &g.model, g.usage);
                 self.publish(GenerationEvent::served(ctx, g, false, cost));
             }
             Err(e) => self.publish(GenerationEvent::failed(
@@ -142,12 +142,7 @@ impl Run {
         if fell_back && self.wide.spend.is_some() {
             self.spent(
                 fell_back,
-                cost_usd(
-                    &self.settings,
-                    &provider,
-                    &completion.model,
-                    completion.usage,
-                ),
+                self.cost_of(&provider, &completion.model, completion.usage),
             );
         }
         Generation::from_completion(
@@ -192,12 +187,7 @@ impl Path for Answering {
         if call.kind != AttemptKind::Softened {
             return Arc::clone(&run.chat);
         }
-        let target = &run.plan.targets[call.target];
-        let default_t = run
-            .settings
-            .providers
-            .get(&*target.provider)
-            .map_or(1.0, |p| p.default_temperature);
+        let default_t = run.leases[call.target].provider.default_temperature;
         let softened = Arc::new(soften(&run.chat, default_t));
         run.note_softened(&softened);
         softened

@@ -19,11 +19,9 @@
 use std::time::{Duration, Instant};
 
 use understudy_policy::decide::Call;
-use understudy_settings::Platform;
 use understudy_types::attempt::AttemptKind;
 use understudy_types::credit::CreditToken;
 use understudy_types::failure::Failure;
-use understudy_types::protocol::Protocol;
 
 use crate::adapter::CreditUse;
 use crate::run::Run;
@@ -70,10 +68,10 @@ impl Run {
         if self.plan.targets.len() < 2 {
             return None;
         }
-        let provider = &self.plan.targets[call.target].provider;
-        if !self.takes_credit(provider) {
+        if !self.leases[call.target].provider.takes_credit {
             return None;
         }
+        let provider = &self.plan.targets[call.target].provider;
         if let Some(held) = self.credit.take() {
             let now = crate::runtime_clock::now();
             let issuer = &self.plan.targets[held.target].provider;
@@ -106,15 +104,6 @@ impl Run {
             key,
             at: crate::runtime_clock::now(),
         }));
-    }
-
-    /// Whether `provider` is an Anthropic API provider (the Messages
-    /// protocol, not on a cloud).
-    fn takes_credit(&self, provider: &str) -> bool {
-        self.settings
-            .providers
-            .get(provider)
-            .is_some_and(|p| p.kind == Protocol::Messages && p.platform == Platform::Direct)
     }
 }
 

@@ -550,8 +550,10 @@ impl Run {
             input_tokens: understudy_types::chat::estimate_tokens(&self.chat),
             ..Default::default()
         };
-        let cost =
-            crate::run::cost_usd(&self.settings, &target.provider, &target.model, Some(usage));
+        let cost = self.leases[idx]
+            .provider
+            .price
+            .and_then(|price| super::priced(price, usage));
         self.spent(*target != self.plan.primary, cost);
         if let Some(h) = self.hedge.as_deref_mut() {
             h.loser = Some((usage.input_tokens, cost));

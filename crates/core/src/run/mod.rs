@@ -152,6 +152,70 @@ pub(crate) struct Slot {
     /// This run counts in the target's requests in flight (given back when
     /// the call ends, or when the run is dropped).
     pub entered: bool,
+    /// What the run reads of the target's provider, found once at the plan.
+    pub provider: Provided,
+}
+
+/// What a run reads of one plan target's provider settings on each
+/// attempt's path, found by name once when the run is planned: a lookup
+/// by name compares the name with the map's names, and the attempt's path
+/// would otherwise look the same provider up several times.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Provided {
+    /// The provider's timeouts (the settings' where it is not configured).
+    pub timeouts: Timeouts,
+    /// The provider receives `traceparent`.
+    pub forward_traceparent: bool,
+    /// An Anthropic API provider (the Messages protocol, not on a cloud),
+    /// whose refusals carry the fallback credit.
+    pub takes_credit: bool,
+    /// The temperature a softened retry falls back to.
+    pub default_temperature: f32,
+    /// The target's model's price: input and output per million tokens.
+    pub price: Option<(f64, f64)>,
+    /// The target accepts an assistant prefill (its protocol is Messages,
+    /// or its model's capabilities say so).
+    pub prefill: bool,
+    /// The protocol a request for the target's model speaks.
+    pub protocol: Option<understudy_types::protocol::Protocol>,
+}
+
+impl Provided {
+    /// What the run reads of `provider` for `model` (`None`: a provider
+    /// the settings do not have, read with the settings' defaults).
+    pub(crate) fn of(
+        provider: Option<&understudy_settings::ProviderSettings>,
+        model: &str,
+        settings: &Settings,
+    ) -> Self {
+        match provider {
+            Some(p) => {
+                let protocol = p.protocol_for(model);
+                Self {
+                    timeouts: p.timeouts,
+                    forward_traceparent: p.forward_traceparent,
+                    takes_credit: p.kind == understudy_types::protocol::Protocol::Messages
+                        && p.platform == understudy_settings::Platform::Direct,
+                    default_temperature: p.default_temperature,
+                    price: p
+                        .price_of(model)
+                        .map(|p| (p.input_per_mtok, p.output_per_mtok)),
+                    prefill: protocol == understudy_types::protocol::Protocol::Messages
+                        || p.capabilities_of(model).assistant_prefill,
+                    protocol: Some(protocol),
+                }
+            }
+            None => Self {
+                timeouts: settings.timeouts,
+                forward_traceparent: false,
+                takes_credit: false,
+                default_temperature: 1.0,
+                price: None,
+                prefill: false,
+                protocol: None,
+            },
+        }
+    }
 }
 
 /// A streamed request's own rules (route settings, or the request's
@@ -205,15 +269,14 @@ impl Run {
         }
     }
 
-    /// The timeouts for target `idx` of this request (one lookup for both
-    /// modes).
+    /// The timeouts for target `idx` of this request (its provider's as
+    /// found at the plan, under the route's).
     fn timeouts(&self, idx: usize) -> Timeouts {
-        let provider = self
-            .settings
-            .providers
-            .get(&*self.plan.targets[idx].provider)
-            .map_or(self.settings.timeouts, |p| p.timeouts);
-        timeouts_for(provider, &self.route_timeouts, None)
+        timeouts_for(
+            self.leases[idx].provider.timeouts,
+            &self.route_timeouts,
+            None,
+        )
     }
 
     /// Whether `call` may go out: its breaker admits it (a forced call
@@ -324,10 +387,7 @@ impl Run {
 
     /// Whether target `idx`'s provider receives `traceparent`.
     fn forwards_trace(&self, idx: usize) -> bool {
-        self.settings
-            .providers
-            .get(&*self.plan.targets[idx].provider)
-            .is_some_and(|p| p.forward_traceparent)
+        self.leases[idx].provider.forward_traceparent
     }
 
     /// The options of a call to target `idx` made in span `span`: the
@@ -587,14 +647,7 @@ impl Run {
         let Some(reservation) = &self.reservation else {
             return;
         };
-        let target = &self.plan.targets[idx];
-        let price = self
-            .settings
-            .providers
-            .get(&*target.provider)
-            .and_then(|p| p.price_of(&target.model))
-            .map(|p| (p.input_per_mtok, p.output_per_mtok));
-        reservation.calling(price);
+        reservation.calling(self.leases[idx].provider.price);
     }
 
     /// Why every target was passed over: each reason met, in the order
@@ -661,6 +714,29 @@ impl Slot {
     }
 }
 
+impl Run {
+    /// What `usage` of an answer from `provider`'s `model` cost: at the
+    /// price found at the plan when a plan target is that model, else at
+    /// the one looked up by name ([`cost_usd`]).
+    pub(crate) fn cost_of(&self, provider: &str, model: &str, usage: Option<Usage>) -> Option<f64> {
+        let planned = self
+            .plan
+            .targets
+            .iter()
+            .zip(&self.leases)
+            .find(|(t, _)| *t.provider == *provider && *t.model == *model);
+        match planned {
+            Some((_, slot)) => priced(slot.provider.price?, usage?),
+            None => cost_usd(&self.settings, provider, model, usage),
+        }
+    }
+}
+
+/// What `usage` cost at `price` (input, output per million tokens).
+fn priced((input, output): (f64, f64), u: Usage) -> Option<f64> {
+    Some((u.input_tokens as f64 * input + u.output_tokens as f64 * output) / 1_000_000.0)
+}
+
 /// What `usage` cost at the provider's configured price, if it has one.
 pub(crate) fn cost_usd(
     settings: &Settings,
@@ -669,12 +745,7 @@ pub(crate) fn cost_usd(
     usage: Option<Usage>,
 ) -> Option<f64> {
     let price = settings.providers.get(provider)?.price_of(model)?;
-    let u = usage?;
-    Some(
-        (u.input_tokens as f64 * price.input_per_mtok
-            + u.output_tokens as f64 * price.output_per_mtok)
-            / 1_000_000.0,
-    )
+    priced((price.input_per_mtok, price.output_per_mtok), usage?)
 }
 
 /// Milliseconds with microsecond precision.

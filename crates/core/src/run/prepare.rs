@@ -149,7 +149,7 @@ pub(crate) fn prepare(
         None => crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose),
     };
     let leases = slots(view, &plan, (grouped, declared), &resolved, hedge.is_some());
-    let streams = stream_rules(view, &plan, &request, route_options.as_ref());
+    let streams = stream_rules(&leases, &request, route_options.as_ref());
     let refusal = request
         .refusal_policy
         .or(route_options.and_then(|o| o.refusal_policy))
@@ -230,6 +230,11 @@ fn slots(
             .or_else(|| hedges.then(|| view.stats.get(t)).flatten())
             .cloned(),
             entered: false,
+            provider: crate::run::Provided::of(
+                view.settings.providers.get(&*t.provider),
+                &t.model,
+                &view.settings,
+            ),
         })
         .collect()
 }
@@ -536,24 +541,14 @@ fn balance_copied(
 }
 
 /// How `request` streams: its own headers, else its route's settings; and
-/// which of `plan`'s targets accept an assistant prefill (to continue a
-/// cut answer).
+/// which of the plan's targets (their `slots`) accept an assistant prefill
+/// (to continue a cut answer).
 fn stream_rules(
-    view: &View,
-    plan: &plan::Plan,
+    slots: &[crate::run::Slot],
     request: &GenerateRequest,
     route_options: Option<&understudy_settings::RouteOptions>,
 ) -> crate::run::StreamRules {
-    let prefill = plan
-        .targets
-        .iter()
-        .map(|t| {
-            view.settings.providers.get(&*t.provider).is_some_and(|p| {
-                p.protocol_for(&t.model) == understudy_types::protocol::Protocol::Messages
-                    || p.capabilities_of(&t.model).assistant_prefill
-            })
-        })
-        .collect();
+    let prefill = slots.iter().map(|s| s.provider.prefill).collect();
     crate::run::StreamRules {
         commit: request
             .stream_commit
@@ -603,6 +598,60 @@ model = "free-model"
 [routes]
 fast = ["groq", "free"]
 "#;
+
+    #[test]
+    fn a_target_reads_its_providers_settings_as_found_at_the_plan() {
+        let text = format!(
+            "{TOML}\n[providers.claude]\napi_key = \"k-claude-0123456789\"\n\
+             forward_traceparent = true\n[timeouts]\nattempt = 7\n"
+        );
+        let settings = Settings::from_toml_str(&text, |_| None).unwrap();
+        let of = |provider: &str, model: &str| {
+            crate::run::Provided::of(settings.providers.get(provider), model, &settings)
+        };
+        // (provider, model, price, prefill, credit, traceparent)
+        type Case<'a> = (&'a str, &'a str, Option<(f64, f64)>, bool, bool, bool);
+        let cases: [Case; 5] = [
+            ("groq", "groq-model", Some((1.0, 2.0)), false, false, false),
+            // A model's own price over its provider's.
+            (
+                "openai",
+                "cheap-model",
+                Some((0.1, 0.2)),
+                false,
+                false,
+                false,
+            ),
+            ("free", "free-model", None, false, false, false),
+            // Anthropic's API: a prefill, the fallback credit.
+            ("claude", "claude-x", None, true, true, true),
+            // A provider the settings do not have: nothing of its own.
+            ("gone", "m", None, false, false, false),
+        ];
+        for (provider, model, price, prefill, credit, trace) in cases {
+            let p = of(provider, model);
+            let name = format!("{provider}:{model}");
+            assert_eq!(p.price, price, "{name}");
+            assert_eq!(p.prefill, prefill, "{name}");
+            assert_eq!(p.takes_credit, credit, "{name}");
+            assert_eq!(p.forward_traceparent, trace, "{name}");
+            let configured = settings.providers.get(provider);
+            assert_eq!(
+                p.timeouts,
+                configured.map_or(settings.timeouts, |c| c.timeouts),
+                "{name}"
+            );
+            assert_eq!(
+                p.protocol,
+                configured.map(|c| c.protocol_for(model)),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            of("gone", "m").timeouts.attempt,
+            std::time::Duration::from_secs(7)
+        );
+    }
 
     #[test]
     fn a_budget_is_priced_at_every_target_its_route_can_reach() {

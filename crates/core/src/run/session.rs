@@ -205,7 +205,7 @@ impl Run {
         let served = self.served_target(event);
         let outcome = match (&a.pinned, &served) {
             (_, None) => "none",
-            (Some(p), Some(t)) if p.target == *t => "hit",
+            (Some(p), Some(idx)) if p.target == self.plan.targets[*idx] => "hit",
             (Some(_), Some(_)) => "moved",
             (None, Some(_)) if a.expired => "expired",
             (None, Some(_)) => "new",
@@ -220,8 +220,8 @@ impl Run {
             wait_or_switch: a.choice.map(|(c, _)| c.as_str().into()),
             switch_cost_usd: a.choice.map(|(_, usd)| usd),
         };
-        if let (Some(target), Some(affinity)) = (served, self.wide.affinity.as_ref()) {
-            let (pin, ttl) = self.new_pin(affinity, target, event, &a);
+        if let (Some(idx), Some(affinity)) = (served, self.wide.affinity.as_ref()) {
+            let (pin, ttl) = self.new_pin(affinity, idx, event, &a);
             note.cached_tokens = pin.cached;
             note.ttl_class = Some(pin.class.as_str().into());
             let write = affinity.keep(a.key, pin, ttl, crate::runtime_clock::now());
@@ -237,9 +237,9 @@ impl Run {
         self.affinity = Some(a);
     }
 
-    /// The plan target that served `event` (none from the response
-    /// cache, or when nobody did).
-    fn served_target(&self, event: &GenerationEvent) -> Option<Target> {
+    /// The place of the plan target that served `event` (none from the
+    /// response cache, or when nobody did).
+    fn served_target(&self, event: &GenerationEvent) -> Option<usize> {
         let provider = event.provider.as_deref().filter(|_| !event.cached)?;
         let model = event
             .attempts
@@ -250,25 +250,25 @@ impl Run {
         self.plan
             .targets
             .iter()
-            .find(|t| *t.provider == *provider && model.is_none_or(|m| *t.model == *m))
-            .cloned()
+            .position(|t| *t.provider == *provider && model.is_none_or(|m| *t.model == *m))
     }
 
-    /// The pin on `target` after `event`: the prefix its cache now holds
-    /// (from the answer's usage; a refreshed pin without usage keeps what
-    /// it held) and how long it holds it.
+    /// The pin on plan target `idx` after `event`: the prefix its cache
+    /// now holds (from the answer's usage; a refreshed pin without usage
+    /// keeps what it held) and how long it holds it.
     fn new_pin(
         &self,
         affinity: &Affinity,
-        target: Target,
+        idx: usize,
         event: &GenerationEvent,
         a: &RunAffinity,
     ) -> (Pin, std::time::Duration) {
         let before = a.pinned.as_ref();
-        let provider = self.settings.providers.get(&*target.provider);
-        let kind = provider.map_or(CacheKind::OpenAi, |p| {
-            CacheKind::of(p.protocol_for(&target.model))
-        });
+        let target = self.plan.targets[idx].clone();
+        let kind = self.leases[idx]
+            .provider
+            .protocol
+            .map_or(CacheKind::OpenAi, CacheKind::of);
         let configured = affinity.settings.providers.get(&*target.provider);
         let (class, ttl) = cache_ttl(kind, a.hints, configured.and_then(|c| c.cache_ttl));
         let cached = match (event.usage, before) {

@@ -37,7 +37,7 @@ use crate::adapter::BoxEventStream;
 use crate::event::{EventContext, GenerationEvent};
 use crate::run::call::lease;
 use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
-use crate::run::{Run, cost_usd, millis};
+use crate::run::{Run, millis};
 use crate::stream::{Feed, GenerationStream, STREAM_BUFFER, Served};
 use continuation::Sent;
 
@@ -685,7 +685,7 @@ impl Run {
                     ttft_ms,
                     continued_by: ending.continued_by,
                 };
-                let cost = cost_usd(&self.settings, &done.provider, &done.model, done.usage);
+                let cost = self.cost_of(&done.provider, &done.model, done.usage);
                 self.spent(fell_back, cost);
                 self.publish(GenerationEvent::stream_done(&ctx, &done, cost));
                 let _ = send(tx, StreamItem::Done(Box::new(done))).await;
