@@ -49,6 +49,9 @@
 //!   own-work fence (`own_work.rs`) where valgrind is installed.
 //!   `bench own-work [--write]`: only the fence, callgrind's count of the
 //!   gateway's own instructions per request against `bench/own-work.toml`.
+//!   `bench routing-cost`: callgrind's count of what the group choice and a
+//!   session lookup add to a request (`routing_cost.rs`), also run after
+//!   the fence by `bench`.
 
 mod container;
 mod container_test;
@@ -58,6 +61,7 @@ mod fleet;
 mod http;
 mod own_work;
 mod provision;
+mod routing_cost;
 mod tidy;
 
 use std::ffi::OsStr;
@@ -79,8 +83,9 @@ fn main() -> ExitCode {
                 &project_root(),
                 &std::env::args().skip(3).collect::<Vec<_>>(),
             ),
+            Some("routing-cost") => routing_cost::run(&project_root()),
             Some(other) => Err(format!(
-                "usage: cargo xtask bench [own-work [--write]] (not `{other}`)"
+                "usage: cargo xtask bench [own-work [--write] | routing-cost] (not `{other}`)"
             )),
             None => bench(),
         },
@@ -309,15 +314,17 @@ fn bench() -> Result<(), String> {
     if !status.success() {
         return Err(format!("the bench failed ({status})"));
     }
-    own_work::run(&root, &[]).or_else(|e| {
-        if e.starts_with("valgrind is missing") {
-            // The timing table stands without it; say so loudly.
-            note(&format!("OWN WORK NOT MEASURED: {e}"));
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })
+    let fence = own_work::run(&root, &[]);
+    if let Err(e) = &fence
+        && e.starts_with("valgrind is missing")
+    {
+        // The timing table stands without it; say so loudly.
+        note(&format!("OWN WORK NOT MEASURED: {e}"));
+        return Ok(());
+    }
+    // The routing rows are reported even when the fence failed, then the
+    // fence's failure is the bench's.
+    routing_cost::run(&root).and(fence)
 }
 
 /// Whether the bench's processes can be pinned (`taskset` and two cores).

@@ -50,13 +50,32 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         [w] if w == "--write" => true,
         _ => return Err("usage: cargo xtask bench own-work [--write]".into()),
     };
-    if !valgrind_present() {
-        return Err(
-            "valgrind is missing: the own-work fence cannot be measured \
-             (install it, e.g. `apt-get install valgrind`, and run again)"
-                .into(),
-        );
+    need_valgrind()?;
+    build_profiling()?;
+    let bins = root.join("target").join("profiling");
+    let work = root.join("target").join("own-work");
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let mut per_request = Vec::new();
+    for phase in ["stack-closed:1", "closed:1", "fallback:1"] {
+        per_request.push(per_request_of(&bins, &work, phase, "")?);
     }
+    report_and_check(root, write, per_request)
+}
+
+/// Whether valgrind runs here, or the error that says it does not.
+pub(crate) fn need_valgrind() -> Result<(), String> {
+    if valgrind_present() {
+        return Ok(());
+    }
+    Err(
+        "valgrind is missing: the own-work fence cannot be measured \
+         (install it, e.g. `apt-get install valgrind`, and run again)"
+            .into(),
+    )
+}
+
+/// The gateway and the bench, optimised with symbols (`--profile profiling`).
+pub(crate) fn build_profiling() -> Result<(), String> {
     crate::cargo(&[
         "build",
         "--profile",
@@ -72,16 +91,23 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         "understudy",
         "--bin",
         "understudy-bench",
-    ])?;
-    let bins = root.join("target").join("profiling");
-    let work = root.join("target").join("own-work");
-    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-    let mut per_request = Vec::new();
-    for phase in ["stack-closed:1", "closed:1", "fallback:1"] {
-        let [low, high] = COUNTS.map(|n| callgrind(&bins, &work, phase, n));
-        let (low, high) = (low?, high?);
-        per_request.push((high as f64 - low as f64) / (COUNTS[1] - COUNTS[0]) as f64);
-    }
+    ])
+}
+
+/// Instructions per request of `phase`: the totals at the two counts,
+/// their difference over the difference of the counts.
+pub(crate) fn per_request_of(
+    bins: &Path,
+    work: &Path,
+    phase: &str,
+    extra: &str,
+) -> Result<f64, String> {
+    let [low, high] = COUNTS.map(|n| callgrind_with(bins, work, phase, n, extra));
+    let (low, high) = (low?, high?);
+    Ok((high as f64 - low as f64) / (COUNTS[1] - COUNTS[0]) as f64)
+}
+
+fn report_and_check(root: &Path, write: bool, per_request: Vec<f64>) -> Result<(), String> {
     let now = Figures {
         floor: per_request[0],
         plain: per_request[1],
@@ -131,7 +157,15 @@ fn valgrind_present() -> bool {
 /// The bench's `phase` under callgrind with `count` requests (after its
 /// 200 of warm-up), the gateway pinned to core 0 where that is possible;
 /// returns the process's total instructions.
-fn callgrind(bins: &Path, work: &Path, phase: &str, count: u64) -> Result<u64, String> {
+/// `extra`: more of valgrind's options, written into the wrapper's command
+/// line as they are.
+pub(crate) fn callgrind_with(
+    bins: &Path,
+    work: &Path,
+    phase: &str,
+    count: u64,
+    extra: &str,
+) -> Result<u64, String> {
     let tag = format!("{}-{count}", phase.replace(':', "-"));
     let out = work.join(format!("{tag}.callgrind"));
     let pid_file = work.join(format!("{tag}.pid"));
@@ -144,7 +178,7 @@ fn callgrind(bins: &Path, work: &Path, phase: &str, count: u64) -> Result<u64, S
     let script = format!(
         "#!/bin/sh\nexport GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072\n\
          export UNDERSTUDY_PROBE=off\n\
-         valgrind --tool=callgrind --callgrind-out-file={} \"$@\" &\n\
+         valgrind --tool=callgrind {extra} --callgrind-out-file={} \"$@\" &\n\
          echo $! > {}\nwait\n",
         out.display(),
         pid_file.display()
