@@ -209,6 +209,9 @@ pub(crate) fn callgrind_with(
         .env("UNDERSTUDY_BENCH_ONLY", phase)
         .env("UNDERSTUDY_BENCH_COUNT", count.to_string())
         .env("UNDERSTUDY_BENCH_WRAP", &wrap)
+        // The bench waits for the prober's first round unless its own
+        // environment turns the prober off (the wrapper's is too late).
+        .env("UNDERSTUDY_PROBE", "off")
         .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
         .stderr(log_file)
         .status()
