@@ -277,22 +277,7 @@ fn browser_test(chromium: &Path) -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
-    cargo(&[
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "understudy-cli",
-        "-p",
-        "understudy-testkit",
-        // The bench's TLS phase uses the testkit's TLS simulator.
-        "--features",
-        "understudy-testkit/tls",
-        "--bin",
-        "understudy",
-        "--bin",
-        "understudy-bench",
-    ])?;
+    build_bench("release")?;
     let root = project_root();
     let release = root.join("target").join("release");
     let out = root.join("target").join("bench");
@@ -325,6 +310,28 @@ fn bench() -> Result<(), String> {
     // The routing rows are reported even when the fence failed, then the
     // fence's failure is the bench's.
     routing_cost::run(&root).and(fence)
+}
+
+/// The gateway and the bench binary in `profile` (`release` for the timing
+/// table, `profiling` for callgrind: the same code with symbols).
+pub(crate) fn build_bench(profile: &str) -> Result<(), String> {
+    cargo(&[
+        "build",
+        "--profile",
+        profile,
+        "--quiet",
+        "-p",
+        "understudy-cli",
+        "-p",
+        "understudy-testkit",
+        // The bench's TLS phase uses the testkit's TLS simulator.
+        "--features",
+        "understudy-testkit/tls",
+        "--bin",
+        "understudy",
+        "--bin",
+        "understudy-bench",
+    ])
 }
 
 /// Whether the bench's processes can be pinned (`taskset` and two cores).

@@ -51,7 +51,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         _ => return Err("usage: cargo xtask bench own-work [--write]".into()),
     };
     need_valgrind()?;
-    build_profiling()?;
+    crate::build_bench("profiling")?;
     let bins = root.join("target").join("profiling");
     let work = root.join("target").join("own-work");
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
@@ -72,26 +72,6 @@ pub(crate) fn need_valgrind() -> Result<(), String> {
          (install it, e.g. `apt-get install valgrind`, and run again)"
             .into(),
     )
-}
-
-/// The gateway and the bench, optimised with symbols (`--profile profiling`).
-pub(crate) fn build_profiling() -> Result<(), String> {
-    crate::cargo(&[
-        "build",
-        "--profile",
-        "profiling",
-        "--quiet",
-        "-p",
-        "understudy-cli",
-        "-p",
-        "understudy-testkit",
-        "--features",
-        "understudy-testkit/tls",
-        "--bin",
-        "understudy",
-        "--bin",
-        "understudy-bench",
-    ])
 }
 
 /// Instructions per request of `phase`: the totals at the two counts,

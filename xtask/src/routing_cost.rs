@@ -41,7 +41,7 @@ impl Rows {
 
 pub(crate) fn run(root: &Path) -> Result<(), String> {
     own_work::need_valgrind()?;
-    own_work::build_profiling()?;
+    crate::build_bench("profiling")?;
     let bins = root.join("target").join("profiling");
     let work = root.join("target").join("routing-cost");
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
