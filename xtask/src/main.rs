@@ -49,9 +49,10 @@
 //!   own-work fence (`own_work.rs`) where valgrind is installed.
 //!   `bench own-work [--write]`: only the fence, callgrind's count of the
 //!   gateway's own instructions per request against `bench/own-work.toml`.
-//!   `bench routing-cost`: callgrind's count of what the group choice and a
-//!   session lookup add to a request (`routing_cost.rs`), also run after
-//!   the fence by `bench`.
+//!   `bench routing-cost [--runs N]`: callgrind's count of what the group
+//!   choice and a session lookup cost a request, in the functions that do
+//!   them and as the difference of two routes' totals, median of N runs
+//!   (`routing_cost.rs`), also run after the fence by `bench`.
 
 mod container;
 mod container_test;
@@ -83,9 +84,13 @@ fn main() -> ExitCode {
                 &project_root(),
                 &std::env::args().skip(3).collect::<Vec<_>>(),
             ),
-            Some("routing-cost") => routing_cost::run(&project_root()),
+            Some("routing-cost") => routing_cost::run(
+                &project_root(),
+                &std::env::args().skip(3).collect::<Vec<_>>(),
+            ),
             Some(other) => Err(format!(
-                "usage: cargo xtask bench [own-work [--write] | routing-cost] (not `{other}`)"
+                "usage: cargo xtask bench [own-work [--write] | routing-cost [--runs N]] \
+                 (not `{other}`)"
             )),
             None => bench(),
         },
@@ -309,7 +314,7 @@ fn bench() -> Result<(), String> {
     }
     // The routing rows are reported even when the fence failed, then the
     // fence's failure is the bench's.
-    routing_cost::run(&root).and(fence)
+    routing_cost::run(&root, &[]).and(fence)
 }
 
 /// The gateway and the bench binary in `profile` (`release` for the timing

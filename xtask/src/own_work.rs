@@ -17,7 +17,7 @@ pub(crate) const FILE: &str = "bench/own-work.toml";
 const GROWTH_LIMIT: f64 = 3.0;
 
 /// The two request counts; one request is `(at 3 000 − at 1 000) / 2 000`.
-const COUNTS: [u64; 2] = [1000, 3000];
+pub(crate) const COUNTS: [u64; 2] = [1000, 3000];
 
 /// Instructions per request of each measured phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,7 +83,7 @@ pub(crate) fn per_request_of(
     extra: &str,
 ) -> Result<f64, String> {
     let [low, high] = COUNTS.map(|n| callgrind_with(bins, work, phase, n, extra));
-    let (low, high) = (low?, high?);
+    let (low, high) = (low?.total, high?.total);
     Ok((high as f64 - low as f64) / (COUNTS[1] - COUNTS[0]) as f64)
 }
 
@@ -134,9 +134,16 @@ fn valgrind_present() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// One callgrind run: the process's total instructions, and the file that
+/// holds its counts by function.
+pub(crate) struct Counted {
+    pub(crate) total: u64,
+    pub(crate) file: PathBuf,
+}
+
 /// The bench's `phase` under callgrind with `count` requests (after its
 /// 200 of warm-up), the gateway pinned to core 0 where that is possible;
-/// returns the process's total instructions.
+/// returns the process's total instructions and the output file.
 /// `extra`: more of valgrind's options, written into the wrapper's command
 /// line as they are.
 pub(crate) fn callgrind_with(
@@ -145,7 +152,7 @@ pub(crate) fn callgrind_with(
     phase: &str,
     count: u64,
     extra: &str,
-) -> Result<u64, String> {
+) -> Result<Counted, String> {
     let tag = format!("{}-{count}", phase.replace(':', "-"));
     let out = work.join(format!("{tag}.callgrind"));
     let pid_file = work.join(format!("{tag}.pid"));
@@ -203,7 +210,8 @@ pub(crate) fn callgrind_with(
         return Err(format!("{phase} failed ({status}); see {}", log.display()));
     }
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    total(&text).ok_or_else(|| format!("{}: no totals line", out.display()))
+    let total = total(&text).ok_or_else(|| format!("{}: no totals line", out.display()))?;
+    Ok(Counted { total, file: out })
 }
 
 /// SIGTERM to valgrind (its process stops gracefully and callgrind writes

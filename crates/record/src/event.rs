@@ -203,6 +203,22 @@ impl ShortHash {
             digits,
         })
     }
+
+    /// `bytes` (their first 8) in lower-case hex, two digits to a byte,
+    /// written in place (no string made and checked).
+    pub fn hex_of(bytes: &[u8]) -> Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let bytes = &bytes[..bytes.len().min(8)];
+        let mut digits = [0u8; 16];
+        for (pair, b) in digits.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 15)];
+        }
+        Self {
+            len: 2 * bytes.len() as u8,
+            digits,
+        }
+    }
 }
 
 impl std::ops::Deref for ShortHash {

@@ -26,11 +26,14 @@
 //!   starts its backup after: one per mode, a streamed attempt's time to
 //!   its first output apart from a non-streamed one's time to its whole
 //!   answer (a request hedges on the one of its own mode). A hedged
-//!   route's targets keep stats too.
+//!   route's targets keep stats too. Only a routing with a route that
+//!   hedges reads a p95, so only then are times counted in the
+//!   histograms (a routing change that starts hedging starts them, and
+//!   the hedge waits for their first samples).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use understudy_policy::balance::{self, Member};
@@ -91,6 +94,10 @@ pub(crate) struct TargetStat {
     /// per mode (see [`mode_index`]).
     ttft_hist: [[AtomicU32; hedge::BUCKETS]; 2],
     ttft_count: [AtomicU32; 2],
+    /// Whether the routing in force hedges anywhere: only then is a p95
+    /// read, so only then are times counted in the histograms. Set on
+    /// every routing change (a target's stats outlive one).
+    observed: AtomicBool,
 }
 
 /// The histogram of `mode`: a stream's time to first output (index 0), an
@@ -214,7 +221,9 @@ impl TargetStats {
         hedged.sort_unstable();
         hedged.dedup();
         if hedged.is_empty() {
-            return Self::new(routes, groups, kept, base);
+            let stats = Self::new(routes, groups, kept, base);
+            stats.observe_all(false);
+            return stats;
         }
         let mut all = groups.clone();
         for name in &hedged {
@@ -229,6 +238,7 @@ impl TargetStats {
         let mut stats = Self::new(routes, &all, kept, base);
         // The routes' own groups, not the hedged routes' lists above.
         stats.grouped = stats.grouped_routes(routes, groups);
+        stats.observe_all(true);
         stats.hedge_shares = hedged
             .iter()
             .map(|name| {
@@ -240,6 +250,14 @@ impl TargetStats {
             })
             .collect();
         stats
+    }
+
+    /// Whether calls count their times in every target's histograms
+    /// (see [`TargetStat::observed`]).
+    fn observe_all(&self, observed: bool) {
+        for (_, s) in &self.by_target {
+            s.observed.store(observed, Ordering::Relaxed);
+        }
     }
 
     /// Whether any route hedges.
@@ -256,6 +274,7 @@ impl TargetStats {
     }
 
     /// The next request's seed for the group choice.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn next_seed(&self) -> u64 {
         self.seeds.fetch_add(
             understudy_policy::balance::SEED_STEP,
@@ -323,6 +342,7 @@ impl TargetStat {
             uncached: AtomicU64::new(0),
             ttft_hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(0))),
             ttft_count: std::array::from_fn(|_| AtomicU32::new(0)),
+            observed: AtomicBool::new(true),
         }
     }
 
@@ -370,6 +390,7 @@ impl TargetStat {
     /// Records how a `mode` call to this target ended at `now`:
     /// `Ok(latency)` (to its answer or first output), or its failure's
     /// kind.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn record(
         &self,
         outcome: Result<Duration, &FailureKind>,
@@ -379,7 +400,9 @@ impl TargetStat {
     ) {
         let failed = match outcome {
             Ok(latency) => {
-                self.observe(mode, latency);
+                if self.observed.load(Ordering::Relaxed) {
+                    self.observe(mode, latency);
+                }
                 let _ = self
                     .ttft_us
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |us| {
@@ -418,11 +441,13 @@ impl TargetStat {
     }
 
     /// A request starts on this target.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn enter(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request that entered is no longer on this target.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn leave(&self) {
         let _ = self
             .in_flight
@@ -571,6 +596,52 @@ mod tests {
             s.hedge_share("g").unwrap(),
             next.hedge_share("g").unwrap()
         ));
+    }
+
+    #[test]
+    fn times_are_counted_for_a_p95_only_while_a_route_hedges() {
+        let (a, b) = (Target::new("a", "m"), Target::new("b", "m"));
+        let routes = BTreeMap::from([("g".to_owned(), vec![a.clone(), b])]);
+        let groups = |hedge| {
+            BTreeMap::from([(
+                "g".to_owned(),
+                vec![RouteGroup {
+                    start: 0,
+                    weights: vec![1, 1],
+                    hedge,
+                }],
+            )])
+        };
+        let hedged = Some(understudy_settings::HedgeSettings {
+            after: understudy_settings::HedgeAfter::Fixed(Duration::from_millis(200)),
+            max_share_ppm: 50_000,
+        });
+        #[expect(clippy::disallowed_methods, reason = "a base instant for the test")]
+        let base = Instant::now();
+        let knobs = BalanceSettings::default();
+        let calls = |s: &TargetStats| {
+            for _ in 0..100 {
+                stats_record_ok(s, &a, base, &knobs);
+            }
+        };
+        let options = BTreeMap::new();
+        // (the route's group hedges, a p95 after 100 calls)
+        for (hedge, p95) in [(None, false), (hedged, true)] {
+            let s = TargetStats::of_routes(&routes, &groups(hedge), &options, None, base);
+            calls(&s);
+            let stat = s.get(&a).unwrap();
+            assert_eq!(stat.p95(Mode::Answer).is_some(), p95, "{hedge:?}");
+            // The smoothed time is kept either way: the group choice reads it.
+            assert!(s.member(&a, 1).ttft.is_some());
+        }
+        // A routing change that starts hedging starts counting: kept stats
+        // count from then on.
+        let plain = TargetStats::of_routes(&routes, &groups(None), &options, None, base);
+        calls(&plain);
+        let next = TargetStats::of_routes(&routes, &groups(hedged), &options, Some(&plain), base);
+        assert_eq!(next.get(&a).unwrap().p95(Mode::Answer), None);
+        calls(&next);
+        assert!(next.get(&a).unwrap().p95(Mode::Answer).is_some());
     }
 
     fn stats_record_ok(s: &TargetStats, a: &Target, now: Instant, knobs: &BalanceSettings) {

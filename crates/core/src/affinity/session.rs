@@ -118,10 +118,8 @@ impl SessionKey {
 
     /// A short hash for events and spans (never the client's value).
     pub(crate) fn short(&self) -> crate::event::ShortHash {
-        let mut out = [0u8; 12];
-        write_hex(&self.0[..6], &mut out);
-        crate::event::ShortHash::new(std::str::from_utf8(&out).unwrap_or_default())
-            .unwrap_or_default()
+        // Written as hex in place: no string to check, nothing copied.
+        crate::event::ShortHash::hex_of(&self.0[..6])
     }
 }
 

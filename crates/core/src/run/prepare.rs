@@ -428,13 +428,22 @@ impl Resolved {
     /// The stats of the plan's target `t` on route `g`: those of the target
     /// written at its place (a pattern's `provider:*`, a model name a cloud
     /// maps), else its own.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     fn stat<'v>(
         &self,
         view: &'v View,
         g: &'v GroupedRoute,
         t: &Target,
     ) -> Option<&'v Arc<TargetStat>> {
-        match self.position(t) {
+        let place = match self {
+            // A group's route as most are: its places compared here.
+            Self::Placed { at, len } => {
+                let a = addresses(t);
+                at[..*len].iter().position(|p| *p == a)
+            }
+            _ => self.position(t),
+        };
+        match place {
             Some(p) if self.len() == g.declared.len() => g.stats.get(p)?.as_ref(),
             _ => view.stats.get(t),
         }
@@ -456,6 +465,7 @@ impl Resolved {
     /// Orders the members of each of route `g`'s groups in `plan` by the
     /// group choice, from their stats' snapshot and `seed`; a route whose
     /// resolution merged two of its targets is left in written order.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     fn balance(
         &self,
         view: &View,

@@ -53,6 +53,7 @@ impl Looked {
     /// excepted. A pinned `provider:model` (the client's own choice, its
     /// fallbacks not equivalent) never is; a route with neither stops at a
     /// map lookup (the plain path).
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn applies(
         view: &View,
         request: &GenerateRequest,
@@ -64,18 +65,23 @@ impl Looked {
                 ("default", &view.default_route)
             }
             RouteSelector::Pin { .. } => return false,
-            other => {
-                let Some(name) = understudy_policy::plan::route_name(other, &view.routes) else {
+            RouteSelector::Named(n) | RouteSelector::Model(n) => {
+                // A route by its name: one lookup; else a client's model
+                // name a pattern route matches.
+                let found = match view.routes.get_key_value(n.as_str()) {
+                    Some((name, targets)) => Some((name.as_str(), targets)),
+                    None => understudy_policy::plan::route_name(&request.route, &view.routes)
+                        .and_then(|name| Some((name, view.routes.get(name)?))),
+                };
+                let Some(found) = found else {
                     return false;
                 };
-                let Some(targets) = view.routes.get(name) else {
-                    return false;
-                };
-                (name, targets)
+                found
             }
         };
-        let opted = view.groups.contains_key(name) || settings.routes.iter().any(|r| r == name);
-        opted && targets.len() > 1 && !settings.except.iter().any(|e| e == name)
+        targets.len() > 1
+            && (view.groups.contains_key(name) || settings.routes.iter().any(|r| r == name))
+            && !settings.except.iter().any(|e| e == name)
     }
 
     /// Looks `request`'s session up in `affinity`.
@@ -87,6 +93,7 @@ impl Looked {
 
     /// Looks `request`'s session up in `affinity`'s pins in this process
     /// (when it has no Redis: [`Affinity::is_local`]), without a future.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn here(affinity: &Affinity, request: &GenerateRequest) -> Self {
         let (source, key) = session_of(request, affinity.settings.session_from_user);
         let found = affinity.find_here(&key, crate::runtime_clock::now());
@@ -102,6 +109,7 @@ impl Looked {
     /// leaving the pinned target's cache would cost is weighed only when
     /// that target fails ([`Run::weigh_on_failure`]): a pinned target that
     /// serves, as most do, never looks its providers' rates up.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
     pub(crate) fn into_run(self, chat: &understudy_types::ChatRequest) -> Box<RunAffinity> {
         Box::new(RunAffinity {
             key: self.key,
@@ -169,9 +177,14 @@ impl Run {
     /// machine weighs a wait only there, so telling it now is telling it
     /// from the start.
     pub(crate) fn weigh_on_failure(&mut self, decider: &mut Decider) {
-        if decider.at() != 0 {
-            return;
+        if decider.at() == 0 && self.affinity.is_some() {
+            self.weigh_pinned(decider);
         }
+    }
+
+    /// [`Self::weigh_on_failure`] for a run with a session.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
+    fn weigh_pinned(&mut self, decider: &mut Decider) {
         let Some(a) = self.affinity.as_deref_mut() else {
             return;
         };
@@ -199,9 +212,14 @@ impl Run {
     /// The session's pin moved to whoever served `event` (refreshed when
     /// it was already there), and the event's affinity note.
     pub(crate) fn pin_served(&mut self, event: &mut GenerationEvent) {
-        let Some(mut a) = self.affinity.take() else {
-            return;
-        };
+        if let Some(a) = self.affinity.take() {
+            self.pin_moved(a, event);
+        }
+    }
+
+    /// [`Self::pin_served`] for a run with a session, `a`.
+    #[inline(never)] // named apart in callgrind (`cargo xtask bench routing-cost`)
+    fn pin_moved(&mut self, mut a: Box<RunAffinity>, event: &mut GenerationEvent) {
         let served = self.served_target(event);
         let outcome = match (&a.pinned, &served) {
             (_, None) => "none",
