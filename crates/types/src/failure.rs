@@ -273,10 +273,28 @@ impl Failure {
     /// The detail with the upstream status, without the code (an attempt
     /// records the code separately).
     pub fn describe(&self) -> String {
-        match self.status {
-            Some(status) => format!("HTTP {status}: {}", self.detail),
-            None => self.detail.clone(),
+        let Some(status) = self.status else {
+            return self.detail.clone();
+        };
+        // Written out rather than `format!`: every failed attempt records
+        // this, and the formatting machinery costs several times the copy.
+        let mut s = String::with_capacity(self.detail.len() + 11);
+        s.push_str("HTTP ");
+        let mut digits = [0u8; 5];
+        let mut n = status;
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        s.extend(digits[at..].iter().map(|&d| char::from(d)));
+        s.push_str(": ");
+        s.push_str(&self.detail);
+        s
     }
 }
 
@@ -311,6 +329,21 @@ mod tests {
         for code in FailureCode::ALL {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+
+    #[test]
+    fn described_with_the_status() {
+        for (status, want) in [
+            (Some(503), "HTTP 503: over capacity"),
+            (Some(42), "HTTP 42: over capacity"),
+            (Some(0), "HTTP 0: over capacity"),
+            (Some(u16::MAX), "HTTP 65535: over capacity"),
+            (None, "over capacity"),
+        ] {
+            let mut f = Failure::new(FailureKind::Connection, "over capacity");
+            f.status = status;
+            assert_eq!(f.describe(), want);
         }
     }
 

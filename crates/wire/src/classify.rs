@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use understudy_types::{Failure, FailureKind};
 
 /// The class of an HTTP error status when the body says nothing more
@@ -28,19 +28,22 @@ pub fn status(status: u16) -> FailureKind {
 /// `x-ms-retry-after-ms`), then `retry-after` in seconds or as an HTTP
 /// date.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| {
+    // Names made once, not parsed from text at each lookup.
+    const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+    const MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+    let text = |name: &HeaderName| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    let ms = text("retry-after-ms").or_else(|| text("x-ms-retry-after-ms"));
+    let ms = text(&RETRY_AFTER_MS).or_else(|| text(&MS_RETRY_AFTER_MS));
     if let Some(ms) = ms.and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
         }
     }
-    let value = text("retry-after")?;
+    let value = text(&http::header::RETRY_AFTER)?;
     if let Ok(secs) = value.parse::<f64>() {
         return (secs.is_finite() && (0.0..1e9).contains(&secs))
             .then(|| Duration::from_secs_f64(secs));

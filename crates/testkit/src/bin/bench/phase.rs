@@ -1,9 +1,10 @@
 //! `UNDERSTUDY_BENCH_ONLY=<phase>`: one phase alone, for a profiler or a
 //! closer look (`closed:<c>`, `fallback:<c>`, `tier:<c>`, `one:<c>`,
 //! `three:<c>`, `sessions:<c>`, `unpinned:<c>`, `relay-closed:<c>`,
-//! `stack-closed:<c>`, `parsing-closed:<c>`, `streams`, `held`,
-//! `relay-streams`, `stack-streams`; `rates` is `rate.rs`'s, `tls` is `tls.rs`'s, `bodies`
-//! `bodies.rs`'s, `hedge` `hedge.rs`'s).
+//! `stack-closed:<c>`, `stack-fallback:<c>`, `parsing-closed:<c>`,
+//! `streams`, `held`, `relay-streams`, `stack-streams`; `rates` is
+//! `rate.rs`'s, `tls` is `tls.rs`'s, `bodies` `bodies.rs`'s, `hedge`
+//! `hedge.rs`'s).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -31,6 +32,17 @@ pub(crate) async fn one(
     if let Some((kind, c)) = relay_closed {
         let relay = kind.start(upstream, cpu, true).await?;
         return closed(&relay, "/fast/v1/chat/completions", REQUEST, c.parse()?).await;
+    }
+    // `<relay>-fallback:<c>`: the same floor making the fallback's two
+    // upstream calls (the failing one read whole, then the answer), what
+    // `fallback:<c>` costs before the gateway does any work of its own.
+    let relay_fallback = Relay::ALL.iter().find_map(|&kind| {
+        let c = only.strip_prefix(kind.mode())?.strip_prefix("-fallback:")?;
+        Some((kind, c))
+    });
+    if let Some((kind, c)) = relay_fallback {
+        let relay = kind.start(upstream, cpu, true).await?;
+        return closed(&relay, "/fallback/v1/chat/completions", REQUEST, c.parse()?).await;
     }
     // `relay-streams` (`stack-streams`): a relay floor's memory per open
     // stream (not the parsing relay's: it reads answers whole).
