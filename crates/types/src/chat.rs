@@ -794,7 +794,10 @@ pub fn estimate_bound(body_len: u32) -> u64 {
 /// schema). One pass over the parts summing lengths: nothing allocated,
 /// no text read.
 pub fn estimate_tokens(chat: &ChatRequest) -> u64 {
-    if let Some(native) = &chat.native {
+    // A Chat Completions body goes as it is only where the neutral fields
+    // hold all of it, so those are counted, as for a translated request.
+    let native = chat.native.as_deref();
+    if let Some(native) = native.filter(|n| n.kind != crate::protocol::Protocol::ChatCompletions) {
         return native.body.len() as u64 / 4;
     }
     let turns: usize = chat

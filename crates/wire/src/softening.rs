@@ -54,9 +54,11 @@ fn soften_body(native: &NativeRequest, softened: Softened) -> Option<String> {
         Protocol::Messages => messages(&mut body, t)?,
         Protocol::Responses => responses(&mut body, t)?,
         Protocol::GenerateContent => generate_content(&mut body, t)?,
-        // No front end forwards a Chat Completions body natively, none
-        // speaks Converse, and a protocol no provider speaks has no native
-        // body to soften (a test walks `Protocol::KINDS`).
+        // A Chat Completions body goes as it is only where the translation
+        // would send the same (`chat_completions::native`), so its softened
+        // retry is the translated, softened request; no front end speaks
+        // Converse, and a protocol no provider speaks has no native body to
+        // soften (a test walks `Protocol::KINDS`).
         _ => return None,
     }
     serde_json::to_string(&body).ok()

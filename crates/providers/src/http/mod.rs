@@ -59,6 +59,18 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
     /// Classifies a complete non-streamed response (any status).
     fn parse(&self, received: &Received, model: &str) -> Result<Completion, Failure>;
 
+    /// [`Upstream::parse`] for a request whose native body was forwarded:
+    /// the answer goes back to the client as the provider sent it (a
+    /// protocol may keep its own form of it, the Responses API's tagged
+    /// reasoning ids, or none, to have the front end write it).
+    fn parse_native(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        let mut completion = self.parse(received, model)?;
+        if completion.native.is_none() {
+            completion.native = Some(String::from_utf8_lossy(&received.body).into_owned());
+        }
+        Ok(completion)
+    }
+
     /// Classifies an error status and its (bounded) body.
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure;
 
@@ -96,8 +108,7 @@ pub(crate) trait Upstream: Send + Sync + fmt::Debug + 'static {
     }
 
     /// The protocol this is, or `None` for one that never forwards a
-    /// client's body as it is (Chat Completions: no front end hands one
-    /// on).
+    /// client's body as it is (Converse: no front end hands one on).
     const NATIVE: Option<understudy_types::Protocol>;
 
     /// `request`'s native body, when the client wrote it in this protocol
@@ -378,7 +389,12 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                 .exchange(client, sent)
                 .await
                 .map_err(|f| self.redact(f))?;
-            let mut parsed = self.protocol.parse(&received, model);
+            let native = self.protocol.forwards_native(&request);
+            let parse = |received: &Received| match native {
+                true => self.protocol.parse_native(received, model),
+                false => self.protocol.parse(received, model),
+            };
+            let mut parsed = parse(&received);
             if let Err(f) = &parsed {
                 if self.renewed(f, authorization).await {
                     let sent = traced(
@@ -390,20 +406,15 @@ impl<P: Upstream> Adapter for HttpAdapter<P> {
                         .exchange(client, sent)
                         .await
                         .map_err(|f| self.redact(f))?;
-                    parsed = self.protocol.parse(&received, model);
+                    parsed = parse(&received);
                 }
             }
             drop(in_flight);
             tracing::debug!(provider = %self.name, status = received.status, "upstream answered");
             let mut completion = parsed.map_err(|f| self.redact(f))?;
             completion.rate_limits = self.budgets(&received.headers).map(Box::new);
-            if !self.protocol.forwards_native(&request) {
+            if !native {
                 completion.native = None;
-            } else if completion.native.is_none() {
-                // The answer goes back to a client of the same protocol as
-                // the provider sent it (a protocol may have set its own
-                // form of it: the Responses API's tagged reasoning ids).
-                completion.native = Some(String::from_utf8_lossy(&received.body).into_owned());
             }
             Ok(completion)
         })
@@ -800,7 +811,35 @@ async fn read_limited(
         // An error status with a huge body: classify by status alone.
         return Ok(Bytes::new());
     }
-    let mut buf = BytesMut::new();
+    // Most answers arrive in one chunk: it is the body, uncopied.
+    let first = match response.chunk().await {
+        Ok(Some(chunk)) => chunk,
+        Ok(None) => return Ok(Bytes::new()),
+        Err(e) => return Err(cut_short(e, status)),
+    };
+    if first.len() > limit {
+        if success {
+            return Err(too_big());
+        }
+        return Ok(first.slice(..limit));
+    }
+    let mut buf = match response.chunk().await {
+        Ok(None) => return Ok(first),
+        Ok(Some(next)) => {
+            let mut buf = BytesMut::with_capacity(first.len() + next.len());
+            buf.extend_from_slice(&first);
+            buf.extend_from_slice(&next);
+            buf
+        }
+        Err(e) => return Err(cut_short(e, status)),
+    };
+    if buf.len() > limit {
+        if success {
+            return Err(too_big());
+        }
+        buf.truncate(limit);
+        return Ok(buf.freeze());
+    }
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
@@ -815,14 +854,17 @@ async fn read_limited(
                 buf.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(buf.freeze()),
-            Err(e) => {
-                let mut f = classify::transport(e);
-                f.status = Some(status);
-                f.detail = format!("the body was cut short: {}", f.detail);
-                return Err(f);
-            }
+            Err(e) => return Err(cut_short(e, status)),
         }
     }
+}
+
+/// A body whose reading failed after the status `status` came.
+fn cut_short(e: reqwest::Error, status: u16) -> Failure {
+    let mut f = classify::transport(e);
+    f.status = Some(status);
+    f.detail = format!("the body was cut short: {}", f.detail);
+    f
 }
 
 pub(crate) use understudy_wire::framing::parse_stream_bytes;

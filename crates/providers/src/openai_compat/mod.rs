@@ -14,7 +14,7 @@ use understudy_types::{ChatRequest, Completion, Failure, FailureKind};
 use crate::http::{HttpAdapter, Received, Upstream};
 
 use understudy_wire::chat_completions::error::classify_error;
-use understudy_wire::chat_completions::request::wire_request;
+use understudy_wire::chat_completions::request::{sends_as_written, wire_request};
 pub(crate) use understudy_wire::chat_completions::response::parse_response;
 pub(crate) use understudy_wire::chat_completions::stream::OpenAiStream;
 
@@ -148,11 +148,39 @@ impl OpenAiProtocol {
             limits: crate::OutputLimits::of(settings),
         }
     }
+
+    /// The body of a non-streamed request the client wrote in this
+    /// protocol, for `model` with output limit `limit`: the client's own
+    /// bytes but for the model and the limit, where the translation would
+    /// send nothing else (`chat_completions::native`); `None` where it
+    /// would: a tool-call id or an end user this protocol does not take as
+    /// they are, a tool choice without tools (left out), a stream (whose
+    /// usage the gateway asks for).
+    fn native_body(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+        limit: Option<u32>,
+        completion_tokens: bool,
+        stream: bool,
+    ) -> Option<Vec<u8>> {
+        let native = self.native(request).filter(|_| !stream)?;
+        if !sends_as_written(request) {
+            return None;
+        }
+        understudy_wire::chat_completions::native::prepare(
+            &native.body,
+            model,
+            limit,
+            completion_tokens,
+        )
+    }
 }
 
 impl Upstream for OpenAiProtocol {
     type Parser = OpenAiStream;
-    const NATIVE: Option<understudy_types::Protocol> = None;
+    const NATIVE: Option<understudy_types::Protocol> =
+        Some(understudy_types::Protocol::ChatCompletions);
 
     fn request(
         &self,
@@ -167,6 +195,16 @@ impl Upstream for OpenAiProtocol {
             .iter()
             .find(|(m, _)| m == model)
             .map_or(self.max_completion_tokens, |&(_, on)| on);
+        if let Some(body) = self.native_body(model, request, limit, completion_tokens, stream) {
+            // The client's own body but for the model (and a clamped
+            // limit), as the translation would have sent it.
+            return Ok(crate::http::raw_post(
+                client,
+                self.endpoint.url(model)?,
+                self.headers.clone(),
+                body,
+            ));
+        }
         let body = wire_request(model, request, limit, completion_tokens, stream);
         crate::http::json_post(client, self.endpoint.url(model)?, &self.headers, &body)
     }
@@ -176,6 +214,15 @@ impl Upstream for OpenAiProtocol {
             return Err(self.classify_error(received.status, &received.headers, &received.body));
         }
         parse_response(received.parts(), model)
+    }
+
+    /// A plain answer kept as it came (only what the gateway records read
+    /// from it); any other is read in full, for the front end to write.
+    fn parse_native(&self, received: &Received, model: &str) -> Result<Completion, Failure> {
+        if !(200..300).contains(&received.status) {
+            return Err(self.classify_error(received.status, &received.headers, &received.body));
+        }
+        understudy_wire::chat_completions::native::relay(received.parts(), model)
     }
 
     fn classify_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {

@@ -2,6 +2,14 @@
 //! work against it by changing only their base URL; the failover shows in
 //! `x-understudy-*` headers, and `model` always names the model that
 //! actually answered.
+//!
+//! An OpenAI-compatible target gets a non-streamed body as the client sent
+//! it (only the model changes) wherever the translation would send it the
+//! same, and its plain answer comes back as it sent it; every other target,
+//! body or answer goes through the neutral request and [`CompletionOut`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -10,16 +18,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use understudy_core::Generation;
-use understudy_types::Protocol;
+use understudy_types::{NativeRequest, Protocol};
 use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
 use understudy_wire::chat_completions::endpoint::COMPLETIONS;
 use understudy_wire::chat_completions::events::Chunks;
 use understudy_wire::chat_completions::finish_reason_name as finish_reason;
 use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
+use understudy_wire::chat_completions::native;
 use understudy_wire::chat_completions::response::WireUsage as UsageOut;
 
 use super::parse_json;
-use crate::front::{Front, Preamble, json_body, prefixed, serve};
+use crate::front::{Front, Preamble, json_body, native_json, prefixed, serve};
 use crate::sse::now;
 use crate::{AppState, OpenAiError};
 
@@ -33,12 +42,17 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     // The body holds the whole request: its length bounds the fit's
-    // estimate.
-    let body_len = body.as_ref().ok().and_then(|b| u32::try_from(b.len()).ok());
+    // estimate. The bytes as sent, for OpenAI-compatible targets (a cheap
+    // clone: `Bytes` shares its buffer).
+    let raw = body.as_ref().ok().cloned();
+    let body_len = raw.as_ref().and_then(|b| u32::try_from(b.len()).ok());
     let mut body: ChatCompletionRequest =
         parse_json(body, state.engine.settings().server.max_parts)?;
     let mut chat = body.take_chat()?;
     chat.body_len = body_len;
+    if !body.stream {
+        chat.native = raw.and_then(native_request);
+    }
     chat.routing = understudy_wire::caller::routing(
         body.models.take(),
         body.provider.take(),
@@ -59,6 +73,26 @@ async fn completions(
     serve(&state, front, request, body.stream).await
 }
 
+/// The client's body, for targets of its protocol to get as it is where
+/// the translation would send them the same (see
+/// `understudy_wire::chat_completions::native`): the buffer it arrived in
+/// when it goes whole (the typed request holds no reference to it, so it
+/// is usually its only owner and becomes the `String` without a copy).
+fn native_request(raw: Bytes) -> Option<Arc<NativeRequest>> {
+    let stripped = match native::forwarded(std::str::from_utf8(&raw).ok()?)? {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(body) => Some(body),
+    };
+    let body = match stripped {
+        Some(body) => body,
+        None => String::from_utf8(Vec::from(raw)).ok()?,
+    };
+    Some(Arc::new(NativeRequest::new(
+        Protocol::ChatCompletions,
+        body,
+    )))
+}
+
 /// The Chat Completions front end.
 struct ChatCompletions {
     id: String,
@@ -70,7 +104,12 @@ impl Front for ChatCompletions {
     type Error = OpenAiError;
     type Encoder = Chunks;
 
+    /// As an OpenAI-compatible target sent it, or written from the neutral
+    /// answer.
     async fn answer(&self, g: &mut Generation) -> Response {
+        if let Some(native) = g.native.take() {
+            return native_json(native);
+        }
         let body = CompletionOut {
             id: &self.id,
             object: "chat.completion",

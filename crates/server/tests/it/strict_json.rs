@@ -139,7 +139,7 @@ async fn body_errors_name_the_field_or_say_there_is_none() {
         (
             "/v1/chat/completions",
             json!({"model": "groq", "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}),
-            "messages[0].content",
+            "messages[0].content[0].text",
         ),
     ];
     for (path, bad, field) in cases {

@@ -19,7 +19,8 @@
 //! Layout: to a provider, `request.rs` builds the request body,
 //! `response.rs` reads a complete answer, `stream.rs` parses the event
 //! stream, and `error.rs` classifies error bodies (the Responses protocol
-//! reads its errors with it too). From a client, `inbound.rs` reads the
+//! reads its errors with it too); `native.rs` forwards a client's own body
+//! to a target of this protocol and relays its plain answer as it came. From a client, `inbound.rs` reads the
 //! request into the neutral one, `answer.rs` writes the answer and
 //! `events.rs` the streamed chunks; `endpoint.rs` is the front end's HTTP
 //! edge (its path, key, OpenAI's error shape and model list).
@@ -29,6 +30,7 @@ pub mod endpoint;
 pub mod error;
 pub mod events;
 pub mod inbound;
+pub mod native;
 pub mod request;
 pub mod response;
 pub mod stream;

@@ -16,6 +16,28 @@ use understudy_types::{
 /// maximum length 40", vercel/ai#5171, agno-agi/agno#5382).
 const MAX_TOOL_CALL_ID: usize = 40;
 
+/// The longest end-user id OpenAI takes (Claude Code's `metadata.user_id`
+/// is about 150 characters).
+const MAX_USER: usize = 64;
+
+/// Whether [`wire_request`] would send `request`'s tool-call ids, end user
+/// and tool choice as the client wrote them (a body forwarded as it is
+/// must need none of them mended): no id or user too long or signed, no
+/// tool choice without tools.
+pub fn sends_as_written(request: &ChatRequest) -> bool {
+    let id_kept = |id: &str| matches!(wire_id(id), Cow::Borrowed(_));
+    let ids = request.messages.iter().all(|m| {
+        m.tool_calls.iter().all(|c| id_kept(&c.id)) && m.tool_call_id.as_deref().is_none_or(id_kept)
+    });
+    let user = request
+        .user
+        .as_deref()
+        .is_none_or(|u| matches!(crate::fitted_user(u, MAX_USER), Cow::Borrowed(_)));
+    let choice = !request.tools.is_empty()
+        || (request.tool_choice.is_none() && request.parallel_tool_calls.is_none());
+    ids && user && choice
+}
+
 /// The Chat Completions body for `request` to `model`: `limit` goes out as
 /// `max_completion_tokens` when the provider wants that, else as
 /// `max_tokens`.
@@ -51,9 +73,10 @@ pub fn wire_request<'a>(
         seed: request.seed,
         presence_penalty: request.presence_penalty,
         frequency_penalty: request.frequency_penalty,
-        // OpenAI takes at most 64 characters (Claude Code's
-        // `metadata.user_id` is about 150).
-        user: request.user.as_deref().map(|u| crate::fitted_user(u, 64)),
+        user: request
+            .user
+            .as_deref()
+            .map(|u| crate::fitted_user(u, MAX_USER)),
         tools: WireTools(&request.tools),
         // OpenAI refuses both without tools (a history with tool calls
         // but no tools offered is valid).
