@@ -19,7 +19,8 @@
 //!   (private).
 //! - `actor`: router, provider and supervisor actors, and the group
 //!   members' stats the router's view holds (private).
-//! - [`stream`]: the [`GenerationStream`] a caller reads.
+//! - [`stream`]: the [`GenerationStream`] a caller reads (`stream/feed.rs`:
+//!   the bounded channel behind it).
 //! - [`adapter`]: the trait the `understudy-providers` crate implements.
 //! - [`credentials`]: how long a request may wait on credentials that the
 //!   provider's actor fetches.

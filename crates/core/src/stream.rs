@@ -10,9 +10,10 @@
 //! Cancellation: when the reader drops its [`GenerationStream`], the run
 //! drops the upstream stream at once, which closes the upstream connection.
 
+pub(crate) mod feed;
+
 use std::task::{Context, Poll};
 
-use tokio::sync::mpsc;
 use understudy_types::StreamItem;
 
 /// Items buffered between the run and a slow reader.
@@ -37,7 +38,7 @@ pub struct GenerationStream {
     /// is empty and `model` the first target's until the items arrive
     /// (the fields are updated then; the final item names who served).
     pub held: bool,
-    rx: mpsc::Receiver<Feed>,
+    rx: feed::Receiver,
 }
 
 /// What the run sends down a stream's channel: the items, and (for a held
@@ -68,7 +69,7 @@ impl GenerationStream {
         fell_back: bool,
         content_filtered: bool,
         native: bool,
-        rx: mpsc::Receiver<Feed>,
+        rx: feed::Receiver,
     ) -> Self {
         Self {
             request_id,

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::mpsc;
 use understudy_policy::decide::Call;
 use understudy_policy::stream::{HELD_BYTES, Watch, prefill};
 use understudy_settings::StreamCommit;
@@ -20,7 +19,7 @@ use crate::adapter::BoxEventStream;
 use crate::key_pools::KeyInUse;
 use crate::run::Run;
 use crate::run::key_choice::KeyChoice;
-use crate::stream::Feed;
+use crate::stream::feed;
 
 impl Run {
     /// Continues a cut answer on the next target that accepts an assistant
@@ -33,7 +32,7 @@ impl Run {
         &mut self,
         cut: usize,
         sent: &mut Sent,
-        tx: &mpsc::Sender<Feed>,
+        tx: &feed::Sender,
         attempts: &mut Vec<Attempt>,
     ) -> Result<(String, Finish, Option<String>), Failure> {
         let Some(idx) = (0..self.plan.targets.len())
@@ -137,7 +136,7 @@ impl Run {
         stream: &mut BoxEventStream,
         idx: usize,
         mut trim_start: bool,
-        tx: &mpsc::Sender<Feed>,
+        tx: &feed::Sender,
         first_token_by: Instant,
         sent: &mut Sent,
     ) -> Result<Finish, Failure> {

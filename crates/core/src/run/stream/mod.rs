@@ -22,7 +22,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use understudy_policy::decide::{Call, after_commit};
 use understudy_policy::stream::{HELD_BYTES, Step, Watch, may_continue};
 use understudy_settings::StreamCommit;
@@ -38,7 +38,7 @@ use crate::event::{EventContext, GenerationEvent};
 use crate::run::call::lease;
 use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
 use crate::run::{Run, millis};
-use crate::stream::{Feed, GenerationStream, STREAM_BUFFER, Served};
+use crate::stream::{Feed, GenerationStream, Served, feed};
 use continuation::Sent;
 
 /// How a target's answer ends: its finish reason, usage and the model it
@@ -105,10 +105,10 @@ impl ServedBy {
     /// Tells the caller who serves: its handle, or (a held stream) the
     /// `Served` item on the handle it has; the channel to the reader, or
     /// `None` when the caller left before the first byte.
-    async fn tell(&self, client: Client, native: bool) -> Option<mpsc::Sender<Feed>> {
+    async fn tell(&self, client: Client, native: bool) -> Option<feed::Sender> {
         match client {
             Client::Waiting(reply) => {
-                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+                let (tx, rx) = feed::channel();
                 let handle = GenerationStream::new(
                     self.request_id.clone(),
                     self.provider.clone(),
@@ -159,7 +159,7 @@ type Reply = oneshot::Sender<Result<GenerationStream, Error>>;
 /// stream, or after the commit) the channel behind the handle it has.
 enum Client {
     Waiting(Reply),
-    Open(mpsc::Sender<Feed>),
+    Open(feed::Sender),
 }
 
 impl Client {
@@ -180,8 +180,7 @@ impl Caller for Client {
         }
     }
 
-    /// Boxed, like the pump: the run task then holds only the phase it is
-    /// in (thousands of streams stay open at once).
+    /// Boxed: the walk's future holds no step's state between steps.
     async fn unless_left<F: Future>(&mut self, step: F) -> Option<F::Output> {
         tokio::select! {
             o = Box::pin(step) => Some(o),
@@ -294,7 +293,7 @@ fn item_of(event: StreamEvent) -> Option<StreamItem> {
 }
 
 /// Sends `item`; `false` when the reader has gone.
-async fn send(tx: &mpsc::Sender<Feed>, item: StreamItem) -> bool {
+async fn send(tx: &feed::Sender, item: StreamItem) -> bool {
     tx.send(Feed::Item(item)).await.is_ok()
 }
 
@@ -399,13 +398,40 @@ async fn watch_until_commit<R: WatchRules>(
     }
 }
 
+/// A committed stream and everything its pump needs: what the walk to
+/// the commit hands on.
+struct Opened {
+    run: Run,
+    c: Committed,
+    attempts: Vec<Attempt>,
+    fell_back: bool,
+    content_filtered: bool,
+    client: Client,
+}
+
 impl Run {
     /// Walks the plan for a streamed request; replies on `reply` at the
     /// commit (or with the error when no target got that far) — at once
-    /// for a held stream.
-    pub(crate) async fn stream(mut self, reply: Reply) {
+    /// for a held stream — then pumps the committed stream to its end.
+    ///
+    /// Thousands of streams wait for a first token or stay open at once:
+    /// the walk and the pump are boxed apart, so the task holds only the
+    /// phase it is in; the pump gets its state in one box (a future keeps
+    /// an `async fn`'s arguments apart from the locals they move into).
+    pub(crate) fn stream(self, reply: Reply) -> impl Future<Output = ()> {
+        let opening = Box::pin(self.open_stream(reply));
+        async move {
+            if let Some(opened) = opening.await {
+                Box::pin(Run::pump(opened)).await;
+            }
+        }
+    }
+
+    /// The walk to the commit: the committed stream, or `None` when the
+    /// request failed (its error went to the caller) or the caller left.
+    async fn open_stream(mut self, reply: Reply) -> Option<Box<Opened>> {
         let mut client = if self.streams.commit == StreamCommit::Complete {
-            let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+            let (tx, rx) = feed::channel();
             let mut handle = GenerationStream::new(
                 self.request_id.clone(),
                 String::new(),
@@ -420,7 +446,7 @@ impl Run {
             );
             handle.held = true;
             if reply.send(Ok(handle)).is_err() {
-                return;
+                return None;
             }
             Client::Open(tx)
         } else {
@@ -437,13 +463,18 @@ impl Run {
             } => (served, attempts),
             Walked::Stopped(error) => {
                 self.fail(client, error).await;
-                return;
+                return None;
             }
-            Walked::Left => return,
+            Walked::Left => return None,
         };
-        let fell_back = decider.is_fallback(c.idx);
-        let content_filtered = decider.content_filtered();
-        Box::pin(self.pump(c, attempts, fell_back, content_filtered, client)).await;
+        Some(Box::new(Opened {
+            fell_back: decider.is_fallback(c.idx),
+            content_filtered: decider.content_filtered(),
+            run: self,
+            c,
+            attempts,
+            client,
+        }))
     }
 
     /// Publishes the failed event and answers the caller with the error: as
@@ -505,36 +536,41 @@ impl Run {
     /// Sends the committed stream to the caller and pumps it to the end:
     /// relays it, continues it after a cut where it may, records the
     /// attempt and publishes how it ended.
-    async fn pump(
-        mut self,
-        mut c: Committed,
-        mut attempts: Vec<Attempt>,
-        fell_back: bool,
-        content_filtered: bool,
-        client: Client,
-    ) {
-        let target = &self.plan.targets[c.idx];
+    async fn pump(opened: Box<Opened>) {
+        // Moved out in a block: the box is freed here, not at the end.
+        let Opened {
+            mut run,
+            mut c,
+            mut attempts,
+            fell_back,
+            content_filtered,
+            client,
+        } = {
+            let opened = opened;
+            *opened
+        };
+        let target = &run.plan.targets[c.idx];
         let by = ServedBy {
             provider: target.provider.to_string(),
             model: c.stream.model().unwrap_or_else(|| target.model.to_string()),
-            request_id: std::mem::take(&mut self.request_id),
+            request_id: std::mem::take(&mut run.request_id),
             fell_back,
             content_filtered,
-            ttft_ms: millis(crate::runtime_clock::since(self.started)),
+            ttft_ms: millis(crate::runtime_clock::since(run.started)),
         };
         let held = matches!(client, Client::Open(_));
         // A held stream's handle went out before anyone served: it renders
         // neutral items only, so a native target's own events are left out.
         let native = !held && matches!(c.first.first(), Some(StreamItem::Native(_)));
-        let capture = self.notes.as_ref().is_some_and(|n| n.content.is_some());
-        let mut sent = Sent::new(self.streams.continue_after_cut && !native, capture);
+        let capture = run.notes.as_ref().is_some_and(|n| n.content.is_some());
+        let mut sent = Sent::new(run.streams.continue_after_cut && !native, capture);
         let Some(tx) = by.tell(client, native).await else {
-            self.stream_ended(c.idx, Ok(()), crate::runtime_clock::since(c.started));
+            run.stream_ended(c.idx, Ok(()), crate::runtime_clock::since(c.started));
             return; // the caller left before the first byte; dropping `stream` closes upstream
         };
-        let end = self.relay_committed(&mut c, held, &tx, &mut sent).await;
+        let end = run.relay_committed(&mut c, held, &tx, &mut sent).await;
         // Asked only for a recorded trace (it copies the id).
-        let response_id = self.notes.as_ref().and_then(|_| c.stream.response_id());
+        let response_id = run.notes.as_ref().and_then(|_| c.stream.response_id());
         let fallback_credit = c.stream.fallback_credit();
         let Committed {
             idx,
@@ -567,8 +603,11 @@ impl Run {
                 // The committed target is recorded as cut; another may
                 // continue the answer.
                 let board = Err(after_commit(&f.kind));
-                self.record_committed(attempt, board, Some(f), &mut attempts);
-                ending.end = match self.continuation(idx, &mut sent, &tx, &mut attempts).await {
+                run.record_committed(attempt, board, Some(f), &mut attempts);
+                // Boxed: the pump's future holds no continuation's state
+                // while its own stream is open.
+                let continued = Box::pin(run.continuation(idx, &mut sent, &tx, &mut attempts));
+                ending.end = match continued.await {
                     Ok((by, finish, id)) => {
                         ending.continued_by = Some(by);
                         // The answer's end is the continuation's.
@@ -585,11 +624,12 @@ impl Run {
                     Err(_) if tx.is_closed() => Ok(()),
                     Err(f) => Err(after_commit(&f.kind)),
                 };
-                self.record_committed(attempt, board, end.as_ref().err(), &mut attempts);
+                run.record_committed(attempt, board, end.as_ref().err(), &mut attempts);
             }
         }
-        self.publish_end(by, ending, attempts, &sent.text, &tx)
-            .await;
+        // Boxed, as the continuation: the end's state is not held while
+        // the stream is open.
+        Box::pin(run.publish_end(by, ending, attempts, &sent.text, &tx)).await;
     }
 
     /// Sends the reader what was held before the commit, then (unless the
@@ -598,7 +638,7 @@ impl Run {
         &self,
         c: &mut Committed,
         held: bool,
-        tx: &mpsc::Sender<Feed>,
+        tx: &feed::Sender,
         sent: &mut Sent,
     ) -> Result<Finish, Failure> {
         for item in std::mem::take(&mut c.first) {
@@ -651,7 +691,7 @@ impl Run {
         ending: StreamEnd,
         attempts: Vec<Attempt>,
         text: &str,
-        tx: &mpsc::Sender<Feed>,
+        tx: &feed::Sender,
     ) {
         let latency_ms = millis(crate::runtime_clock::since(self.started));
         let ctx = EventContext {
@@ -718,7 +758,7 @@ impl Run {
     async fn relay(
         stream: &mut BoxEventStream,
         watch: &mut Watch,
-        tx: &mpsc::Sender<Feed>,
+        tx: &feed::Sender,
         idle: Duration,
         sent: &mut Sent,
     ) -> Result<Finish, Failure> {

@@ -298,6 +298,20 @@ pub(crate) async fn open_streams_with(
     let cpu = (gw.cpu_seconds() - cpu0) / secs * 100.0;
     let tokens_per_second = (chunks.load(Ordering::Relaxed) - chunks0) as f64 / secs;
     let rss = gw.rss_kib();
+    // `UNDERSTUDY_BENCH_HOLD=<seconds>`: the streams kept open that much
+    // longer after the measurement, for a look at the process meanwhile
+    // (`gdb -p`, a heap profiler's snapshot); the upstream ends each
+    // stream 30 s after it began.
+    if let Some(secs) = std::env::var("UNDERSTUDY_BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        super::report::say(&format!(
+            "holding {n} open streams for {secs} s (pid {})",
+            gw.child.id()
+        ));
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.abort();

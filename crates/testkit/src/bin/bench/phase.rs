@@ -45,12 +45,14 @@ pub(crate) async fn one(
         return closed(&relay, "/fallback/v1/chat/completions", REQUEST, c.parse()?).await;
     }
     // `relay-streams` (`stack-streams`): a relay floor's memory per open
-    // stream (not the parsing relay's: it reads answers whole).
+    // stream (not the parsing relay's: it reads answers whole), started
+    // like the gateway (under `UNDERSTUDY_BENCH_WRAP`: a heap profiler
+    // sees where the floor's memory goes too).
     if let Some(&kind) = [Relay::Hyper, Relay::Stack]
         .iter()
         .find(|k| only.strip_prefix(k.mode()) == Some("-streams"))
     {
-        let relay = kind.start(upstream, cpu, false).await?;
+        let relay = kind.start(upstream, cpu, true).await?;
         let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
         say(&format!(
             "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
