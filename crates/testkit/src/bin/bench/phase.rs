@@ -23,45 +23,7 @@ pub(crate) async fn one(
     upstream: SocketAddr,
     cpu: Option<&str>,
 ) -> Result<(), Error> {
-    // `<relay>-closed:<c>`: a relay floor in the closed loop, started like
-    // the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
-    let relay_closed = Relay::ALL.iter().find_map(|&kind| {
-        let c = only.strip_prefix(kind.mode())?.strip_prefix("-closed:")?;
-        Some((kind, c))
-    });
-    if let Some((kind, c)) = relay_closed {
-        let relay = kind.start(upstream, cpu, true).await?;
-        return closed(&relay, "/fast/v1/chat/completions", REQUEST, c.parse()?).await;
-    }
-    // `<relay>-fallback:<c>`: the same floor making the fallback's two
-    // upstream calls (the failing one read whole, then the answer), what
-    // `fallback:<c>` costs before the gateway does any work of its own.
-    let relay_fallback = Relay::ALL.iter().find_map(|&kind| {
-        let c = only.strip_prefix(kind.mode())?.strip_prefix("-fallback:")?;
-        Some((kind, c))
-    });
-    if let Some((kind, c)) = relay_fallback {
-        let relay = kind.start(upstream, cpu, true).await?;
-        return closed(&relay, "/fallback/v1/chat/completions", REQUEST, c.parse()?).await;
-    }
-    // `relay-streams` (`stack-streams`): a relay floor's memory per open
-    // stream (not the parsing relay's: it reads answers whole), started
-    // like the gateway (under `UNDERSTUDY_BENCH_WRAP`: a heap profiler
-    // sees where the floor's memory goes too).
-    if let Some(&kind) = [Relay::Hyper, Relay::Stack]
-        .iter()
-        .find(|k| only.strip_prefix(k.mode()) == Some("-streams"))
-    {
-        let relay = kind.start(upstream, cpu, true).await?;
-        let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
-        say(&format!(
-            "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
-            kind.mode(),
-            scale.rss_kib,
-            scale.per_stream_kb,
-            scale.cpu_percent,
-            scale.cpu_per_token_us()
-        ));
+    if relay_one(only, upstream, cpu).await? {
         return Ok(());
     }
     let gw = Gateway::start(gateway_bin, out_dir, upstream, cpu).await?;
@@ -118,6 +80,55 @@ pub(crate) async fn one(
         _ => return Err(format!("UNDERSTUDY_BENCH_ONLY: no phase `{only}`").into()),
     }
     Ok(())
+}
+
+/// Runs `only` if it names a relay floor's phase (`<relay>-closed:<c>`,
+/// `<relay>-fallback:<c>`, `<relay>-streams`); false if it names none.
+async fn relay_one(only: &str, upstream: SocketAddr, cpu: Option<&str>) -> Result<bool, Error> {
+    // `<relay>-closed:<c>`: a relay floor in the closed loop, started like
+    // the gateway (so `UNDERSTUDY_BENCH_WRAP` applies to it).
+    let relay_closed = Relay::ALL.iter().find_map(|&kind| {
+        let c = only.strip_prefix(kind.mode())?.strip_prefix("-closed:")?;
+        Some((kind, c))
+    });
+    if let Some((kind, c)) = relay_closed {
+        let relay = kind.start(upstream, cpu, true).await?;
+        closed(&relay, "/fast/v1/chat/completions", REQUEST, c.parse()?).await?;
+        return Ok(true);
+    }
+    // `<relay>-fallback:<c>`: the same floor making the fallback's two
+    // upstream calls (the failing one read whole, then the answer), what
+    // `fallback:<c>` costs before the gateway does any work of its own.
+    let relay_fallback = Relay::ALL.iter().find_map(|&kind| {
+        let c = only.strip_prefix(kind.mode())?.strip_prefix("-fallback:")?;
+        Some((kind, c))
+    });
+    if let Some((kind, c)) = relay_fallback {
+        let relay = kind.start(upstream, cpu, true).await?;
+        closed(&relay, "/fallback/v1/chat/completions", REQUEST, c.parse()?).await?;
+        return Ok(true);
+    }
+    // `relay-streams` (`stack-streams`): a relay floor's memory per open
+    // stream (not the parsing relay's: it reads answers whole), started
+    // like the gateway (under `UNDERSTUDY_BENCH_WRAP`: a heap profiler
+    // sees where the floor's memory goes too).
+    if let Some(&kind) = [Relay::Hyper, Relay::Stack]
+        .iter()
+        .find(|k| only.strip_prefix(k.mode()) == Some("-streams"))
+    {
+        let relay = kind.start(upstream, cpu, true).await?;
+        let scale = open_streams(&relay, "/slow/v1/chat/completions", 5000).await?;
+        say(&format!(
+            "{}, 5000 open streams: RSS {} KiB, {:.1} KB per open stream, CPU {:.0}% of one core, {:.1} µs per token",
+            kind.mode(),
+            scale.rss_kib,
+            scale.per_stream_kb,
+            scale.cpu_percent,
+            scale.cpu_per_token_us()
+        ));
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// 10 s of one closed loop of `c` on `path`; with
