@@ -9,7 +9,10 @@
 //! priced at the pinned target's uncached minus cached rate, plus the
 //! cache-write premium on the target the request would move to.
 
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use memchr::memmem::Finder;
 
 use understudy_settings::{CacheOverride, ProviderSettings};
 use understudy_types::chat::Usage;
@@ -250,22 +253,36 @@ impl CacheHints {
     /// cache's lifetime, read by scanning for the fields rather than
     /// parsing the body again.
     pub fn of_body(body: &str) -> Self {
+        // Each key is searched with a finder made once (a vectorised scan;
+        // `str::match_indices` sets up a searcher on every call, which
+        // costs more than scanning a short body).
+        static TTL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ttl\""));
+        static RETENTION: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new("\"prompt_cache_retention\""));
+        static OPTIONS: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new("\"prompt_cache_options\""));
         Self {
-            one_hour: string_values(body, "\"ttl\"").any(|v| v == "1h"),
-            retention_24h: string_values(body, "\"prompt_cache_retention\"").any(|v| v == "24h"),
-            options_ttl: body
-                .find("\"prompt_cache_options\"")
-                .and_then(|at| string_values(&body[at..], "\"ttl\"").next())
+            one_hour: string_values(body, &TTL).any(|v| v == "1h"),
+            retention_24h: string_values(body, &RETENTION).any(|v| v == "24h"),
+            options_ttl: OPTIONS
+                .find(body.as_bytes())
+                .and_then(|at| string_values(&body[at..], &TTL).next())
                 .and_then(duration_of),
         }
     }
 }
 
-/// The string values of every `key` in `body` (a key followed by a colon
-/// and a JSON string).
-fn string_values<'a>(body: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    body.match_indices(key).filter_map(move |(at, _)| {
-        let rest = body[at + key.len()..].trim_start().strip_prefix(':')?;
+/// The string values of every key `finder` finds in `body` (the key,
+/// quoted, followed by a colon and a JSON string).
+fn string_values<'a>(
+    body: &'a str,
+    finder: &'a Finder<'static>,
+) -> impl Iterator<Item = &'a str> + 'a {
+    let key_len = finder.needle().len();
+    finder.find_iter(body.as_bytes()).filter_map(move |at| {
+        // The key starts and ends with an ASCII quote, so `at + key_len`
+        // is a character boundary.
+        let rest = body.get(at + key_len..)?.trim_start().strip_prefix(':')?;
         let rest = rest.trim_start().strip_prefix('"')?;
         rest.split('"').next()
     })

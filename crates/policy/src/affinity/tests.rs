@@ -106,6 +106,14 @@ fn a_body_says_what_lifetime_it_asked_for() {
             Some(30 * MIN),
         ),
         (r#"{"messages":[{"content":"ttl"}]}"#, false, false, None),
+        // A key after text of several bytes a character, and one cut off
+        // at the body's end.
+        (
+            r#"{"system":"héllo ☃","cache_control":{"ttl" : "1h"},"ttl""#,
+            true,
+            false,
+            None,
+        ),
     ];
     for (body, one_hour, retention_24h, options) in cases {
         assert_eq!(
