@@ -280,18 +280,7 @@ impl Failure {
         // this, and the formatting machinery costs several times the copy.
         let mut s = String::with_capacity(self.detail.len() + 11);
         s.push_str("HTTP ");
-        let mut digits = [0u8; 5];
-        let mut n = status;
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        s.extend(digits[at..].iter().map(|&d| char::from(d)));
+        s.push_str(itoa::Buffer::new().format(status));
         s.push_str(": ");
         s.push_str(&self.detail);
         s

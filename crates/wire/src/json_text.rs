@@ -31,18 +31,8 @@ pub(crate) fn push_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 /// Appends `n` in decimal.
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Whether serde_json writes byte `b` of a string escaped: a quote, a
