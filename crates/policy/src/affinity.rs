@@ -9,10 +9,7 @@
 //! priced at the pinned target's uncached minus cached rate, plus the
 //! cache-write premium on the target the request would move to.
 
-use std::sync::LazyLock;
 use std::time::Duration;
-
-use memchr::memmem::Finder;
 
 use understudy_settings::{CacheOverride, ProviderSettings};
 use understudy_types::chat::Usage;
@@ -253,39 +250,45 @@ impl CacheHints {
     /// cache's lifetime, read by scanning for the fields rather than
     /// parsing the body again.
     pub fn of_body(body: &str) -> Self {
-        // Each key is searched with a finder made once (a vectorised scan;
-        // `str::match_indices` sets up a searcher on every call, which
-        // costs more than scanning a short body).
-        static TTL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ttl\""));
-        static RETENTION: LazyLock<Finder<'static>> =
-            LazyLock::new(|| Finder::new("\"prompt_cache_retention\""));
-        static OPTIONS: LazyLock<Finder<'static>> =
-            LazyLock::new(|| Finder::new("\"prompt_cache_options\""));
-        Self {
-            one_hour: string_values(body, &TTL).any(|v| v == "1h"),
-            retention_24h: string_values(body, &RETENTION).any(|v| v == "24h"),
-            options_ttl: OPTIONS
-                .find(body.as_bytes())
-                .and_then(|at| string_values(&body[at..], &TTL).next())
-                .and_then(duration_of),
+        // One pass over the body's quotes (found by a vectorised scan):
+        // a key is a quote followed by its name and a quote. Cheaper than
+        // a substring search per key, whose searcher is set up per call.
+        let bytes = body.as_bytes();
+        let mut hints = Self::default();
+        // Whether `prompt_cache_options` was seen, and whether its `ttl`
+        // (the first string `ttl` after it) was read.
+        let (mut in_options, mut options_read) = (false, false);
+        for at in memchr::memchr_iter(b'"', bytes) {
+            let rest = &bytes[at + 1..];
+            // Each key's end: past its opening quote, name and closing quote.
+            if rest.starts_with(b"ttl\"") {
+                let Some(v) = string_value(body, at + 5) else {
+                    continue;
+                };
+                hints.one_hour |= v == "1h";
+                if in_options && !options_read {
+                    options_read = true;
+                    hints.options_ttl = duration_of(v);
+                }
+            } else if let Some(tail) = rest.strip_prefix(b"prompt_cache_") {
+                if tail.starts_with(b"retention\"") {
+                    hints.retention_24h |= string_value(body, at + 24) == Some("24h");
+                } else if tail.starts_with(b"options\"") {
+                    in_options = true;
+                }
+            }
         }
+        hints
     }
 }
 
-/// The string values of every key `finder` finds in `body` (the key,
-/// quoted, followed by a colon and a JSON string).
-fn string_values<'a>(
-    body: &'a str,
-    finder: &'a Finder<'static>,
-) -> impl Iterator<Item = &'a str> + 'a {
-    let key_len = finder.needle().len();
-    finder.find_iter(body.as_bytes()).filter_map(move |at| {
-        // The key starts and ends with an ASCII quote, so `at + key_len`
-        // is a character boundary.
-        let rest = body.get(at + key_len..)?.trim_start().strip_prefix(':')?;
-        let rest = rest.trim_start().strip_prefix('"')?;
-        rest.split('"').next()
-    })
+/// The JSON string value after a key ending at `end` in `body` (a colon,
+/// then a string), without its quotes; `None` when no string follows.
+fn string_value(body: &str, end: usize) -> Option<&str> {
+    // `end` follows the key's closing ASCII quote: a character boundary.
+    let rest = body.get(end..)?.trim_start().strip_prefix(':')?;
+    let rest = rest.trim_start().strip_prefix('"')?;
+    rest.split('"').next()
 }
 
 /// `"30m"`, `"1h"`, `"90s"` as a duration.

@@ -106,6 +106,20 @@ fn a_body_says_what_lifetime_it_asked_for() {
             Some(30 * MIN),
         ),
         (r#"{"messages":[{"content":"ttl"}]}"#, false, false, None),
+        // The options' ttl is the first string `ttl` after them; one
+        // before them is not theirs.
+        (
+            r#"{"prompt_cache_options":{"ttl":30,"x":{"ttl":"1h"}}}"#,
+            true,
+            false,
+            Some(60 * MIN),
+        ),
+        (
+            r#"{"ttl":"5m","prompt_cache_options":{"mode":"implicit"}}"#,
+            false,
+            false,
+            None,
+        ),
         // A key after text of several bytes a character, and one cut off
         // at the body's end.
         (
