@@ -9,7 +9,10 @@
 //! priced at the pinned target's uncached minus cached rate, plus the
 //! cache-write premium on the target the request would move to.
 
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use memchr::memmem::Finder;
 
 use understudy_settings::{CacheOverride, ProviderSettings};
 use understudy_types::chat::Usage;
@@ -250,32 +253,37 @@ impl CacheHints {
     /// cache's lifetime, read by scanning for the fields rather than
     /// parsing the body again.
     pub fn of_body(body: &str) -> Self {
-        // One pass over the body's quotes (found by a vectorised scan):
-        // a key is a quote followed by its name and a quote. Cheaper than
-        // a substring search per key, whose searcher is set up per call.
+        // Two searches with searchers made once (vectorised scans; a
+        // substring search per key sets its searcher up on every call,
+        // which costs more than scanning a short body): `"ttl"`, and the
+        // prefix the other two keys share, each then told apart by its
+        // tail.
+        static TTL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ttl\""));
+        static PROMPT_CACHE: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new("\"prompt_cache_"));
         let bytes = body.as_bytes();
         let mut hints = Self::default();
-        // Whether `prompt_cache_options` was seen, and whether its `ttl`
-        // (the first string `ttl` after it) was read.
-        let (mut in_options, mut options_read) = (false, false);
-        for at in memchr::memchr_iter(b'"', bytes) {
-            let rest = &bytes[at + 1..];
-            // Each key's end: past its opening quote, name and closing quote.
-            if rest.starts_with(b"ttl\"") {
-                let Some(v) = string_value(body, at + 5) else {
-                    continue;
-                };
-                hints.one_hour |= v == "1h";
-                if in_options && !options_read {
-                    options_read = true;
-                    hints.options_ttl = duration_of(v);
-                }
-            } else if let Some(tail) = rest.strip_prefix(b"prompt_cache_") {
-                if tail.starts_with(b"retention\"") {
-                    hints.retention_24h |= string_value(body, at + 24) == Some("24h");
-                } else if tail.starts_with(b"options\"") {
-                    in_options = true;
-                }
+        // Where `prompt_cache_options` is: its ttl is the first string
+        // `ttl` after it.
+        let mut options_at = None;
+        for at in PROMPT_CACHE.find_iter(bytes) {
+            let tail = &bytes[at + 14..];
+            if tail.starts_with(b"retention\"") {
+                hints.retention_24h |= string_value(body, at + 24) == Some("24h");
+            } else if tail.starts_with(b"options\"") && options_at.is_none() {
+                options_at = Some(at);
+            }
+        }
+        let mut options_read = false;
+        for at in TTL.find_iter(bytes) {
+            // The key's end: past its opening quote, name and closing quote.
+            let Some(v) = string_value(body, at + 5) else {
+                continue;
+            };
+            hints.one_hour |= v == "1h";
+            if !options_read && options_at.is_some_and(|o| o < at) {
+                options_read = true;
+                hints.options_ttl = duration_of(v);
             }
         }
         hints
