@@ -811,50 +811,36 @@ async fn read_limited(
         // An error status with a huge body: classify by status alone.
         return Ok(Bytes::new());
     }
-    // Most answers arrive in one chunk: it is the body, uncopied.
-    let first = match response.chunk().await {
-        Ok(Some(chunk)) => chunk,
-        Ok(None) => return Ok(Bytes::new()),
-        Err(e) => return Err(cut_short(e, status)),
-    };
-    if first.len() > limit {
-        if success {
-            return Err(too_big());
-        }
-        return Ok(first.slice(..limit));
-    }
-    let mut buf = match response.chunk().await {
-        Ok(None) => return Ok(first),
-        Ok(Some(next)) => {
-            let mut buf = BytesMut::with_capacity(first.len() + next.len());
-            buf.extend_from_slice(&first);
-            buf.extend_from_slice(&next);
-            buf
-        }
-        Err(e) => return Err(cut_short(e, status)),
-    };
-    if buf.len() > limit {
-        if success {
-            return Err(too_big());
-        }
-        buf.truncate(limit);
-        return Ok(buf.freeze());
-    }
+    // Most answers arrive in one chunk: it is kept as it came, uncopied;
+    // a second one starts a buffer holding both.
+    let mut first: Option<Bytes> = None;
+    let mut buf = BytesMut::new();
     loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if buf.len() + chunk.len() > limit {
-                    if success {
-                        return Err(too_big());
-                    }
-                    let room = limit - buf.len();
-                    buf.extend_from_slice(&chunk[..room]);
-                    return Ok(buf.freeze());
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return Ok(first.unwrap_or_else(|| buf.freeze())),
+            Err(e) => return Err(cut_short(e, status)),
+        };
+        let held = first.as_ref().map_or(buf.len(), Bytes::len);
+        if held + chunk.len() > limit {
+            if success {
+                return Err(too_big());
+            }
+            if let Some(f) = first.take() {
+                buf.extend_from_slice(&f);
+            }
+            buf.extend_from_slice(&chunk[..limit - held]);
+            return Ok(buf.freeze());
+        }
+        match first.take() {
+            None if buf.is_empty() => first = Some(chunk),
+            held => {
+                if let Some(f) = held {
+                    buf.reserve(f.len() + chunk.len());
+                    buf.extend_from_slice(&f);
                 }
                 buf.extend_from_slice(&chunk);
             }
-            Ok(None) => return Ok(buf.freeze()),
-            Err(e) => return Err(cut_short(e, status)),
         }
     }
 }
