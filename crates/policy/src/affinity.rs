@@ -15,7 +15,7 @@ use std::time::Duration;
 use memchr::memmem::Finder;
 
 use understudy_settings::{CacheOverride, ProviderSettings};
-use understudy_types::chat::Usage;
+use understudy_types::chat::{NativeRequest, Usage};
 use understudy_types::protocol::Protocol;
 
 /// The input price assumed for a target with no configured price (USD per
@@ -249,6 +249,19 @@ impl Choice {
 // === impl CacheHints ===
 
 impl CacheHints {
+    /// What a natively written request says of its cache's lifetime. A
+    /// Chat Completions body is written natively only when it holds no
+    /// member the translation would change or leave out, and every member
+    /// that sets a cache's lifetime (`prompt_cache_retention`,
+    /// `prompt_cache_options`, a part's `cache_control`) is one of those:
+    /// such a body says nothing, and is not searched.
+    pub fn of_native(native: &NativeRequest) -> Self {
+        match native.kind {
+            Protocol::ChatCompletions => Self::default(),
+            _ => Self::of_body(&native.body),
+        }
+    }
+
     /// What a request body (JSON, as the client sent it) says of its
     /// cache's lifetime, read by scanning for the fields rather than
     /// parsing the body again.

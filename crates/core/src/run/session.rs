@@ -160,7 +160,7 @@ impl RunAffinity {
 fn cache_hints(chat: &understudy_types::ChatRequest) -> CacheHints {
     chat.native
         .as_ref()
-        .map_or_else(CacheHints::default, |n| CacheHints::of_body(&n.body))
+        .map_or_else(CacheHints::default, |n| CacheHints::of_native(n))
 }
 
 // === impl Run ===

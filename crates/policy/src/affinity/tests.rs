@@ -143,6 +143,17 @@ fn a_body_says_what_lifetime_it_asked_for() {
 }
 
 #[test]
+fn only_a_body_that_may_set_a_lifetime_is_searched() {
+    let body = r#"{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}]}"#;
+    let of = |kind| CacheHints::of_native(&NativeRequest::new(kind, body));
+    assert!(of(Protocol::Messages).one_hour);
+    assert!(of(Protocol::Responses).one_hour);
+    // A natively written Chat Completions body holds no such member (the
+    // front end translates one that does): it is not searched.
+    assert_eq!(of(Protocol::ChatCompletions), CacheHints::default());
+}
+
+#[test]
 fn the_cached_prefix_is_what_the_last_answer_left_in_the_cache() {
     let usage = |input, read, write| Usage {
         input_tokens: input,

@@ -99,6 +99,21 @@ fn only_bodies_the_translation_would_send_unchanged_go_as_they_are() {
     }
 }
 
+/// The cache hints of a natively written Chat Completions body are read
+/// as empty without searching it: this holds only while no member that
+/// sets a cache's lifetime is forwarded as it is.
+#[test]
+fn no_body_that_sets_a_caches_lifetime_goes_as_it_is() {
+    for body in [
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_retention":"24h"}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_options":{"ttl":"1h"}}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}"#,
+        r#"{"model":"m","messages":[{"role":"system","content":"x","cache_control":{"type":"ephemeral","ttl":"1h"}},{"role":"user","content":"hi"}]}"#,
+    ] {
+        assert!(forwarded(body).is_none(), "{body}");
+    }
+}
+
 #[test]
 fn the_gateways_own_members_are_taken_out() {
     let body = r#"{"prompt_cache_key":"s","model":"m", "models":["a"],"messages":[{"role":"user","content":"hi"}],"provider":{"order":["x"]},"fallbacks":["b"]}"#;
