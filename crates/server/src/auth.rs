@@ -11,10 +11,12 @@
 //! the DNS-rebinding defence); and CORS headers go only to the origins in
 //! `server.cors_origins`.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
+use tower::ServiceExt as _;
 use axum::http::header;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -41,14 +43,17 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// enough to echo), a tracing span carrying it, and the response header;
 /// refuses a foreign `Host` on an open loopback gateway; answers CORS
 /// preflights and marks answers for the listed origins.
+///
+/// It runs before `router` (not as its layer: see the application's docs),
+/// so it sees every request, routed or not.
 pub(crate) async fn request_context(
-    State(state): State<AppState>,
+    state: &AppState,
     mut req: Request,
-    next: Next,
+    router: impl tower::Service<Request, Response = Response, Error = Infallible>,
 ) -> Response {
     let id = request_id(req.headers());
     req.extensions_mut().insert(RequestId(id.clone()));
-    let trace = trace_of(&state, &mut req);
+    let trace = trace_of(state, &mut req);
     // Not a span (10 500 instructions a request at `info`): a task-local
     // the log formatter writes on each line of this request.
     let log_id: Arc<str> = Arc::from(id.as_str());
@@ -75,7 +80,8 @@ pub(crate) async fn request_context(
                 return preflight;
             }
         }
-        next.run(req).await
+        let Ok(response) = router.oneshot(req).await;
+        response
     };
     let mut response = understudy_core::logctx::scope(log_id, response).await;
     if browser.cors() {

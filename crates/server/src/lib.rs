@@ -2,7 +2,8 @@
 //! results back; every routing decision lives in `understudy-core`.
 //!
 //! # Layout
-//! - [`app`]: the axum router over an [`Engine`].
+//! - `App`: the axum router over an [`Engine`], behind the request
+//!   context every request gets first (`auth::request_context`).
 //! - [`serve`], [`serve_until`]: serve a listener (at most
 //!   `server.max_connections` connections at once, each request body
 //!   within `server.body_timeout`), and drain on shutdown: unready first,
@@ -56,11 +57,11 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
+use tower::Layer as _;
 use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower::ServiceExt as _;
 use understudy_core::Engine;
 use understudy_settings::Secret;
 
@@ -82,61 +83,79 @@ pub struct AppState {
     pub(crate) responses: Arc<responses::store::ResponseStore>,
 }
 
-/// The HTTP application over `engine`, with the client keys, admin token
-/// and browser checks from its settings, as if listening on
-/// `server.listen`.
-pub fn app(engine: Engine) -> Router {
-    let listen = engine.settings().server.listen;
-    app_on(engine, listen)
+/// The HTTP application: the axum router over an engine, and the state its
+/// handlers share. Every request goes through [`auth::request_context`]
+/// (its id, log context, trace, browser checks) before the router, as
+/// plain async code on the connection's task rather than as a router
+/// layer, which would clone and box the route's services per request.
+struct App {
+    router: Router,
+    state: AppState,
+    /// The body limit the router's extractors read (`server.max_body_bytes`
+    /// when the application was made).
+    max_body_bytes: usize,
 }
 
-/// [`app`] for a gateway listening on `listen` (the address the `Host`
-/// check accepts besides the loopback names and `server.allowed_hosts`).
-fn app_on(engine: Engine, listen: SocketAddr) -> Router {
-    let server = &engine.settings().server;
-    let max_body_bytes = server.max_body_bytes;
-    let state = AppState {
-        api_keys: Arc::new(server.api_keys.clone()),
-        closed: engine.tenants().closed,
-        admin_token: server.admin_token.clone().map(Arc::new),
-        browser: Arc::new(auth::Browser::new(server, listen)),
-        responses: Arc::new(responses::store::ResponseStore::new(
-            engine.settings().redis_url.as_ref().map(|u| u.expose()),
-        )),
-        engine,
-    };
-    let api = routes::FRONT_ENDS
-        .iter()
-        .fold(Router::new(), |api, router| api.merge(router()))
-        .merge(routes::generate::router())
-        .merge(routes::models::router())
-        .merge(routes::wit::router())
-        .merge(routes::status::router())
-        .route_layer(middleware::from_fn_with_state(
+impl App {
+    /// The application over `engine`, with the client keys, admin token
+    /// and browser checks from its settings, as if listening on `listen`
+    /// (the address the `Host` check accepts besides the loopback names
+    /// and `server.allowed_hosts`).
+    fn new(engine: Engine, listen: SocketAddr) -> Self {
+        let server = &engine.settings().server;
+        let max_body_bytes = server.max_body_bytes;
+        let state = AppState {
+            api_keys: Arc::new(server.api_keys.clone()),
+            closed: engine.tenants().closed,
+            admin_token: server.admin_token.clone().map(Arc::new),
+            browser: Arc::new(auth::Browser::new(server, listen)),
+            responses: Arc::new(responses::store::ResponseStore::new(
+                engine.settings().redis_url.as_ref().map(|u| u.expose()),
+            )),
+            engine,
+        };
+        let api = routes::FRONT_ENDS
+            .iter()
+            .fold(Router::new(), |api, router| api.merge(router()))
+            .merge(routes::generate::router())
+            .merge(routes::models::router())
+            .merge(routes::wit::router())
+            .merge(routes::status::router())
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                auth::client_auth,
+            ));
+        let admin = routes::admin::router().route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::client_auth,
+            auth::admin_auth,
         ));
-    let admin = routes::admin::router().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::admin_auth,
-    ));
-    Router::new()
-        .merge(api)
-        .merge(admin)
-        .merge(routes::health::router())
-        .merge(routes::metrics::router())
-        .merge(routes::status::page_router())
-        .fallback(routes::not_found)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::request_context,
-        ))
-        .with_state(state)
+        let router = Router::new()
+            .merge(api)
+            .merge(admin)
+            .merge(routes::health::router())
+            .merge(routes::metrics::router())
+            .merge(routes::status::page_router())
+            .fallback(routes::not_found)
+            .with_state(state.clone());
+        Self {
+            router,
+            state,
+            max_body_bytes,
+        }
+    }
+
+    /// Answers `req`. The body limit wraps the whole router once, here,
+    /// rather than each route as a router layer would (a boxed clone of
+    /// the route per request).
+    async fn serve(&self, req: axum::extract::Request) -> Response {
+        let router = DefaultBodyLimit::max(self.max_body_bytes).layer(self.router.clone());
+        auth::request_context(&self.state, req, router).await
+    }
 }
 
-/// Serves `app(engine)` on `listener` until `shutdown` completes, then
-/// drains as [`serve_until`] does, with nothing to cut the drain short.
+/// Serves the application over `engine` on `listener` until `shutdown`
+/// completes, then drains as [`serve_until`] does, with nothing to cut the
+/// drain short.
 pub async fn serve(
     listener: TcpListener,
     engine: Engine,
@@ -145,8 +164,8 @@ pub async fn serve(
     serve_until(listener, engine, shutdown, std::future::pending()).await
 }
 
-/// Serves `app(engine)` on `listener` until `shutdown` completes; then
-/// drains:
+/// Serves the application over `engine` on `listener` until `shutdown`
+/// completes; then drains:
 ///
 /// 1. The engine turns draining (`/readyz` answers 503 `draining`) while
 ///    new connections and requests are still served for
@@ -260,13 +279,10 @@ struct Acceptor {
     listener: TcpListener,
     connections: Arc<Semaphore>,
     max_connections: usize,
-    app: Router,
+    app: Arc<App>,
     http: hyper::server::conn::http1::Builder,
     graceful: hyper_util::server::graceful::GracefulShutdown,
     body_timeout: Duration,
-    /// Handed to each connection: draining, its responses say
-    /// `Connection: close`.
-    engine: Engine,
 }
 
 impl Acceptor {
@@ -283,11 +299,10 @@ impl Acceptor {
             body_timeout: settings.body_timeout,
             connections: Arc::new(Semaphore::new(max_connections)),
             max_connections,
-            app: app_on(engine.clone(), listen),
+            app: Arc::new(App::new(engine.clone(), listen)),
             http,
             graceful: hyper_util::server::graceful::GracefulShutdown::new(),
             listener,
-            engine: engine.clone(),
         }
     }
 
@@ -320,42 +335,40 @@ impl Acceptor {
         let body_timeout = self.body_timeout;
         // Small responses must not wait for Nagle's algorithm.
         let _ = tcp.set_nodelay(true);
-        // Set by a body that missed its deadline, read when its response
-        // leaves (HTTP/1.1 serves one request at a time per connection).
-        // With the engine, for its draining flag: one shared value per
-        // connection, cloned per request as before.
-        let late = Arc::new(Conn {
+        // The lateness flag is set by a body that missed its deadline and
+        // read when its response leaves (HTTP/1.1 serves one request at a
+        // time per connection); one shared value per connection, with the
+        // application, cloned per request.
+        let conn = Arc::new(Conn {
             late: AtomicU8::new(0),
-            engine: self.engine.clone(),
+            app: Arc::clone(&self.app),
         });
-        let body_late = Arc::clone(&late);
-        let service = hyper_util::service::TowerToHyperService::new(
-            self.app
-                .clone()
-                .map_request(move |req: hyper::Request<Incoming>| {
-                    if req.body().is_end_stream() {
-                        return req.map(Body::new);
-                    }
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let conn = Arc::clone(&conn);
+            async move {
+                let req = if req.body().is_end_stream() {
+                    req.map(Body::new)
+                } else {
                     let shape = auth::protocol_code(auth::protocol_of(&req));
-                    let late = Arc::clone(&body_late);
+                    let late = Arc::clone(&conn);
                     req.map(|body| Body::new(Deadline::new(body, body_timeout, late, shape)))
-                })
-                .map_response(move |response: Response| {
-                    let mut response = match late.late.swap(0, Ordering::Relaxed) {
-                        0 => response,
-                        shape => body_timed_out(shape, response, body_timeout),
-                    };
-                    // Draining: the client takes its next request
-                    // elsewhere before the listener closes (hyper closes
-                    // the connection after this response).
-                    if late.engine.draining() {
-                        response
-                            .headers_mut()
-                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    }
+                };
+                let response = conn.app.serve(req).await;
+                let mut response = match conn.late.swap(0, Ordering::Relaxed) {
+                    0 => response,
+                    shape => body_timed_out(shape, response, body_timeout),
+                };
+                // Draining: the client takes its next request elsewhere
+                // before the listener closes (hyper closes the connection
+                // after this response).
+                if conn.app.state.engine.draining() {
                     response
-                }),
-        );
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
         let conn = self
             .http
             .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
@@ -369,11 +382,12 @@ impl Acceptor {
     }
 }
 
-/// A connection's flags: a request body's lateness (see [`Deadline`]),
-/// and the engine whose drain closes the connection after a response.
+/// A connection's flag, a request body's lateness (see [`Deadline`]), and
+/// the application it serves (whose engine's drain closes the connection
+/// after a response).
 struct Conn {
     late: AtomicU8,
-    engine: Engine,
+    app: Arc<App>,
 }
 
 /// A request body that must arrive in full by a deadline. The timer is
