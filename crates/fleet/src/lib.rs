@@ -13,7 +13,8 @@
 //!   expiry (`tenants/fleet.rs`: across the fleet with Redis, and the
 //!   fleet's records and routing kept in step; `tenants/state.rs`: the
 //!   state file without Redis; `tenants/admin.rs`: the admin API's
-//!   changes).
+//!   changes; `tenants/counting.rs`: the counts' arithmetic, verdicts and
+//!   refusals; `tenants/unsent.rs`: spend kept until the fleet takes it).
 
 pub mod redis_link;
 pub mod shared;

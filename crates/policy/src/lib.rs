@@ -4,7 +4,9 @@
 //!
 //! # Layout
 //! - `decide.rs`: the decision machine, what happens next in a request
-//!   (`decide/tests.rs`: its table of cases).
+//!   (`decide/tests.rs`: its table of cases, with the refusals in
+//!   `decide/tests/refusals.rs` and a pinned session's in
+//!   `decide/tests/sessions.rs`).
 //! - `plan.rs`: which targets a request walks; `plan/groups.rs`: its
 //!   groups of equivalent targets put in the group choice's order.
 //! - `caller.rs`: the routing a request asked for (its `models`, provider

@@ -27,7 +27,8 @@
 //! - [`signature`] (re-exported from `understudy_wire`): Gemini's thought signatures carried in the tool-call ids the gateway mints, replayed only to the target that made them.
 //! - [`sigv4`]: AWS Signature Version 4 (Bedrock's auth), checked against AWS's test suite.
 //! - [`sse`] (re-exported from `understudy_wire`): the event-stream decoder (it keeps non-SSE lines; see its docs for why).
-//! - `http`: the generic adapter over a protocol, the pooled client, bounded reads, the event stream.
+//! - `http`: the generic adapter over a protocol, the pooled client, bounded reads
+//!   (`http/body.rs`), the event stream (`http/stream.rs`).
 
 pub mod anthropic;
 mod azure;

@@ -12,8 +12,9 @@
 //!   the notes it carries (hedge, affinity, caller routing).
 //! - [`trace`]: a request's trace context (W3C `traceparent`, sampling)
 //!   and the notes its spans need (`trace/notes.rs`).
-//! - [`sink`]: the event fan-out (`fanout.rs`), the metrics writer
-//!   (`metrics.rs`, with the GenAI metrics in `genai.rs`), the recent
+//! - [`sink`]: the event fan-out (`fanout.rs`), the metrics
+//!   (`metrics.rs`; the writer and its recorder in `metrics/recorder.rs`,
+//!   the GenAI metrics in `genai.rs`), the recent
 //!   events the status page shows (`recent.rs`), the Redis Stream writer
 //!   (`redis.rs`), and the [`sink::Sink`] a starter hands the engine.
 //! - [`fixed_keys`]: a cheap hasher for maps keyed by configured names.

@@ -41,7 +41,9 @@
 //! (and builds `rcgen`), for tests and the bench.
 //!
 //! # Layout
-//! - [`sim`]: the simulated providers ([`SimProvider`]) and their script ([`Reply`]).
+//! - [`sim`]: the simulated providers ([`SimProvider`]) and their script
+//!   ([`Reply`], `sim/reply.rs`); Bedrock's credential checks in
+//!   `sim/bedrock/auth.rs`.
 //! - `sim::tls` (`tls`): `TlsSimProvider`, a simulator behind TLS offering
 //!   HTTP/2 and HTTP/1.1 by ALPN, with a CA made at run time (`TestCerts`),
 //!   counting connections, handshakes and each request's HTTP version.

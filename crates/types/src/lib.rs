@@ -10,7 +10,9 @@
 //!
 //! # Layout
 //! - `chat.rs`: neutral chat types, what a client asks and a provider
-//!   answers (`chat/tests.rs`: their tests).
+//!   answers (`chat/validate.rs`: what a request must hold before any
+//!   provider sees it; `chat/estimate.rs`: its input tokens estimated;
+//!   `chat/tests.rs`: their tests).
 //! - `failure.rs`: failure codes, one attempt's [`Failure`], its
 //!   [`Disposition`].
 //! - `credit.rs`: Anthropic's fallback credit, a refusal's token and what

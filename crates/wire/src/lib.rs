@@ -13,7 +13,9 @@
 //! - [`chat_completions`]: OpenAI's Chat Completions and compatible servers.
 //! - [`responses`]: OpenAI's Responses API.
 //! - [`generate_content`]: Google's Generative Language API (Gemini).
-//! - [`messages`]: Anthropic's Messages API.
+//! - [`messages`]: Anthropic's Messages API (a client's own body fitted to
+//!   an Anthropic target in `messages/native.rs`, its thinking check in
+//!   `native/thinking.rs`, a cloud's form of it in `native/cloud.rs`).
 //! - [`converse`]: AWS Bedrock's Converse API (the models on Bedrock that are not Anthropic's).
 //! - [`endpoint`]: the trait each front end's HTTP edge implements in its
 //!   protocol's `endpoint.rs` (paths, keys, error shape, model list,

@@ -24,14 +24,20 @@
 //! instance counts alone, going on from the last counts it saw. A change
 //! Redis did not take (spend made while it was away, a settlement that
 //! failed) is kept and sent by the next sync (every second) or admission
-//! of its record that reaches Redis.
+//! of its record that reaches Redis (`unsent.rs`).
+//!
+//! The counts' arithmetic (verdicts, reservations, settlements, refusals,
+//! costs) is in `counting.rs`.
 
 mod admin;
+mod counting;
 pub mod fleet;
 mod state;
+mod unsent;
 
 pub use admin::whole;
 pub use admin::{AdminError, ClientListing, ClientUsage, KeptIn, Saved};
+pub use counting::{Reserve, cost_nanos, worst_cost_nanos};
 pub use state::{Kept, StateError, StateFile};
 pub use understudy_types::error::ClientRefusal;
 
@@ -48,6 +54,7 @@ use understudy_types::chat::{ChatRequest, Usage};
 use understudy_record::sink::metrics::Metrics;
 
 use crate::shared::{SharedState, unix_ms};
+use counting::{budget_refusal, minute_left, refusal, reserve, settlement, verdict_of};
 
 /// The answer tokens a request without `max_tokens` is assumed to use at
 /// admission (its settlement counts what it did use).
@@ -496,91 +503,6 @@ impl Tenants {
         })
     }
 
-    /// Sends the fleet what this instance spent while Redis was away (or a
-    /// settlement did not reach it), now that Redis answers again.
-    fn flush_unsent(self: &Arc<Self>, record: &Arc<ClientRecord>) {
-        let unsent = self.unsent_lock().remove(&record.name);
-        let (Some((window, nanos)), Some(shared)) = (unsent, self.shared.clone()) else {
-            return;
-        };
-        let record = Arc::clone(record);
-        let at = Counts {
-            window,
-            ..Counts::default()
-        };
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            // No runtime to send it with (shutting down): kept for the
-            // fleet's next sync.
-            self.keep_unsent(&record.name, window, nanos);
-            return;
-        };
-        let tenants = Arc::clone(self);
-        handle.spawn(async move {
-            if !fleet::settle(&shared, &record, at, 0, nanos).await {
-                tenants.keep_unsent(&record.name, window, nanos);
-            }
-        });
-    }
-
-    /// Sends the fleet every record's spend it has not heard of (settlements
-    /// that failed while Redis was away, give-backs of reservations made
-    /// there): each sync does, and the last one at shutdown, so that a
-    /// reservation given back reaches Redis without waiting for another
-    /// admission of its record. What Redis does not take is kept for the
-    /// next.
-    pub async fn send_unsent(&self, shared: &SharedState) {
-        let all: Vec<(Arc<str>, (u64, i64))> = self.unsent_lock().drain().collect();
-        let mut all = all.into_iter();
-        while let Some((name, (window, nanos))) = all.next() {
-            // A record revoked since has no budget left to count against.
-            let Some(record) = self.named(&name) else {
-                continue;
-            };
-            let at = Counts {
-                window,
-                ..Counts::default()
-            };
-            if !fleet::settle(shared, &record, at, 0, nanos).await {
-                // Redis is away: the rest waits for the next sync rather
-                // than each waiting out its own call.
-                for (name, (window, nanos)) in std::iter::once((name, (window, nanos))).chain(all) {
-                    self.keep_unsent(&name, window, nanos);
-                }
-                return;
-            }
-        }
-    }
-
-    /// The spend change of `record` this instance holds for the fleet, not
-    /// yet taken by Redis (nano-USD; negative: reservations given back).
-    pub fn unsent_nanos(&self, record: &ClientRecord) -> Option<i64> {
-        self.unsent_lock()
-            .get(&record.name)
-            .map(|(_, nanos)| *nanos)
-    }
-
-    fn unsent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u64, i64)>> {
-        self.unsent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Keeps spend the fleet has not heard of, for the next sync or
-    /// admission that reaches Redis (a window already gone is dropped).
-    fn keep_unsent(&self, name: &Arc<str>, window: u64, nanos: i64) {
-        let mut unsent = self.unsent_lock();
-        let entry = unsent.entry(Arc::clone(name)).or_insert((window, 0));
-        if entry.0 > window {
-            // Put back after a newer window's spend was kept: its own
-            // window is gone.
-            return;
-        }
-        if entry.0 < window {
-            *entry = (window, 0);
-        }
-        entry.1 = entry.1.saturating_add(nanos);
-    }
-
     /// Admission by this instance's counters (no Redis, or Redis down).
     fn admit_here(
         &self,
@@ -664,112 +586,6 @@ impl fmt::Debug for Tenants {
             .field("records", &self.all().len())
             .finish_non_exhaustive()
     }
-}
-
-/// What one request reserves: its estimated tokens (0 without `tpm`) and
-/// its worst cost (nano-USD; 0 without a budget).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reserve {
-    pub estimate: u64,
-    pub worst: u64,
-}
-
-/// The cost of `usage` at `price`, in nano-USD.
-pub fn cost_nanos(usage: Usage, price: Price) -> u64 {
-    let (input, output) = price;
-    let usd = (usage.input_tokens as f64 * input + usage.output_tokens as f64 * output) / 1e6;
-    (usd.max(0.0) * NANOS_PER_USD).round() as u64
-}
-
-/// A request's worst cost: its estimated `usage` at the dearest of the
-/// `prices` of the targets that may serve it (nothing when none has a
-/// price, as such a target spends nothing).
-pub fn worst_cost_nanos(usage: Usage, prices: &[Price]) -> u64 {
-    prices
-        .iter()
-        .map(|p| cost_nanos(usage, *p))
-        .max()
-        .unwrap_or(0)
-}
-
-/// What `record`'s counts `c` say of one more request reserving `want`:
-/// 0 admit, 1 requests spent, 2 tokens spent, 3 budget spent or too little
-/// of it left for the request's worst case (the codes of `fleet.rs`'s
-/// script, which decides the same way).
-fn verdict_of(record: &ClientRecord, c: &Counts, want: Reserve) -> u8 {
-    let over_budget = record
-        .budget_nanos
-        .is_some_and(|b| c.spent_nanos >= b || c.spent_nanos.saturating_add(want.worst) > b);
-    if over_budget {
-        3
-    } else if record.rpm.is_some_and(|l| c.requests >= l) {
-        1
-    } else if record.tpm.is_some_and(|l| c.tokens + want.estimate > l) {
-        2
-    } else {
-        0
-    }
-}
-
-/// Adds an admitted request's reservation to the counts.
-fn reserve(c: &mut Counts, want: Reserve) {
-    c.requests += 1;
-    c.tokens += want.estimate;
-    c.spent_nanos = c.spent_nanos.saturating_add(want.worst);
-}
-
-/// A settlement's changes to the counts: the tokens (the usage for the
-/// estimate, with `tpm`) and the spend (the cost for the reservation).
-fn settlement(ticket: &Reservation, tokens: u64, cost_nanos: u64) -> (i64, i64) {
-    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let tokens = if ticket.record.tpm.is_some() {
-        signed(tokens) - signed(ticket.estimate)
-    } else {
-        0
-    };
-    (tokens, signed(cost_nanos) - signed(ticket.reserved_nanos))
-}
-
-/// The budget's refusal, with what is left of it (`spent` nano-USD
-/// counted) and the request's worst case.
-fn budget_refusal(record: &ClientRecord, now_ms: u64, spent: u64, worst: u64) -> ClientRefusal {
-    let budget = record.budget_nanos.unwrap_or_default();
-    let ends = record.window.at(now_ms / 1000).1;
-    ClientRefusal::Budget {
-        budget_usd: record.budget_usd().unwrap_or_default(),
-        resets_in: Duration::from_secs(ends.saturating_sub(now_ms / 1000)),
-        left_usd: budget.saturating_sub(spent) as f64 / NANOS_PER_USD,
-        worst_usd: worst as f64 / NANOS_PER_USD,
-    }
-}
-
-/// The refusal a verdict code stands for (`c`: the counts it was decided
-/// on, `worst`: the request's worst cost).
-fn refusal(
-    code: u8,
-    record: &ClientRecord,
-    now_ms: u64,
-    c: &Counts,
-    worst: u64,
-) -> Result<(), ClientRefusal> {
-    let retry_after = minute_left(now_ms);
-    match code {
-        1 => Err(ClientRefusal::Requests {
-            limit: record.rpm.unwrap_or_default(),
-            retry_after,
-        }),
-        2 => Err(ClientRefusal::Tokens {
-            limit: record.tpm.unwrap_or_default(),
-            retry_after,
-        }),
-        3 => Err(budget_refusal(record, now_ms, c.spent_nanos, worst)),
-        _ => Ok(()),
-    }
-}
-
-/// How long until the UTC minute of `now_ms` ends.
-fn minute_left(now_ms: u64) -> Duration {
-    Duration::from_millis(60_000 - now_ms % 60_000)
 }
 
 // === impl Reservation ===

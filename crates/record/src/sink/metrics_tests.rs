@@ -1,6 +1,9 @@
 //! The metrics recorder's tests: events in, the text exposition out.
 
+use std::sync::Arc;
+
 use super::*;
+use crate::event::GenerationEvent;
 
 /// An event from its JSON record (the fields every event has, then
 /// `extra`).

@@ -4,6 +4,7 @@
 //! answers, which must read the same with or without the newer counts).
 
 use super::*;
+use crate::error::Error;
 
 fn check(req: ChatRequest, field: Option<&str>) {
     match (req.validate(), field) {

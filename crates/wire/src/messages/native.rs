@@ -24,12 +24,21 @@
 //! Fields are replaced in place (their byte ranges located through
 //! `serde_json`'s `RawValue`), so nothing else of the body changes, not
 //! even white space.
+//!
+//! The thinking check is in `native/thinking.rs`; a cloud's form of the
+//! body (Bedrock's, Vertex's) in `native/cloud.rs`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+mod cloud;
+mod thinking;
+pub use cloud::{CloudBody, for_cloud};
+pub use thinking::fixes_sampling;
+use thinking::{context_management_without_thinking, thinking_on, tool_turn_lacks_thinking};
 
 /// What was changed, for tests and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,237 +185,6 @@ pub fn without_members(body: &str, keys: &[&str]) -> Option<String> {
     Some(out.into_owned())
 }
 
-/// How a cloud takes a Messages body: Bedrock and Vertex name the model in
-/// the URL and the API version in the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CloudBody<'a> {
-    /// `anthropic_version`, set unless the body has one
-    /// (`bedrock-2023-05-31`, `vertex-2023-10-16`).
-    pub version: &'a str,
-    /// Drop `stream` too (Bedrock streams by its path and refuses the
-    /// field; Vertex takes it).
-    pub drop_stream: bool,
-    /// Betas to send in the body as `anthropic_beta` (Bedrock takes them
-    /// there, not in a header); empty: none added.
-    pub betas: &'a [&'a str],
-    /// The cloud takes no `system` messages inside `messages` (Claude
-    /// Code's mid-conversation reminders, behind a beta it lacks): their
-    /// text joins the system prompt, in order.
-    pub fold_system: bool,
-}
-
-/// `body` (a Messages body, already [`prepare`]d) as a cloud takes it:
-/// without `model` (and `stream`, where the cloud says), with
-/// `anthropic_version` and the betas; every other byte as it was. `None`
-/// when the body is not a JSON object.
-pub fn for_cloud(body: &str, cloud: CloudBody<'_>) -> Option<String> {
-    if !body.trim_start().starts_with('{') {
-        return None;
-    }
-    let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(body).ok()?;
-    let mut edits = Vec::with_capacity(4);
-    if let Some(raw) = top.get("model") {
-        edits.push(Edit::remove(body, "model", raw)?);
-    }
-    if let (true, Some(raw)) = (cloud.drop_stream, top.get("stream")) {
-        edits.push(Edit::remove(body, "stream", raw)?);
-    }
-    if cloud.fold_system {
-        if let Some(raw) = top.get("messages") {
-            edits.extend(fold_system_messages(body, raw, top.get("system").copied())?);
-        }
-    }
-    let mut added = String::new();
-    if !top.contains_key("anthropic_version") {
-        added.push_str(&format!(
-            "\"anthropic_version\":{},",
-            serde_json::to_string(cloud.version).ok()?
-        ));
-    }
-    if !cloud.betas.is_empty() {
-        let betas = serde_json::to_string(cloud.betas).ok()?;
-        match top.get("anthropic_beta") {
-            Some(raw) => edits.push(Edit::set(body, raw, betas)?),
-            None => added.push_str(&format!("\"anthropic_beta\":{betas},")),
-        }
-    }
-    let open = body.len() - body.trim_start().len() + 1;
-    // After the opening brace; a body left with no other member (no
-    // messages: the cloud answers it as its 400) takes no trailing comma.
-    let rest_empty = {
-        let mut probe = edits.iter().collect::<Vec<_>>();
-        probe.sort_by_key(|e| (e.start, e.end));
-        let mut kept = String::new();
-        let mut at = open;
-        for e in probe {
-            kept.push_str(body.get(at..e.start)?);
-            at = e.end;
-        }
-        kept.push_str(body.get(at..)?);
-        kept.trim_start().starts_with('}')
-    };
-    if rest_empty {
-        added.pop();
-    }
-    edits.push(Edit {
-        start: open,
-        end: open,
-        with: added,
-    });
-    apply(body, edits)
-}
-
-/// The edits that move `messages`' `system` messages into the top-level
-/// `system` (a string or blocks, or none yet), in order; none when there
-/// are none.
-fn fold_system_messages(
-    body: &str,
-    messages: &RawValue,
-    system: Option<&RawValue>,
-) -> Option<Vec<Edit>> {
-    if !messages.get().contains("\"system\"") {
-        return Some(Vec::new());
-    }
-    let mut list: Vec<serde_json::Value> = serde_json::from_str(messages.get()).ok()?;
-    let (mut texts, before) = (Vec::new(), list.len());
-    list.retain(|m| {
-        if m.get("role").and_then(serde_json::Value::as_str) != Some("system") {
-            return true;
-        }
-        match m.get("content") {
-            Some(serde_json::Value::String(t)) => texts.push(t.clone()),
-            Some(serde_json::Value::Array(blocks)) => texts.extend(
-                blocks
-                    .iter()
-                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
-                    .map(str::to_owned),
-            ),
-            _ => {}
-        }
-        false
-    });
-    if list.len() == before {
-        return Some(Vec::new());
-    }
-    let mut edits = vec![Edit::set(
-        body,
-        messages,
-        serde_json::to_string(&list).ok()?,
-    )?];
-    let extra: Vec<serde_json::Value> = texts
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .map(|text| serde_json::json!({"type": "text", "text": text}))
-        .collect();
-    if extra.is_empty() {
-        return Some(edits);
-    }
-    let mut blocks = match system.map(|s| serde_json::from_str::<serde_json::Value>(s.get())) {
-        None => Vec::new(),
-        Some(Ok(serde_json::Value::String(t))) if t.is_empty() => Vec::new(),
-        Some(Ok(serde_json::Value::String(t))) => {
-            vec![serde_json::json!({"type": "text", "text": t})]
-        }
-        Some(Ok(serde_json::Value::Array(blocks))) => blocks,
-        Some(_) => return None,
-    };
-    blocks.extend(extra);
-    let blocks = serde_json::to_string(&blocks).ok()?;
-    match system {
-        Some(raw) => edits.push(Edit::set(body, raw, blocks)?),
-        None => {
-            let open = body.len() - body.trim_start().len() + 1;
-            edits.push(Edit {
-                start: open,
-                end: open,
-                with: format!("\"system\":{blocks},"),
-            });
-        }
-    }
-    Some(edits)
-}
-
-/// Whether a Messages body turns extended thinking on (`thinking` of any
-/// type but `disabled`): the API then refuses any temperature but 1, so
-/// the front end marks it `NativeRequest::fixed_sampling`.
-pub fn fixes_sampling(body: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Body {
-        thinking: Option<Thinking>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Thinking {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    }
-    serde_json::from_str::<Body>(body)
-        .ok()
-        .and_then(|b| b.thinking)
-        .is_some_and(|t| t.kind.as_deref() != Some("disabled"))
-}
-
-/// Whether `thinking` turns thinking on (`enabled` or `adaptive`).
-fn thinking_on(thinking: &RawValue) -> bool {
-    #[derive(Deserialize)]
-    struct Thinking<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-    }
-    serde_json::from_str::<Thinking<'_>>(thinking.get())
-        .is_ok_and(|t| matches!(t.kind.as_ref(), "enabled" | "adaptive"))
-}
-
-/// Whether the conversation ends inside a tool loop whose assistant turn
-/// does not start with a `thinking` or `redacted_thinking` block.
-///
-/// A tool loop is one assistant turn (Anthropic's docs): its assistant
-/// messages, joined by user messages of tool results only, up to the last
-/// user message, which answers the last calls. Without interleaved
-/// thinking Claude thinks only at the start of the turn, so only the
-/// turn's first assistant message must start with a thinking block; a turn
-/// another provider started has none.
-fn tool_turn_lacks_thinking(messages: &RawValue) -> bool {
-    let blocks = |m: &Message<'_>| -> Vec<String> {
-        match &m.content {
-            Some(Content::Blocks(blocks)) => blocks.iter().map(|b| b.kind.to_string()).collect(),
-            _ => Vec::new(),
-        }
-    };
-    let Ok(messages) = serde_json::from_str::<Vec<Message<'_>>>(messages.get()) else {
-        return false;
-    };
-    // (Mid-conversation system messages take no part in the turn.)
-    let turns: Vec<&Message<'_>> = messages.iter().filter(|m| m.role != "system").collect();
-    let Some((last, earlier)) = turns.split_last() else {
-        return false;
-    };
-    if last.role != "user" || !blocks(last).iter().any(|b| b == "tool_result") {
-        return false;
-    }
-    let (mut start, mut calls_tools) = (None, false);
-    for m in earlier.iter().rev() {
-        match m.role.as_ref() {
-            "assistant" => {
-                calls_tools |= blocks(m).iter().any(|b| b == "tool_use");
-                start = Some(*m);
-            }
-            "user" => {
-                let b = blocks(m);
-                if b.is_empty() || b.iter().any(|k| k != "tool_result") {
-                    break;
-                }
-            }
-            _ => break,
-        }
-    }
-    let Some(start) = start.filter(|_| calls_tools) else {
-        return false;
-    };
-    !blocks(start)
-        .first()
-        .is_some_and(|k| matches!(k.as_str(), "thinking" | "redacted_thinking"))
-}
-
 /// `messages` with every tool-use id in Anthropic's alphabet, when some id
 /// is not (one another provider minted, e.g. `functions.get:0`, which
 /// Anthropic refuses): then every `tool_use` id and `tool_result`
@@ -462,25 +240,6 @@ fn messages_for_target(messages: &RawValue, platform: Option<&str>) -> Option<St
         }
     }
     Some(value.to_string())
-}
-
-/// `context_management` without the edits that need thinking on; the
-/// field is left out when none remain.
-fn context_management_without_thinking(body: &str, raw: &RawValue) -> Option<Edit> {
-    let mut value: serde_json::Value = serde_json::from_str(raw.get()).ok()?;
-    let Some(edits) = value.get_mut("edits").and_then(|e| e.as_array_mut()) else {
-        return Edit::set(body, raw, raw.get().to_owned());
-    };
-    edits.retain(|e| {
-        !e.get("type")
-            .and_then(|t| t.as_str())
-            .is_some_and(|t| t.starts_with("clear_thinking"))
-    });
-    if edits.is_empty() {
-        Edit::remove(body, "context_management", raw)
-    } else {
-        Edit::set(body, raw, value.to_string())
-    }
 }
 
 /// One change to the body: the bytes `start..end` become `with`.
@@ -559,81 +318,6 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
     use super::*;
-
-    #[test]
-    fn a_cloud_body_loses_model_and_stream_and_gains_version_and_betas() {
-        let bedrock = CloudBody {
-            version: "bedrock-2023-05-31",
-            drop_stream: true,
-            betas: &["interleaved-thinking-2025-05-14"],
-            fold_system: true,
-        };
-        let body = r#"{"model": "claude-x", "max_tokens": 5, "stream": true, "messages": [{"role":"user","content":"hi"}]}"#;
-        assert_eq!(
-            for_cloud(body, bedrock).unwrap(),
-            r#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["interleaved-thinking-2025-05-14"], "max_tokens": 5,  "messages": [{"role":"user","content":"hi"}]}"#
-        );
-        let vertex = CloudBody {
-            version: "vertex-2023-10-16",
-            drop_stream: false,
-            betas: &[],
-            fold_system: false,
-        };
-        let body = r#"{"messages":[],"stream":true,"model":"m"}"#;
-        assert_eq!(
-            for_cloud(body, vertex).unwrap(),
-            r#"{"anthropic_version":"vertex-2023-10-16","messages":[],"stream":true}"#
-        );
-        // A version the client set stays; a body of nothing but a model
-        // keeps valid JSON.
-        let body = r#"{"anthropic_version":"bedrock-2023-05-31","model":"m"}"#;
-        let out = for_cloud(body, bedrock).unwrap();
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
-            serde_json::json!({"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["interleaved-thinking-2025-05-14"]})
-        );
-        let out = for_cloud(r#"{"model":"m"}"#, vertex).unwrap();
-        assert_eq!(out, r#"{"anthropic_version":"vertex-2023-10-16"}"#);
-        assert!(for_cloud("[1]", vertex).is_none());
-        // Mid-conversation system messages join the system prompt.
-        let body = r#"{"model":"m","system":[{"type":"text","text":"Base."}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":"Reminder."},{"role":"assistant","content":"ok"}]}"#;
-        let out: serde_json::Value =
-            serde_json::from_str(&for_cloud(body, bedrock).unwrap()).unwrap();
-        assert_eq!(
-            out["system"],
-            serde_json::json!([{"type":"text","text":"Base."},{"type":"text","text":"Reminder."}])
-        );
-        assert_eq!(
-            out["messages"],
-            serde_json::json!([{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}])
-        );
-        let body = r#"{"model":"m","messages":[{"role":"system","content":[{"type":"text","text":"R"}]},{"role":"user","content":"hi"}]}"#;
-        let out: serde_json::Value =
-            serde_json::from_str(&for_cloud(body, bedrock).unwrap()).unwrap();
-        assert_eq!(
-            out["system"],
-            serde_json::json!([{"type":"text","text":"R"}])
-        );
-        assert_eq!(
-            out["messages"],
-            serde_json::json!([{"role":"user","content":"hi"}])
-        );
-    }
-
-    #[test]
-    fn thinking_fixes_the_sampling() {
-        for (body, fixed) in [
-            (
-                r#"{"thinking":{"type":"enabled","budget_tokens":2048}}"#,
-                true,
-            ),
-            (r#"{"thinking":{"type":"adaptive"}}"#, true),
-            (r#"{"thinking":{"type":"disabled"}}"#, false),
-            (r#"{"model":"m"}"#, false),
-        ] {
-            assert_eq!(fixes_sampling(body), fixed, "{body}");
-        }
-    }
 
     fn body(thinking: &str, last_assistant: &str, extra: &str) -> String {
         format!(
