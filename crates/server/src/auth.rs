@@ -12,15 +12,15 @@
 //! `server.cors_origins`.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use tower::ServiceExt as _;
+use axum::extract::Request;
 use axum::http::header;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tower::ServiceExt as _;
 use understudy_core::ClientTag;
 use understudy_core::tenants::{ClientRefusal, Remaining};
 use understudy_core::trace::TraceContext;
@@ -228,16 +228,95 @@ pub(crate) struct Client(pub ClientTag);
 #[derive(Debug, Clone)]
 pub(crate) struct Tenant(pub Arc<ClientRecord>);
 
+/// The service a guard passes an admitted request to (a route).
+pub(crate) trait Inner:
+    tower::Service<Request, Response = Response, Error = Infallible, Future: Send> + Send
+{
+}
+
+impl<S> Inner for S where
+    S: tower::Service<Request, Response = Response, Error = Infallible, Future: Send> + Send
+{
+}
+
+/// Which check a [`Guard`] makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Check {
+    /// [`client_auth`]: the API routes.
+    Client,
+    /// [`admin_auth`]: the admin routes.
+    Admin,
+}
+
+/// A route layer that makes `check` before the route: what axum's
+/// `from_fn_with_state` does, with one boxed future a request where that
+/// boxes the future, the next service and its future, and clones the
+/// state.
+#[derive(Debug, Clone)]
+pub(crate) struct Guard {
+    state: Arc<AppState>,
+    check: Check,
+}
+
+impl Guard {
+    pub(crate) fn new(state: &AppState, check: Check) -> Self {
+        Self {
+            state: Arc::new(state.clone()),
+            check,
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for Guard {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded {
+            guard: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// A route behind a [`Guard`].
+#[derive(Debug, Clone)]
+pub(crate) struct Guarded<S> {
+    guard: Guard,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for Guarded<S>
+where
+    S: Inner + Clone + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        // The route is made ready where it is called (`oneshot`).
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let state = Arc::clone(&self.guard.state);
+        let inner = self.inner.clone();
+        match self.guard.check {
+            Check::Client => Box::pin(async move { Ok(client_auth(&state, req, inner).await) }),
+            Check::Admin => Box::pin(async move { Ok(admin_auth(&state, req, inner).await) }),
+        }
+    }
+}
+
 /// Requires a client key on the API routes: one of `server.api_keys`
 /// (compared in constant time) or a client record's (looked up by its
 /// SHA-256). The key is read and matched here only; what the handlers
 /// learn of it is [`Client`] and [`Tenant`]. Every answer to a record's
 /// key carries its own `x-ratelimit-*` headers.
-pub(crate) async fn client_auth(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+async fn client_auth(state: &AppState, mut req: Request, next: impl Inner) -> Response {
     if !state.closed {
         return json_only(req, next).await;
     }
@@ -344,7 +423,7 @@ fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
 /// A request with a body (`POST`, `PUT`) must say it is JSON: a page on
 /// another site can send `text/plain` without asking (no CORS preflight),
 /// but not `application/json`.
-async fn json_only(req: Request, next: Next) -> Response {
+async fn json_only(req: Request, next: impl Inner) -> Response {
     let with_body = matches!(*req.method(), Method::POST | Method::PUT);
     if with_body && !is_json(req.headers()) {
         let error = ApiError::Body {
@@ -353,7 +432,8 @@ async fn json_only(req: Request, next: Next) -> Response {
         };
         return in_shape(&req, error);
     }
-    next.run(req).await
+    let Ok(response) = next.oneshot(req).await;
+    response
 }
 
 /// `Content-Type: application/json`, with or without parameters.
@@ -369,11 +449,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// Requires the admin token on the admin routes; without one configured,
 /// the admin routes do not exist.
-pub(crate) async fn admin_auth(
-    State(state): State<AppState>,
-    req: Request,
-    next: Next,
-) -> Response {
+async fn admin_auth(state: &AppState, req: Request, next: impl Inner) -> Response {
     let Some(token) = &state.admin_token else {
         return ApiError::NotFound(format!(
             "no endpoint at {} (set UNDERSTUDY_ADMIN_TOKEN to enable the admin API)",

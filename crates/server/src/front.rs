@@ -48,8 +48,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let id = match parts.extensions.get::<RequestId>() {
-            Some(RequestId(id)) => id.clone(),
+        // Taken, not copied: the preamble is the id's only reader.
+        let id = match parts.extensions.remove::<RequestId>() {
+            Some(RequestId(id)) => id,
             None => understudy_core::new_request_id(),
         };
         Ok(Self {

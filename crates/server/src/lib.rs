@@ -56,12 +56,11 @@ use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware;
-use tower::Layer as _;
 use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::Layer as _;
 use understudy_core::Engine;
 use understudy_settings::Secret;
 
@@ -121,14 +120,9 @@ impl App {
             .merge(routes::models::router())
             .merge(routes::wit::router())
             .merge(routes::status::router())
-            .route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                auth::client_auth,
-            ));
-        let admin = routes::admin::router().route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::admin_auth,
-        ));
+            .route_layer(auth::Guard::new(&state, auth::Check::Client));
+        let admin =
+            routes::admin::router().route_layer(auth::Guard::new(&state, auth::Check::Admin));
         let router = Router::new()
             .merge(api)
             .merge(admin)
