@@ -137,7 +137,7 @@ pub type GenerateResult = Result<Generation, Error>;
 /// as characters, costs several times more, once per request).
 #[inline]
 pub fn new_request_id() -> String {
-    String::from(&*crate::event::ShortHash::hex_of(
+    String::from(&*crate::short_hash::ShortHash::hex_of(
         &fastrand::u64(..).to_be_bytes(),
     ))
 }

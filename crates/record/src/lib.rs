@@ -18,10 +18,13 @@
 //!   events the status page shows (`recent.rs`), the Redis Stream writer
 //!   (`redis.rs`), and the [`sink::Sink`] a starter hands the engine.
 //! - [`fixed_keys`]: a cheap hasher for maps keyed by configured names.
+//! - `short_hash.rs`: [`event::ShortHash`], a short hex string held in
+//!   place (a session's hash in an event; how a request id is written).
 
 pub mod event;
 pub mod fixed_keys;
 pub mod generation;
+mod short_hash;
 pub mod sink;
 pub mod trace;
 
