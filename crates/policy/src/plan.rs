@@ -296,13 +296,17 @@ fn claude_provider<'s>(name: &str, settings: &'s Settings) -> Option<&'s str> {
 }
 
 /// The named route a selector takes, if any: a route's name, or a client's
-/// model name that is a route's name.
+/// model name that is a route's name or a pattern route's match. The model
+/// `default` takes the configured order, as [`resolve`] reads it: no
+/// route of `[routes]` (none may be named so) and never a pattern's, and
+/// the most common model a client sends costs no search of the patterns.
 pub fn route_name<'a>(
     selector: &'a RouteSelector,
     routes: &'a BTreeMap<String, Vec<Target>>,
 ) -> Option<&'a str> {
     match selector {
         RouteSelector::Named(name) => Some(name),
+        RouteSelector::Model(name) if name == "default" => None,
         RouteSelector::Model(name) if routes.contains_key(name) => Some(name),
         RouteSelector::Model(name) => pattern_route(name, routes).map(|(pattern, _)| pattern),
         _ => None,
@@ -472,6 +476,22 @@ mod tests {
 
     fn names(ts: &[Target]) -> Vec<String> {
         ts.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_model_default_takes_the_configured_order_not_a_pattern() {
+        let s = Settings::from_toml_str(
+            "[routes]\n\"*\" = [\"groq:*\"]\nfast = [\"openai\"]",
+            |_| None,
+        )
+        .unwrap();
+        let model = |m: &str| RouteSelector::Model(m.to_owned());
+        assert_eq!(route_name(&model("default"), &s.routes), None);
+        let route = resolve(&model("default"), &s, &s.default_route(), &s.routes).unwrap();
+        assert_eq!(route, s.default_route());
+        // Any other model name still finds its route or its pattern.
+        assert_eq!(route_name(&model("fast"), &s.routes), Some("fast"));
+        assert_eq!(route_name(&model("llama"), &s.routes), Some("*"));
     }
 
     #[test]
