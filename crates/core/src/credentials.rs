@@ -22,7 +22,7 @@
 //! refusal.
 //!
 //! The fetch itself always runs on a task the actor spawns, under its own
-//! timeout ([`refresh`]): a request that stops waiting never cancels it,
+//! timeout (`refresh`): a request that stops waiting never cancels it,
 //! and its outcome serves the requests that come after.
 
 use std::fmt;

@@ -58,7 +58,7 @@ pub struct KeyPools {
 #[derive(Debug, Default)]
 pub struct LivePools(RwLock<KeyPools>);
 
-/// A request started on one key: ended by [`KeyPool::end`], or counted as
+/// A request started on one key: ended by `KeyPool::end`, or counted as
 /// ended (with no word on the key) when dropped.
 #[derive(Debug)]
 pub struct KeyInUse {

@@ -1,6 +1,7 @@
 //! Streamed generation as a caller sees it: a
 //! [`GenerationStream`] committed to one target, yielding [`StreamItem`]s —
-//! text, then exactly one [`StreamDone`] or [`StreamError`].
+//! text, then exactly one [`StreamDone`](understudy_types::StreamDone) or
+//! [`StreamError`](understudy_types::StreamError).
 //!
 //! The walk that finds the target (the same decision machine as a
 //! non-streamed request, without the softened retry) and the pump that

@@ -194,7 +194,7 @@ impl SessionSource {
 // === impl SessionHint ===
 
 impl SessionHint {
-    /// A hint from `value`, unless it is empty (cut to [`MAX_VALUE`]).
+    /// A hint from `value`, unless it is empty (cut to `MAX_VALUE` bytes).
     pub fn new(source: SessionSource, value: &str) -> Option<Self> {
         let value = value.trim();
         if value.is_empty() {

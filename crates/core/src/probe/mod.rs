@@ -15,7 +15,7 @@
 //! (or while it is unreachable) each instance probes for itself.
 //!
 //! # Layout
-//! - `board.rs`: [`ReadyBoard`], each target's state, read by each plan.
+//! - `board.rs`: `ReadyBoard`, each target's state, read by each plan.
 //! - `prober.rs`: the task: a round per interval, a probe per target.
 //! - `fleet.rs`: the lease and the published results in Redis.
 
@@ -65,8 +65,8 @@ const MISSING_CODES: [&str; 5] = [
 /// says the key lacks a permission or scope: OpenAI's restricted key
 /// without "Models: read" answers a lookup so, and generates all the
 /// same), or an answer naming an invalid key or signature
-/// ([`AUTH_CODES`]). A missing model:
-/// a 404 whose answer says so ([`MISSING_CODES`], or a message that the
+/// (`AUTH_CODES`). A missing model:
+/// a 404 whose answer says so (`MISSING_CODES`, or a message that the
 /// model does not exist). Anything else proves nothing: a bare 404 (a
 /// server with no model lookup route), a 403 (a key allowed to generate
 /// but not to read models, a role without the control plane's read), a

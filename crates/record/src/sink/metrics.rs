@@ -98,7 +98,7 @@ pub struct AffinityLabels {
     outcome: &'static str,
 }
 
-/// A hedge's outcome (see [`recorder::HEDGE_OUTCOMES`]).
+/// A hedge's outcome (one of the recorder's `HEDGE_OUTCOMES`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HedgeLabels {
     outcome: &'static str,
@@ -142,7 +142,7 @@ pub struct StateLabels {
     pub model: String,
 }
 
-/// Builds histograms with [`DURATION_BUCKETS`].
+/// Builds histograms with `DURATION_BUCKETS`.
 #[derive(Debug, Clone, Copy)]
 pub struct Buckets;
 
