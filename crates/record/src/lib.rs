@@ -13,7 +13,7 @@
 //! - [`trace`]: a request's trace context (W3C `traceparent`, sampling)
 //!   and the notes its spans need (`trace/notes.rs`).
 //! - [`sink`]: the event fan-out (`fanout.rs`), the metrics
-//!   (`metrics.rs`; the writer and its recorder in `metrics/recorder.rs`,
+//!   (`metrics.rs`; the sink and its recorder in `metrics/recorder.rs`,
 //!   the GenAI metrics in `genai.rs`), the recent
 //!   events the status page shows (`recent.rs`), the Redis Stream writer
 //!   (`redis.rs`), and the [`sink::Sink`] a starter hands the engine.

@@ -52,9 +52,10 @@ pub(super) fn redis_client(settings: &Settings) -> Result<Option<redis::Client>,
 }
 
 impl Sinks {
-    /// Starts a writer per sink: the metrics, the recent events, Redis
-    /// (when configured), and each `extra` sink the engine was handed (the
-    /// span exporter, which lives above core).
+    /// Adds the sinks that record as events are published (the metrics,
+    /// the recent events) and starts a writer per queued sink: Redis (when
+    /// configured) and each `extra` sink the engine was handed (the span
+    /// exporter, which lives above core).
     pub(super) fn start(
         settings: &Arc<Settings>,
         metrics: &Arc<Metrics>,
@@ -64,7 +65,6 @@ impl Sinks {
         let (stop, stopped) = watch::channel(false);
         let mut bus = EventBus::default();
         let mut writers = Vec::new();
-        let metrics_rx = bus.add("metrics", metrics.dropped("metrics"));
         let genai_names = settings
             .providers
             .keys()
@@ -75,19 +75,12 @@ impl Sinks {
                 )
             })
             .collect();
-        writers.push(tokio::spawn(crate::sink::metrics::run(
+        bus.add_inline(Arc::new(crate::sink::metrics::MetricsSink::new(
             Arc::clone(metrics),
             genai_names,
-            metrics_rx,
-            stopped.clone(),
         )));
         let recent = Arc::new(Recent::default());
-        let recent_rx = bus.add("recent", metrics.dropped("recent"));
-        writers.push(tokio::spawn(crate::sink::recent::run(
-            Arc::clone(&recent),
-            recent_rx,
-            stopped.clone(),
-        )));
+        bus.add_inline(Arc::clone(&recent) as Arc<dyn crate::sink::fanout::Inline>);
         if let Some(client) = redis {
             let rx = bus.add("redis", metrics.dropped("redis"));
             writers.push(tokio::spawn(crate::sink::redis::run(

@@ -1,9 +1,13 @@
-//! The event fan-out: `publish` does one `try_send` per sink and never
-//! waits. Full-policy: drop the newest event and count it per sink
-//! (`understudy_events_dropped_total{sink}`). Each sink's channel is bounded
-//! ([`SINK_CHANNEL`]); its writer task drains it into whatever buffering the
-//! sink needs.
+//! The event fan-out: `publish` hands each event to the in-memory sinks
+//! where it is published ([`Inline`]: the metrics and the recent history,
+//! each a short critical section that never waits on I/O) and does one
+//! `try_send` per queued sink (Redis, the span exporter), never waiting.
+//! A queued sink's channel is bounded ([`SINK_CHANNEL`]); full, the newest
+//! event is dropped and counted per sink
+//! (`understudy_events_dropped_total{sink}`); its writer task drains it
+//! into whatever buffering the sink needs.
 
+use std::fmt;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
@@ -14,9 +18,19 @@ use crate::event::GenerationEvent;
 /// Events queued between the bus and one sink's writer.
 pub const SINK_CHANNEL: usize = 4096;
 
+/// A sink that records an event where it is published, on the request's
+/// task: in memory, bounded, and without waiting on anything but its own
+/// short lock. A task of its own would cost each request two wake-ups
+/// and a channel's round trip for what is a few counters.
+pub trait Inline: Send + Sync + fmt::Debug {
+    /// Records `event` (never panics: a request's task runs it).
+    fn record(&self, event: &Arc<GenerationEvent>);
+}
+
 /// The fan-out to every sink.
 #[derive(Debug, Default)]
 pub struct EventBus {
+    inline: Vec<Arc<dyn Inline>>,
     sinks: Vec<Sink>,
 }
 
@@ -28,7 +42,7 @@ struct Sink {
 }
 
 impl EventBus {
-    /// Adds a sink; returns the receiving end for its writer.
+    /// Adds a queued sink; returns the receiving end for its writer.
     pub fn add(
         &mut self,
         name: &'static str,
@@ -39,10 +53,18 @@ impl EventBus {
         rx
     }
 
+    /// Adds a sink that records each event as it is published.
+    pub fn add_inline(&mut self, sink: Arc<dyn Inline>) {
+        self.inline.push(sink);
+    }
+
     /// Hands `event` to every sink without waiting.
     #[inline]
     pub fn publish(&self, event: GenerationEvent) {
         let event = Arc::new(event);
+        for sink in &self.inline {
+            sink.record(&event);
+        }
         for sink in &self.sinks {
             if sink.tx.try_send(Arc::clone(&event)).is_err() {
                 sink.dropped.inc();

@@ -1,5 +1,5 @@
-//! The Prometheus metrics, written by a task that consumes the
-//! event channel (`metrics/recorder.rs`), and read at `GET /metrics`.
+//! The Prometheus metrics, written as each event is published (the sink
+//! in `metrics/recorder.rs`), and read at `GET /metrics`.
 //!
 //! Labels are low-cardinality: provider names come from the settings, flags
 //! are `true`/`false`, kinds and outcomes are the stable codes. A failed
@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 mod recorder;
-pub use recorder::{Recorder, run};
+pub use recorder::{MetricsSink, Recorder};
 
 /// Seconds: from a cache hit to a slow provider's whole answer.
 const DURATION_BUCKETS: [f64; 16] = [

@@ -122,3 +122,36 @@ fn cached_handles_count_each_series_apart() {
         [r#"understudy_time_to_first_token_seconds_count{provider="a"} 2"#]
     );
 }
+
+/// The metrics and the status page's history hold an event as soon as
+/// its publish returns: they record it on the publishing task, with no
+/// writer to wait for, while a queued sink gets it on its channel.
+#[test]
+fn an_event_is_recorded_in_memory_when_its_publish_returns() {
+    use crate::sink::fanout::EventBus;
+    use crate::sink::recent::Recent;
+    let metrics = Arc::new(Metrics::new());
+    let recent = Arc::new(Recent::default());
+    let mut bus = EventBus::default();
+    bus.add_inline(Arc::new(MetricsSink::new(
+        Arc::clone(&metrics),
+        std::collections::HashMap::new(),
+    )));
+    bus.add_inline(Arc::clone(&recent) as Arc<dyn crate::sink::fanout::Inline>);
+    let mut queued = bus.add("redis", metrics.dropped("redis"));
+    bus.publish(event(serde_json::json!({
+        "request_id": "first", "provider": "a", "model": "m",
+        "attempts": [attempt("a", "primary", "ok")],
+    })));
+    assert_eq!(
+        samples(&metrics.openmetrics(), "understudy_generations_total"),
+        [
+            r#"understudy_generations_total{provider="a",success="true",fell_back="false",content_filtered="false"} 1"#
+        ]
+    );
+    let shown: Vec<String> = recent.events().into_iter().map(|e| e.request_id).collect();
+    assert_eq!(shown, ["first"]);
+    assert_eq!(recent.seconds().iter().map(|s| s.total).sum::<u32>(), 1);
+    let sent = queued.try_recv().expect("the queued sink's copy");
+    assert_eq!(sent.request_id, "first");
+}

@@ -1,9 +1,10 @@
-//! Where events go: a non-blocking fan-out ([`fanout::EventBus`]) to one
-//! bounded channel per sink, a Prometheus metrics writer (with the GenAI
-//! client metrics), the recent history behind the status page, a Redis
-//! Stream writer, and any [`Sink`] whoever starts the engine hands it (the
-//! span exporter lives above core). A request never waits on a sink;
-//! anything dropped is counted.
+//! Where events go: a non-blocking fan-out ([`fanout::EventBus`]) that
+//! records each event in memory as it is published (the Prometheus
+//! metrics with the GenAI client metrics, the recent history behind the
+//! status page) and queues it on one bounded channel per sink that does
+//! I/O (a Redis Stream writer, and any [`Sink`] whoever starts the engine
+//! hands it: the span exporter lives above core). A request never waits
+//! on a sink's I/O; anything dropped is counted.
 
 pub mod fanout;
 pub mod genai;

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 use crate::event::GenerationEvent;
 
@@ -109,19 +108,8 @@ impl Recent {
     }
 }
 
-/// The recent-history writer.
-pub async fn run(
-    recent: Arc<Recent>,
-    mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            event = rx.recv() => match event {
-                Some(e) => recent.record(e),
-                None => return,
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        }
+impl crate::sink::fanout::Inline for Recent {
+    fn record(&self, event: &Arc<GenerationEvent>) {
+        Recent::record(self, Arc::clone(event));
     }
 }

@@ -1,15 +1,14 @@
-//! The metrics writer: the task that records every event into
-//! [`Metrics`], and the [`Recorder`] that keeps the handle of each series
+//! The metrics sink, which records every event into [`Metrics`] as it is
+//! published, and the [`Recorder`] that keeps the handle of each series
 //! it has written (a provider's, a client record's, the sessions' and the
 //! hedges'), so that an event hashes no labels.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::mpsc;
 
 use super::{
     AffinityLabels, AttemptLabels, BalanceLabels, CacheTokenLabels, ChoiceLabels, ClientLabels,
@@ -18,27 +17,27 @@ use super::{
 };
 use crate::event::GenerationEvent;
 
-/// The metrics writer: records every event it receives until the bus is
-/// dropped or `stop` turns true (then it records what is queued and ends).
-pub async fn run(
-    metrics: Arc<Metrics>,
-    genai_names: HashMap<String, String>,
-    mut rx: mpsc::Receiver<Arc<GenerationEvent>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut recorder = Recorder::new(metrics);
-    recorder.genai_names = genai_names;
-    loop {
-        tokio::select! {
-            event = rx.recv() => match event {
-                Some(e) => recorder.record(&e),
-                None => return,
-            },
-            _ = stop.wait_for(|s| *s) => break,
-        }
+/// The metrics sink: every event recorded into [`Metrics`] as it is
+/// published, by one [`Recorder`] behind a short lock.
+#[derive(Debug)]
+pub struct MetricsSink(Mutex<Recorder>);
+
+impl MetricsSink {
+    /// A sink writing `metrics`, naming each provider for the GenAI
+    /// metrics by `genai_names` (provider name → `gen_ai.provider.name`).
+    pub fn new(metrics: Arc<Metrics>, genai_names: HashMap<String, String>) -> Self {
+        let mut recorder = Recorder::new(metrics);
+        recorder.genai_names = genai_names;
+        Self(Mutex::new(recorder))
     }
-    while let Ok(e) = rx.try_recv() {
-        recorder.record(&e);
+}
+
+impl crate::sink::fanout::Inline for MetricsSink {
+    fn record(&self, event: &Arc<GenerationEvent>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .record(event);
     }
 }
 
