@@ -49,6 +49,21 @@ impl fmt::Display for RouteSelector {
 pub const MAX_MODEL_NAME: usize = 256;
 
 impl RouteSelector {
+    /// As [`fmt::Display`] writes it, copied without the formatting
+    /// machinery where it is one name (every request's event names it).
+    pub fn label(&self) -> String {
+        match self {
+            Self::Default => "default".to_owned(),
+            Self::Named(name)
+            | Self::Model(name)
+            | Self::Pin {
+                provider: name,
+                model: None,
+            } => name.clone(),
+            Self::Pin { .. } => self.to_string(),
+        }
+    }
+
     /// Rejects a name no provider could have: longer than
     /// [`MAX_MODEL_NAME`] bytes, or with control characters (before any
     /// work, so client-chosen names cannot grow the gateway's state).
@@ -90,6 +105,25 @@ impl RouteSelector {
                 provider: spec.to_owned(),
                 model: None,
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RouteSelector;
+
+    /// The label is what `Display` writes, for every kind of selector.
+    #[test]
+    fn the_label_is_the_selector_as_written() {
+        for selector in [
+            RouteSelector::Default,
+            RouteSelector::Named("fast".into()),
+            RouteSelector::Model("gpt-4o".into()),
+            RouteSelector::pin("openai"),
+            RouteSelector::pin("openai:gpt-4o"),
+        ] {
+            assert_eq!(selector.label(), selector.to_string(), "{selector:?}");
         }
     }
 }

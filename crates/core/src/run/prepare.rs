@@ -164,7 +164,7 @@ pub(crate) fn prepare(
     let affinity = looked.map(|l| l.into_run(&request.chat));
     Ok(Run {
         notes,
-        route_label: request.route.to_string(),
+        route_label: request.route.label(),
         api: request.api,
         omitted_tools: request.omitted_tools.clone(),
         wide: Arc::clone(wide),
