@@ -228,16 +228,17 @@ pub fn cloud_ids(mut targets: Vec<Target>, settings: &Settings) -> Vec<Target> {
     targets
 }
 
-/// `targets` without repeats, in order.
+/// `targets` without repeats, in order: each target is compared with
+/// those kept before it, in place (a route is a handful of targets).
 fn dedup(mut targets: Vec<Target>) -> Vec<Target> {
-    let mut seen = Vec::with_capacity(targets.len());
-    targets.retain(|t| {
-        let fresh = !seen.contains(t);
-        if fresh {
-            seen.push(t.clone());
+    let mut kept = 0;
+    for i in 0..targets.len() {
+        if !targets[..kept].contains(&targets[i]) {
+            targets.swap(kept, i);
+            kept += 1;
         }
-        fresh
-    });
+    }
+    targets.truncate(kept);
     targets
 }
 
@@ -492,6 +493,20 @@ mod tests {
         // Any other model name still finds its route or its pattern.
         assert_eq!(route_name(&model("fast"), &s.routes), Some("fast"));
         assert_eq!(route_name(&model("llama"), &s.routes), Some("*"));
+    }
+
+    #[test]
+    fn repeats_go_and_the_first_of_each_keeps_its_place() {
+        let t = |s: &str| {
+            let (p, m) = s.split_once(':').unwrap();
+            Target::new(p, m)
+        };
+        let route = ["a:1", "b:1", "a:1", "c:1", "b:1", "a:2", "c:1", "d:1"].map(t);
+        assert_eq!(
+            names(&dedup(route.to_vec())),
+            ["a:1", "b:1", "c:1", "a:2", "d:1"]
+        );
+        assert!(dedup(Vec::new()).is_empty());
     }
 
     #[test]
