@@ -19,7 +19,7 @@
 //! never showing it), so instances agree on a key whatever its name or
 //! place in the list, and a key kept through a reload keeps its id.
 
-use std::collections::HashMap;
+use crate::fixed_keys::FixedMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ pub struct KeyPool {
 /// made them (a clone shares them).
 #[derive(Debug, Default, Clone)]
 pub struct KeyPools {
-    pools: Arc<HashMap<Arc<str>, Arc<KeyPool>>>,
+    pools: Arc<FixedMap<Arc<str>, Arc<KeyPool>>>,
 }
 
 /// The pools in force, for the tasks that outlive a reload (the fleet

@@ -1,16 +1,20 @@
 //! A cheap hasher for maps whose keys are the configuration's, looked up
 //! on every request: the breakers of the configured targets, the metrics
-//! writer's handles by provider. SipHash, the standard map's, guards a
+//! writer's handles by provider, the router view's leases, key pools and
+//! unavailable providers. SipHash, the standard map's, guards a
 //! map that grows with keys a client chooses against crafted collisions;
 //! these maps only grow with configured names (a lookup of a client's name
 //! adds nothing), so FNV-1a's handful of instructions a byte does (three
 //! SipHash lookups cost about 900 instructions of a plain request).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A map keyed by configured names.
 pub type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// A set of configured names.
+pub type FixedSet<K> = HashSet<K, BuildHasherDefault<Fnv>>;
 
 /// FNV-1a, 64 bits.
 #[derive(Debug, Clone, Copy)]

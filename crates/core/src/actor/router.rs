@@ -6,7 +6,9 @@
 //! it does not need; changes (a routing update, a provider actor started or
 //! given up) go through the router's mailbox, one at a time.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::fixed_keys::{FixedMap, FixedSet};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -89,12 +91,12 @@ pub(crate) struct View {
     /// change keeps those of the members that stay).
     pub(crate) stats: Arc<TargetStats>,
     /// The running provider actors' leases.
-    pub(crate) leases: HashMap<Arc<str>, Lease>,
+    pub(crate) leases: FixedMap<Arc<str>, Lease>,
     /// The key pools of `settings` (a run takes its targets' at its plan).
     pub(crate) pools: KeyPools,
     /// Reasons fixed at start: no key, no adapter.
-    pub(crate) unavailable: HashMap<Arc<str>, Unavailable>,
-    pub(crate) stopped: HashSet<Arc<str>>,
+    pub(crate) unavailable: FixedMap<Arc<str>, Unavailable>,
+    pub(crate) stopped: FixedSet<Arc<str>>,
     /// The context windows of the routing's targets, resolved once.
     pub(crate) limits: Arc<understudy_policy::fit::Known>,
 }
@@ -313,10 +315,10 @@ impl View {
                 crate::runtime_clock::now(),
             )),
             supervisor,
-            leases: HashMap::new(),
+            leases: FixedMap::default(),
             pools: KeyPools::default(),
             unavailable,
-            stopped: HashSet::new(),
+            stopped: FixedSet::default(),
             settings,
         }
     }
