@@ -526,6 +526,26 @@ pub(crate) fn raw_post(
     client.post(url).headers(headers).body(body)
 }
 
+/// [`raw_post`] to a URL already parsed: the request takes `headers` as
+/// its own map, where a builder's `headers` would insert each into a map
+/// of the request's (hashing every name again, on every call). A URL that
+/// carries credentials goes through the builder, which turns them into
+/// basic auth.
+pub(crate) fn raw_post_url(
+    client: &reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    if !url.username().is_empty() || url.password().is_some() {
+        return raw_post(client, url, headers, body);
+    }
+    let mut request = reqwest::Request::new(reqwest::Method::POST, url);
+    *request.headers_mut() = headers;
+    *request.body_mut() = Some(body.into());
+    reqwest::RequestBuilder::from_parts(client.clone(), request)
+}
+
 /// A client's native body as an upstream request's body, sharing the
 /// request's buffer (`bytes::Bytes::from_owner`): a large body is sent
 /// without a second copy of it.
@@ -770,3 +790,6 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
 }
 
 pub(crate) use understudy_wire::framing::parse_stream_bytes;
+
+#[cfg(test)]
+mod tests;
