@@ -124,8 +124,8 @@ fn call_attributes(
             "gen_ai.provider.name",
             Value::Str(provider_name(&a.provider, settings)),
         ),
-        ("gen_ai.request.model", Value::Str(a.model.clone())),
-        ("understudy.provider", Value::Str(a.provider.clone())),
+        ("gen_ai.request.model", Value::Str(a.model.to_string())),
+        ("understudy.provider", Value::Str(a.provider.to_string())),
         (
             "understudy.attempt.kind",
             Value::Str(a.kind.as_str().into()),

@@ -35,8 +35,8 @@ pub enum Outcome {
 /// The record of one call to one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
-    pub provider: String,
-    pub model: String,
+    pub provider: std::sync::Arc<str>,
+    pub model: std::sync::Arc<str>,
     pub kind: AttemptKind,
     pub outcome: Outcome,
     pub latency_ms: f64,

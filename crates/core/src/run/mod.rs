@@ -364,8 +364,8 @@ impl Run {
     ) -> Attempt {
         let target = &self.plan.targets[idx];
         Attempt {
-            provider: target.provider.to_string(),
-            model: target.model.to_string(),
+            provider: Arc::clone(&target.provider),
+            model: Arc::clone(&target.model),
             kind,
             outcome,
             latency_ms: millis(latency),

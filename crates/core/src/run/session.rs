@@ -263,8 +263,8 @@ impl Run {
             .attempts
             .iter()
             .rev()
-            .find(|at| at.provider == provider)
-            .map(|at| at.model.as_str());
+            .find(|at| &*at.provider == provider)
+            .map(|at| &*at.model);
         self.plan
             .targets
             .iter()

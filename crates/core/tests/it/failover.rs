@@ -352,7 +352,7 @@ async fn the_primary_is_never_its_own_fallback() {
     let who: Vec<_> = err
         .attempts()
         .iter()
-        .map(|a| (a.provider.as_str(), a.kind.as_str()))
+        .map(|a| (&*a.provider, a.kind.as_str()))
         .collect();
     assert_eq!(who, [("groq", "primary"), ("openai", "fallback")]);
     assert_eq!(groq.request_count(), 1);

@@ -239,7 +239,7 @@ async fn until_slow_first(gw: &TestGateway, route: &str) -> (Generation, Generat
     for _ in 0..20 {
         let g = gw.engine.generate(ask(route)).await.unwrap();
         let e = event_of(gw, &g.request_id).await;
-        if e.attempts.first().is_some_and(|a| a.provider == "fast") {
+        if e.attempts.first().is_some_and(|a| &*a.provider == "fast") {
             assert_eq!(e.hedge, None, "{e:?}");
             continue;
         }

@@ -184,7 +184,7 @@ async fn the_breaker_sequence_through_an_outage_and_back() {
         let primary_failed = g
             .attempts
             .iter()
-            .any(|a| a.provider == "groq" && a.outcome.as_str() != "ok");
+            .any(|a| &*a.provider == "groq" && a.outcome.as_str() != "ok");
         served.push((started, t0.elapsed(), g.provider.clone(), primary_failed));
         if !saw_open && t0.elapsed() < outage {
             let groq_info = gw

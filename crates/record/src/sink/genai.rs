@@ -161,9 +161,9 @@ impl GenAiHandles {
             Outcome::Cancelled => "cancelled",
         };
         let model = if self.duration.len() < MAX_MODELS * 4
-            || self.duration.iter().any(|(_, m, _, _)| *m == a.model)
+            || self.duration.iter().any(|(_, m, _, _)| **m == *a.model)
         {
-            a.model.as_str()
+            &*a.model
         } else {
             "_OTHER"
         };

@@ -276,7 +276,7 @@ impl Recorder {
             return;
         };
         let m = &*self.metrics;
-        let provider = a.provider.as_str();
+        let provider = &*a.provider;
         if let Some(handles) = handles(&mut self.providers, provider) {
             handles
                 .cost
@@ -317,9 +317,9 @@ impl Recorder {
                 let names = &self.genai_names;
                 let name = || {
                     names
-                        .get(&a.provider)
+                        .get(&*a.provider)
                         .cloned()
-                        .unwrap_or_else(|| a.provider.clone())
+                        .unwrap_or_else(|| a.provider.to_string())
                 };
                 let usage = e.usage.filter(|_| Some(i) == served);
                 h.genai.record(&m.genai, name, op, a, usage);
@@ -327,7 +327,7 @@ impl Recorder {
             find_or(&mut h.attempts, (kind, outcome), || {
                 m.attempts
                     .get_or_create(&AttemptLabels {
-                        provider: a.provider.clone(),
+                        provider: a.provider.to_string(),
                         kind,
                         outcome,
                     })
