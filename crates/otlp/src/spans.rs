@@ -191,7 +191,7 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
         ("gen_ai.operation.name", Value::Str(op.into())),
         ("gen_ai.request.model", Value::Str(e.route.clone())),
         ("understudy.route", Value::Str(e.route.clone())),
-        ("understudy.primary", Value::Str(e.primary.clone())),
+        ("understudy.primary", Value::Str(e.primary.to_string())),
         ("understudy.fell_back", Value::Bool(e.fell_back)),
         (
             "understudy.content_filtered",

@@ -35,7 +35,7 @@ pub struct GenerationEvent {
     pub provider: Option<String>,
     pub model: Option<String>,
     /// The route's primary provider.
-    pub primary: String,
+    pub primary: std::sync::Arc<str>,
     pub success: bool,
     /// A target other than the primary served.
     pub fell_back: bool,
@@ -221,7 +221,7 @@ impl<'de> Deserialize<'de> for TargetName {
 pub struct EventContext {
     pub request_id: String,
     pub route: String,
-    pub primary: String,
+    pub primary: std::sync::Arc<str>,
     pub api: Option<Protocol>,
     pub omitted_tools: Vec<String>,
 }

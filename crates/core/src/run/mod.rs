@@ -252,7 +252,7 @@ impl Run {
             route: self.route_label.clone(),
             api: self.api,
             omitted_tools: self.omitted_tools.clone(),
-            primary: self.plan.primary.provider.to_string(),
+            primary: Arc::clone(&self.plan.primary.provider),
         }
     }
 
@@ -265,7 +265,7 @@ impl Run {
             route: std::mem::take(&mut self.route_label),
             api: self.api,
             omitted_tools: std::mem::take(&mut self.omitted_tools),
-            primary: self.plan.primary.provider.to_string(),
+            primary: Arc::clone(&self.plan.primary.provider),
         }
     }
 

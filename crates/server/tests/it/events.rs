@@ -212,7 +212,7 @@ async fn events_in_redis_match_the_requests_field_by_field() {
         );
         assert_eq!(e.error_code.map(|c| c.as_str()), code, "event {i}");
         assert_eq!(e.attempts.len(), attempts, "event {i}");
-        assert_eq!(e.primary, "groq");
+        assert_eq!(&*e.primary, "groq");
         assert_eq!(e.route, "default");
         assert!(e.timestamp.ends_with('Z') && e.latency_ms >= 0.0);
         if let Some(id) = results[i]["request_id"].as_str() {

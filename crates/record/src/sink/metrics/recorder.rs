@@ -198,7 +198,7 @@ impl Recorder {
             let found = self
                 .balance_choices
                 .iter()
-                .find(|((route, provider), _)| *route == e.route && *provider == e.primary);
+                .find(|((route, provider), _)| *route == e.route && **provider == *e.primary);
             match found {
                 Some((_, c)) => {
                     c.inc();
@@ -206,7 +206,7 @@ impl Recorder {
                 None => {
                     let labels = BalanceLabels {
                         route: e.route.clone(),
-                        provider: e.primary.clone(),
+                        provider: e.primary.to_string(),
                     };
                     let c = m.balance_choices.get_or_create(&labels).clone();
                     c.inc();
