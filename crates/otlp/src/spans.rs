@@ -204,7 +204,7 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
         attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
     }
     if let Some(p) = &e.provider {
-        attributes.push(("understudy.served_by", Value::Str(p.clone())));
+        attributes.push(("understudy.served_by", Value::Str(p.to_string())));
     }
     if let Some(c) = &e.client {
         attributes.push(("understudy.client", Value::Str(c.clone())));

@@ -32,7 +32,7 @@ pub struct GenerationEvent {
     #[serde(default, with = "understudy_types::protocol::api_serde")]
     pub api: Option<Protocol>,
     /// Who served, or `None` when nobody did.
-    pub provider: Option<String>,
+    pub provider: Option<std::sync::Arc<str>>,
     pub model: Option<String>,
     /// The route's primary provider.
     pub primary: std::sync::Arc<str>,
@@ -228,15 +228,21 @@ pub struct EventContext {
 
 impl GenerationEvent {
     /// A served answer's event (the context's strings move in: an answer
-    /// makes one event).
+    /// makes one event); `provider` is `g`'s, as the plan shares it.
     #[inline]
-    pub fn served(ctx: EventContext, g: &Generation, cached: bool, cost_usd: Option<f64>) -> Self {
+    pub fn served(
+        ctx: EventContext,
+        g: &Generation,
+        provider: std::sync::Arc<str>,
+        cached: bool,
+        cost_usd: Option<f64>,
+    ) -> Self {
         Self {
             request_id: ctx.request_id,
             timestamp: now_rfc3339(),
             route: ctx.route,
             api: ctx.api,
-            provider: Some(g.provider.clone()),
+            provider: Some(provider),
             model: Some(g.model.clone()),
             primary: ctx.primary,
             success: true,
@@ -308,7 +314,7 @@ impl GenerationEvent {
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
             api: ctx.api,
-            provider: Some(d.provider.clone()),
+            provider: Some(std::sync::Arc::from(d.provider.as_str())),
             model: Some(d.model.clone()),
             primary: ctx.primary.clone(),
             success: true,
@@ -345,7 +351,7 @@ impl GenerationEvent {
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
             api: ctx.api,
-            provider: Some(s.provider.clone()),
+            provider: Some(std::sync::Arc::from(s.provider.as_str())),
             model: Some(s.model.clone()),
             primary: ctx.primary.clone(),
             success: false,

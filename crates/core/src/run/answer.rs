@@ -46,7 +46,8 @@ impl Run {
                 g.cached = true;
                 g.attempts.clear();
                 g.latency_ms = millis(crate::runtime_clock::since(started));
-                self.publish(GenerationEvent::served(ctx, &g, true, Some(0.0)));
+                let provider = self.shared_name(&g.provider);
+                self.publish(GenerationEvent::served(ctx, &g, provider, true, Some(0.0)));
                 return Ok(g);
             }
         }
@@ -59,7 +60,8 @@ impl Run {
                     self.wide.cache.put(key, g);
                 }
                 let cost = self.cost_of(&g.provider, &g.model, g.usage);
-                self.publish(GenerationEvent::served(ctx, g, false, cost));
+                let provider = self.shared_name(&g.provider);
+                self.publish(GenerationEvent::served(ctx, g, provider, false, cost));
             }
             Err(e) => self.publish(GenerationEvent::failed(
                 ctx,

@@ -256,6 +256,16 @@ impl Run {
         }
     }
 
+    /// The provider `name` as the plan holds it (one of its targets'), or
+    /// a new one where it holds none (a cached answer of another route).
+    pub(crate) fn shared_name(&self, name: &str) -> Arc<str> {
+        self.plan
+            .targets
+            .iter()
+            .find(|t| *t.provider == *name)
+            .map_or_else(|| Arc::from(name), |t| Arc::clone(&t.provider))
+    }
+
     /// The event context of an answer's one event: the request's id, route
     /// label and omitted tools move out of the run (an answer's run reads
     /// them no more once its walk is over).
