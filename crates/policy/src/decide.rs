@@ -129,13 +129,69 @@ enum Role {
     Fallback,
 }
 
+/// The plan's targets as the walk reads them: how many, which is the
+/// primary, which lack what the request needs. One bit a target, held in
+/// place for routes of up to 128 targets (every request makes one).
+#[derive(Debug, Clone)]
+struct Targets {
+    len: usize,
+    primary: Bits,
+    unsupported: Bits,
+}
+
+/// A flag per target.
+#[derive(Debug, Clone)]
+enum Bits {
+    Inline(u128),
+    Listed(Vec<bool>),
+}
+
+impl Bits {
+    /// The flags of targets `0..len`, each `set(i)`.
+    fn of(len: usize, set: impl Fn(usize) -> bool) -> Self {
+        if len > 128 {
+            return Self::Listed((0..len).map(set).collect());
+        }
+        Self::Inline((0..len).filter(|&i| set(i)).fold(0, |b, i| b | 1 << i))
+    }
+
+    fn get(&self, i: usize) -> bool {
+        match self {
+            Self::Inline(b) => i < 128 && b >> i & 1 == 1,
+            Self::Listed(v) => v.get(i).copied().unwrap_or(false),
+        }
+    }
+}
+
+impl Targets {
+    fn of(plan: &Plan) -> Self {
+        let targets = &plan.targets;
+        Self {
+            len: targets.len(),
+            primary: Bits::of(targets.len(), |i| targets[i] == plan.primary),
+            unsupported: Bits::of(targets.len(), |i| {
+                plan.unsupported.get(i).is_some_and(Option::is_some)
+            }),
+        }
+    }
+
+    /// Target `idx`'s role; `None` past the plan.
+    fn role(&self, idx: usize) -> Option<Role> {
+        (idx < self.len).then(|| {
+            if self.primary.get(idx) {
+                Role::Primary
+            } else {
+                Role::Fallback
+            }
+        })
+    }
+}
+
 /// One request's walk through its plan.
 #[derive(Debug, Clone)]
 pub struct Decider {
     rules: Rules,
-    roles: Vec<Role>,
-    /// Per target: it lacks what the request needs.
-    unsupported: Vec<bool>,
+    targets: Targets,
     forced: bool,
     deadline: Instant,
     /// The current target.
@@ -182,18 +238,7 @@ impl Decider {
     pub fn new(plan: &Plan, rules: Rules, deadline: Instant) -> Self {
         Self {
             rules,
-            roles: plan
-                .targets
-                .iter()
-                .map(|t| {
-                    if *t == plan.primary {
-                        Role::Primary
-                    } else {
-                        Role::Fallback
-                    }
-                })
-                .collect(),
-            unsupported: plan.unsupported.iter().map(Option::is_some).collect(),
+            targets: Targets::of(plan),
             forced: plan.forced,
             deadline,
             at: 0,
@@ -227,7 +272,7 @@ impl Decider {
     /// Whether the pinned target's `wait` is dearer than leaving its
     /// cache (only the pinned first target, with somewhere to go).
     fn switches(&mut self, wait: Duration) -> bool {
-        let elsewhere = self.at + 1 < self.roles.len() && !self.rules.no_fallback;
+        let elsewhere = self.at + 1 < self.targets.len && !self.rules.no_fallback;
         match self.weighed.as_deref_mut() {
             Some(w) if self.at == 0 && elsewhere => {
                 let choice = w.weigh.choose(wait);
@@ -247,7 +292,7 @@ impl Decider {
 
     /// Whether a wait on the current target is weighed against its cache.
     fn weighs(&self) -> bool {
-        let elsewhere = self.at + 1 < self.roles.len() && !self.rules.no_fallback;
+        let elsewhere = self.at + 1 < self.targets.len && !self.rules.no_fallback;
         self.weighed.is_some() && self.at == 0 && elsewhere
     }
 
@@ -260,7 +305,7 @@ impl Decider {
     /// serving from it counts as falling back, and its spend counts
     /// against the cap.
     pub fn is_fallback(&self, idx: usize) -> bool {
-        self.roles.get(idx) == Some(&Role::Fallback)
+        self.targets.role(idx) == Some(Role::Fallback)
     }
 
     /// The next step, given how the last one went. `now` is the current
@@ -269,7 +314,7 @@ impl Decider {
     pub fn next(&mut self, input: Input, now: Instant, jitter: f64) -> Next {
         match input {
             Input::Start => {
-                if self.roles.is_empty() {
+                if self.targets.len == 0 {
                     return Next::Stop(Verdict::NoTargets);
                 }
                 self.enter(0, now)
@@ -418,7 +463,7 @@ impl Decider {
             self.last_code = Some(code);
             self.content_filtered |= kind.disposition() == Disposition::Refusal;
         }
-        let Some(&role) = self.roles.get(idx) else {
+        let Some(role) = self.targets.role(idx) else {
             return;
         };
         self.at = idx;
@@ -441,7 +486,7 @@ impl Decider {
         }
         // Only the primary earns the softened retry, and only when the
         // answer is not streamed; a refusing fallback hands over.
-        if self.roles[self.at] == Role::Primary
+        if self.targets.role(self.at) == Some(Role::Primary)
             && self.rules.mode == Mode::Answer
             && self.rules.refusal.softens()
             && !self.softened
@@ -459,7 +504,7 @@ impl Decider {
 
     /// After a refusal (and the softened retry, if there was one).
     fn after_refusal(&mut self, now: Instant) -> Next {
-        if self.roles[self.at] == Role::Primary && !self.rules.refusal.falls_back() {
+        if self.targets.role(self.at) == Some(Role::Primary) && !self.rules.refusal.falls_back() {
             return Next::Stop(Verdict::Refused);
         }
         self.enter(self.at + 1, now)
@@ -468,7 +513,7 @@ impl Decider {
     /// Moves to target `idx` (or ends the plan when there is none).
     fn enter(&mut self, idx: usize, now: Instant) -> Next {
         self.pending = None;
-        let Some(&role) = self.roles.get(idx) else {
+        let Some(role) = self.targets.role(idx) else {
             return self.exhausted(now);
         };
         if role == Role::Fallback && self.rules.no_fallback {
@@ -488,7 +533,7 @@ impl Decider {
             force: self.forced && idx == 0,
         };
         self.pending = Some(call);
-        if self.unsupported.get(idx) == Some(&true) {
+        if self.targets.unsupported.get(idx) {
             return Next::Unsupported(call);
         }
         if role == Role::Fallback && self.rules.spend_cap {

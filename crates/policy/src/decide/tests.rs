@@ -638,3 +638,42 @@ fn a_too_long_answer_passes_over_windows_no_larger() {
         }
     }
 }
+
+/// A plan past 128 targets (the flags then kept in a list) walks as a
+/// short one: outages fall back in order, a target that lacks a
+/// capability is passed over wherever it stands, and the walk ends with
+/// the plan.
+#[test]
+fn a_plan_of_many_targets_walks_like_a_short_one() {
+    for n in [3, 128, 129, 200] {
+        let mut p = plan(n, true);
+        p.unsupported = vec![None; n];
+        p.unsupported[n - 2] = Some("tools");
+        let mut script = vec![(0, Input::Start, call(0, Primary))];
+        for i in 1..n - 2 {
+            script.push((
+                0,
+                failed(FailureKind::Unavailable { retry_after: None }),
+                call(i, Fallback),
+            ));
+        }
+        let unsupported = Next::Unsupported(Call {
+            target: n - 2,
+            kind: Fallback,
+            force: false,
+        });
+        script.push((
+            0,
+            failed(FailureKind::Unavailable { retry_after: None }),
+            unsupported,
+        ));
+        script.push((0, failed(FailureKind::Unsupported), call(n - 1, Fallback)));
+        script.push((
+            0,
+            failed(FailureKind::Unavailable { retry_after: None }),
+            Next::Stop(Verdict::Failed(FailureCode::Unavailable)),
+        ));
+        let d = check(&p, rules(Mode::Answer, RefusalPolicy::default()), &script);
+        assert!(!d.is_fallback(0) && d.is_fallback(n - 1) && !d.is_fallback(n));
+    }
+}
