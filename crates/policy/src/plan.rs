@@ -326,14 +326,16 @@ pub fn plan(
     availability: impl Fn(&Target) -> Option<Unavailable>,
 ) -> Option<Plan> {
     let primary = route.first()?.clone();
-    let mut targets = Vec::with_capacity(route.len());
     let mut skipped = Vec::new();
-    for t in route {
-        match availability(&t) {
-            None => targets.push(t),
-            Some(why) => skipped.push((t, why)),
+    // The route's own vector keeps the available targets, in order.
+    let mut targets = route;
+    targets.retain(|t| match availability(t) {
+        None => true,
+        Some(why) => {
+            skipped.push((t.clone(), why));
+            false
         }
-    }
+    });
     let forced = targets.is_empty()
         && skipped
             .iter()
