@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 use understudy_types::chat::Usage;
 
-use understudy_types::clock::rfc3339_of;
+use understudy_types::clock::Timestamp;
 use understudy_types::error::{Error, FailureCode, bounded};
 use understudy_types::protocol::Protocol;
 use understudy_types::target::Target;
@@ -24,7 +24,7 @@ use crate::generation::Generation;
 pub struct GenerationEvent {
     pub request_id: String,
     /// RFC 3339, UTC, millisecond precision.
-    pub timestamp: String,
+    pub timestamp: Timestamp,
     /// `default`, a named route, or `provider:model` for a pin.
     pub route: String,
     /// The API the request came through: `neutral`, `openai`, `responses`,
@@ -396,11 +396,11 @@ pub fn unix_ms() -> u64 {
 }
 
 /// Now as RFC 3339 (`2026-11-29T16:20:01.123Z`).
-fn now_rfc3339() -> String {
+fn now_rfc3339() -> Timestamp {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    rfc3339_of(since.as_secs(), since.subsec_millis())
+    Timestamp::of(since.as_secs(), since.subsec_millis())
 }
 
 /// What became of the fallback credit on the last attempt that said.
@@ -419,16 +419,26 @@ fn refused(attempts: &[Attempt]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use understudy_types::clock::Timestamp;
+
+    /// An event's time reads and is written as the text it stands for,
+    /// and one read back in another form is kept as it came.
     #[test]
-    fn rfc3339() {
-        assert_eq!(super::rfc3339_of(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            super::rfc3339_of(951_782_400, 5),
-            "2000-02-29T00:00:00.005Z"
-        );
-        assert_eq!(
-            super::rfc3339_of(1_796_000_000, 999),
-            "2026-11-30T00:53:20.999Z"
-        );
+    fn a_timestamp_is_its_text_in_json() {
+        for (secs, millis, text) in [
+            (0, 0, "1970-01-01T00:00:00.000Z"),
+            (951_782_400, 5, "2000-02-29T00:00:00.005Z"),
+            (1_796_000_000, 999, "2026-11-30T00:53:20.999Z"),
+        ] {
+            let t = Timestamp::of(secs, millis);
+            assert_eq!(&*t, text);
+            let json = serde_json::to_string(&t).unwrap_or_default();
+            assert_eq!(json, format!("\"{text}\""));
+            let back: Timestamp = serde_json::from_str(&json).expect("read back");
+            assert_eq!(back, t);
+        }
+        let other: Timestamp = serde_json::from_str("\"2026-12-06T09:30:00Z\"").expect("read");
+        assert_eq!(&*other, "2026-12-06T09:30:00Z");
+        assert!(serde_json::from_str::<Timestamp>("7").is_err());
     }
 }

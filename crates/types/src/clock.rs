@@ -89,22 +89,79 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// Formats Unix seconds as RFC 3339 UTC.
 pub fn rfc3339_of(secs: u64, millis: u32) -> String {
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    // Written digit by digit into a template: `format!` was a visible
-    // share of the hot path's instructions (one timestamp per generation).
-    let mut out = *b"0000-00-00T00:00:00.000Z";
-    put_digits(&mut out[0..4], year.max(0) as u64);
-    put_digits(&mut out[5..7], u64::from(month));
-    put_digits(&mut out[8..10], u64::from(day));
-    put_digits(&mut out[11..13], rem / 3600);
-    put_digits(&mut out[14..16], (rem % 3600) / 60);
-    put_digits(&mut out[17..19], rem % 60);
-    put_digits(&mut out[20..23], u64::from(millis));
-    // Only ASCII digits went in: the template stays UTF-8.
-    std::str::from_utf8(&out)
-        .map(str::to_owned)
-        .unwrap_or_default()
+    Timestamp::of(secs, millis).to_string()
+}
+
+/// A time as [`rfc3339_of`] writes it (`2026-12-06T09:30:00.123Z`), held
+/// in place: an event carries one without an allocation. It reads as a
+/// `&str` and is written and read as a JSON string (one written otherwise
+/// is kept as it came).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Timestamp {
+    /// The 24 ASCII bytes [`rfc3339_of`] writes.
+    Written([u8; 24]),
+    /// A time read back in another form.
+    Read(String),
+}
+
+impl Timestamp {
+    /// `secs` and `millis` since the Unix epoch, in UTC.
+    pub fn of(secs: u64, millis: u32) -> Self {
+        let rem = secs % 86_400;
+        let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+        // Written digit by digit into a template: `format!` was a visible
+        // share of the hot path's instructions (one timestamp per
+        // generation).
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        put_digits(&mut out[0..4], year.max(0) as u64);
+        put_digits(&mut out[5..7], u64::from(month));
+        put_digits(&mut out[8..10], u64::from(day));
+        put_digits(&mut out[11..13], rem / 3600);
+        put_digits(&mut out[14..16], (rem % 3600) / 60);
+        put_digits(&mut out[17..19], rem % 60);
+        put_digits(&mut out[20..23], u64::from(millis));
+        Self::Written(out)
+    }
+}
+
+impl std::ops::Deref for Timestamp {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            // Only ASCII digits went into the template.
+            Self::Written(b) => std::str::from_utf8(b).unwrap_or(""),
+            Self::Read(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(match <[u8; 24]>::try_from(text.as_bytes()) {
+            Ok(bytes) => Self::Written(bytes),
+            Err(_) => Self::Read(text),
+        })
+    }
 }
 
 /// Writes the last `slot.len()` decimal digits of `n` into `slot`,
