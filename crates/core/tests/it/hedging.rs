@@ -234,16 +234,18 @@ async fn three(delay: Duration, routes: &str) -> ([SimProvider; 3], TestGateway)
 
 /// Asks route `route` until its group chose `slow` first (the group's
 /// choice is by chance; `slow` weighs 50 to `fast`'s 1): that request's
-/// answer and event. A request `fast` served first is checked unhedged.
-async fn until_slow_first(gw: &TestGateway, route: &str) -> (Generation, GenerationEvent) {
-    for _ in 0..20 {
+/// answer and event, and how many requests before it `fast` served
+/// first (each checked unhedged, each one call of `fast`).
+async fn until_slow_first(gw: &TestGateway, route: &str) -> (Generation, GenerationEvent, usize) {
+    for fast_first in 0..20 {
         let g = gw.engine.generate(ask(route)).await.unwrap();
         let e = event_of(gw, &g.request_id).await;
         if e.attempts.first().is_some_and(|a| &*a.provider == "fast") {
             assert_eq!(e.hedge, None, "{e:?}");
+            assert_eq!(attempts(&e), ["fast/primary/ok"]);
             continue;
         }
-        return (g, e);
+        return (g, e, fast_first);
     }
     panic!("the group never chose `slow` first");
 }
@@ -255,7 +257,7 @@ async fn a_groups_own_hedge_races_its_members_and_nothing_else() {
     let routes = "pair = [{ group = [\"slow\", \"fast\"], weights = [50, 1], \
                   hedge = { after = \"150ms\" } }, \"next\"]";
     let ([slow, fast, next], gw) = three(Duration::from_secs(5), routes).await;
-    let (g, e) = until_slow_first(&gw, "pair").await;
+    let (g, e, _) = until_slow_first(&gw, "pair").await;
     assert_eq!(g.provider, "fast");
     let hedge = e.hedge.as_ref().unwrap();
     assert_eq!(hedge.outcome, "won_backup");
@@ -269,11 +271,13 @@ async fn a_groups_own_hedge_races_its_members_and_nothing_else() {
     // serves late, alone.
     let routes = "plain = [{ group = [\"slow\", \"fast\"], weights = [50, 1] }, \"next\"]";
     let ([_slow, fast, next], gw) = three(Duration::from_millis(400), routes).await;
-    let (g, e) = until_slow_first(&gw, "plain").await;
+    let (g, e, fast_first) = until_slow_first(&gw, "plain").await;
     assert_eq!(g.provider, "slow");
     assert_eq!(e.hedge, None);
     assert_eq!(attempts(&e), ["slow/primary/ok"]);
-    assert_eq!(fast.request_count() + next.request_count(), 0);
+    // `fast` answered only the requests the group sent it first.
+    assert_eq!(fast.request_count(), fast_first);
+    assert_eq!(next.request_count(), 0);
 
     // The group's own hedge wins over the route's for its members, and
     // never races its last member against the next step: `slow` serves
