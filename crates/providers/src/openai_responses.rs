@@ -91,7 +91,7 @@ impl Upstream for ResponsesProtocol {
         let limit = self.limits.limit(model);
         if let Some(native) = self.native(request) {
             if let Some(body) = prepare_native(&native.body, model, &tag, limit, self.passthrough) {
-                return Ok(crate::http::raw_post_url(
+                return Ok(crate::http::raw_post(
                     client,
                     self.url.clone(),
                     self.headers.clone(),

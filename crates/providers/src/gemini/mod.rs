@@ -146,7 +146,7 @@ impl Upstream for GeminiProtocol {
                     None => reqwest::Body::from(native.body.clone()),
                 },
             };
-            return Ok(crate::http::raw_post(
+            return Ok(crate::http::raw_post_unparsed(
                 client,
                 self.url(model, method),
                 self.headers.clone(),
@@ -230,7 +230,7 @@ impl GeminiProtocol {
         body: String,
     ) -> Result<reqwest::RequestBuilder, Failure> {
         let model = valid_model(model)?;
-        Ok(crate::http::raw_post(
+        Ok(crate::http::raw_post_unparsed(
             client,
             self.url(model, "countTokens"),
             self.headers.clone(),
@@ -250,7 +250,7 @@ impl GeminiProtocol {
         let native = self.native(request)?;
         let model = valid_model(model).ok()?;
         let body = count_body(&native.body, model)?;
-        Some(crate::http::raw_post(
+        Some(crate::http::raw_post_unparsed(
             client,
             self.url(model, "countTokens"),
             self.headers.clone(),

@@ -516,8 +516,10 @@ pub(crate) fn json_post(
     Ok(client.post(url).headers(headers.clone()).body(body))
 }
 
-/// A POST of a body that is already JSON text (a natively forwarded one).
-pub(crate) fn raw_post(
+/// A POST of a body that is already JSON text (a natively forwarded one)
+/// to a URL not parsed yet (the builder parses it, and a URL that does not
+/// parse fails the send).
+pub(crate) fn raw_post_unparsed(
     client: &reqwest::Client,
     url: impl reqwest::IntoUrl,
     headers: HeaderMap,
@@ -526,19 +528,19 @@ pub(crate) fn raw_post(
     client.post(url).headers(headers).body(body)
 }
 
-/// [`raw_post`] to a URL already parsed: the request takes `headers` as
-/// its own map, where a builder's `headers` would insert each into a map
-/// of the request's (hashing every name again, on every call). A URL that
-/// carries credentials goes through the builder, which turns them into
-/// basic auth.
-pub(crate) fn raw_post_url(
+/// A POST of a body that is already JSON text (a natively forwarded one)
+/// to a parsed URL: the request takes `headers` as its own map, where a
+/// builder's `headers` would insert each into a map of the request's
+/// (hashing every name again, on every call). A URL that carries
+/// credentials goes through the builder, which turns them into basic auth.
+pub(crate) fn raw_post(
     client: &reqwest::Client,
     url: reqwest::Url,
     headers: HeaderMap,
     body: impl Into<reqwest::Body>,
 ) -> reqwest::RequestBuilder {
     if !url.username().is_empty() || url.password().is_some() {
-        return raw_post(client, url, headers, body);
+        return raw_post_unparsed(client, url, headers, body);
     }
     let mut request = reqwest::Request::new(reqwest::Method::POST, url);
     *request.headers_mut() = headers;

@@ -4,7 +4,7 @@
 
 use reqwest::header::{self, HeaderMap, HeaderValue};
 
-/// A forwarded body's request to a parsed URL is the builder's: the
+/// A forwarded body's request to a parsed URL is the builder's own: the
 /// same method, URL, headers and body; credentials in the URL become
 /// basic auth, as the builder makes them.
 #[test]
@@ -20,10 +20,10 @@ fn a_post_to_a_parsed_url_is_the_builders_post() {
         "https://user:pass@proxy.example/v1/chat/completions",
     ] {
         let url = reqwest::Url::parse(url).unwrap();
-        let built = super::raw_post_url(&client, url.clone(), headers.clone(), "{}")
+        let built = super::raw_post(&client, url.clone(), headers.clone(), "{}")
             .build()
             .unwrap();
-        let expected = super::raw_post(&client, url, headers.clone(), "{}")
+        let expected = super::raw_post_unparsed(&client, url, headers.clone(), "{}")
             .build()
             .unwrap();
         assert_eq!(built.method(), reqwest::Method::POST);

@@ -198,7 +198,7 @@ impl Upstream for OpenAiProtocol {
         if let Some(body) = self.native_body(model, request, limit, completion_tokens, stream) {
             // The client's own body but for the model (and a clamped
             // limit), as the translation would have sent it.
-            return Ok(crate::http::raw_post_url(
+            return Ok(crate::http::raw_post(
                 client,
                 self.endpoint.url(model)?,
                 self.headers.clone(),

@@ -237,7 +237,7 @@ impl Upstream for VertexClaude {
             "rawPredict"
         };
         let body = self.body(model, request, stream)?;
-        Ok(crate::http::raw_post(
+        Ok(crate::http::raw_post_unparsed(
             client,
             format!("{}/{id}:{op}", self.models),
             self.headers(request),
@@ -288,7 +288,7 @@ impl Upstream for VertexClaude {
         model: &str,
     ) -> Option<Result<reqwest::RequestBuilder, Failure>> {
         Some(valid_model(model).map(|model| {
-            crate::http::raw_post(
+            crate::http::raw_post_unparsed(
                 client,
                 format!("{}/count-tokens:rawPredict", self.models),
                 self.headers.clone(),
