@@ -308,13 +308,18 @@ impl GenerationEvent {
     }
 
     #[inline]
-    pub fn stream_done(ctx: &EventContext, d: &StreamDone, cost_usd: Option<f64>) -> Self {
+    pub fn stream_done(
+        ctx: &EventContext,
+        d: &StreamDone,
+        provider: std::sync::Arc<str>,
+        cost_usd: Option<f64>,
+    ) -> Self {
         Self {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
             api: ctx.api,
-            provider: Some(std::sync::Arc::from(d.provider.as_str())),
+            provider: Some(provider),
             model: Some(d.model.clone()),
             primary: ctx.primary.clone(),
             success: true,
@@ -345,13 +350,17 @@ impl GenerationEvent {
     /// A stream that failed after its commit: the committed provider is
     /// named, and it is not a success.
     #[inline]
-    pub fn stream_failed(ctx: &EventContext, s: &StreamError) -> Self {
+    pub fn stream_failed(
+        ctx: &EventContext,
+        s: &StreamError,
+        provider: std::sync::Arc<str>,
+    ) -> Self {
         Self {
             request_id: ctx.request_id.clone(),
             timestamp: now_rfc3339(),
             route: ctx.route.clone(),
             api: ctx.api,
-            provider: Some(std::sync::Arc::from(s.provider.as_str())),
+            provider: Some(provider),
             model: Some(s.model.clone()),
             primary: ctx.primary.clone(),
             success: false,

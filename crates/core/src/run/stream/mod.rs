@@ -727,7 +727,8 @@ impl Run {
                 };
                 let cost = self.cost_of(&done.provider, &done.model, done.usage);
                 self.spent(fell_back, cost);
-                self.publish(GenerationEvent::stream_done(&ctx, &done, cost));
+                let name = self.shared_name(&done.provider);
+                self.publish(GenerationEvent::stream_done(&ctx, &done, name, cost));
                 let _ = send(tx, StreamItem::Done(Box::new(done))).await;
             }
             Err(f) => {
@@ -748,7 +749,8 @@ impl Run {
                     latency_ms,
                     ttft_ms,
                 };
-                self.publish(GenerationEvent::stream_failed(&ctx, &error));
+                let name = self.shared_name(&error.provider);
+                self.publish(GenerationEvent::stream_failed(&ctx, &error, name));
                 let _ = send(tx, StreamItem::Error(Box::new(error))).await;
             }
         }
