@@ -19,7 +19,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use understudy_core::{ClientTag, GenerateRequest, Generation, GenerationStream};
-use understudy_types::{Attempt, ChatRequest, Error, Protocol};
+use understudy_types::{Attempt, ChatRequest, Error, Protocol, RouteSelector};
 use understudy_wire::Encoder;
 
 use crate::auth::{Client, RequestId, Tenant};
@@ -76,7 +76,17 @@ impl Preamble {
         model: &str,
         api: Protocol,
     ) -> Result<GenerateRequest, ApiError> {
-        let mut request = GenerateRequest::new(chat).route(model_route(model));
+        self.routed(chat, model_route(model), api)
+    }
+
+    /// [`Self::request`] to a route already read.
+    pub(crate) fn routed(
+        self,
+        chat: ChatRequest,
+        route: RouteSelector,
+        api: Protocol,
+    ) -> Result<GenerateRequest, ApiError> {
+        let mut request = GenerateRequest::new(chat).route(route);
         request.api = Some(api);
         self.apply(&mut request)?;
         Ok(request)

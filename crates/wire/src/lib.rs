@@ -26,6 +26,8 @@
 //! - [`caller`]: the routing fields a client may send in a body
 //!   (`models`, `provider`, `fallbacks`), read and kept from providers.
 //! - [`go_duration`]: Go's durations (`1m0s`), read and written.
+//! - `skim`: JSON text checked as strictly as `serde_json` while member
+//!   names and byte ranges are found, building nothing.
 //! - `json_text`: JSON written by hand into one buffer for the answers every
 //!   plain request writes (the bytes serde writes).
 //! - [`ratelimit`]: the rate-limit budgets providers report (`x-ratelimit-*`, `anthropic-ratelimit-*`).
@@ -54,6 +56,7 @@ pub mod messages;
 pub mod ratelimit;
 pub mod responses;
 pub mod signature;
+mod skim;
 pub mod softening;
 pub mod sse;
 pub mod stray;

@@ -18,17 +18,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use understudy_core::Generation;
-use understudy_types::{NativeRequest, Protocol};
+use understudy_types::{ChatRequest, NativeRequest, Protocol, RouteSelector};
 use understudy_wire::chat_completions::answer::{ChoiceOut, CompletionOut, MessageOut};
 use understudy_wire::chat_completions::endpoint::COMPLETIONS;
 use understudy_wire::chat_completions::events::Chunks;
 use understudy_wire::chat_completions::finish_reason_name as finish_reason;
 use understudy_wire::chat_completions::inbound::ChatCompletionRequest;
-use understudy_wire::chat_completions::native;
 use understudy_wire::chat_completions::response::WireUsage as UsageOut;
+use understudy_wire::chat_completions::{native, quick};
 
 use super::parse_json;
 use crate::front::{Front, Preamble, json_body, native_json, prefixed, serve};
+use crate::headers::model_route;
 use crate::sse::now;
 use crate::{AppState, OpenAiError};
 
@@ -41,13 +42,26 @@ async fn completions(
     preamble: Preamble,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
+    let max_parts = state.engine.settings().server.max_parts;
+    let body = match body.map(|raw| quick_chat(raw, max_parts)) {
+        Ok(Ok(quick)) => {
+            let front = ChatCompletions {
+                id: prefixed("chatcmpl-", &preamble.id),
+                created: now(),
+                include_usage: quick.include_usage,
+            };
+            let request = preamble.routed(quick.chat, quick.route, Protocol::ChatCompletions)?;
+            return serve(&state, front, request, quick.stream).await;
+        }
+        Ok(Err(raw)) => Ok(raw),
+        Err(rejection) => Err(rejection),
+    };
     // The body holds the whole request: its length bounds the fit's
     // estimate. The bytes as sent, for OpenAI-compatible targets (a cheap
     // clone: `Bytes` shares its buffer).
     let raw = body.as_ref().ok().cloned();
     let body_len = raw.as_ref().and_then(|b| u32::try_from(b.len()).ok());
-    let mut body: ChatCompletionRequest =
-        parse_json(body, state.engine.settings().server.max_parts)?;
+    let mut body: ChatCompletionRequest = parse_json(body, max_parts)?;
     let mut chat = body.take_chat()?;
     chat.body_len = body_len;
     if !body.stream {
@@ -73,6 +87,43 @@ async fn completions(
     serve(&state, front, request, body.stream).await
 }
 
+/// What the handler needs of a body [`quick::read`] took.
+struct QuickChat {
+    chat: ChatRequest,
+    route: RouteSelector,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// `raw` read in one pass, as the typed read would read it (such a body
+/// holds none of the gateway's own members), the body as sent going to
+/// OpenAI-compatible targets when it is not streamed; `raw` back when only
+/// the typed read can take it (or its parts are past `max_parts`, for the
+/// typed read to refuse).
+fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
+    let Some(quick) = std::str::from_utf8(&raw)
+        .ok()
+        .and_then(quick::read)
+        .filter(|q| q.parts <= max_parts)
+    else {
+        return Err(raw);
+    };
+    let route = model_route(quick.model.unwrap_or("default"));
+    let (stream, forwardable) = (quick.stream, quick.forwardable);
+    let mut out = QuickChat {
+        chat: quick.chat,
+        route,
+        stream,
+        include_usage: quick.include_usage,
+    };
+    out.chat.body_len = u32::try_from(raw.len()).ok();
+    out.chat.routing = understudy_wire::caller::routing(None, None, None);
+    if !stream && forwardable {
+        out.chat.native = native_body(raw);
+    }
+    Ok(out)
+}
+
 /// The client's body, for targets of its protocol to get as it is where
 /// the translation would send them the same (see
 /// `understudy_wire::chat_completions::native`): the buffer it arrived in
@@ -83,10 +134,19 @@ fn native_request(raw: Bytes) -> Option<Arc<NativeRequest>> {
         Cow::Borrowed(_) => None,
         Cow::Owned(body) => Some(body),
     };
-    let body = match stripped {
-        Some(body) => body,
-        None => String::from_utf8(Vec::from(raw)).ok()?,
-    };
+    match stripped {
+        Some(body) => Some(Arc::new(NativeRequest::new(
+            Protocol::ChatCompletions,
+            body,
+        ))),
+        None => native_body(raw),
+    }
+}
+
+/// `raw` as the native request (without a copy when it is the buffer's
+/// only owner).
+fn native_body(raw: Bytes) -> Option<Arc<NativeRequest>> {
+    let body = String::from_utf8(Vec::from(raw)).ok()?;
     Some(Arc::new(NativeRequest::new(
         Protocol::ChatCompletions,
         body,

@@ -21,7 +21,8 @@
 //! stream, and `error.rs` classifies error bodies (the Responses protocol
 //! reads its errors with it too); `native.rs` forwards a client's own body
 //! to a target of this protocol and relays its plain answer as it came. From a client, `inbound.rs` reads the
-//! request into the neutral one, `answer.rs` writes the answer and
+//! request into the neutral one (`quick.rs` the common plain body in one
+//! pass), `answer.rs` writes the answer and
 //! `events.rs` the streamed chunks; `endpoint.rs` is the front end's HTTP
 //! edge (its path, key, OpenAI's error shape and model list).
 
@@ -31,6 +32,7 @@ pub mod error;
 pub mod events;
 pub mod inbound;
 pub mod native;
+pub mod quick;
 pub mod request;
 pub mod response;
 pub mod stream;

@@ -277,26 +277,3 @@ fn an_answer_that_is_not_valid_json_is_never_relayed() {
         );
     }
 }
-
-/// Strings read alike whatever their length and where their escape,
-/// control character or missing quote falls.
-#[test]
-fn strings_read_alike_at_every_length() {
-    for n in 0..40 {
-        let text = "x".repeat(n);
-        let plain = format!(r#"{{"id":"{text}"}}"#);
-        let mut s = Skim::new(&plain);
-        s.eat(b'{').expect("an object");
-        assert_eq!(s.string(), Some(("id", false)));
-        s.eat(b':').expect("a colon");
-        assert_eq!(s.string(), Some((text.as_str(), false)));
-        let escaped = format!(r#""{text}\n{text}""#);
-        let mut s = Skim::new(&escaped);
-        let expected = format!(r"{text}\n{text}");
-        assert_eq!(s.string(), Some((expected.as_str(), true)));
-        let broken = format!("\"{text}\u{1}{text}\"");
-        assert_eq!(Skim::new(&broken).string(), None, "a control character");
-        let open = format!("\"{text}");
-        assert_eq!(Skim::new(&open).string(), None, "no closing quote");
-    }
-}
