@@ -137,7 +137,7 @@ impl Run {
         completion: Completion,
         attempts: Vec<Attempt>,
     ) -> Generation {
-        let provider = self.plan.targets[idx].provider.to_string();
+        let provider = String::from(&*self.plan.targets[idx].provider);
         let fell_back = decider.is_fallback(idx);
         // Priced here only for the spend cap's meter (the event prices the
         // answer itself).

@@ -77,7 +77,7 @@ impl Run {
         let mut response_id = None;
         let started = crate::runtime_clock::now();
         let first_token_by = (started + self.timeouts(idx).first_token).min(self.deadline);
-        let provider = self.plan.targets[idx].provider.to_string();
+        let provider = String::from(&*self.plan.targets[idx].provider);
         let span = self.attempt_span(idx);
         let result = match self
             .open(idx, key, Arc::new(chat), first_token_by, span, None)
