@@ -224,8 +224,6 @@ impl Provided {
 pub(crate) struct StreamRules {
     pub commit: understudy_settings::StreamCommit,
     pub continue_after_cut: bool,
-    /// Per plan target: it accepts an assistant prefill.
-    pub prefill: Vec<bool>,
 }
 
 impl Drop for Run {

@@ -149,7 +149,7 @@ pub(crate) fn prepare(
         None => crate::run::hedge::declared(view, route_name, hedge.is_some() && !chose),
     };
     let leases = slots(view, &plan, (grouped, declared), &resolved, hedge.is_some());
-    let streams = stream_rules(&leases, &request, route_options.as_ref());
+    let streams = stream_rules(&request, route_options.as_ref());
     let refusal = request
         .refusal_policy
         .or(route_options.and_then(|o| o.refusal_policy))
@@ -554,11 +554,9 @@ fn balance_copied(
 /// which of the plan's targets (their `slots`) accept an assistant prefill
 /// (to continue a cut answer).
 fn stream_rules(
-    slots: &[crate::run::Slot],
     request: &GenerateRequest,
     route_options: Option<&understudy_settings::RouteOptions>,
 ) -> crate::run::StreamRules {
-    let prefill = slots.iter().map(|s| s.provider.prefill).collect();
     crate::run::StreamRules {
         commit: request
             .stream_commit
@@ -568,7 +566,6 @@ fn stream_rules(
             .continue_after_cut
             .or(route_options.and_then(|o| o.continue_after_cut))
             .unwrap_or(false),
-        prefill,
     }
 }
 

@@ -37,7 +37,7 @@ impl Run {
     ) -> Result<(String, Finish, Option<String>), Failure> {
         let Some(idx) = (0..self.plan.targets.len())
             .filter(|&i| i != cut)
-            .find(|&i| self.streams.prefill.get(i) == Some(&true))
+            .find(|&i| self.leases.get(i).is_some_and(|s| s.provider.prefill))
         else {
             return Err(Failure::new(
                 FailureKind::StreamInterrupted,
