@@ -26,12 +26,12 @@ pub fn soften(original: &ChatRequest, provider_default_temperature: f32) -> Chat
         softened.temperature = Some(softened_temperature(t));
     }
     if let Some(native) = &original.native {
-        softened.native = Some(Arc::new(NativeRequest {
-            softened: Some(Softened {
-                temperature: softened.temperature.filter(|_| !fixed),
-            }),
-            ..NativeRequest::clone(native)
-        }));
+        // The same body: where its members sit holds for it too.
+        let mut marked = NativeRequest::clone(native);
+        marked.softened = Some(Softened {
+            temperature: softened.temperature.filter(|_| !fixed),
+        });
+        softened.native = Some(Arc::new(marked));
     }
     softened
 }
@@ -82,10 +82,12 @@ mod tests {
         // the temperature the adapter is given)
         for (fixed, neutral, given) in [(false, Some(0.5), Some(0.5)), (true, Some(0.7), None)] {
             let req = ChatRequest {
-                native: Some(Arc::new(NativeRequest {
-                    headers: vec![("anthropic-beta".into(), "x".into())],
-                    fixed_sampling: fixed,
-                    ..NativeRequest::new(understudy_types::protocol::Protocol::Messages, "{}")
+                native: Some(Arc::new({
+                    let mut n =
+                        NativeRequest::new(understudy_types::protocol::Protocol::Messages, "{}");
+                    n.headers = vec![("anthropic-beta".into(), "x".into())];
+                    n.fixed_sampling = fixed;
+                    n
                 })),
                 temperature: Some(0.7),
                 ..ChatRequest::user("hi")

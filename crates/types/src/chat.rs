@@ -190,7 +190,9 @@ pub struct ChatRequest {
 pub struct NativeRequest {
     /// The protocol it is written in.
     pub kind: crate::protocol::Protocol,
-    /// The JSON body, as received.
+    /// The JSON body, as received. Replaced only through
+    /// [`Self::with_body`] (which drops the spans found in this one),
+    /// never edited in place.
     pub body: String,
     /// The protocol's own headers to forward (`anthropic-version`,
     /// `anthropic-beta`).
@@ -208,6 +210,21 @@ pub struct NativeRequest {
     /// temperature (when set) into its sampling, where the protocol keeps
     /// them (the wire crate knows; core never edits a body).
     pub softened: Option<Softened>,
+    /// Where the members a target edits sit in `body`, when the front end
+    /// found them as it read it. Private, so that no body is ever paired
+    /// with another's: [`Self::with_body`] drops them.
+    spans: Option<Spans>,
+}
+
+/// Where a Chat Completions body's `model`, `max_tokens` and
+/// `max_completion_tokens` values sit (byte ranges of `body`, `None` for
+/// a member it does not hold), read by the front end with the body so
+/// that a target's edit need not read it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spans {
+    pub model: Option<std::ops::Range<usize>>,
+    pub max_tokens: Option<std::ops::Range<usize>>,
+    pub max_completion_tokens: Option<std::ops::Range<usize>>,
 }
 
 /// Appended, word for word, to the system prompt of a softened retry (read
@@ -235,6 +252,35 @@ impl NativeRequest {
             query: None,
             fixed_sampling: false,
             softened: None,
+            spans: None,
+        }
+    }
+
+    /// This request with `spans`: where its body's edited members sit, as
+    /// the reader of exactly this body found them.
+    #[must_use]
+    pub fn with_spans(mut self, spans: Spans) -> Self {
+        self.spans = Some(spans);
+        self
+    }
+
+    /// Where the body's edited members sit, when its reader said.
+    pub fn spans(&self) -> Option<&Spans> {
+        self.spans.as_ref()
+    }
+
+    /// The same request with another body (its spans, which were the old
+    /// body's, dropped).
+    #[must_use]
+    pub fn with_body(&self, body: String) -> Self {
+        Self {
+            kind: self.kind,
+            body,
+            headers: self.headers.clone(),
+            query: self.query.clone(),
+            fixed_sampling: self.fixed_sampling,
+            softened: self.softened,
+            spans: None,
         }
     }
 }

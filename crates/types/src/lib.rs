@@ -54,7 +54,8 @@ pub use attempt::{Attempt, AttemptKind, Outcome};
 pub use caller::CallerRouting;
 pub use chat::{
     ChatRequest, Completion, FinishReason, Message, NativeEvent, NativeRequest, Needs, Part,
-    ResponseFormat, Role, Softened, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ResponseFormat, Role, Softened, Spans, StreamEvent, Tool, ToolCall, ToolCallDelta, ToolChoice,
+    Usage,
 };
 pub use error::Error;
 pub use failure::{Disposition, Failure, FailureCode, FailureKind};

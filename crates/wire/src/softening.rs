@@ -31,11 +31,9 @@ pub fn apply(request: &ChatRequest) -> Cow<'_, ChatRequest> {
     };
     let mut edited = request.clone();
     edited.native = soften_body(native, softened).map(|body| {
-        Arc::new(NativeRequest {
-            body,
-            softened: None,
-            ..native.clone()
-        })
+        let mut n = native.with_body(body);
+        n.softened = None;
+        Arc::new(n)
     });
     Cow::Owned(edited)
 }
@@ -147,10 +145,11 @@ mod tests {
     /// The body `apply` forwards for `body` in `kind`, softened with `t`.
     fn softened(kind: Protocol, body: &str, t: Option<f32>) -> Option<Value> {
         let req = ChatRequest {
-            native: Some(Arc::new(NativeRequest {
-                headers: vec![("anthropic-beta".into(), "x".into())],
-                softened: Some(Softened { temperature: t }),
-                ..NativeRequest::new(kind, body)
+            native: Some(Arc::new({
+                let mut n = NativeRequest::new(kind, body);
+                n.headers = vec![("anthropic-beta".into(), "x".into())];
+                n.softened = Some(Softened { temperature: t });
+                n
             })),
             ..ChatRequest::user("hi")
         };

@@ -119,13 +119,11 @@ fn native() -> impl Strategy<Value = NativeRequest> {
         proptest::collection::vec((s(), s()), 0..2),
         opt(s()),
     )
-        .prop_map(|(kind, body, headers, query)| NativeRequest {
-            fixed_sampling: false,
-            softened: None,
-            kind,
-            body,
-            headers,
-            query,
+        .prop_map(|(kind, body, headers, query)| {
+            let mut n = NativeRequest::new(kind, body);
+            n.headers = headers;
+            n.query = query;
+            n
         })
 }
 
@@ -242,14 +240,11 @@ fn mutate(mut input: Input, field: u8, text: String) -> Input {
         9 => chat.seed = Some(chat.seed.map_or(9, |n| n + 1)),
         10 => chat.user = Some(chat.user.take().unwrap_or_default() + "u"),
         11 => {
-            let mut n = chat.native.as_deref().cloned().unwrap_or(NativeRequest {
-                fixed_sampling: false,
-                softened: None,
-                kind: Protocol::Messages,
-                body: String::new(),
-                headers: Vec::new(),
-                query: None,
-            });
+            let mut n = chat
+                .native
+                .as_deref()
+                .cloned()
+                .unwrap_or_else(|| NativeRequest::new(Protocol::Messages, String::new()));
             n.headers.push(("anthropic-beta".into(), text));
             chat.native = Some(Arc::new(n));
         }

@@ -14,13 +14,10 @@ const BODY: &str =
 
 fn count_request() -> GenerateRequest {
     GenerateRequest::new(ChatRequest {
-        native: Some(Arc::new(NativeRequest {
-            fixed_sampling: false,
-            softened: None,
-            kind: Protocol::Messages,
-            body: BODY.into(),
-            headers: vec![("anthropic-version".into(), "2023-06-01".into())],
-            query: None,
+        native: Some(Arc::new({
+            let mut n = NativeRequest::new(Protocol::Messages, BODY);
+            n.headers = vec![("anthropic-version".into(), "2023-06-01".into())];
+            n
         })),
         ..ChatRequest::user("hi")
     })

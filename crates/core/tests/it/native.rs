@@ -14,13 +14,10 @@ const BODY: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":100,"stream":tru
 
 fn native(body: &str) -> GenerateRequest {
     GenerateRequest::new(ChatRequest {
-        native: Some(Arc::new(NativeRequest {
-            fixed_sampling: false,
-            softened: None,
-            kind: Protocol::Messages,
-            body: body.into(),
-            headers: vec![("anthropic-version".into(), "2023-06-01".into())],
-            query: None,
+        native: Some(Arc::new({
+            let mut n = NativeRequest::new(Protocol::Messages, body);
+            n.headers = vec![("anthropic-version".into(), "2023-06-01".into())];
+            n
         })),
         ..ChatRequest::user("hi").with_system("You are terse.")
     })

@@ -170,6 +170,7 @@ impl OpenAiProtocol {
         }
         understudy_wire::chat_completions::native::prepare(
             &native.body,
+            native.spans(),
             model,
             limit,
             completion_tokens,

@@ -35,12 +35,9 @@ fn native_request(stream: bool) -> ChatRequest {
         BODY.to_owned()
     };
     ChatRequest {
-        native: Some(Arc::new(NativeRequest {
-            fixed_sampling: false,
-            softened: None,
-            kind: Protocol::Messages,
-            body,
-            headers: vec![
+        native: Some(Arc::new({
+            let mut n = NativeRequest::new(Protocol::Messages, body);
+            n.headers = vec![
                 (
                     "anthropic-beta".into(),
                     "interleaved-thinking-2025-05-14".into(),
@@ -48,8 +45,8 @@ fn native_request(stream: bool) -> ChatRequest {
                 ("anthropic-version".into(), "2023-06-01".into()),
                 // Never forwarded: only `anthropic-*` headers are.
                 ("x-api-key".into(), "sk-client-must-not-pass".into()),
-            ],
-            query: None,
+            ];
+            n
         })),
         // The neutral form, for targets of other protocols.
         ..ChatRequest::user("Fix the bug — ünïcode too")

@@ -109,7 +109,7 @@ fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
         return Err(raw);
     };
     let route = model_route(quick.model.unwrap_or("default"));
-    let (stream, forwardable) = (quick.stream, quick.forwardable);
+    let (stream, forwardable, spans) = (quick.stream, quick.forwardable, quick.spans);
     let mut out = QuickChat {
         chat: quick.chat,
         route,
@@ -119,7 +119,10 @@ fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
     out.chat.body_len = u32::try_from(raw.len()).ok();
     out.chat.routing = understudy_wire::caller::routing(None, None, None);
     if !stream && forwardable {
-        out.chat.native = native_body(raw);
+        let body = String::from_utf8(Vec::from(raw)).ok();
+        out.chat.native = body.map(|body| {
+            Arc::new(NativeRequest::new(Protocol::ChatCompletions, body).with_spans(spans))
+        });
     }
     Ok(out)
 }
@@ -134,19 +137,10 @@ fn native_request(raw: Bytes) -> Option<Arc<NativeRequest>> {
         Cow::Borrowed(_) => None,
         Cow::Owned(body) => Some(body),
     };
-    match stripped {
-        Some(body) => Some(Arc::new(NativeRequest::new(
-            Protocol::ChatCompletions,
-            body,
-        ))),
-        None => native_body(raw),
-    }
-}
-
-/// `raw` as the native request (without a copy when it is the buffer's
-/// only owner).
-fn native_body(raw: Bytes) -> Option<Arc<NativeRequest>> {
-    let body = String::from_utf8(Vec::from(raw)).ok()?;
+    let body = match stripped {
+        Some(body) => body,
+        None => String::from_utf8(Vec::from(raw)).ok()?,
+    };
     Some(Arc::new(NativeRequest::new(
         Protocol::ChatCompletions,
         body,

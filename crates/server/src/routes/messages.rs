@@ -185,14 +185,12 @@ fn native_request(
     query: Option<&str>,
 ) -> Option<Arc<NativeRequest>> {
     let body = String::from_utf8(Vec::from(raw?)).ok()?;
-    Some(Arc::new(NativeRequest {
-        // Extended thinking takes only temperature 1: a softened retry
-        // leaves the sampling alone.
-        fixed_sampling: understudy_wire::messages::native::fixes_sampling(&body),
-        softened: None,
-        kind: Protocol::Messages,
-        body,
-        query: endpoint::native_query(query),
-        headers: endpoint::native_headers(headers),
-    }))
+    // Extended thinking takes only temperature 1: a softened retry leaves
+    // the sampling alone.
+    let fixed_sampling = understudy_wire::messages::native::fixes_sampling(&body);
+    let mut native = NativeRequest::new(Protocol::Messages, body);
+    native.fixed_sampling = fixed_sampling;
+    native.query = endpoint::native_query(query);
+    native.headers = endpoint::native_headers(headers);
+    Some(Arc::new(native))
 }

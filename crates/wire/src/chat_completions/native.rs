@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use http::HeaderMap;
-use understudy_types::{Completion, Failure, Usage};
+use understudy_types::{Completion, Failure, Spans, Usage};
 
 use crate::skim::Skim;
 
@@ -93,28 +93,30 @@ pub type CompletionTokens = bool;
 /// `model` the target's, its output limit `limit` (the client's, clamped to
 /// the model's); `None` when only the translation can make it right (no
 /// `model` member, both limits, or the limit under the name the provider
-/// does not take).
+/// does not take). `spans`: where the body's reader found those members
+/// (else the body is read for them here).
 pub fn prepare(
     body: &str,
+    spans: Option<&Spans>,
     model: &str,
     limit: Option<u32>,
     completion_tokens: CompletionTokens,
 ) -> Option<Vec<u8>> {
-    let mut s = Skim::new(body);
-    let (mut model_at, mut limit_at) = (None, None);
-    s.object(|s, key, _| {
-        let at = s.skip()?;
-        match key? {
-            "model" => model_at = Some(at),
-            "max_tokens" | "max_completion_tokens" if limit_at.is_some() => return None,
-            "max_tokens" if !completion_tokens => limit_at = Some(at),
-            "max_completion_tokens" if completion_tokens => limit_at = Some(at),
-            "max_tokens" | "max_completion_tokens" => return None,
-            _ => {}
+    let read;
+    let spans = match spans {
+        Some(spans) => spans,
+        None => {
+            read = spans_of(body)?;
+            &read
         }
-        Some(())
-    })?;
-    let model_at = model_at?;
+    };
+    let limit_at = match (&spans.max_tokens, &spans.max_completion_tokens) {
+        (None, None) => None,
+        (Some(at), None) if !completion_tokens => Some(at.clone()),
+        (None, Some(at)) if completion_tokens => Some(at.clone()),
+        _ => return None,
+    };
+    let model_at = spans.model.clone()?;
     // The limit's edit, where the clamp changed it.
     let limit_edit = match (limit_at, limit) {
         (Some(at), Some(limit))
@@ -142,6 +144,24 @@ pub fn prepare(
     }
     out.extend_from_slice(b.get(from..)?);
     Some(out)
+}
+
+/// Where `body`'s `model` and output limits sit; `None` when one is
+/// given twice (which the front end's reads refuse).
+fn spans_of(body: &str) -> Option<Spans> {
+    let mut s = Skim::new(body);
+    let mut spans = Spans::default();
+    s.object(|s, key, _| {
+        let at = s.skip()?;
+        let slot = match key? {
+            "model" => &mut spans.model,
+            "max_tokens" => &mut spans.max_tokens,
+            "max_completion_tokens" => &mut spans.max_completion_tokens,
+            _ => return Some(()),
+        };
+        slot.replace(at).is_none().then_some(())
+    })?;
+    Some(spans)
 }
 
 /// Reads a complete answer to a natively forwarded body: a plain one (see

@@ -150,18 +150,18 @@ fn a_target_gets_its_model_and_a_clamped_limit() {
         (Some(5000), true, None),
     ];
     for (limit, completion_tokens, want) in cases {
-        let got = prepare(body, "gpt-\"x\"", *limit, *completion_tokens);
+        let got = prepare(body, None, "gpt-\"x\"", *limit, *completion_tokens);
         let got = got.map(|b| String::from_utf8(b).unwrap());
         assert_eq!(got.as_deref(), *want, "{limit:?} {completion_tokens}");
     }
     let plain = r#"{"messages":[],"model":"a"}"#;
     assert_eq!(
-        prepare(plain, "b", None, true).unwrap(),
+        prepare(plain, None, "b", None, true).unwrap(),
         br#"{"messages":[],"model":"b"}"#
     );
     let both = r#"{"model":"a","max_tokens":1,"max_completion_tokens":1}"#;
-    assert_eq!(prepare(both, "b", Some(1), false), None);
-    assert_eq!(prepare(r#"{"messages":[]}"#, "b", None, false), None);
+    assert_eq!(prepare(both, None, "b", Some(1), false), None);
+    assert_eq!(prepare(r#"{"messages":[]}"#, None, "b", None, false), None);
 }
 
 fn answer(choice: Value) -> Value {

@@ -23,7 +23,7 @@
 //! stream carries on).
 
 use serde::de::DeserializeOwned;
-use understudy_types::{ChatRequest, Message, Part, Role};
+use understudy_types::{ChatRequest, Message, Part, Role, Spans};
 
 use super::inbound::StreamOptions;
 use crate::skim::Skim;
@@ -39,6 +39,8 @@ pub struct Quick<'a> {
     pub chat: ChatRequest,
     /// Whether an OpenAI-compatible target may get the body as it is.
     pub forwardable: bool,
+    /// Where the members a target edits sit in the body.
+    pub spans: Spans,
     /// The body's parts as the server's limit counts them: each object and
     /// array, and each member or item after its first.
     pub parts: usize,
@@ -55,6 +57,7 @@ pub fn read(body: &str) -> Option<Quick<'_>> {
         include_usage: false,
         chat: ChatRequest::default(),
         forwardable: true,
+        spans: Spans::default(),
         parts: 0,
     };
     let (mut max_tokens, mut max_completion_tokens) = (None, None);
@@ -67,14 +70,26 @@ pub fn read(body: &str) -> Option<Quick<'_>> {
         seen |= 1 << i;
         let chat = &mut q.chat;
         match MEMBERS[i] {
-            "model" => q.model = model(s)?,
+            "model" => {
+                let start = value_start(s)?;
+                q.model = model(s)?;
+                q.spans.model = Some(start..s.at);
+            }
             "messages" => s.nested(|s| s.list(|s, i| turn(s, i, chat)))?,
             "temperature" => chat.temperature = typed(s)?,
             "top_p" => chat.top_p = typed(s)?,
             "presence_penalty" => chat.presence_penalty = typed(s)?,
             "frequency_penalty" => chat.frequency_penalty = typed(s)?,
-            "max_tokens" => max_tokens = typed(s)?,
-            "max_completion_tokens" => max_completion_tokens = typed(s)?,
+            "max_tokens" => {
+                let start = value_start(s)?;
+                max_tokens = typed(s)?;
+                q.spans.max_tokens = Some(start..s.at);
+            }
+            "max_completion_tokens" => {
+                let start = value_start(s)?;
+                max_completion_tokens = typed(s)?;
+                q.spans.max_completion_tokens = Some(start..s.at);
+            }
             "seed" => chat.seed = typed(s)?,
             "user" => chat.user = typed(s)?,
             "stream" => q.stream = typed(s)?,
@@ -114,6 +129,12 @@ const MEMBERS: [&str; 12] = [
 
 /// The bit of `messages` (which a body must hold) in `seen`.
 const MESSAGES: u16 = 1 << 1;
+
+/// Where the next value starts (past white space).
+fn value_start(s: &mut Skim<'_>) -> Option<usize> {
+    s.peek()?;
+    Some(s.at)
+}
 
 /// `model`: a string without escapes, or `null`.
 fn model<'a>(s: &mut Skim<'a>) -> Option<Option<&'a str>> {

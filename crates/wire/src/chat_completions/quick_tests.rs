@@ -56,6 +56,15 @@ fn agrees(body: &str) -> bool {
             "forwardable, yet not forwarded as it is: {body}"
         );
     }
+    // A target's edit is the same from the spans found as from a read of
+    // its own.
+    for (limit, completion_tokens) in [(None, false), (Some(7), false), (Some(7), true)] {
+        assert_eq!(
+            native::prepare(body, Some(&quick.spans), "t", limit, completion_tokens),
+            native::prepare(body, None, "t", limit, completion_tokens),
+            "{body}"
+        );
+    }
     true
 }
 
