@@ -107,6 +107,23 @@ pub enum Timestamp {
 impl Timestamp {
     /// `secs` and `millis` since the Unix epoch, in UTC.
     pub fn of(secs: u64, millis: u32) -> Self {
+        // Events come many a second: the date and time of the last second
+        // written on this thread are kept, and only the milliseconds change.
+        thread_local! {
+            static LAST: std::cell::Cell<(u64, [u8; 24])> =
+                const { std::cell::Cell::new((u64::MAX, [0; 24])) };
+        }
+        let (last, mut out) = LAST.get();
+        if last != secs {
+            out = Self::second(secs);
+            LAST.set((secs, out));
+        }
+        put_digits(&mut out[20..23], u64::from(millis % 1000));
+        Self::Written(out)
+    }
+
+    /// `secs` written in full (milliseconds zero).
+    fn second(secs: u64) -> [u8; 24] {
         let rem = secs % 86_400;
         let (year, month, day) = civil_from_days((secs / 86_400) as i64);
         // Written digit by digit into a template: `format!` was a visible
@@ -119,8 +136,7 @@ impl Timestamp {
         put_digits(&mut out[11..13], rem / 3600);
         put_digits(&mut out[14..16], (rem % 3600) / 60);
         put_digits(&mut out[17..19], rem % 60);
-        put_digits(&mut out[20..23], u64::from(millis));
-        Self::Written(out)
+        out
     }
 }
 
@@ -179,6 +195,26 @@ mod tests {
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    /// Times of one second and of others in turn each read back as
+    /// themselves (the thread keeps the last second written).
+    #[test]
+    fn each_timestamp_is_its_own_time_whatever_came_before() {
+        let (a, b) = (1_764_979_200, 951_868_799);
+        for (secs, millis) in [
+            (a, 5),
+            (a, 999),
+            (b, 0),
+            (a, 7),
+            (a, 7),
+            (b + 1, 120),
+            (0, 1),
+        ] {
+            let text = Timestamp::of(secs, millis);
+            let want = at(secs) + Duration::from_millis(u64::from(millis));
+            assert_eq!(rfc3339(&text), Some(want), "{text}");
+        }
     }
 
     #[test]
