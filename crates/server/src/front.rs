@@ -161,7 +161,8 @@ pub(crate) async fn serve<F: Front>(
     match state.engine.generate(request).await {
         Ok(mut g) => {
             let mut response = front.answer(&mut g).await;
-            failover_headers(&mut response, &g.provider, g.fell_back, g.content_filtered);
+            let provider = std::mem::take(&mut g.provider);
+            failover_headers(&mut response, provider, g.fell_back, g.content_filtered);
             Ok(response)
         }
         Err(e) => surfaced(e, |model, refusal| front.refusal(model, refusal)),
@@ -183,7 +184,7 @@ fn streaming<F: Front>(front: &F, stream: GenerationStream) -> Response {
     // A held stream starts before anyone served: its final event, not its
     // headers, says who did.
     if !held {
-        failover_headers(&mut response, &provider, fell_back, filtered);
+        failover_headers(&mut response, provider, fell_back, filtered);
     }
     response
 }
@@ -216,7 +217,7 @@ fn surfaced<E: From<ApiError>>(
     }
     let detail = refused.detail.as_deref().unwrap_or("");
     let mut response = answer(&refused.model, detail);
-    failover_headers(&mut response, &refused.provider, false, true);
+    failover_headers(&mut response, String::from(&*refused.provider), false, true);
     Ok(response)
 }
 

@@ -127,10 +127,11 @@ pub(crate) fn model_route(name: &str) -> understudy_types::RouteSelector {
 }
 
 /// The failover headers every answer carries: who served, whether it fell
-/// back, whether any attempt was refused.
+/// back, whether any attempt was refused. The provider's name becomes its
+/// header's value without a copy.
 pub(crate) fn failover_headers(
     response: &mut Response,
-    provider: &str,
+    provider: String,
     fell_back: bool,
     filtered: bool,
 ) {
@@ -139,7 +140,11 @@ pub(crate) fn failover_headers(
     const FILTERED: HeaderName = HeaderName::from_static("x-understudy-content-filtered");
     let flag = |b: bool| HeaderValue::from_static(if b { "true" } else { "false" });
     let headers = response.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(provider) {
+    // As `HeaderValue::from_str` takes it: visible ASCII, spaces and tabs.
+    let text = provider
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) || b == b'\t');
+    if text && let Ok(v) = HeaderValue::from_maybe_shared(axum::body::Bytes::from(provider)) {
         headers.insert(PROVIDER, v);
     }
     headers.insert(FELL_BACK, flag(fell_back));
