@@ -283,53 +283,47 @@ impl<'a> Skim<'a> {
         &mut self,
         mut f: impl FnMut(&mut Self, Option<&'a str>, usize) -> Option<()>,
     ) -> Option<()> {
-        self.eat(b'{')?;
-        self.parts += 1;
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            let start = self.at;
-            let key = match self.string()? {
+        self.items(b'{', b'}', |s, _| {
+            s.ws();
+            let start = s.at;
+            let key = match s.string()? {
                 (key, false) => Some(key),
                 (_, true) => None,
             };
-            self.eat(b':')?;
-            f(self, key, start)?;
-            match self.peek()? {
-                b',' => {
-                    self.at += 1;
-                    self.parts += 1;
-                }
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+            s.eat(b':')?;
+            f(s, key, start)
+        })
     }
 
     /// Walks an array's items: `f` gets each one's index and reads it.
-    pub(crate) fn list(&mut self, mut f: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
+    pub(crate) fn list(&mut self, f: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', f)
+    }
+
+    /// Walks the comma-separated items between `open` and `close`, each
+    /// read by `item` (given its index), counting the parts they make.
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(open)?;
         self.parts += 1;
-        if self.peek()? == b']' {
+        if self.peek()? == close {
             self.at += 1;
             return Some(());
         }
         let mut i = 0;
         loop {
-            f(self, i)?;
+            item(self, i)?;
             i += 1;
             match self.peek()? {
                 b',' => {
                     self.at += 1;
                     self.parts += 1;
                 }
-                b']' => {
+                c if c == close => {
                     self.at += 1;
                     return Some(());
                 }
