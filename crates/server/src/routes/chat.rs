@@ -45,11 +45,7 @@ async fn completions(
     let max_parts = state.engine.settings().server.max_parts;
     let body = match body.map(|raw| quick_chat(raw, max_parts)) {
         Ok(Ok(quick)) => {
-            let front = ChatCompletions {
-                id: prefixed("chatcmpl-", &preamble.id),
-                created: now(),
-                include_usage: quick.include_usage,
-            };
+            let front = ChatCompletions::new(&preamble, quick.include_usage);
             let request = preamble.routed(quick.chat, quick.route, Protocol::ChatCompletions)?;
             return serve(&state, front, request, quick.stream).await;
         }
@@ -73,11 +69,7 @@ async fn completions(
         body.fallbacks.take(),
     );
     let model = body.model.as_deref().unwrap_or("default");
-    let front = ChatCompletions {
-        id: prefixed("chatcmpl-", &preamble.id),
-        created: now(),
-        include_usage: body.include_usage(),
-    };
+    let front = ChatCompletions::new(&preamble, body.include_usage());
     let mut request = preamble.request(chat, model, Protocol::ChatCompletions)?;
     if request.session.is_none() {
         request.session = body.prompt_cache_key.as_deref().and_then(|key| {
@@ -117,7 +109,6 @@ fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
         include_usage: quick.include_usage,
     };
     out.chat.body_len = u32::try_from(raw.len()).ok();
-    out.chat.routing = understudy_wire::caller::routing(None, None, None);
     if !stream && forwardable {
         let body = String::from_utf8(Vec::from(raw)).ok();
         out.chat.native = body.map(|body| {
@@ -152,6 +143,18 @@ struct ChatCompletions {
     id: String,
     created: u64,
     include_usage: bool,
+}
+
+impl ChatCompletions {
+    /// The front end of the request `preamble` opens: its answer named
+    /// after the request's id, made now.
+    fn new(preamble: &Preamble, include_usage: bool) -> Self {
+        Self {
+            id: prefixed("chatcmpl-", &preamble.id),
+            created: now(),
+            include_usage,
+        }
+    }
 }
 
 impl Front for ChatCompletions {

@@ -22,6 +22,8 @@
 //! may be forwarded as it is (but for `stream_options`, which only a
 //! stream carries on).
 
+use std::ops::Range;
+
 use serde::de::DeserializeOwned;
 use understudy_types::{ChatRequest, Message, Part, Role, Spans};
 
@@ -70,25 +72,15 @@ pub fn read(body: &str) -> Option<Quick<'_>> {
         seen |= 1 << i;
         let chat = &mut q.chat;
         match MEMBERS[i] {
-            "model" => {
-                let start = value_start(s)?;
-                q.model = model(s)?;
-                q.spans.model = Some(start..s.at);
-            }
+            "model" => q.model = spanned(s, &mut q.spans.model, model)?,
             "messages" => s.nested(|s| s.list(|s, i| turn(s, i, chat)))?,
             "temperature" => chat.temperature = typed(s)?,
             "top_p" => chat.top_p = typed(s)?,
             "presence_penalty" => chat.presence_penalty = typed(s)?,
             "frequency_penalty" => chat.frequency_penalty = typed(s)?,
-            "max_tokens" => {
-                let start = value_start(s)?;
-                max_tokens = typed(s)?;
-                q.spans.max_tokens = Some(start..s.at);
-            }
+            "max_tokens" => max_tokens = spanned(s, &mut q.spans.max_tokens, typed)?,
             "max_completion_tokens" => {
-                let start = value_start(s)?;
-                max_completion_tokens = typed(s)?;
-                q.spans.max_completion_tokens = Some(start..s.at);
+                max_completion_tokens = spanned(s, &mut q.spans.max_completion_tokens, typed)?;
             }
             "seed" => chat.seed = typed(s)?,
             "user" => chat.user = typed(s)?,
@@ -130,10 +122,17 @@ const MEMBERS: [&str; 12] = [
 /// The bit of `messages` (which a body must hold) in `seen`.
 const MESSAGES: u16 = 1 << 1;
 
-/// Where the next value starts (past white space).
-fn value_start(s: &mut Skim<'_>) -> Option<usize> {
+/// The next value as `read` reads it, with where it sits put in `span`.
+fn spanned<'a, T>(
+    s: &mut Skim<'a>,
+    span: &mut Option<Range<usize>>,
+    read: impl FnOnce(&mut Skim<'a>) -> Option<T>,
+) -> Option<T> {
     s.peek()?;
-    Some(s.at)
+    let start = s.at;
+    let value = read(s)?;
+    *span = Some(start..s.at);
+    Some(value)
 }
 
 /// `model`: a string without escapes, or `null`.
