@@ -124,8 +124,11 @@ fn call_attributes(
             "gen_ai.provider.name",
             Value::Str(provider_name(&a.provider, settings)),
         ),
-        ("gen_ai.request.model", Value::Str(a.model.to_string())),
-        ("understudy.provider", Value::Str(a.provider.to_string())),
+        ("gen_ai.request.model", Value::Str(String::from(&*a.model))),
+        (
+            "understudy.provider",
+            Value::Str(String::from(&*a.provider)),
+        ),
         (
             "understudy.attempt.kind",
             Value::Str(a.kind.as_str().into()),
@@ -191,7 +194,7 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
         ("gen_ai.operation.name", Value::Str(op.into())),
         ("gen_ai.request.model", Value::Str(e.route.clone())),
         ("understudy.route", Value::Str(e.route.clone())),
-        ("understudy.primary", Value::Str(e.primary.to_string())),
+        ("understudy.primary", Value::Str(String::from(&*e.primary))),
         ("understudy.fell_back", Value::Bool(e.fell_back)),
         (
             "understudy.content_filtered",
@@ -204,7 +207,7 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
         attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
     }
     if let Some(p) = &e.provider {
-        attributes.push(("understudy.served_by", Value::Str(p.to_string())));
+        attributes.push(("understudy.served_by", Value::Str(String::from(&**p))));
     }
     if let Some(c) = &e.client {
         attributes.push(("understudy.client", Value::Str(c.clone())));
