@@ -95,8 +95,7 @@ struct QuickChat {
 fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
     let Some(quick) = std::str::from_utf8(&raw)
         .ok()
-        .and_then(quick::read)
-        .filter(|q| q.parts <= max_parts)
+        .and_then(|body| quick::read(body, max_parts))
     else {
         return Err(raw);
     };

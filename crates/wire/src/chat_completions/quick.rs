@@ -49,8 +49,10 @@ pub struct Quick<'a> {
 }
 
 /// `body` read in one pass, or `None` when only the typed read can take
-/// it (see the module docs).
-pub fn read(body: &str) -> Option<Quick<'_>> {
+/// it (see the module docs) or it holds more than `max_parts` parts: the
+/// read stops at the first turn past the limit, so that a body the limit
+/// refuses is never built (the typed read then refuses it, unparsed).
+pub fn read(body: &str, max_parts: usize) -> Option<Quick<'_>> {
     let mut s = Skim::new(body);
     let mut seen = 0u16;
     let mut q = Quick {
@@ -73,7 +75,12 @@ pub fn read(body: &str) -> Option<Quick<'_>> {
         let chat = &mut q.chat;
         match MEMBERS[i] {
             "model" => q.model = spanned(s, &mut q.spans.model, model)?,
-            "messages" => s.nested(|s| s.list(|s, i| turn(s, i, chat)))?,
+            "messages" => s.nested(|s| {
+                s.list(|s, i| {
+                    (s.parts <= max_parts).then_some(())?;
+                    turn(s, i, chat)
+                })
+            })?,
             "temperature" => chat.temperature = typed(s)?,
             "top_p" => chat.top_p = typed(s)?,
             "presence_penalty" => chat.presence_penalty = typed(s)?,
@@ -94,7 +101,7 @@ pub fn read(body: &str) -> Option<Quick<'_>> {
         }
         Some(())
     })?;
-    if !s.end() || seen & MESSAGES == 0 {
+    if !s.end() || seen & MESSAGES == 0 || s.parts > max_parts {
         return None;
     }
     q.chat.max_tokens = max_completion_tokens.or(max_tokens);

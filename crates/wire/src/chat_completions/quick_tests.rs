@@ -40,7 +40,7 @@ fn parts(body: &str) -> usize {
 /// read it exactly as the typed read did).
 #[track_caller]
 fn agrees(body: &str) -> bool {
-    let Some(quick) = read(body) else {
+    let Some(quick) = read(body, usize::MAX) else {
         return false;
     };
     let (chat, model, stream, include_usage) =
@@ -90,9 +90,9 @@ fn a_plain_body_is_read_as_the_typed_read_reads_it() {
     for body in taken {
         assert!(agrees(body), "not taken quickly: {body}");
     }
-    let forwardable = read(taken[0]).map(|q| q.forwardable);
+    let forwardable = read(taken[0], usize::MAX).map(|q| q.forwardable);
     assert_eq!(forwardable, Some(true));
-    let streamed = read(taken[11]).map(|q| (q.forwardable, q.include_usage));
+    let streamed = read(taken[11], usize::MAX).map(|q| (q.forwardable, q.include_usage));
     assert_eq!(streamed, Some((false, true)));
 }
 
@@ -227,4 +227,20 @@ fn strings_with_escapes_read_as_serde_reads_them() {
         }
     }
     assert!(taken >= 14, "only {taken} taken");
+}
+
+/// A body past the parts limit is left to the typed read, which refuses
+/// it unparsed.
+#[test]
+fn a_body_past_the_parts_limit_is_not_built() {
+    let turns = vec![r#"{"role":"user","content":"hi"}"#; 1_000].join(",");
+    let body = format!(r#"{{"model":"m","messages":[{turns}]}}"#);
+    let all = read(&body, usize::MAX).map(|q| (q.parts, q.chat.messages.len()));
+    assert_eq!(all, Some((parts(&body), 1_000)));
+    assert_eq!(
+        read(&body, parts(&body)).map(|q| q.parts),
+        Some(parts(&body))
+    );
+    assert!(read(&body, parts(&body) - 1).is_none());
+    assert!(read(&body, 10).is_none());
 }
