@@ -53,7 +53,7 @@ use http::Upstream as _;
 
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use understudy_core::{Adapter, AdapterFactory};
 use understudy_settings::Platform;
 use understudy_settings::{ProviderSettings, Secret};
@@ -190,6 +190,11 @@ pub fn install_tls_provider() {
 /// `Debug` output of a request or a header map shows them.
 pub(crate) fn extra_headers(settings: &ProviderSettings) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
+    // The client's own defaults, held here so that sending does not add
+    // them to a copy of this map (growing it on every request); a
+    // provider's `headers` may still replace them.
+    headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+    headers.insert(USER_AGENT, HeaderValue::from_static(http::AGENT));
     for (name, value) in &settings.headers {
         let name = HeaderName::try_from(name.as_str())
             .map_err(|_| format!("invalid header name `{name}`"))?;

@@ -786,10 +786,13 @@ pub(crate) fn client(transport: &Transport, connect: Duration) -> Result<reqwest
         // retries allowed reqwest also stops copying each request (headers,
         // body, extensions) in case it wants to resend it.
         .retry(reqwest::retry::never().max_retries_per_request(0))
-        .user_agent(concat!("understudy/", env!("CARGO_PKG_VERSION")))
+        .user_agent(AGENT)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))
 }
+
+/// The `User-Agent` every upstream request carries.
+pub(crate) const AGENT: &str = concat!("understudy/", env!("CARGO_PKG_VERSION"));
 
 pub(crate) use understudy_wire::framing::parse_stream_bytes;
 
