@@ -251,33 +251,9 @@ pub fn pattern_route<'r>(
 ) -> Option<(&'r str, &'r [Target])> {
     routes
         .iter()
-        .filter(|(pattern, _)| pattern.contains('*') && glob(pattern, name))
+        .filter(|(pattern, _)| pattern.contains('*') && understudy_settings::glob(pattern, name))
         .max_by_key(|(pattern, _)| pattern.len())
         .map(|(pattern, targets)| (pattern.as_str(), targets.as_slice()))
-}
-
-/// Whether `name` matches `pattern`, where `*` matches any run of
-/// characters (none included) and everything else itself.
-pub fn glob(pattern: &str, name: &str) -> bool {
-    let mut pieces = pattern.split('*');
-    let Some(first) = pieces.next() else {
-        return name.is_empty();
-    };
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let pieces: Vec<&str> = pieces.collect();
-    let Some((last, middle)) = pieces.split_last() else {
-        // No `*`: the whole name must be the pattern.
-        return rest.is_empty();
-    };
-    for piece in middle {
-        match rest.find(piece) {
-            Some(at) => rest = &rest[at + piece.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// For a Claude model name (`claude-…`) that no route names: the first

@@ -432,10 +432,11 @@ impl fmt::Debug for ClientRecord {
     }
 }
 
-/// `*` matches any run of characters; everything else itself. Greedy with
+/// Whether `text` matches `pattern`, where `*` matches any run of
+/// characters (none included) and everything else itself. Greedy with
 /// one backtrack point (the last `*`), so a pattern of many stars costs
 /// the product of the lengths at worst, never an exponential.
-fn glob(pattern: &str, text: &str) -> bool {
+pub fn glob(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;

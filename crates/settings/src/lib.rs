@@ -79,7 +79,7 @@ pub use ca_file::CaFile;
 pub use caller_routing::CallerRoutingSettings;
 pub use capabilities::{Capabilities, CapabilityOverrides, Price};
 pub use clients::{
-    ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, hex,
+    ClientRecord, ClientView, ClientWindow, MIN_CLIENT_KEY, NANOS_PER_USD, RawClient, glob, hex,
     new_client_key, sha256, unhex,
 };
 pub use hedge::{DEFAULT_MAX_SHARE, HedgeAfter, HedgeSettings, HedgeSpec};
