@@ -249,9 +249,9 @@ pub(crate) enum Check {
 }
 
 /// A route layer that makes `check` before the route: what axum's
-/// `from_fn_with_state` does, with one boxed future a request where that
-/// boxes the future, the next service and its future, and clones the
-/// state.
+/// `from_fn_with_state` does, with no boxed future (see [`GuardedFuture`])
+/// where that boxes the future, the next service and its future, and
+/// clones the state.
 #[derive(Debug, Clone)]
 pub(crate) struct Guard {
     state: Arc<AppState>,
@@ -287,11 +287,11 @@ pub(crate) struct Guarded<S> {
 
 impl<S> tower::Service<Request> for Guarded<S>
 where
-    S: Inner + Clone + 'static,
+    S: Inner<Future: Unpin> + Clone + Unpin + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = GuardedFuture<tower::util::Oneshot<S, Request>>;
 
     fn poll_ready(
         &mut self,
@@ -302,11 +302,82 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let state = Arc::clone(&self.guard.state);
-        let inner = self.inner.clone();
-        match self.guard.check {
-            Check::Client => Box::pin(async move { Ok(client_auth(&state, req, inner).await) }),
-            Check::Admin => Box::pin(async move { Ok(admin_auth(&state, req, inner).await) }),
+        let state = &self.guard.state;
+        let checked = match self.guard.check {
+            Check::Client => client_auth(state, req),
+            Check::Admin => admin_auth(state, req),
+        };
+        let refused = match checked {
+            Checked::Passed(req, after) => match not_json(&req) {
+                None => {
+                    return GuardedFuture::Called {
+                        route: self.inner.clone().oneshot(req),
+                        after,
+                    };
+                }
+                Some(refused) => refused,
+            },
+            Checked::Refused(refused) => refused,
+        };
+        GuardedFuture::Refused(Some(refused))
+    }
+}
+
+/// A guard's check: the request let through (with what writes its client
+/// record's headers), or the answer that refuses it.
+enum Checked {
+    Passed(Request, Option<Metered>),
+    Refused(Response),
+}
+
+/// A guarded route's answer: the refusal the check made, or the route's
+/// answer (with the client record's rate-limit headers written on it). A
+/// plain future, not a boxed one: the checks are synchronous, and only the
+/// route's call is awaited.
+pub(crate) enum GuardedFuture<F> {
+    Refused(Option<Response>),
+    Called { route: F, after: Option<Metered> },
+}
+
+impl<F> Future for GuardedFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>> + Unpin,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match &mut *self {
+            // Polled again after its answer (which no caller does): an
+            // empty 500 rather than a panic.
+            Self::Refused(refused) => std::task::Poll::Ready(Ok(refused
+                .take()
+                .unwrap_or_else(|| StatusCode::INTERNAL_SERVER_ERROR.into_response()))),
+            Self::Called { route, after } => {
+                let Ok(mut response) = std::task::ready!(std::pin::Pin::new(route).poll(cx));
+                if let Some(metered) = after.take() {
+                    metered.write(response.headers_mut());
+                }
+                std::task::Poll::Ready(Ok(response))
+            }
+        }
+    }
+}
+
+/// A client record's request let through: what its answer's rate-limit
+/// headers are written from.
+pub(crate) struct Metered {
+    state: Arc<AppState>,
+    record: Arc<ClientRecord>,
+    names: &'static endpoint::RateLimitNames,
+}
+
+impl Metered {
+    fn write(&self, headers: &mut HeaderMap) {
+        if let Some(left) = self.state.engine.tenants().remaining(&self.record) {
+            write_rate_limit(self.names, headers, &left);
         }
     }
 }
@@ -315,10 +386,11 @@ where
 /// (compared in constant time) or a client record's (looked up by its
 /// SHA-256). The key is read and matched here only; what the handlers
 /// learn of it is [`Client`] and [`Tenant`]. Every answer to a record's
-/// key carries its own `x-ratelimit-*` headers.
-async fn client_auth(state: &AppState, mut req: Request, next: impl Inner) -> Response {
+/// key carries its own `x-ratelimit-*` headers: the request goes on with
+/// what writes them.
+fn client_auth(state: &Arc<AppState>, mut req: Request) -> Checked {
     if !state.closed {
-        return json_only(req, next).await;
+        return Checked::Passed(req, None);
     }
     // Every front end's key places (a bearer token, Anthropic's
     // `x-api-key`, Google's `x-goog-api-key` or `?key=`), on every route.
@@ -333,7 +405,7 @@ async fn client_auth(state: &AppState, mut req: Request, next: impl Inner) -> Re
     if let Some(key) = plain {
         let tag = ClientTag::of_key(key.expose());
         req.extensions_mut().insert(Client(tag));
-        return json_only(req, next).await;
+        return Checked::Passed(req, None);
     }
     let tenants = state.engine.tenants();
     let record = given.clone().find_map(|k| tenants.find(k));
@@ -342,43 +414,41 @@ async fn client_auth(state: &AppState, mut req: Request, next: impl Inner) -> Re
             "a valid client key is required: {}",
             front_ends::keys_named()
         ));
-        return in_shape(&req, error);
+        return Checked::Refused(in_shape(&req, error));
     };
     // The front end the request came through: its error shape, its
     // metered paths, its rate-limit headers (the neutral API's: OpenAI's).
     let api = protocol_of(&req);
     let edge = api.and_then(front_ends::edge);
     let names = edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit);
-    if record.expired(std::time::SystemTime::now()) {
-        tenants.refused(&record, &ClientRefusal::Expired);
-        let refusal = understudy_types::Error::Client(ClientRefusal::Expired);
+    let refused = |refusal: ClientRefusal| {
+        tenants.refused(&record, &refusal);
+        let refusal = understudy_types::Error::Client(refusal);
         let mut response = error_in(api, ApiError::Engine(refusal));
         if let Some(left) = tenants.remaining(&record) {
             write_rate_limit(names, response.headers_mut(), &left);
         }
-        return response;
+        response
+    };
+    if record.expired(std::time::SystemTime::now()) {
+        return Checked::Refused(refused(ClientRefusal::Expired));
     }
-    if admitted(&req, edge) {
-        // Admission that needs no body, before it is read: a record whose
-        // minute's requests or budget are spent costs no parse.
-        if let Err(refusal) = tenants.spent(&record) {
-            tenants.refused(&record, &refusal);
-            let refusal = understudy_types::Error::Client(refusal);
-            let mut response = error_in(api, ApiError::Engine(refusal));
-            if let Some(left) = tenants.remaining(&record) {
-                write_rate_limit(names, response.headers_mut(), &left);
-            }
-            return response;
-        }
+    // Admission that needs no body, before it is read: a record whose
+    // minute's requests or budget are spent costs no parse.
+    if admitted(&req, edge)
+        && let Err(refusal) = tenants.spent(&record)
+    {
+        return Checked::Refused(refused(refusal));
     }
     req.extensions_mut()
         .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
     req.extensions_mut().insert(Tenant(Arc::clone(&record)));
-    let mut response = json_only(req, next).await;
-    if let Some(left) = tenants.remaining(&record) {
-        write_rate_limit(names, response.headers_mut(), &left);
-    }
-    response
+    let metered = Metered {
+        state: Arc::clone(state),
+        record,
+        names,
+    };
+    Checked::Passed(req, Some(metered))
 }
 
 /// Whether the engine admits `req` against its client record's limits:
@@ -422,18 +492,16 @@ fn in_shape<B>(req: &axum::http::Request<B>, error: ApiError) -> Response {
 
 /// A request with a body (`POST`, `PUT`) must say it is JSON: a page on
 /// another site can send `text/plain` without asking (no CORS preflight),
-/// but not `application/json`.
-async fn json_only(req: Request, next: impl Inner) -> Response {
+/// but not `application/json`. The refusal of one that does not.
+fn not_json(req: &Request) -> Option<Response> {
     let with_body = matches!(*req.method(), Method::POST | Method::PUT);
-    if with_body && !is_json(req.headers()) {
+    (with_body && !is_json(req.headers())).then(|| {
         let error = ApiError::Body {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
             message: "the body must be JSON, sent with Content-Type: application/json".into(),
         };
-        return in_shape(&req, error);
-    }
-    let Ok(response) = next.oneshot(req).await;
-    response
+        in_shape(req, error)
+    })
 }
 
 /// `Content-Type: application/json`, with or without parameters.
@@ -449,19 +517,25 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// Requires the admin token on the admin routes; without one configured,
 /// the admin routes do not exist.
-async fn admin_auth(state: &AppState, req: Request, next: impl Inner) -> Response {
+fn admin_auth(state: &AppState, req: Request) -> Checked {
     let Some(token) = &state.admin_token else {
-        return ApiError::NotFound(format!(
-            "no endpoint at {} (set UNDERSTUDY_ADMIN_TOKEN to enable the admin API)",
-            req.uri().path()
-        ))
-        .into_response();
+        return Checked::Refused(
+            ApiError::NotFound(format!(
+                "no endpoint at {} (set UNDERSTUDY_ADMIN_TOKEN to enable the admin API)",
+                req.uri().path()
+            ))
+            .into_response(),
+        );
     };
     if bearer(&req).is_some_and(|given| constant_time_eq(token.expose(), given)) {
-        json_only(req, next).await
+        Checked::Passed(req, None)
     } else {
-        ApiError::Unauthorized("the admin token is required: Authorization: Bearer <token>".into())
-            .into_response()
+        Checked::Refused(
+            ApiError::Unauthorized(
+                "the admin token is required: Authorization: Bearer <token>".into(),
+            )
+            .into_response(),
+        )
     }
 }
 
