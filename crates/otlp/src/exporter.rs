@@ -450,7 +450,7 @@ mod tests {
     }
 
     fn ids(e: &Exporter) -> Vec<&str> {
-        e.held.iter().map(|(_, e)| e.request_id.as_str()).collect()
+        e.held.iter().map(|(_, e)| &*e.request_id).collect()
     }
 
     #[tokio::test(start_paused = true)]

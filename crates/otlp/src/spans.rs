@@ -200,7 +200,10 @@ fn server_span(e: &GenerationEvent, ctx: &TraceContext, op: &str, end: u64, flag
             "understudy.content_filtered",
             Value::Bool(e.content_filtered),
         ),
-        ("understudy.request_id", Value::Str(e.request_id.clone())),
+        (
+            "understudy.request_id",
+            Value::Str(e.request_id.to_string()),
+        ),
         ("understudy.streamed", Value::Bool(e.streamed)),
     ];
     if let Some(status) = ctx.status() {

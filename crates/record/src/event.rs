@@ -22,7 +22,7 @@ use crate::generation::Generation;
 /// One generation, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenerationEvent {
-    pub request_id: String,
+    pub request_id: std::sync::Arc<str>,
     /// RFC 3339, UTC, millisecond precision.
     pub timestamp: Timestamp,
     /// `default`, a named route, or `provider:model` for a pin.
@@ -219,7 +219,7 @@ impl<'de> Deserialize<'de> for TargetName {
 /// What every event of one request shares.
 #[derive(Debug, Clone)]
 pub struct EventContext {
-    pub request_id: String,
+    pub request_id: std::sync::Arc<str>,
     pub route: String,
     pub primary: std::sync::Arc<str>,
     pub api: Option<Protocol>,

@@ -26,7 +26,7 @@ pub struct GenerateRequest {
     /// Overrides the configured refusal policy for this request.
     pub refusal_policy: Option<RefusalPolicy>,
     /// A caller-chosen id; the engine makes one when absent.
-    pub request_id: Option<String>,
+    pub request_id: Option<Arc<str>>,
     /// Whether the response cache may answer (non-streamed only).
     pub cache: bool,
     /// Only the primary may serve (no fallbacks).
@@ -58,7 +58,7 @@ pub struct GenerateRequest {
 /// A successful generation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Generation {
-    pub request_id: String,
+    pub request_id: Arc<str>,
     pub text: String,
     /// The tools the model called, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -259,7 +259,7 @@ impl fmt::Debug for ClientTag {
 impl Generation {
     #[inline]
     pub fn from_completion(
-        request_id: String,
+        request_id: Arc<str>,
         provider: String,
         completion: Completion,
         fell_back: bool,

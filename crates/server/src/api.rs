@@ -166,7 +166,7 @@ impl GenerateResponse {
         match result {
             Ok(g) => Self {
                 success: true,
-                request_id: Some(g.request_id.clone()),
+                request_id: Some(g.request_id.to_string()),
                 text: Some(g.text.clone()),
                 tool_calls: g.tool_calls.clone(),
                 provider: Some(g.provider.clone()),

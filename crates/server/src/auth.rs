@@ -34,7 +34,7 @@ use crate::{ApiError, AppState};
 
 /// The id of the request being served, set by [`request_context`].
 #[derive(Debug, Clone)]
-pub(crate) struct RequestId(pub String);
+pub(crate) struct RequestId(pub Arc<str>);
 
 /// `x-request-id`, named once (a name given as text is parsed on each use).
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -52,11 +52,11 @@ pub(crate) async fn request_context(
     router: impl tower::Service<Request, Response = Response, Error = Infallible>,
 ) -> Response {
     let id = request_id(req.headers());
-    req.extensions_mut().insert(RequestId(id.clone()));
+    req.extensions_mut().insert(RequestId(Arc::clone(&id)));
     let trace = trace_of(state, &mut req);
     // Not a span (10 500 instructions a request at `info`): a task-local
     // the log formatter writes on each line of this request.
-    let log_id: Arc<str> = Arc::from(id.as_str());
+    let log_id = Arc::clone(&id);
     let browser = &state.browser;
     let origin = browser.cors_origin(req.headers());
     let response = async {
@@ -115,7 +115,7 @@ pub(crate) async fn request_context(
 
 /// The caller's `x-request-id` when it is plain enough to echo, else a
 /// new one.
-fn request_id(headers: &HeaderMap) -> String {
+fn request_id(headers: &HeaderMap) -> Arc<str> {
     headers
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
@@ -126,8 +126,7 @@ fn request_id(headers: &HeaderMap) -> String {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
         })
-        .map(str::to_owned)
-        .unwrap_or_else(understudy_core::new_request_id)
+        .map_or_else(|| understudy_core::new_request_id().into(), Arc::from)
 }
 
 /// The request's trace context when traces are on (the caller's

@@ -34,7 +34,7 @@ use crate::{ApiError, AppState};
 #[derive(Debug)]
 pub(crate) struct Preamble {
     /// The request's id (`x-request-id`, or one made for it).
-    pub id: String,
+    pub id: std::sync::Arc<str>,
     /// The client key's tag; `None` on an open gateway.
     pub client: Option<ClientTag>,
     /// The client key's record, when it has one.
@@ -51,7 +51,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
         // Taken, not copied: the preamble is the id's only reader.
         let id = match parts.extensions.remove::<RequestId>() {
             Some(RequestId(id)) => id,
-            None => understudy_core::new_request_id(),
+            None => understudy_core::new_request_id().into(),
         };
         Ok(Self {
             id,

@@ -287,7 +287,7 @@ impl Engine {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             while streams.try_join_next().is_some() {}
             // The stream's own task logs as its request's.
-            let id: Arc<str> = Arc::from(run.request_id.as_str());
+            let id = Arc::clone(&run.request_id);
             streams.spawn(crate::logctx::scope(id, run.stream(reply)));
         }
         answer.await.unwrap_or_else(|_| {

@@ -81,7 +81,7 @@ use crate::trace::notes::{Skip, TraceNotes};
 
 /// Everything one run needs; planned from the router's published view.
 pub(crate) struct Run {
-    pub request_id: String,
+    pub request_id: Arc<str>,
     pub plan: Plan,
     pub chat: Arc<ChatRequest>,
     /// The decision machine's settings, the mode (answer or stream) among

@@ -195,7 +195,7 @@ pub(crate) fn prepare(
         },
         request_id: request
             .request_id
-            .unwrap_or_else(crate::generation::new_request_id),
+            .unwrap_or_else(|| crate::generation::new_request_id().into()),
         plan,
         chat: request.chat,
         settings: Arc::clone(&view.settings),

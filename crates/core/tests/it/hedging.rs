@@ -43,7 +43,7 @@ async fn event_of(gw: &TestGateway, id: &str) -> GenerationEvent {
             .recent()
             .events()
             .into_iter()
-            .find(|e| e.request_id == id)
+            .find(|e| *e.request_id == *id)
     })
     .await
 }

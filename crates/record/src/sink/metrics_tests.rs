@@ -149,9 +149,13 @@ fn an_event_is_recorded_in_memory_when_its_publish_returns() {
             r#"understudy_generations_total{provider="a",success="true",fell_back="false",content_filtered="false"} 1"#
         ]
     );
-    let shown: Vec<String> = recent.events().into_iter().map(|e| e.request_id).collect();
+    let shown: Vec<String> = recent
+        .events()
+        .into_iter()
+        .map(|e| e.request_id.to_string())
+        .collect();
     assert_eq!(shown, ["first"]);
     assert_eq!(recent.seconds().iter().map(|s| s.total).sum::<u32>(), 1);
     let sent = queued.try_recv().expect("the queued sink's copy");
-    assert_eq!(sent.request_id, "first");
+    assert_eq!(&*sent.request_id, "first");
 }

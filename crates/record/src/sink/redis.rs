@@ -229,7 +229,7 @@ impl Writer {
         let last = self.buffer.get(n.checked_sub(1)?)?;
         Some((
             n,
-            serde_json::Value::String(last.request_id.clone()).to_string(),
+            serde_json::Value::String(last.request_id.to_string()).to_string(),
         ))
     }
 

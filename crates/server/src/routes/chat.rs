@@ -139,7 +139,9 @@ fn native_request(raw: Bytes) -> Option<Arc<NativeRequest>> {
 
 /// The Chat Completions front end.
 struct ChatCompletions {
-    id: String,
+    /// The request's id: the answer's is `chatcmpl-` and it, written only
+    /// where the gateway writes the answer (a relayed one has its own).
+    request_id: Arc<str>,
     created: u64,
     include_usage: bool,
 }
@@ -149,10 +151,15 @@ impl ChatCompletions {
     /// after the request's id, made now.
     fn new(preamble: &Preamble, include_usage: bool) -> Self {
         Self {
-            id: prefixed("chatcmpl-", &preamble.id),
+            request_id: Arc::clone(&preamble.id),
             created: now(),
             include_usage,
         }
+    }
+
+    /// The answer's id.
+    fn id(&self) -> String {
+        prefixed("chatcmpl-", &self.request_id)
     }
 }
 
@@ -166,8 +173,9 @@ impl Front for ChatCompletions {
         if let Some(native) = g.native.take() {
             return native_json(native);
         }
+        let id = self.id();
         let body = CompletionOut {
-            id: &self.id,
+            id: &id,
             object: "chat.completion",
             created: self.created,
             model: &g.model,
@@ -186,8 +194,9 @@ impl Front for ChatCompletions {
     /// A refusal is an answer in OpenAI's terms: `message.refusal` and
     /// `finish_reason: "content_filter"`.
     fn refusal(&self, model: &str, refusal: &str) -> Response {
+        let id = self.id();
         let body = CompletionOut {
-            id: &self.id,
+            id: &id,
             object: "chat.completion",
             created: self.created,
             model,
@@ -209,6 +218,6 @@ impl Front for ChatCompletions {
     }
 
     fn encoder(&self, _: &str, _: bool) -> Chunks {
-        Chunks::new(self.id.clone(), self.created, self.include_usage)
+        Chunks::new(self.id(), self.created, self.include_usage)
     }
 }

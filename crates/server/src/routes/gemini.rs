@@ -132,7 +132,7 @@ async fn generate(
     } = inbound::read(&bytes)?.translate()?;
     chat.native = native(bytes);
     let front = GenerateContent {
-        id: preamble.id.clone(),
+        id: preamble.id.to_string(),
         include_thoughts,
         framing: framing.unwrap_or(Framing::JsonArray),
     };

@@ -250,7 +250,7 @@ async fn a_non_streamed_answer_in_anthropic_s_shape() {
             .recent()
             .events()
             .into_iter()
-            .find(|e| e.request_id == id)
+            .find(|e| *e.request_id == *id)
     })
     .await;
     assert_eq!(event.provider.as_deref(), Some("groq"));

@@ -122,7 +122,7 @@ async fn event_of(s: &TestServer, a: &Answer) -> GenerationEvent {
             .recent()
             .events()
             .into_iter()
-            .find(|e| e.request_id == id)
+            .find(|e| *e.request_id == *id)
     })
     .await
 }

@@ -216,7 +216,7 @@ async fn events_in_redis_match_the_requests_field_by_field() {
         assert_eq!(e.route, "default");
         assert!(e.timestamp.ends_with('Z') && e.latency_ms >= 0.0);
         if let Some(id) = results[i]["request_id"].as_str() {
-            assert_eq!(e.request_id, id, "event {i}");
+            assert_eq!(&*e.request_id, id, "event {i}");
         }
     }
     assert!(events[4].ttft_ms.is_some());
@@ -253,11 +253,11 @@ async fn redis_killed_under_load_loses_nothing_and_keeps_order() {
         at_least(&redis.url(), 1000).await
     })
     .await;
-    let got: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
+    let got: Vec<&str> = events.iter().map(|e| &*e.request_id).collect();
     assert_eq!(got.len(), 1000, "no duplicates, none lost");
     assert_eq!(
         got,
-        ids.iter().map(String::as_str).collect::<Vec<_>>(),
+        ids.iter().map(|id| &**id).collect::<Vec<_>>(),
         "order kept"
     );
 }
@@ -304,10 +304,10 @@ async fn overflow_beyond_the_buffer_is_counted_exactly() {
         at_least(&redis.url(), 50).await
     })
     .await;
-    let got: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
+    let got: Vec<&str> = events.iter().map(|e| &*e.request_id).collect();
     assert_eq!(
         got,
-        ids[30..].iter().map(String::as_str).collect::<Vec<_>>(),
+        ids[30..].iter().map(|id| &**id).collect::<Vec<_>>(),
         "the newest 50, in order"
     );
     let text = s.get("/metrics").await.body;

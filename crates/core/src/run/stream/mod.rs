@@ -433,7 +433,7 @@ impl Run {
         let mut client = if self.streams.commit == StreamCommit::Complete {
             let (tx, rx) = feed::channel();
             let mut handle = GenerationStream::new(
-                self.request_id.clone(),
+                String::from(&*self.request_id),
                 String::new(),
                 self.plan
                     .targets
@@ -492,7 +492,8 @@ impl Run {
                 let _ = reply.send(Err(error));
             }
             Client::Open(tx) => {
-                let error = StreamError::from_error(self.request_id.clone(), &error, latency_ms);
+                let error =
+                    StreamError::from_error(String::from(&*self.request_id), &error, latency_ms);
                 let _ = send(&tx, StreamItem::Error(Box::new(error))).await;
             }
         }
@@ -553,7 +554,7 @@ impl Run {
         let by = ServedBy {
             provider: target.provider.to_string(),
             model: c.stream.model().unwrap_or_else(|| target.model.to_string()),
-            request_id: std::mem::take(&mut run.request_id),
+            request_id: String::from(&*std::mem::take(&mut run.request_id)),
             fell_back,
             content_filtered,
             ttft_ms: millis(crate::runtime_clock::since(run.started)),
@@ -695,7 +696,7 @@ impl Run {
     ) {
         let latency_ms = millis(crate::runtime_clock::since(self.started));
         let ctx = EventContext {
-            request_id: by.request_id.clone(),
+            request_id: Arc::from(by.request_id.as_str()),
             ..self.event_context()
         };
         let ServedBy {
