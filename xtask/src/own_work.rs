@@ -163,10 +163,11 @@ pub(crate) fn callgrind_with(
     // stops the wrapper, and valgrind writes its counts only once the
     // process under it exits (on SIGTERM, sent below).
     let script = format!(
-        "#!/bin/sh\nexport GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072\n\
+        "#!/bin/sh\nexport GLIBC_TUNABLES={}\n\
          export UNDERSTUDY_PROBE=off\n\
          valgrind --tool=callgrind {extra} --callgrind-out-file={} \"$@\" &\n\
          echo $! > {}\nwait\n",
+        gateway_tunables()?,
         out.display(),
         pid_file.display()
     );
@@ -212,6 +213,20 @@ pub(crate) fn callgrind_with(
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let total = total(&text).ok_or_else(|| format!("{}: no totals line", out.display()))?;
     Ok(Counted { total, file: out })
+}
+
+/// The `GLIBC_TUNABLES` the gateway starts itself with (its `TUNABLES`),
+/// read from its source: the wrapper sets them, so that the gateway runs
+/// under valgrind as it runs itself (and does not start itself again
+/// outside it); the relays run with the same.
+fn gateway_tunables() -> Result<String, String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/cli/src/malloc.rs");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("const TUNABLES: &str = \""))
+        .and_then(|rest| rest.strip_suffix("\";"))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{}: no `const TUNABLES` line", path.display()))
 }
 
 /// SIGTERM to valgrind (its process stops gracefully and callgrind writes

@@ -32,7 +32,10 @@ async fn serve_runs_with_the_mmap_threshold_fixed_unless_the_operator_tuned_glib
     // again, and again, but serve with glibc's defaults.
     type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
     let cases: [Case; 3] = [
-        (&[], Some("glibc.malloc.mmap_threshold=131072")),
+        (
+            &[],
+            Some("glibc.malloc.mmap_threshold=131072:glibc.malloc.tcache_count=128"),
+        ),
         (
             &[("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")],
             Some("glibc.malloc.arena_max=2"),
