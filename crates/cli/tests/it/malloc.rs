@@ -9,13 +9,24 @@ use understudy_testkit::{Reply, SimProvider};
 
 use crate::common::{Gateway, Scratch, providers};
 
-/// The `GLIBC_TUNABLES` of a running process, from `/proc`.
+/// The `GLIBC_TUNABLES` of a running process, from `/proc`. glibc parses
+/// the variable in place as the process starts, ending each tunable's
+/// value with a NUL: the tunables after the first read as entries of
+/// their own (`glibc.…=…`) and are joined back.
 fn tunables_of(pid: u32) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-    environ
+    let mut entries = environ
         .split(|b| *b == 0)
         .filter_map(|kv| std::str::from_utf8(kv).ok())
-        .find_map(|kv| kv.strip_prefix("GLIBC_TUNABLES=").map(str::to_owned))
+        .skip_while(|kv| !kv.starts_with("GLIBC_TUNABLES="));
+    let first = entries.next()?.strip_prefix("GLIBC_TUNABLES=")?;
+    let rest = entries.take_while(|kv| kv.starts_with("glibc."));
+    Some(
+        std::iter::once(first)
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(":"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
