@@ -114,7 +114,7 @@ impl SharedState {
     pub fn new(client: redis::Client, metrics: Arc<Metrics>) -> Self {
         Self {
             link: RedisLink::new(client),
-            instance: understudy_record::new_request_id(),
+            instance: understudy_record::new_request_id().to_string(),
             metrics,
             degraded: AtomicBool::new(false),
             last_reach: AtomicU8::new(Reach::Reachable as u8),

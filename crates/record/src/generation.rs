@@ -133,11 +133,12 @@ const MAX_VALUE: usize = 256;
 pub type GenerateResult = Result<Generation, Error>;
 
 /// A request id: 16 hex digits, unique enough for logs and correlation.
-/// Written in place and copied once (`format!`, or collecting the digits
-/// as characters, costs several times more, once per request).
+/// Written in place and copied once, into the `Arc` the request's parts
+/// share (`format!`, or collecting the digits as characters, costs
+/// several times more, once per request).
 #[inline]
-pub fn new_request_id() -> String {
-    String::from(&*crate::short_hash::ShortHash::hex_of(
+pub fn new_request_id() -> Arc<str> {
+    Arc::from(&*crate::short_hash::ShortHash::hex_of(
         &fastrand::u64(..).to_be_bytes(),
     ))
 }
@@ -301,6 +302,6 @@ mod tests {
         fastrand::seed(7);
         let n = fastrand::u64(..);
         fastrand::seed(7);
-        assert_eq!(super::new_request_id(), format!("{n:016x}"));
+        assert_eq!(*super::new_request_id(), *format!("{n:016x}"));
     }
 }

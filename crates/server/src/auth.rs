@@ -126,7 +126,7 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
         })
-        .map_or_else(|| understudy_core::new_request_id().into(), Arc::from)
+        .map_or_else(understudy_core::new_request_id, Arc::from)
 }
 
 /// The request's trace context when traces are on (the caller's

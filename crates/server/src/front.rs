@@ -51,7 +51,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
         // Taken, not copied: the preamble is the id's only reader.
         let id = match parts.extensions.remove::<RequestId>() {
             Some(RequestId(id)) => id,
-            None => understudy_core::new_request_id().into(),
+            None => understudy_core::new_request_id(),
         };
         Ok(Self {
             id,

@@ -64,7 +64,7 @@ impl Fleet {
     pub(super) fn new(shared: Arc<SharedState>) -> Self {
         Self {
             shared,
-            instance: crate::generation::new_request_id(),
+            instance: crate::generation::new_request_id().to_string(),
             token: None,
         }
     }

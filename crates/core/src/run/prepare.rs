@@ -195,7 +195,7 @@ pub(crate) fn prepare(
         },
         request_id: request
             .request_id
-            .unwrap_or_else(|| crate::generation::new_request_id().into()),
+            .unwrap_or_else(crate::generation::new_request_id),
         plan,
         chat: request.chat,
         settings: Arc::clone(&view.settings),
