@@ -419,34 +419,32 @@ fn client_auth(state: &Arc<AppState>, mut req: Request) -> Checked {
     // metered paths, its rate-limit headers (the neutral API's: OpenAI's).
     let api = protocol_of(&req);
     let edge = api.and_then(front_ends::edge);
-    let names = edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit);
+    let metered = Metered {
+        state: Arc::clone(state),
+        record,
+        names: edge.map_or(&endpoint::OPENAI_RATE_LIMIT, |e| e.rate_limit),
+    };
     let refused = |refusal: ClientRefusal| {
-        tenants.refused(&record, &refusal);
+        tenants.refused(&metered.record, &refusal);
         let refusal = understudy_types::Error::Client(refusal);
         let mut response = error_in(api, ApiError::Engine(refusal));
-        if let Some(left) = tenants.remaining(&record) {
-            write_rate_limit(names, response.headers_mut(), &left);
-        }
-        response
+        metered.write(response.headers_mut());
+        Checked::Refused(response)
     };
-    if record.expired(std::time::SystemTime::now()) {
-        return Checked::Refused(refused(ClientRefusal::Expired));
+    if metered.record.expired(std::time::SystemTime::now()) {
+        return refused(ClientRefusal::Expired);
     }
     // Admission that needs no body, before it is read: a record whose
     // minute's requests or budget are spent costs no parse.
     if admitted(&req, edge)
-        && let Err(refusal) = tenants.spent(&record)
+        && let Err(refusal) = tenants.spent(&metered.record)
     {
-        return Checked::Refused(refused(refusal));
+        return refused(refusal);
     }
     req.extensions_mut()
-        .insert(Client(ClientTag::of_key_sha256(&record.key_sha256)));
-    req.extensions_mut().insert(Tenant(Arc::clone(&record)));
-    let metered = Metered {
-        state: Arc::clone(state),
-        record,
-        names,
-    };
+        .insert(Client(ClientTag::of_key_sha256(&metered.record.key_sha256)));
+    req.extensions_mut()
+        .insert(Tenant(Arc::clone(&metered.record)));
     Checked::Passed(req, Some(metered))
 }
 

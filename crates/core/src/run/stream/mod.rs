@@ -34,7 +34,7 @@ use understudy_types::{StreamDone, StreamError, StreamItem};
 
 use crate::actor::provider::by_deadline;
 use crate::adapter::BoxEventStream;
-use crate::event::{EventContext, GenerationEvent};
+use crate::event::GenerationEvent;
 use crate::run::call::lease;
 use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
 use crate::run::{Run, millis};
@@ -554,7 +554,7 @@ impl Run {
         let by = ServedBy {
             provider: target.provider.to_string(),
             model: c.stream.model().unwrap_or_else(|| target.model.to_string()),
-            request_id: String::from(&*std::mem::take(&mut run.request_id)),
+            request_id: String::from(&*run.request_id),
             fell_back,
             content_filtered,
             ttft_ms: millis(crate::runtime_clock::since(run.started)),
@@ -695,10 +695,7 @@ impl Run {
         tx: &feed::Sender,
     ) {
         let latency_ms = millis(crate::runtime_clock::since(self.started));
-        let ctx = EventContext {
-            request_id: Arc::from(by.request_id.as_str()),
-            ..self.event_context()
-        };
+        let ctx = self.event_context();
         let ServedBy {
             request_id,
             provider,
