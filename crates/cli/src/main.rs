@@ -8,7 +8,8 @@
 //! - `cmd`: one module per subcommand (`ask`, `providers`, `serve`, `demo`:
 //!   the gateway in front of the testkit's simulators, `events`; `reload`:
 //!   `serve`'s settings file read again on SIGHUP and on change).
-//! - `malloc`: glibc's malloc told to give large blocks back to the system.
+//! - `malloc`: glibc's malloc told to give large blocks back to the system and
+//!   to keep more freed small blocks per thread.
 
 mod cmd;
 mod malloc;
