@@ -226,24 +226,40 @@ pub struct EventContext {
     pub omitted_tools: Vec<String>,
 }
 
+/// What a served answer's event has of its generation, moved or shared
+/// rather than copied from it: the provider's name (the plan's), and the
+/// attempts and model where the generation's caller reads them no more.
+#[derive(Debug)]
+pub struct Taken {
+    pub provider: std::sync::Arc<str>,
+    pub attempts: Vec<Attempt>,
+    pub model: String,
+}
+
 impl GenerationEvent {
     /// A served answer's event (the context's strings move in: an answer
-    /// makes one event); `provider` is `g`'s, as the plan shares it.
+    /// makes one event); `taken` holds what it has of `g` that the run
+    /// moved or shares rather than copied.
     #[inline]
     pub fn served(
         ctx: EventContext,
         g: &Generation,
-        provider: std::sync::Arc<str>,
+        taken: Taken,
         cached: bool,
         cost_usd: Option<f64>,
     ) -> Self {
+        let Taken {
+            provider,
+            attempts,
+            model,
+        } = taken;
         Self {
             request_id: ctx.request_id,
             timestamp: now_rfc3339(),
             route: ctx.route,
             api: ctx.api,
             provider: Some(provider),
-            model: Some(g.model.clone()),
+            model: Some(model),
             primary: ctx.primary,
             success: true,
             fell_back: g.fell_back,
@@ -252,7 +268,8 @@ impl GenerationEvent {
             cached,
             error_code: None,
             error_detail: None,
-            attempts: g.attempts.clone(),
+            fallback_credit: credit_of(&attempts),
+            attempts,
             latency_ms: g.latency_ms,
             ttft_ms: None,
             usage: g.usage,
@@ -260,7 +277,6 @@ impl GenerationEvent {
             omitted_tools: ctx.omitted_tools,
             client: None,
             skipped: Vec::new(),
-            fallback_credit: credit_of(&g.attempts),
             affinity: None,
             trace: None,
             notes: None,

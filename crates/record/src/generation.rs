@@ -65,7 +65,9 @@ pub struct Generation {
     pub tool_calls: Vec<ToolCall>,
     /// The provider that served.
     pub provider: String,
-    /// The model that answered (the provider's own name for it).
+    /// The model that answered (the provider's own name for it). Moved
+    /// into the event, like the attempts, when a front end's answer is the
+    /// provider's body as it came (`native`), which names it itself.
     pub model: String,
     pub finish_reason: FinishReason,
     /// The serving attempt's usage, never the failed attempts'.
@@ -74,6 +76,9 @@ pub struct Generation {
     pub fell_back: bool,
     /// Some attempt was refused by a content filter, whoever served.
     pub content_filtered: bool,
+    /// Every attempt, in order: kept for the neutral API and the engine's
+    /// own callers (a request through a front end, whose answers never show
+    /// them, has them moved into its event instead).
     pub attempts: Vec<Attempt>,
     pub latency_ms: f64,
     /// Served from the response cache, without calling a provider.

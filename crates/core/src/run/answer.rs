@@ -14,7 +14,7 @@ use understudy_types::chat::{ChatRequest, Completion};
 use crate::actor::provider::by_deadline;
 use crate::adapter::CallOptions;
 use crate::cache::KeyContext;
-use crate::event::GenerationEvent;
+use crate::event::{GenerationEvent, Taken};
 use crate::generation::{GenerateResult, Generation};
 use crate::run::call::lease;
 use crate::run::walk::{Called, Caller, Path, ServedCall, Walked};
@@ -47,21 +47,28 @@ impl Run {
                 g.attempts.clear();
                 g.latency_ms = millis(crate::runtime_clock::since(started));
                 let provider = self.shared_name(&g.provider);
-                self.publish(GenerationEvent::served(ctx, &g, provider, true, Some(0.0)));
+                let taken = Taken {
+                    provider,
+                    attempts: Vec::new(),
+                    model: g.model.clone(),
+                };
+                let event = GenerationEvent::served(ctx, &g, taken, true, Some(0.0));
+                self.publish(event);
                 return Ok(g);
             }
         }
-        let result = self.walk_to_answer().await;
+        let mut result = self.walk_to_answer().await;
         // Made after the walk, so that the walk's future does not hold it.
         let ctx = self.take_event_context();
-        match &result {
+        match &mut result {
             Ok(g) => {
                 if let Some(key) = key {
                     self.wide.cache.put(key, g);
                 }
                 let cost = self.cost_of(&g.provider, &g.model, g.usage);
-                let provider = self.shared_name(&g.provider);
-                self.publish(GenerationEvent::served(ctx, g, provider, false, cost));
+                let taken = self.taken(g);
+                let event = GenerationEvent::served(ctx, g, taken, false, cost);
+                self.publish(event);
             }
             Err(e) => self.publish(GenerationEvent::failed(
                 ctx,
@@ -71,6 +78,28 @@ impl Run {
             )),
         }
         result
+    }
+
+    /// What an answer's event has of `g`: the provider's name shared with
+    /// the plan; the attempts moved out when the request came through a
+    /// front end, whose answers never show them (the neutral API and the
+    /// engine's other callers answer with them: copied), and the model too
+    /// when that front end's answer is the provider's body as it came.
+    fn taken(&self, g: &mut Generation) -> Taken {
+        let provider = self.shared_name(&g.provider);
+        let (attempts, model) = match (self.api, &g.native) {
+            (None, _) => (g.attempts.clone(), g.model.clone()),
+            (Some(_), None) => (std::mem::take(&mut g.attempts), g.model.clone()),
+            (Some(_), Some(_)) => (
+                std::mem::take(&mut g.attempts),
+                std::mem::take(&mut g.model),
+            ),
+        };
+        Taken {
+            provider,
+            attempts,
+            model,
+        }
     }
 
     /// Executes the machine's steps until it stops.
