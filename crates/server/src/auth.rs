@@ -32,10 +32,6 @@ use understudy_wire::front_ends;
 use crate::error::error_in;
 use crate::{ApiError, AppState};
 
-/// The id of the request being served, set by [`request_context`].
-#[derive(Debug, Clone)]
-pub(crate) struct RequestId(pub Arc<str>);
-
 /// `x-request-id`, named once (a name given as text is parsed on each use).
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -52,10 +48,11 @@ pub(crate) async fn request_context(
     router: impl tower::Service<Request, Response = Response, Error = Infallible>,
 ) -> Response {
     let id = request_id(req.headers());
-    req.extensions_mut().insert(RequestId(Arc::clone(&id)));
     let trace = trace_of(state, &mut req);
     // Not a span (10 500 instructions a request at `info`): a task-local
-    // the log formatter writes on each line of this request.
+    // the log formatter writes on each line of this request, and where the
+    // handlers read the id (not the request's extensions: an insert there
+    // costs a boxed value and a hash).
     let log_id = Arc::clone(&id);
     let browser = &state.browser;
     let origin = browser.cors_origin(req.headers());

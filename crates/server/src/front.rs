@@ -22,7 +22,7 @@ use understudy_core::{ClientTag, GenerateRequest, Generation, GenerationStream};
 use understudy_types::{Attempt, ChatRequest, Error, Protocol, RouteSelector};
 use understudy_wire::Encoder;
 
-use crate::auth::{Client, RequestId, Tenant};
+use crate::auth::{Client, Tenant};
 use crate::frames::{Framed, Framing, KeepAlive, Keeper};
 use crate::headers::{apply_overrides, failover_headers, model_route, no_cache};
 use crate::{ApiError, AppState};
@@ -48,11 +48,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Preamble {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        // Taken, not copied: the preamble is the id's only reader.
-        let id = match parts.extensions.remove::<RequestId>() {
-            Some(RequestId(id)) => id,
-            None => understudy_core::new_request_id(),
-        };
+        // The id the request's context runs under (a new one for a
+        // request served without it).
+        let id =
+            understudy_core::logctx::request_id().unwrap_or_else(understudy_core::new_request_id);
         Ok(Self {
             id,
             client: parts.extensions.get::<Client>().map(|c| c.0),

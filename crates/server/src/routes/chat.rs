@@ -93,10 +93,10 @@ struct QuickChat {
 /// the typed read can take it (or its parts are past `max_parts`, for the
 /// typed read to refuse).
 fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
-    let Some(quick) = std::str::from_utf8(&raw)
-        .ok()
-        .and_then(|body| quick::read(body, max_parts))
-    else {
+    let Ok(text) = std::str::from_utf8(&raw) else {
+        return Err(raw);
+    };
+    let Some(quick) = quick::read(text, max_parts) else {
         return Err(raw);
     };
     let route = model_route(quick.model.unwrap_or("default"));
@@ -109,10 +109,13 @@ fn quick_chat(raw: Bytes, max_parts: usize) -> Result<QuickChat, Bytes> {
     };
     out.chat.body_len = u32::try_from(raw.len()).ok();
     if !stream && forwardable {
-        let body = String::from_utf8(Vec::from(raw)).ok();
-        out.chat.native = body.map(|body| {
-            Arc::new(NativeRequest::new(Protocol::ChatCompletions, body).with_spans(spans))
-        });
+        // Copied from the text read above (not taken from `raw`, which
+        // shares the connection's read buffer and would be copied anyway,
+        // then checked as UTF-8 again).
+        let body = text.to_owned();
+        out.chat.native = Some(Arc::new(
+            NativeRequest::new(Protocol::ChatCompletions, body).with_spans(spans),
+        ));
     }
     Ok(out)
 }
