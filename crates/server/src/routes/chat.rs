@@ -76,7 +76,11 @@ async fn completions(
             understudy_core::SessionHint::new(understudy_core::SessionSource::PromptCacheKey, key)
         });
     }
-    serve(&state, front, request, body.stream).await
+    // The typed body goes before the call: a future keeps what is still
+    // in scope at an await.
+    let stream = body.stream;
+    drop(body);
+    serve(&state, front, request, stream).await
 }
 
 /// What the handler needs of a body [`quick::read`] took.
