@@ -14,6 +14,7 @@
 //! `20x30`); by default a smaller one that keeps the test quick.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 use understudy_testkit::{
@@ -141,6 +142,13 @@ impl Clouds {
             .toml(&self.toml)
             .toml(extra)
             .order(order)
+    }
+
+    /// Every simulator answers after `delay` (its first byte).
+    pub fn answer_after(&self, delay: Duration) {
+        for sim in [&self.claude, &self.bedrock, &self.vertex] {
+            sim.first_token_delay(delay);
+        }
     }
 
     /// Each simulator's cache totals, by provider name.
@@ -299,6 +307,13 @@ async fn a_tier_of_clouds_keeps_each_session_on_its_cache() {
     let alone = Clouds::start().await;
     let base = measure(alone.gateway(&["claude"], ""), workload).await;
     let tiered = Clouds::start().await;
+    // The members answer alike, after the same wait: the group choice
+    // sends a request to a member clearly faster to first output, and
+    // answers of a millisecond or two would let a loaded machine's
+    // scheduling (tens of milliseconds) make one member look so. A wait
+    // of 200 ms also has every session's first turn sent before any
+    // member's first sample.
+    tiered.answer_after(Duration::from_millis(200));
     let m = measure_on(
         tiered.gateway(&["claude"], TIER).affinity(true),
         workload,
@@ -306,6 +321,7 @@ async fn a_tier_of_clouds_keeps_each_session_on_its_cache() {
     )
     .await;
     let off = Clouds::start().await;
+    off.answer_after(Duration::from_millis(200));
     let scattered = measure_on(
         off.gateway(&["claude"], TIER)
             .env("UNDERSTUDY_AFFINITY", "off"),
