@@ -190,7 +190,7 @@ fn build(root: &Path, tools: &Path) -> Result<(), String> {
     .map_err(|e| format!("cannot extend PATH: {e}"))?;
     note("cargo auditable build --release");
     let started = std::time::Instant::now();
-    let status = Command::new(cargo_path())
+    let status = crate::without_package_env(&mut Command::new(cargo_path()))
         .args(["auditable", "build", "--release", "--locked"])
         .args(["-p", PACKAGE, "--bin", BINARY])
         .env("PATH", path)

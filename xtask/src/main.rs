@@ -4,12 +4,14 @@
 //!   (`redis-server`, Chromium, a Python venv in `target/test-venv` with the
 //!   `openai`, `anthropic`, `openai-agents` and `google-genai` SDKs, Claude
 //!   Code, Codex and the Gemini CLI from npm in `target/test-npm`; see
-//!   `provision.rs`), then runs `cargo test --workspace` with
-//!   `UNDERSTUDY_PYTHON` set to the venv's Python and `UNDERSTUDY_CLAUDE`,
-//!   `UNDERSTUDY_CODEX`, `UNDERSTUDY_GEMINI` to the agents' binaries, then
-//!   `dist-test`, then `browser-test`, then `container-test`, then the
-//!   deployment check (`deploy.rs`: the Kubernetes manifests rendered and
-//!   validated offline, the systemd unit verified), then `fleet-test`.
+//!   `provision.rs`; meanwhile a release build compiles the dependencies
+//!   in the background, stopped when provisioning ends: `warmup.rs`), then
+//!   runs `cargo test --workspace` with `UNDERSTUDY_PYTHON` set to the
+//!   venv's Python and `UNDERSTUDY_CLAUDE`, `UNDERSTUDY_CODEX`,
+//!   `UNDERSTUDY_GEMINI` to the agents' binaries, then `dist-test`, then
+//!   `browser-test`, then `container-test`, then the deployment check
+//!   (`deploy.rs`: the Kubernetes manifests rendered and validated
+//!   offline, the systemd unit verified), then `fleet-test`.
 //! - `provision`: only the provisioning of `test`, after which plain
 //!   `cargo test --workspace` works too.
 //! - `ci`: what a reviewer runs: `cargo fmt --check`, clippy with
@@ -64,6 +66,7 @@ mod own_work;
 mod provision;
 mod routing_cost;
 mod tidy;
+mod warmup;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -134,8 +137,10 @@ pub(crate) fn project_root() -> PathBuf {
 }
 
 fn test() -> Result<(), String> {
+    let warmup = warmup::start(&project_root());
     let provisioned =
         provision::provision(&project_root(), provision::Suites::WorkspaceAndBrowser)?;
+    warmup.stop();
     workspace_tests(&provisioned)?;
     dist::verify::test(&project_root(), &provisioned.python)?;
     let chromium = provisioned
@@ -350,6 +355,27 @@ pub(crate) fn bench_pinned() -> bool {
 
 pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with_env(args, &[])
+}
+
+/// Takes off `command` the variables `cargo run` set for this program
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`…), so that a cargo it starts
+/// builds as one started from a shell. A build script may depend on them
+/// (ring's does): inherited, they made a release build's artefacts stale
+/// for every other build of the same target directory (the image's).
+pub(crate) fn without_package_env(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                name,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            command.env_remove(name);
+        }
+    }
+    command
 }
 
 /// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
