@@ -46,12 +46,7 @@ impl Run {
                 g.cached = true;
                 g.attempts.clear();
                 g.latency_ms = millis(crate::runtime_clock::since(started));
-                let provider = self.shared_name(&g.provider);
-                let taken = Taken {
-                    provider,
-                    attempts: Vec::new(),
-                    model: g.model.clone(),
-                };
+                let taken = self.taken(&mut g);
                 let event = GenerationEvent::served(ctx, &g, taken, true, Some(0.0));
                 self.publish(event);
                 return Ok(g);
