@@ -28,41 +28,35 @@ pub(crate) struct Warmup {
 pub(crate) fn start(root: &Path) -> Warmup {
     let started = Instant::now();
     let log = root.join("target").join("release-warmup.log");
-    let output = std::fs::create_dir_all(root.join("target"))
-        .and_then(|()| std::fs::File::create(&log))
-        .and_then(|f| Ok((f.try_clone()?, f)));
-    let child = output.and_then(|(out, err)| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        crate::without_package_env(&mut Command::new(cargo))
-            .args(["build", "--release", "--locked", "-p", "understudy-cli"])
-            .args(["--bin", "understudy"])
-            .current_dir(root)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            // Its own group, so that an interrupt reaches the compilers too.
-            .process_group(0)
-            .spawn()
-    });
-    match child {
-        Ok(child) => {
-            note(&format!(
-                "compiling the release build's dependencies while provisioning (log: {})",
-                log.display()
-            ));
-            Warmup {
-                child: Some(child),
-                started,
-            }
-        }
-        Err(e) => {
-            note(&format!("no release warm-up: {e}"));
-            Warmup {
-                child: None,
-                started,
-            }
-        }
+    let child = spawn(root, &log);
+    match &child {
+        Ok(_) => note(&format!(
+            "compiling the release build's dependencies while provisioning (log: {})",
+            log.display()
+        )),
+        Err(e) => note(&format!("no release warm-up: {e}")),
     }
+    Warmup {
+        child: child.ok(),
+        started,
+    }
+}
+
+/// The build, its output in `log`, in a process group of its own (so that
+/// an interrupt reaches the compilers too).
+fn spawn(root: &Path, log: &Path) -> std::io::Result<Child> {
+    std::fs::create_dir_all(root.join("target"))?;
+    let out = std::fs::File::create(log)?;
+    let err = out.try_clone()?;
+    crate::without_package_env(&mut Command::new(crate::dist::cargo_path()))
+        .args(["build", "--release", "--locked", "-p", "understudy-cli"])
+        .args(["--bin", "understudy"])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
 }
 
 impl Warmup {
