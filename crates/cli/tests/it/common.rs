@@ -86,6 +86,8 @@ pub struct Gateway {
     child: Child,
     pub url: String,
     log: Arc<Mutex<Vec<String>>>,
+    /// The thread reading the log; done once the process's stderr closes.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Gateway {
@@ -136,12 +138,17 @@ impl Gateway {
         // Keep reading the log, so that the gateway never blocks on a full
         // pipe and a failing test can show it.
         let kept = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 kept.lock().unwrap().push(line);
             }
         });
-        Self { child, url, log }
+        Self {
+            child,
+            url,
+            log,
+            reader: Some(reader),
+        }
     }
 
     /// The gateway's process id.
@@ -163,6 +170,7 @@ impl Gateway {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.read_to_end();
                 return status;
             }
             assert!(
@@ -186,9 +194,27 @@ impl Gateway {
         assert!(sent.success(), "kill -{name} {pid} failed");
     }
 
-    /// Its exit status, once it has exited.
+    /// Its exit status, once it has exited (and then its whole log read).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
+        let status = self.child.try_wait().unwrap()?;
+        self.read_to_end();
+        Some(status)
+    }
+
+    /// Waits for the log's reader to read what the exited process wrote
+    /// last: it may still be reading when the exit is seen. Bounded, in
+    /// case something the process started keeps its stderr open.
+    fn read_to_end(&mut self) {
+        let Some(reader) = self.reader.take() else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !reader.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if reader.is_finished() {
+            let _ = reader.join();
+        }
     }
 }
 
