@@ -382,7 +382,6 @@ pub(crate) fn without_package_env(command: &mut Command) -> &mut Command {
     command
 }
 
-/// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
 /// How many tests a suite runs at once: the caller's `RUST_TEST_THREADS`,
 /// else twice the cores. Most of a suite's time is waiting (simulated
 /// providers answering after a delay, SDK and agent processes starting,
@@ -396,9 +395,10 @@ fn test_threads() -> std::ffi::OsString {
     })
 }
 
+/// Runs `$CARGO` (or `cargo`) in the workspace root with extra environment variables.
 pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, &OsStr)]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(&cargo)
+    let cargo = dist::cargo_path();
+    let status = without_package_env(&mut Command::new(&cargo))
         .args(args)
         .envs(env.iter().copied())
         .current_dir(project_root())
